@@ -1,0 +1,5 @@
+//! Calibration against real measurements: reading nccl-tests logs ([`nccl_log`]) and comparing
+//! the model with them ([`validate`]).
+
+pub mod nccl_log;
+pub mod validate;

@@ -1,0 +1,128 @@
+//! Compares the model with a real nccl-tests run: the same sizes simulated, the error per size
+//! `100·(predicted − measured)/measured` on the out-of-place time, and its median and 95th
+//! percentile.
+
+use super::nccl_log::LogTest;
+use crate::collective::{Collective, Mode, TimingParams};
+use crate::comm::Communicator;
+use crate::config::SweepSpec;
+use crate::hw::Cluster;
+use crate::units::Bytes;
+use crate::workload::sweep::{self, SweepError};
+use crate::workload::{DataType, ReduceOp};
+
+/// One size, measured and predicted.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ValidationRow {
+    /// Bytes per rank.
+    pub size_bytes: u64,
+    /// Out-of-place time in the log, µs.
+    pub measured_time_us: f64,
+    /// Predicted time, µs.
+    pub predicted_time_us: f64,
+    /// Out-of-place busbw in the log, GB/s.
+    pub measured_busbw: f64,
+    /// Predicted busbw, GB/s.
+    pub predicted_busbw: f64,
+    /// 100·(predicted − measured)/measured.
+    pub error_pct: f64,
+    /// Algorithm simulated.
+    pub algo: &'static str,
+    /// Protocol simulated.
+    pub proto: &'static str,
+    /// Channels used.
+    pub channels: usize,
+    /// NCCL's own choice per its cost model.
+    pub nccl_choice: String,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Validation {
+    /// The collective compared.
+    pub collective: Collective,
+    /// Per size.
+    pub rows: Vec<ValidationRow>,
+    /// Median of |error_pct|.
+    pub median_abs_error_pct: f64,
+    /// 95th percentile (nearest rank) of |error_pct|.
+    pub p95_abs_error_pct: f64,
+}
+
+/// Why a comparison cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidateError {
+    /// A row's data type is unknown.
+    #[error("row of size {0}: unknown data type {1:?}")]
+    DataType(u64, String),
+    /// The simulation cannot run.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+}
+
+/// Median and nearest-rank 95th percentile of the absolute values.
+pub fn summary(errors: &[f64]) -> (f64, f64) {
+    if errors.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut v: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let rank = ((0.95 * n as f64).ceil() as usize).clamp(1, n);
+    (median, v[rank - 1])
+}
+
+/// Simulates every row of `test` as `collective` and compares.
+pub fn compare(
+    cluster: &Cluster,
+    comm: &Communicator,
+    test: &LogTest,
+    collective: Collective,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<Validation, ValidateError> {
+    let mut rows = Vec::with_capacity(test.rows.len());
+    for r in &test.rows {
+        let dtype = DataType::parse(&r.dtype)
+            .ok_or_else(|| ValidateError::DataType(r.size_bytes, r.dtype.clone()))?;
+        let spec = SweepSpec {
+            collective,
+            min_bytes: Bytes::new(r.size_bytes),
+            max_bytes: Bytes::new(r.size_bytes),
+            factor: 2,
+            dtype,
+            op: ReduceOp::parse(&r.redop).unwrap_or(ReduceOp::Sum),
+        };
+        sweep::check_supported(&spec, comm)?;
+        let p = sweep::run_size(cluster, comm, &spec, r.size_bytes, params, mode);
+        rows.push(ValidationRow {
+            size_bytes: r.size_bytes,
+            measured_time_us: r.oop_time_us,
+            predicted_time_us: p.time_us,
+            measured_busbw: r.oop_busbw,
+            predicted_busbw: p.busbw,
+            error_pct: 100.0 * (p.time_us - r.oop_time_us) / r.oop_time_us,
+            algo: p.algo,
+            proto: p.proto,
+            channels: p.channels,
+            nccl_choice: p.nccl_choice,
+        });
+    }
+    let errors: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
+    let (median_abs_error_pct, p95_abs_error_pct) = summary(&errors);
+    Ok(Validation { collective, rows, median_abs_error_pct, p95_abs_error_pct })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_statistics() {
+        let (m, p) = summary(&[1.0, -2.0, 3.0, -4.0]);
+        assert_eq!((m, p), (2.5, 4.0));
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(summary(&v), (10.5, 19.0));
+    }
+}

@@ -1,0 +1,120 @@
+//! Collectives: from (collective, bytes, algorithm, protocol, channels) to steps, chunks and
+//! slices, and from those to flows on the network, driven by the event engine. One file per
+//! algorithm; only the ring ([`ring`]) exists so far.
+
+pub mod ring;
+
+use crate::comm::{HopClass, Proto};
+use crate::units::Time;
+
+/// The collectives nccl-tests runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    /// AllReduce.
+    AllReduce,
+    /// AllGather.
+    AllGather,
+    /// ReduceScatter.
+    ReduceScatter,
+    /// Broadcast.
+    Broadcast,
+    /// Reduce.
+    Reduce,
+    /// AllToAll.
+    AllToAll,
+    /// SendRecv.
+    SendRecv,
+}
+
+impl Collective {
+    /// Parses nccl-tests' names ("all_reduce", "all_reduce_perf", "allreduce").
+    pub fn parse(s: &str) -> Option<Collective> {
+        let s = s.trim().trim_end_matches("_perf").replace(['_', '-'], "").to_ascii_lowercase();
+        Some(match s.as_str() {
+            "allreduce" => Collective::AllReduce,
+            "allgather" => Collective::AllGather,
+            "reducescatter" => Collective::ReduceScatter,
+            "broadcast" => Collective::Broadcast,
+            "reduce" => Collective::Reduce,
+            "alltoall" => Collective::AllToAll,
+            "sendrecv" => Collective::SendRecv,
+            _ => return None,
+        })
+    }
+
+    /// nccl-tests' name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllToAll => "alltoall",
+            Collective::SendRecv => "sendrecv",
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks (`doc/PERFORMANCE.md`).
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
+    }
+}
+
+/// The timing parameters of the mechanistic model (a calibration profile's content).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TimingParams {
+    /// Profile name.
+    pub name: String,
+    /// Where the numbers come from.
+    pub source: String,
+    /// Fixed cost of one collective call as nccl-tests times it (host enqueue, kernel launch,
+    /// completion), added once per call.
+    #[serde(serialize_with = "ser_time")]
+    pub call_overhead: Time,
+    /// Per-slice protocol latency (synchronisation, flag polling, proxy post) by hop class
+    /// (NVLink, PCIe, network) and protocol (LL, LL128, Simple).
+    #[serde(serialize_with = "ser_lat")]
+    pub step_latency: [[Time; 3]; 3],
+}
+
+fn ser_time<S: serde::Serializer>(t: &Time, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(t)
+}
+
+fn ser_lat<S: serde::Serializer>(t: &[[Time; 3]; 3], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(3))?;
+    for (class, row) in ["nvlink", "pcie", "net"].iter().zip(t) {
+        let v: std::collections::BTreeMap<&str, String> =
+            Proto::ALL.iter().zip(row).map(|(p, t)| (p.name(), t.to_string())).collect();
+        m.serialize_entry(class, &v)?;
+    }
+    m.end()
+}
+
+impl TimingParams {
+    /// The per-slice latency of a hop of `class` under `proto`.
+    pub fn step(&self, class: HopClass, proto: Proto) -> Time {
+        self.step_latency[class as usize][proto as usize]
+    }
+}
+
+/// How much of the machine is simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every rank and channel, with rates re-shared whenever a flow starts or ends.
+    Detailed,
+    /// One node's ranks and one channel, exploiting the symmetry of identical nodes and
+    /// channels, with the steady-state max-min rates of all flows.
+    Aggregated,
+}

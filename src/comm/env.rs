@@ -1,0 +1,236 @@
+//! NCCL environment variables as a scenario gives them (`NCCL_ALGO=Ring`, …), parsed the way
+//! NCCL parses them. Variables the model uses change it; the others are kept as "ignored" so
+//! the caller can list them.
+
+use std::collections::BTreeMap;
+
+use super::{Algo, Proto};
+use crate::units::Bytes;
+
+/// The NCCL settings the model uses, with NCCL's defaults.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NcclEnv {
+    /// Algorithms allowed (NCCL_ALGO), in NCCL's index order.
+    pub algos: Vec<Algo>,
+    /// Protocols allowed by NCCL_PROTO (LL128 may still be off for hardware reasons).
+    pub protos: Vec<Proto>,
+    /// Whether NCCL_PROTO named LL128 explicitly (forces it on where NCCL would gate it).
+    pub ll128_forced: bool,
+    /// NCCL_MIN_NCHANNELS.
+    pub min_nchannels: usize,
+    /// NCCL_MAX_NCHANNELS.
+    pub max_nchannels: usize,
+    /// NCCL_BUFFSIZE: the Simple protocol's FIFO per connection.
+    #[serde(serialize_with = "ser_bytes")]
+    pub buffsize: Bytes,
+    /// NCCL_NVLS_ENABLE: 0 off, 1 on, 2 auto.
+    pub nvls_enable: u8,
+    /// Every NCCL_* variable given, as given (the resolved environment).
+    pub given: BTreeMap<String, String>,
+    /// The given variables the model does not use.
+    pub ignored: Vec<String>,
+}
+
+fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(b.get())
+}
+
+impl Default for NcclEnv {
+    fn default() -> Self {
+        NcclEnv {
+            algos: Algo::ALL.to_vec(),
+            protos: Proto::ALL.to_vec(),
+            ll128_forced: false,
+            min_nchannels: 1,
+            max_nchannels: 64,
+            buffsize: Bytes::from_mib(4),
+            nvls_enable: 2,
+            given: BTreeMap::new(),
+            ignored: Vec::new(),
+        }
+    }
+}
+
+/// Why an NCCL variable was rejected: `KEY: reason`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}={value}: {reason}")]
+pub struct EnvError {
+    /// The variable.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Picks the section of a per-collective list (`"LL,Simple;allreduce:^LL"`) that applies to
+/// AllReduce: a section prefixed `allreduce:` wins over the unprefixed first one.
+fn section_for_allreduce(value: &str) -> &str {
+    let mut default = None;
+    for (i, sec) in value.split(';').enumerate() {
+        match sec.split_once(':') {
+            Some((func, list)) if func.trim().eq_ignore_ascii_case("allreduce") => return list,
+            Some(_) => {}
+            None if i == 0 => default = Some(sec),
+            None => {}
+        }
+    }
+    default.unwrap_or("")
+}
+
+/// Parses a NCCL-style list with optional `^` negation against `all`.
+fn parse_list<T: Copy + PartialEq>(
+    key: &str,
+    value: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<Vec<T>>,
+    names: &str,
+) -> Result<Vec<T>, EnvError> {
+    let list = section_for_allreduce(value).trim();
+    let (negate, list) = match list.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, list),
+    };
+    let mut named = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let items = parse(item).ok_or_else(|| EnvError {
+            key: key.into(),
+            value: value.into(),
+            reason: format!("unknown value `{item}` (expected {names})"),
+        })?;
+        named.extend(items);
+    }
+    let out: Vec<T> = all.iter().copied().filter(|a| named.contains(a) != negate).collect();
+    if out.is_empty() {
+        return Err(EnvError {
+            key: key.into(),
+            value: value.into(),
+            reason: "leaves nothing enabled".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn parse_int(key: &str, value: &str, lo: i64, hi: i64) -> Result<i64, EnvError> {
+    let v: i64 = value.trim().parse().map_err(|_| EnvError {
+        key: key.into(),
+        value: value.into(),
+        reason: "not an integer".into(),
+    })?;
+    if v < lo || v > hi {
+        return Err(EnvError {
+            key: key.into(),
+            value: value.into(),
+            reason: format!("must be in {lo}..={hi}"),
+        });
+    }
+    Ok(v)
+}
+
+impl NcclEnv {
+    /// Applies `KEY=VALUE` pairs in order (a later one overrides an earlier one).
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<NcclEnv, EnvError> {
+        let mut env = NcclEnv::default();
+        for (k, v) in pairs {
+            env.given.insert(k.to_string(), v.to_string());
+        }
+        let given = env.given.clone();
+        for (key, value) in &given {
+            let (k, v) = (key.as_str(), value.as_str());
+            match k {
+                "NCCL_ALGO" => {
+                    env.algos = parse_list(
+                        k,
+                        v,
+                        &Algo::ALL,
+                        Algo::parse,
+                        "Ring, Tree, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT",
+                    )?;
+                }
+                "NCCL_PROTO" => {
+                    env.protos = parse_list(
+                        k,
+                        v,
+                        &Proto::ALL,
+                        |s| Proto::parse(s).map(|p| vec![p]),
+                        "LL, LL128, Simple",
+                    )?;
+                    let list = section_for_allreduce(v);
+                    env.ll128_forced = !list.trim_start().starts_with('^')
+                        && list.split(',').any(|s| s.trim().eq_ignore_ascii_case("ll128"));
+                }
+                "NCCL_MIN_NCHANNELS" | "NCCL_MIN_NRINGS" | "NCCL_MIN_CTAS" => {
+                    env.min_nchannels = parse_int(k, v, 1, 64)? as usize;
+                }
+                "NCCL_MAX_NCHANNELS" | "NCCL_MAX_NRINGS" | "NCCL_MAX_CTAS" => {
+                    env.max_nchannels = parse_int(k, v, 1, 64)? as usize;
+                }
+                "NCCL_BUFFSIZE" => {
+                    let b = parse_int(k, v, 1 << 14, 1 << 30)?;
+                    if b % 8 != 0 {
+                        return Err(EnvError {
+                            key: k.into(),
+                            value: v.into(),
+                            reason: "must be a multiple of 8 bytes".into(),
+                        });
+                    }
+                    env.buffsize = Bytes::new(b as u64);
+                }
+                "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
+                _ => env.ignored.push(k.to_string()),
+            }
+        }
+        if env.min_nchannels > env.max_nchannels {
+            return Err(EnvError {
+                key: "NCCL_MIN_NCHANNELS".into(),
+                value: env.min_nchannels.to_string(),
+                reason: format!("larger than NCCL_MAX_NCHANNELS={}", env.max_nchannels),
+            });
+        }
+        Ok(env)
+    }
+
+    /// Splits `KEY=VALUE`; the key must start with `NCCL_`.
+    pub fn split_pair(s: &str) -> Result<(String, String), String> {
+        let (k, v) = s.split_once('=').ok_or_else(|| format!("--nccl {s}: expected KEY=VALUE"))?;
+        if !k.starts_with("NCCL_") {
+            return Err(format!("--nccl {s}: `{k}` is not an NCCL_* variable"));
+        }
+        Ok((k.to_string(), v.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_like_nccl() {
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "ring"), ("NCCL_PROTO", "^LL128")]).unwrap();
+        assert_eq!(env.algos, vec![Algo::Ring]);
+        assert_eq!(env.protos, vec![Proto::LL, Proto::Simple]);
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "Tree;allreduce:Ring,NVLS")]).unwrap();
+        assert_eq!(env.algos, vec![Algo::Ring, Algo::Nvls]);
+        let env =
+            NcclEnv::from_pairs([("NCCL_DEBUG", "INFO"), ("NCCL_BUFFSIZE", "8388608")]).unwrap();
+        assert_eq!(env.ignored, vec!["NCCL_DEBUG"]);
+        assert_eq!(env.buffsize, Bytes::from_mib(8));
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        let e = NcclEnv::from_pairs([("NCCL_ALGO", "Rong")]).unwrap_err();
+        assert!(e.to_string().contains("unknown value `Rong`"), "{e}");
+        assert!(NcclEnv::from_pairs([("NCCL_MAX_NCHANNELS", "0")]).is_err());
+        assert!(NcclEnv::from_pairs([("NCCL_NVLS_ENABLE", "yes")]).is_err());
+        assert!(
+            NcclEnv::from_pairs([(
+                "NCCL_ALGO",
+                "^Ring,Tree,NVLS,NVLSTree,CollNetDirect,CollNetChain,PAT"
+            )])
+            .is_err()
+        );
+    }
+}

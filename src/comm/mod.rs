@@ -1,0 +1,549 @@
+//! A communicator over the ranks of a cluster, as NCCL builds it: the channel search (how many
+//! channels at what per-channel bandwidth, §3.4 of `nccl-model.md`), the CUDA channels and
+//! their ring orders (§3.5), and the per-call choice of algorithm, protocol and channel count
+//! with NCCL's cost model ([`tuning`]).
+//!
+//! This layer knows GPUs, NICs and paths, not flows or time.
+
+pub mod env;
+pub mod tuning;
+
+use crate::hw::{Arch, Cluster};
+use crate::net::LinkId;
+use env::NcclEnv;
+use tuning::TuningInput;
+
+/// NCCL's algorithms, in its index order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Algo {
+    /// Double binary tree across nodes, chain inside.
+    Tree = 0,
+    /// Ring.
+    Ring = 1,
+    /// IB SHARP, direct.
+    CollNetDirect = 2,
+    /// IB SHARP, chain.
+    CollNetChain = 3,
+    /// NVLink SHARP.
+    Nvls = 4,
+    /// NVLink SHARP inside nodes, tree across.
+    NvlsTree = 5,
+    /// Parallel aggregated trees (AllGather/ReduceScatter).
+    Pat = 6,
+}
+
+impl Algo {
+    /// All, in index order.
+    pub const ALL: [Algo; 7] = [
+        Algo::Tree,
+        Algo::Ring,
+        Algo::CollNetDirect,
+        Algo::CollNetChain,
+        Algo::Nvls,
+        Algo::NvlsTree,
+        Algo::Pat,
+    ];
+
+    /// NCCL's spelling, as in its logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Tree => "TREE",
+            Algo::Ring => "RING",
+            Algo::CollNetDirect => "COLLNET_DIRECT",
+            Algo::CollNetChain => "COLLNET_CHAIN",
+            Algo::Nvls => "NVLS",
+            Algo::NvlsTree => "NVLS_TREE",
+            Algo::Pat => "PAT",
+        }
+    }
+
+    /// Parses an NCCL_ALGO item (case-insensitive; "CollNet" means both CollNet variants).
+    pub fn parse(s: &str) -> Option<Vec<Algo>> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "tree" => vec![Algo::Tree],
+            "ring" => vec![Algo::Ring],
+            "collnetdirect" | "collnet_direct" => vec![Algo::CollNetDirect],
+            "collnetchain" | "collnet_chain" => vec![Algo::CollNetChain],
+            "collnet" => vec![Algo::CollNetDirect, Algo::CollNetChain],
+            "nvls" => vec![Algo::Nvls],
+            "nvlstree" | "nvls_tree" => vec![Algo::NvlsTree],
+            "pat" => vec![Algo::Pat],
+            _ => return None,
+        })
+    }
+}
+
+/// NCCL's protocols, in its index order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Proto {
+    /// Low latency: 8-byte stores of 4 B data + 4 B flag.
+    LL = 0,
+    /// 128-byte lines of 120 B data + 8 B flag.
+    LL128 = 1,
+    /// Plain copies with fences and step counters.
+    Simple = 2,
+}
+
+impl Proto {
+    /// All, in index order.
+    pub const ALL: [Proto; 3] = [Proto::LL, Proto::LL128, Proto::Simple];
+
+    /// NCCL's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::LL => "LL",
+            Proto::LL128 => "LL128",
+            Proto::Simple => "SIMPLE",
+        }
+    }
+
+    /// Parses an NCCL_PROTO item (case-insensitive).
+    pub fn parse(s: &str) -> Option<Proto> {
+        match s.to_ascii_lowercase().as_str() {
+            "ll" => Some(Proto::LL),
+            "ll128" => Some(Proto::LL128),
+            "simple" => Some(Proto::Simple),
+            _ => None,
+        }
+    }
+
+    /// Fraction of the bytes on the wire that are payload (LL 8 of 16, LL128 120 of 128).
+    pub fn payload_efficiency(self) -> f64 {
+        match self {
+            Proto::LL => 0.5,
+            Proto::LL128 => 120.0 / 128.0,
+            Proto::Simple => 1.0,
+        }
+    }
+
+    /// Threads per CTA before per-call trimming (`maxThreads`, NCCL_MAX_NTHREADS = 640 for
+    /// LL128, 512 otherwise).
+    pub fn max_threads(self) -> u64 {
+        match self {
+            Proto::LL128 => 640,
+            _ => 512,
+        }
+    }
+}
+
+/// A search result: channel count and per-channel bandwidth (GB/s) inside and across nodes.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Graph {
+    /// Search channels.
+    pub n_channels: usize,
+    /// Per-channel bandwidth inside a node, GB/s.
+    pub bw_intra: f64,
+    /// Per-channel bandwidth across nodes, GB/s.
+    pub bw_inter: f64,
+}
+
+/// Candidate per-channel speeds the search tries (GB/s), from `search.cc`.
+fn speeds(arch: Arch, inter: bool) -> &'static [f64] {
+    match (arch >= Arch::Hopper, arch >= Arch::Blackwell, inter) {
+        (_, true, false) => {
+            &[90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0]
+        }
+        (_, true, true) => &[
+            96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+            6.0, 3.0, 2.4, 1.2, 0.24, 0.12,
+        ],
+        (true, _, false) => &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0],
+        (true, _, true) => &[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+            0.24, 0.12,
+        ],
+        (false, _, false) => {
+            &[40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0]
+        }
+        (false, _, true) => &[
+            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+            2.4, 1.2, 0.24, 0.12,
+        ],
+    }
+}
+
+/// NCCL's speed loop: from the highest speed that fits `max_bw`, take the first speed giving the
+/// most total bandwidth, stopping at a perfect fit or when speeds fall below 0.49× the best.
+/// `channels_at(speed)` says how many channels fit at that speed.
+fn search_speed(
+    list: &[f64],
+    max_bw: f64,
+    total_bw: f64,
+    channels_at: impl Fn(f64) -> usize,
+) -> Option<(usize, f64)> {
+    let mut best: Option<(usize, f64)> = None;
+    for &s in list.iter().filter(|&&s| s <= max_bw + 1e-9) {
+        if let Some((_, bs)) = best
+            && s <= 0.49 * bs
+        {
+            break;
+        }
+        let n = channels_at(s).min(32);
+        if n == 0 {
+            continue;
+        }
+        if best.is_none_or(|(bn, bs)| n as f64 * s > bn as f64 * bs + 1e-9) {
+            best = Some((n, s));
+        }
+        if n as f64 * s >= total_bw - 1e-9 {
+            break;
+        }
+    }
+    best
+}
+
+/// One CUDA channel's ring inside a node: the GPUs in order, and for multi-node rings the NIC it
+/// enters by (at the first GPU) and leaves by (from the last GPU).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingChannel {
+    /// Local GPU indices in ring order.
+    pub gpus: Vec<usize>,
+    /// NIC receiving from the previous node (multi-node only).
+    pub nic_in: Option<usize>,
+    /// NIC sending to the next node (multi-node only).
+    pub nic_out: Option<usize>,
+}
+
+/// The kind of link a hop crosses, for per-step protocol latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HopClass {
+    /// Over NVLink (through NVSwitch).
+    Nvlink = 0,
+    /// Over PCIe.
+    Pcie = 1,
+    /// Across the network.
+    Net = 2,
+}
+
+/// Why a communicator cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommError {
+    /// Multi-node without NICs.
+    #[error("topology {0}: {1} nodes need NICs, but the node has no [nic] table")]
+    NoNics(String, usize),
+}
+
+/// A communicator: ranks, graphs, CUDA channels and their rings.
+#[derive(Debug, Clone)]
+pub struct Communicator {
+    nnodes: usize,
+    ppn: usize,
+    arch: Arch,
+    ring: Graph,
+    tree: Graph,
+    nvls: Option<Graph>,
+    channels: Vec<RingChannel>,
+    tuning: TuningInput,
+    env: NcclEnv,
+}
+
+impl Communicator {
+    /// Builds the communicator NCCL would build on `cluster` under `env`.
+    pub fn new(cluster: &Cluster, env: &NcclEnv) -> Result<Communicator, CommError> {
+        let spec = cluster.spec();
+        let (nnodes, ppn) = (cluster.nodes(), cluster.gpus_per_node());
+        let arch = spec.gpu.arch;
+        let nvl_total = spec.nvlink_bandwidth().map_or(0.0, |b| b.gbyte_per_s());
+        let nranks = nnodes * ppn;
+
+        // Ring search (pattern RING for 1 node, NET -> GPUs -> NET across nodes).
+        let mut search: Vec<RingChannel> = Vec::new();
+        let ring = if nnodes == 1 {
+            let order: Vec<usize> = (0..ppn).collect();
+            let (n, s) = search_speed(speeds(arch, false), nvl_total, nvl_total, |s| {
+                (nvl_total / s + 1e-9) as usize
+            })
+            .unwrap_or((1, 0.1));
+            search.push(RingChannel { gpus: order, nic_in: None, nic_out: None });
+            Graph { n_channels: n, bw_intra: s, bw_inter: s }
+        } else {
+            let nic =
+                spec.nic.as_ref().ok_or_else(|| CommError::NoNics(spec.name.clone(), nnodes))?;
+            let mut nics: Vec<usize> = (0..ppn).filter_map(|g| spec.local_nic(g)).collect();
+            nics.sort_unstable();
+            nics.dedup();
+            let nic_bw = nic.speed.gbyte_per_s();
+            let path_bw = nic_bw.min(spec.pcie.bandwidth().gbyte_per_s());
+            let total = if ppn > 1 { nvl_total } else { path_bw * nics.len() as f64 };
+            let nics_n = nics.len();
+            let (n, s) = search_speed(speeds(arch, true), path_bw, total, |s| {
+                let per_nic = (nic_bw / s + 1e-9) as usize;
+                let by_nvl = if ppn > 1 {
+                    (nvl_total / s + 1e-9) as usize * ppn / (ppn - 1).max(1)
+                } else {
+                    usize::MAX
+                };
+                (per_nic * nics_n).min(by_nvl)
+            })
+            .unwrap_or((1, 0.12));
+            for c in 0..n {
+                let nic_in = nics[c % nics.len()];
+                let first = (0..ppn).find(|&g| spec.local_nic(g) == Some(nic_in)).unwrap_or(0);
+                let gpus: Vec<usize> = (0..ppn).map(|i| (first + i) % ppn).collect();
+                let last = *gpus.last().unwrap_or(&first);
+                let nic_out = spec.local_nic(last).unwrap_or(nic_in);
+                search.push(RingChannel { gpus, nic_in: Some(nic_in), nic_out: Some(nic_out) });
+            }
+            Graph { n_channels: n, bw_intra: s, bw_inter: s }
+        };
+        // Duplication (search.cc): bw >= 25 and not (sm > 80, bw < 50, > 4 channels) → ×2, bw/2.
+        let mut ring = ring;
+        let mut ring_channels = search.clone();
+        if ring.bw_intra >= 25.0
+            && !(arch > Arch::Ampere && ring.bw_intra < 50.0 && ring.n_channels > 4)
+        {
+            let n = (ring.n_channels * 2).min(32);
+            ring = Graph {
+                n_channels: n,
+                bw_intra: ring.bw_intra / 2.0,
+                bw_inter: ring.bw_inter / 2.0,
+            };
+        }
+        while ring_channels.len() < ring.n_channels {
+            ring_channels.push(ring_channels[ring_channels.len() % search.len()].clone());
+        }
+        ring_channels.truncate(ring.n_channels);
+        let tree = ring;
+
+        // NVLS graph: every GPU a head on one node (head uses 2 bw, the others 1 bw).
+        let nvls_hw = spec.nvswitch.as_ref().is_some_and(|s| s.nvls && s.generation >= 3)
+            && arch >= Arch::Hopper;
+        let nvls = if nvls_hw && ppn > 2 {
+            let heads = if nnodes == 1 {
+                ppn
+            } else {
+                ring_channels
+                    .iter()
+                    .filter_map(|c| c.nic_in)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+                    .max(1)
+            };
+            let intra = speeds(arch, false)
+                .iter()
+                .copied()
+                .find(|&s| s * (heads as f64 + 1.0) <= nvl_total + 1e-9)
+                .unwrap_or(0.0);
+            let inter = if nnodes == 1 {
+                speeds(arch, false)
+                    .iter()
+                    .copied()
+                    .find(|&s| s <= 2.0 * intra + 1e-9)
+                    .unwrap_or(intra)
+            } else {
+                let nic = spec.nic.as_ref().map_or(0.0, |n| {
+                    n.speed.gbyte_per_s().min(spec.pcie.bandwidth().gbyte_per_s())
+                });
+                speeds(arch, true).iter().copied().find(|&s| s <= nic + 1e-9).unwrap_or(0.0)
+            };
+            Some(Graph { n_channels: heads, bw_intra: intra, bw_inter: inter })
+        } else {
+            None
+        };
+
+        // CUDA channels: Hopper+ multi-node rings with bw > 45 and < 16 channels get ×2, then
+        // ncclTopoPostset doubles, then NCCL_MIN/MAX_NCHANNELS clamp (min by replication).
+        let mut cuda = ring_channels.clone();
+        if arch >= Arch::Hopper && nnodes > 1 && ring.bw_intra > 45.0 && cuda.len() < 16 {
+            cuda = cuda.iter().chain(cuda.iter()).cloned().collect();
+        }
+        cuda = cuda.iter().chain(cuda.iter()).cloned().collect();
+        cuda.truncate(env.max_nchannels.min(64));
+        let base = cuda.len();
+        while cuda.len() < env.min_nchannels {
+            cuda.push(cuda[cuda.len() % base].clone());
+        }
+
+        let ll128 = env.protos.contains(&Proto::LL128)
+            && (env.ll128_forced || (spec.nvswitch.is_some() && spec.nvlink.is_some()));
+        let nvls_enabled = env.nvls_enable != 0 && nvls.is_some();
+        let tuning = TuningInput {
+            arch,
+            cpu: spec.cpu.vendor,
+            nnodes,
+            nranks,
+            ring,
+            tree,
+            nvls,
+            intra_nvlink: spec.nvlink.is_some(),
+            nchannels: cuda.len(),
+            ll128,
+            nvls_enabled,
+        };
+        Ok(Communicator {
+            nnodes,
+            ppn,
+            arch,
+            ring,
+            tree,
+            nvls,
+            channels: cuda,
+            tuning,
+            env: env.clone(),
+        })
+    }
+
+    /// Ranks.
+    pub fn nranks(&self) -> usize {
+        self.nnodes * self.ppn
+    }
+
+    /// Nodes.
+    pub fn nnodes(&self) -> usize {
+        self.nnodes
+    }
+
+    /// Ranks per node.
+    pub fn ppn(&self) -> usize {
+        self.ppn
+    }
+
+    /// GPU architecture.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// The ring search result (after duplication).
+    pub fn ring_graph(&self) -> Graph {
+        self.ring
+    }
+
+    /// The tree search result.
+    pub fn tree_graph(&self) -> Graph {
+        self.tree
+    }
+
+    /// The NVLS search result, if NVLS is supported.
+    pub fn nvls_graph(&self) -> Option<Graph> {
+        self.nvls
+    }
+
+    /// The CUDA channels' rings.
+    pub fn channels(&self) -> &[RingChannel] {
+        &self.channels
+    }
+
+    /// The cost model inputs.
+    pub fn tuning(&self) -> &TuningInput {
+        &self.tuning
+    }
+
+    /// The environment the communicator was built under.
+    pub fn env(&self) -> &NcclEnv {
+        &self.env
+    }
+
+    /// What NCCL would run for an AllReduce of `bytes`, and what collsim can run.
+    pub fn select(&self, bytes: u64) -> Selection {
+        let nccl = self.tuning.choose(bytes, &self.env.algos, &self.env.protos);
+        // Only Ring is simulated so far: choose among Ring protocols with the same model.
+        let ring = self
+            .tuning
+            .choose(bytes, &[Algo::Ring], &self.env.protos)
+            .map_or(Proto::Simple, |(_, p, _)| p);
+        let nchannels = self.channels_for(bytes, ring);
+        Selection {
+            algo: Algo::Ring,
+            proto: ring,
+            nchannels,
+            nccl_choice: nccl.map(|(a, p, _)| (a, p)),
+        }
+    }
+
+    /// Channels used for a ring call of `bytes` with `proto` (`topoGetAlgoInfo`'s trimming, then
+    /// the ≥ 32 KiB-of-traffic-per-channel rule of `scheduleCollTasksToPlan`).
+    pub fn channels_for(&self, bytes: u64, proto: Proto) -> usize {
+        let nt = proto.max_threads();
+        let threshold: u64 = match proto {
+            Proto::LL => 8 * self.nranks() as u64,
+            Proto::LL128 => 8,
+            Proto::Simple => 64,
+        };
+        let mut nc = self.channels.len().max(1) as u64;
+        while nc > 1 && bytes < nc * nt * threshold {
+            nc -= 1;
+        }
+        let traffic = bytes.saturating_mul(2);
+        let by_traffic = traffic.div_ceil(32 * 1024).max(1);
+        nc.min(by_traffic) as usize
+    }
+
+    /// Intra-node hop class of this communicator.
+    pub fn intra_class(&self) -> HopClass {
+        if self.tuning.intra_nvlink { HopClass::Nvlink } else { HopClass::Pcie }
+    }
+
+    /// The links of hop `i` of `channel` on `node`: from ring position `i` to `i + 1`; the last
+    /// position crosses to the next node (`to_node`) through the NICs, or wraps on one node.
+    pub fn hop_path(
+        &self,
+        cluster: &Cluster,
+        channel: &RingChannel,
+        node: usize,
+        i: usize,
+        to_node: usize,
+    ) -> (Vec<LinkId>, HopClass) {
+        let g = &channel.gpus;
+        if i + 1 < g.len() {
+            return (cluster.gpu_to_gpu(node, g[i], g[i + 1]), self.intra_class());
+        }
+        match (channel.nic_out, channel.nic_in) {
+            (Some(out), Some(inn)) if self.nnodes > 1 => {
+                let mut p = cluster.gpu_to_nic(node, g[i], out);
+                p.extend(cluster.nic_to_nic((node, out), (to_node, inn)));
+                p.extend(cluster.nic_to_gpu(to_node, inn, g[0]));
+                (p, HopClass::Net)
+            }
+            _ => (cluster.gpu_to_gpu(node, g[i], g[0]), self.intra_class()),
+        }
+    }
+}
+
+/// The per-call decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Selection {
+    /// The algorithm simulated.
+    pub algo: Algo,
+    /// The protocol simulated.
+    pub proto: Proto,
+    /// CUDA channels used.
+    pub nchannels: usize,
+    /// What NCCL's cost model picks among everything enabled (it may be an algorithm collsim
+    /// does not simulate yet).
+    pub nccl_choice: Option<(Algo, Proto)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::resolve_topology;
+
+    fn comm(preset: &str, nodes: usize, g: usize) -> Communicator {
+        let (_, spec) = resolve_topology(preset, None).unwrap();
+        let cluster = Cluster::new(&spec, nodes, g);
+        Communicator::new(&cluster, &NcclEnv::default()).unwrap()
+    }
+
+    #[test]
+    fn channel_search_matches_the_reference_derivations() {
+        let a = comm("dgx-a100", 1, 8);
+        assert_eq!(a.ring_graph(), Graph { n_channels: 12, bw_intra: 20.0, bw_inter: 20.0 });
+        assert_eq!(a.channels().len(), 24);
+        let h = comm("dgx-h100", 1, 8);
+        assert_eq!(h.ring_graph(), Graph { n_channels: 12, bw_intra: 30.0, bw_inter: 30.0 });
+        assert_eq!(h.channels().len(), 24);
+        assert_eq!(h.nvls_graph(), Some(Graph { n_channels: 8, bw_intra: 40.0, bw_inter: 60.0 }));
+        let h2 = comm("dgx-h100", 2, 8);
+        assert_eq!(h2.ring_graph(), Graph { n_channels: 8, bw_intra: 48.0, bw_inter: 48.0 });
+        assert_eq!(h2.channels().len(), 32);
+        let a4 = comm("dgx-a100", 4, 8);
+        assert_eq!(a4.ring_graph(), Graph { n_channels: 8, bw_intra: 24.0, bw_inter: 24.0 });
+        assert_eq!(a4.channels().len(), 16);
+        // Every NIC carries as many channels in as out.
+        let ins: Vec<_> = h2.channels().iter().map(|c| c.nic_in.unwrap()).collect();
+        for nic in 0..8 {
+            assert_eq!(ins.iter().filter(|&&n| n == nic).count(), 4);
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! NCCL's cost model for choosing an algorithm and protocol (`src/graph/tuning.cc`,
+//! NCCL 2.30.7), for AllReduce. The constants are NCCL's, restated from
+//! `shared/reference/nccl-model.md` §2.2–2.6; the model is for *choosing* only — collsim times
+//! the chosen collective mechanistically (`crate::collective`).
+
+use super::{Algo, Graph, Proto};
+use crate::hw::{Arch, CpuVendor};
+
+/// The NCCL release these tables come from.
+pub const NCCL_VERSION: &str = "2.30.7";
+
+/// Base latency per algorithm × protocol, µs (`baseLatencies`), in [`Algo`] index order.
+const BASE_LAT: [[f64; 3]; 7] = [
+    [6.8, 14.0, 8.4], // Tree
+    [6.6, 14.0, 8.4], // Ring
+    [0.0, 0.0, 0.0],  // CollNetDirect
+    [0.0, 0.0, 0.0],  // CollNetChain
+    [0.0, 0.0, 0.0],  // NVLS
+    [0.0, 0.0, 0.0],  // NVLSTree
+    [8.0, 8.0, 8.0],  // PAT
+];
+
+/// Per-hop hardware latency, µs (`hwLatencies[link][algo][proto]`): NVLINK, PCI, NET.
+const HW_LAT: [[[f64; 3]; 7]; 3] = [
+    [
+        [0.6, 1.25, 4.0],
+        [0.6, 1.9, 3.4],
+        [0.0, 0.0, 3.7],
+        [0.0, 0.0, 2.8],
+        [0.0, 0.0, 25.0],
+        [0.0, 0.0, 25.0],
+        [0.0, 0.0, 4.0],
+    ],
+    [
+        [1.0, 1.9, 4.0],
+        [1.0, 2.5, 5.7],
+        [0.0, 0.0, 3.7],
+        [0.0, 0.0, 2.8],
+        [0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0],
+        [0.0, 0.0, 4.0],
+    ],
+    [
+        [5.0, 8.5, 14.0],
+        [2.7, 4.0, 14.0],
+        [0.0, 0.0, 31.0],
+        [0.0, 0.0, 30.0],
+        [0.0, 0.0, 18.0],
+        [0.0, 0.0, 20.9],
+        [0.0, 0.0, 14.0],
+    ],
+];
+
+/// `llMaxBws` (GB/s) rows: Volta/Intel, Ampere/AMD, Hopper, Blackwell × N1, N2, N4.
+const LL_MAX_BW: [[f64; 3]; 4] =
+    [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [141.0, 45.0, 35.0], [282.0, 90.0, 70.0]];
+/// `perChMaxRingLL128Bws` by arch × N1, N2, N4.
+const RING_LL128_MAX: [[f64; 3]; 4] = [[20.0; 3], [20.0; 3], [36.7; 3], [40.0; 3]];
+/// `perChMaxTreeLL128Bws`.
+const TREE_LL128_MAX: [[f64; 3]; 4] =
+    [[20.0; 3], [20.0; 3], [36.7, 36.7, 29.0], [55.6, 31.67, 20.0]];
+/// `perChMaxTreeBws`.
+const TREE_MAX: [[f64; 3]; 4] =
+    [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [38.7, 41.4, 36.0], [70.0, 42.8, 24.0]];
+/// `perChMaxNVLSTreeBws`.
+const NVLS_TREE_MAX: [[f64; 3]; 4] =
+    [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 80.0]];
+/// `nvlsEfficiency` by arch.
+const NVLS_EFF: [f64; 4] = [0.0, 0.0, 0.85, 0.74];
+
+/// Tree AllReduce bandwidth correction by log2(bytes/64), indices 0…22, per protocol.
+const TREE_CORRECTION: [[f64; 23]; 3] = [
+    [
+        1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8,
+        0.9, 1.0, 1.0, 1.0, 1.0,
+    ],
+    [
+        1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9,
+        0.9, 0.9, 0.9, 1.0, 1.0,
+    ],
+    [
+        0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8,
+        0.7, 0.7, 0.8, 0.9, 0.9,
+    ],
+];
+
+/// Everything the cost model looks at.
+#[derive(Debug, Clone)]
+pub struct TuningInput {
+    /// Lowest GPU architecture in the communicator.
+    pub arch: Arch,
+    /// CPU vendor of the hosts.
+    pub cpu: CpuVendor,
+    /// Nodes.
+    pub nnodes: usize,
+    /// Ranks.
+    pub nranks: usize,
+    /// Ring search result.
+    pub ring: Graph,
+    /// Tree search result.
+    pub tree: Graph,
+    /// NVLS search result, when NVLS is supported.
+    pub nvls: Option<Graph>,
+    /// Whether the intra-node path of the graphs is NVLink (else PCI).
+    pub intra_nvlink: bool,
+    /// CUDA channels of the communicator.
+    pub nchannels: usize,
+    /// Whether LL128 is enabled (hardware gating and NCCL_PROTO).
+    pub ll128: bool,
+    /// Whether NVLS is enabled (hardware and NCCL_NVLS_ENABLE).
+    pub nvls_enabled: bool,
+}
+
+/// One entry of NCCL's table: latency (µs) and algorithm bandwidth (GB/s); bw 0 = disabled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    /// Latency, µs.
+    pub lat_us: f64,
+    /// Algorithm bandwidth, GB/s.
+    pub bw: f64,
+}
+
+fn arch_index(a: Arch) -> usize {
+    match a {
+        Arch::Volta => 0,
+        Arch::Ampere => 1,
+        Arch::Hopper => 2,
+        Arch::Blackwell => 3,
+    }
+}
+
+fn log2i(n: usize) -> f64 {
+    (usize::BITS - 1 - n.max(1).leading_zeros()) as f64
+}
+
+impl TuningInput {
+    fn node_index(&self) -> usize {
+        match self.nnodes {
+            1 => 0,
+            2 => 1,
+            _ => 2,
+        }
+    }
+
+    fn ll_max(&self) -> f64 {
+        let row = if self.nnodes == 1 {
+            arch_index(self.arch)
+        } else if self.cpu == CpuVendor::Amd {
+            1
+        } else {
+            0
+        };
+        LL_MAX_BW[row][self.node_index()]
+    }
+
+    /// NCCL's latency and bandwidth for AllReduce with `algo`/`proto`.
+    pub fn cost(&self, algo: Algo, proto: Proto) -> Cost {
+        let off = Cost { lat_us: 0.0, bw: 0.0 };
+        let (a, p, ni) = (algo as usize, proto as usize, self.node_index());
+        let arch = arch_index(self.arch);
+        let n = self.nranks as f64;
+        let nnodes = self.nnodes;
+        let ppn = (self.nranks / nnodes.max(1)).max(1);
+        let nsteps = 2.0 * (n - 1.0);
+        let link = if self.intra_nvlink { 0 } else { 1 };
+        let intra_lat = HW_LAT[link][a][p];
+        let inter_lat = if ppn == 1 { HW_LAT[2][Algo::Tree as usize][p] } else { HW_LAT[2][a][p] };
+        let nodes_log = log2i(nnodes);
+        match algo {
+            Algo::Ring | Algo::Tree => {
+                let g = if algo == Algo::Ring { &self.ring } else { &self.tree };
+                let per_ch = if nnodes <= 2 { g.bw_intra } else { g.bw_inter };
+                let nch = g.n_channels as f64;
+                let mut bus = nch * per_ch;
+                if algo == Algo::Ring {
+                    match proto {
+                        Proto::LL => bus = self.ll_max().min(0.5 * bus),
+                        Proto::LL128 => bus = (0.92 * bus).min(nch * RING_LL128_MAX[arch][ni]),
+                        Proto::Simple => {}
+                    }
+                } else {
+                    bus = (0.92 * bus).min(nch * TREE_MAX[arch][ni]);
+                    match proto {
+                        Proto::LL => bus = (bus / 3.8).min(self.ll_max()),
+                        Proto::LL128 => {
+                            let f = if nnodes == 1 { 7.0 / 9.0 } else { 120.0 / 128.0 };
+                            bus = (bus * f).min(nch * TREE_LL128_MAX[arch][ni]);
+                        }
+                        Proto::Simple => {}
+                    }
+                }
+                if proto == Proto::LL128 && !self.ll128 {
+                    return off;
+                }
+                let bw = if algo == Algo::Ring { bus * n / nsteps } else { bus * 0.5 };
+                let mut lat = BASE_LAT[a][p];
+                if algo == Algo::Ring {
+                    let ninter = if nnodes > 1 { 2.0 * (nnodes as f64 - 1.0) } else { 0.0 };
+                    let net_ov = if nnodes == 1 {
+                        0.0
+                    } else {
+                        let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
+                        if proto == Proto::Simple { 3.0 * base } else { base }
+                    };
+                    lat += (nsteps - ninter) * intra_lat.max(net_ov) + ninter * inter_lat;
+                } else {
+                    lat += 2.0 * ((ppn as f64 - 1.0) * intra_lat + nodes_log * inter_lat);
+                }
+                Cost { lat_us: lat, bw }
+            }
+            Algo::Nvls | Algo::NvlsTree => {
+                let Some(g) = &self.nvls else { return off };
+                if proto != Proto::Simple || !self.nvls_enabled || g.n_channels < 2 {
+                    return off;
+                }
+                // Multi-node NVLS needs IB SHARP (CollNet), which is off; NVLSTree needs > 1 node.
+                if (algo == Algo::Nvls && nnodes > 1) || (algo == Algo::NvlsTree && nnodes == 1) {
+                    return off;
+                }
+                let nch = g.n_channels as f64;
+                let intra = g.bw_intra * NVLS_EFF[arch] * (nch - 1.0) / nch * 2.0;
+                let inter =
+                    g.bw_inter * if algo == Algo::NvlsTree && nnodes <= 2 { 2.0 } else { 1.0 };
+                let mut bw = intra.min(inter);
+                if algo == Algo::NvlsTree {
+                    bw = bw.min(NVLS_TREE_MAX[arch][ni]);
+                }
+                let bus = nch * bw;
+                let lat = if algo == Algo::Nvls {
+                    HW_LAT[0][a][p] + if nnodes > 1 { inter_lat } else { 0.0 }
+                } else {
+                    HW_LAT[0][a][p] + 2.0 * nodes_log * inter_lat
+                };
+                Cost { lat_us: lat, bw: bus * n / nsteps }
+            }
+            Algo::CollNetDirect | Algo::CollNetChain | Algo::Pat => off,
+        }
+    }
+
+    /// NCCL's predicted time in µs, or `None` when the combination is disabled.
+    pub fn time_us(&self, algo: Algo, proto: Proto, bytes: u64) -> Option<f64> {
+        let c = self.cost(algo, proto);
+        if c.bw <= 0.0 {
+            return None;
+        }
+        let mut bw = c.bw;
+        let mut lat = c.lat_us;
+        if algo == Algo::Tree {
+            let idx = log2i((bytes / 64) as usize) as usize;
+            if bytes >= 64 && idx < 23 {
+                bw *= TREE_CORRECTION[proto as usize][idx];
+            } else if bytes < 64 {
+                bw *= TREE_CORRECTION[proto as usize][0];
+            }
+        }
+        if algo == Algo::Ring
+            && proto == Proto::Simple
+            && self.nnodes > 1
+            && bytes / (self.nchannels.max(1) as u64 * self.nranks as u64) >= 64
+        {
+            lat *= if self.arch == Arch::Volta { 1.9 } else { 1.4 };
+        }
+        Some(lat + bytes as f64 / (1000.0 * bw))
+    }
+
+    /// The fastest enabled (algorithm, protocol) for `bytes`, iterating in NCCL's order
+    /// (algorithms by index, then LL, LL128, Simple; strictly smaller time wins).
+    pub fn choose(
+        &self,
+        bytes: u64,
+        algos: &[Algo],
+        protos: &[Proto],
+    ) -> Option<(Algo, Proto, f64)> {
+        let mut best: Option<(Algo, Proto, f64)> = None;
+        for &a in Algo::ALL.iter().filter(|a| algos.contains(a)) {
+            for &p in Proto::ALL.iter().filter(|p| protos.contains(p)) {
+                if let Some(t) = self.time_us(a, p, bytes)
+                    && best.is_none_or(|(_, _, bt)| t < bt)
+                {
+                    best = Some((a, p, t));
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dgx(arch: Arch, ring: Graph, nvls: Option<Graph>) -> TuningInput {
+        TuningInput {
+            arch,
+            cpu: CpuVendor::Amd,
+            nnodes: 1,
+            nranks: 8,
+            ring,
+            tree: ring,
+            nvls,
+            intra_nvlink: true,
+            nchannels: 24,
+            ll128: true,
+            nvls_enabled: true,
+        }
+    }
+
+    #[test]
+    fn reproduces_the_reference_worked_examples() {
+        // nccl-model.md §2.9, DGX-A100: Ring/LL 15.0 us & 87.7 GB/s busbw, Ring/Simple 56.0 & 240.
+        let g = Graph { n_channels: 12, bw_intra: 20.0, bw_inter: 20.0 };
+        let t = dgx(Arch::Ampere, g, None);
+        let busbw = |c: Cost| c.bw * 2.0 * 7.0 / 8.0;
+        let ll = t.cost(Algo::Ring, Proto::LL);
+        assert!((ll.lat_us - 15.0).abs() < 1e-9 && (busbw(ll) - 87.7).abs() < 1e-9);
+        let simple = t.cost(Algo::Ring, Proto::Simple);
+        assert!((simple.lat_us - 56.0).abs() < 1e-9 && (busbw(simple) - 240.0).abs() < 1e-9);
+        let ll128 = t.cost(Algo::Ring, Proto::LL128);
+        assert!((ll128.lat_us - 40.6).abs() < 1e-9 && (busbw(ll128) - 220.8).abs() < 1e-9);
+        // Choice: LL up to 2 MiB, LL128 4–16 MiB, Simple from 32 MiB.
+        let pick = |b: u64| t.choose(b, &[Algo::Ring], &Proto::ALL).unwrap().1;
+        assert_eq!(pick(2 << 20), Proto::LL);
+        assert_eq!(pick(4 << 20), Proto::LL128);
+        assert_eq!(pick(16 << 20), Proto::LL128);
+        assert_eq!(pick(32 << 20), Proto::Simple);
+        // DGX-H100 NVLS: 476 GB/s busbw, 25 us.
+        let h = dgx(
+            Arch::Hopper,
+            Graph { n_channels: 12, bw_intra: 30.0, bw_inter: 30.0 },
+            Some(Graph { n_channels: 8, bw_intra: 40.0, bw_inter: 60.0 }),
+        );
+        let nvls = h.cost(Algo::Nvls, Proto::Simple);
+        assert!((busbw(nvls) - 476.0).abs() < 1e-6 && (nvls.lat_us - 25.0).abs() < 1e-9);
+        assert_eq!(h.choose(1 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Ring);
+        assert_eq!(h.choose(2 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Nvls);
+    }
+}

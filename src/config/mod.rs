@@ -1,0 +1,128 @@
+//! Configuration files, read in two stages: raw serde structs that mirror the TOML
+//! (`deny_unknown_fields`, values kept as written with their spans), then validation into the
+//! typed model ([`crate::hw::NodeSpec`], [`Scenario`], [`crate::collective::TimingParams`]).
+//!
+//! Every error names the file, the line and column, and the field path. Nothing here touches
+//! the filesystem except [`load_text`]; parsing works on strings.
+
+mod profile;
+mod raw;
+mod scenario;
+mod topology;
+
+pub use profile::{DEFAULT_PROFILE, parse_profile};
+pub use scenario::{Scenario, SweepSpec, parse_scenario};
+pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::units::UnitError;
+
+/// An input error: what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {reason}")]
+    Io {
+        /// The path as given.
+        file: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// A problem at a known place in a file.
+    #[error("{file}:{line}:{col}: {msg}")]
+    At {
+        /// The file name.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// What is wrong, starting with the field path where there is one.
+        msg: String,
+    },
+    /// A problem with a whole file or a missing field.
+    #[error("{file}: {msg}")]
+    File {
+        /// The file name.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// Reads a file to a string, with a [`ConfigError::Io`] naming it on failure.
+pub fn load_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::Io { file: path.display().to_string(), reason: e.to_string() })
+}
+
+/// A source text with its name, for turning byte spans into line and column.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    /// An error at byte offset `at`.
+    pub fn error_at(&self, at: usize, msg: impl Into<String>) -> ConfigError {
+        let before = &self.text[..at.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rfind('\n').map_or(before.len(), |p| before.len() - p - 1) + 1;
+        ConfigError::At { file: self.name.to_string(), line, col, msg: msg.into() }
+    }
+
+    /// An error about the file as a whole.
+    pub fn error(&self, msg: impl Into<String>) -> ConfigError {
+        ConfigError::File { file: self.name.to_string(), msg: msg.into() }
+    }
+
+    /// Parses the text as TOML into `T`, mapping syntax and shape errors to one line.
+    pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, ConfigError> {
+        toml::from_str(self.text).map_err(|e| {
+            let msg = e.message().trim().replace('\n', " ");
+            match e.span() {
+                Some(span) => self.error_at(span.start, msg),
+                None => self.error(msg),
+            }
+        })
+    }
+
+    /// Validates a spanned value with `f`, naming `field` and the value's position on error.
+    pub fn check<T, U>(
+        &self,
+        field: &str,
+        v: &Spanned<T>,
+        f: impl FnOnce(&T) -> Result<U, String>,
+    ) -> Result<U, ConfigError> {
+        f(v.get_ref()).map_err(|msg| self.error_at(v.span().start, format!("{field}: {msg}")))
+    }
+}
+
+/// A quantity as written in a file: text with a unit, or a bare number (which is an error
+/// wherever a unit belongs, reported with its position).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawQuantity {
+    /// "400 Gb/s", "1.5 us", "64 MiB".
+    Text(String),
+    /// A bare integer.
+    Int(i64),
+    /// A bare float.
+    Float(f64),
+}
+
+impl RawQuantity {
+    /// Parses with `parse`, turning bare numbers into the unit error they deserve.
+    pub fn parse_with<U>(&self, parse: impl Fn(&str) -> Result<U, UnitError>) -> Result<U, String> {
+        match self {
+            RawQuantity::Text(s) => parse(s).map_err(|e| e.to_string()),
+            RawQuantity::Int(i) => parse(&i.to_string()).map_err(|e| e.to_string()),
+            RawQuantity::Float(x) => parse(&x.to_string()).map_err(|e| e.to_string()),
+        }
+    }
+}

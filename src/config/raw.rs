@@ -1,0 +1,144 @@
+//! Raw serde structs mirroring the TOML files, values kept as written with their spans.
+//! Validation into typed values happens in the sibling modules.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::RawQuantity;
+
+type S<T> = Spanned<T>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTopology {
+    pub name: S<String>,
+    pub description: Option<String>,
+    pub gpu: RawGpu,
+    pub nvlink: Option<RawNvlink>,
+    pub nvswitch: Option<RawNvswitch>,
+    pub pcie: RawPcie,
+    pub cpu: RawCpu,
+    pub nic: Option<RawNic>,
+    pub network: Option<RawNetwork>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpu {
+    pub model: String,
+    pub arch: S<String>,
+    pub count: S<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNvlink {
+    pub generation: S<i64>,
+    pub links_per_gpu: S<i64>,
+    pub bandwidth_per_link: S<RawQuantity>,
+    pub latency: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNvswitch {
+    pub count: S<i64>,
+    pub generation: S<i64>,
+    pub nvls: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPcie {
+    pub generation: S<i64>,
+    pub lanes: S<i64>,
+    pub switches: S<i64>,
+    pub latency: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCpu {
+    pub sockets: S<i64>,
+    pub vendor: S<String>,
+    pub inter_socket: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNic {
+    pub count: S<i64>,
+    pub speed: S<RawQuantity>,
+    pub kind: String,
+    pub latency: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetwork {
+    pub kind: S<String>,
+    pub latency: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    pub cluster: RawCluster,
+    pub workload: RawWorkload,
+    pub nccl: Option<BTreeMap<String, S<toml::Value>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub topology: S<String>,
+    pub nodes: Option<S<i64>>,
+    pub gpus_per_node: Option<S<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    pub collective: S<String>,
+    pub min_bytes: S<RawQuantity>,
+    pub max_bytes: S<RawQuantity>,
+    pub factor: Option<S<i64>>,
+    pub dtype: Option<S<String>>,
+    pub op: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    pub name: String,
+    pub source: String,
+    pub overhead: RawOverhead,
+    pub step_latency: RawStepLatency,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOverhead {
+    pub call: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStepLatency {
+    pub nvlink: RawPerProto,
+    pub pcie: RawPerProto,
+    pub net: RawPerProto,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPerProto {
+    #[serde(rename = "LL")]
+    pub ll: S<RawQuantity>,
+    #[serde(rename = "LL128")]
+    pub ll128: S<RawQuantity>,
+    #[serde(rename = "Simple")]
+    pub simple: S<RawQuantity>,
+}

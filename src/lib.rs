@@ -1,0 +1,88 @@
+//! collsim: a discrete-event, flow-level simulator of GPU-cluster collective communication.
+//!
+//! Data flows one way through the layers:
+//!
+//! * [`config`] reads scenario, topology and profile TOML files in two stages (raw serde
+//!   structs, then validation into typed values with file:line:col errors); [`units`] parses
+//!   every quantity ("400 Gb/s", "1.5 us", "64 MiB") exactly.
+//! * [`hw`] expands a node template × node count into directed links (NVLink through an
+//!   aggregated NVSwitch, PCIe switches, CPU sockets, NICs into a non-blocking switch layer)
+//!   with routes between GPUs and NICs.
+//! * [`comm`] builds what NCCL builds over those ranks: the channel search, CUDA channels and
+//!   ring orders, and the per-call algorithm/protocol choice with NCCL's cost model.
+//! * [`collective`] turns a call into steps, chunks and slices on channels, and those into
+//!   flows on the [`net`]work (max-min fair sharing), driven by the [`engine`]'s deterministic
+//!   event queue. NCCL's latency numbers choose; the simulation times.
+//! * [`workload`] issues the calls (an nccl-tests-like sweep), [`report`] formats the results,
+//!   [`calibrate`] reads real nccl-tests logs and measures the model's error against them.
+//!
+//! Each layer knows only the ones below it: the engine knows nothing of GPUs, the network
+//! knows links and flows but not collectives.
+
+#![warn(missing_docs)]
+
+pub mod calibrate;
+pub mod collective;
+pub mod comm;
+pub mod config;
+pub mod engine;
+pub mod hw;
+pub mod net;
+pub mod report;
+pub mod units;
+pub mod workload;
+
+use collective::{Mode, TimingParams};
+use comm::env::{EnvError, NcclEnv};
+use comm::{CommError, Communicator};
+use config::Scenario;
+use hw::Cluster;
+use report::CommSummary;
+use workload::sweep::{Row, SweepError};
+
+/// Any error the library reports; each displays as one line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Bad input file.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// Bad NCCL variable.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The communicator cannot be built.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    /// The sweep cannot run.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+    /// The validation cannot run.
+    #[error(transparent)]
+    Validate(#[from] calibrate::validate::ValidateError),
+}
+
+/// A cluster and the communicator NCCL would build on it, for a scenario.
+pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
+    let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let cluster = Cluster::new(&scenario.node, scenario.nodes, scenario.gpus_per_node);
+    let comm = Communicator::new(&cluster, &env)?;
+    let summary = CommSummary {
+        nranks: comm.nranks(),
+        ring_graph: comm.ring_graph(),
+        nvls_graph: comm.nvls_graph(),
+        cuda_channels: comm.channels().len(),
+        nccl_tables: comm::tuning::NCCL_VERSION,
+        ignored_nccl: env.ignored.clone(),
+    };
+    Ok((cluster, comm, summary))
+}
+
+/// Simulates a scenario's sweep.
+pub fn simulate(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(Vec<Row>, CommSummary), Error> {
+    let (cluster, comm, summary) = build(scenario)?;
+    let rows = workload::sweep::run(&cluster, &comm, &scenario.sweep, params, mode)?;
+    Ok((rows, summary))
+}

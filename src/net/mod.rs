@@ -1,0 +1,208 @@
+//! The flow-level network: directed links with a capacity and a latency, flows on paths, and
+//! rates shared by max-min fairness.
+//!
+//! The network knows links and flows, not GPUs or collectives. [`solver`] is the pure rate
+//! allocation; [`Network`] keeps the set of active flows, recomputes their rates when a flow
+//! starts or ends, and tells its driver when the next flow will finish.
+
+pub mod solver;
+
+use crate::units::{Bandwidth, Bytes, Time};
+
+/// Index of a directed link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(pub u32);
+
+/// Index of a path registered with a [`Network`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PathId(pub u32);
+
+/// A directed link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Capacity.
+    pub capacity: Bandwidth,
+    /// One-way latency added to every transfer that crosses it.
+    pub latency: Time,
+    /// A short class name for reports ("nvlink", "pcie", "nic", …).
+    pub class: &'static str,
+}
+
+#[derive(Debug, Clone)]
+struct ActiveFlow {
+    path: PathId,
+    remaining: f64,
+    rate: f64,
+    cap: f64,
+    weight: f64,
+    finish: Time,
+    token: u64,
+}
+
+/// The set of active flows on a fixed set of links.
+#[derive(Debug, Clone)]
+pub struct Network {
+    capacity: Vec<f64>,
+    paths: Vec<Vec<u32>>,
+    path_latency: Vec<Time>,
+    flows: Vec<ActiveFlow>,
+    last_update: Time,
+    dirty: bool,
+    solves: u64,
+}
+
+impl Network {
+    /// A network over `links`, with no flows.
+    pub fn new(links: &[Link]) -> Self {
+        Network {
+            capacity: links.iter().map(|l| l.capacity.bytes_per_sec()).collect(),
+            paths: Vec::new(),
+            path_latency: Vec::new(),
+            flows: Vec::new(),
+            last_update: Time::ZERO,
+            dirty: false,
+            solves: 0,
+        }
+    }
+
+    /// Registers a path (a sequence of links) and returns its id; `latency` is the sum of its
+    /// links' latencies, which the caller adds after a transfer finishes.
+    pub fn add_path(&mut self, links: &[LinkId], all: &[Link]) -> PathId {
+        let latency = links.iter().fold(Time::ZERO, |t, l| t + all[l.0 as usize].latency);
+        self.paths.push(links.iter().map(|l| l.0).collect());
+        self.path_latency.push(latency);
+        PathId(self.paths.len() as u32 - 1)
+    }
+
+    /// The summed link latency of a registered path.
+    pub fn path_latency(&self, p: PathId) -> Time {
+        self.path_latency[p.0 as usize]
+    }
+
+    /// Starts a transfer of `bytes` at `now` on `path`, capped at `cap` (bytes/s, or infinity),
+    /// standing for `weight` identical transfers. `token` comes back when it finishes.
+    pub fn start_flow(
+        &mut self,
+        now: Time,
+        path: PathId,
+        bytes: Bytes,
+        cap: f64,
+        weight: f64,
+        token: u64,
+    ) {
+        self.advance_rates(now);
+        self.flows.push(ActiveFlow {
+            path,
+            remaining: bytes.as_f64(),
+            rate: 0.0,
+            cap,
+            weight,
+            finish: Time::MAX,
+            token,
+        });
+        self.dirty = true;
+    }
+
+    /// Number of active flows.
+    pub fn active_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// How many times rates were recomputed.
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
+
+    /// The time at which the next active flow finishes, recomputing rates first if flows
+    /// started or ended since the last call.
+    pub fn next_completion(&mut self) -> Option<Time> {
+        if self.dirty {
+            self.resolve();
+        }
+        self.flows.iter().map(|f| f.finish).min()
+    }
+
+    /// Moves the network's clock to `t`, which must not be past [`Network::next_completion`],
+    /// and returns the tokens of the flows that finish at `t`, in the order they started.
+    pub fn complete_until(&mut self, t: Time) -> Vec<u64> {
+        if self.dirty {
+            self.resolve();
+        }
+        let mut done = Vec::new();
+        self.flows.retain(|f| {
+            if f.finish <= t {
+                done.push(f.token);
+                false
+            } else {
+                true
+            }
+        });
+        if !done.is_empty() {
+            self.advance_rates(t);
+            self.dirty = true;
+        }
+        done
+    }
+
+    /// Drains bytes from every flow at its current rate up to `now`.
+    fn advance_rates(&mut self, now: Time) {
+        if now <= self.last_update {
+            return;
+        }
+        let dt = (now - self.last_update).as_secs_f64();
+        for f in &mut self.flows {
+            f.remaining = (f.remaining - f.rate * dt).max(0.0);
+        }
+        self.last_update = now;
+    }
+
+    fn resolve(&mut self) {
+        let specs: Vec<solver::FlowSpec<'_>> = self
+            .flows
+            .iter()
+            .map(|f| solver::FlowSpec {
+                path: &self.paths[f.path.0 as usize],
+                cap: f.cap,
+                weight: f.weight,
+            })
+            .collect();
+        let rates = solver::max_min_rates(&self.capacity, &specs);
+        self.solves += 1;
+        let now = self.last_update;
+        for (f, r) in self.flows.iter_mut().zip(rates) {
+            f.rate = r;
+            f.finish = if f.remaining <= 0.0 || r.is_infinite() {
+                now
+            } else {
+                now.saturating_add(Time::from_secs_f64_ceil(f.remaining / r))
+            };
+        }
+        self.dirty = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_flows_share_then_one_speeds_up() {
+        let links = [Link {
+            capacity: Bandwidth::from_gbyte_per_s_f64(1.0),
+            latency: Time::ZERO,
+            class: "x",
+        }];
+        let mut net = Network::new(&links);
+        let p = net.add_path(&[LinkId(0)], &links);
+        net.start_flow(Time::ZERO, p, Bytes::new(1_000), f64::INFINITY, 1.0, 1);
+        net.start_flow(Time::ZERO, p, Bytes::new(3_000), f64::INFINITY, 1.0, 2);
+        // Both at 0.5 GB/s: the first ends after 2 us, the second has 2000 B left at 1 GB/s.
+        let t1 = net.next_completion().unwrap();
+        assert_eq!(t1, Time::from_ns(2_000));
+        assert_eq!(net.complete_until(t1), vec![1]);
+        let t2 = net.next_completion().unwrap();
+        assert_eq!(t2, Time::from_ns(4_000));
+        assert_eq!(net.complete_until(t2), vec![2]);
+        assert_eq!(net.next_completion(), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! Max-min fair rate allocation by progressive filling, as a pure function.
+//!
+//! Input: link capacities (bytes/s) and flows, each with a path (link indices), an optional rate
+//! cap (bytes/s) and a weight (how many identical flows it stands for). Output: the rate of one
+//! unit of each flow. All unfrozen flows rise together; the first link to saturate, or the first
+//! cap to be reached, freezes the flows it limits; repeat. This is SimGrid's `lmm` without its
+//! priorities, and the textbook definition of max-min fairness (Bertsekas & Gallager §6.5.2).
+//!
+//! [`max_min_rates`] keeps the link fair shares in a lazily updated heap, so the cost is about
+//! O(Σ path lengths · log links). [`max_min_rates_reference`] is the slow, obviously correct
+//! version it is tested against.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// One flow as the solver sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowSpec<'a> {
+    /// Indices into the capacity slice of the links the flow crosses.
+    pub path: &'a [u32],
+    /// Upper bound on the flow's rate in bytes/s; `f64::INFINITY` for none.
+    pub cap: f64,
+    /// How many identical flows this entry stands for (≥ 1 in practice; must be > 0).
+    pub weight: f64,
+}
+
+/// Relative tolerance under which two fair-share levels count as equal.
+const REL_EPS: f64 = 1e-12;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Share {
+    level: f64,
+    link: u32,
+    version: u32,
+}
+impl Eq for Share {}
+impl PartialOrd for Share {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Share {
+    // Reversed: the heap pops the smallest share first; ties by link index for determinism.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.level.total_cmp(&self.level).then_with(|| other.link.cmp(&self.link))
+    }
+}
+
+/// Max-min fair rates (bytes/s per unit of weight) for `flows` over links of `capacities`.
+/// A flow with an empty path and no cap gets `f64::INFINITY`.
+pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
+    let n_links = capacities.len();
+    let mut rem: Vec<f64> = capacities.to_vec();
+    let mut weight = vec![0.0f64; n_links];
+    let mut version = vec![0u32; n_links];
+    // link -> flows crossing it (CSR layout).
+    let mut count = vec![0u32; n_links + 1];
+    for f in flows {
+        for &l in f.path {
+            count[l as usize + 1] += 1;
+            weight[l as usize] += f.weight;
+        }
+    }
+    for i in 0..n_links {
+        count[i + 1] += count[i];
+    }
+    let mut fill = count.clone();
+    let mut on_link = vec![0u32; count[n_links] as usize];
+    for (fi, f) in flows.iter().enumerate() {
+        for &l in f.path {
+            on_link[fill[l as usize] as usize] = fi as u32;
+            fill[l as usize] += 1;
+        }
+    }
+    let mut heap: BinaryHeap<Share> = (0..n_links)
+        .filter(|&l| weight[l] > 0.0)
+        .map(|l| Share { level: rem[l] / weight[l], link: l as u32, version: 0 })
+        .collect();
+    let mut by_cap: Vec<u32> =
+        (0..flows.len() as u32).filter(|&f| flows[f as usize].cap.is_finite()).collect();
+    by_cap
+        .sort_by(|&a, &b| flows[a as usize].cap.total_cmp(&flows[b as usize].cap).then(a.cmp(&b)));
+    let mut cap_pos = 0;
+
+    let mut rate = vec![f64::NAN; flows.len()];
+    let mut unfrozen = flows.len();
+    let mut batch: Vec<u32> = Vec::new();
+    while unfrozen > 0 {
+        while let Some(top) = heap.peek() {
+            let l = top.link as usize;
+            if top.version != version[l] || weight[l] <= 0.0 {
+                heap.pop();
+            } else {
+                break;
+            }
+        }
+        while cap_pos < by_cap.len() && !rate[by_cap[cap_pos] as usize].is_nan() {
+            cap_pos += 1;
+        }
+        let link_level = heap.peek().map_or(f64::INFINITY, |s| s.level);
+        let cap_level = by_cap.get(cap_pos).map_or(f64::INFINITY, |&f| flows[f as usize].cap);
+        let level = link_level.min(cap_level);
+        if level.is_infinite() {
+            for r in rate.iter_mut().filter(|r| r.is_nan()) {
+                *r = f64::INFINITY;
+            }
+            break;
+        }
+        let limit = level * (1.0 + REL_EPS) + f64::MIN_POSITIVE;
+        batch.clear();
+        while let Some(&f) = by_cap.get(cap_pos) {
+            if flows[f as usize].cap > limit {
+                break;
+            }
+            if rate[f as usize].is_nan() {
+                rate[f as usize] = level;
+                batch.push(f);
+            }
+            cap_pos += 1;
+        }
+        while let Some(top) = heap.peek().copied() {
+            let l = top.link as usize;
+            if top.version != version[l] || weight[l] <= 0.0 {
+                heap.pop();
+                continue;
+            }
+            if top.level > limit {
+                break;
+            }
+            heap.pop();
+            for &f in &on_link[count[l] as usize..count[l + 1] as usize] {
+                if rate[f as usize].is_nan() {
+                    rate[f as usize] = level;
+                    batch.push(f);
+                }
+            }
+        }
+        unfrozen -= batch.len();
+        for &f in &batch {
+            let spec = &flows[f as usize];
+            for &l in spec.path {
+                let l = l as usize;
+                rem[l] = (rem[l] - level * spec.weight).max(0.0);
+                weight[l] -= spec.weight;
+                version[l] = version[l].wrapping_add(1);
+                if weight[l] > spec.weight * 1e-9 {
+                    heap.push(Share {
+                        level: rem[l] / weight[l],
+                        link: l as u32,
+                        version: version[l],
+                    });
+                } else {
+                    weight[l] = 0.0;
+                }
+            }
+        }
+    }
+    rate
+}
+
+/// The slow reference: progressive filling written as directly as possible, rescanning every
+/// link and flow at each level. O(levels · (links + Σ path lengths)).
+pub fn max_min_rates_reference(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
+    let mut rate: Vec<Option<f64>> = vec![None; flows.len()];
+    loop {
+        // Capacity left on each link, and the weight of still-rising flows on it.
+        let mut left = capacities.to_vec();
+        let mut rising = vec![0.0; capacities.len()];
+        for (f, spec) in flows.iter().enumerate() {
+            for &l in spec.path {
+                match rate[f] {
+                    Some(r) => left[l as usize] -= r * spec.weight,
+                    None => rising[l as usize] += spec.weight,
+                }
+            }
+        }
+        let mut level = f64::INFINITY;
+        for l in 0..capacities.len() {
+            if rising[l] > 0.0 {
+                level = level.min(left[l].max(0.0) / rising[l]);
+            }
+        }
+        for (f, spec) in flows.iter().enumerate() {
+            if rate[f].is_none() {
+                level = level.min(spec.cap);
+            }
+        }
+        if rate.iter().all(Option::is_some) {
+            break;
+        }
+        let limit = level * (1.0 + 1e-9);
+        let mut froze = false;
+        for (f, spec) in flows.iter().enumerate() {
+            if rate[f].is_some() {
+                continue;
+            }
+            let capped = spec.cap <= limit;
+            let saturated = spec.path.iter().any(|&l| {
+                rising[l as usize] > 0.0 && left[l as usize].max(0.0) / rising[l as usize] <= limit
+            });
+            if capped || saturated || level.is_infinite() {
+                rate[f] = Some(level);
+                froze = true;
+            }
+        }
+        if !froze {
+            break;
+        }
+    }
+    rate.into_iter().map(|r| r.unwrap_or(f64::INFINITY)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn specs<'a>(paths: &'a [Vec<u32>], caps: &[f64], weights: &[f64]) -> Vec<FlowSpec<'a>> {
+        paths
+            .iter()
+            .zip(caps)
+            .zip(weights)
+            .map(|((p, &cap), &weight)| FlowSpec { path: p, cap, weight })
+            .collect()
+    }
+
+    #[test]
+    fn textbook_example() {
+        // Link 0 (cap 10) shared by flows A, B; link 1 (cap 4) carries B and C.
+        let paths = vec![vec![0], vec![0, 1], vec![1]];
+        let f = specs(&paths, &[f64::INFINITY; 3], &[1.0; 3]);
+        let r = max_min_rates(&[10.0, 4.0], &f);
+        assert_eq!(r, vec![8.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn caps_and_weights() {
+        let paths = vec![vec![0], vec![0]];
+        let f = specs(&paths, &[1.0, f64::INFINITY], &[1.0, 3.0]);
+        let r = max_min_rates(&[10.0], &f);
+        assert_eq!(r, vec![1.0, 3.0]);
+        let empty = vec![vec![]];
+        let f = specs(&empty, &[f64::INFINITY], &[1.0]);
+        assert_eq!(max_min_rates(&[], &f), vec![f64::INFINITY]);
+    }
+
+    fn problem() -> impl Strategy<Value = (Vec<f64>, Vec<Vec<u32>>, Vec<f64>, Vec<f64>)> {
+        (1usize..12).prop_flat_map(|n_links| {
+            let caps = prop::collection::vec(1.0f64..100.0, n_links);
+            let flows = prop::collection::vec(
+                (
+                    prop::collection::btree_set(0..n_links as u32, 1..=n_links.min(4)),
+                    prop::option::of(0.5f64..50.0),
+                    prop::sample::select(vec![1.0, 2.0, 3.0]),
+                ),
+                1..25,
+            );
+            (caps, flows).prop_map(|(caps, flows)| {
+                let paths = flows.iter().map(|(p, _, _)| p.iter().copied().collect()).collect();
+                let fcaps = flows.iter().map(|(_, c, _)| c.unwrap_or(f64::INFINITY)).collect();
+                let w = flows.iter().map(|(_, _, w)| *w).collect();
+                (caps, paths, fcaps, w)
+            })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn fast_matches_reference_and_is_max_min((caps, paths, fcaps, w) in problem()) {
+            let f = specs(&paths, &fcaps, &w);
+            let fast = max_min_rates(&caps, &f);
+            let slow = max_min_rates_reference(&caps, &f);
+            for (a, b) in fast.iter().zip(&slow) {
+                prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "fast {a} vs reference {b}");
+            }
+            // No link over capacity.
+            let mut load = vec![0.0; caps.len()];
+            for (spec, r) in f.iter().zip(&fast) {
+                for &l in spec.path { load[l as usize] += r * spec.weight; }
+            }
+            for (l, c) in load.iter().zip(&caps) {
+                prop_assert!(*l <= c * (1.0 + 1e-9), "load {l} over capacity {c}");
+            }
+            // Every flow is at its cap or crosses a saturated link on which no flow is faster.
+            for (i, (spec, r)) in f.iter().zip(&fast).enumerate() {
+                let at_cap = *r >= spec.cap * (1.0 - 1e-9);
+                let bottleneck = spec.path.iter().any(|&l| {
+                    let saturated = load[l as usize] >= caps[l as usize] * (1.0 - 1e-9);
+                    let fastest = f.iter().zip(&fast).all(|(o, ro)| !o.path.contains(&l) || *ro <= r * (1.0 + 1e-9));
+                    saturated && fastest
+                });
+                prop_assert!(at_cap || bottleneck, "flow {i} has no bottleneck");
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Output formats, one file each, behind one small trait. Simulation code never formats.
+
+pub mod csv;
+pub mod json;
+pub mod nccl;
+pub mod table;
+
+use std::io::{self, Write};
+
+use crate::calibrate::validate::Validation;
+use crate::collective::{Mode, TimingParams};
+use crate::comm::Graph;
+use crate::config::Scenario;
+use crate::workload::sweep::Row;
+
+/// What the communicator looked like, for reports.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CommSummary {
+    /// Ranks.
+    pub nranks: usize,
+    /// Ring search result.
+    pub ring_graph: Graph,
+    /// NVLS search result, if supported.
+    pub nvls_graph: Option<Graph>,
+    /// CUDA channels.
+    pub cuda_channels: usize,
+    /// NCCL version of the cost-model tables.
+    pub nccl_tables: &'static str,
+    /// NCCL_* variables given but not used by the model.
+    pub ignored_nccl: Vec<String>,
+}
+
+/// A simulated sweep with its context.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SimReport<'a> {
+    /// The resolved scenario.
+    pub scenario: &'a Scenario,
+    /// The timing profile used.
+    pub profile: &'a TimingParams,
+    /// Simulation mode.
+    pub mode: Mode,
+    /// The communicator.
+    pub communicator: CommSummary,
+    /// One row per size.
+    pub rows: &'a [Row],
+}
+
+/// A validation with its context.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ValidationReport<'a> {
+    /// The log compared.
+    pub log: &'a str,
+    /// The resolved scenario the log was simulated with.
+    pub scenario: &'a Scenario,
+    /// The timing profile used.
+    pub profile: &'a TimingParams,
+    /// The comparison.
+    #[serde(flatten)]
+    pub validation: &'a Validation,
+}
+
+/// An output format for simulations.
+pub trait SimFormat {
+    /// Writes the report.
+    fn write_sim(&self, r: &SimReport<'_>, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// An output format for validations.
+pub trait ValidationFormat {
+    /// Writes the report.
+    fn write_validation(&self, r: &ValidationReport<'_>, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Formats `v` right-aligned in `width` the way nccl-tests does: two decimals, else one, else
+/// none, else exponent notation — the widest precision that fits.
+pub fn fit_number(v: f64, width: usize) -> String {
+    for prec in [2, 1, 0] {
+        let s = format!("{v:.prec$}");
+        if s.len() <= width {
+            return format!("{s:>width$}");
+        }
+    }
+    format!("{:>width$}", format!("{v:.1e}"))
+}

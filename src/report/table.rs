@@ -1,0 +1,131 @@
+//! The human-readable table: the scenario in a few lines, then per size the time, algbw, busbw,
+//! algorithm, protocol and channels, and what NCCL itself would pick.
+
+use std::io::{self, Write};
+
+use super::{SimFormat, SimReport, ValidationFormat, ValidationReport};
+use crate::units::Bytes;
+
+/// Aligned text for people.
+pub struct Table;
+
+fn size(b: u64) -> String {
+    Bytes::new(b).to_string()
+}
+
+impl SimFormat for Table {
+    fn write_sim(&self, r: &SimReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let s = r.scenario;
+        let c = &r.communicator;
+        writeln!(
+            out,
+            "{} on {} x {} ({} of {} GPUs per node, {} ranks), {} {}",
+            s.sweep.collective.name(),
+            s.nodes,
+            s.node.name,
+            s.gpus_per_node,
+            s.node.gpu.count,
+            c.nranks,
+            s.sweep.dtype.name(),
+            s.sweep.op.name()
+        )?;
+        writeln!(
+            out,
+            "ring graph {} x {} GB/s, {} CUDA channels; NCCL {} cost model; profile {:?}; {:?} simulation",
+            c.ring_graph.n_channels,
+            c.ring_graph.bw_intra,
+            c.cuda_channels,
+            c.nccl_tables,
+            r.profile.name,
+            r.mode
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:>10} {:>12} {:>11} {:>9} {:>9}  {:<5} {:<7} {:>3}  NCCL would pick",
+            "size", "count", "time(us)", "algbw", "busbw", "algo", "proto", "ch"
+        )?;
+        let mut other = false;
+        for row in r.rows {
+            let pick = if row.nccl_choice.starts_with("RING/") {
+                String::new()
+            } else {
+                other = true;
+                format!("{} *", row.nccl_choice)
+            };
+            writeln!(
+                out,
+                "{:>10} {:>12} {:>11.2} {:>9.2} {:>9.2}  {:<5} {:<7} {:>3}  {}",
+                size(row.size_bytes),
+                row.count,
+                row.time_us,
+                row.algbw,
+                row.busbw,
+                row.algo,
+                row.proto,
+                row.channels,
+                pick
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "algbw = size/time, busbw = algbw x {:.4} (GB/s = 1e9 B/s, as nccl-tests)",
+            s.sweep.collective.busbw_factor(c.nranks)
+        )?;
+        if other {
+            writeln!(
+                out,
+                "* NCCL's cost model would choose another algorithm here; collsim times Ring for now (Tree, NVLS and CollNet come in a later release)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl ValidationFormat for Table {
+    fn write_validation(&self, r: &ValidationReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let v = r.validation;
+        writeln!(
+            out,
+            "{} from {} vs collsim on {} x {} ({} GPUs per node), profile {:?}",
+            v.collective.name(),
+            r.log,
+            r.scenario.nodes,
+            r.scenario.node.name,
+            r.scenario.gpus_per_node,
+            r.profile.name
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:>10} {:>12} {:>12} {:>9} {:>9} {:>8}  {:<5} {:<7} {:>3}  NCCL would pick",
+            "size", "meas(us)", "pred(us)", "meas bus", "pred bus", "err%", "algo", "proto", "ch",
+        )?;
+        for row in &v.rows {
+            writeln!(
+                out,
+                "{:>10} {:>12.2} {:>12.2} {:>9.2} {:>9.2} {:>+8.1}  {:<5} {:<7} {:>3}  {}",
+                size(row.size_bytes),
+                row.measured_time_us,
+                row.predicted_time_us,
+                row.measured_busbw,
+                row.predicted_busbw,
+                row.error_pct,
+                row.algo,
+                row.proto,
+                row.channels,
+                if row.nccl_choice.starts_with("RING/") { "" } else { row.nccl_choice.as_str() }
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "error = 100 x (predicted - measured) / measured, out-of-place time")?;
+        writeln!(
+            out,
+            "median |error| {:.1} %, p95 |error| {:.1} % over {} sizes",
+            v.median_abs_error_pct,
+            v.p95_abs_error_pct,
+            v.rows.len()
+        )
+    }
+}

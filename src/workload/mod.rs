@@ -1,0 +1,115 @@
+//! What issues the collectives: so far an nccl-tests-like sweep ([`sweep`]).
+
+pub mod sweep;
+
+/// nccl-tests data types (`-d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataType {
+    /// int8.
+    Int8,
+    /// uint8.
+    Uint8,
+    /// int32.
+    Int32,
+    /// uint32.
+    Uint32,
+    /// int64.
+    Int64,
+    /// uint64.
+    Uint64,
+    /// half.
+    Half,
+    /// float.
+    Float,
+    /// double.
+    Double,
+    /// bfloat16.
+    Bfloat16,
+}
+
+impl DataType {
+    /// Parses nccl-tests' names (and a few aliases).
+    pub fn parse(s: &str) -> Option<DataType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "int8" | "char" => DataType::Int8,
+            "uint8" => DataType::Uint8,
+            "int32" | "int" => DataType::Int32,
+            "uint32" => DataType::Uint32,
+            "int64" => DataType::Int64,
+            "uint64" => DataType::Uint64,
+            "half" | "float16" | "fp16" => DataType::Half,
+            "float" | "float32" | "fp32" => DataType::Float,
+            "double" | "float64" | "fp64" => DataType::Double,
+            "bfloat16" | "bf16" => DataType::Bfloat16,
+            _ => return None,
+        })
+    }
+
+    /// nccl-tests' name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Int8 => "int8",
+            DataType::Uint8 => "uint8",
+            DataType::Int32 => "int32",
+            DataType::Uint32 => "uint32",
+            DataType::Int64 => "int64",
+            DataType::Uint64 => "uint64",
+            DataType::Half => "half",
+            DataType::Float => "float",
+            DataType::Double => "double",
+            DataType::Bfloat16 => "bfloat16",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Half | DataType::Bfloat16 => 2,
+            DataType::Int32 | DataType::Uint32 | DataType::Float => 4,
+            DataType::Int64 | DataType::Uint64 | DataType::Double => 8,
+        }
+    }
+}
+
+/// Reduction operations (`-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceOp {
+    /// sum.
+    Sum,
+    /// prod.
+    Prod,
+    /// min.
+    Min,
+    /// max.
+    Max,
+    /// avg.
+    Avg,
+}
+
+impl ReduceOp {
+    /// Parses nccl-tests' names.
+    pub fn parse(s: &str) -> Option<ReduceOp> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "sum" => ReduceOp::Sum,
+            "prod" => ReduceOp::Prod,
+            "min" => ReduceOp::Min,
+            "max" => ReduceOp::Max,
+            "avg" => ReduceOp::Avg,
+            _ => return None,
+        })
+    }
+
+    /// nccl-tests' name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! An nccl-tests-like sweep: for each size from `-b` to `-e` (times `-f`), one collective call,
+//! simulated. Sizes are independent runs, so they are simulated in parallel (rayon) and
+//! collected in order: the output does not depend on the thread count.
+
+use rayon::prelude::*;
+
+use crate::collective::{Collective, Mode, TimingParams, ring};
+use crate::comm::Communicator;
+use crate::config::SweepSpec;
+use crate::hw::Cluster;
+
+/// One simulated size.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Row {
+    /// Bytes per rank, as nccl-tests prints `size`.
+    pub size_bytes: u64,
+    /// Elements, as nccl-tests prints `count`.
+    pub count: u64,
+    /// Element type.
+    pub dtype: &'static str,
+    /// Reduction.
+    pub redop: &'static str,
+    /// Predicted time, µs.
+    pub time_us: f64,
+    /// size / time, GB/s.
+    pub algbw: f64,
+    /// algbw × the collective's bus factor, GB/s.
+    pub busbw: f64,
+    /// Algorithm simulated.
+    pub algo: &'static str,
+    /// Protocol simulated.
+    pub proto: &'static str,
+    /// CUDA channels used.
+    pub channels: usize,
+    /// What NCCL's cost model would pick among everything enabled, as "ALGO/PROTO".
+    pub nccl_choice: String,
+}
+
+/// Why a sweep cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SweepError {
+    /// The collective has no model yet.
+    #[error("collective {0} is not simulated yet (only all_reduce so far)")]
+    Unsupported(&'static str),
+    /// NCCL_ALGO excludes every algorithm collsim can run.
+    #[error(
+        "NCCL_ALGO={0}: collsim can only simulate Ring so far (Tree, NVLS and CollNet are coming)"
+    )]
+    NoRing(String),
+}
+
+/// The sizes nccl-tests would run for `spec`: from min to max, ×factor, each trimmed to whole
+/// elements.
+pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut s = spec.min_bytes.get().max(1);
+    while s <= spec.max_bytes.get() {
+        out.push(s);
+        match s.checked_mul(spec.factor) {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    out
+}
+
+/// Checks that `spec` can be simulated on `comm`.
+pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
+    if spec.collective != Collective::AllReduce {
+        return Err(SweepError::Unsupported(spec.collective.name()));
+    }
+    if !comm.env().algos.contains(&crate::comm::Algo::Ring) {
+        let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
+        return Err(SweepError::NoRing(given));
+    }
+    Ok(())
+}
+
+/// Simulates one size.
+pub fn run_size(
+    cluster: &Cluster,
+    comm: &Communicator,
+    spec: &SweepSpec,
+    size: u64,
+    params: &TimingParams,
+    mode: Mode,
+) -> Row {
+    let elt = spec.dtype.size();
+    let count = size / elt;
+    let bytes = count * elt;
+    let sel = comm.select(bytes);
+    let run = ring::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode);
+    let time_us = run.time.as_us();
+    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
+    Row {
+        size_bytes: bytes,
+        count,
+        dtype: spec.dtype.name(),
+        redop: spec.op.name(),
+        time_us,
+        algbw,
+        busbw: algbw * spec.collective.busbw_factor(comm.nranks()),
+        algo: sel.algo.name(),
+        proto: sel.proto.name(),
+        channels: sel.nchannels,
+        nccl_choice: sel
+            .nccl_choice
+            .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name())),
+    }
+}
+
+/// Simulates every size of the sweep, in parallel, in order.
+pub fn run(
+    cluster: &Cluster,
+    comm: &Communicator,
+    spec: &SweepSpec,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<Vec<Row>, SweepError> {
+    check_supported(spec, comm)?;
+    Ok(sizes(spec).par_iter().map(|&s| run_size(cluster, comm, spec, s, params, mode)).collect())
+}
