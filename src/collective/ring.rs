@@ -3,7 +3,8 @@
 //!
 //! Each channel moves its share of the buffer in loops of `nranks` chunks. A loop is 2(n−1)
 //! steps (n−1 of reduce-scatter, n−1 of all-gather); in every step each rank sends one chunk to
-//! its ring successor, cut into slices (two per chunk for Simple, one for LL and LL128). A rank
+//! its ring successor, cut into slices (two per chunk for Simple; for the streaming protocols LL
+//! and LL128, one CTA store round each, so data is forwarded as it arrives). A rank
 //! may send slice j of step s once it has received slice j of step s−1 (plus the protocol's
 //! per-step latency), once its previous slice is out, and once the receiver has a free slot:
 //! each connection has 8 FIFO slots (NCCL_STEPS), a Simple chunk takes 4, an LL/LL128 chunk 1,
@@ -52,6 +53,17 @@ struct Plan {
     efficiency: f64,
 }
 
+/// Payload bytes of one store round of a CTA under a streaming protocol: LL stores 8 B of data
+/// (+ 8 B flag) per thread with 512 threads; LL128 stores 120 B of data per 128 B line, 16 B per
+/// thread with 640 threads.
+fn stream_unit(proto: Proto) -> u64 {
+    match proto {
+        Proto::LL => 512 * 8,
+        Proto::LL128 => 640 * 16 * 120 / 128,
+        Proto::Simple => u64::MAX,
+    }
+}
+
 impl Plan {
     fn new(per_channel: u64, nranks: usize, proto: Proto, buffsize: Bytes, elt: u64) -> Plan {
         let n = nranks as u64;
@@ -83,7 +95,18 @@ impl Plan {
                     }
                     v
                 }
-                _ => vec![real],
+                // LL and LL128 stream: every store carries its own flag, so a receiver can
+                // forward data one store round (threads × 16 B on the wire) after it arrives.
+                _ => {
+                    let unit = (stream_unit(proto).div_ceil(align) * align).max(align);
+                    let mut v = Vec::new();
+                    let mut left = real;
+                    while left > 0 {
+                        v.push(unit.min(left));
+                        left -= unit.min(left);
+                    }
+                    v
+                }
             };
             loops.push(slices);
             remaining -= remaining.min(n * real);

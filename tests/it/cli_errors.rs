@@ -1,0 +1,171 @@
+//! Bad input: one line on stderr naming what is wrong (file:line:col and field where there is
+//! one), exit code 1, never a panic.
+
+use std::path::PathBuf;
+
+use super::collsim;
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("collsim-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const GOOD: &str = r#"
+[cluster]
+topology = "dgx-h100"
+nodes = 1
+gpus_per_node = 8
+
+[workload]
+collective = "all_reduce"
+min_bytes = "8 B"
+max_bytes = "1 MiB"
+"#;
+
+fn topo_with(old: &str, new: &str) -> String {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
+            .unwrap();
+    assert!(text.contains(old));
+    text.replacen(old, new, 1)
+}
+
+/// Asserts exit code 1 and a single stderr line containing every `needles`.
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let out = collsim(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "args {args:?}: stderr {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in {err:?}");
+    }
+}
+
+#[test]
+fn missing_file() {
+    fails_with(&["simulate", "no/such/scenario.toml"], &["no/such/scenario.toml", "cannot read"]);
+}
+
+#[test]
+fn toml_syntax_error() {
+    let p = tmp("syntax.toml", "[cluster\ntopology = 1\n");
+    fails_with(&["simulate", p.to_str().unwrap()], &["syntax.toml:1:"]);
+}
+
+#[test]
+fn unknown_key() {
+    let p = tmp("unknown.toml", &GOOD.replace("nodes = 1", "nodes = 1\nnodez = 2"));
+    fails_with(&["simulate", p.to_str().unwrap()], &["unknown.toml:5:1", "nodez"]);
+}
+
+#[test]
+fn bare_number_for_a_bandwidth() {
+    let t = tmp("bare-topo.toml", &topo_with("speed = \"400 Gb/s\"", "speed = 400"));
+    let p = tmp("bare.toml", &GOOD.replace("\"dgx-h100\"", "\"bare-topo.toml\""));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[t.to_str().unwrap(), "nic.speed", "bare number"],
+    );
+}
+
+#[test]
+fn zero_and_negative_bandwidth() {
+    let t = tmp("zero-topo.toml", &topo_with("speed = \"400 Gb/s\"", "speed = \"0 Gb/s\""));
+    fails_with(
+        &["simulate", "--topology", t.to_str().unwrap()],
+        &["zero-topo.toml:", "nic.speed", "greater than zero"],
+    );
+    let t = tmp(
+        "neg-topo.toml",
+        &topo_with("bandwidth_per_link = \"20.6 GB/s\"", "bandwidth_per_link = \"-20 GB/s\""),
+    );
+    fails_with(
+        &["simulate", "--topology", t.to_str().unwrap()],
+        &["nvlink.bandwidth_per_link", "greater than zero"],
+    );
+}
+
+#[test]
+fn zero_gpus() {
+    let t = tmp("zero-gpus.toml", &topo_with("count = 8", "count = 0"));
+    fails_with(&["simulate", "--topology", t.to_str().unwrap()], &["zero-gpus.toml:", "gpu.count"]);
+    let p = tmp("zero-g.toml", &GOOD.replace("gpus_per_node = 8", "gpus_per_node = 0"));
+    fails_with(&["simulate", p.to_str().unwrap()], &["zero-g.toml:5:", "cluster.gpus_per_node"]);
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--gpus-per-node", "0"],
+        &["--gpus-per-node 0"],
+    );
+}
+
+#[test]
+fn more_gpus_per_node_than_the_node_has() {
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--gpus-per-node", "9"],
+        &["--gpus-per-node 9", "8 GPUs"],
+    );
+    let p = tmp("nine.toml", &GOOD.replace("gpus_per_node = 8", "gpus_per_node = 9"));
+    fails_with(&["simulate", p.to_str().unwrap()], &["nine.toml:5:17", "cluster.gpus_per_node"]);
+}
+
+#[test]
+fn unknown_preset() {
+    fails_with(
+        &["simulate", "--topology", "dgx-z900"],
+        &["dgx-z900", "unknown topology preset", "dgx-h100"],
+    );
+    let p = tmp("preset.toml", &GOOD.replace("dgx-h100", "dgx-z900"));
+    fails_with(&["simulate", p.to_str().unwrap()], &["preset.toml:3:12", "cluster.topology"]);
+}
+
+#[test]
+fn unknown_nccl_algo() {
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=Rong"],
+        &["NCCL_ALGO=Rong", "unknown value"],
+    );
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=Tree"],
+        &["NCCL_ALGO=Tree", "Ring"],
+    );
+}
+
+#[test]
+fn log_with_no_table() {
+    let p = tmp(
+        "empty.log",
+        "# nccl-tests version 2.19.6\nNCCL INFO hello\n# Out of bounds values : 0 OK\n",
+    );
+    fails_with(
+        &[
+            "validate",
+            "--log",
+            p.to_str().unwrap(),
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "8",
+        ],
+        &["empty.log", "no nccl-tests result table"],
+    );
+}
+
+#[test]
+fn ignored_nccl_variables_are_listed() {
+    let out = collsim(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--max-bytes",
+        "1K",
+        "--nccl",
+        "NCCL_DEBUG=INFO",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ignoring NCCL_DEBUG"));
+}

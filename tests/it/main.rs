@@ -1,0 +1,29 @@
+//! collsim's integration tests: the CLI as a user runs it, the model against closed forms and
+//! against real nccl-tests logs.
+
+mod accuracy;
+mod cli_errors;
+mod model;
+mod scenarios;
+
+use std::process::{Command, Output};
+
+/// Runs the `collsim` binary with `args` from the repository root.
+pub fn collsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_collsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the collsim binary runs")
+}
+
+/// Runs `collsim` and returns its stdout, asserting success.
+pub fn collsim_ok(args: &[&str]) -> String {
+    let out = collsim(args);
+    assert!(
+        out.status.success(),
+        "collsim {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}

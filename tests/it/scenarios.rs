@@ -1,0 +1,87 @@
+//! Each shipped scenario runs and gives a checked summary; output is byte-identical across runs
+//! and thread counts; every format renders.
+
+use std::process::Command;
+
+use super::collsim_ok;
+
+fn rows(json: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v["rows"].as_array().unwrap().clone()
+}
+
+#[test]
+fn quickstart_summary() {
+    let r = rows(&collsim_ok(&["simulate", "scenarios/quickstart.toml", "--format", "json"]));
+    assert_eq!(r.len(), 31); // 8 B … 8 GiB
+    let last = &r[30];
+    assert_eq!(last["size_bytes"], 8u64 << 30);
+    // Ring on DGX-H100 tends to the NVLink limit, 18 × 20.6 = 370.8 GB/s busbw (measured: 368).
+    let busbw = last["busbw"].as_f64().unwrap();
+    assert!((360.0..=370.8).contains(&busbw), "{busbw}");
+    assert_eq!(last["nccl_choice"], "NVLS/SIMPLE");
+    let small = r[0]["time_us"].as_f64().unwrap();
+    assert!((25.0..60.0).contains(&small), "{small}");
+}
+
+#[test]
+fn dgx_a100_4node_summary() {
+    let r = rows(&collsim_ok(&["simulate", "scenarios/dgx-a100-4node.toml", "--format", "json"]));
+    assert_eq!(r.len(), 7);
+    // 8 HDR NICs per node at NCCL's 24 GB/s per GPU-NIC path: ring busbw ≤ 8 × 24 = 192 GB/s
+    // (NVIDIA reports 192 GB/s measured).
+    let busbw = r[6]["busbw"].as_f64().unwrap();
+    assert!((185.0..=192.0).contains(&busbw), "{busbw}");
+    assert!(r.iter().all(|row| row["channels"] == 16));
+}
+
+#[test]
+fn output_is_deterministic_across_runs_and_threads() {
+    let args = [
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--max-bytes",
+        "256M",
+        "--format",
+        "json",
+    ];
+    let a = collsim_ok(&args);
+    let b = collsim_ok(&args);
+    let one = Command::new(env!("CARGO_BIN_EXE_collsim"))
+        .args(args)
+        .env("RAYON_NUM_THREADS", "1")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.as_bytes(), one.stdout.as_slice());
+}
+
+#[test]
+fn every_format_renders() {
+    let base = ["simulate", "--topology", "dgx-a100", "--min-bytes", "1M", "--max-bytes", "4M"];
+    let nccl = collsim_ok(&[&base[..], &["--format", "nccl"]].concat());
+    assert!(nccl.contains("# Collective test starting: all_reduce_perf"));
+    assert!(nccl.contains(
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+    ));
+    let row = nccl.lines().find(|l| l.trim_start().starts_with("1048576")).unwrap();
+    assert_eq!(row.split_whitespace().count(), 13);
+    assert!(nccl.contains("# Avg bus bandwidth    : "));
+    let csv = collsim_ok(&[&base[..], &["--format", "csv"]].concat());
+    assert_eq!(
+        csv.lines().next().unwrap(),
+        "size_bytes,count,dtype,redop,time_us,algbw,busbw,algo,proto,channels,nccl_choice"
+    );
+    assert_eq!(csv.lines().count(), 4);
+    let table = collsim_ok(&base);
+    assert!(table.contains("RING") && table.contains("24 CUDA channels"));
+    // The JSON carries the resolved scenario, defaults filled in.
+    let json: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&[&base[..], &["--format", "json"]].concat())).unwrap();
+    assert_eq!(json["scenario"]["sweep"]["dtype"], "float");
+    assert_eq!(json["scenario"]["gpus_per_node"], 8);
+}
