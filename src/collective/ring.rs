@@ -64,6 +64,12 @@ fn stream_unit(proto: Proto) -> u64 {
     }
 }
 
+/// Cuts `total` bytes into pieces of `unit` (the last one shorter).
+fn split(total: u64, unit: u64) -> Vec<u64> {
+    let unit = unit.max(1);
+    (0..total.div_ceil(unit)).map(|i| unit.min(total - i * unit)).collect()
+}
+
 impl Plan {
     fn new(per_channel: u64, nranks: usize, proto: Proto, buffsize: Bytes, elt: u64) -> Plan {
         let n = nranks as u64;
@@ -87,25 +93,13 @@ impl Plan {
                 Proto::Simple => {
                     let min_slice = (nominal_slice / 32).max(align);
                     let slice = (real.div_ceil(2).div_ceil(16 * elt) * 16 * elt).max(min_slice);
-                    let mut v = Vec::new();
-                    let mut left = real;
-                    while left > 0 {
-                        v.push(slice.min(left));
-                        left -= slice.min(left);
-                    }
-                    v
+                    split(real, slice)
                 }
                 // LL and LL128 stream: every store carries its own flag, so a receiver can
                 // forward data one store round (threads × 16 B on the wire) after it arrives.
                 _ => {
                     let unit = (stream_unit(proto).div_ceil(align) * align).max(align);
-                    let mut v = Vec::new();
-                    let mut left = real;
-                    while left > 0 {
-                        v.push(unit.min(left));
-                        left -= unit.min(left);
-                    }
-                    v
+                    split(real, unit)
                 }
             };
             loops.push(slices);

@@ -58,3 +58,35 @@ fn a100_thanos_held_out_curve() {
     assert!(worst(&v, true) <= 45.0, "from 1 MiB: {}", worst(&v, true));
     assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 12.0);
 }
+
+fn validate_nodes(log: &str, nodes: &str, g: &str) -> serde_json::Value {
+    let log = format!("calibration/data/{log}.log");
+    let args = [
+        "validate",
+        "--log",
+        &log,
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        nodes,
+        "--gpus-per-node",
+        g,
+        "--collective",
+        "all_reduce",
+        "--format",
+        "json",
+    ];
+    serde_json::from_str(&collsim_ok(&args)).unwrap()
+}
+
+#[test]
+fn h100_held_out_ring_curves() {
+    // Four GPUs of one node (NCCL keeps Ring: NVLS gains nothing at 4 GPUs).
+    let v = validate_nodes("H100_1N4G_ALL_REDUCE_XXRJUN", "1", "4");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 10);
+    assert!(worst(&v, true) <= 10.0, "{}", worst(&v, true));
+    // Ten nodes, one GPU each: the ring runs through one 400 Gb/s NIC per node.
+    let v = validate_nodes("H100_10N1G_ALL_REDUCE_XXRJUN", "10", "1");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 10);
+    assert!(worst(&v, true) <= 5.0, "{}", worst(&v, true));
+}
