@@ -307,24 +307,26 @@ impl<T: Transport> Ring<'_, T> {
         loop {
             let te = self.queue.peek_time();
             let tn = self.transport.next_completion();
-            match (te, tn) {
+            // Flow completions first when they tie with arrivals: a fixed, deterministic order.
+            let flows_first = match (te, tn) {
                 (None, None) => break,
-                (_, Some(t)) if te.is_none_or(|te| t <= te) => {
-                    self.queue.advance_to(t);
-                    for tok in self.transport.complete_until(t) {
+                (Some(e), Some(n)) => n <= e,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+            };
+            if let (true, Some(t)) = (flows_first, tn) {
+                self.queue.advance_to(t);
+                for tok in self.transport.complete_until(t) {
+                    self.events += 1;
+                    self.on_sent(tok as usize, t);
+                }
+            } else if let Some(t) = te {
+                while self.queue.peek_time() == Some(t) {
+                    if let Some((_, i)) = self.queue.pop() {
                         self.events += 1;
-                        self.on_sent(tok as usize, t);
+                        self.on_arrive(i, t);
                     }
                 }
-                (Some(t), _) => {
-                    while self.queue.peek_time() == Some(t) {
-                        if let Some((_, i)) = self.queue.pop() {
-                            self.events += 1;
-                            self.on_arrive(i, t);
-                        }
-                    }
-                }
-                (None, Some(_)) => unreachable!("covered by the guard above"),
             }
         }
         (self.finish, self.events)
