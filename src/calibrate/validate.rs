@@ -47,6 +47,20 @@ pub struct Validation {
     pub median_abs_error_pct: f64,
     /// 95th percentile (nearest rank) of |error_pct|.
     pub p95_abs_error_pct: f64,
+    /// Sizes at which NCCL would run the algorithm simulated (the others need one collsim
+    /// does not model yet, and their error says nothing about the model).
+    pub nccl_choice_sizes: usize,
+    /// Median of |error_pct| over those sizes.
+    pub nccl_choice_median_abs_error_pct: f64,
+    /// 95th percentile of |error_pct| over those sizes.
+    pub nccl_choice_p95_abs_error_pct: f64,
+}
+
+impl ValidationRow {
+    /// Whether NCCL would run the algorithm simulated here.
+    pub fn is_nccl_choice(&self) -> bool {
+        self.nccl_choice.split('/').next() == Some(self.algo)
+    }
 }
 
 /// Why a comparison cannot be made.
@@ -111,7 +125,18 @@ pub fn compare(
     }
     let errors: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
     let (median_abs_error_pct, p95_abs_error_pct) = summary(&errors);
-    Ok(Validation { collective, rows, median_abs_error_pct, p95_abs_error_pct })
+    let chosen: Vec<f64> =
+        rows.iter().filter(|r| r.is_nccl_choice()).map(|r| r.error_pct).collect();
+    let (nccl_choice_median_abs_error_pct, nccl_choice_p95_abs_error_pct) = summary(&chosen);
+    Ok(Validation {
+        collective,
+        nccl_choice_sizes: chosen.len(),
+        nccl_choice_median_abs_error_pct,
+        nccl_choice_p95_abs_error_pct,
+        rows,
+        median_abs_error_pct,
+        p95_abs_error_pct,
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod ring;
 
 use crate::comm::{HopClass, Proto};
+use crate::hw::Arch;
 use crate::units::Time;
 
 /// The collectives nccl-tests runs.
@@ -84,6 +85,44 @@ pub struct TimingParams {
     /// (NVLink, PCIe, network) and protocol (LL, LL128, Simple).
     #[serde(serialize_with = "ser_lat")]
     pub step_latency: [[Time; 3]; 3],
+    /// Parameters of GPU architectures without their own entry in `gpu`.
+    pub gpu_default: GpuParams,
+    /// Per GPU architecture.
+    pub gpu: Vec<(Arch, GpuParams)>,
+}
+
+/// The parameters that depend on the GPU generation: how the CTA that moves a channel's data
+/// behaves.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct GpuParams {
+    /// Serial cost the sending CTA pays on a peer-to-peer hop (NVLink, PCIe) each time it
+    /// publishes data — after every slice under Simple (fence, then the tail post), after the
+    /// last slice of each step under LL and LL128 (moving on to the next FIFO slot). The
+    /// channel sends nothing meanwhile. Network hops are driven by the proxy and skip it.
+    #[serde(serialize_with = "ser_per_proto")]
+    pub sync: [Time; 3],
+    /// Payload efficiency of each protocol on NVLink: data bytes per byte on the wire.
+    pub nvlink_efficiency: [f64; 3],
+}
+
+impl GpuParams {
+    /// NCCL's nominal view: no serial cost, payload efficiency from the wire format alone.
+    pub const NOMINAL: GpuParams = GpuParams {
+        sync: [Time::ZERO; 3],
+        nvlink_efficiency: [
+            Proto::LL.payload_efficiency(),
+            Proto::LL128.payload_efficiency(),
+            Proto::Simple.payload_efficiency(),
+        ],
+    };
+}
+
+fn by_proto(t: &[Time; 3]) -> std::collections::BTreeMap<&'static str, String> {
+    Proto::ALL.iter().zip(t).map(|(p, t)| (p.name(), t.to_string())).collect()
+}
+
+fn ser_per_proto<S: serde::Serializer>(t: &[Time; 3], s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&by_proto(t), s)
 }
 
 fn ser_time<S: serde::Serializer>(t: &Time, s: S) -> Result<S::Ok, S::Error> {
@@ -94,9 +133,7 @@ fn ser_lat<S: serde::Serializer>(t: &[[Time; 3]; 3], s: S) -> Result<S::Ok, S::E
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(3))?;
     for (class, row) in ["nvlink", "pcie", "net"].iter().zip(t) {
-        let v: std::collections::BTreeMap<&str, String> =
-            Proto::ALL.iter().zip(row).map(|(p, t)| (p.name(), t.to_string())).collect();
-        m.serialize_entry(class, &v)?;
+        m.serialize_entry(class, &by_proto(row))?;
     }
     m.end()
 }
@@ -105,6 +142,11 @@ impl TimingParams {
     /// The per-slice latency of a hop of `class` under `proto`.
     pub fn step(&self, class: HopClass, proto: Proto) -> Time {
         self.step_latency[class as usize][proto as usize]
+    }
+
+    /// The parameters of GPUs of `arch`.
+    pub fn gpu(&self, arch: Arch) -> &GpuParams {
+        self.gpu.iter().find(|(a, _)| *a == arch).map_or(&self.gpu_default, |(_, p)| p)
     }
 }
 

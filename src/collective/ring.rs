@@ -6,11 +6,14 @@
 //! its ring successor, cut into slices (two per chunk for Simple; for the streaming protocols LL
 //! and LL128, one CTA store round each, so data is forwarded as it arrives). A rank
 //! may send slice j of step s once it has received slice j of step s−1 (plus the protocol's
-//! per-step latency), once its previous slice is out, and once the receiver has a free slot:
-//! each connection has 8 FIFO slots (NCCL_STEPS), a Simple chunk takes 4, an LL/LL128 chunk 1,
-//! and a slot is freed when the receiver has consumed the chunk (forwarded it, or, at the last
-//! step, copied it out). Every slice is a flow of `payload / protocol efficiency` bytes on the
-//! hop's links.
+//! per-step latency, pipelined), once its previous slice is out and its CTA has paid the
+//! architecture's serial `sync` after publishing (every Simple slice, the last slice of an
+//! LL/LL128 step; peer-to-peer hops only — the proxy drives network hops), and once the
+//! receiver has a free slot: each connection has 8 FIFO slots (NCCL_STEPS), a Simple chunk
+//! takes 4, an LL/LL128 chunk 1, and a slot is freed when the receiver has consumed the chunk
+//! (forwarded it, or, at the last step, copied it out). Every slice is a flow of
+//! `payload / efficiency` bytes on the hop's links, the efficiency being the protocol's on that
+//! link class (per architecture on NVLink).
 //!
 //! Two ways to run it: [`Mode::Detailed`] simulates every rank and channel with max-min rates
 //! re-shared at every flow start and end; [`Mode::Aggregated`] uses the symmetry of identical
@@ -22,7 +25,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{Mode, TimingParams};
-use crate::comm::{Communicator, Proto, RingChannel, Selection};
+use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::engine::EventQueue;
 use crate::hw::Cluster;
 use crate::net::solver::{FlowSpec, max_min_rates};
@@ -50,7 +53,6 @@ struct Plan {
     chunk_slices: Vec<usize>,
     /// Chunks that fit in the 8-slot FIFO.
     window: usize,
-    efficiency: f64,
 }
 
 /// Payload bytes of one store round of a CTA under a streaming protocol: LL stores 8 B of data
@@ -115,14 +117,7 @@ impl Plan {
                 chunk_slices.push(l.len());
             }
         }
-        Plan {
-            steps,
-            loops,
-            chunk_end,
-            chunk_slices,
-            window,
-            efficiency: proto.payload_efficiency(),
-        }
+        Plan { steps, loops, chunk_end, chunk_slices, window }
     }
 
     fn total_chunks(&self) -> usize {
@@ -197,15 +192,32 @@ struct Conn {
     consumed: usize,
 }
 
+/// What the ring's event queue carries.
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    /// A slice sent by connection `i` is visible at its receiver.
+    Arrive(usize),
+    /// Connection `i`'s CTA is done with its post-send work and may send again.
+    Release(usize),
+}
+
 struct Ring<'a, T: Transport> {
     plan: &'a Plan,
+    /// Per connection: payload efficiency of its hop under the protocol.
+    eff: Vec<f64>,
+    /// Per connection: whether its CTA moves the data itself (P2P), and so pays `sync`.
+    hold: Vec<bool>,
+    /// Serial cost the sending CTA pays after each post.
+    sync: Time,
+    /// Whether every slice is a post (Simple) or only the last slice of each step.
+    sync_every_slice: bool,
     ranks: usize,
     channels: usize,
     conns: Vec<Conn>,
     /// Arrival delay of each hop: path latency + per-step protocol latency.
     delay: Vec<Time>,
     transport: T,
-    queue: EventQueue<usize>,
+    queue: EventQueue<Ev>,
     finish: Time,
     events: u64,
 }
@@ -240,7 +252,7 @@ impl<T: Transport> Ring<'_, T> {
             return;
         }
         let payload = self.loop_of(c.chunk)[c.in_chunk];
-        let wire = Bytes::new((payload as f64 / self.plan.efficiency).ceil() as u64);
+        let wire = Bytes::new((payload as f64 / self.eff[i]).ceil() as u64);
         self.conns[i].busy = true;
         self.transport.start(now, i, wire, i as u64);
     }
@@ -272,16 +284,22 @@ impl<T: Transport> Ring<'_, T> {
         let (rank, ch) = (i / self.channels, i % self.channels);
         let pred = (rank + self.ranks - 1) % self.ranks;
         let c = &mut self.conns[i];
-        c.busy = false;
         c.next += 1;
         c.in_chunk += 1;
+        let mut posted = self.sync_every_slice;
         if c.in_chunk == self.plan.chunk_slices[c.chunk] {
             c.in_chunk = 0;
             c.chunk += 1;
             c.sent_chunks += 1;
+            posted = true;
+        }
+        let hold = posted && self.hold[i] && self.sync > Time::ZERO;
+        c.busy = hold;
+        if hold {
+            self.queue.schedule(now + self.sync, Ev::Release(i));
         }
         let succ = self.idx((rank + 1) % self.ranks, ch);
-        self.queue.schedule(now + self.delay[i], succ);
+        self.queue.schedule(now + self.delay[i], Ev::Arrive(succ));
         if self.advance_consumed(rank, ch, now) {
             self.try_start(pred, ch, now);
         }
@@ -322,9 +340,17 @@ impl<T: Transport> Ring<'_, T> {
                 }
             } else if let Some(t) = te {
                 while self.queue.peek_time() == Some(t) {
-                    if let Some((_, i)) = self.queue.pop() {
-                        self.events += 1;
-                        self.on_arrive(i, t);
+                    match self.queue.pop() {
+                        Some((_, Ev::Arrive(i))) => {
+                            self.events += 1;
+                            self.on_arrive(i, t);
+                        }
+                        Some((_, Ev::Release(i))) => {
+                            self.conns[i].busy = false;
+                            let (rank, ch) = (i / self.channels, i % self.channels);
+                            self.try_start(rank, ch, t);
+                        }
+                        None => {}
                     }
                 }
             }
@@ -350,6 +376,13 @@ pub fn simulate_allreduce(
         return RingRun { time: params.call_overhead, events: 0 };
     }
     let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
+    let gpu = params.gpu(cluster.spec().gpu.arch);
+    let p = sel.proto as usize;
+    let efficiency = |class: HopClass| match class {
+        HopClass::Nvlink => gpu.nvlink_efficiency[p],
+        _ => sel.proto.payload_efficiency(),
+    };
+    let sync = gpu.sync[p];
     let plan = Plan::new(per_channel, nranks, sel.proto, comm.env().buffsize, elt);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let links = cluster.links();
@@ -361,17 +394,25 @@ pub fn simulate_allreduce(
             let mut net = Network::new(links);
             let mut paths = Vec::new();
             let mut delay = Vec::new();
+            let mut eff = Vec::new();
+            let mut hold = Vec::new();
             for node in 0..nnodes {
                 for i in 0..ppn {
                     for ch in &comm.channels()[..nch] {
                         let (p, class) = comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes);
                         delay.push(path_latency(&p) + params.step(class, sel.proto));
+                        eff.push(efficiency(class));
+                        hold.push(class != HopClass::Net);
                         paths.push(net.add_path(&p, links));
                     }
                 }
             }
             let ring = Ring {
                 plan: &plan,
+                eff,
+                hold,
+                sync,
+                sync_every_slice: sel.proto == Proto::Simple,
                 ranks: nranks,
                 channels: nch,
                 conns: vec![Conn::default(); nranks * nch],
@@ -402,8 +443,14 @@ pub fn simulate_allreduce(
                     path_latency(&p) + params.step(class, sel.proto)
                 })
                 .collect();
+            let eff = (0..ppn).map(|i| efficiency(hop(ch0, i).1)).collect();
+            let hold = (0..ppn).map(|i| hop(ch0, i).1 != HopClass::Net).collect();
             let ring = Ring {
                 plan: &plan,
+                eff,
+                hold,
+                sync,
+                sync_every_slice: sel.proto == Proto::Simple,
                 ranks: ppn,
                 channels: 1,
                 conns: vec![Conn::default(); ppn],

@@ -108,7 +108,7 @@ impl Proto {
     }
 
     /// Fraction of the bytes on the wire that are payload (LL 8 of 16, LL128 120 of 128).
-    pub fn payload_efficiency(self) -> f64 {
+    pub const fn payload_efficiency(self) -> f64 {
         match self {
             Proto::LL => 0.5,
             Proto::LL128 => 120.0 / 128.0,

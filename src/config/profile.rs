@@ -1,35 +1,77 @@
 //! Calibration profiles: the timing parameters of the model as data
 //! (`calibration/profiles/*.toml`), validated into [`TimingParams`].
 
-use super::raw::{RawPerProto, RawProfile};
+use super::raw::{RawGpuParams, RawPerProto, RawProfile};
 use super::{ConfigError, Source};
-use crate::collective::TimingParams;
+use crate::collective::{GpuParams, TimingParams};
+use crate::hw::Arch;
 use crate::units::Time;
 
 /// The profile used when none is given (compiled in from `calibration/profiles/default.toml`).
 pub const DEFAULT_PROFILE: (&str, &str) =
     ("calibration/profiles/default.toml", include_str!("../../calibration/profiles/default.toml"));
 
-fn per_proto(src: &Source<'_>, class: &str, raw: &RawPerProto) -> Result<[Time; 3], ConfigError> {
+fn per_proto(src: &Source<'_>, field: &str, raw: &RawPerProto) -> Result<[Time; 3], ConfigError> {
     let t = |name: &str, v: &toml::Spanned<super::RawQuantity>| {
-        src.check(&format!("step_latency.{class}.{name}"), v, |q| q.parse_with(Time::parse))
+        src.check(&format!("{field}.{name}"), v, |q| q.parse_with(Time::parse))
     };
     Ok([t("LL", &raw.ll)?, t("LL128", &raw.ll128)?, t("Simple", &raw.simple)?])
+}
+
+fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuParams, ConfigError> {
+    let e = &raw.nvlink_efficiency;
+    let eff = |name: &str, v: &toml::Spanned<f64>| {
+        src.check(&format!("gpu.{key}.nvlink_efficiency.{name}"), v, |&x| {
+            if x > 0.0 && x <= 1.0 { Ok(x) } else { Err(format!("must be in (0, 1], got {x}")) }
+        })
+    };
+    Ok(GpuParams {
+        sync: per_proto(src, &format!("gpu.{key}.sync"), &raw.sync)?,
+        nvlink_efficiency: [eff("LL", &e.ll)?, eff("LL128", &e.ll128)?, eff("Simple", &e.simple)?],
+    })
 }
 
 /// Parses and validates a profile's text; `file` names it in errors.
 pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError> {
     let src = Source { name: file, text };
     let raw: RawProfile = src.parse()?;
+    let mut gpu_default = None;
+    let mut gpu = Vec::new();
+    for (key, params) in &raw.gpu {
+        let name = key.get_ref();
+        let p = gpu_params(&src, name, params)?;
+        if name == "default" {
+            gpu_default = Some(p);
+        } else if let Some(arch) = Arch::parse(name) {
+            gpu.push((arch, p));
+        } else {
+            return Err(src.error_at(
+                key.span().start,
+                format!(
+                    "gpu.{name}: unknown GPU architecture (expected default, volta, ampere, \
+                     hopper or blackwell)"
+                ),
+            ));
+        }
+    }
+    let Some(gpu_default) = gpu_default else {
+        return Err(src.error(
+            "missing table [gpu.default] (parameters for architectures \
+                              without their own [gpu.<arch>] table)",
+        ));
+    };
+    gpu.sort_by_key(|(a, _)| *a);
     Ok(TimingParams {
+        gpu_default,
+        gpu,
         name: raw.name,
         source: raw.source,
         call_overhead: src
             .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
         step_latency: [
-            per_proto(&src, "nvlink", &raw.step_latency.nvlink)?,
-            per_proto(&src, "pcie", &raw.step_latency.pcie)?,
-            per_proto(&src, "net", &raw.step_latency.net)?,
+            per_proto(&src, "step_latency.nvlink", &raw.step_latency.nvlink)?,
+            per_proto(&src, "step_latency.pcie", &raw.step_latency.pcie)?,
+            per_proto(&src, "step_latency.net", &raw.step_latency.net)?,
         ],
     })
 }
@@ -42,5 +84,34 @@ mod tests {
     fn default_profile_parses() {
         let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
         assert!(p.call_overhead > Time::ZERO);
+        assert_ne!(p.gpu(Arch::Ampere), p.gpu(Arch::Hopper));
+        assert_eq!(p.gpu(Arch::Volta), &p.gpu_default);
+    }
+
+    fn with_gpu_tables(tables: &str) -> String {
+        let base = DEFAULT_PROFILE.1;
+        format!("{}{tables}", &base[..base.find("[gpu.default]").unwrap()])
+    }
+
+    const DEFAULT_TABLE: &str = "[gpu.default]\n\
+        sync = { LL = \"0 us\", LL128 = \"0 us\", Simple = \"0 us\" }\n\
+        nvlink_efficiency = { LL = 0.5, LL128 = 0.9, Simple = 1.0 }\n";
+
+    #[test]
+    fn gpu_tables_are_validated() {
+        let err = |text: &str| parse_profile("p.toml", text).unwrap_err().to_string();
+        let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("gpu.default", "gpu.kepler")));
+        assert!(
+            e.starts_with("p.toml:") && e.contains("gpu.kepler: unknown GPU architecture"),
+            "{e}"
+        );
+        let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("LL128 = 0.9", "LL128 = 1.5")));
+        assert!(e.contains("gpu.default.nvlink_efficiency.LL128: must be in (0, 1]"), "{e}");
+        let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("gpu.default", "gpu.hopper")));
+        assert!(e.contains("missing table [gpu.default]"), "{e}");
+        let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("\"0 us\" }", "\"fast\" }")));
+        assert!(e.contains("gpu.default.sync.Simple"), "{e}");
+        let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
+        assert_eq!(line, with_gpu_tables(DEFAULT_TABLE).lines().count() - 1);
     }
 }

@@ -116,6 +116,25 @@ pub struct RawProfile {
     pub source: String,
     pub overhead: RawOverhead,
     pub step_latency: RawStepLatency,
+    pub gpu: BTreeMap<S<String>, RawGpuParams>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpuParams {
+    pub sync: RawPerProto,
+    pub nvlink_efficiency: RawPerProtoNumber,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPerProtoNumber {
+    #[serde(rename = "LL")]
+    pub ll: S<f64>,
+    #[serde(rename = "LL128")]
+    pub ll128: S<f64>,
+    #[serde(rename = "Simple")]
+    pub simple: S<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -115,7 +115,7 @@ impl ValidationFormat for Table {
                 row.algo,
                 row.proto,
                 row.channels,
-                if row.nccl_choice.starts_with("RING/") { "" } else { row.nccl_choice.as_str() }
+                if row.is_nccl_choice() { "" } else { row.nccl_choice.as_str() }
             )?;
         }
         writeln!(out)?;
@@ -126,6 +126,23 @@ impl ValidationFormat for Table {
             v.median_abs_error_pct,
             v.p95_abs_error_pct,
             v.rows.len()
-        )
+        )?;
+        if v.nccl_choice_sizes == 0 {
+            writeln!(
+                out,
+                "at none of these sizes would NCCL run what collsim ran (it would pick an \
+                 algorithm not modelled yet)"
+            )?;
+        } else if v.nccl_choice_sizes < v.rows.len() {
+            writeln!(
+                out,
+                "median |error| {:.1} %, p95 |error| {:.1} % over the {} sizes where NCCL would \
+                 run what collsim ran (the others need an algorithm not modelled yet)",
+                v.nccl_choice_median_abs_error_pct,
+                v.nccl_choice_p95_abs_error_pct,
+                v.nccl_choice_sizes
+            )?;
+        }
+        Ok(())
     }
 }

@@ -1,13 +1,14 @@
 //! The model against real nccl-tests runs (calibration/data, provenance in its manifest).
 //!
-//! The default profile was fitted on H100_1N8G_AR_RING_TOGETHER only; A100SXM80_1N8G_AR_THANOS_G8
-//! is held out. Issue #2's targets are |error| ≤ 10 % at every size ≥ 1 MiB and ≤ 25 % below;
-//! the bounds asserted here are what the model reaches today (see the issue's notes), so that a
-//! change that makes it worse fails.
+//! The default profile's Hopper parameters were fitted on H100_1N8G_AR_RING_TOGETHER and its
+//! Ampere parameters on A100SXM80_1N8G_AR_THANOS_G8: on those two curves issue #2's targets hold
+//! (|error| ≤ 10 % at every size ≥ 1 MiB, ≤ 25 % below). The other curves were not used in the
+//! fit; their bounds sit a little above what the model reaches today, so that a change that
+//! makes it worse fails.
 
 use super::collsim_ok;
 
-fn validate(log: &str, topo: &str, extra: &[&str]) -> serde_json::Value {
+fn validate(log: &str, topo: &str, nodes: &str, g: &str, extra: &[&str]) -> serde_json::Value {
     let log = format!("calibration/data/{log}.log");
     let mut args = vec![
         "validate",
@@ -15,58 +16,6 @@ fn validate(log: &str, topo: &str, extra: &[&str]) -> serde_json::Value {
         &log,
         "--topology",
         topo,
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "8",
-        "--format",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    serde_json::from_str(&collsim_ok(&args)).unwrap()
-}
-
-fn worst(v: &serde_json::Value, big: bool) -> f64 {
-    v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| (r["size_bytes"].as_u64().unwrap() >= 1 << 20) == big)
-        .map(|r| r["error_pct"].as_f64().unwrap().abs())
-        .fold(0.0, f64::max)
-}
-
-#[test]
-fn h100_ring_together_fit_curve() {
-    let v = validate(
-        "H100_1N8G_AR_RING_TOGETHER",
-        "dgx-h100",
-        &["--nccl", "NCCL_ALGO=Ring", "--nccl", "NCCL_NVLS_ENABLE=0"],
-    );
-    assert_eq!(v["rows"].as_array().unwrap().len(), 31);
-    assert!(worst(&v, false) <= 25.0, "below 1 MiB: {}", worst(&v, false));
-    assert!(worst(&v, true) <= 12.0, "from 1 MiB: {}", worst(&v, true));
-    assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 4.0);
-}
-
-#[test]
-fn a100_thanos_held_out_curve() {
-    let v = validate("A100SXM80_1N8G_AR_THANOS_G8", "dgx-a100", &[]);
-    assert_eq!(v["rows"].as_array().unwrap().len(), 30);
-    assert!(worst(&v, false) <= 25.0, "below 1 MiB: {}", worst(&v, false));
-    // Mid sizes (4 MiB – 512 MiB) run 15–42 % slower on this machine than the model predicts.
-    assert!(worst(&v, true) <= 45.0, "from 1 MiB: {}", worst(&v, true));
-    assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 12.0);
-}
-
-fn validate_nodes(log: &str, nodes: &str, g: &str) -> serde_json::Value {
-    let log = format!("calibration/data/{log}.log");
-    let args = [
-        "validate",
-        "--log",
-        &log,
-        "--topology",
-        "dgx-h100",
         "--nodes",
         nodes,
         "--gpus-per-node",
@@ -76,17 +25,86 @@ fn validate_nodes(log: &str, nodes: &str, g: &str) -> serde_json::Value {
         "--format",
         "json",
     ];
+    args.extend_from_slice(extra);
     serde_json::from_str(&collsim_ok(&args)).unwrap()
+}
+
+fn rows(v: &serde_json::Value) -> &[serde_json::Value] {
+    v["rows"].as_array().unwrap()
+}
+
+/// Largest |error| over the rows `keep` selects.
+fn worst(v: &serde_json::Value, keep: impl Fn(&serde_json::Value) -> bool) -> f64 {
+    rows(v)
+        .iter()
+        .filter(|r| keep(r))
+        .map(|r| r["error_pct"].as_f64().unwrap().abs())
+        .fold(0.0, f64::max)
+}
+
+fn from_1mib(r: &serde_json::Value) -> bool {
+    r["size_bytes"].as_u64().unwrap() >= 1 << 20
+}
+
+/// Whether NCCL would run the ring collsim simulated (the other rows need Tree, NVLS, …).
+fn ring_chosen(r: &serde_json::Value) -> bool {
+    r["nccl_choice"].as_str().unwrap().starts_with("RING/")
+}
+
+fn check_targets(v: &serde_json::Value, sizes: usize, median: f64) {
+    assert_eq!(rows(v).len(), sizes);
+    let small = worst(v, |r| !from_1mib(r));
+    let big = worst(v, from_1mib);
+    assert!(small <= 25.0, "below 1 MiB: {small}");
+    assert!(big <= 10.0, "from 1 MiB: {big}");
+    let m = v["median_abs_error_pct"].as_f64().unwrap();
+    assert!(m <= median, "median {m}");
+}
+
+#[test]
+fn h100_ring_together_meets_the_targets() {
+    let v = validate(
+        "H100_1N8G_AR_RING_TOGETHER",
+        "dgx-h100",
+        "1",
+        "8",
+        &["--nccl", "NCCL_ALGO=Ring", "--nccl", "NCCL_NVLS_ENABLE=0"],
+    );
+    check_targets(&v, 31, 3.0);
+}
+
+#[test]
+fn a100_thanos_meets_the_targets() {
+    let v = validate("A100SXM80_1N8G_AR_THANOS_G8", "dgx-a100", "1", "8", &[]);
+    check_targets(&v, 30, 8.0);
 }
 
 #[test]
 fn h100_held_out_ring_curves() {
     // Four GPUs of one node (NCCL keeps Ring: NVLS gains nothing at 4 GPUs).
-    let v = validate_nodes("H100_1N4G_ALL_REDUCE_XXRJUN", "1", "4");
-    assert_eq!(v["rows"].as_array().unwrap().len(), 10);
-    assert!(worst(&v, true) <= 10.0, "{}", worst(&v, true));
+    let v = validate("H100_1N4G_ALL_REDUCE_XXRJUN", "dgx-h100", "1", "4", &[]);
+    assert_eq!(rows(&v).len(), 10);
+    assert!(rows(&v).iter().all(ring_chosen));
+    assert!(worst(&v, from_1mib) <= 8.0, "{}", worst(&v, from_1mib));
     // Ten nodes, one GPU each: the ring runs through one 400 Gb/s NIC per node.
-    let v = validate_nodes("H100_10N1G_ALL_REDUCE_XXRJUN", "10", "1");
-    assert_eq!(v["rows"].as_array().unwrap().len(), 10);
-    assert!(worst(&v, true) <= 5.0, "{}", worst(&v, true));
+    let v = validate("H100_10N1G_ALL_REDUCE_XXRJUN", "dgx-h100", "10", "1", &[]);
+    assert_eq!(rows(&v).len(), 10);
+    assert!(worst(&v, from_1mib) <= 5.0, "{}", worst(&v, from_1mib));
+}
+
+#[test]
+fn a100_held_out_two_node_curves_where_nccl_runs_the_ring() {
+    // Two DGX-A100-class nodes, 8 × 200 Gb/s HDR each; NCCL runs Tree below 16 MiB, which
+    // collsim does not model yet, so only the ring sizes say anything about the model. They
+    // cover Ring/LL128 (16–64 MiB, NVLink hops use the Ampere LL128 efficiency fitted on one
+    // node) and Ring/Simple (network-bound).
+    for (log, sizes, ring_sizes) in
+        [("A100SXM80_2N8G_AR_CRUSOE_DSTACK", 29, 8), ("A100SXM40_2N8G_ALL_REDUCE_SOPHIA", 29, 7)]
+    {
+        let v = validate(log, "dgx-a100", "2", "8", &[]);
+        assert_eq!(rows(&v).len(), sizes, "{log}");
+        assert_eq!(v["nccl_choice_sizes"].as_u64().unwrap(), ring_sizes, "{log}");
+        let w = worst(&v, ring_chosen);
+        assert!(w <= 10.0, "{log}: {w}");
+    }
 }

@@ -1,10 +1,10 @@
 //! The model against closed forms, and its detailed and aggregated paths against each other.
 
-use collsim::collective::{Mode, TimingParams, ring};
+use collsim::collective::{GpuParams, Mode, TimingParams, ring};
 use collsim::comm::env::NcclEnv;
 use collsim::comm::{Algo, Communicator, Proto, Selection};
 use collsim::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
-use collsim::hw::Cluster;
+use collsim::hw::{Arch, Cluster};
 use collsim::units::Time;
 
 fn setup(preset: &str, nodes: usize, g: usize, nccl: &[(&str, &str)]) -> (Cluster, Communicator) {
@@ -21,6 +21,8 @@ fn params(step: Time) -> TimingParams {
         source: "test".into(),
         call_overhead: Time::ZERO,
         step_latency: [[step; 3]; 3],
+        gpu_default: GpuParams::NOMINAL,
+        gpu: Vec::new(),
     }
 }
 
@@ -109,4 +111,50 @@ fn inter_node_traffic_crosses_the_nics() {
     let floor = bytes as f64 / 24e9;
     let t = run.time.as_secs_f64();
     assert!(t >= floor && t < floor * 1.05, "{t} vs floor {floor}");
+}
+
+#[test]
+fn the_sending_cta_pays_its_sync_before_the_next_step() {
+    // One channel, single-slice Simple steps (4 KiB per rank). Each step is the slice's wire
+    // time t, then the later of the hop latency α (data visible downstream) and the sender's
+    // serial sync s; the last step ends with α. So 2(n−1)(t + max(α, s)) − max(α, s) + α.
+    let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
+    let n = 8.0;
+    let b = 18.0 * 20.6e9;
+    let bytes = 8 * 4096u64;
+    let alpha = 0.2e-6;
+    for s_us in [0.0, 5.0] {
+        let mut p = params(Time::ZERO);
+        p.gpu = vec![(
+            Arch::Hopper,
+            GpuParams { sync: [Time::from_us_f64(s_us); 3], ..GpuParams::NOMINAL },
+        )];
+        let sel =
+            Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
+        let run = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let t = bytes as f64 / n / b;
+        let gap = f64::max(alpha, s_us * 1e-6);
+        let expected = 2.0 * (n - 1.0) * (t + gap) - gap + alpha;
+        let got = run.time.as_secs_f64();
+        assert!((got - expected).abs() <= 1e-9 * expected + 1e-10, "s={s_us}: {got} vs {expected}");
+    }
+}
+
+#[test]
+fn nvlink_efficiency_stretches_the_wire_time() {
+    // A large LL128 AllReduce on one node is bound by NVLink: halving the protocol's NVLink
+    // efficiency nearly doubles the time.
+    let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
+    let sel = Selection { algo: Algo::Ring, proto: Proto::LL128, nchannels: 24, nccl_choice: None };
+    let time = |eff: f64| {
+        let mut p = params(Time::ZERO);
+        let mut g = GpuParams::NOMINAL;
+        g.nvlink_efficiency[Proto::LL128 as usize] = eff;
+        p.gpu = vec![(Arch::Hopper, g)];
+        ring::simulate_allreduce(&cluster, &comm, 256 << 20, 4, &sel, &p, Mode::Aggregated)
+            .time
+            .as_secs_f64()
+    };
+    let ratio = time(0.45) / time(0.9);
+    assert!((ratio - 2.0).abs() < 0.02, "{ratio}");
 }
