@@ -98,6 +98,11 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: SimFmt,
     },
+    /// Hardware: show a topology as nvidia-smi and NCCL see it.
+    Topo {
+        #[command(subcommand)]
+        command: TopoCommand,
+    },
     /// Compare the model with a real nccl-tests log.
     Validate {
         /// nccl-tests text output.
@@ -111,6 +116,24 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: ValFmt,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopoCommand {
+    /// Print a node like `nvidia-smi topo -m`, NCCL's path types, and the network.
+    Show {
+        /// Topology preset or path to a topology TOML.
+        topology: String,
+        /// Nodes, for the network summary.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: ValFmt,
+        /// Write the output to PATH instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "PATH")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -270,6 +293,23 @@ fn run(cli: Cli) -> Result<()> {
             };
             let mut out = open_output(common.output.as_deref())?;
             fmt.write_sim(&report, &mut out)?;
+            out.flush()?;
+        }
+        Command::Topo { command: TopoCommand::Show { topology, nodes, format, output } } => {
+            if nodes == 0 {
+                bail!("--nodes 0: need at least one node");
+            }
+            let (_, spec) = config::resolve_topology(&topology, None)?;
+            let cluster = collsim::hw::Cluster::new(&spec, nodes, spec.gpu.count);
+            let view = report::topo::TopoView::new(&cluster);
+            let mut out = open_output(output.as_deref())?;
+            match format {
+                ValFmt::Table => view.write_text(&mut out)?,
+                ValFmt::Json => {
+                    serde_json::to_writer_pretty(&mut out, &view)?;
+                    writeln!(out)?;
+                }
+            }
             out.flush()?;
         }
         Command::Validate { log, common, collective, format } => {

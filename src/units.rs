@@ -349,6 +349,11 @@ impl Bandwidth {
         Bandwidth(gbit * 1_000_000_000)
     }
 
+    /// `bits` bits per second.
+    pub const fn from_bits_per_sec(bits: u64) -> Self {
+        Bandwidth(bits)
+    }
+
     /// Gigabytes (1e9 bytes) per second given as a float, rounded to the nearest bit/s.
     pub fn from_gbyte_per_s_f64(gb: f64) -> Self {
         Bandwidth((gb * 8e9).round().max(0.0) as u64)

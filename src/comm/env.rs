@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{Algo, Proto};
+use crate::hw::PathType;
 use crate::units::Bytes;
 
 /// The NCCL settings the model uses, with NCCL's defaults.
@@ -25,6 +26,13 @@ pub struct NcclEnv {
     pub buffsize: Bytes,
     /// NCCL_NVLS_ENABLE: 0 off, 1 on, 2 auto.
     pub nvls_enable: u8,
+    /// NCCL_P2P_LEVEL: the worst GPU–GPU path type that may use P2P (None: NCCL's default).
+    pub p2p_level: Option<PathType>,
+    /// NCCL_P2P_DISABLE=1.
+    pub p2p_disable: bool,
+    /// NCCL_NET_GDR_LEVEL: the worst GPU–NIC path type that may use GPUDirect RDMA (None:
+    /// NCCL's default, PXB).
+    pub gdr_level: Option<PathType>,
     /// Every NCCL_* variable given, as given (the resolved environment).
     pub given: BTreeMap<String, String>,
     /// The given variables the model does not use.
@@ -45,6 +53,9 @@ impl Default for NcclEnv {
             max_nchannels: 64,
             buffsize: Bytes::from_mib(4),
             nvls_enable: 2,
+            p2p_level: None,
+            p2p_disable: false,
+            gdr_level: None,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -179,6 +190,20 @@ impl NcclEnv {
                     env.buffsize = Bytes::new(b as u64);
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
+                "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
+                "NCCL_P2P_LEVEL" | "NCCL_NET_GDR_LEVEL" => {
+                    let level = PathType::parse_level(v).ok_or_else(|| EnvError {
+                        key: k.into(),
+                        value: v.into(),
+                        reason: "unknown path type (LOC, NVL, NVB, PIX, PXB, PHB, SYS, or 0-5)"
+                            .into(),
+                    })?;
+                    if k == "NCCL_P2P_LEVEL" {
+                        env.p2p_level = Some(level);
+                    } else {
+                        env.gdr_level = Some(level);
+                    }
+                }
                 _ => env.ignored.push(k.to_string()),
             }
         }

@@ -6,11 +6,13 @@
 //! This layer knows GPUs, NICs and paths, not flows or time.
 
 pub mod env;
+pub mod search;
 pub mod tuning;
 
-use crate::hw::{Arch, Cluster};
+use crate::hw::{Arch, Cluster, PathType};
 use crate::net::LinkId;
 use env::NcclEnv;
+pub use search::{Hop, Paths};
 use tuning::TuningInput;
 
 /// NCCL's algorithms, in its index order.
@@ -137,61 +139,6 @@ pub struct Graph {
     pub bw_inter: f64,
 }
 
-/// Candidate per-channel speeds the search tries (GB/s), from `search.cc`.
-fn speeds(arch: Arch, inter: bool) -> &'static [f64] {
-    match (arch >= Arch::Hopper, arch >= Arch::Blackwell, inter) {
-        (_, true, false) => {
-            &[90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0]
-        }
-        (_, true, true) => &[
-            96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
-            6.0, 3.0, 2.4, 1.2, 0.24, 0.12,
-        ],
-        (true, _, false) => &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0],
-        (true, _, true) => &[
-            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
-            0.24, 0.12,
-        ],
-        (false, _, false) => {
-            &[40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0]
-        }
-        (false, _, true) => &[
-            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
-            2.4, 1.2, 0.24, 0.12,
-        ],
-    }
-}
-
-/// NCCL's speed loop: from the highest speed that fits `max_bw`, take the first speed giving the
-/// most total bandwidth, stopping at a perfect fit or when speeds fall below 0.49× the best.
-/// `channels_at(speed)` says how many channels fit at that speed.
-fn search_speed(
-    list: &[f64],
-    max_bw: f64,
-    total_bw: f64,
-    channels_at: impl Fn(f64) -> usize,
-) -> Option<(usize, f64)> {
-    let mut best: Option<(usize, f64)> = None;
-    for &s in list.iter().filter(|&&s| s <= max_bw + 1e-9) {
-        if let Some((_, bs)) = best
-            && s <= 0.49 * bs
-        {
-            break;
-        }
-        let n = channels_at(s).min(32);
-        if n == 0 {
-            continue;
-        }
-        if best.is_none_or(|(bn, bs)| n as f64 * s > bn as f64 * bs + 1e-9) {
-            best = Some((n, s));
-        }
-        if n as f64 * s >= total_bw - 1e-9 {
-            break;
-        }
-    }
-    best
-}
-
 /// One CUDA channel's ring inside a node: the GPUs in order, and for multi-node rings the NIC it
 /// enters by (at the first GPU) and leaves by (from the last GPU).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +183,9 @@ pub struct Communicator {
     channels: Vec<RingChannel>,
     tuning: TuningInput,
     env: NcclEnv,
+    paths: Paths,
+    type_intra: PathType,
+    type_inter: PathType,
 }
 
 impl Communicator {
@@ -244,49 +194,15 @@ impl Communicator {
         let spec = cluster.spec();
         let (nnodes, ppn) = (cluster.nodes(), cluster.gpus_per_node());
         let arch = spec.gpu.arch;
-        let nvl_total = spec.nvlink_bandwidth().map_or(0.0, |b| b.gbyte_per_s());
+        let nvl_total = spec.nvswitch_bandwidth().map_or(0.0, |b| b.gbyte_per_s());
         let nranks = nnodes * ppn;
-
-        // Ring search (pattern RING for 1 node, NET -> GPUs -> NET across nodes).
-        let mut search: Vec<RingChannel> = Vec::new();
-        let ring = if nnodes == 1 {
-            let order: Vec<usize> = (0..ppn).collect();
-            let (n, s) = search_speed(speeds(arch, false), nvl_total, nvl_total, |s| {
-                (nvl_total / s + 1e-9) as usize
-            })
-            .unwrap_or((1, 0.1));
-            search.push(RingChannel { gpus: order, nic_in: None, nic_out: None });
-            Graph { n_channels: n, bw_intra: s, bw_inter: s }
-        } else {
-            let nic =
-                spec.nic.as_ref().ok_or_else(|| CommError::NoNics(spec.name.clone(), nnodes))?;
-            let mut nics: Vec<usize> = (0..ppn).filter_map(|g| spec.local_nic(g)).collect();
-            nics.sort_unstable();
-            nics.dedup();
-            let nic_bw = nic.speed.gbyte_per_s();
-            let path_bw = nic_bw.min(spec.pcie.bandwidth().gbyte_per_s());
-            let total = if ppn > 1 { nvl_total } else { path_bw * nics.len() as f64 };
-            let nics_n = nics.len();
-            let (n, s) = search_speed(speeds(arch, true), path_bw, total, |s| {
-                let per_nic = (nic_bw / s + 1e-9) as usize;
-                let by_nvl = if ppn > 1 {
-                    (nvl_total / s + 1e-9) as usize * ppn / (ppn - 1).max(1)
-                } else {
-                    usize::MAX
-                };
-                (per_nic * nics_n).min(by_nvl)
-            })
-            .unwrap_or((1, 0.12));
-            for c in 0..n {
-                let nic_in = nics[c % nics.len()];
-                let first = (0..ppn).find(|&g| spec.local_nic(g) == Some(nic_in)).unwrap_or(0);
-                let gpus: Vec<usize> = (0..ppn).map(|i| (first + i) % ppn).collect();
-                let last = *gpus.last().unwrap_or(&first);
-                let nic_out = spec.local_nic(last).unwrap_or(nic_in);
-                search.push(RingChannel { gpus, nic_in: Some(nic_in), nic_out: Some(nic_out) });
-            }
-            Graph { n_channels: n, bw_intra: s, bw_inter: s }
-        };
+        if nnodes > 1 && spec.nic.is_none() {
+            return Err(CommError::NoNics(spec.name.clone(), nnodes));
+        }
+        let paths = Paths::new(cluster, env);
+        let found = search::search_rings(cluster, paths, arch);
+        let search = found.channels.clone();
+        let ring = Graph { n_channels: search.len(), bw_intra: found.speed, bw_inter: found.speed };
         // Duplication (search.cc): bw >= 25 and not (sm > 80, bw < 50, > 4 channels) → ×2, bw/2.
         let mut ring = ring;
         let mut ring_channels = search.clone();
@@ -320,22 +236,23 @@ impl Communicator {
                     .len()
                     .max(1)
             };
-            let intra = speeds(arch, false)
+            let intra = search::speeds(arch, false)
                 .iter()
                 .copied()
                 .find(|&s| s * (heads as f64 + 1.0) <= nvl_total + 1e-9)
                 .unwrap_or(0.0);
             let inter = if nnodes == 1 {
-                speeds(arch, false)
+                search::speeds(arch, false)
                     .iter()
                     .copied()
                     .find(|&s| s <= 2.0 * intra + 1e-9)
                     .unwrap_or(intra)
             } else {
-                let nic = spec.nic.as_ref().map_or(0.0, |n| {
-                    n.speed.gbyte_per_s().min(spec.pcie.bandwidth().gbyte_per_s())
-                });
-                speeds(arch, true).iter().copied().find(|&s| s <= nic + 1e-9).unwrap_or(0.0)
+                let nic = (0..ppn)
+                    .filter_map(|g| cluster.local_nic(g).map(|n| (g, n)))
+                    .map(|(g, n)| cluster.nic_path_bandwidth(g, n).gbyte_per_s())
+                    .fold(0.0, f64::max);
+                search::speeds(arch, true).iter().copied().find(|&s| s <= nic + 1e-9).unwrap_or(0.0)
             };
             Some(Graph { n_channels: heads, bw_intra: intra, bw_inter: inter })
         } else {
@@ -355,8 +272,11 @@ impl Communicator {
             cuda.push(cuda[cuda.len() % base].clone());
         }
 
-        let ll128 = env.protos.contains(&Proto::LL128)
-            && (env.ll128_forced || (spec.nvswitch.is_some() && spec.nvlink.is_some()));
+        // LL128 by default only on NVLink graphs whose NIC paths stay under a PCIe switch (PXN
+        // on Hopper), with identical GPUs (§2.7).
+        let inter_ok = if arch >= Arch::Hopper { PathType::Pxn } else { PathType::Pxb };
+        let ll128_hw = found.type_intra <= PathType::Nvb && found.type_inter <= inter_ok;
+        let ll128 = env.protos.contains(&Proto::LL128) && (env.ll128_forced || ll128_hw);
         let nvls_enabled = env.nvls_enable != 0 && nvls.is_some();
         let tuning = TuningInput {
             arch,
@@ -366,7 +286,7 @@ impl Communicator {
             ring,
             tree,
             nvls,
-            intra_nvlink: spec.nvlink.is_some(),
+            intra_nvlink: found.type_intra <= PathType::Nvb,
             nchannels: cuda.len(),
             ll128,
             nvls_enabled,
@@ -381,6 +301,9 @@ impl Communicator {
             channels: cuda,
             tuning,
             env: env.clone(),
+            paths,
+            type_intra: found.type_intra,
+            type_inter: found.type_inter,
         })
     }
 
@@ -469,9 +392,14 @@ impl Communicator {
         nc.min(by_traffic) as usize
     }
 
-    /// Intra-node hop class of this communicator.
-    pub fn intra_class(&self) -> HopClass {
-        if self.tuning.intra_nvlink { HopClass::Nvlink } else { HopClass::Pcie }
+    /// How data moves inside a node (P2P or SHM, GPUDirect RDMA or staging).
+    pub fn paths(&self) -> Paths {
+        self.paths
+    }
+
+    /// Worst path type of the ring's intra-node hops, and of its GPU–NIC legs.
+    pub fn path_types(&self) -> (PathType, PathType) {
+        (self.type_intra, self.type_inter)
     }
 
     /// The links of hop `i` of `channel` on `node`: from ring position `i` to `i + 1`; the last
@@ -486,16 +414,20 @@ impl Communicator {
     ) -> (Vec<LinkId>, HopClass) {
         let g = &channel.gpus;
         if i + 1 < g.len() {
-            return (cluster.gpu_to_gpu(node, g[i], g[i + 1]), self.intra_class());
+            let h = self.paths.gpu_hop(cluster, node, g[i], g[i + 1]);
+            return (h.links, h.class);
         }
         match (channel.nic_out, channel.nic_in) {
             (Some(out), Some(inn)) if self.nnodes > 1 => {
-                let mut p = cluster.gpu_to_nic(node, g[i], out);
+                let mut p = self.paths.to_nic(cluster, node, g[i], out);
                 p.extend(cluster.nic_to_nic((node, out), (to_node, inn)));
-                p.extend(cluster.nic_to_gpu(to_node, inn, g[0]));
+                p.extend(self.paths.from_nic(cluster, to_node, inn, g[0]));
                 (p, HopClass::Net)
             }
-            _ => (cluster.gpu_to_gpu(node, g[i], g[0]), self.intra_class()),
+            _ => {
+                let h = self.paths.gpu_hop(cluster, node, g[i], g[0]);
+                (h.links, h.class)
+            }
         }
     }
 }

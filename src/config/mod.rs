@@ -86,7 +86,19 @@ impl Source<'_> {
         toml::from_str(self.text).map_err(|e| {
             let msg = e.message().trim().replace('\n', " ");
             match e.span() {
-                Some(span) => self.error_at(span.start, msg),
+                Some(span) => {
+                    // Name the key when the error points at a `key = value` line's value.
+                    let at = span.start.min(self.text.len());
+                    let line_start = self.text[..at].rfind('\n').map_or(0, |p| p + 1);
+                    let before = &self.text[line_start..at];
+                    let key = before.split_once('=').map(|(k, _)| k.trim()).filter(|k| {
+                        !k.is_empty() && !k.starts_with('#') && !msg.contains(&format!("`{k}`"))
+                    });
+                    match key {
+                        Some(k) => self.error_at(span.start, format!("{k}: {msg}")),
+                        None => self.error_at(span.start, msg),
+                    }
+                }
                 None => self.error(msg),
             }
         })

@@ -16,6 +16,7 @@ pub struct RawTopology {
     pub name: S<String>,
     pub description: Option<String>,
     pub gpu: RawGpu,
+    pub gpu_model: Option<BTreeMap<S<String>, RawGpuModel>>,
     pub nvlink: Option<RawNvlink>,
     pub nvswitch: Option<RawNvswitch>,
     pub pcie: RawPcie,
@@ -27,18 +28,44 @@ pub struct RawTopology {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawGpu {
-    pub model: String,
-    pub arch: S<String>,
+    pub model: S<String>,
     pub count: S<i64>,
+    pub attach: Option<S<Vec<S<String>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpuModel {
+    pub sm: S<i64>,
+    pub memory: S<RawQuantity>,
+    pub nvlink_bandwidth_per_link: Option<S<RawQuantity>>,
+    pub pcie: RawPcieLink,
+    pub p2p: Option<bool>,
+    pub gdr: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPcieLink {
+    pub generation: S<i64>,
+    pub lanes: S<i64>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawNvlink {
-    pub generation: S<i64>,
     pub links_per_gpu: S<i64>,
-    pub bandwidth_per_link: S<RawQuantity>,
+    pub bandwidth_per_link: Option<S<RawQuantity>>,
     pub latency: S<RawQuantity>,
+    pub all_to_all: Option<S<bool>>,
+    pub pair: Option<Vec<RawNvPair>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNvPair {
+    pub gpus: S<Vec<i64>>,
+    pub links: S<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,14 +81,25 @@ pub struct RawNvswitch {
 pub struct RawPcie {
     pub generation: S<i64>,
     pub lanes: S<i64>,
-    pub switches: S<i64>,
+    pub switches: Option<S<i64>>,
+    pub switch: Option<Vec<RawSwitch>>,
     pub latency: S<RawQuantity>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSwitch {
+    pub id: S<String>,
+    pub parent: S<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawCpu {
     pub sockets: S<i64>,
+    pub numa_per_socket: Option<S<i64>>,
+    pub cores_per_numa: Option<S<i64>>,
+    pub threads_per_core: Option<S<i64>>,
     pub vendor: S<String>,
     pub inter_socket: S<RawQuantity>,
 }
@@ -73,6 +111,7 @@ pub struct RawNic {
     pub speed: S<RawQuantity>,
     pub kind: String,
     pub latency: S<RawQuantity>,
+    pub attach: Option<S<Vec<S<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

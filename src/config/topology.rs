@@ -6,17 +6,23 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
-use super::raw::RawTopology;
+use std::collections::BTreeMap;
+
+use super::raw::{RawGpuModel, RawTopology};
 use super::{ConfigError, Source, load_text};
+use crate::hw::gpus::{self, nccl_nvlink_bandwidth};
 use crate::hw::{
-    Arch, CpuSpec, CpuVendor, GpuSpec, NetworkSpec, NicSpec, NodeSpec, NvlinkSpec, NvswitchSpec,
-    PcieSpec,
+    Arch, CpuSpec, CpuVendor, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeSpec, NvlinkSpec,
+    NvswitchSpec, Parent, PcieSpec, PcieSwitch,
 };
-use crate::units::{Bandwidth, Time};
+use crate::units::{Bandwidth, Bytes, Time};
 
 const PRESETS: &[(&str, &str)] = &[
     ("dgx-a100", include_str!("../../topologies/dgx-a100.toml")),
     ("dgx-h100", include_str!("../../topologies/dgx-h100.toml")),
+    ("pcie-8gpu-2socket", include_str!("../../topologies/pcie-8gpu-2socket.toml")),
+    ("pcie-a100-4gpu-2socket", include_str!("../../topologies/pcie-a100-4gpu-2socket.toml")),
+    ("polaris-a100-4gpu", include_str!("../../topologies/polaris-a100-4gpu.toml")),
 ];
 
 /// The names of the shipped presets.
@@ -91,40 +97,195 @@ fn time(
     src.check(field, v, |q| q.parse_with(Time::parse))
 }
 
+fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel, ConfigError> {
+    let f = |field: &str| format!("gpu_model.{name}.{field}");
+    let sm = src.check(&f("sm"), &raw.sm, |&sm| {
+        if (60..=120).contains(&sm) {
+            Ok(sm as u32)
+        } else {
+            Err(format!("compute capability x 10 expected, 60 to 120 (got {sm})"))
+        }
+    })?;
+    let memory = src.check(&f("memory"), &raw.memory, |q| q.parse_with(Bytes::parse))?;
+    let nvlink_bandwidth_per_link = match &raw.nvlink_bandwidth_per_link {
+        Some(b) => Some(bandwidth(src, &f("nvlink_bandwidth_per_link"), b)?),
+        None => None,
+    };
+    Ok(GpuModel {
+        name: name.to_string(),
+        sm,
+        memory,
+        nvlink_bandwidth_per_link,
+        pcie_generation: count(src, &f("pcie.generation"), &raw.pcie.generation, 6)? as u32,
+        pcie_lanes: lanes(src, &f("pcie.lanes"), &raw.pcie.lanes)?,
+        p2p: raw.p2p.unwrap_or(true),
+        gdr: raw.gdr.unwrap_or(true),
+    })
+}
+
+fn lanes(src: &Source<'_>, field: &str, v: &Spanned<i64>) -> Result<u32, ConfigError> {
+    src.check(field, v, |&l| match l {
+        1 | 2 | 4 | 8 | 16 => Ok(l as u32),
+        _ => Err(format!("must be 1, 2, 4, 8 or 16 (got {l})")),
+    })
+}
+
+/// The shipped GPU library.
+pub fn gpu_library() -> Result<Vec<GpuModel>, ConfigError> {
+    let src = Source { name: gpus::LIBRARY.0, text: gpus::LIBRARY.1 };
+    let raw: BTreeMap<Spanned<String>, RawGpuModel> = src.parse()?;
+    raw.iter().map(|(k, m)| gpu_model(&src, k.get_ref(), m)).collect()
+}
+
+/// Resolves `attach` names ("numa1", a switch id) to parents, or spreads `n` devices evenly
+/// over the leaf switches (over the NUMA domains when there are no switches).
+fn attachments(
+    src: &Source<'_>,
+    field: &str,
+    raw: Option<&Spanned<Vec<Spanned<String>>>>,
+    n: usize,
+    switches: &[PcieSwitch],
+    numas: usize,
+) -> Result<Vec<Parent>, ConfigError> {
+    let Some(list) = raw else {
+        let leaves: Vec<usize> = (0..switches.len())
+            .filter(|&i| !switches.iter().any(|s| s.parent == Parent::Switch(i)))
+            .collect();
+        return Ok((0..n)
+            .map(|d| {
+                if leaves.is_empty() {
+                    Parent::Numa(d * numas / n)
+                } else {
+                    Parent::Switch(leaves[d * leaves.len() / n])
+                }
+            })
+            .collect());
+    };
+    if list.get_ref().len() != n {
+        return Err(src.error_at(
+            list.span().start,
+            format!("{field}: {} entries for {n} devices (one per device)", list.get_ref().len()),
+        ));
+    }
+    list.get_ref().iter().map(|name| parent(src, field, name, switches, numas)).collect()
+}
+
+fn parent(
+    src: &Source<'_>,
+    field: &str,
+    name: &Spanned<String>,
+    switches: &[PcieSwitch],
+    numas: usize,
+) -> Result<Parent, ConfigError> {
+    let n = name.get_ref();
+    if let Some(i) = n.strip_prefix("numa").and_then(|d| d.parse::<usize>().ok())
+        && i < numas
+    {
+        return Ok(Parent::Numa(i));
+    }
+    if let Some(i) = switches.iter().position(|s| s.id == *n) {
+        return Ok(Parent::Switch(i));
+    }
+    Err(src.error_at(
+        name.span().start,
+        format!(
+            "{field}: no switch or NUMA domain named {n:?} (NUMA domains are numa0..numa{}{})",
+            numas - 1,
+            if switches.is_empty() { String::new() } else { ", or a [[pcie.switch]] id".into() }
+        ),
+    ))
+}
+
 /// Parses and validates a topology file's text; `file` names it in errors.
 pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
     let src = Source { name: file, text };
     let raw: RawTopology = src.parse()?;
-    let arch = src.check("gpu.arch", &raw.gpu.arch, |a| {
-        Arch::parse(a)
-            .ok_or_else(|| format!("unknown architecture {a:?} (volta, ampere, hopper, blackwell)"))
+    let mut library = gpu_library()?;
+    for (name, m) in raw.gpu_model.iter().flatten() {
+        let model = gpu_model(&src, name.get_ref(), m)?;
+        library.retain(|g| g.name != model.name);
+        library.push(model);
+    }
+    let model = src.check("gpu.model", &raw.gpu.model, |name| {
+        library.iter().find(|g| g.name == *name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = library.iter().map(|g| g.name.as_str()).collect();
+            format!(
+                "unknown GPU model {name:?} (known: {}; or define it under [gpu_model.\"{name}\"])",
+                known.join(", ")
+            )
+        })
     })?;
-    let gpu = GpuSpec {
-        model: raw.gpu.model,
-        arch,
-        count: count(&src, "gpu.count", &raw.gpu.count, 64)?,
-    };
+    let gpus = count(&src, "gpu.count", &raw.gpu.count, 64)?;
+    let gpu = GpuSpec { arch: Arch::from_sm(model.sm), model, count: gpus };
+
     let nvlink = match &raw.nvlink {
         None => None,
-        Some(n) => Some(NvlinkSpec {
-            generation: count(&src, "nvlink.generation", &n.generation, 5)? as u32,
-            links_per_gpu: count(&src, "nvlink.links_per_gpu", &n.links_per_gpu, 64)? as u32,
-            bandwidth_per_link: bandwidth(
-                &src,
-                "nvlink.bandwidth_per_link",
-                &n.bandwidth_per_link,
-            )?,
-            latency: time(&src, "nvlink.latency", &n.latency)?,
-        }),
+        Some(n) => {
+            let links_per_gpu = count(&src, "nvlink.links_per_gpu", &n.links_per_gpu, 64)? as u32;
+            let bandwidth_per_link = match &n.bandwidth_per_link {
+                Some(b) => bandwidth(&src, "nvlink.bandwidth_per_link", b)?,
+                None => gpu
+                    .model
+                    .nvlink_bandwidth_per_link
+                    .unwrap_or(nccl_nvlink_bandwidth(gpu.model.sm)),
+            };
+            let mut pairs = Vec::new();
+            if n.all_to_all.as_ref().is_some_and(|a| *a.get_ref()) {
+                let per = links_per_gpu / (gpus as u32 - 1).max(1);
+                for a in 0..gpus {
+                    for b in a + 1..gpus {
+                        pairs.push((a, b, per));
+                    }
+                }
+            }
+            for p in n.pair.iter().flatten() {
+                let (a, b) = src.check("nvlink.pair.gpus", &p.gpus, |v| match v.as_slice() {
+                    [a, b]
+                        if a != b
+                            && (0..gpus as i64).contains(a)
+                            && (0..gpus as i64).contains(b) =>
+                    {
+                        Ok((*a as usize, *b as usize))
+                    }
+                    _ => Err(format!("two different GPU indices below {gpus} expected, got {v:?}")),
+                })?;
+                let links = count(&src, "nvlink.pair.links", &p.links, 64)? as u32;
+                pairs.push((a.min(b), a.max(b), links));
+            }
+            for g in 0..gpus {
+                let used: u32 = pairs.iter().filter(|p| p.0 == g || p.1 == g).map(|p| p.2).sum();
+                if used > links_per_gpu {
+                    return Err(src.error_at(
+                        n.links_per_gpu.span().start,
+                        format!("nvlink.pair: GPU {g} uses {used} links, more than links_per_gpu = {links_per_gpu}"),
+                    ));
+                }
+            }
+            Some(NvlinkSpec {
+                links_per_gpu,
+                bandwidth_per_link,
+                latency: time(&src, "nvlink.latency", &n.latency)?,
+                pairs,
+            })
+        }
     };
     let nvswitch = match &raw.nvswitch {
         None => None,
         Some(s) => {
-            if nvlink.is_none() {
-                return Err(src.error_at(
-                    s.count.span().start,
-                    "nvswitch: an NVSwitch needs an [nvlink] table",
-                ));
+            match &nvlink {
+                None => {
+                    return Err(src.error_at(
+                        s.count.span().start,
+                        "nvswitch: an NVSwitch needs an [nvlink] table",
+                    ));
+                }
+                Some(nv) if !nv.pairs.is_empty() => {
+                    return Err(src.error_at(
+                        s.count.span().start,
+                        "nvswitch: GPUs hang off the NVSwitch; drop nvlink.pair / nvlink.all_to_all",
+                    ));
+                }
+                Some(_) => {}
             }
             Some(NvswitchSpec {
                 count: count(&src, "nvswitch.count", &s.count, 64)? as u32,
@@ -133,22 +294,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             })
         }
     };
-    if nvswitch.is_none() {
-        let at = raw.gpu.count.span().start;
-        return Err(src.error_at(
-            at,
-            "nvswitch: nodes without an NVSwitch (PCIe-only or NVLink-bridge boxes) are not modelled yet",
-        ));
-    }
-    let pcie = PcieSpec {
-        generation: count(&src, "pcie.generation", &raw.pcie.generation, 6)? as u32,
-        lanes: src.check("pcie.lanes", &raw.pcie.lanes, |&l| match l {
-            1 | 2 | 4 | 8 | 16 => Ok(l as u32),
-            _ => Err(format!("must be 1, 2, 4, 8 or 16 (got {l})")),
-        })?,
-        switches: count(&src, "pcie.switches", &raw.pcie.switches, 64)?,
-        latency: time(&src, "pcie.latency", &raw.pcie.latency)?,
-    };
+
     let vendor =
         src.check("cpu.vendor", &raw.cpu.vendor, |v| match v.to_ascii_lowercase().as_str() {
             "intel" => Ok(CpuVendor::Intel),
@@ -158,15 +304,90 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         })?;
     let cpu = CpuSpec {
         sockets: count(&src, "cpu.sockets", &raw.cpu.sockets, 8)?,
+        numa_per_socket: match &raw.cpu.numa_per_socket {
+            Some(n) => count(&src, "cpu.numa_per_socket", n, 8)?,
+            None => 1,
+        },
         vendor,
         inter_socket: bandwidth(&src, "cpu.inter_socket", &raw.cpu.inter_socket)?,
+        cores_per_numa: match &raw.cpu.cores_per_numa {
+            Some(n) => Some(count(&src, "cpu.cores_per_numa", n, 1024)?),
+            None => None,
+        },
+        threads_per_core: match &raw.cpu.threads_per_core {
+            Some(n) => count(&src, "cpu.threads_per_core", n, 8)?,
+            None => 1,
+        },
     };
-    if pcie.switches < cpu.sockets {
-        return Err(src.error_at(
-            raw.pcie.switches.span().start,
-            "pcie.switches: need at least one switch per CPU socket",
-        ));
-    }
+    let numas = cpu.numa_domains();
+
+    let rp = &raw.pcie;
+    let switches = match (&rp.switches, &rp.switch) {
+        (Some(n), Some(_)) => {
+            return Err(src.error_at(
+                n.span().start,
+                "pcie.switches: give either a switch count or [[pcie.switch]] entries, not both",
+            ));
+        }
+        (Some(n), None) => {
+            let k = src.check("pcie.switches", n, |&k| {
+                if (0..=64).contains(&k) {
+                    Ok(k as usize)
+                } else {
+                    Err(format!("must be 0 to 64 (got {k})"))
+                }
+            })?;
+            (0..k)
+                .map(|i| PcieSwitch { id: format!("sw{i}"), parent: Parent::Numa(i * numas / k) })
+                .collect()
+        }
+        (None, Some(list)) => {
+            let mut out: Vec<PcieSwitch> = Vec::new();
+            for s in list {
+                if out.iter().any(|o| o.id == *s.id.get_ref()) || s.id.get_ref().starts_with("numa")
+                {
+                    return Err(src.error_at(
+                        s.id.span().start,
+                        format!("pcie.switch.id: duplicate or reserved id {:?}", s.id.get_ref()),
+                    ));
+                }
+                out.push(PcieSwitch { id: s.id.get_ref().clone(), parent: Parent::Numa(0) });
+            }
+            for (i, s) in list.iter().enumerate() {
+                let p = parent(&src, "pcie.switch.parent", &s.parent, &out, numas)?;
+                out[i].parent = p;
+            }
+            // No cycles: every switch must reach a NUMA domain.
+            for (i, s) in list.iter().enumerate() {
+                let mut p = Parent::Switch(i);
+                for _ in 0..=out.len() {
+                    if let Parent::Switch(j) = p {
+                        p = out[j].parent;
+                    }
+                }
+                if matches!(p, Parent::Switch(_)) {
+                    return Err(src.error_at(
+                        s.parent.span().start,
+                        format!(
+                            "pcie.switch.parent: switch {:?} is its own ancestor",
+                            s.id.get_ref()
+                        ),
+                    ));
+                }
+            }
+            out
+        }
+        (None, None) => Vec::new(),
+    };
+    let pcie = PcieSpec {
+        generation: count(&src, "pcie.generation", &rp.generation, 6)? as u32,
+        lanes: lanes(&src, "pcie.lanes", &rp.lanes)?,
+        switches,
+        latency: time(&src, "pcie.latency", &rp.latency)?,
+    };
+    let gpu_parent =
+        attachments(&src, "gpu.attach", raw.gpu.attach.as_ref(), gpus, &pcie.switches, numas)?;
+
     let nic = match &raw.nic {
         None => None,
         Some(n) => Some(NicSpec {
@@ -175,6 +396,12 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             kind: n.kind.clone(),
             latency: time(&src, "nic.latency", &n.latency)?,
         }),
+    };
+    let nic_parent = match (&nic, &raw.nic) {
+        (Some(n), Some(r)) => {
+            attachments(&src, "nic.attach", r.attach.as_ref(), n.count, &pcie.switches, numas)?
+        }
+        _ => Vec::new(),
     };
     let network = match &raw.network {
         None => NetworkSpec { kind: "non_blocking".into(), latency: Time::ZERO },
@@ -195,6 +422,8 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         pcie,
         cpu,
         nic,
+        gpu_parent,
+        nic_parent,
         network,
     })
 }
@@ -207,8 +436,88 @@ mod tests {
     fn presets_parse() {
         for name in preset_names() {
             let (_, spec) = resolve_topology(name, None).unwrap();
-            assert_eq!(spec.gpu.count, 8);
+            assert!(spec.gpu.count >= 4, "{name}");
         }
+    }
+
+    fn err(text: &str) -> String {
+        parse_topology("t.toml", text).unwrap_err().to_string()
+    }
+
+    fn preset(name: &str) -> &'static str {
+        PRESETS.iter().find(|(n, _)| *n == name).unwrap().1
+    }
+
+    #[test]
+    fn a_nic_attached_to_a_missing_switch() {
+        let text = preset("dgx-a100").replace(r#""top3", "top3"]"#, r#""top3", "top9"]"#);
+        let e = err(&text);
+        assert!(
+            e.starts_with("t.toml:")
+                && e.contains("nic.attach: no switch or NUMA domain named \"top9\""),
+            "{e}"
+        );
+        let text = preset("polaris-a100-4gpu")
+            .replace(r#"attach = ["numa3", "numa1"]"#, r#"attach = ["numa3", "numa4"]"#);
+        assert!(err(&text).contains("nic.attach: no switch or NUMA domain named \"numa4\""));
+        let text = preset("polaris-a100-4gpu")
+            .replace(r#"attach = ["numa3", "numa1"]"#, r#"attach = ["numa3"]"#);
+        assert!(err(&text).contains("nic.attach: 1 entries for 2 devices"));
+    }
+
+    #[test]
+    fn duplicate_and_cyclic_switch_ids() {
+        let text = preset("dgx-a100").replace("id = \"gsw7\"", "id = \"gsw6\"");
+        assert!(err(&text).contains("pcie.switch.id: duplicate or reserved id \"gsw6\""));
+        let text = preset("dgx-a100")
+            .replace("id = \"top0\"\nparent = \"numa3\"", "id = \"top0\"\nparent = \"gsw0\"");
+        assert!(
+            err(&text).contains("pcie.switch.parent: switch \"top0\" is its own ancestor"),
+            "{}",
+            err(&text)
+        );
+        let text = preset("pcie-8gpu-2socket").replace(
+            "switches = 4",
+            "switches = 4\n[[pcie.switch]]\nid = \"x\"\nparent = \"numa0\"",
+        );
+        assert!(err(&text).contains("either a switch count or [[pcie.switch]] entries"));
+    }
+
+    #[test]
+    fn nvlink_pairs_are_checked() {
+        let base = preset("polaris-a100-4gpu");
+        let text = base.replace("all_to_all = true", "pair = [{ gpus = [0, 4], links = 4 }]");
+        assert!(err(&text).contains("nvlink.pair.gpus: two different GPU indices below 4"));
+        let text = base.replace(
+            "all_to_all = true",
+            "all_to_all = true\npair = [{ gpus = [0, 1], links = 4 }]",
+        );
+        assert!(err(&text).contains("GPU 0 uses 16 links, more than links_per_gpu = 12"));
+        let text =
+            base.replace("[pcie]", "[nvswitch]\ncount = 1\ngeneration = 2\nnvls = false\n[pcie]");
+        assert!(err(&text).contains("drop nvlink.pair / nvlink.all_to_all"));
+    }
+
+    #[test]
+    fn gpu_models_come_from_the_library_or_the_file() {
+        let e = err(&preset("dgx-h100").replace("H100-SXM5-80GB", "H900"));
+        assert!(
+            e.contains("gpu.model: unknown GPU model \"H900\"") && e.contains("A100-SXM4-80GB"),
+            "{e}"
+        );
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/topologies/user/rtx4090-epyc-8gpu.toml"
+        ))
+        .unwrap();
+        let spec = parse_topology("rtx.toml", &text).unwrap();
+        assert_eq!(
+            (spec.gpu.model.sm, spec.gpu.arch, spec.gpu.model.p2p),
+            (89, Arch::Ampere, false)
+        );
+        assert_eq!(spec.cpu.numa_domains(), 8);
+        let e = err(&text.replace("sm = 89", "sm = 8.9"));
+        assert!(e.starts_with("t.toml:") && e.contains("sm"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod csv;
 pub mod json;
 pub mod nccl;
 pub mod table;
+pub mod topo;
 
 use std::io::{self, Write};
 

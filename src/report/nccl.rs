@@ -36,7 +36,7 @@ impl SimFormat for Nccl {
                 writeln!(
                     out,
                     "#  Rank {rank:2} Group  0 Pid {:6} on {host:>10} device {g:2} [simulated] NVIDIA {}",
-                    node, s.node.gpu.model
+                    node, s.node.gpu.model.name
                 )?;
             }
         }

@@ -3,6 +3,7 @@
 
 mod accuracy;
 mod cli_errors;
+mod hardware;
 mod model;
 mod scenarios;
 

@@ -1,0 +1,404 @@
+//! Transport decisions and NCCL's ring search (`nccl-model.md` §3.3–3.4) on a node graph.
+//!
+//! [`Paths`] decides how data moves between two GPUs (P2P on the route, or SHM through host
+//! memory when P2P is not allowed) and between a GPU and a NIC (GPUDirect RDMA on the route, or
+//! staged through host memory). [`search_rings`] then packs rings at NCCL's candidate speeds,
+//! each ring consuming its speed on every link of every hop, and keeps the speed giving the most
+//! total bandwidth.
+
+use super::env::NcclEnv;
+use super::{HopClass, RingChannel};
+use crate::hw::{Arch, Cluster, CpuVendor, PathType, Vertex};
+use crate::net::LinkId;
+
+/// One hop's route: links, NCCL path type, and the class that picks its protocol latency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hop {
+    /// Global link ids.
+    pub links: Vec<LinkId>,
+    /// NCCL's path type of the route taken (SYS or PHB for host-memory bounces).
+    pub ty: PathType,
+    /// Link class for per-step latency.
+    pub class: HopClass,
+}
+
+/// How data moves inside a node under an NCCL environment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paths {
+    /// Worst path type allowed for GPU–GPU P2P (below NVL: none).
+    pub p2p_level: PathType,
+    /// Worst path type allowed for GPUDirect RDMA.
+    pub gdr_level: PathType,
+    /// Whether the GPUs' driver allows PCIe P2P at all.
+    pub pcie_p2p: bool,
+    /// Whether the GPUs support GPUDirect RDMA.
+    pub gdr: bool,
+}
+
+impl Paths {
+    /// NCCL's defaults (PXB for both; SYS for P2P on AMD with at most two GPUs) and overrides.
+    pub fn new(cluster: &Cluster, env: &NcclEnv) -> Paths {
+        let spec = cluster.spec();
+        let default_p2p = if spec.cpu.vendor == CpuVendor::Amd && cluster.gpus_per_node() <= 2 {
+            PathType::Sys
+        } else {
+            PathType::Pxb
+        };
+        let p2p_level =
+            if env.p2p_disable { PathType::Loc } else { env.p2p_level.unwrap_or(default_p2p) };
+        Paths {
+            p2p_level,
+            gdr_level: env.gdr_level.unwrap_or(PathType::Pxb),
+            pcie_p2p: spec.gpu.model.p2p,
+            gdr: spec.gpu.model.gdr,
+        }
+    }
+
+    /// GPU `a` to GPU `b` of `node`.
+    pub fn gpu_hop(&self, cluster: &Cluster, node: usize, a: usize, b: usize) -> Hop {
+        let (links, ty) = cluster.route(node, Vertex::Gpu(a), Vertex::Gpu(b));
+        let nvlink = ty <= PathType::Nvb;
+        let p2p = ty <= self.p2p_level && (nvlink || self.pcie_p2p);
+        if p2p {
+            let class = if nvlink { HopClass::Nvlink } else { HopClass::Pcie };
+            return Hop { links, ty, class };
+        }
+        let links = cluster.route_via_host(node, Vertex::Gpu(a), Vertex::Gpu(b));
+        let ty = if cluster.numa_of(Vertex::Gpu(a)) == cluster.numa_of(Vertex::Gpu(b)) {
+            PathType::Phb
+        } else {
+            PathType::Sys
+        };
+        Hop { links, ty, class: HopClass::Pcie }
+    }
+
+    /// Whether `gpu` reaches `nic` by GPUDirect RDMA.
+    pub fn uses_gdr(&self, cluster: &Cluster, gpu: usize, nic: usize) -> bool {
+        let ty = cluster
+            .graph()
+            .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
+            .map_or(PathType::Sys, |r| r.ty);
+        self.gdr && ty <= self.gdr_level
+    }
+
+    /// GPU to NIC (sending), GPUDirect or staged through the GPU's host memory.
+    pub fn to_nic(&self, cluster: &Cluster, node: usize, gpu: usize, nic: usize) -> Vec<LinkId> {
+        if self.uses_gdr(cluster, gpu, nic) {
+            cluster.gpu_to_nic(node, gpu, nic)
+        } else {
+            cluster.route_via_host(node, Vertex::Gpu(gpu), Vertex::Nic(nic))
+        }
+    }
+
+    /// NIC to GPU (receiving), GPUDirect or staged through the GPU's host memory.
+    pub fn from_nic(&self, cluster: &Cluster, node: usize, nic: usize, gpu: usize) -> Vec<LinkId> {
+        if self.uses_gdr(cluster, gpu, nic) {
+            cluster.nic_to_gpu(node, nic, gpu)
+        } else {
+            let numa = Vertex::Numa(cluster.numa_of(Vertex::Gpu(gpu)));
+            let mut p = cluster.route(node, Vertex::Nic(nic), numa).0;
+            p.extend(cluster.route(node, numa, Vertex::Gpu(gpu)).0);
+            p
+        }
+    }
+}
+
+/// What the ring search found.
+#[derive(Debug, Clone)]
+pub struct RingSearch {
+    /// Search channels.
+    pub channels: Vec<RingChannel>,
+    /// Per-channel speed, GB/s.
+    pub speed: f64,
+    /// Worst path type of the intra-node hops.
+    pub type_intra: PathType,
+    /// Worst path type between a GPU and its NIC (LOC on one node).
+    pub type_inter: PathType,
+}
+
+/// Candidate per-channel speeds the search tries (GB/s), from `search.cc`.
+pub fn speeds(arch: Arch, inter: bool) -> &'static [f64] {
+    match (arch >= Arch::Hopper, arch >= Arch::Blackwell, inter) {
+        (_, true, false) => {
+            &[90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0]
+        }
+        (_, true, true) => &[
+            96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+            6.0, 3.0, 2.4, 1.2, 0.24, 0.12,
+        ],
+        (true, _, false) => &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0],
+        (true, _, true) => &[
+            48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+            0.24, 0.12,
+        ],
+        (false, _, false) => {
+            &[40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0]
+        }
+        (false, _, true) => &[
+            48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+            2.4, 1.2, 0.24, 0.12,
+        ],
+    }
+}
+
+/// Most search channels NCCL builds (MAXCHANNELS / 2).
+const MAX_SEARCH_CHANNELS: usize = 32;
+
+struct Packer<'a> {
+    cluster: &'a Cluster,
+    paths: Paths,
+    ppn: usize,
+    multi: bool,
+    /// Remaining capacity per global link, GB/s.
+    rem: Vec<f64>,
+    speed: f64,
+}
+
+impl Packer<'_> {
+    fn fits(&self, links: &[LinkId], times: f64) -> bool {
+        links.iter().all(|l| self.rem[l.0 as usize] + 1e-9 >= self.speed * times)
+    }
+
+    fn take(&mut self, links: &[LinkId], sign: f64) {
+        for l in links {
+            self.rem[l.0 as usize] -= sign * self.speed;
+        }
+    }
+
+    /// Node 0's hop from GPU `a` to `b`.
+    fn hop(&self, a: usize, b: usize) -> Vec<LinkId> {
+        self.paths.gpu_hop(self.cluster, 0, a, b).links
+    }
+
+    /// Extends `order` to a full ring by depth-first search, consuming as it goes.
+    fn dfs(
+        &mut self,
+        order: &mut Vec<usize>,
+        used: &mut [bool],
+        nic_in: Option<usize>,
+    ) -> Option<usize> {
+        let last = *order.last()?;
+        if order.len() == self.ppn {
+            return match nic_in {
+                None => {
+                    let close = self.hop(last, order[0]);
+                    if self.ppn == 1 || self.fits(&close, 1.0) {
+                        self.take(&close, 1.0);
+                        Some(usize::MAX)
+                    } else {
+                        None
+                    }
+                }
+                Some(nin) => {
+                    let local = self.cluster.local_nics(last);
+                    let mut outs: Vec<usize> = Vec::new();
+                    if local.contains(&nin) {
+                        outs.push(nin);
+                    }
+                    outs.extend(local.iter().copied().filter(|&n| n != nin));
+                    for nout in outs {
+                        let mut p = self.paths.to_nic(self.cluster, 0, last, nout);
+                        p.extend(
+                            self.cluster.nic_to_nic((0, nout), (0, nout))[..1].iter().copied(),
+                        );
+                        if self.fits(&p, 1.0) {
+                            self.take(&p, 1.0);
+                            return Some(nout);
+                        }
+                    }
+                    None
+                }
+            };
+        }
+        for k in 1..=self.ppn {
+            let next = (last + k) % self.ppn;
+            if used[next] {
+                continue;
+            }
+            let h = self.hop(last, next);
+            if !self.fits(&h, 1.0) {
+                continue;
+            }
+            self.take(&h, 1.0);
+            used[next] = true;
+            order.push(next);
+            if let Some(out) = self.dfs(order, used, nic_in) {
+                return Some(out);
+            }
+            order.pop();
+            used[next] = false;
+            self.take(&h, -1.0);
+        }
+        None
+    }
+
+    /// One more ring entering by `nic_in` (multi-node) or over the node's GPUs, if it fits.
+    fn ring(&mut self, nic_in: Option<usize>) -> Option<RingChannel> {
+        let firsts: Vec<usize> = match nic_in {
+            None => vec![0],
+            Some(n) => (0..self.ppn).filter(|&g| self.cluster.local_nics(g).contains(&n)).collect(),
+        };
+        for first in firsts {
+            let mut entry = Vec::new();
+            if let Some(n) = nic_in {
+                entry = self.cluster.nic_to_nic((0, n), (0, n))[1..].to_vec();
+                entry.extend(self.paths.from_nic(self.cluster, 0, n, first));
+                if !self.fits(&entry, 1.0) {
+                    continue;
+                }
+                self.take(&entry, 1.0);
+            }
+            let mut order = vec![first];
+            let mut used = vec![false; self.ppn];
+            used[first] = true;
+            if let Some(out) = self.dfs(&mut order, &mut used, nic_in) {
+                return Some(RingChannel {
+                    gpus: order,
+                    nic_in,
+                    nic_out: if self.multi { Some(out) } else { None },
+                });
+            }
+            self.take(&entry, -1.0);
+        }
+        None
+    }
+}
+
+/// NCCL's ring search over node 0 of `cluster` (all nodes are alike).
+pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
+    let ppn = cluster.gpus_per_node();
+    let multi = cluster.nodes() > 1;
+    let spec = cluster.spec();
+    // The NICs the used GPUs would use, in order.
+    let mut nics: Vec<usize> = (0..ppn).filter_map(|g| cluster.local_nic(g)).collect();
+    nics.sort_unstable();
+    nics.dedup();
+
+    // A GPU's total NVLink bandwidth: the distinct first links of its NVLink routes.
+    let nvl_total = |g: usize| -> f64 {
+        (0..ppn)
+            .filter(|&h| h != g)
+            .map(|h| cluster.route(0, Vertex::Gpu(g), Vertex::Gpu(h)))
+            .filter(|(p, ty)| *ty <= PathType::Nvl && !p.is_empty())
+            .map(|(p, _)| p[0])
+            .collect::<std::collections::BTreeSet<_>>()
+            .iter()
+            .map(|l| cluster.links()[l.0 as usize].capacity.gbyte_per_s())
+            .sum::<f64>()
+    };
+    let gpu_pcie = |g: usize| {
+        cluster
+            .route(0, Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))))
+            .0
+            .first()
+            .map_or(0.0, |l| cluster.links()[l.0 as usize].capacity.gbyte_per_s())
+    };
+    let (max_bw, total_bw) = if multi {
+        let path = |g: usize| {
+            cluster
+                .local_nics(g)
+                .iter()
+                .map(|&n| cluster.nic_path_bandwidth(g, n).gbyte_per_s())
+                .fold(0.0, f64::max)
+        };
+        let max_bw = (0..ppn).map(path).fold(0.0, f64::max);
+        let total = if ppn > 1 && spec.nvlink.is_some() {
+            nvl_total(0)
+        } else {
+            nics.iter()
+                .map(|&n| cluster.nic_path_bandwidth(0, n).gbyte_per_s())
+                .sum::<f64>()
+                .max(max_bw)
+        };
+        (max_bw, total)
+    } else {
+        let max_bw = (0..ppn)
+            .flat_map(|a| (0..ppn).filter(move |&b| b != a).map(move |b| (a, b)))
+            .map(|(a, b)| {
+                cluster.path_bandwidth(&paths.gpu_hop(cluster, 0, a, b).links).gbyte_per_s()
+            })
+            .fold(0.0, f64::max);
+        let total =
+            if spec.nvlink.is_some() && nvl_total(0) > 0.0 { nvl_total(0) } else { gpu_pcie(0) };
+        (if ppn == 1 { total } else { max_bw }, total)
+    };
+
+    let caps: Vec<f64> = cluster.links().iter().map(|l| l.capacity.gbyte_per_s()).collect();
+    let mut best: Option<(Vec<RingChannel>, f64)> = None;
+    for &s in speeds(arch, multi).iter().filter(|&&s| s <= max_bw + 1e-9) {
+        if let Some((_, bs)) = &best
+            && s <= 0.49 * bs
+        {
+            break;
+        }
+        let mut packer = Packer { cluster, paths, ppn, multi, rem: caps.clone(), speed: s };
+        let mut found = Vec::new();
+        while found.len() < MAX_SEARCH_CHANNELS {
+            let nic_in = if multi {
+                if nics.is_empty() {
+                    break;
+                }
+                Some(nics[found.len() % nics.len()])
+            } else {
+                None
+            };
+            match packer.ring(nic_in) {
+                Some(r) => found.push(r),
+                None => break,
+            }
+        }
+        if found.is_empty() {
+            continue;
+        }
+        let total = found.len() as f64 * s;
+        if best.as_ref().is_none_or(|(b, bs)| total > b.len() as f64 * bs + 1e-9) {
+            best = Some((found, s));
+        }
+        if total >= total_bw - 1e-9 {
+            break;
+        }
+    }
+    let (channels, speed) = best.unwrap_or_else(|| {
+        // NCCL's fallback: one channel in PCI order at 0.1 GB/s.
+        let nic = nics.first().copied();
+        let ring = RingChannel {
+            gpus: (0..ppn).collect(),
+            nic_in: if multi { nic } else { None },
+            nic_out: if multi { nic } else { None },
+        };
+        (vec![ring], 0.1)
+    });
+    let type_intra = channels
+        .iter()
+        .flat_map(|c| c.gpus.windows(2).map(|w| paths.gpu_hop(cluster, 0, w[0], w[1]).ty))
+        .chain(
+            channels
+                .iter()
+                .filter(|c| !multi && c.gpus.len() > 1)
+                .map(|c| paths.gpu_hop(cluster, 0, c.gpus[c.gpus.len() - 1], c.gpus[0]).ty),
+        )
+        .max()
+        .unwrap_or(PathType::Loc);
+    let type_inter = if multi {
+        channels
+            .iter()
+            .flat_map(|c| {
+                let first = c.gpus[0];
+                let last = c.gpus[c.gpus.len() - 1];
+                [(first, c.nic_in), (last, c.nic_out)]
+            })
+            .filter_map(|(g, n)| n.map(|n| (g, n)))
+            .map(|(g, n)| {
+                let ty = cluster
+                    .graph()
+                    .route(Vertex::Gpu(g), Vertex::Nic(n))
+                    .map_or(PathType::Sys, |r| r.ty);
+                if paths.uses_gdr(cluster, g, n) { ty } else { ty.max(PathType::Phb) }
+            })
+            .max()
+            .unwrap_or(PathType::Loc)
+    } else {
+        PathType::Loc
+    };
+    RingSearch { channels, speed, type_intra, type_inter }
+}

@@ -1,0 +1,168 @@
+//! `nodes` copies of a node graph joined by the network: global link ids and routes.
+
+use super::NodeSpec;
+use super::graph::{NodeGraph, PathType, Vertex};
+use crate::net::{Link, LinkId};
+use crate::units::{Bandwidth, Time};
+
+/// `nodes` copies of a node, expanded into directed links, with routes.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    spec: NodeSpec,
+    nodes: usize,
+    gpus_per_node: usize,
+    graph: NodeGraph,
+    links: Vec<Link>,
+    /// Links per node copy; node `n`'s local link `l` is global `n * per_node + l`.
+    per_node: usize,
+    /// Global ids of each NIC's links out to and in from the network, per node.
+    nic_tx: Vec<Vec<LinkId>>,
+    nic_rx: Vec<Vec<LinkId>>,
+}
+
+impl Cluster {
+    /// Expands `nodes` nodes of `spec`, of which the first `gpus_per_node` GPUs are used.
+    pub fn new(spec: &NodeSpec, nodes: usize, gpus_per_node: usize) -> Cluster {
+        let graph = NodeGraph::new(spec);
+        let per_node = graph.links().len();
+        let mut links: Vec<Link> = Vec::with_capacity(per_node * nodes);
+        for _ in 0..nodes {
+            links.extend_from_slice(graph.links());
+        }
+        let (mut nic_tx, mut nic_rx) = (Vec::new(), Vec::new());
+        let push = |links: &mut Vec<Link>, capacity, latency| {
+            links.push(Link { capacity, latency, class: "net" });
+            LinkId(links.len() as u32 - 1)
+        };
+        for _ in 0..nodes {
+            let (mut tx, mut rx) = (Vec::new(), Vec::new());
+            if let Some(nic) = &spec.nic {
+                let half = Time::from_ps(spec.network.latency.as_ps() / 2);
+                let other = spec.network.latency - half;
+                for _ in 0..nic.count {
+                    tx.push(push(&mut links, nic.speed, nic.latency + half));
+                    rx.push(push(&mut links, nic.speed, nic.latency + other));
+                }
+            }
+            nic_tx.push(tx);
+            nic_rx.push(rx);
+        }
+        Cluster { spec: spec.clone(), nodes, gpus_per_node, graph, links, per_node, nic_tx, nic_rx }
+    }
+
+    /// The node template.
+    pub fn spec(&self) -> &NodeSpec {
+        &self.spec
+    }
+
+    /// One node's graph (the same for every node).
+    pub fn graph(&self) -> &NodeGraph {
+        &self.graph
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// GPUs used per node.
+    pub fn gpus_per_node(&self) -> usize {
+        self.gpus_per_node
+    }
+
+    /// All links, indexed by [`LinkId`].
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The links and path type of the route between two devices of `node`.
+    pub fn route(&self, node: usize, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
+        let base = (node * self.per_node) as u32;
+        match self.graph.route(from, to) {
+            Some(r) => (r.links.iter().map(|&l| LinkId(base + l)).collect(), r.ty),
+            None => (Vec::new(), PathType::Loc),
+        }
+    }
+
+    /// The route from `from` to `to` bounced through host memory of `from`'s NUMA domain (NCCL's
+    /// SHM transport between GPUs without P2P, and network staging without GPUDirect RDMA).
+    pub fn route_via_host(&self, node: usize, from: Vertex, to: Vertex) -> Vec<LinkId> {
+        let numa = Vertex::Numa(self.numa_of(from));
+        let mut p = self.route(node, from, numa).0;
+        p.extend(self.route(node, numa, to).0);
+        p
+    }
+
+    /// The NUMA domain a GPU or NIC hangs off.
+    pub fn numa_of(&self, v: Vertex) -> usize {
+        match v {
+            Vertex::Gpu(i) => self.spec.numa_of(self.spec.gpu_parent[i]),
+            Vertex::Nic(i) => self.spec.numa_of(self.spec.nic_parent[i]),
+            Vertex::Switch(i) => self.spec.numa_of(super::Parent::Switch(i)),
+            Vertex::Numa(i) => i,
+            Vertex::NvSwitch => 0,
+        }
+    }
+
+    /// Links from a GPU to another GPU of the same node, on the best route.
+    pub fn gpu_to_gpu(&self, node: usize, a: usize, b: usize) -> Vec<LinkId> {
+        self.route(node, Vertex::Gpu(a), Vertex::Gpu(b)).0
+    }
+
+    /// Links from a GPU to a NIC of its node.
+    pub fn gpu_to_nic(&self, node: usize, gpu: usize, nic: usize) -> Vec<LinkId> {
+        self.route(node, Vertex::Gpu(gpu), Vertex::Nic(nic)).0
+    }
+
+    /// Links from a NIC to a GPU of its node.
+    pub fn nic_to_gpu(&self, node: usize, nic: usize, gpu: usize) -> Vec<LinkId> {
+        self.route(node, Vertex::Nic(nic), Vertex::Gpu(gpu)).0
+    }
+
+    /// Links from a NIC out through the network into a NIC of another node.
+    pub fn nic_to_nic(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
+        vec![self.nic_tx[from.0][from.1], self.nic_rx[to.0][to.1]]
+    }
+
+    /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).
+    pub fn nic_path_bandwidth(&self, gpu: usize, nic: usize) -> Bandwidth {
+        let speed = self.spec.nic.as_ref().map_or(Bandwidth::from_bits_per_sec(0), |n| n.speed);
+        self.graph.route(Vertex::Gpu(gpu), Vertex::Nic(nic)).map_or(speed, |r| r.bw.min(speed))
+    }
+
+    /// The NICs local to `gpu` (`nccl-model.md` §3.8): highest path bandwidth, then best path
+    /// type.
+    pub fn local_nics(&self, gpu: usize) -> Vec<usize> {
+        let n = self.spec.nic.as_ref().map_or(0, |n| n.count);
+        let key = |nic: usize| {
+            let ty = self
+                .graph
+                .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
+                .map_or(PathType::Net, |r| r.ty);
+            (std::cmp::Reverse(self.nic_path_bandwidth(gpu, nic)), ty)
+        };
+        let Some(best) = (0..n).map(key).min() else { return Vec::new() };
+        (0..n).filter(|&nic| key(nic) == best).collect()
+    }
+
+    /// The NIC NCCL would pick for `gpu`: the GPUs sharing the same local NICs take them in
+    /// turn.
+    pub fn local_nic(&self, gpu: usize) -> Option<usize> {
+        let local = self.local_nics(gpu);
+        if local.is_empty() {
+            return None;
+        }
+        let sharing: Vec<usize> =
+            (0..self.spec.gpu.count).filter(|&g| self.local_nics(g) == local).collect();
+        let pos = sharing.iter().position(|&g| g == gpu).unwrap_or(0);
+        Some(local[pos % local.len()])
+    }
+
+    /// The narrowest capacity along a path.
+    pub fn path_bandwidth(&self, path: &[LinkId]) -> Bandwidth {
+        path.iter()
+            .map(|l| self.links[l.0 as usize].capacity)
+            .min()
+            .unwrap_or(Bandwidth::from_gbit_per_s(u32::MAX as u64))
+    }
+}

@@ -1,0 +1,60 @@
+//! GPU models as data: the library shipped in `topologies/gpus.toml` (compiled in), which a
+//! topology file can extend with its own `[gpu_model.NAME]` tables.
+
+use crate::units::{Bandwidth, Bytes};
+
+/// The shipped library's file name and text.
+pub const LIBRARY: (&str, &str) =
+    ("topologies/gpus.toml", include_str!("../../topologies/gpus.toml"));
+
+/// One GPU model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuModel {
+    /// Name as topology files spell it ("H100-SXM5-80GB").
+    pub name: String,
+    /// Compute capability × 10 (80 for sm_80).
+    pub sm: u32,
+    /// Device memory.
+    #[serde(serialize_with = "ser_display")]
+    pub memory: Bytes,
+    /// NCCL's effective bandwidth of one NVLink, one direction (`topo.h`), if the model has
+    /// NVLink.
+    #[serde(serialize_with = "ser_opt_display")]
+    pub nvlink_bandwidth_per_link: Option<Bandwidth>,
+    /// PCIe generation of the GPU's own link.
+    pub pcie_generation: u32,
+    /// PCIe lanes of the GPU's own link.
+    pub pcie_lanes: u32,
+    /// Whether the driver allows peer-to-peer access between two such GPUs over PCIe (GeForce
+    /// cards: no).
+    pub p2p: bool,
+    /// Whether GPUDirect RDMA works (GeForce cards: no).
+    pub gdr: bool,
+}
+
+fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+fn ser_opt_display<T: std::fmt::Display, S: serde::Serializer>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+/// NCCL's per-link NVLink figure for a compute capability (`topo.h`: SM60 18, SM70/80 20, SM86
+/// 12, SM90 20.6, SM100 40.1 GB/s).
+pub fn nccl_nvlink_bandwidth(sm: u32) -> Bandwidth {
+    let gb = match sm {
+        0..70 => 18.0,
+        86..90 => 12.0,
+        70..90 => 20.0,
+        90..100 => 20.6,
+        _ => 40.1,
+    };
+    Bandwidth::from_gbyte_per_s_f64(gb)
+}
