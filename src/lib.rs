@@ -58,12 +58,23 @@ pub enum Error {
     /// The validation cannot run.
     #[error(transparent)]
     Validate(#[from] calibrate::validate::ValidateError),
+    /// The placement does not fit the cluster.
+    #[error("{0}")]
+    Placement(String),
 }
 
 /// A cluster and the communicator NCCL would build on it, for a scenario.
 pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    let cluster = Cluster::new(&scenario.node, scenario.nodes, scenario.gpus_per_node);
+    let placement =
+        scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
+    let cluster = Cluster::with_network(
+        &scenario.node,
+        scenario.nodes,
+        scenario.gpus_per_node,
+        &placement,
+        env.socket_streams,
+    );
     let comm = Communicator::new(&cluster, &env)?;
     let summary = CommSummary {
         nranks: comm.nranks(),

@@ -196,6 +196,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 nodes: 1,
                 sweep,
                 nccl: Vec::new(),
+                placement: config::PlacementSpec::default(),
             }
         }
         (None, None) => bail!(

@@ -425,17 +425,40 @@ pub fn simulate_allreduce(
             ring.run()
         }
         Mode::Aggregated => {
-            // Steady state: every hop of every channel on node 0 sending at once; the last hop
-            // of each channel leaves through node 0's NIC and, by symmetry, re-enters node 0.
-            let hop = |ch: &RingChannel, i: usize| comm.hop_path(cluster, ch, 0, i, 0);
-            let all: Vec<Vec<u32>> = comm.channels()[..nch]
-                .iter()
-                .flat_map(|ch| (0..ppn).map(move |i| hop(ch, i).0.iter().map(|l| l.0).collect()))
+            // Steady state: every hop of every channel sending at once. On a uniform network
+            // every node sees the same, so node 0's hops stand for all, its last hop leaving
+            // through its NIC and, by symmetry, re-entering node 0. Where racks, oversubscribed
+            // tiers or placement groups make nodes differ, all nodes' hops share the network and
+            // each ring position runs at its slowest node's rate (the ring moves in lockstep).
+            let uniform = cluster.network_is_uniform() || nnodes == 1;
+            let (span, to) = if uniform { (1, 0) } else { (nnodes, 1) };
+            let hop = |ch: &RingChannel, node: usize, i: usize| {
+                let next = if uniform { 0 } else { (node + to) % nnodes };
+                comm.hop_path(cluster, ch, node, i, next)
+            };
+            let all: Vec<Vec<u32>> = (0..span)
+                .flat_map(|node| {
+                    comm.channels()[..nch].iter().flat_map(move |ch| {
+                        (0..ppn).map(move |i| hop(ch, node, i).0.iter().map(|l| l.0).collect())
+                    })
+                })
                 .collect();
             let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
             let specs: Vec<FlowSpec<'_>> =
                 all.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-            let rates = max_min_rates(&caps, &specs);
+            let all_rates = max_min_rates(&caps, &specs);
+            // Channel 0's position i on node n is flow n * nch * ppn + i.
+            let rates: Vec<f64> = (0..ppn)
+                .map(|i| {
+                    (0..span).map(|n| all_rates[n * nch * ppn + i]).fold(f64::INFINITY, f64::min)
+                })
+                .collect();
+            let hop = |ch: &RingChannel, i: usize| {
+                (0..span)
+                    .map(|n| hop(ch, n, i))
+                    .max_by_key(|(p, _)| path_latency(p))
+                    .unwrap_or_else(|| comm.hop_path(cluster, ch, 0, i, 0))
+            };
             let ch0 = &comm.channels()[0];
             let delay = (0..ppn)
                 .map(|i| {
@@ -455,7 +478,7 @@ pub fn simulate_allreduce(
                 channels: 1,
                 conns: vec![Conn::default(); ppn],
                 delay,
-                transport: Fixed { rates: rates[..ppn].to_vec(), heap: BinaryHeap::new() },
+                transport: Fixed { rates, heap: BinaryHeap::new() },
                 queue: EventQueue::new(),
                 finish: Time::ZERO,
                 events: 0,

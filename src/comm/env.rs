@@ -33,6 +33,9 @@ pub struct NcclEnv {
     /// NCCL_NET_GDR_LEVEL: the worst GPU–NIC path type that may use GPUDirect RDMA (None:
     /// NCCL's default, PXB).
     pub gdr_level: Option<PathType>,
+    /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
+    /// either is given (else the transport's default).
+    pub socket_streams: Option<usize>,
     /// Every NCCL_* variable given, as given (the resolved environment).
     pub given: BTreeMap<String, String>,
     /// The given variables the model does not use.
@@ -56,6 +59,7 @@ impl Default for NcclEnv {
             p2p_level: None,
             p2p_disable: false,
             gdr_level: None,
+            socket_streams: None,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -148,6 +152,7 @@ impl NcclEnv {
             env.given.insert(k.to_string(), v.to_string());
         }
         let given = env.given.clone();
+        let (mut threads, mut socks) = (None, None);
         for (key, value) in &given {
             let (k, v) = (key.as_str(), value.as_str());
             match k {
@@ -191,6 +196,8 @@ impl NcclEnv {
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
+                "NCCL_SOCKET_NTHREADS" => threads = Some(parse_int(k, v, 1, 16)? as usize),
+                "NCCL_NSOCKS_PERTHREAD" => socks = Some(parse_int(k, v, 1, 64)? as usize),
                 "NCCL_P2P_LEVEL" | "NCCL_NET_GDR_LEVEL" => {
                     let level = PathType::parse_level(v).ok_or_else(|| EnvError {
                         key: k.into(),
@@ -206,6 +213,20 @@ impl NcclEnv {
                 }
                 _ => env.ignored.push(k.to_string()),
             }
+        }
+        if threads.is_some() || socks.is_some() {
+            let (t, k) = (threads.unwrap_or(1), socks.unwrap_or(1));
+            if t * k > 64 {
+                return Err(EnvError {
+                    key: "NCCL_NSOCKS_PERTHREAD".into(),
+                    value: k.to_string(),
+                    reason: format!(
+                        "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {} > 64",
+                        t * k
+                    ),
+                });
+            }
+            env.socket_streams = Some(t * k);
         }
         if env.min_nchannels > env.max_nchannels {
             return Err(EnvError {

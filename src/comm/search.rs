@@ -190,12 +190,16 @@ impl Packer<'_> {
                     }
                 }
                 Some(nin) => {
-                    let local = self.cluster.local_nics(last);
+                    let own = self.cluster.gpu_nics(last);
                     let mut outs: Vec<usize> = Vec::new();
-                    if local.contains(&nin) {
+                    if own.contains(&nin) {
                         outs.push(nin);
                     }
-                    outs.extend(local.iter().copied().filter(|&n| n != nin));
+                    for n in own.into_iter().chain(self.cluster.local_nics(last)) {
+                        if !outs.contains(&n) {
+                            outs.push(n);
+                        }
+                    }
                     for nout in outs {
                         let mut p = self.paths.to_nic(self.cluster, 0, last, nout);
                         p.extend(
@@ -236,7 +240,7 @@ impl Packer<'_> {
     fn ring(&mut self, nic_in: Option<usize>) -> Option<RingChannel> {
         let firsts: Vec<usize> = match nic_in {
             None => vec![0],
-            Some(n) => (0..self.ppn).filter(|&g| self.cluster.local_nics(g).contains(&n)).collect(),
+            Some(n) => (0..self.ppn).filter(|&g| self.cluster.gpu_nics(g).contains(&n)).collect(),
         };
         for first in firsts {
             let mut entry = Vec::new();
@@ -270,7 +274,7 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
     let multi = cluster.nodes() > 1;
     let spec = cluster.spec();
     // The NICs the used GPUs would use, in order.
-    let mut nics: Vec<usize> = (0..ppn).filter_map(|g| cluster.local_nic(g)).collect();
+    let mut nics: Vec<usize> = (0..ppn).flat_map(|g| cluster.gpu_nics(g)).collect();
     nics.sort_unstable();
     nics.dedup();
 

@@ -5,11 +5,13 @@
 //! Every error names the file, the line and column, and the field path. Nothing here touches
 //! the filesystem except [`load_text`]; parsing works on strings.
 
+mod placement;
 mod profile;
 mod raw;
 mod scenario;
 mod topology;
 
+pub use placement::{PlacementSpec, Policy};
 pub use profile::{DEFAULT_PROFILE, parse_profile};
 pub use scenario::{Scenario, SweepSpec, parse_scenario};
 pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};

@@ -23,6 +23,15 @@ pub struct RawTopology {
     pub cpu: RawCpu,
     pub nic: Option<RawNic>,
     pub network: Option<RawNetwork>,
+    pub price: Option<RawPrice>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub on_demand: S<String>,
+    pub spot: Option<S<String>>,
+    pub source: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +118,7 @@ pub struct RawCpu {
 pub struct RawNic {
     pub count: S<i64>,
     pub speed: S<RawQuantity>,
-    pub kind: String,
+    pub transport: S<String>,
     pub latency: S<RawQuantity>,
     pub attach: Option<S<Vec<S<String>>>>,
 }
@@ -119,6 +128,26 @@ pub struct RawNic {
 pub struct RawNetwork {
     pub kind: S<String>,
     pub latency: S<RawQuantity>,
+    pub tiers: Option<S<i64>>,
+    pub radix: Option<S<i64>>,
+    pub oversubscription: Option<S<RawOversub>>,
+    pub sharp: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawOversub {
+    One(f64),
+    PerTier(Vec<f64>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransport {
+    pub efficiency: S<f64>,
+    pub message_overhead: S<RawQuantity>,
+    pub per_stream: Option<S<RawQuantity>>,
+    pub default_streams: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,6 +156,31 @@ pub struct RawScenario {
     pub cluster: RawCluster,
     pub workload: RawWorkload,
     pub nccl: Option<BTreeMap<String, S<toml::Value>>>,
+    pub placement: Option<RawPlacement>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlacement {
+    pub policy: Option<S<String>>,
+    pub tier: Option<S<String>>,
+    pub group: Option<Vec<RawGroup>>,
+    pub latency: Option<S<RawQuantity>>,
+    pub bandwidth_per_node: Option<S<RawQuantity>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGroup {
+    pub name: S<String>,
+    pub nodes: S<Vec<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTier {
+    pub latency: S<RawQuantity>,
+    pub bandwidth_per_node: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

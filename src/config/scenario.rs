@@ -5,7 +5,7 @@ use std::path::Path;
 use toml::Spanned;
 
 use super::raw::RawScenario;
-use super::{ConfigError, Source, TopologySource, resolve_topology};
+use super::{ConfigError, PlacementSpec, Source, TopologySource, resolve_topology};
 use crate::collective::Collective;
 use crate::hw::NodeSpec;
 use crate::units::Bytes;
@@ -49,6 +49,8 @@ pub struct Scenario {
     pub sweep: SweepSpec,
     /// NCCL_* variables as given.
     pub nccl: Vec<(String, String)>,
+    /// Where the nodes sit.
+    pub placement: PlacementSpec,
 }
 
 impl SweepSpec {
@@ -170,5 +172,9 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         };
         nccl.push((k.clone(), value));
     }
-    Ok(Scenario { topology, node, nodes, gpus_per_node, sweep, nccl })
+    let placement = match &raw.placement {
+        Some(p) => PlacementSpec::parse(&src, p, nodes)?,
+        None => PlacementSpec::default(),
+    };
+    Ok(Scenario { topology, node, nodes, gpus_per_node, sweep, nccl, placement })
 }

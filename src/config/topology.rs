@@ -8,18 +8,25 @@ use toml::Spanned;
 
 use std::collections::BTreeMap;
 
-use super::raw::{RawGpuModel, RawTopology};
+use super::raw::{RawGpuModel, RawNetwork, RawOversub, RawTopology, RawTransport};
 use super::{ConfigError, Source, load_text};
 use crate::hw::gpus::{self, nccl_nvlink_bandwidth};
 use crate::hw::{
-    Arch, CpuSpec, CpuVendor, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeSpec, NvlinkSpec,
-    NvswitchSpec, Parent, PcieSpec, PcieSwitch,
+    Arch, CpuSpec, CpuVendor, FabricKind, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeSpec,
+    NvlinkSpec, NvswitchSpec, Parent, PcieSpec, PcieSwitch, Price, Transport,
 };
 use crate::units::{Bandwidth, Bytes, Time};
 
 const PRESETS: &[(&str, &str)] = &[
+    ("aws-p4d", include_str!("../../topologies/aws-p4d.toml")),
+    ("aws-p5", include_str!("../../topologies/aws-p5.toml")),
     ("dgx-a100", include_str!("../../topologies/dgx-a100.toml")),
     ("dgx-h100", include_str!("../../topologies/dgx-h100.toml")),
+    ("gcp-a2-highgpu-8g", include_str!("../../topologies/gcp-a2-highgpu-8g.toml")),
+    ("gcp-a2-ultragpu-8g", include_str!("../../topologies/gcp-a2-ultragpu-8g.toml")),
+    ("gcp-a3-highgpu-8g", include_str!("../../topologies/gcp-a3-highgpu-8g.toml")),
+    ("gcp-a3-megagpu-8g", include_str!("../../topologies/gcp-a3-megagpu-8g.toml")),
+    ("hgx-h100-roce", include_str!("../../topologies/hgx-h100-roce.toml")),
     ("pcie-8gpu-2socket", include_str!("../../topologies/pcie-8gpu-2socket.toml")),
     ("pcie-a100-4gpu-2socket", include_str!("../../topologies/pcie-a100-4gpu-2socket.toml")),
     ("polaris-a100-4gpu", include_str!("../../topologies/polaris-a100-4gpu.toml")),
@@ -194,6 +201,108 @@ fn parent(
             if switches.is_empty() { String::new() } else { ", or a [[pcie.switch]] id".into() }
         ),
     ))
+}
+
+/// The shipped transports (`topologies/transports.toml`).
+pub fn transport_library() -> Result<Vec<Transport>, ConfigError> {
+    let src = Source { name: TRANSPORTS.0, text: TRANSPORTS.1 };
+    let raw: BTreeMap<String, RawTransport> = src.parse()?;
+    raw.iter()
+        .map(|(name, t)| {
+            Ok(Transport {
+                name: name.clone(),
+                efficiency: src.check(&format!("{name}.efficiency"), &t.efficiency, |&e| {
+                    if e > 0.0 && e <= 1.0 {
+                        Ok(e)
+                    } else {
+                        Err(format!("must be in (0, 1], got {e}"))
+                    }
+                })?,
+                message_overhead: time(
+                    &src,
+                    &format!("{name}.message_overhead"),
+                    &t.message_overhead,
+                )?,
+                per_stream: match &t.per_stream {
+                    Some(b) => Some(bandwidth(&src, &format!("{name}.per_stream"), b)?),
+                    None => None,
+                },
+                default_streams: match &t.default_streams {
+                    Some(n) => count(&src, &format!("{name}.default_streams"), n, 64)?,
+                    None => 1,
+                },
+            })
+        })
+        .collect()
+}
+
+const TRANSPORTS: (&str, &str) =
+    ("topologies/transports.toml", include_str!("../../topologies/transports.toml"));
+
+fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError> {
+    let need = |v: &Option<Spanned<i64>>, field: &str| {
+        v.clone().ok_or_else(|| {
+            src.error_at(
+                n.kind.span().start,
+                format!("network.{field}: required for kind = {:?}", n.kind.get_ref()),
+            )
+        })
+    };
+    let radix = |v: &Spanned<i64>| {
+        src.check("network.radix", v, |&r| {
+            if (2..=1024).contains(&r) {
+                Ok(r as usize)
+            } else {
+                Err(format!("must be 2 to 1024 ports (got {r})"))
+            }
+        })
+    };
+    let ratios = |want: usize| -> Result<Vec<f64>, ConfigError> {
+        let Some(o) = &n.oversubscription else { return Ok(vec![1.0; want]) };
+        let list = match o.get_ref() {
+            RawOversub::One(x) => vec![*x; want],
+            RawOversub::PerTier(v) => v.clone(),
+        };
+        src.check("network.oversubscription", o, |_| {
+            if list.len() != want {
+                Err(format!("{} values for {want} tier boundaries", list.len()))
+            } else if let Some(x) = list.iter().find(|&&x| !(1.0..=64.0).contains(&x)) {
+                Err(format!("must be at least 1 (down:up), at most 64; got {x}"))
+            } else {
+                Ok(list.clone())
+            }
+        })
+    };
+    let fabric = src.check("network.kind", &n.kind, |k| match k.as_str() {
+        "non_blocking" | "fat_tree" | "rail" => Ok(k.clone()),
+        _ => Err(format!("unknown network kind {k:?} (non_blocking, fat_tree, rail)")),
+    })?;
+    let fabric = match fabric.as_str() {
+        "fat_tree" => {
+            let tiers = src.check("network.tiers", &need(&n.tiers, "tiers")?, |&t| {
+                if (1..=4).contains(&t) {
+                    Ok(t as usize)
+                } else {
+                    Err(format!("must be 1 to 4 (got {t})"))
+                }
+            })?;
+            FabricKind::FatTree {
+                tiers,
+                radix: radix(&need(&n.radix, "radix")?)?,
+                oversubscription: ratios(tiers - 1)?,
+            }
+        }
+        "rail" => FabricKind::Rail {
+            radix: radix(&need(&n.radix, "radix")?)?,
+            oversubscription: ratios(1)?[0],
+        },
+        _ => FabricKind::NonBlocking,
+    };
+    Ok(NetworkSpec {
+        fabric,
+        latency: time(src, "network.latency", &n.latency)?,
+        sharp: n.sharp.unwrap_or(false),
+    })
 }
 
 /// Parses and validates a topology file's text; `file` names it in errors.
@@ -393,7 +502,15 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         Some(n) => Some(NicSpec {
             count: count(&src, "nic.count", &n.count, 64)?,
             speed: bandwidth(&src, "nic.speed", &n.speed)?,
-            kind: n.kind.clone(),
+            transport: {
+                let lib = transport_library()?;
+                src.check("nic.transport", &n.transport, |t| {
+                    lib.iter().find(|x| x.name == *t).cloned().ok_or_else(|| {
+                        let names: Vec<&str> = lib.iter().map(|x| x.name.as_str()).collect();
+                        format!("unknown transport {t:?} (known: {})", names.join(", "))
+                    })
+                })?
+            },
             latency: time(&src, "nic.latency", &n.latency)?,
         }),
     };
@@ -404,16 +521,35 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         _ => Vec::new(),
     };
     let network = match &raw.network {
-        None => NetworkSpec { kind: "non_blocking".into(), latency: Time::ZERO },
-        Some(n) => NetworkSpec {
-            kind: src.check("network.kind", &n.kind, |k| match k.as_str() {
-                "non_blocking" => Ok(k.clone()),
-                _ => Err(format!("unknown network kind {k:?} (only \"non_blocking\" so far)")),
-            })?,
-            latency: time(&src, "network.latency", &n.latency)?,
-        },
+        None => NetworkSpec { fabric: FabricKind::NonBlocking, latency: Time::ZERO, sharp: false },
+        Some(n) => network(&src, n)?,
+    };
+    let usd = |field: &str, v: &Spanned<String>| {
+        src.check(field, v, |t| {
+            let num = t
+                .trim()
+                .strip_suffix("USD/h")
+                .map(str::trim)
+                .ok_or_else(|| format!("expected a price like \"32.77 USD/h\", got {t:?}"))?;
+            match num.parse::<f64>() {
+                Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
+                _ => Err(format!("expected a non-negative number of USD/h, got {t:?}")),
+            }
+        })
+    };
+    let price = match &raw.price {
+        None => None,
+        Some(p) => Some(Price {
+            on_demand_usd_per_hour: usd("price.on_demand", &p.on_demand)?,
+            spot_usd_per_hour: match &p.spot {
+                Some(s) => Some(usd("price.spot", s)?),
+                None => None,
+            },
+            source: p.source.clone(),
+        }),
     };
     Ok(NodeSpec {
+        price,
         name: raw.name.into_inner(),
         description: raw.description.unwrap_or_default(),
         gpu,
@@ -520,18 +656,64 @@ mod tests {
         assert!(e.starts_with("t.toml:") && e.contains("sm"), "{e}");
     }
 
+    fn with_network(net: &str) -> String {
+        preset("dgx-h100").replace("kind = \"non_blocking\"", net)
+    }
+
+    #[test]
+    fn fabric_parameters_are_checked() {
+        let e = err(&with_network("kind = \"fat_tree\"\ntiers = 2\nradix = 0"));
+        assert!(
+            e.starts_with("t.toml:")
+                && e.contains("network.radix: must be 2 to 1024 ports (got 0)"),
+            "{e}"
+        );
+        let e = err(&with_network(
+            "kind = \"fat_tree\"\ntiers = 2\nradix = 64\noversubscription = 0.5",
+        ));
+        assert!(e.contains("network.oversubscription: must be at least 1"), "{e}");
+        let e = err(&with_network(
+            "kind = \"fat_tree\"\ntiers = 3\nradix = 64\noversubscription = [1.0]",
+        ));
+        assert!(e.contains("network.oversubscription: 1 values for 2 tier boundaries"), "{e}");
+        let e = err(&with_network("kind = \"fat_tree\"\nradix = 64"));
+        assert!(e.contains("network.tiers: required for kind = \"fat_tree\""), "{e}");
+        let e = err(&with_network("kind = \"rail\"\nradix = 1"));
+        assert!(e.contains("network.radix"), "{e}");
+        let e = err(&with_network("kind = \"torus\""));
+        assert!(e.contains("unknown network kind \"torus\""), "{e}");
+        let ok = parse_topology(
+            "t.toml",
+            &with_network("kind = \"rail\"\nradix = 64\noversubscription = 2"),
+        )
+        .unwrap();
+        assert_eq!(ok.network.fabric, FabricKind::Rail { radix: 64, oversubscription: 2.0 });
+    }
+
+    #[test]
+    fn transports_come_from_the_library() {
+        let e = err(&preset("dgx-h100").replace("infiniband-ndr", "carrier-pigeon"));
+        assert!(
+            e.contains("nic.transport: unknown transport \"carrier-pigeon\"") && e.contains("efa"),
+            "{e}"
+        );
+        for t in transport_library().unwrap() {
+            assert!(t.efficiency > 0.0 && t.efficiency <= 1.0, "{}", t.name);
+        }
+    }
+
     #[test]
     fn bad_values_name_file_line_and_field() {
-        let text = PRESETS[1].1.replace("speed = \"400 Gb/s\"", "speed = 400");
+        let text = preset("dgx-h100").replace("speed = \"400 Gb/s\"", "speed = 400");
         let err = parse_topology("t.toml", &text).unwrap_err().to_string();
         assert!(
             err.starts_with("t.toml:") && err.contains("nic.speed") && err.contains("bare number"),
             "{err}"
         );
-        let text = PRESETS[1].1.replace("speed = \"400 Gb/s\"", "speed = \"0 Gb/s\"");
+        let text = preset("dgx-h100").replace("speed = \"400 Gb/s\"", "speed = \"0 Gb/s\"");
         let err = parse_topology("t.toml", &text).unwrap_err().to_string();
         assert!(err.contains("greater than zero"), "{err}");
-        let text = PRESETS[1].1.replace("count = 8\n", "count = 0\n");
+        let text = preset("dgx-h100").replace("count = 8\n", "count = 0\n");
         let err = parse_topology("t.toml", &text).unwrap_err().to_string();
         assert!(err.contains("gpu.count") && err.contains("at least 1"), "{err}");
     }

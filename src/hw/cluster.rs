@@ -1,6 +1,7 @@
 //! `nodes` copies of a node graph joined by the network: global link ids and routes.
 
 use super::NodeSpec;
+use super::fabric::{Fabric, Placement};
 use super::graph::{NodeGraph, PathType, Vertex};
 use crate::net::{Link, LinkId};
 use crate::units::{Bandwidth, Time};
@@ -15,39 +16,66 @@ pub struct Cluster {
     links: Vec<Link>,
     /// Links per node copy; node `n`'s local link `l` is global `n * per_node + l`.
     per_node: usize,
-    /// Global ids of each NIC's links out to and in from the network, per node.
-    nic_tx: Vec<Vec<LinkId>>,
-    nic_rx: Vec<Vec<LinkId>>,
+    fabric: Fabric,
+    placement: Placement,
 }
 
 impl Cluster {
-    /// Expands `nodes` nodes of `spec`, of which the first `gpus_per_node` GPUs are used.
+    /// Expands `nodes` nodes of `spec` in one placement group, of which the first
+    /// `gpus_per_node` GPUs are used.
     pub fn new(spec: &NodeSpec, nodes: usize, gpus_per_node: usize) -> Cluster {
+        Cluster::with_network(spec, nodes, gpus_per_node, &Placement::compact(nodes), None)
+    }
+
+    /// As [`Cluster::new`], with the nodes placed in `placement`'s groups, and for socket
+    /// transports `streams` TCP streams per connection.
+    pub fn with_network(
+        spec: &NodeSpec,
+        nodes: usize,
+        gpus_per_node: usize,
+        placement: &Placement,
+        streams: Option<usize>,
+    ) -> Cluster {
         let graph = NodeGraph::new(spec);
         let per_node = graph.links().len();
         let mut links: Vec<Link> = Vec::with_capacity(per_node * nodes);
         for _ in 0..nodes {
             links.extend_from_slice(graph.links());
         }
-        let (mut nic_tx, mut nic_rx) = (Vec::new(), Vec::new());
-        let push = |links: &mut Vec<Link>, capacity, latency| {
-            links.push(Link { capacity, latency, class: "net" });
-            LinkId(links.len() as u32 - 1)
-        };
-        for _ in 0..nodes {
-            let (mut tx, mut rx) = (Vec::new(), Vec::new());
-            if let Some(nic) = &spec.nic {
-                let half = Time::from_ps(spec.network.latency.as_ps() / 2);
-                let other = spec.network.latency - half;
-                for _ in 0..nic.count {
-                    tx.push(push(&mut links, nic.speed, nic.latency + half));
-                    rx.push(push(&mut links, nic.speed, nic.latency + other));
+        let (rate, latency) = match &spec.nic {
+            Some(nic) => {
+                let t = &nic.transport;
+                let mut gb = nic.speed.gbyte_per_s() * t.efficiency;
+                if let Some(per) = t.per_stream {
+                    gb = gb.min(per.gbyte_per_s() * streams.unwrap_or(t.default_streams) as f64);
                 }
+                (Bandwidth::from_gbyte_per_s_f64(gb), nic.latency + t.message_overhead)
             }
-            nic_tx.push(tx);
-            nic_rx.push(rx);
+            None => (Bandwidth::from_bits_per_sec(1), Time::ZERO),
+        };
+        let fabric = Fabric::build(spec, nodes, placement, rate, latency, &mut links);
+        Cluster {
+            spec: spec.clone(),
+            nodes,
+            gpus_per_node,
+            graph,
+            links,
+            per_node,
+            fabric,
+            placement: placement.clone(),
         }
-        Cluster { spec: spec.clone(), nodes, gpus_per_node, graph, links, per_node, nic_tx, nic_rx }
+    }
+
+    /// Where the nodes sit.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Whether every node sees the same network (one ideal switch, one placement group), so
+    /// that one node stands for all.
+    pub fn network_is_uniform(&self) -> bool {
+        matches!(self.spec.network.fabric, super::FabricKind::NonBlocking)
+            && self.placement.groups.len() <= 1
     }
 
     /// The node template.
@@ -121,7 +149,7 @@ impl Cluster {
 
     /// Links from a NIC out through the network into a NIC of another node.
     pub fn nic_to_nic(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
-        vec![self.nic_tx[from.0][from.1], self.nic_rx[to.0][to.1]]
+        self.fabric.route(from, to)
     }
 
     /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).
@@ -145,17 +173,23 @@ impl Cluster {
         (0..n).filter(|&nic| key(nic) == best).collect()
     }
 
-    /// The NIC NCCL would pick for `gpu`: the GPUs sharing the same local NICs take them in
-    /// turn.
-    pub fn local_nic(&self, gpu: usize) -> Option<usize> {
+    /// The NICs `gpu` uses (`nccl-model.md` §3.8): if k GPUs share m local NICs, each takes
+    /// ceil(m/k) of them, in turn.
+    pub fn gpu_nics(&self, gpu: usize) -> Vec<usize> {
         let local = self.local_nics(gpu);
         if local.is_empty() {
-            return None;
+            return Vec::new();
         }
         let sharing: Vec<usize> =
             (0..self.spec.gpu.count).filter(|&g| self.local_nics(g) == local).collect();
         let pos = sharing.iter().position(|&g| g == gpu).unwrap_or(0);
-        Some(local[pos % local.len()])
+        let share = local.len().div_ceil(sharing.len().max(1));
+        (0..share).map(|k| local[(pos * share + k) % local.len()]).collect()
+    }
+
+    /// The first NIC `gpu` uses.
+    pub fn local_nic(&self, gpu: usize) -> Option<usize> {
+        self.gpu_nics(gpu).first().copied()
     }
 
     /// The narrowest capacity along a path.

@@ -10,10 +10,12 @@
 //! or direct GPU–GPU links (bridges, meshes).
 
 mod cluster;
+pub mod fabric;
 pub mod gpus;
 pub mod graph;
 
 pub use cluster::Cluster;
+pub use fabric::Placement;
 pub use gpus::GpuModel;
 pub use graph::{NodeGraph, PathType, Route, Vertex};
 
@@ -191,21 +193,67 @@ pub struct NicSpec {
     /// Line rate of one NIC, one direction.
     #[serde(serialize_with = "ser_display")]
     pub speed: Bandwidth,
-    /// Fabric kind, free text ("infiniband-ndr").
-    pub kind: String,
+    /// The transport, from `topologies/transports.toml`.
+    pub transport: Transport,
     /// NIC latency (added on the way out and on the way in).
     #[serde(serialize_with = "ser_display")]
     pub latency: Time,
 }
 
+/// A network transport: what fraction of the line rate NCCL gets, and per-message costs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Transport {
+    /// Name ("infiniband-ndr").
+    pub name: String,
+    /// Achieved fraction of the line rate for large messages.
+    pub efficiency: f64,
+    /// Added latency of every message (a slice) through the NIC, beyond the wire.
+    #[serde(serialize_with = "ser_display")]
+    pub message_overhead: Time,
+    /// For socket transports: the rate of one TCP stream (NCCL opens NCCL_SOCKET_NTHREADS ×
+    /// NCCL_NSOCKS_PERTHREAD per connection).
+    #[serde(serialize_with = "ser_opt_display")]
+    pub per_stream: Option<Bandwidth>,
+    /// Streams NCCL opens when the environment does not say.
+    pub default_streams: usize,
+}
+
+/// The shape of the network between nodes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FabricKind {
+    /// One ideal switch.
+    NonBlocking,
+    /// A fat-tree of `tiers` switch levels of `radix` ports; `oversubscription[t]` is the
+    /// down:up ratio at the boundary above tier `t + 1` (1 = non-blocking). NICs fill the leaves
+    /// node by node.
+    FatTree {
+        /// Switch levels (1 = a single switch layer).
+        tiers: usize,
+        /// Ports per switch.
+        radix: usize,
+        /// Down:up ratio per tier boundary, from the leaves up.
+        oversubscription: Vec<f64>,
+    },
+    /// Rail-optimized: NIC `i` of every node on rail `i`'s leaf switches, a spine above them.
+    Rail {
+        /// Ports per switch.
+        radix: usize,
+        /// Down:up ratio of the rail leaves.
+        oversubscription: f64,
+    },
+}
+
 /// The inter-node network.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NetworkSpec {
-    /// Only "non_blocking" so far.
-    pub kind: String,
-    /// Switch traversal latency, NIC to NIC.
+    /// Its shape.
+    pub fabric: FabricKind,
+    /// Latency of one switch traversal.
     #[serde(serialize_with = "ser_display")]
     pub latency: Time,
+    /// Whether the switches can reduce in the network (InfiniBand SHARP), for CollNet.
+    pub sharp: bool,
 }
 
 /// A node template and its network, validated.
@@ -233,10 +281,33 @@ pub struct NodeSpec {
     pub nic_parent: Vec<Parent>,
     /// Inter-node network.
     pub network: NetworkSpec,
+    /// Hourly price of one node, where public.
+    pub price: Option<Price>,
+}
+
+/// Hourly price of one node (or cloud instance), in US dollars.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Price {
+    /// On-demand, USD per hour.
+    pub on_demand_usd_per_hour: f64,
+    /// Spot / preemptible, USD per hour, if offered.
+    pub spot_usd_per_hour: Option<f64>,
+    /// Where the figures come from.
+    pub source: String,
 }
 
 fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
+}
+
+fn ser_opt_display<T: std::fmt::Display, S: serde::Serializer>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
 }
 
 impl NodeSpec {

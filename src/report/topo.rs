@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::hw::{Cluster, NodeSpec, Parent, PathType, Vertex};
+use crate::hw::{Cluster, FabricKind, NodeSpec, Parent, PathType, Vertex};
 
 /// One node and its network, ready to print.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -143,7 +143,9 @@ impl TopoView {
             (0..gpus).map(|g| cluster.numa_of(Vertex::Gpu(g))).collect();
         let nic_legend = (0..nics)
             .map(|i| {
-                let n = spec.nic.as_ref().map(|n| format!("{} {}", n.kind, n.speed));
+                let n = spec.nic.as_ref().map(|n| {
+                    format!("{} Gb/s {}", n.speed.bits_per_sec() / 1_000_000_000, n.transport.name)
+                });
                 format!("NIC{i}: {}", n.unwrap_or_default())
             })
             .collect();
@@ -151,6 +153,23 @@ impl TopoView {
         let nic_gb = nic.map_or(0.0, |n| n.speed.gbyte_per_s());
         let nodes = cluster.nodes();
         let injection = nic_gb * nics as f64;
+        let endpoints = nodes * nics;
+        let (kind, oversub, one_leaf) = match &spec.network.fabric {
+            FabricKind::NonBlocking => ("non_blocking".to_string(), 1.0, true),
+            FabricKind::FatTree { tiers, radix, oversubscription } => (
+                format!("fat_tree, {tiers} tier(s) of {radix}-port switches"),
+                oversubscription.iter().product::<f64>(),
+                endpoints <= radix * 1.max(oversubscription.first().map_or(1, |_| 1)) / 2
+                    || *tiers == 1,
+            ),
+            FabricKind::Rail { radix, oversubscription } => (
+                format!("rail, {radix}-port rail switches and a spine"),
+                *oversubscription,
+                nodes <= radix / 2,
+            ),
+        };
+        let half = injection * (nodes / 2) as f64;
+        let bisection = if one_leaf { half } else { half / oversub };
         TopoView {
             name: spec.name.clone(),
             description: spec.description.clone(),
@@ -163,12 +182,12 @@ impl TopoView {
             nic_legend,
             network: NetworkView {
                 nodes,
-                kind: spec.network.kind.clone(),
+                kind,
                 nics_per_node: nics,
                 nic_gbit_per_s: nic.map_or(0.0, |n| n.speed.bits_per_sec() as f64 / 1e9),
                 injection_gbyte_per_s: injection * nodes as f64,
-                bisection_gbyte_per_s: injection * (nodes / 2) as f64,
-                oversubscription: 1.0,
+                bisection_gbyte_per_s: bisection,
+                oversubscription: oversub,
                 latency: spec.network.latency.to_string(),
             },
         }

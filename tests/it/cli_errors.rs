@@ -169,3 +169,33 @@ fn ignored_nccl_variables_are_listed() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ignoring NCCL_DEBUG"));
 }
+
+#[test]
+fn placement_of_a_missing_node() {
+    let text = format!(
+        "{GOOD}[placement]\ntier = \"zone\"\n[[placement.group]]\nname = \"a\"\nnodes = [0]\n\
+         [[placement.group]]\nname = \"b\"\nnodes = [9]\n"
+    );
+    let text = text.replace("nodes = 1\n", "nodes = 4\n");
+    let p = tmp("place.toml", &text);
+    let path = p.to_str().unwrap();
+    fails_with(
+        &["simulate", path],
+        &["place.toml:", "placement.group.nodes: node 9 does not exist"],
+    );
+    // A node listed in the file that the command line removes: still one line.
+    let p = tmp("place2.toml", &text.replace("nodes = [9]", "nodes = [3]"));
+    fails_with(
+        &["simulate", p.to_str().unwrap(), "--nodes", "3"],
+        &["placement.group \"b\": node 3 does not exist"],
+    );
+}
+
+#[test]
+fn multi_node_without_a_path_to_any_nic() {
+    // A node with no NIC cannot reach another node: its GPUs have no path to any NIC.
+    fails_with(
+        &["simulate", "--topology", "topologies/user/rtx4090-epyc-8gpu.toml", "--nodes", "2"],
+        &["2 nodes need NICs"],
+    );
+}

@@ -125,3 +125,48 @@ fn topo_show_matches_the_dgx_h100_nvidia_smi_matrix() {
     let out = super::collsim_ok(&["topo", "show", "dgx-h100"]);
     assert!(out.contains("\t0-55,112-167\t0\n") && out.contains("\t56-111,168-223\t1\n"));
 }
+
+/// busbw (GB/s) of a 1 GiB AllReduce on 4 DGX-H100 nodes under a fat-tree of 24-port switches
+/// (16 NIC ports per leaf at 2:1, so two nodes per rack) with the given oversubscription and
+/// placement policy.
+fn fat_tree_busbw(oversubscription: &str, policy: &str) -> f64 {
+    let dir = std::env::temp_dir()
+        .join(format!("collsim-ft-{oversubscription}-{policy}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/dgx-h100.toml"
+    ))
+    .unwrap()
+    .replace(
+        "kind = \"non_blocking\"",
+        &format!(
+            "kind = \"fat_tree\"\ntiers = 2\nradix = 24\noversubscription = {oversubscription}"
+        ),
+    );
+    std::fs::write(dir.join("ft.toml"), topo).unwrap();
+    let scenario = format!(
+        "[cluster]\ntopology = \"ft.toml\"\nnodes = 4\n[workload]\ncollective = \"all_reduce\"\n\
+         min_bytes = \"1 GiB\"\nmax_bytes = \"1 GiB\"\n[nccl]\nNCCL_ALGO = \"Ring\"\n\
+         [placement]\npolicy = \"{policy}\"\n"
+    );
+    let path = dir.join("s.toml");
+    std::fs::write(&path, scenario).unwrap();
+    let out = super::collsim_ok(&["simulate", path.to_str().unwrap(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["rows"][0]["busbw"].as_f64().unwrap()
+}
+
+#[test]
+fn an_oversubscribed_spine_halves_cross_rack_rings_but_not_compact_ones() {
+    // Ring 0 -> 1 -> 2 -> 3 -> 0. Compact: racks {0,1} {2,3}, each rack's uplink carries one
+    // node's ring traffic, which it can. Spread: racks {0,2} {1,3}, every hop crosses racks and
+    // each 2:1 uplink carries two nodes' traffic: half the bandwidth.
+    let compact = fat_tree_busbw("2.0", "compact");
+    let spread = fat_tree_busbw("2.0", "spread");
+    let ratio = spread / compact;
+    assert!((ratio - 0.5).abs() < 0.03, "compact {compact} spread {spread}");
+    // Without oversubscription the placement does not matter.
+    let flat = fat_tree_busbw("1.0", "spread");
+    assert!((flat / compact - 1.0).abs() < 0.01, "compact {compact} non-blocking spread {flat}");
+}

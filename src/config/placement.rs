@@ -1,0 +1,211 @@
+//! Placement: which nodes share a rack, a zone, a region (`[placement]` in a scenario), and the
+//! latency and bandwidth between groups (`topologies/placement.toml`).
+
+use std::collections::BTreeMap;
+
+use super::raw::{RawPlacement, RawTier};
+use super::{ConfigError, Source};
+use crate::hw::{FabricKind, NodeSpec, Placement};
+use crate::units::{Bandwidth, Time};
+
+const TIERS: (&str, &str) =
+    ("topologies/placement.toml", include_str!("../../topologies/placement.toml"));
+
+/// How nodes fill the fabric's leaf switches (racks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Node by node: a job fills a rack before the next (GCP's compact placement).
+    Compact,
+    /// Dealt round-robin over the racks the job spans.
+    Spread,
+}
+
+/// A scenario's placement, before the node count is final.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PlacementSpec {
+    /// Rack filling.
+    pub policy: Policy,
+    /// What separates the groups, if there are groups.
+    pub tier: Option<String>,
+    /// Named groups of node indices.
+    pub groups: Vec<(String, Vec<usize>)>,
+    /// One-way latency between groups.
+    #[serde(serialize_with = "ser_display")]
+    pub latency: Time,
+    /// Per-node bandwidth to other groups, if capped.
+    pub bandwidth_per_node: Option<String>,
+    #[serde(skip)]
+    bandwidth: Option<Bandwidth>,
+}
+
+fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl Default for PlacementSpec {
+    fn default() -> Self {
+        PlacementSpec {
+            policy: Policy::Compact,
+            tier: None,
+            groups: Vec::new(),
+            latency: Time::ZERO,
+            bandwidth_per_node: None,
+            bandwidth: None,
+        }
+    }
+}
+
+/// Nodes under one leaf switch of the fabric (None: one switch holds them all).
+fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
+    let nics = node.nic.as_ref().map_or(1, |n| n.count).max(1);
+    let down = |radix: usize, o: f64| ((radix as f64 * o / (1.0 + o)).floor() as usize).max(1);
+    match &node.network.fabric {
+        FabricKind::NonBlocking => None,
+        FabricKind::FatTree { tiers: 1, .. } => None,
+        FabricKind::FatTree { radix, oversubscription, .. } => {
+            Some((down(*radix, oversubscription.first().copied().unwrap_or(1.0)) / nics).max(1))
+        }
+        FabricKind::Rail { radix, oversubscription } => Some(down(*radix, *oversubscription)),
+    }
+}
+
+impl PlacementSpec {
+    /// Parses `[placement]`; `nodes` is the scenario file's node count (checked again when the
+    /// command line changes it).
+    pub(crate) fn parse(
+        src: &Source<'_>,
+        raw: &RawPlacement,
+        nodes: usize,
+    ) -> Result<PlacementSpec, ConfigError> {
+        let mut p = PlacementSpec::default();
+        if let Some(pol) = &raw.policy {
+            p.policy = src.check("placement.policy", pol, |v| match v.as_str() {
+                "compact" => Ok(Policy::Compact),
+                "spread" => Ok(Policy::Spread),
+                _ => Err(format!("unknown policy {v:?} (compact, spread)")),
+            })?;
+        }
+        let tiers = tier_library()?;
+        if let Some(t) = &raw.tier {
+            let (lat, bw) = src.check("placement.tier", t, |name| {
+                tiers.get(name.as_str()).copied().ok_or_else(|| {
+                    let names: Vec<&str> = tiers.keys().map(|k| k.as_str()).collect();
+                    format!("unknown tier {name:?} ({})", names.join(", "))
+                })
+            })?;
+            p.tier = Some(t.get_ref().clone());
+            p.latency = lat;
+            p.bandwidth = bw;
+        }
+        for g in raw.group.iter().flatten() {
+            let members = src.check("placement.group.nodes", &g.nodes, |v| {
+                let mut out = Vec::new();
+                for &n in v {
+                    if n < 0 || n as usize >= nodes {
+                        return Err(format!(
+                            "node {n} does not exist (the scenario has nodes 0..{})",
+                            nodes - 1
+                        ));
+                    }
+                    out.push(n as usize);
+                }
+                if out.is_empty() {
+                    return Err("a group needs at least one node".into());
+                }
+                Ok(out)
+            })?;
+            if p.groups.iter().any(|(name, _)| name == g.name.get_ref()) {
+                return Err(src.error_at(
+                    g.name.span().start,
+                    format!("placement.group.name: duplicate group {:?}", g.name.get_ref()),
+                ));
+            }
+            p.groups.push((g.name.get_ref().clone(), members));
+        }
+        if !p.groups.is_empty() && p.tier.is_none() {
+            let at = raw.group.as_ref().and_then(|g| g.first()).map_or(0, |g| g.name.span().start);
+            return Err(src.error_at(
+                at,
+                "placement.tier: groups need a tier saying what separates them (rack, zone, region)",
+            ));
+        }
+        if let Some(l) = &raw.latency {
+            p.latency = src.check("placement.latency", l, |q| q.parse_with(Time::parse))?;
+        }
+        if let Some(b) = &raw.bandwidth_per_node {
+            p.bandwidth =
+                Some(src.check("placement.bandwidth_per_node", b, |q| {
+                    q.parse_with(Bandwidth::parse)
+                })?);
+        }
+        p.bandwidth_per_node = p.bandwidth.map(|b| b.to_string());
+        let mut seen = BTreeMap::new();
+        for (name, members) in &p.groups {
+            for &n in members {
+                if let Some(other) = seen.insert(n, name.clone()) {
+                    return Err(src.error(format!(
+                        "placement.group: node {n} is in both {other:?} and {name:?}"
+                    )));
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// The placement of `nodes` nodes of `node`: groups (every node in exactly one; nodes not
+    /// listed form a group of their own) and the order in which nodes fill the racks.
+    pub fn resolve(&self, node: &NodeSpec, nodes: usize) -> Result<Placement, String> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut listed = vec![false; nodes];
+        for (name, members) in &self.groups {
+            if let Some(&n) = members.iter().find(|&&n| n >= nodes) {
+                return Err(format!(
+                    "placement.group {name:?}: node {n} does not exist (nodes 0..{})",
+                    nodes - 1
+                ));
+            }
+            for &n in members {
+                listed[n] = true;
+            }
+            groups.push(members.clone());
+        }
+        let rest: Vec<usize> = (0..nodes).filter(|&n| !listed[n]).collect();
+        if !rest.is_empty() {
+            groups.push(rest);
+        }
+        let slots = match (self.policy, nodes_per_rack(node)) {
+            (Policy::Spread, Some(per)) => {
+                let racks = nodes.div_ceil(per).max(1);
+                (0..nodes).map(|i| (i % racks) * per + i / racks).collect()
+            }
+            _ => (0..nodes).collect(),
+        };
+        Ok(Placement {
+            tier: self.tier.clone().unwrap_or_else(|| "compact".into()),
+            groups,
+            latency: self.latency,
+            bandwidth_per_node: self.bandwidth,
+            slots,
+        })
+    }
+}
+
+/// The tiers in `topologies/placement.toml`: latency and optional bandwidth cap.
+fn tier_library() -> Result<BTreeMap<String, (Time, Option<Bandwidth>)>, ConfigError> {
+    let src = Source { name: TIERS.0, text: TIERS.1 };
+    let raw: BTreeMap<String, RawTier> = src.parse()?;
+    raw.iter()
+        .map(|(k, t)| {
+            let lat =
+                src.check(&format!("{k}.latency"), &t.latency, |q| q.parse_with(Time::parse))?;
+            let bw = match &t.bandwidth_per_node {
+                Some(b) => Some(src.check(&format!("{k}.bandwidth_per_node"), b, |q| {
+                    q.parse_with(Bandwidth::parse)
+                })?),
+                None => None,
+            };
+            Ok((k.clone(), (lat, bw)))
+        })
+        .collect()
+}
