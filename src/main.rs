@@ -135,6 +135,23 @@ enum TopoCommand {
         #[arg(short = 'o', long = "output", value_name = "PATH")]
         output: Option<PathBuf>,
     },
+    /// Write a topology TOML from a real node's NCCL XML dump or `nvidia-smi topo -m` output.
+    Import {
+        /// An NCCL_TOPO_DUMP_FILE dump.
+        #[arg(
+            long,
+            value_name = "FILE",
+            conflicts_with = "nvidia_smi",
+            required_unless_present = "nvidia_smi"
+        )]
+        nccl_xml: Option<PathBuf>,
+        /// Saved `nvidia-smi topo -m` output.
+        #[arg(long, value_name = "FILE")]
+        nvidia_smi: Option<PathBuf>,
+        /// Write the TOML to PATH instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -313,6 +330,24 @@ fn run(cli: Cli) -> Result<()> {
             }
             out.flush()?;
         }
+        Command::Topo { command: TopoCommand::Import { nccl_xml, nvidia_smi, output } } => {
+            let toml = match (&nccl_xml, &nvidia_smi) {
+                (Some(p), _) => config::import::import_nccl_xml(
+                    &p.display().to_string(),
+                    &config::load_text(p)?,
+                )?,
+                (None, Some(p)) => config::import::import_nvidia_smi(
+                    &p.display().to_string(),
+                    &config::load_text(p)?,
+                )?,
+                (None, None) => bail!("topo import needs --nccl-xml FILE or --nvidia-smi FILE"),
+            };
+            // What is written must read back.
+            config::parse_topology("imported topology", &toml)?;
+            let mut out = open_output(output.as_deref())?;
+            out.write_all(toml.as_bytes())?;
+            out.flush()?;
+        }
         Command::Validate { log, common, collective, format } => {
             let log_name = log.display().to_string();
             let text = config::load_text(&log)?;
@@ -337,16 +372,32 @@ fn run(cli: Cli) -> Result<()> {
                     .ok_or_else(|| anyhow!("{log_name}: no {} test in the log", w.name()))?,
                 None => &tests[0],
             };
-            let coll = wanted.or(test.collective).unwrap_or_else(|| {
-                eprintln!(
-                    "collsim: {log_name}: no collective named in the log; assuming all_reduce"
-                );
-                Collective::AllReduce
-            });
             if common.topology.is_none() {
                 bail!("validate needs --topology (a preset name or a topology TOML)");
             }
             let s = apply_common(None, &common)?;
+            let coll = match wanted.or(test.collective) {
+                Some(c) => c,
+                None => {
+                    // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
+                    // size = count x element size x ranks. Refuse to guess those as all_reduce.
+                    let nranks = (s.nodes * s.gpus_per_node) as u64;
+                    let per_rank = nranks > 1
+                        && test.rows.iter().all(|r| {
+                            DataType::parse(&r.dtype)
+                                .is_some_and(|d| r.size_bytes == r.count * d.size() * nranks)
+                        });
+                    if per_rank {
+                        bail!(
+                            "{log_name}: no collective named in the log, and its counts are per rank (size = count x {nranks} ranks), as all_gather and reduce_scatter print them; pass --collective"
+                        );
+                    }
+                    eprintln!(
+                        "collsim: {log_name}: no collective named in the log; assuming all_reduce"
+                    );
+                    Collective::AllReduce
+                }
+            };
             let profile = load_profile(common.profile.as_deref())?;
             let (cluster, comm, _) = collsim::build(&s)?;
             let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))

@@ -5,6 +5,7 @@
 //! Every error names the file, the line and column, and the field path. Nothing here touches
 //! the filesystem except [`load_text`]; parsing works on strings.
 
+pub mod import;
 mod placement;
 mod profile;
 mod raw;

@@ -108,3 +108,30 @@ fn a100_held_out_two_node_curves_where_nccl_runs_the_ring() {
         assert!(w <= 10.0, "{log}: {w}");
     }
 }
+
+#[test]
+fn polaris_slingshot_fit_and_held_out() {
+    // Slingshot efficiency fitted on the 2-node ring sizes >= 32 MiB; 8 nodes held out. Below
+    // those sizes NCCL runs Tree, or the libfabric path adds ~0.3-1.5 ms per call that the model
+    // does not have (see the issue notes).
+    let big_ring =
+        |r: &serde_json::Value| ring_chosen(r) && r["size_bytes"].as_u64().unwrap() >= 32 << 20;
+    let v = validate("A100SXM40_2N4G_ALL_REDUCE_POLARIS", "polaris-a100-4gpu", "2", "4", &[]);
+    assert!(worst(&v, big_ring) <= 3.0, "fit: {}", worst(&v, big_ring));
+    let v = validate("A100SXM40_8N4G_ALL_REDUCE_POLARIS", "polaris-a100-4gpu", "8", "4", &[]);
+    let from_128m =
+        |r: &serde_json::Value| ring_chosen(r) && r["size_bytes"].as_u64().unwrap() >= 128 << 20;
+    assert!(worst(&v, from_128m) <= 3.0, "held out: {}", worst(&v, from_128m));
+}
+
+#[test]
+fn rtx4090_pcie_box_without_p2p() {
+    // A user-defined GPU in a user's file; nothing fitted on it. Host-memory bounces (SHM) run
+    // at ~15 GB/s busbw where the links allow ~23: the model overestimates large sizes by up to
+    // 37 %; the bound keeps it from getting worse.
+    let v =
+        validate("RTX4090_1N8G_AR_NOP2P", "topologies/user/rtx4090-epyc-8gpu.toml", "1", "8", &[]);
+    assert_eq!(rows(&v).len(), 25);
+    assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 12.0);
+    assert!(worst(&v, from_1mib) <= 40.0, "{}", worst(&v, from_1mib));
+}

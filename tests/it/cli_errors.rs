@@ -199,3 +199,20 @@ fn multi_node_without_a_path_to_any_nic() {
         &["2 nodes need NICs"],
     );
 }
+
+#[test]
+fn a_headerless_all_gather_log_is_not_taken_for_all_reduce() {
+    // The dstack A3 High log lost every '#' line: its collective shows only in its counts.
+    fails_with(
+        &[
+            "validate",
+            "--log",
+            "calibration/data/H100_2N8G_AG_GCPA3HIGH_DSTACK.log",
+            "--topology",
+            "gcp-a3-highgpu-8g",
+            "--nodes",
+            "2",
+        ],
+        &["counts are per rank", "pass --collective"],
+    );
+}

@@ -4,6 +4,7 @@
 mod accuracy;
 mod cli_errors;
 mod hardware;
+mod import;
 mod model;
 mod scenarios;
 

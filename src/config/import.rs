@@ -1,0 +1,523 @@
+//! `collsim topo import`: a real node's topology, from NCCL's XML dump (`NCCL_TOPO_DUMP_FILE`)
+//! or from `nvidia-smi topo -m`, written as a topology TOML to edit (`reference/ecosystem.md`
+//! §3.2–3.3).
+//!
+//! What the source does not say (PCIe generation from nvidia-smi, NIC speeds, the GPU's exact
+//! model) is filled with a default and a comment saying so.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::ConfigError;
+
+/// A node as an import finds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Found {
+    name: String,
+    vendor: String,
+    inter_socket_gbps: f64,
+    numas: usize,
+    /// (id, parent) where parent is "numaN" or another switch id.
+    switches: Vec<(String, String)>,
+    /// (parent, sm).
+    gpus: Vec<(String, u32)>,
+    /// (parent, name, speed in Mb/s, if known).
+    nics: Vec<(String, String, Option<u64>)>,
+    nvswitch_links: Option<u32>,
+    pairs: Vec<(usize, usize, u32)>,
+    pcie_generation: Option<u32>,
+    pcie_lanes: Option<u32>,
+    notes: Vec<String>,
+}
+
+fn err(file: &str, msg: impl Into<String>) -> ConfigError {
+    ConfigError::File { file: file.to_string(), msg: msg.into() }
+}
+
+/// PCIe generation from NCCL's `link_speed` ("32.0 GT/s PCIe").
+fn generation(speed: &str) -> Option<u32> {
+    let gts: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    Some(match gts {
+        x if x >= 60.0 => 6,
+        x if x >= 30.0 => 5,
+        x if x >= 15.0 => 4,
+        x if x >= 7.0 => 3,
+        x if x >= 4.0 => 2,
+        _ => 1,
+    })
+}
+
+/// NCCL's inter-socket bandwidth for a CPU (`topo.cc`): Intel by model, AMD 16 GB/s.
+fn inter_socket(vendor: &str, family: u32, model: u32) -> f64 {
+    match vendor {
+        "GenuineIntel" if family == 6 && model >= 0xCF => 40.0,
+        "GenuineIntel" if family == 6 && model >= 0x8F => 22.0,
+        "GenuineIntel" if family == 6 && model >= 0x55 => 10.0,
+        "GenuineIntel" => 6.0,
+        "AuthenticAMD" => 16.0,
+        _ => 6.0,
+    }
+}
+
+fn parse_u32(s: Option<&str>) -> Option<u32> {
+    let s = s?.trim();
+    match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Reads an NCCL topology XML dump.
+fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
+    let doc = roxmltree::Document::parse(text).map_err(|e| {
+        let p = e.pos();
+        ConfigError::At {
+            file: file.into(),
+            line: p.row as usize,
+            col: p.col as usize,
+            msg: e.to_string(),
+        }
+    })?;
+    let root = doc.root_element();
+    if root.tag_name().name() != "system" {
+        return Err(err(
+            file,
+            format!(
+                "expected a <system> root (NCCL_TOPO_DUMP_FILE format), found <{}>",
+                root.tag_name().name()
+            ),
+        ));
+    }
+    let mut f = Found { name: "imported".into(), ..Found::default() };
+    let mut gpu_bus: BTreeMap<String, usize> = BTreeMap::new();
+    let mut nvlinks: Vec<(usize, String, u32, u32)> = Vec::new();
+    for cpu in root.children().filter(|n| n.has_tag_name("cpu")) {
+        let numa = f.numas;
+        f.numas += 1;
+        if cpu.attribute("numaid") == Some("-1") {
+            f.notes.push(format!("a <cpu> has numaid=\"-1\" (a VM); it becomes numa{numa}"));
+        }
+        let vendor = cpu.attribute("vendor").unwrap_or("").to_string();
+        let bw = inter_socket(
+            &vendor,
+            parse_u32(cpu.attribute("familyid")).unwrap_or(0),
+            parse_u32(cpu.attribute("modelid")).unwrap_or(0),
+        );
+        f.inter_socket_gbps = f.inter_socket_gbps.max(bw);
+        if f.vendor.is_empty() {
+            f.vendor = vendor;
+        }
+        walk(&mut f, cpu, &format!("numa{numa}"), &mut gpu_bus, &mut nvlinks);
+    }
+    if f.numas == 0 {
+        return Err(err(file, "no <cpu> element: nothing to import"));
+    }
+    for (gpu, target, count, tclass) in nvlinks {
+        if tclass == 0x068000 {
+            *f.nvswitch_links.get_or_insert(0) += if gpu == 0 { count } else { 0 };
+        } else if let Some(&peer) = gpu_bus.get(&target.to_ascii_lowercase()) {
+            if gpu < peer {
+                f.pairs.push((gpu, peer, count));
+            }
+        } else {
+            f.notes.push(format!(
+                "GPU {gpu}: NVLink to unknown target {target:?} (a VM's placeholder?) ignored"
+            ));
+        }
+    }
+    Ok(f)
+}
+
+fn walk(
+    f: &mut Found,
+    node: roxmltree::Node<'_, '_>,
+    parent: &str,
+    gpu_bus: &mut BTreeMap<String, usize>,
+    nvlinks: &mut Vec<(usize, String, u32, u32)>,
+) {
+    for child in node.children().filter(|n| n.is_element()) {
+        match child.tag_name().name() {
+            "pci" => {
+                let class = parse_u32(child.attribute("class")).unwrap_or(0);
+                let busid = child.attribute("busid").unwrap_or("").to_ascii_lowercase();
+                if let Some(g) = child.attribute("link_speed").and_then(generation) {
+                    f.pcie_generation = Some(f.pcie_generation.map_or(g, |x| x.max(g)));
+                }
+                if let Some(w) = parse_u32(child.attribute("link_width")) {
+                    let w = if w == 0 { 16 } else { w };
+                    f.pcie_lanes = Some(f.pcie_lanes.map_or(w, |x| x.max(w)));
+                }
+                if class >> 8 == 0x0604 {
+                    let id = format!("sw{}", f.switches.len());
+                    f.switches.push((id.clone(), parent.to_string()));
+                    walk(f, child, &id, gpu_bus, nvlinks);
+                } else {
+                    walk(f, child, parent, gpu_bus, nvlinks);
+                    if let Some(gpu) = child.children().find(|n| n.has_tag_name("gpu")) {
+                        let index = f.gpus.len();
+                        gpu_bus.insert(busid.clone(), index);
+                        f.gpus.push((
+                            parent.to_string(),
+                            parse_u32(gpu.attribute("sm")).unwrap_or(80),
+                        ));
+                        for l in gpu.children().filter(|n| n.has_tag_name("nvlink")) {
+                            nvlinks.push((
+                                index,
+                                l.attribute("target").unwrap_or("").to_string(),
+                                parse_u32(l.attribute("count")).unwrap_or(1),
+                                parse_u32(l.attribute("tclass")).unwrap_or(0),
+                            ));
+                        }
+                    }
+                }
+            }
+            "nic" => {
+                for net in child.children().filter(|n| n.has_tag_name("net")) {
+                    let name = net.attribute("name").unwrap_or("nic").to_string();
+                    let speed = net.attribute("speed").and_then(|s| s.parse::<u64>().ok());
+                    f.nics.push((parent.to_string(), name, speed));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Reads `nvidia-smi topo -m` output.
+fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
+    // Drop terminal escapes (the header is underlined) and stop at the legend.
+    let clean: String = {
+        let mut out = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let lines: Vec<&str> =
+        clean.lines().take_while(|l| !l.trim_start().starts_with("Legend")).collect();
+    let split = |l: &str| -> Vec<String> {
+        if l.contains('\t') {
+            l.split('\t').map(|c| c.trim().to_string()).collect()
+        } else {
+            let l = l
+                .replace("CPU Affinity", "CPU_Affinity")
+                .replace("NUMA Affinity", "NUMA_Affinity")
+                .replace("GPU NUMA ID", "GPU_NUMA_ID");
+            let mut v: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+            // The header has an empty first cell; rows start with their label.
+            if v.first().is_some_and(|c| c.starts_with("GPU0"))
+                && l.starts_with(char::is_whitespace)
+            {
+                v.insert(0, String::new());
+            }
+            v
+        }
+    };
+    let header_at = lines
+        .iter()
+        .position(|l| l.contains("GPU0"))
+        .ok_or_else(|| err(file, "no header line with GPU0: not `nvidia-smi topo -m` output"))?;
+    let header = split(lines[header_at]);
+    let labels: Vec<String> = header
+        .iter()
+        .skip(1)
+        .take_while(|h| !h.is_empty() && !h.contains("Affinity") && !h.contains("NUMA"))
+        .cloned()
+        .collect();
+    let numa_col = header.iter().position(|h| h.replace('_', " ") == "NUMA Affinity");
+    let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for l in &lines[header_at + 1..] {
+        let cells = split(l);
+        let Some(label) = cells.first().filter(|c| !c.is_empty()) else { continue };
+        if labels.contains(label) {
+            rows.insert(label.clone(), cells);
+        }
+    }
+    let gpus: Vec<&String> = labels.iter().filter(|l| l.starts_with("GPU")).collect();
+    let nics: Vec<&String> = labels.iter().filter(|l| !l.starts_with("GPU")).collect();
+    if gpus.is_empty() {
+        return Err(err(file, "no GPU rows found"));
+    }
+    let legend: BTreeMap<String, String> = clean
+        .lines()
+        .filter_map(|l| {
+            l.trim().split_once(": ").map(|(a, b)| (a.trim().to_string(), b.trim().to_string()))
+        })
+        .filter(|(a, _)| a.starts_with("NIC"))
+        .collect();
+    let cell = |a: &str, b: &str| -> String {
+        let j = labels.iter().position(|l| l == b).map_or(0, |j| j + 1);
+        rows.get(a).and_then(|r| r.get(j)).cloned().unwrap_or_default()
+    };
+    let mut f = Found { name: "imported".into(), ..Found::default() };
+    // NUMA of each GPU from its row; NICs take the NUMA of a GPU they are not SYS from.
+    let gpu_numa: Vec<usize> = gpus
+        .iter()
+        .map(|g| {
+            numa_col
+                .and_then(|c| rows.get(*g).and_then(|r| r.get(c)))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0)
+        })
+        .collect();
+    f.numas = gpu_numa.iter().max().map_or(1, |m| m + 1);
+    if numa_col.is_none()
+        || rows
+            .get(gpus[0])
+            .and_then(|r| numa_col.and_then(|c| r.get(c)))
+            .is_none_or(|v| v == "N/A")
+    {
+        f.notes.push("no NUMA affinity given: every GPU placed on numa0".into());
+    }
+    let devices: Vec<&String> = gpus.iter().chain(nics.iter()).copied().collect();
+    let numa_of = |d: &String| -> usize {
+        if let Some(i) = gpus.iter().position(|g| *g == d) {
+            return gpu_numa[i];
+        }
+        gpus.iter()
+            .position(|g| cell(d, g) != "SYS" && !cell(d, g).is_empty())
+            .map_or(0, |i| gpu_numa[i])
+    };
+    // PIX neighbours share a leaf switch; PXB neighbours share a switch above the leaves.
+    let mut leaf: Vec<Option<usize>> = vec![None; devices.len()];
+    let mut leaves = 0;
+    for i in 0..devices.len() {
+        if leaf[i].is_some() {
+            continue;
+        }
+        let group: Vec<usize> = (0..devices.len())
+            .filter(|&j| j == i || cell(devices[i], devices[j]) == "PIX")
+            .collect();
+        if group.len() > 1 {
+            for j in group {
+                leaf[j].get_or_insert(leaves);
+            }
+            leaves += 1;
+        }
+    }
+    // Devices joined by PXB (directly or through PIX neighbours) share a top switch.
+    let mut comp: Vec<usize> = (0..devices.len()).collect();
+    fn find(c: &mut [usize], x: usize) -> usize {
+        let mut r = x;
+        while c[r] != r {
+            r = c[r];
+        }
+        c[x] = r;
+        r
+    }
+    for i in 0..devices.len() {
+        for j in 0..devices.len() {
+            if matches!(cell(devices[i], devices[j]).as_str(), "PXB" | "PIX") {
+                let (a, b) = (find(&mut comp, i), find(&mut comp, j));
+                comp[a] = b;
+            }
+        }
+    }
+    let has_pxb = |i: usize, c: &mut [usize]| {
+        let r = find(c, i);
+        (0..devices.len()).any(|x| {
+            find(c, x) == r && (0..devices.len()).any(|y| cell(devices[x], devices[y]) == "PXB")
+        })
+    };
+    let mut parent_of: Vec<String> = vec![String::new(); devices.len()];
+    let mut tops: BTreeMap<usize, String> = BTreeMap::new();
+    for i in 0..devices.len() {
+        let numa = numa_of(devices[i]);
+        let leaf_id = leaf[i].map(|l| format!("sw{l}"));
+        if !has_pxb(i, &mut comp) {
+            parent_of[i] = match leaf_id {
+                Some(id) => {
+                    if !f.switches.iter().any(|(s, _)| *s == id) {
+                        f.switches.push((id.clone(), format!("numa{numa}")));
+                    }
+                    id
+                }
+                None => format!("numa{numa}"),
+            };
+            continue;
+        }
+        let root = find(&mut comp, i);
+        let top = tops
+            .entry(root)
+            .or_insert_with(|| {
+                let t = format!("top{root}");
+                f.switches.push((t.clone(), format!("numa{numa}")));
+                t
+            })
+            .clone();
+        let id = leaf_id.unwrap_or_else(|| format!("dev{i}"));
+        if !f.switches.iter().any(|(s, _)| *s == id) {
+            f.switches.push((id.clone(), top));
+        }
+        parent_of[i] = id;
+    }
+    for (i, g) in gpus.iter().enumerate() {
+        let _ = g;
+        f.gpus.push((parent_of[i].clone(), 0));
+    }
+    for (k, n) in nics.iter().enumerate() {
+        let name = legend.get(*n).cloned().unwrap_or_else(|| n.to_string());
+        f.nics.push((parent_of[gpus.len() + k].clone(), name, None));
+    }
+    // NVLink: all pairs NV<k> alike and more than two GPUs means an NVSwitch.
+    let mut counts = BTreeMap::new();
+    for a in 0..gpus.len() {
+        for b in a + 1..gpus.len() {
+            let c = cell(gpus[a], gpus[b]);
+            if let Some(k) = c.strip_prefix("NV").and_then(|k| k.parse::<u32>().ok()) {
+                counts.insert((a, b), k);
+            }
+        }
+    }
+    let all_pairs = gpus.len() * (gpus.len() - 1) / 2;
+    let uniform = counts.values().collect::<std::collections::BTreeSet<_>>().len() == 1;
+    if gpus.len() > 2 && counts.len() == all_pairs && uniform {
+        f.nvswitch_links = counts.values().next().copied();
+    } else {
+        f.pairs = counts.iter().map(|(&(a, b), &k)| (a, b, k)).collect();
+    }
+    f.notes.push(
+        "nvidia-smi gives no PCIe generation, NIC speed or GPU model: defaults below, edit them"
+            .into(),
+    );
+    Ok(f)
+}
+
+fn gpu_model(sm: u32, nvswitch: bool) -> Option<&'static str> {
+    match (sm, nvswitch) {
+        (0, true) => Some("H100-SXM5-80GB"),
+        (0, false) => Some("H100-PCIe-80GB"),
+        (90, true) => Some("H100-SXM5-80GB"),
+        (90, false) => Some("H100-PCIe-80GB"),
+        (80, true) => Some("A100-SXM4-80GB"),
+        (80, false) => Some("A100-PCIe-80GB"),
+        _ => None,
+    }
+}
+
+fn to_toml(f: &Found, source: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Imported by `collsim topo import` from {source}. Check every value marked EDIT."
+    );
+    for n in &f.notes {
+        let _ = writeln!(s, "# Note: {n}");
+    }
+    let _ = writeln!(s, "name = \"{}\"", f.name);
+    let _ = writeln!(s, "description = \"imported from {source}\"\n");
+    let sm = f.gpus.iter().map(|g| g.1).find(|&sm| sm > 0).or(Some(0));
+    let model = sm.and_then(|sm| gpu_model(sm, f.nvswitch_links.is_some()));
+    let generation = f.pcie_generation.unwrap_or(4).clamp(1, 6);
+    let lanes = f.pcie_lanes.unwrap_or(16);
+    match (model, sm) {
+        (Some(m), _) => {
+            let _ = writeln!(
+                s,
+                "[gpu]\n# EDIT: guessed from the compute capability and NVLink; any model of topologies/gpus.toml\nmodel = \"{m}\""
+            );
+        }
+        (None, sm) => {
+            let sm = sm.unwrap_or(80);
+            let _ = writeln!(
+                s,
+                "[gpu_model.\"sm{sm}\"]\n# EDIT: name and memory of this GPU\nsm = {sm}\nmemory = \"80 GiB\"\npcie = {{ generation = {generation}, lanes = {lanes} }}\n\n[gpu]\nmodel = \"sm{sm}\""
+            );
+        }
+    }
+    let _ = writeln!(s, "count = {}", f.gpus.len());
+    let attach: Vec<String> = f.gpus.iter().map(|g| format!("\"{}\"", g.0)).collect();
+    let _ = writeln!(s, "attach = [{}]\n", attach.join(", "));
+    if let Some(k) = f.nvswitch_links {
+        let _ = writeln!(s, "[nvlink]\nlinks_per_gpu = {k}\nlatency = \"0.2 us\"\n");
+        let nvls = sm.is_some_and(|sm| sm >= 90) || (sm == Some(0) && k >= 18);
+        let _ = writeln!(
+            s,
+            "[nvswitch]\n# EDIT: count and generation are not in the source\ncount = 4\ngeneration = {}\nnvls = {nvls}\n",
+            if nvls { 3 } else { 2 }
+        );
+    } else if !f.pairs.is_empty() {
+        let per_gpu = (0..f.gpus.len())
+            .map(|g| f.pairs.iter().filter(|p| p.0 == g || p.1 == g).map(|p| p.2).sum::<u32>())
+            .max()
+            .unwrap_or(1);
+        let _ = writeln!(s, "[nvlink]\nlinks_per_gpu = {per_gpu}\nlatency = \"0.2 us\"");
+        let pairs: Vec<String> = f
+            .pairs
+            .iter()
+            .map(|(a, b, k)| format!("{{ gpus = [{a}, {b}], links = {k} }}"))
+            .collect();
+        let _ = writeln!(s, "pair = [{}]\n", pairs.join(", "));
+    }
+    let _ = writeln!(s, "[pcie]");
+    if f.pcie_generation.is_none() {
+        let _ = writeln!(s, "# EDIT: generation and lanes are not in the source");
+    }
+    let _ = writeln!(s, "generation = {generation}\nlanes = {lanes}\nlatency = \"0.1 us\"");
+    for (id, parent) in &f.switches {
+        let _ = writeln!(s, "[[pcie.switch]]\nid = \"{id}\"\nparent = \"{parent}\"");
+    }
+    let vendor = match f.vendor.as_str() {
+        "GenuineIntel" => "intel",
+        "AuthenticAMD" => "amd",
+        "" => "intel",
+        _ => "other",
+    };
+    let _ = writeln!(s, "\n[cpu]");
+    if f.vendor.is_empty() {
+        let _ = writeln!(s, "# EDIT: vendor and inter-socket bandwidth are not in the source");
+    }
+    let bw = if f.inter_socket_gbps > 0.0 { f.inter_socket_gbps } else { 22.0 };
+    let _ = writeln!(
+        s,
+        "sockets = {}\nvendor = \"{vendor}\"\ninter_socket = \"{bw} GB/s\"",
+        f.numas.max(1)
+    );
+    if !f.nics.is_empty() {
+        let speed = f.nics.iter().filter_map(|n| n.2).max();
+        let gbps = speed.map_or(400, |m| (m / 1000).max(1));
+        let names: Vec<&str> = f.nics.iter().map(|n| n.1.as_str()).collect();
+        let transport = match names.first().copied().unwrap_or("") {
+            n if n.starts_with("mlx5") && gbps >= 400 => "infiniband-ndr",
+            n if n.starts_with("mlx5") => "infiniband-hdr",
+            n if n.starts_with("efa") || n.starts_with("rdmap") => "efa",
+            _ => "tcp",
+        };
+        let _ = writeln!(s, "\n[nic]\n# {}", names.join(", "));
+        if speed.is_none() {
+            let _ = writeln!(s, "# EDIT: the speed is not in the source");
+        }
+        let _ = writeln!(s, "count = {}\nspeed = \"{gbps} Gb/s\"", f.nics.len());
+        let _ = writeln!(
+            s,
+            "# EDIT if needed: guessed from the device names\ntransport = \"{transport}\"\nlatency = \"0.5 us\""
+        );
+        let attach: Vec<String> = f.nics.iter().map(|n| format!("\"{}\"", n.0)).collect();
+        let _ = writeln!(s, "attach = [{}]", attach.join(", "));
+        let _ = writeln!(s, "\n[network]\nkind = \"non_blocking\"\nlatency = \"0.6 us\"");
+    }
+    s
+}
+
+/// Imports an NCCL topology XML dump; returns topology TOML.
+pub fn import_nccl_xml(file: &str, text: &str) -> Result<String, ConfigError> {
+    let f = from_nccl_xml(file, text)?;
+    if f.gpus.is_empty() {
+        return Err(err(file, "no <gpu> in the dump: nothing to import"));
+    }
+    Ok(to_toml(&f, file))
+}
+
+/// Imports `nvidia-smi topo -m` output; returns topology TOML.
+pub fn import_nvidia_smi(file: &str, text: &str) -> Result<String, ConfigError> {
+    Ok(to_toml(&from_nvidia_smi(file, text)?, file))
+}

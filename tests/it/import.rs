@@ -1,0 +1,101 @@
+//! `collsim topo import` on real-format dumps (tests/data/topo, provenance in its README).
+
+use super::{collsim, collsim_ok};
+
+fn data(name: &str) -> String {
+    format!("tests/data/topo/{name}")
+}
+
+/// Imports, writes the TOML to a temp file, and returns its path.
+fn import(flag: &str, file: &str, tag: &str) -> String {
+    let toml = collsim_ok(&["topo", "import", flag, &data(file)]);
+    let path =
+        std::env::temp_dir().join(format!("collsim-import-{tag}-{}.toml", std::process::id()));
+    std::fs::write(&path, toml).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn matrix(topology: &str) -> serde_json::Value {
+    let out = collsim_ok(&["topo", "show", topology, "--format", "json"]);
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["matrix"].clone()
+}
+
+#[test]
+fn a_real_single_gpu_vm_dump_imports_with_its_quirks() {
+    // numaid="-1", link_width="0", a virtio NIC attached to the CPU at 10 Gb/s.
+    let toml = collsim_ok(&["topo", "import", "--nccl-xml", &data("h100-vm-1gpu.nccl-topo.xml")]);
+    assert!(toml.contains("numaid=\"-1\""), "{toml}");
+    assert!(toml.contains("count = 1") && toml.contains("speed = \"10 Gb/s\""), "{toml}");
+    assert!(toml.contains("generation = 5\nlanes = 16"), "{toml}");
+    let path = import("--nccl-xml", "h100-vm-1gpu.nccl-topo.xml", "vm-xml");
+    let m = matrix(&path);
+    assert_eq!(m[0][1], "PHB", "GPU and NIC both on the root complex: {m}");
+    // The same VM's nvidia-smi output (header wrapped in terminal escapes).
+    let path = import("--nvidia-smi", "h100-vm-1gpu.nvidia-smi-topo-m.txt", "vm-smi");
+    assert_eq!(matrix(&path).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn an_h200_baremetal_dump_imports_as_the_dgx_h100_layout() {
+    let path = import("--nccl-xml", "h200-8gpu.nccl-topo.xml", "h200");
+    assert_eq!(matrix(&path), matrix("dgx-h100"));
+    let toml = std::fs::read_to_string(&path).unwrap();
+    assert!(toml.contains("links_per_gpu = 18") && toml.contains("speed = \"400 Gb/s\""), "{toml}");
+    assert!(
+        toml.contains("transport = \"infiniband-ndr\"")
+            && toml.contains("inter_socket = \"40 GB/s\"")
+    );
+}
+
+#[test]
+fn nvidia_smi_matrices_import_with_tabs_or_spaces() {
+    for (file, tag) in [
+        ("dgx-h100-class.nvidia-smi-topo-m.txt", "smi-tabs"),
+        ("dgx-h100-class.spaces.nvidia-smi-topo-m.txt", "smi-spaces"),
+    ] {
+        let path = import("--nvidia-smi", file, tag);
+        assert_eq!(matrix(&path), matrix("dgx-h100"), "{file}");
+    }
+}
+
+#[test]
+fn topo_show_output_imports_back_to_the_same_matrix() {
+    // PXB pairs (DGX A100) rebuild a top switch with a switch per device below it.
+    let text = collsim_ok(&["topo", "show", "dgx-a100"]);
+    let path = std::env::temp_dir().join(format!("collsim-a100-smi-{}.txt", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let toml = collsim_ok(&["topo", "import", "--nvidia-smi", path.to_str().unwrap()]);
+    let back = std::env::temp_dir().join(format!("collsim-a100-back-{}.toml", std::process::id()));
+    std::fs::write(&back, toml).unwrap();
+    assert_eq!(matrix(back.to_str().unwrap()), matrix("dgx-a100"));
+}
+
+#[test]
+fn bad_dumps_fail_on_one_line() {
+    let dir = std::env::temp_dir().join(format!("collsim-bad-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text, flag, needle) in [
+        (
+            "broken.xml",
+            "<system version=\"1\">\n  <cpu numaid=\"0\">\n</system>\n",
+            "--nccl-xml",
+            "broken.xml:3:",
+        ),
+        ("other.xml", "<graphs version=\"1\"/>\n", "--nccl-xml", "expected a <system> root"),
+        (
+            "nogpu.xml",
+            "<system version=\"1\"><cpu numaid=\"0\"/></system>\n",
+            "--nccl-xml",
+            "no <gpu>",
+        ),
+        ("empty.txt", "hello\n", "--nvidia-smi", "no header line with GPU0"),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = collsim(&["topo", "import", flag, p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+}
