@@ -58,7 +58,7 @@ pub enum Error {
     /// The validation cannot run.
     #[error(transparent)]
     Validate(#[from] calibrate::validate::ValidateError),
-    /// The placement does not fit the cluster.
+    /// The placement or the network does not fit the cluster's node count.
     #[error("{0}")]
     Placement(String),
 }
@@ -66,6 +66,7 @@ pub enum Error {
 /// A cluster and the communicator NCCL would build on it, for a scenario.
 pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    hw::fabric::check(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
     let placement =
         scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
     let cluster = Cluster::with_network(

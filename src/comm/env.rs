@@ -33,6 +33,8 @@ pub struct NcclEnv {
     /// NCCL_NET_GDR_LEVEL: the worst GPU–NIC path type that may use GPUDirect RDMA (None:
     /// NCCL's default, PXB).
     pub gdr_level: Option<PathType>,
+    /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
+    pub pxn_disable: bool,
     /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
     /// either is given (else the transport's default).
     pub socket_streams: Option<usize>,
@@ -60,6 +62,7 @@ impl Default for NcclEnv {
             p2p_disable: false,
             gdr_level: None,
             socket_streams: None,
+            pxn_disable: false,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -196,6 +199,7 @@ impl NcclEnv {
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
+                "NCCL_PXN_DISABLE" => env.pxn_disable = parse_int(k, v, 0, 1)? == 1,
                 "NCCL_SOCKET_NTHREADS" => threads = Some(parse_int(k, v, 1, 16)? as usize),
                 "NCCL_NSOCKS_PERTHREAD" => socks = Some(parse_int(k, v, 1, 64)? as usize),
                 "NCCL_P2P_LEVEL" | "NCCL_NET_GDR_LEVEL" => {

@@ -33,6 +33,8 @@ pub struct Paths {
     pub pcie_p2p: bool,
     /// Whether the GPUs support GPUDirect RDMA.
     pub gdr: bool,
+    /// Whether a GPU may send through an NVLink peer's NIC (PXN).
+    pub pxn: bool,
 }
 
 impl Paths {
@@ -51,6 +53,7 @@ impl Paths {
             gdr_level: env.gdr_level.unwrap_or(PathType::Pxb),
             pcie_p2p: spec.gpu.model.p2p,
             gdr: spec.gpu.model.gdr,
+            pxn: !env.pxn_disable,
         }
     }
 
@@ -81,8 +84,34 @@ impl Paths {
         self.gdr && ty <= self.gdr_level
     }
 
-    /// GPU to NIC (sending), GPUDirect or staged through the GPU's host memory.
+    /// The NVLink peer whose NIC path `gpu` would borrow to reach `nic` (PXN, §3.3): when
+    /// `gpu`'s own path crosses the CPU and a peer reaches the NIC under a PCIe switch.
+    pub fn pxn_peer(&self, cluster: &Cluster, gpu: usize, nic: usize) -> Option<usize> {
+        let graph = cluster.graph();
+        let ty = |g: usize| {
+            graph.route(Vertex::Gpu(g), Vertex::Nic(nic)).map_or(PathType::Net, |r| r.ty)
+        };
+        if !self.pxn || ty(gpu) <= PathType::Pxb {
+            return None;
+        }
+        (0..cluster.spec().gpu.count).find(|&p| {
+            p != gpu
+                && graph
+                    .route(Vertex::Gpu(gpu), Vertex::Gpu(p))
+                    .is_some_and(|r| r.ty <= PathType::Nvl)
+                && ty(p) <= PathType::Pxb
+                && self.uses_gdr(cluster, p, nic)
+        })
+    }
+
+    /// GPU to NIC (sending): GPUDirect, through an NVLink peer (PXN), or staged through the
+    /// GPU's host memory.
     pub fn to_nic(&self, cluster: &Cluster, node: usize, gpu: usize, nic: usize) -> Vec<LinkId> {
+        if let Some(peer) = self.pxn_peer(cluster, gpu, nic) {
+            let mut p = cluster.gpu_to_gpu(node, gpu, peer);
+            p.extend(cluster.gpu_to_nic(node, peer, nic));
+            return p;
+        }
         if self.uses_gdr(cluster, gpu, nic) {
             cluster.gpu_to_nic(node, gpu, nic)
         } else {

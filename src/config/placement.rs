@@ -61,7 +61,7 @@ fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
     let nics = node.nic.as_ref().map_or(1, |n| n.count).max(1);
     let down = |radix: usize, o: f64| ((radix as f64 * o / (1.0 + o)).floor() as usize).max(1);
     match &node.network.fabric {
-        FabricKind::NonBlocking => None,
+        FabricKind::NonBlocking | FabricKind::Links { .. } => None,
         FabricKind::FatTree { tiers: 1, .. } => None,
         FabricKind::FatTree { radix, oversubscription, .. } => {
             Some((down(*radix, oversubscription.first().copied().unwrap_or(1.0)) / nics).max(1))

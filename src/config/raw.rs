@@ -132,6 +132,23 @@ pub struct RawNetwork {
     pub radix: Option<S<i64>>,
     pub oversubscription: Option<S<RawOversub>>,
     pub sharp: Option<bool>,
+    pub switch: Option<Vec<RawNetSwitch>>,
+    pub link: Option<Vec<RawNetLink>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetSwitch {
+    pub id: S<String>,
+    pub nodes: Option<S<Vec<i64>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetLink {
+    pub between: S<Vec<String>>,
+    pub bandwidth: S<RawQuantity>,
+    pub latency: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -274,8 +274,8 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
         })
     };
     let fabric = src.check("network.kind", &n.kind, |k| match k.as_str() {
-        "non_blocking" | "fat_tree" | "rail" => Ok(k.clone()),
-        _ => Err(format!("unknown network kind {k:?} (non_blocking, fat_tree, rail)")),
+        "non_blocking" | "fat_tree" | "rail" | "links" => Ok(k.clone()),
+        _ => Err(format!("unknown network kind {k:?} (non_blocking, fat_tree, rail, links)")),
     })?;
     let fabric = match fabric.as_str() {
         "fat_tree" => {
@@ -296,6 +296,57 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
             radix: radix(&need(&n.radix, "radix")?)?,
             oversubscription: ratios(1)?[0],
         },
+        "links" => {
+            let mut switches: Vec<(String, Vec<usize>)> = Vec::new();
+            for sw in n.switch.iter().flatten() {
+                if switches.iter().any(|(id, _)| id == sw.id.get_ref()) {
+                    return Err(src.error_at(
+                        sw.id.span().start,
+                        format!("network.switch.id: duplicate id {:?}", sw.id.get_ref()),
+                    ));
+                }
+                let nodes = match &sw.nodes {
+                    Some(v) => src.check("network.switch.nodes", v, |v| {
+                        v.iter()
+                            .map(|&x| {
+                                usize::try_from(x)
+                                    .map_err(|_| format!("node indices are 0 or more (got {x})"))
+                            })
+                            .collect::<Result<Vec<usize>, String>>()
+                    })?,
+                    None => Vec::new(),
+                };
+                switches.push((sw.id.get_ref().clone(), nodes));
+            }
+            if switches.is_empty() {
+                return Err(src.error_at(
+                    n.kind.span().start,
+                    "network.switch: kind = \"links\" needs [[network.switch]] entries",
+                ));
+            }
+            let mut links = Vec::new();
+            for l in n.link.iter().flatten() {
+                let ends = src.check("network.link.between", &l.between, |v| {
+                    let idx = |name: &String| {
+                        switches
+                            .iter()
+                            .position(|(id, _)| id == name)
+                            .ok_or_else(|| format!("no [[network.switch]] with id {name:?}"))
+                    };
+                    match v.as_slice() {
+                        [a, b] if a != b => Ok((idx(a)?, idx(b)?)),
+                        _ => Err("two different switch ids expected".to_string()),
+                    }
+                })?;
+                let bw = bandwidth(src, "network.link.bandwidth", &l.bandwidth)?;
+                let lat = match &l.latency {
+                    Some(t) => time(src, "network.link.latency", t)?,
+                    None => Time::ZERO,
+                };
+                links.push((ends.0, ends.1, bw, lat));
+            }
+            FabricKind::Links { switches, links }
+        }
         _ => FabricKind::NonBlocking,
     };
     Ok(NetworkSpec {

@@ -57,6 +57,81 @@ pub struct Fabric {
     node_group: Vec<usize>,
     place: Vec<(LinkId, LinkId)>,
     slots: Vec<usize>,
+    /// Explicit fabrics: each node's switch, each switch's (neighbour, link) list, and the
+    /// switch-to-switch hop counts.
+    explicit: Option<Explicit>,
+}
+
+#[derive(Debug, Clone)]
+struct Explicit {
+    node_switch: Vec<usize>,
+    adj: Vec<Vec<(usize, LinkId)>>,
+    dist: Vec<Vec<usize>>,
+}
+
+/// Checks an explicit (`links`) network against the node count: every node plugs into exactly
+/// one switch and every pair of nodes is connected.
+pub fn check(spec: &NodeSpec, nodes: usize) -> Result<(), String> {
+    let FabricKind::Links { switches, links } = &spec.network.fabric else { return Ok(()) };
+    let mut home = vec![None; nodes];
+    for (s, (id, members)) in switches.iter().enumerate() {
+        for &n in members {
+            if n >= nodes {
+                return Err(format!(
+                    "network.switch {id:?}: node {n} does not exist (nodes 0..{})",
+                    nodes - 1
+                ));
+            }
+            if let Some(other) = home[n].replace(s) {
+                return Err(format!(
+                    "network.switch: node {n} plugs into both {:?} and {id:?}",
+                    switches[other].0
+                ));
+            }
+        }
+    }
+    if let Some(n) = home.iter().position(Option::is_none) {
+        return Err(format!(
+            "network.switch: node {n} plugs into no switch, so its GPUs have no path to any NIC's network"
+        ));
+    }
+    let dist = distances(switches.len(), links);
+    for a in 0..nodes {
+        for b in 0..nodes {
+            let (sa, sb) = (home[a].unwrap_or(0), home[b].unwrap_or(0));
+            if dist[sa][sb] == usize::MAX {
+                return Err(format!(
+                    "network.link: no path from switch {:?} (node {a}) to {:?} (node {b})",
+                    switches[sa].0, switches[sb].0
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn distances(n: usize, links: &[(usize, usize, Bandwidth, Time)]) -> Vec<Vec<usize>> {
+    let mut adj = vec![Vec::new(); n];
+    for &(a, b, _, _) in links {
+        adj[a].push(b);
+        adj[b].push(a);
+    }
+    (0..n)
+        .map(|s| {
+            let mut d = vec![usize::MAX; n];
+            d[s] = 0;
+            let mut queue = std::collections::VecDeque::from([s]);
+            while let Some(u) = queue.pop_front() {
+                for &v in &adj[u] {
+                    if d[v] == usize::MAX {
+                        d[v] = d[u] + 1;
+                        queue.push_back(v);
+                    }
+                }
+            }
+            d
+        })
+        .collect()
 }
 
 fn push(links: &mut Vec<Link>, capacity: Bandwidth, latency: Time, class: &'static str) -> LinkId {
@@ -99,8 +174,26 @@ impl Fabric {
             tiers.push((size, up, down));
         };
         let (mut rail, mut rail_leaf) = (false, 0);
+        let mut explicit = None;
         match &spec.network.fabric {
             FabricKind::NonBlocking => {}
+            FabricKind::Links { switches, links: between } => {
+                let mut node_switch = vec![0; nodes];
+                for (s, (_, members)) in switches.iter().enumerate() {
+                    for &n in members {
+                        if n < nodes {
+                            node_switch[n] = s;
+                        }
+                    }
+                }
+                let mut adj = vec![Vec::new(); switches.len()];
+                for &(a, b, bw, lat) in between {
+                    adj[a].push((b, push(links, bw, lat + sw, "net")));
+                    adj[b].push((a, push(links, bw, lat + sw, "net")));
+                }
+                let dist = distances(switches.len(), between);
+                explicit = Some(Explicit { node_switch, adj, dist });
+            }
             FabricKind::FatTree { tiers: t, radix, oversubscription } => {
                 let mut size = 1;
                 for level in 0..t.saturating_sub(1) {
@@ -144,7 +237,7 @@ impl Fabric {
             })
             .collect();
         let slots = placement.slots.clone();
-        Fabric { nics, tx, rx, tiers, rail, rail_leaf, node_group, place, slots }
+        Fabric { nics, tx, rx, tiers, rail, rail_leaf, node_group, place, slots, explicit }
     }
 
     /// The group (leaf, pod, …) of endpoint `(node, nic)` at tier boundary `t`.
@@ -166,6 +259,26 @@ impl Fabric {
         if ga != gb {
             p.push(self.place[ga].0);
             p.push(self.place[gb].1);
+        } else if let Some(x) = &self.explicit {
+            // Fewest switch hops; among equal next hops, ECMP hashes the flow onto one.
+            let (mut at, goal) = (x.node_switch[from.0], x.node_switch[to.0]);
+            let mut step = 0u64;
+            while at != goal {
+                let next: Vec<&(usize, LinkId)> = x.adj[at]
+                    .iter()
+                    .filter(|(v, _)| x.dist[*v][goal].saturating_add(1) == x.dist[at][goal])
+                    .collect();
+                if next.is_empty() {
+                    break;
+                }
+                let h = (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (b as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+                    ^ step.wrapping_mul(0x1656_67B1_9E37_79F9);
+                let (v, l) = next[(h % next.len() as u64) as usize];
+                p.push(*l);
+                at = *v;
+                step += 1;
+            }
         } else {
             let shared = (0..self.tiers.len())
                 .find(|&t| self.group(t, from.0, from.1) == self.group(t, to.0, to.1))

@@ -242,6 +242,15 @@ pub enum FabricKind {
         /// Down:up ratio of the rail leaves.
         oversubscription: f64,
     },
+    /// The escape hatch: named switches, which nodes plug into which, and the links between
+    /// switches. Routes take the fewest switch hops; among equal ones each flow is hashed onto
+    /// one (ECMP).
+    Links {
+        /// Switch ids and the nodes whose NICs plug into each.
+        switches: Vec<(String, Vec<usize>)>,
+        /// Links between switches (by index), each way, with capacity and latency.
+        links: Vec<(usize, usize, Bandwidth, Time)>,
+    },
 }
 
 /// The inter-node network.

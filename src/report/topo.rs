@@ -156,11 +156,23 @@ impl TopoView {
         let endpoints = nodes * nics;
         let (kind, oversub, one_leaf) = match &spec.network.fabric {
             FabricKind::NonBlocking => ("non_blocking".to_string(), 1.0, true),
-            FabricKind::FatTree { tiers, radix, oversubscription } => (
-                format!("fat_tree, {tiers} tier(s) of {radix}-port switches"),
-                oversubscription.iter().product::<f64>(),
-                endpoints <= radix * 1.max(oversubscription.first().map_or(1, |_| 1)) / 2
-                    || *tiers == 1,
+            FabricKind::FatTree { tiers, radix, oversubscription } => {
+                let o = oversubscription.first().copied().unwrap_or(1.0);
+                let leaf = (*radix as f64 * o / (1.0 + o)).floor() as usize;
+                (
+                    format!("fat_tree, {tiers} tier(s) of {radix}-port switches"),
+                    oversubscription.iter().product::<f64>(),
+                    *tiers == 1 || endpoints <= leaf,
+                )
+            }
+            FabricKind::Links { switches, links } => (
+                format!(
+                    "links, {} switches, {} switch-to-switch links",
+                    switches.len(),
+                    links.len()
+                ),
+                1.0,
+                true,
             ),
             FabricKind::Rail { radix, oversubscription } => (
                 format!("rail, {radix}-port rail switches and a spine"),

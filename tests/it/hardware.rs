@@ -170,3 +170,112 @@ fn an_oversubscribed_spine_halves_cross_rack_rings_but_not_compact_ones() {
     let flat = fat_tree_busbw("1.0", "spread");
     assert!((flat / compact - 1.0).abs() < 0.01, "compact {compact} non-blocking spread {flat}");
 }
+
+/// A DGX-H100 topology with an explicit network; returns the path of the written file.
+fn links_topology(tag: &str, network: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("collsim-links-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
+            .unwrap();
+    let at = topo.find("[network]").unwrap();
+    let path = dir.join("links.toml");
+    std::fs::write(&path, format!("{}{network}", &topo[..at])).unwrap();
+    path
+}
+
+const TWO_LEAVES: &str = r#"[network]
+kind = "links"
+latency = "0.5 us"
+[[network.switch]]
+id = "leaf0"
+nodes = [0]
+[[network.switch]]
+id = "leaf1"
+nodes = [1]
+[[network.switch]]
+id = "spine"
+[[network.link]]
+between = ["leaf0", "spine"]
+bandwidth = "800 Gb/s"
+[[network.link]]
+between = ["spine", "leaf1"]
+bandwidth = "800 Gb/s"
+"#;
+
+fn busbw_1gib(topology: &str) -> f64 {
+    let out = super::collsim_ok(&[
+        "simulate",
+        "--topology",
+        topology,
+        "--nodes",
+        "2",
+        "--min-bytes",
+        "1G",
+        "--max-bytes",
+        "1G",
+        "--nccl",
+        "NCCL_ALGO=Ring",
+        "--format",
+        "json",
+    ]);
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["rows"][0]["busbw"].as_f64().unwrap()
+}
+
+#[test]
+fn an_explicit_link_list_carries_the_traffic() {
+    // Two nodes on two leaves joined through a spine by 800 Gb/s (100 GB/s) links: the ring's
+    // 8 NICs per node (8 x 48 GB/s) squeeze through 100 GB/s each way.
+    let p = links_topology("ok", TWO_LEAVES);
+    let narrow = busbw_1gib(p.to_str().unwrap());
+    let wide = busbw_1gib("dgx-h100");
+    // Ring busbw is bounded by what crosses between the nodes each way: 100 GB/s.
+    assert!(narrow < 0.3 * wide, "narrow {narrow} wide {wide}");
+    assert!((narrow - 100.0).abs() < 5.0, "{narrow}");
+}
+
+#[test]
+fn explicit_link_lists_are_checked() {
+    let cases = [
+        (TWO_LEAVES.replace("nodes = [1]\n", ""), "node 1 plugs into no switch"),
+        (
+            TWO_LEAVES.replace("[\"spine\", \"leaf1\"]", "[\"spine\", \"leaf9\"]"),
+            "no [[network.switch]] with id \"leaf9\"",
+        ),
+        (TWO_LEAVES.replace("id = \"spine\"", "id = \"leaf1\""), "duplicate id \"leaf1\""),
+        (
+            TWO_LEAVES.replace(
+                "[[network.link]]\nbetween = [\"spine\", \"leaf1\"]\nbandwidth = \"800 Gb/s\"\n",
+                "",
+            ),
+            "no path from switch \"leaf0\"",
+        ),
+    ];
+    for (i, (net, needle)) in cases.iter().enumerate() {
+        let p = links_topology(&format!("bad{i}"), net);
+        let out = super::collsim(&["simulate", "--topology", p.to_str().unwrap(), "--nodes", "2"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{needle}: {err}");
+        assert!(err.contains(needle) && err.trim().lines().count() == 1, "{needle}: {err}");
+    }
+}
+
+#[test]
+fn pxn_sends_through_the_nvlink_peer_next_to_the_nic() {
+    use collsim::comm::Paths;
+    use collsim::comm::env::NcclEnv;
+    let c = cluster("dgx-h100", 2);
+    // GPU0 to NIC7 crosses the sockets (SYS); GPU7 shares a PCIe switch with NIC7 (PIX).
+    let paths = Paths::new(&c, &NcclEnv::default());
+    assert_eq!(paths.pxn_peer(&c, 0, 7), Some(7));
+    let route = paths.to_nic(&c, 0, 0, 7);
+    let mut expected = c.gpu_to_gpu(0, 0, 7);
+    expected.extend(c.gpu_to_nic(0, 7, 7));
+    assert_eq!(route, expected);
+    assert_eq!(c.links()[route[0].0 as usize].class, "nvlink");
+    // A local NIC needs no peer, and NCCL_PXN_DISABLE=1 turns the detour off.
+    assert_eq!(paths.pxn_peer(&c, 0, 0), None);
+    let off = Paths::new(&c, &NcclEnv::from_pairs([("NCCL_PXN_DISABLE", "1")]).unwrap());
+    assert_eq!(off.pxn_peer(&c, 0, 7), None);
+    assert_eq!(off.to_nic(&c, 0, 0, 7), c.gpu_to_nic(0, 0, 7));
+}
