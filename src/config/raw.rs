@@ -110,7 +110,8 @@ pub struct RawCpu {
     pub cores_per_numa: Option<S<i64>>,
     pub threads_per_core: Option<S<i64>>,
     pub vendor: S<String>,
-    pub inter_socket: S<RawQuantity>,
+    pub family: Option<S<String>>,
+    pub inter_socket: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -203,6 +203,24 @@ fn parent(
     ))
 }
 
+/// NCCL's inter-socket (SYS) bandwidth by CPU family, GB/s (`nccl-model.md` §3.2, topo.h).
+const CPU_FAMILIES: &[(&str, f64)] = &[
+    ("broadwell", 6.0),
+    ("skylake", 10.0),
+    ("cascade-lake", 10.0),
+    ("ice-lake", 10.0),
+    ("sapphire-rapids", 22.0),
+    ("emerald-rapids", 40.0),
+    ("amd", 16.0),
+    ("power9", 32.0),
+    ("arm", 6.0),
+];
+
+fn cpu_family_bandwidth(family: &str) -> Option<Bandwidth> {
+    let f = family.to_ascii_lowercase();
+    CPU_FAMILIES.iter().find(|(n, _)| *n == f).map(|(_, gb)| Bandwidth::from_gbyte_per_s_f64(*gb))
+}
+
 /// The shipped transports (`topologies/transports.toml`).
 pub fn transport_library() -> Result<Vec<Transport>, ConfigError> {
     let src = Source { name: TRANSPORTS.0, text: TRANSPORTS.1 };
@@ -469,7 +487,23 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             None => 1,
         },
         vendor,
-        inter_socket: bandwidth(&src, "cpu.inter_socket", &raw.cpu.inter_socket)?,
+        inter_socket: match (&raw.cpu.inter_socket, &raw.cpu.family) {
+            (Some(b), _) => bandwidth(&src, "cpu.inter_socket", b)?,
+            (None, Some(f)) => src.check("cpu.family", f, |f| {
+                cpu_family_bandwidth(f).ok_or_else(|| {
+                    format!(
+                        "unknown CPU family {f:?} ({})",
+                        CPU_FAMILIES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            })?,
+            (None, None) => {
+                return Err(src.error_at(
+                    raw.cpu.vendor.span().start,
+                    "cpu.inter_socket: give the link bandwidth between sockets, or cpu.family to take NCCL's figure",
+                ));
+            }
+        },
         cores_per_numa: match &raw.cpu.cores_per_numa {
             Some(n) => Some(count(&src, "cpu.cores_per_numa", n, 1024)?),
             None => None,
@@ -739,6 +773,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.network.fabric, FabricKind::Rail { radix: 64, oversubscription: 2.0 });
+    }
+
+    #[test]
+    fn inter_socket_bandwidth_from_the_cpu_family() {
+        let spec = parse_topology("t.toml", preset("aws-p5")).unwrap();
+        assert!((spec.cpu.inter_socket.gbyte_per_s() - 16.0).abs() < 1e-9);
+        let e = err(&preset("aws-p5").replace("family = \"amd\"", "family = \"z80\""));
+        assert!(e.contains("cpu.family: unknown CPU family \"z80\""), "{e}");
+        let e = err(&preset("aws-p5").replace("family = \"amd\"\n", ""));
+        assert!(e.contains("cpu.inter_socket: give the link bandwidth"), "{e}");
     }
 
     #[test]
