@@ -17,7 +17,7 @@ fn bench(c: &mut Criterion) {
     for gpus in [8usize, 64, 512, 4096, 16_384] {
         let cluster = Cluster::new(&spec, gpus / 8, 8);
         let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
-        let sel = comm.select(bytes);
+        let sel = comm.select(collsim::collective::Collective::AllReduce, bytes);
         g.throughput(Throughput::Elements(gpus as u64));
         g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
             b.iter(|| {

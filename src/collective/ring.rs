@@ -24,7 +24,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::{Mode, TimingParams};
+use super::{Collective, Mode, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::engine::EventQueue;
 use crate::hw::Cluster;
@@ -73,9 +73,15 @@ fn split(total: u64, unit: u64) -> Vec<u64> {
 }
 
 impl Plan {
-    fn new(per_channel: u64, nranks: usize, proto: Proto, buffsize: Bytes, elt: u64) -> Plan {
+    fn new(
+        per_channel: u64,
+        nranks: usize,
+        steps: usize,
+        proto: Proto,
+        buffsize: Bytes,
+        elt: u64,
+    ) -> Plan {
         let n = nranks as u64;
-        let steps = 2 * (nranks - 1);
         let (chunk, window, nominal_slice) = match proto {
             Proto::Simple => {
                 let step = buffsize.get() / 8;
@@ -370,6 +376,22 @@ pub fn simulate_allreduce(
     params: &TimingParams,
     mode: Mode,
 ) -> RingRun {
+    simulate(Collective::AllReduce, cluster, comm, bytes, elt, sel, params, mode)
+}
+
+/// Simulates one ring AllReduce (2(n−1) steps per loop), AllGather or ReduceScatter (n−1
+/// steps) of `bytes` — for the last two the total over all ranks, as NCCL counts it.
+#[allow(clippy::too_many_arguments)]
+pub fn simulate(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    elt: u64,
+    sel: &Selection,
+    params: &TimingParams,
+    mode: Mode,
+) -> RingRun {
     let nranks = comm.nranks();
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
     if nranks < 2 || bytes == 0 {
@@ -383,7 +405,11 @@ pub fn simulate_allreduce(
         _ => sel.proto.payload_efficiency(),
     };
     let sync = gpu.sync[p];
-    let plan = Plan::new(per_channel, nranks, sel.proto, comm.env().buffsize, elt);
+    let steps = match coll {
+        Collective::AllReduce => 2 * (nranks - 1),
+        _ => nranks - 1,
+    };
+    let plan = Plan::new(per_channel, nranks, steps, sel.proto, comm.env().buffsize, elt);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let links = cluster.links();
     let path_latency =

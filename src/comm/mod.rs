@@ -13,6 +13,11 @@ use crate::hw::{Arch, Cluster, PathType};
 use crate::net::LinkId;
 use env::NcclEnv;
 pub use search::{Hop, Paths};
+
+use crate::collective::Collective;
+
+/// The algorithms collsim simulates so far.
+pub const SIMULATED: &[Algo] = &[Algo::Ring];
 use tuning::TuningInput;
 
 /// NCCL's algorithms, in its index order.
@@ -290,6 +295,8 @@ impl Communicator {
             nchannels: cuda.len(),
             ll128,
             nvls_enabled,
+            // NCCL_PAT_ENABLE=2: one GPU per node, host-driven networking, sm60+.
+            pat_enabled: ppn == 1 && nnodes > 1,
         };
         Ok(Communicator {
             nnodes,
@@ -357,21 +364,29 @@ impl Communicator {
         &self.env
     }
 
-    /// What NCCL would run for an AllReduce of `bytes`, and what collsim can run.
-    pub fn select(&self, bytes: u64) -> Selection {
-        let nccl = self.tuning.choose(bytes, &self.env.algos, &self.env.protos);
-        // Only Ring is simulated so far: choose among Ring protocols with the same model.
-        let ring = self
-            .tuning
-            .choose(bytes, &[Algo::Ring], &self.env.protos)
-            .map_or(Proto::Simple, |(_, p, _)| p);
-        let nchannels = self.channels_for(bytes, ring);
-        Selection {
-            algo: Algo::Ring,
-            proto: ring,
-            nchannels,
-            nccl_choice: nccl.map(|(a, p, _)| (a, p)),
-        }
+    /// What NCCL would run for `coll` on `bytes` (NCCL's count × element size; the total for
+    /// AllGather and ReduceScatter), and what collsim runs: NCCL's choice when collsim models
+    /// that algorithm, else the best choice among the ones it models.
+    pub fn select(&self, coll: Collective, bytes: u64) -> Selection {
+        let allowed: Vec<Algo> = self
+            .env
+            .algos
+            .iter()
+            .copied()
+            .filter(|a| tuning::algos_for(coll).contains(a))
+            .collect();
+        let nccl = self.tuning.choose(coll, bytes, &allowed, &self.env.protos);
+        let simulated: Vec<Algo> =
+            allowed.iter().copied().filter(|a| SIMULATED.contains(a)).collect();
+        let (algo, proto) = match nccl {
+            Some((a, p, _)) if SIMULATED.contains(&a) => (a, p),
+            _ => self
+                .tuning
+                .choose(coll, bytes, &simulated, &self.env.protos)
+                .map_or((Algo::Ring, Proto::Simple), |(a, p, _)| (a, p)),
+        };
+        let nchannels = self.channels_for(bytes, proto);
+        Selection { algo, proto, nchannels, nccl_choice: nccl.map(|(a, p, _)| (a, p)) }
     }
 
     /// Channels used for a ring call of `bytes` with `proto` (`topoGetAlgoInfo`'s trimming, then

@@ -1,9 +1,10 @@
 //! NCCL's cost model for choosing an algorithm and protocol (`src/graph/tuning.cc`,
-//! NCCL 2.30.7), for AllReduce. The constants are NCCL's, restated from
+//! NCCL 2.30.7), for AllReduce, AllGather, ReduceScatter, Broadcast and Reduce. The constants are NCCL's, restated from
 //! `shared/reference/nccl-model.md` §2.2–2.6; the model is for *choosing* only — collsim times
 //! the chosen collective mechanistically (`crate::collective`).
 
 use super::{Algo, Graph, Proto};
+use crate::collective::Collective;
 use crate::hw::{Arch, CpuVendor};
 
 /// The NCCL release these tables come from.
@@ -109,6 +110,26 @@ pub struct TuningInput {
     pub ll128: bool,
     /// Whether NVLS is enabled (hardware and NCCL_NVLS_ENABLE).
     pub nvls_enabled: bool,
+    /// Whether PAT is enabled (NCCL_PAT_ENABLE auto: one GPU per node, host networking).
+    pub pat_enabled: bool,
+}
+
+/// Which algorithms NCCL has for a collective (§2.4).
+pub fn algos_for(coll: Collective) -> &'static [Algo] {
+    match coll {
+        Collective::AllReduce => &[
+            Algo::Tree,
+            Algo::Ring,
+            Algo::CollNetDirect,
+            Algo::CollNetChain,
+            Algo::Nvls,
+            Algo::NvlsTree,
+        ],
+        Collective::AllGather | Collective::ReduceScatter => {
+            &[Algo::Ring, Algo::CollNetDirect, Algo::Nvls, Algo::Pat]
+        }
+        _ => &[Algo::Ring],
+    }
 }
 
 /// One entry of NCCL's table: latency (µs) and algorithm bandwidth (GB/s); bw 0 = disabled.
@@ -153,15 +174,24 @@ impl TuningInput {
         LL_MAX_BW[row][self.node_index()]
     }
 
-    /// NCCL's latency and bandwidth for AllReduce with `algo`/`proto`.
-    pub fn cost(&self, algo: Algo, proto: Proto) -> Cost {
+    /// NCCL's latency and bandwidth for `coll` with `algo`/`proto`.
+    pub fn cost(&self, coll: Collective, algo: Algo, proto: Proto) -> Cost {
         let off = Cost { lat_us: 0.0, bw: 0.0 };
+        if !algos_for(coll).contains(&algo) {
+            return off;
+        }
         let (a, p, ni) = (algo as usize, proto as usize, self.node_index());
         let arch = arch_index(self.arch);
         let n = self.nranks as f64;
         let nnodes = self.nnodes;
         let ppn = (self.nranks / nnodes.max(1)).max(1);
-        let nsteps = 2.0 * (n - 1.0);
+        let allreduce = coll == Collective::AllReduce;
+        let ag_rs = matches!(coll, Collective::AllGather | Collective::ReduceScatter);
+        let nsteps = match coll {
+            Collective::AllReduce => 2.0 * (n - 1.0),
+            Collective::AllGather | Collective::ReduceScatter => n - 1.0,
+            _ => n,
+        };
         let link = if self.intra_nvlink { 0 } else { 1 };
         let intra_lat = HW_LAT[link][a][p];
         let inter_lat = if ppn == 1 { HW_LAT[2][Algo::Tree as usize][p] } else { HW_LAT[2][a][p] };
@@ -194,8 +224,12 @@ impl TuningInput {
                 }
                 let bw = if algo == Algo::Ring { bus * n / nsteps } else { bus * 0.5 };
                 let mut lat = BASE_LAT[a][p];
-                if algo == Algo::Ring {
-                    let ninter = if nnodes > 1 { 2.0 * (nnodes as f64 - 1.0) } else { 0.0 };
+                if algo == Algo::Ring && (allreduce || ag_rs) {
+                    let ninter = match (nnodes > 1, allreduce) {
+                        (false, _) => 0.0,
+                        (true, true) => 2.0 * (nnodes as f64 - 1.0),
+                        (true, false) => nnodes as f64 - 1.0,
+                    };
                     let net_ov = if nnodes == 1 {
                         0.0
                     } else {
@@ -203,6 +237,10 @@ impl TuningInput {
                         if proto == Proto::Simple { 3.0 * base } else { base }
                     };
                     lat += (nsteps - ninter) * intra_lat.max(net_ov) + ninter * inter_lat;
+                } else if algo == Algo::Ring {
+                    // Broadcast / Reduce on identical channels: one hop latency.
+                    let l = if nnodes > 1 { 2 } else { link };
+                    lat += HW_LAT[l][Algo::Ring as usize][p];
                 } else {
                     lat += 2.0 * ((ppn as f64 - 1.0) * intra_lat + nodes_log * inter_lat);
                 }
@@ -217,8 +255,13 @@ impl TuningInput {
                 if (algo == Algo::Nvls && nnodes > 1) || (algo == Algo::NvlsTree && nnodes == 1) {
                     return off;
                 }
+                if ag_rs && ppn > 32 {
+                    return off;
+                }
                 let nch = g.n_channels as f64;
-                let intra = g.bw_intra * NVLS_EFF[arch] * (nch - 1.0) / nch * 2.0;
+                let eff = g.bw_intra * NVLS_EFF[arch] * (nch - 1.0) / nch;
+                let intra =
+                    if allreduce { eff * 2.0 } else { eff * (ppn as f64 - 1.0) / ppn as f64 };
                 let inter =
                     g.bw_inter * if algo == Algo::NvlsTree && nnodes <= 2 { 2.0 } else { 1.0 };
                 let mut bw = intra.min(inter);
@@ -231,21 +274,32 @@ impl TuningInput {
                 } else {
                     HW_LAT[0][a][p] + 2.0 * nodes_log * inter_lat
                 };
-                Cost { lat_us: lat, bw: bus * n / nsteps }
+                // AG/RS with a non-ring algorithm store the busBw itself.
+                Cost { lat_us: lat, bw: if allreduce { bus * n / nsteps } else { bus } }
             }
-            Algo::CollNetDirect | Algo::CollNetChain | Algo::Pat => off,
+            Algo::Pat => {
+                if !ag_rs || proto != Proto::Simple || !self.pat_enabled {
+                    return off;
+                }
+                let nch = self.ring.n_channels as f64;
+                let per_ch = if nnodes <= 2 { self.ring.bw_intra } else { self.ring.bw_inter };
+                let bus = nch * per_ch * 0.75;
+                let lat = BASE_LAT[a][p] + nodes_log * inter_lat / 3.5 + 2.8 * n;
+                Cost { lat_us: lat, bw: bus }
+            }
+            Algo::CollNetDirect | Algo::CollNetChain => off,
         }
     }
 
     /// NCCL's predicted time in µs, or `None` when the combination is disabled.
-    pub fn time_us(&self, algo: Algo, proto: Proto, bytes: u64) -> Option<f64> {
-        let c = self.cost(algo, proto);
+    pub fn time_us(&self, coll: Collective, algo: Algo, proto: Proto, bytes: u64) -> Option<f64> {
+        let c = self.cost(coll, algo, proto);
         if c.bw <= 0.0 {
             return None;
         }
         let mut bw = c.bw;
         let mut lat = c.lat_us;
-        if algo == Algo::Tree {
+        if algo == Algo::Tree && coll == Collective::AllReduce {
             let idx = log2i((bytes / 64) as usize) as usize;
             if bytes >= 64 && idx < 23 {
                 bw *= TREE_CORRECTION[proto as usize][idx];
@@ -254,6 +308,7 @@ impl TuningInput {
             }
         }
         if algo == Algo::Ring
+            && coll == Collective::AllReduce
             && proto == Proto::Simple
             && self.nnodes > 1
             && bytes / (self.nchannels.max(1) as u64 * self.nranks as u64) >= 64
@@ -267,6 +322,7 @@ impl TuningInput {
     /// (algorithms by index, then LL, LL128, Simple; strictly smaller time wins).
     pub fn choose(
         &self,
+        coll: Collective,
         bytes: u64,
         algos: &[Algo],
         protos: &[Proto],
@@ -274,7 +330,7 @@ impl TuningInput {
         let mut best: Option<(Algo, Proto, f64)> = None;
         for &a in Algo::ALL.iter().filter(|a| algos.contains(a)) {
             for &p in Proto::ALL.iter().filter(|p| protos.contains(p)) {
-                if let Some(t) = self.time_us(a, p, bytes)
+                if let Some(t) = self.time_us(coll, a, p, bytes)
                     && best.is_none_or(|(_, _, bt)| t < bt)
                 {
                     best = Some((a, p, t));
@@ -289,6 +345,8 @@ impl TuningInput {
 mod tests {
     use super::*;
 
+    const AR: Collective = Collective::AllReduce;
+
     fn dgx(arch: Arch, ring: Graph, nvls: Option<Graph>) -> TuningInput {
         TuningInput {
             arch,
@@ -302,6 +360,7 @@ mod tests {
             nchannels: 24,
             ll128: true,
             nvls_enabled: true,
+            pat_enabled: false,
         }
     }
 
@@ -311,14 +370,14 @@ mod tests {
         let g = Graph { n_channels: 12, bw_intra: 20.0, bw_inter: 20.0 };
         let t = dgx(Arch::Ampere, g, None);
         let busbw = |c: Cost| c.bw * 2.0 * 7.0 / 8.0;
-        let ll = t.cost(Algo::Ring, Proto::LL);
+        let ll = t.cost(AR, Algo::Ring, Proto::LL);
         assert!((ll.lat_us - 15.0).abs() < 1e-9 && (busbw(ll) - 87.7).abs() < 1e-9);
-        let simple = t.cost(Algo::Ring, Proto::Simple);
+        let simple = t.cost(AR, Algo::Ring, Proto::Simple);
         assert!((simple.lat_us - 56.0).abs() < 1e-9 && (busbw(simple) - 240.0).abs() < 1e-9);
-        let ll128 = t.cost(Algo::Ring, Proto::LL128);
+        let ll128 = t.cost(AR, Algo::Ring, Proto::LL128);
         assert!((ll128.lat_us - 40.6).abs() < 1e-9 && (busbw(ll128) - 220.8).abs() < 1e-9);
         // Choice: LL up to 2 MiB, LL128 4–16 MiB, Simple from 32 MiB.
-        let pick = |b: u64| t.choose(b, &[Algo::Ring], &Proto::ALL).unwrap().1;
+        let pick = |b: u64| t.choose(AR, b, &[Algo::Ring], &Proto::ALL).unwrap().1;
         assert_eq!(pick(2 << 20), Proto::LL);
         assert_eq!(pick(4 << 20), Proto::LL128);
         assert_eq!(pick(16 << 20), Proto::LL128);
@@ -329,9 +388,9 @@ mod tests {
             Graph { n_channels: 12, bw_intra: 30.0, bw_inter: 30.0 },
             Some(Graph { n_channels: 8, bw_intra: 40.0, bw_inter: 60.0 }),
         );
-        let nvls = h.cost(Algo::Nvls, Proto::Simple);
+        let nvls = h.cost(AR, Algo::Nvls, Proto::Simple);
         assert!((busbw(nvls) - 476.0).abs() < 1e-6 && (nvls.lat_us - 25.0).abs() < 1e-9);
-        assert_eq!(h.choose(1 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Ring);
-        assert_eq!(h.choose(2 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Nvls);
+        assert_eq!(h.choose(AR, 1 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Ring);
+        assert_eq!(h.choose(AR, 2 << 20, &Algo::ALL, &Proto::ALL).unwrap().0, Algo::Nvls);
     }
 }

@@ -26,6 +26,10 @@ pub enum DataType {
     Double,
     /// bfloat16.
     Bfloat16,
+    /// fp8 e4m3 (NCCL ≥ 2.24 on sm90+).
+    F8e4m3,
+    /// fp8 e5m2.
+    F8e5m2,
 }
 
 impl DataType {
@@ -42,6 +46,8 @@ impl DataType {
             "float" | "float32" | "fp32" => DataType::Float,
             "double" | "float64" | "fp64" => DataType::Double,
             "bfloat16" | "bf16" => DataType::Bfloat16,
+            "f8e4m3" | "fp8_e4m3" | "fp8e4m3" | "float8e4m3" => DataType::F8e4m3,
+            "f8e5m2" | "fp8_e5m2" | "fp8e5m2" | "float8e5m2" => DataType::F8e5m2,
             _ => return None,
         })
     }
@@ -59,13 +65,15 @@ impl DataType {
             DataType::Float => "float",
             DataType::Double => "double",
             DataType::Bfloat16 => "bfloat16",
+            DataType::F8e4m3 => "f8e4m3",
+            DataType::F8e5m2 => "f8e5m2",
         }
     }
 
     /// Bytes per element.
     pub fn size(self) -> u64 {
         match self {
-            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Int8 | DataType::Uint8 | DataType::F8e4m3 | DataType::F8e5m2 => 1,
             DataType::Half | DataType::Bfloat16 => 2,
             DataType::Int32 | DataType::Uint32 | DataType::Float => 4,
             DataType::Int64 | DataType::Uint64 | DataType::Double => 8,

@@ -40,7 +40,9 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SweepError {
     /// The collective has no model yet.
-    #[error("collective {0} is not simulated yet (only all_reduce so far)")]
+    #[error(
+        "collective {0} is not simulated yet (all_reduce, all_gather and reduce_scatter so far)"
+    )]
     Unsupported(&'static str),
     /// NCCL_ALGO excludes every algorithm collsim can run.
     #[error(
@@ -66,7 +68,10 @@ pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
 
 /// Checks that `spec` can be simulated on `comm`.
 pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
-    if spec.collective != Collective::AllReduce {
+    if !matches!(
+        spec.collective,
+        Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter
+    ) {
         return Err(SweepError::Unsupported(spec.collective.name()));
     }
     if !comm.env().algos.contains(&crate::comm::Algo::Ring) {
@@ -86,10 +91,23 @@ pub fn run_size(
     mode: Mode,
 ) -> Row {
     let elt = spec.dtype.size();
-    let count = size / elt;
-    let bytes = count * elt;
-    let sel = comm.select(bytes);
-    let run = ring::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode);
+    let coll = spec.collective;
+    // nccl-tests' size column and NCCL's byte count: per-rank counts for AllGather and
+    // ReduceScatter (trimmed to 16 bytes per rank), total counts otherwise.
+    let (count, bytes) = match coll {
+        Collective::AllGather | Collective::ReduceScatter => {
+            let n = comm.nranks() as u64;
+            let per_rank = size / n / 16 * 16;
+            let count = per_rank / elt;
+            (count, count * elt * n)
+        }
+        _ => {
+            let count = size / elt;
+            (count, count * elt)
+        }
+    };
+    let sel = comm.select(coll, bytes);
+    let run = ring::simulate(coll, cluster, comm, bytes, elt, &sel, params, mode);
     let time_us = run.time.as_us();
     let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {

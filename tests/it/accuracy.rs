@@ -135,3 +135,39 @@ fn rtx4090_pcie_box_without_p2p() {
     assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 12.0);
     assert!(worst(&v, from_1mib) <= 40.0, "{}", worst(&v, from_1mib));
 }
+
+fn validate_coll(log: &str, coll: &str) -> serde_json::Value {
+    let log = format!("calibration/data/{log}.log");
+    let args = [
+        "validate",
+        "--log",
+        &log,
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--collective",
+        coll,
+        "--format",
+        "json",
+    ];
+    serde_json::from_str(&collsim_ok(&args)).unwrap()
+}
+
+#[test]
+fn h100_ring_all_gather_and_reduce_scatter_held_out() {
+    // Nothing was fitted on these; NCCL runs the ring for both on one DGX-H100 node.
+    for (log, coll, worst_bound) in [
+        ("H100_1N8G_ALL_GATHER_XXRJUN", "all_gather", 7.0),
+        ("H100_1N8G_REDUCE_SCATTER_XXRJUN", "reduce_scatter", 12.0),
+    ] {
+        let v = validate_coll(log, coll);
+        assert_eq!(rows(&v).len(), 10);
+        assert!(rows(&v).iter().all(ring_chosen), "{log}");
+        let w = worst(&v, from_1mib);
+        assert!(w <= worst_bound, "{log}: {w}");
+        assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 5.0, "{log}");
+    }
+}

@@ -1,6 +1,6 @@
 //! The model against closed forms, and its detailed and aggregated paths against each other.
 
-use collsim::collective::{GpuParams, Mode, TimingParams, ring};
+use collsim::collective::{Collective, GpuParams, Mode, TimingParams, ring};
 use collsim::comm::env::NcclEnv;
 use collsim::comm::{Algo, Communicator, Proto, Selection};
 use collsim::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
@@ -106,7 +106,7 @@ fn inter_node_traffic_crosses_the_nics() {
     let (cluster, comm) = setup("dgx-a100", 2, 1, &[("NCCL_PROTO", "Simple")]);
     let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
     let bytes = 1u64 << 30;
-    let sel = comm.select(bytes);
+    let sel = comm.select(collsim::collective::Collective::AllReduce, bytes);
     let run = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
     let floor = bytes as f64 / 24e9;
     let t = run.time.as_secs_f64();
@@ -157,4 +157,32 @@ fn nvlink_efficiency_stretches_the_wire_time() {
     };
     let ratio = time(0.45) / time(0.9);
     assert!((ratio - 2.0).abs() < 0.02, "{ratio}");
+}
+
+#[test]
+fn ring_all_gather_and_reduce_scatter_match_their_closed_form() {
+    // n−1 steps of S/n each (S the total), one channel, idle uniform ring:
+    // (n−1)/n · S/B + (n−1)·α.
+    let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
+    let n = 8.0;
+    let b = 18.0 * 20.6e9;
+    for coll in [Collective::AllGather, Collective::ReduceScatter] {
+        for (bytes, step_us) in [(8u64 * 16 * 1024, 3.0), (8 * 4096, 1.0)] {
+            let sel = Selection {
+                algo: Algo::Ring,
+                proto: Proto::Simple,
+                nchannels: 1,
+                nccl_choice: None,
+            };
+            let p = params(Time::from_us_f64(step_us));
+            let run = ring::simulate(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+            let alpha = 0.2e-6 + step_us * 1e-6;
+            let expected = (n - 1.0) / n * bytes as f64 / b + (n - 1.0) * alpha;
+            let got = run.time.as_secs_f64();
+            assert!(
+                (got - expected).abs() <= 1e-9 * expected + 1e-10,
+                "{coll:?} {bytes}: {got} vs {expected}"
+            );
+        }
+    }
 }
