@@ -2,6 +2,7 @@
 //! slices, and from those to flows on the network, driven by the event engine. One file per
 //! algorithm; only the ring ([`ring`]) exists so far.
 
+pub mod nvls;
 pub mod ring;
 
 use crate::comm::{HopClass, Proto};
@@ -103,6 +104,9 @@ pub struct GpuParams {
     pub sync: [Time; 3],
     /// Payload efficiency of each protocol on NVLink: data bytes per byte on the wire.
     pub nvlink_efficiency: [f64; 3],
+    /// Fixed cost of an NVLS call beyond the chunk pipeline (the barriers through the switch
+    /// at its start and end).
+    pub nvls_call: Time,
 }
 
 impl GpuParams {
@@ -114,6 +118,7 @@ impl GpuParams {
             Proto::LL128.payload_efficiency(),
             Proto::Simple.payload_efficiency(),
         ],
+        nvls_call: Time::ZERO,
     };
 }
 

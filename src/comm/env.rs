@@ -33,6 +33,8 @@ pub struct NcclEnv {
     /// NCCL_NET_GDR_LEVEL: the worst GPU–NIC path type that may use GPUDirect RDMA (None:
     /// NCCL's default, PXB).
     pub gdr_level: Option<PathType>,
+    /// NCCL_NVLS_NCHANNELS.
+    pub nvls_nchannels: Option<usize>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
     pub pxn_disable: bool,
     /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
@@ -63,6 +65,7 @@ impl Default for NcclEnv {
             gdr_level: None,
             socket_streams: None,
             pxn_disable: false,
+            nvls_nchannels: None,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -199,6 +202,9 @@ impl NcclEnv {
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
+                "NCCL_NVLS_NCHANNELS" => {
+                    env.nvls_nchannels = Some(parse_int(k, v, 1, 64)? as usize)
+                }
                 "NCCL_PXN_DISABLE" => env.pxn_disable = parse_int(k, v, 0, 1)? == 1,
                 "NCCL_SOCKET_NTHREADS" => threads = Some(parse_int(k, v, 1, 16)? as usize),
                 "NCCL_NSOCKS_PERTHREAD" => socks = Some(parse_int(k, v, 1, 64)? as usize),

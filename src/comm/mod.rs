@@ -16,8 +16,14 @@ pub use search::{Hop, Paths};
 
 use crate::collective::Collective;
 
-/// The algorithms collsim simulates so far.
-pub const SIMULATED: &[Algo] = &[Algo::Ring];
+/// Whether collsim simulates `algo` for `coll` on `nnodes` nodes yet.
+pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
+    match algo {
+        Algo::Ring => true,
+        Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
+        _ => false,
+    }
+}
 use tuning::TuningInput;
 
 /// NCCL's algorithms, in its index order.
@@ -376,17 +382,33 @@ impl Communicator {
             .filter(|a| tuning::algos_for(coll).contains(a))
             .collect();
         let nccl = self.tuning.choose(coll, bytes, &allowed, &self.env.protos);
-        let simulated: Vec<Algo> =
-            allowed.iter().copied().filter(|a| SIMULATED.contains(a)).collect();
+        let modelled: Vec<Algo> =
+            allowed.iter().copied().filter(|&a| simulated(coll, a, self.nnodes)).collect();
         let (algo, proto) = match nccl {
-            Some((a, p, _)) if SIMULATED.contains(&a) => (a, p),
+            Some((a, p, _)) if simulated(coll, a, self.nnodes) => (a, p),
             _ => self
                 .tuning
-                .choose(coll, bytes, &simulated, &self.env.protos)
+                .choose(coll, bytes, &modelled, &self.env.protos)
                 .map_or((Algo::Ring, Proto::Simple), |(a, p, _)| (a, p)),
         };
-        let nchannels = self.channels_for(bytes, proto);
+        let nchannels = match algo {
+            Algo::Nvls | Algo::NvlsTree => self.nvls_channels(),
+            _ => self.channels_for(bytes, proto),
+        };
         Selection { algo, proto, nchannels, nccl_choice: nccl.map(|(a, p, _)| (a, p)) }
+    }
+
+    /// CUDA channels of NVLS calls (`nvlsChannels`: 16 on sm90; 24 on one sm100 node, 32
+    /// across nodes), or NCCL_NVLS_NCHANNELS.
+    pub fn nvls_channels(&self) -> usize {
+        if let Some(n) = self.env.nvls_nchannels {
+            return n;
+        }
+        match (self.arch >= Arch::Blackwell, self.nnodes > 1) {
+            (false, _) => 16,
+            (true, false) => 24,
+            (true, true) => 32,
+        }
     }
 
     /// Channels used for a ring call of `bytes` with `proto` (`topoGetAlgoInfo`'s trimming, then

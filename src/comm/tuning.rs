@@ -69,6 +69,12 @@ const NVLS_TREE_MAX: [[f64; 3]; 4] =
 /// `nvlsEfficiency` by arch.
 const NVLS_EFF: [f64; 4] = [0.0, 0.0, 0.85, 0.74];
 
+/// NCCL's NVLS efficiency for an architecture (`nvlsEfficiency`): the share of NVLink bandwidth
+/// multimem loads and stores achieve.
+pub fn nvls_efficiency(arch: Arch) -> f64 {
+    NVLS_EFF[arch_index(arch)]
+}
+
 /// Tree AllReduce bandwidth correction by log2(bytes/64), indices 0…22, per protocol.
 const TREE_CORRECTION: [[f64; 23]; 3] = [
     [

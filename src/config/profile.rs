@@ -28,6 +28,12 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
     Ok(GpuParams {
         sync: per_proto(src, &format!("gpu.{key}.sync"), &raw.sync)?,
         nvlink_efficiency: [eff("LL", &e.ll)?, eff("LL128", &e.ll128)?, eff("Simple", &e.simple)?],
+        nvls_call: match &raw.nvls_call {
+            Some(t) => {
+                src.check(&format!("gpu.{key}.nvls_call"), t, |q| q.parse_with(Time::parse))?
+            }
+            None => Time::ZERO,
+        },
     })
 }
 

@@ -235,6 +235,7 @@ pub struct RawProfile {
 pub struct RawGpuParams {
     pub sync: RawPerProto,
     pub nvlink_efficiency: RawPerProtoNumber,
+    pub nvls_call: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

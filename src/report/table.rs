@@ -47,7 +47,7 @@ impl SimFormat for Table {
         )?;
         let mut other = false;
         for row in r.rows {
-            let pick = if row.nccl_choice.starts_with("RING/") {
+            let pick = if row.nccl_choice.split('/').next() == Some(row.algo) {
                 String::new()
             } else {
                 other = true;
@@ -76,7 +76,7 @@ impl SimFormat for Table {
         if other {
             writeln!(
                 out,
-                "* NCCL's cost model would choose another algorithm here; collsim times Ring for now (Tree, NVLS and CollNet come in a later release)"
+                "* NCCL's cost model would choose an algorithm collsim does not time yet; it times the best one it models (Ring, one-node NVLS)"
             )?;
         }
         Ok(())

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, ring};
+use crate::collective::{Collective, Mode, TimingParams, nvls, ring};
 use crate::comm::Communicator;
 use crate::config::SweepSpec;
 use crate::hw::Cluster;
@@ -107,7 +107,12 @@ pub fn run_size(
         }
     };
     let sel = comm.select(coll, bytes);
-    let run = ring::simulate(coll, cluster, comm, bytes, elt, &sel, params, mode);
+    let run = match sel.algo {
+        crate::comm::Algo::Nvls => {
+            nvls::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode)
+        }
+        _ => ring::simulate(coll, cluster, comm, bytes, elt, &sel, params, mode),
+    };
     let time_us = run.time.as_us();
     let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {

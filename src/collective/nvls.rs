@@ -1,0 +1,218 @@
+//! NVLS AllReduce on one node (NVLink SHARP, `nccl-model.md` §3.6), timed on the flow-level
+//! network.
+//!
+//! Every GPU owns 1/n of the buffer. For each chunk of its share a GPU's CTA first issues a
+//! multimem load-reduce — the NVSwitch reads the chunk from all n GPUs and returns the sum: one
+//! flow crossing every GPU's up-link and this GPU's down-link — then a multimem store of the
+//! result — the switch copies it to all n GPUs: one flow crossing this GPU's up-link and every
+//! down-link. Each GPU thus moves about (1 + 1/n)·S each way instead of the ring's 2(n−1)/n·S.
+//! The two stages pipeline over the chunks of a channel; all GPUs and channels run at once and
+//! share the links by max-min fairness. Wire bytes are payload / NVLS efficiency.
+
+use super::{Mode, TimingParams};
+use crate::comm::{Communicator, HopClass, Proto, Selection};
+use crate::engine::EventQueue;
+use crate::hw::{Cluster, Vertex};
+use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::net::{LinkId, Network, PathId};
+use crate::units::{Bytes, Time};
+
+use super::ring::RingRun;
+
+/// NCCL_NVLS_CHUNKSIZE's default, and its reductions for small messages.
+fn chunk_size(bytes: u64, nch: u64, heads: u64) -> u64 {
+    let chunk = 128 * 1024;
+    let unit = nch * heads * chunk;
+    if bytes < 2 * unit {
+        chunk / 8
+    } else if bytes < 8 * unit {
+        chunk / 4
+    } else if bytes < 64 * unit {
+        chunk / 2
+    } else {
+        chunk
+    }
+}
+
+/// One GPU-channel pipeline's progress.
+#[derive(Debug, Clone, Default)]
+struct Pipe {
+    /// Reduce and store transfers finished.
+    reduce_sent: usize,
+    store_sent: usize,
+    /// Reduced chunks visible to the store (a stage latency after their transfer), and stored
+    /// chunks visible to every GPU.
+    reduced: usize,
+    stored: usize,
+    reducing: bool,
+    storing: bool,
+}
+
+/// Simulates one NVLS AllReduce of `bytes` on one node with `sel.nchannels` NVLS channels.
+pub fn simulate_allreduce(
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    elt: u64,
+    sel: &Selection,
+    params: &TimingParams,
+    mode: Mode,
+) -> RingRun {
+    let n = comm.ppn();
+    let nch = sel.nchannels.max(1);
+    if n < 2 || bytes == 0 {
+        return RingRun { time: params.call_overhead, events: 0 };
+    }
+    let align = 16u64.max(elt);
+    let share = bytes.div_ceil((n * nch) as u64).div_ceil(align) * align;
+    let chunk = chunk_size(bytes, nch as u64, n as u64).max(align);
+    let chunks = share.div_ceil(chunk) as usize;
+    let last = share - (chunks as u64 - 1) * chunk;
+    let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
+    let eff = crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3);
+    let wire = |k: usize| Bytes::new((payload(k) as f64 / eff).ceil() as u64);
+    let lat = params.step(HopClass::Nvlink, Proto::Simple);
+    let up: Vec<LinkId> =
+        (0..n).map(|g| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0]).collect();
+    let down: Vec<LinkId> =
+        (0..n).map(|g| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0]).collect();
+    let reduce_path = |g: usize| -> Vec<LinkId> {
+        let mut p = up.clone();
+        p.push(down[g]);
+        p
+    };
+    let store_path = |g: usize| -> Vec<LinkId> {
+        let mut p = vec![up[g]];
+        p.extend(down.iter().copied());
+        p
+    };
+    let links = cluster.links();
+    let pipes = match mode {
+        Mode::Aggregated => 1,
+        Mode::Detailed => n * nch,
+    };
+    // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
+    // GPU and channel reducing and storing at once, by symmetry the same for all.
+    let fixed = if mode == Mode::Aggregated {
+        let paths: Vec<Vec<u32>> = (0..n)
+            .flat_map(|g| {
+                let (r, s) = (reduce_path(g), store_path(g));
+                (0..nch).flat_map(move |_| {
+                    [r.iter().map(|l| l.0).collect::<Vec<u32>>(), s.iter().map(|l| l.0).collect()]
+                })
+            })
+            .collect();
+        let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+        let specs: Vec<FlowSpec<'_>> =
+            paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+        let r = max_min_rates(&caps, &specs);
+        Some((r[0], r[1]))
+    } else {
+        None
+    };
+    let mut net = Network::new(links);
+    let mut paths: Vec<(PathId, PathId)> = Vec::new();
+    if fixed.is_none() {
+        for i in 0..pipes {
+            let g = i / nch;
+            paths.push((net.add_path(&reduce_path(g), links), net.add_path(&store_path(g), links)));
+        }
+    }
+    let mut state = vec![Pipe::default(); pipes];
+    // Events: (pipe, stage) done after latency; fixed-rate completions go through the queue too.
+    // (pipe, kind): bit 0 = reduce, bit 1 = a transfer finished (else its latency elapsed).
+    let mut queue: EventQueue<(usize, usize)> = EventQueue::new();
+    let mut events = 0u64;
+    let mut finish = Time::ZERO;
+
+    let start = |i: usize,
+                 reduce: bool,
+                 now: Time,
+                 st: &mut [Pipe],
+                 net: &mut Network,
+                 queue: &mut EventQueue<(usize, usize)>| {
+        let p = &mut st[i];
+        let k = if reduce { p.reduce_sent } else { p.store_sent };
+        let bytes = wire(k);
+        if reduce {
+            p.reducing = true;
+        } else {
+            p.storing = true;
+        }
+        match fixed {
+            Some((rr, rs)) => {
+                let rate = if reduce { rr } else { rs };
+                let d = Time::from_secs_f64_ceil(bytes.as_f64() / rate);
+                queue.schedule(now + d, (i, reduce as usize | 2));
+            }
+            None => {
+                let path = if reduce { paths[i].0 } else { paths[i].1 };
+                let token = (i as u64) << 1 | reduce as u64;
+                net.start_flow(now, path, bytes, f64::INFINITY, 1.0, token);
+            }
+        }
+    };
+    for i in 0..pipes {
+        start(i, true, Time::ZERO, &mut state, &mut net, &mut queue);
+    }
+    loop {
+        let tq = queue.peek_time();
+        let tn = net.next_completion();
+        let flows_first = match (tq, tn) {
+            (None, None) => break,
+            (Some(q), Some(f)) => f <= q,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+        };
+        let (now, done): (Time, Vec<(usize, usize)>) = if let (true, Some(f)) = (flows_first, tn) {
+            queue.advance_to(f);
+            let toks = net.complete_until(f);
+            (f, toks.into_iter().map(|t| ((t >> 1) as usize, (t & 1) as usize | 2)).collect())
+        } else if let Some(q) = tq {
+            let mut v = Vec::new();
+            while queue.peek_time() == Some(q) {
+                if let Some((_, e)) = queue.pop() {
+                    v.push(e);
+                }
+            }
+            (q, v)
+        } else {
+            break;
+        };
+        for (i, kind) in done {
+            events += 1;
+            let reduce = kind & 1 == 1;
+            let p = &mut state[i];
+            if kind & 2 == 2 {
+                // A transfer finished: the CTA moves on; the data is visible after the latency.
+                if reduce {
+                    p.reducing = false;
+                    p.reduce_sent += 1;
+                } else {
+                    p.storing = false;
+                    p.store_sent += 1;
+                }
+                queue.schedule(now + lat, (i, reduce as usize));
+            } else if reduce {
+                p.reduced += 1;
+            } else {
+                p.stored += 1;
+                if p.stored == chunks {
+                    finish = finish.max(now);
+                }
+            }
+            let (can_reduce, can_store) = {
+                let p = &state[i];
+                (!p.reducing && p.reduce_sent < chunks, !p.storing && p.store_sent < p.reduced)
+            };
+            if can_reduce {
+                start(i, true, now, &mut state, &mut net, &mut queue);
+            }
+            if can_store {
+                start(i, false, now, &mut state, &mut net, &mut queue);
+            }
+        }
+    }
+    let extra = params.gpu(cluster.spec().gpu.arch).nvls_call;
+    RingRun { time: params.call_overhead + extra + finish, events }
+}
