@@ -4,6 +4,7 @@
 
 pub mod nvls;
 pub mod ring;
+pub mod tree;
 
 use crate::comm::{HopClass, Proto};
 use crate::hw::Arch;

@@ -58,7 +58,7 @@ struct Plan {
 /// Payload bytes of one store round of a CTA under a streaming protocol: LL stores 8 B of data
 /// (+ 8 B flag) per thread with 512 threads; LL128 stores 120 B of data per 128 B line, 16 B per
 /// thread with 640 threads.
-fn stream_unit(proto: Proto) -> u64 {
+pub(crate) fn stream_unit(proto: Proto) -> u64 {
     match proto {
         Proto::LL => 512 * 8,
         Proto::LL128 => 640 * 16 * 120 / 128,

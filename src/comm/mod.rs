@@ -21,6 +21,7 @@ pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
     match algo {
         Algo::Ring => true,
         Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
+        Algo::Tree => coll == Collective::AllReduce,
         _ => false,
     }
 }
@@ -396,6 +397,44 @@ impl Communicator {
             _ => self.channels_for(bytes, proto),
         };
         Selection { algo, proto, nchannels, nccl_choice: nccl.map(|(a, p, _)| (a, p)) }
+    }
+
+    /// Whether NCCL would accept NCCL_ALGO for `coll` here: at least one allowed algorithm is
+    /// enabled on this hardware; if not, why each is refused.
+    pub fn check_algos(&self, coll: Collective) -> Result<(), String> {
+        let allowed: Vec<Algo> = self.env.algos.clone();
+        let enabled = allowed.iter().any(|&a| {
+            tuning::algos_for(coll).contains(&a)
+                && Proto::ALL
+                    .iter()
+                    .any(|&p| self.env.protos.contains(&p) && self.tuning.cost(coll, a, p).bw > 0.0)
+        });
+        if enabled {
+            return Ok(());
+        }
+        let reasons: Vec<String> = allowed
+            .iter()
+            .map(|&a| {
+                if !tuning::algos_for(coll).contains(&a) {
+                    format!("NCCL has no {} for {}", a.name(), coll.name())
+                } else {
+                    match a {
+                        Algo::Nvls if self.nvls.is_none() => {
+                            "NVLS needs NVLink SHARP (NVSwitch gen3 with nvls = true, sm90+) and more than 2 GPUs per node".into()
+                        }
+                        Algo::Nvls => "multi-node NVLS needs IB SHARP (CollNet), which is off".into(),
+                        Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
+                        Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),
+                        Algo::CollNetDirect | Algo::CollNetChain => {
+                            "CollNet needs NCCL_COLLNET_ENABLE=1 and SHARP-capable switches (network.sharp = true)".into()
+                        }
+                        Algo::Pat => "PAT needs exactly one GPU per node across several nodes".into(),
+                        _ => format!("{} is disabled by NCCL_PROTO", a.name()),
+                    }
+                }
+            })
+            .collect();
+        Err(format!("NCCL would refuse it: {}", reasons.join("; ")))
     }
 
     /// CUDA channels of NVLS calls (`nvlsChannels`: 16 on sm90; 24 on one sm100 node, 32

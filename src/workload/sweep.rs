@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, nvls, ring};
+use crate::collective::{Collective, Mode, TimingParams, nvls, ring, tree};
 use crate::comm::Communicator;
 use crate::config::SweepSpec;
 use crate::hw::Cluster;
@@ -44,9 +44,12 @@ pub enum SweepError {
         "collective {0} is not simulated yet (all_reduce, all_gather and reduce_scatter so far)"
     )]
     Unsupported(&'static str),
+    /// NCCL_ALGO leaves only algorithms NCCL itself would refuse here.
+    #[error("NCCL_ALGO={0}: {1}")]
+    Impossible(String, String),
     /// NCCL_ALGO excludes every algorithm collsim can run.
     #[error(
-        "NCCL_ALGO={0}: collsim can only simulate Ring so far (Tree, NVLS and CollNet are coming)"
+        "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all, Tree for all_reduce, NVLS for one-node all_reduce)"
     )]
     NoRing(String),
 }
@@ -74,7 +77,12 @@ pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), Swee
     ) {
         return Err(SweepError::Unsupported(spec.collective.name()));
     }
-    if !comm.env().algos.contains(&crate::comm::Algo::Ring) {
+    let nnodes = comm.nnodes();
+    let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
+    if let Err(why) = comm.check_algos(spec.collective) {
+        return Err(SweepError::Impossible(given, why));
+    }
+    if !comm.env().algos.iter().any(|&a| crate::comm::simulated(spec.collective, a, nnodes)) {
         let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
         return Err(SweepError::NoRing(given));
     }
@@ -110,6 +118,9 @@ pub fn run_size(
     let run = match sel.algo {
         crate::comm::Algo::Nvls => {
             nvls::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode)
+        }
+        crate::comm::Algo::Tree => {
+            tree::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode)
         }
         _ => ring::simulate(coll, cluster, comm, bytes, elt, &sel, params, mode),
     };

@@ -127,9 +127,27 @@ fn unknown_nccl_algo() {
         &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=Rong"],
         &["NCCL_ALGO=Rong", "unknown value"],
     );
+    // Choices NCCL would refuse on this hardware are one-line errors too.
     fails_with(
-        &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=Tree"],
-        &["NCCL_ALGO=Tree", "Ring"],
+        &["simulate", "--topology", "dgx-a100", "--nccl", "NCCL_ALGO=NVLS"],
+        &["NCCL_ALGO=NVLS", "NCCL would refuse it", "NVLink SHARP"],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--nccl",
+            "NCCL_ALGO=CollNetDirect",
+        ],
+        &["NCCL_ALGO=CollNetDirect", "SHARP-capable switches"],
+    );
+    // And ones NCCL accepts but collsim cannot time yet name what it can.
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nodes", "2", "--nccl", "NCCL_ALGO=NVLSTree"],
+        &["NCCL_ALGO=NVLSTree", "none of these is simulated"],
     );
 }
 

@@ -223,3 +223,20 @@ fn nvls_moves_less_than_the_ring_on_eight_gpus() {
     let speedup = t_ring.time.as_secs_f64() / t_nvls.time.as_secs_f64();
     assert!((speedup - 1.75 / 1.125 * 0.85).abs() < 0.03, "{speedup}");
 }
+
+#[test]
+fn two_node_tree_busbw_exceeds_the_nic_bandwidth() {
+    // On two nodes the double binary tree sends each byte across the network once each way
+    // (up to the root, down from it), the ring 2(n−1)/n times: nccl-tests' busbw, which assumes
+    // the ring's traffic, then exceeds what the NICs carry (8 × 24 GB/s HDR on a DGX-A100).
+    use collsim::collective::tree;
+    let (cluster, comm) =
+        setup("dgx-a100", 2, 8, &[("NCCL_ALGO", "Tree"), ("NCCL_PROTO", "Simple")]);
+    let p = params(Time::ZERO);
+    let bytes = 1u64 << 30;
+    let sel = comm.select(Collective::AllReduce, bytes);
+    assert_eq!(sel.algo, Algo::Tree);
+    let run = tree::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+    let busbw = bytes as f64 / run.time.as_secs_f64() * 2.0 * 15.0 / 16.0 / 1e9;
+    assert!(busbw > 8.0 * 24.0 * 1.2, "{busbw}");
+}

@@ -1,0 +1,695 @@
+//! Tree AllReduce, as NCCL runs it (`nccl-model.md` §3.5, §4.2), timed on the flow-level
+//! network.
+//!
+//! Each channel's tree is a chain of the node's GPUs (in the channel's order) whose first GPU
+//! links to the parent node; across nodes the nodes form NCCL's double binary tree — the first
+//! half of the channels use one binary tree, the second half its mirror (even node counts) or
+//! its shift by one (odd) — and a node's children attach to its first GPU and its second
+//! (NCCL's balanced pattern). Data goes in chunks: a rank sends chunk k to its parent once every
+//! child's chunk k has arrived (reduce), the root turns it around, and each rank forwards it to
+//! all its children as it arrives (broadcast); reduce and broadcast of different chunks overlap.
+//! Every transfer is a flow on the hop's links; arrivals lag by the path and protocol latency.
+//!
+//! Channels differ in their NICs and in which tree they follow, so every channel is built. In
+//! [`Mode::Aggregated`], calls too big for the event simulation (more than `AGGREGATE_ABOVE`
+//! transfers) use a pipeline estimate instead: steady-state max-min rates of every edge busy at
+//! once set the pace, and the first chunk's longest path up and down the fill.
+
+use super::ring::RingRun;
+use super::{Mode, TimingParams};
+use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
+use crate::engine::EventQueue;
+use crate::hw::Cluster;
+use crate::net::{LinkId, Network, PathId};
+use crate::units::{Bytes, Time};
+
+/// Aggregated mode's event budget: above this many flow transfers, the pipeline estimate.
+const AGGREGATE_ABOVE: usize = 400_000;
+
+/// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).
+pub fn btree(n: usize, rank: usize) -> (Option<usize>, Option<usize>, Option<usize>) {
+    let mut bit = 1;
+    while bit < n {
+        if bit & rank != 0 {
+            break;
+        }
+        bit <<= 1;
+    }
+    if rank == 0 {
+        return (None, None, if n > 1 { Some(bit >> 1) } else { None });
+    }
+    let mut up = (rank ^ bit) | (bit << 1);
+    if up >= n {
+        up = rank ^ bit;
+    }
+    let mut low = bit >> 1;
+    let d0 = if low == 0 { None } else { Some(rank - low) };
+    let mut d1 = if low == 0 { None } else { Some(rank + low) };
+    while let Some(d) = d1 {
+        if d < n {
+            break;
+        }
+        low >>= 1;
+        d1 = if low == 0 { None } else { Some(rank + low) };
+    }
+    (Some(up), d0, d1)
+}
+
+/// NCCL's double binary tree (`ncclGetDtree`): tree 1 is tree 0 mirrored (even `n`) or shifted
+/// by one (odd `n`). Returns (parent, children) of `rank` in tree `t`.
+pub fn dtree(n: usize, rank: usize, t: usize) -> (Option<usize>, Vec<usize>) {
+    // Tree 1 renumbers the ranks: mirrored for even n, shifted by one for odd n.
+    let map = |r: usize| match (t, n.is_multiple_of(2)) {
+        (0, _) => r,
+        (_, true) => n - 1 - r,
+        (_, false) => (r + n - 1) % n,
+    };
+    let unmap = |r: usize| match (t, n.is_multiple_of(2)) {
+        (0, _) => r,
+        (_, true) => n - 1 - r,
+        (_, false) => (r + 1) % n,
+    };
+    let (u, d0, d1) = btree(n, map(rank));
+    (u.map(unmap), [d0, d1].into_iter().flatten().map(unmap).collect())
+}
+
+/// One edge of a channel's tree: child rank → parent rank, with the links each way.
+#[derive(Debug, Clone)]
+struct Edge {
+    child: usize,
+    parent: usize,
+    up: PathId,
+    down: PathId,
+    up_delay: Time,
+    down_delay: Time,
+    up_eff: f64,
+    down_eff: f64,
+    /// Whether the sending CTA moves the data itself (NVLink/PCIe), and so pays the
+    /// architecture's sync after each step.
+    up_p2p: bool,
+    down_p2p: bool,
+    up_links: Vec<u32>,
+    down_links: Vec<u32>,
+}
+
+/// Per-rank progress of one channel.
+#[derive(Debug, Clone, Default)]
+struct RankState {
+    /// Per chunk: children contributions arrived.
+    arrived_up: Vec<usize>,
+    /// Chunks sent up (or, at the root, turned around).
+    up_next: usize,
+    up_busy: bool,
+    /// Chunks received from the parent (the root: reduced).
+    down_have: usize,
+    /// Chunks sent down to all children.
+    down_next: usize,
+    /// Child flows of the current down chunk still in flight.
+    down_pending: usize,
+    /// Held by the CTA's sync after a step.
+    down_hold: bool,
+}
+
+/// What a flow or an arrival event refers to.
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    /// Chunk `k` from `edge`'s child reached its parent.
+    UpArrive {
+        ch: usize,
+        edge: usize,
+    },
+    /// Chunk from `edge`'s parent reached its child.
+    DownArrive {
+        ch: usize,
+        edge: usize,
+    },
+    /// A rank's CTA finished its sync after a step it sent up / down.
+    UpRelease {
+        ch: usize,
+        rank: usize,
+    },
+    DownRelease {
+        ch: usize,
+        rank: usize,
+    },
+}
+
+struct Channel {
+    edges: Vec<Edge>,
+    /// Per rank: edge to its parent, edges to its children.
+    parent_edge: Vec<Option<usize>>,
+    child_edges: Vec<Vec<usize>>,
+    root: usize,
+    ranks: Vec<RankState>,
+    /// Per edge: chunks its child has delivered up (they arrive in order).
+    delivered: Vec<usize>,
+}
+
+/// Chunk size of a Tree call (§4.2): one step (Simple BUFFSIZE/8, LL 32 KiB, LL128 576,000 B,
+/// LL128 halved for small messages).
+fn chunk_size(proto: Proto, bytes: u64, nch: u64, nnodes: usize, ppn: usize, buff: Bytes) -> u64 {
+    match proto {
+        Proto::Simple => buff.get() / 8,
+        Proto::LL => 32 * 1024,
+        Proto::LL128 => {
+            let s = 1.0 + (nnodes.max(1) as f64).log2() + 0.1 * ppn as f64;
+            let mut chunk = 576_000u64;
+            let per = |c: u64| bytes as f64 / (nch * c) as f64;
+            while per(chunk) < 64.0 * s / ppn as f64 && chunk > 128 * 1024 {
+                chunk /= 2;
+            }
+            while per(chunk) < 16.0 * s / ppn as f64 && chunk > 32 * 1024 {
+                chunk /= 2;
+            }
+            chunk
+        }
+    }
+}
+
+/// Simulates one Tree AllReduce of `bytes` with `sel`'s protocol and channel count.
+pub fn simulate_allreduce(
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    elt: u64,
+    sel: &Selection,
+    params: &TimingParams,
+    mode: Mode,
+) -> RingRun {
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    let nranks = nnodes * ppn;
+    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+    if nranks < 2 || bytes == 0 {
+        return RingRun { time: params.call_overhead, events: 0 };
+    }
+    let align = 16u64.max(elt);
+    let per_channel = bytes.div_ceil(nch as u64).div_ceil(align) * align;
+    // LL and LL128 stream: every store round carries its own flags, so a rank forwards data one
+    // round after it arrives; Simple forwards whole chunks. A step is one chunk.
+    let step_bytes = chunk_size(sel.proto, bytes, nch as u64, nnodes, ppn, comm.env().buffsize);
+    let chunk = match sel.proto {
+        Proto::Simple => step_bytes,
+        _ => super::ring::stream_unit(sel.proto).min(step_bytes),
+    }
+    .div_ceil(align)
+    .max(1)
+        * align;
+    let units_per_step = step_bytes.div_ceil(chunk).max(1) as usize;
+    let chunks = per_channel.div_ceil(chunk) as usize;
+    let last = per_channel - (chunks as u64 - 1) * chunk;
+    let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
+    let gpu = params.gpu(cluster.spec().gpu.arch);
+    let p = sel.proto as usize;
+    let sync = gpu.sync[p];
+    let efficiency = |class: HopClass| match class {
+        HopClass::Nvlink => gpu.nvlink_efficiency[p],
+        _ => sel.proto.payload_efficiency(),
+    };
+    // Channels differ in their NICs and trees: every one is built.
+    let half = nch.div_ceil(2);
+    let reps: Vec<(usize, f64)> = (0..nch).map(|c| (c, 1.0)).collect();
+    let links = cluster.links();
+    let mut net = Network::new(links);
+    let paths = comm.paths();
+    let latency =
+        |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+    let rank = |node: usize, pos: usize| node * ppn + pos;
+    let mut channels: Vec<Channel> = Vec::new();
+    let mut weights = Vec::new();
+    for &(c, w) in &reps {
+        let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
+        let tree = usize::from(c >= half);
+        let g = &ring.gpus;
+        let nic_of = |gpu: usize| cluster.local_nic(gpu).unwrap_or(0);
+        let mut edges = Vec::new();
+        for node in 0..nnodes {
+            for pos in 1..ppn {
+                let up = paths.gpu_hop(cluster, node, g[pos], g[pos - 1]);
+                let down = paths.gpu_hop(cluster, node, g[pos - 1], g[pos]);
+                edges.push((rank(node, pos), rank(node, pos - 1), up, down));
+            }
+        }
+        let mut inter = Vec::new();
+        for node in 0..nnodes {
+            let (parent, _) = dtree(nnodes, node, tree);
+            if let Some(pn) = parent {
+                let (_, siblings) = dtree(nnodes, pn, tree);
+                let slot = siblings.iter().position(|&s| s == node).unwrap_or(0);
+                let at = if slot == 1 && ppn > 1 { 1 } else { 0 };
+                let (cg, pg) = (g[0], g[at]);
+                let (cn, pnic) = (nic_of(cg), nic_of(pg));
+                let mut up = paths.to_nic(cluster, node, cg, cn);
+                up.extend(cluster.nic_to_nic((node, cn), (pn, pnic)));
+                up.extend(paths.from_nic(cluster, pn, pnic, pg));
+                let mut down = paths.to_nic(cluster, pn, pg, pnic);
+                down.extend(cluster.nic_to_nic((pn, pnic), (node, cn)));
+                down.extend(paths.from_nic(cluster, node, cn, cg));
+                inter.push((rank(node, 0), rank(pn, at), up, down));
+            }
+        }
+        let mut ch = Channel {
+            edges: Vec::new(),
+            parent_edge: vec![None; nranks],
+            child_edges: vec![Vec::new(); nranks],
+            root: 0,
+            ranks: vec![RankState::default(); nranks],
+            delivered: Vec::new(),
+        };
+        let step = |class: HopClass| params.step(class, sel.proto);
+        for (child, parent, up, down) in edges {
+            let e = ch.edges.len();
+            ch.edges.push(Edge {
+                child,
+                parent,
+                up_delay: latency(&up.links) + step(up.class),
+                down_delay: latency(&down.links) + step(down.class),
+                up_eff: efficiency(up.class),
+                down_eff: efficiency(down.class),
+                up_p2p: up.class != HopClass::Net,
+                down_p2p: down.class != HopClass::Net,
+                up_links: up.links.iter().map(|l| l.0).collect(),
+                down_links: down.links.iter().map(|l| l.0).collect(),
+                up: net.add_path(&up.links, links),
+                down: net.add_path(&down.links, links),
+            });
+            ch.parent_edge[child] = Some(e);
+            ch.child_edges[parent].push(e);
+        }
+        for (child, parent, up, down) in inter {
+            let e = ch.edges.len();
+            ch.edges.push(Edge {
+                child,
+                parent,
+                up_delay: latency(&up) + step(HopClass::Net),
+                down_delay: latency(&down) + step(HopClass::Net),
+                up_eff: sel.proto.payload_efficiency(),
+                down_eff: sel.proto.payload_efficiency(),
+                up_p2p: false,
+                down_p2p: false,
+                up_links: up.iter().map(|l| l.0).collect(),
+                down_links: down.iter().map(|l| l.0).collect(),
+                up: net.add_path(&up, links),
+                down: net.add_path(&down, links),
+            });
+            ch.parent_edge[child] = Some(e);
+            ch.child_edges[parent].push(e);
+        }
+        ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
+        ch.delivered = vec![0; ch.edges.len()];
+        for r in &mut ch.ranks {
+            r.arrived_up = vec![0; chunks];
+        }
+        channels.push(ch);
+        weights.push(w);
+    }
+
+    // Aggregated mode runs the event simulation while it is small, and the pipeline estimate
+    // beyond (large trees of many chunks, where fill effects are small).
+    let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
+    if mode == Mode::Aggregated && work > AGGREGATE_ABOVE {
+        let unit = per_channel as f64 / chunks as f64;
+        let t = pipeline_estimate(&channels, links, chunks, unit, units_per_step, sync);
+        return RingRun { time: params.call_overhead + t, events: 0 };
+    }
+    let mut queue: EventQueue<Ev> = EventQueue::new();
+    let mut events = 0u64;
+    let mut finish = Time::ZERO;
+    let total_done = nranks * channels.len();
+    let mut done = 0usize;
+
+    // Token: channel index × 2^40 | edge × 2 | direction (1 = up).
+    let token =
+        |ch: usize, edge: usize, up: bool| ((ch as u64) << 40) | ((edge as u64) << 1) | up as u64;
+
+    let boundary = |k: usize| (k + 1).is_multiple_of(units_per_step) || k + 1 == chunks;
+    /// Starts whatever rank `r` of channel `ci` can send now.
+    #[allow(clippy::too_many_arguments)]
+    fn pump(
+        ci: usize,
+        r: usize,
+        now: Time,
+        chs: &mut [Channel],
+        net: &mut Network,
+        weights: &[f64],
+        chunks: usize,
+        payload: &dyn Fn(usize) -> u64,
+        token: &dyn Fn(usize, usize, bool) -> u64,
+        finish: &mut Time,
+        done: &mut usize,
+    ) {
+        let ch = &mut chs[ci];
+        let nkids = ch.child_edges[r].len();
+        // Reduce: send chunk up once every child's contribution is in.
+        loop {
+            let st = &ch.ranks[r];
+            let k = st.up_next;
+            if st.up_busy || k >= chunks || st.arrived_up[k] < nkids {
+                break;
+            }
+            match ch.parent_edge[r] {
+                Some(e) => {
+                    let edge = &ch.edges[e];
+                    let wire = Bytes::new((payload(k) as f64 / edge.up_eff).ceil() as u64);
+                    net.start_flow(
+                        now,
+                        edge.up,
+                        wire,
+                        f64::INFINITY,
+                        weights[ci],
+                        token(ci, e, true),
+                    );
+                    ch.ranks[r].up_busy = true;
+                    break;
+                }
+                None => {
+                    // The root: reduced chunk k turns around.
+                    ch.ranks[r].up_next += 1;
+                    ch.ranks[r].down_have += 1;
+                }
+            }
+        }
+        // Broadcast: forward received chunks to every child.
+        let st = &ch.ranks[r];
+        if st.down_pending == 0 && !st.down_hold && st.down_next < st.down_have {
+            let k = st.down_next;
+            if nkids == 0 {
+                ch.ranks[r].down_next = ch.ranks[r].down_have;
+            } else {
+                for &e in &ch.child_edges[r] {
+                    let edge = &ch.edges[e];
+                    let wire = Bytes::new((payload(k) as f64 / edge.down_eff).ceil() as u64);
+                    net.start_flow(
+                        now,
+                        edge.down,
+                        wire,
+                        f64::INFINITY,
+                        weights[ci],
+                        token(ci, e, false),
+                    );
+                }
+                ch.ranks[r].down_pending = nkids;
+            }
+        }
+        let st = &ch.ranks[r];
+        if st.down_have == chunks
+            && st.down_next == chunks
+            && st.down_pending == 0
+            && st.up_next == chunks
+        {
+            // Counted once: mark by pushing up_next past chunks.
+            ch.ranks[r].up_next = chunks + 1;
+            *done += 1;
+            *finish = (*finish).max(now);
+        }
+    }
+
+    for ci in 0..channels.len() {
+        for r in 0..nranks {
+            pump(
+                ci,
+                r,
+                Time::ZERO,
+                &mut channels,
+                &mut net,
+                &weights,
+                chunks,
+                &payload,
+                &token,
+                &mut finish,
+                &mut done,
+            );
+        }
+    }
+    loop {
+        let tq = queue.peek_time();
+        let tn = net.next_completion();
+        let flows_first = match (tq, tn) {
+            (None, None) => break,
+            (Some(q), Some(f)) => f <= q,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+        };
+        if let (true, Some(f)) = (flows_first, tn) {
+            queue.advance_to(f);
+            for tok in net.complete_until(f) {
+                events += 1;
+                let (ci, e, up) =
+                    ((tok >> 40) as usize, ((tok >> 1) & ((1 << 39) - 1)) as usize, tok & 1 == 1);
+                let edge = channels[ci].edges[e].clone();
+                if up {
+                    let k = channels[ci].ranks[edge.child].up_next;
+                    channels[ci].ranks[edge.child].up_next += 1;
+                    if edge.up_p2p && sync > Time::ZERO && boundary(k) {
+                        queue.schedule(f + sync, Ev::UpRelease { ch: ci, rank: edge.child });
+                    } else {
+                        channels[ci].ranks[edge.child].up_busy = false;
+                    }
+                    queue.schedule(f + edge.up_delay, Ev::UpArrive { ch: ci, edge: e });
+                    pump(
+                        ci,
+                        edge.child,
+                        f,
+                        &mut channels,
+                        &mut net,
+                        &weights,
+                        chunks,
+                        &payload,
+                        &token,
+                        &mut finish,
+                        &mut done,
+                    );
+                } else {
+                    let any_p2p = channels[ci].child_edges[edge.parent]
+                        .iter()
+                        .any(|&c| channels[ci].edges[c].down_p2p);
+                    let st = &mut channels[ci].ranks[edge.parent];
+                    st.down_pending -= 1;
+                    if st.down_pending == 0 {
+                        let k = st.down_next;
+                        st.down_next += 1;
+                        if any_p2p && sync > Time::ZERO && boundary(k) {
+                            st.down_hold = true;
+                            queue.schedule(f + sync, Ev::DownRelease { ch: ci, rank: edge.parent });
+                        }
+                    }
+                    queue.schedule(f + edge.down_delay, Ev::DownArrive { ch: ci, edge: e });
+                    pump(
+                        ci,
+                        edge.parent,
+                        f,
+                        &mut channels,
+                        &mut net,
+                        &weights,
+                        chunks,
+                        &payload,
+                        &token,
+                        &mut finish,
+                        &mut done,
+                    );
+                }
+            }
+        } else if let Some(q) = tq {
+            while queue.peek_time() == Some(q) {
+                let Some((_, ev)) = queue.pop() else { break };
+                events += 1;
+                match ev {
+                    Ev::UpArrive { ch, edge } => {
+                        let parent = channels[ch].edges[edge].parent;
+                        let k = channels[ch].delivered[edge];
+                        channels[ch].delivered[edge] += 1;
+                        channels[ch].ranks[parent].arrived_up[k] += 1;
+                        let e = channels[ch].edges[edge].clone();
+                        pump(
+                            ch,
+                            e.parent,
+                            q,
+                            &mut channels,
+                            &mut net,
+                            &weights,
+                            chunks,
+                            &payload,
+                            &token,
+                            &mut finish,
+                            &mut done,
+                        );
+                    }
+                    Ev::UpRelease { ch, rank } => {
+                        channels[ch].ranks[rank].up_busy = false;
+                        pump(
+                            ch,
+                            rank,
+                            q,
+                            &mut channels,
+                            &mut net,
+                            &weights,
+                            chunks,
+                            &payload,
+                            &token,
+                            &mut finish,
+                            &mut done,
+                        );
+                    }
+                    Ev::DownRelease { ch, rank } => {
+                        channels[ch].ranks[rank].down_hold = false;
+                        pump(
+                            ch,
+                            rank,
+                            q,
+                            &mut channels,
+                            &mut net,
+                            &weights,
+                            chunks,
+                            &payload,
+                            &token,
+                            &mut finish,
+                            &mut done,
+                        );
+                    }
+                    Ev::DownArrive { ch, edge } => {
+                        let e = channels[ch].edges[edge].clone();
+                        channels[ch].ranks[e.child].down_have += 1;
+                        pump(
+                            ch,
+                            e.child,
+                            q,
+                            &mut channels,
+                            &mut net,
+                            &weights,
+                            chunks,
+                            &payload,
+                            &token,
+                            &mut finish,
+                            &mut done,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    debug_assert!(done <= total_done, "{done} of {total_done}");
+    RingRun { time: params.call_overhead + finish, events }
+}
+
+/// The aggregated estimate: every edge of every channel sending at once at its steady-state
+/// max-min rate; each channel is a pipeline of `chunks` units whose first unit takes the
+/// longest leaf-to-root path up and root-to-leaf path down, and whose others follow at the pace
+/// of its slowest edge.
+fn pipeline_estimate(
+    channels: &[Channel],
+    links: &[crate::net::Link],
+    chunks: usize,
+    unit: f64,
+    units_per_step: usize,
+    sync: Time,
+) -> Time {
+    use crate::net::solver::{FlowSpec, max_min_rates};
+    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let solve = |paths: Vec<&Vec<u32>>| {
+        let specs: Vec<FlowSpec<'_>> = paths
+            .into_iter()
+            .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 })
+            .collect();
+        max_min_rates(&caps, &specs)
+    };
+    // Steady state: every edge of every channel busy both ways.
+    let steady = solve(
+        channels
+            .iter()
+            .flat_map(|c| c.edges.iter())
+            .flat_map(|e| [&e.up_links, &e.down_links])
+            .collect(),
+    );
+    // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
+    let nedges = channels.iter().map(|c| c.edges.len()).max().unwrap_or(0);
+    let mut fill_up = vec![vec![0.0; nedges]; channels.len()];
+    let mut fill_down = vec![vec![0.0; nedges]; channels.len()];
+    for e in 0..nedges {
+        let who: Vec<usize> =
+            (0..channels.len()).filter(|&c| e < channels[c].edges.len()).collect();
+        let up = solve(who.iter().map(|&c| &channels[c].edges[e].up_links).collect());
+        let down = solve(who.iter().map(|&c| &channels[c].edges[e].down_links).collect());
+        for (k, &c) in who.iter().enumerate() {
+            fill_up[c][e] = up[k];
+            fill_down[c][e] = down[k];
+        }
+    }
+    let sync_per_unit = sync.as_secs_f64() / units_per_step as f64;
+    let mut worst = 0.0f64;
+    let mut i = 0;
+    for (ci, c) in channels.iter().enumerate() {
+        let n = c.ranks.len();
+        // The CTA's sync holds the sender, not the data: it slows the pace, not the first unit.
+        let cost = |rate: f64, eff: f64, p2p: bool| {
+            unit / eff / rate.max(1.0) + if p2p { sync_per_unit } else { 0.0 }
+        };
+        let fill = |rate: f64, eff: f64| unit / eff / rate.max(1.0);
+        let mut pace = 0.0f64;
+        for e in &c.edges {
+            pace = pace.max(cost(steady[i], e.up_eff, e.up_p2p));
+            pace = pace.max(cost(steady[i + 1], e.down_eff, e.down_p2p));
+            i += 2;
+        }
+        // Longest path up: a rank is ready when its slowest child's unit has arrived.
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        let mut stack = vec![c.root];
+        while let Some(r) = stack.pop() {
+            order.push(r);
+            for &e in &c.child_edges[r] {
+                stack.push(c.edges[e].child);
+            }
+        }
+        let mut ready = vec![0.0f64; n];
+        for &r in order.iter().rev() {
+            for &e in &c.child_edges[r] {
+                let edge = &c.edges[e];
+                let t = ready[edge.child]
+                    + fill(fill_up[ci][e], edge.up_eff)
+                    + edge.up_delay.as_secs_f64();
+                ready[r] = ready[r].max(t);
+            }
+        }
+        let mut reach = vec![0.0f64; n];
+        let mut down = 0.0f64;
+        for &r in &order {
+            for &e in &c.child_edges[r] {
+                let edge = &c.edges[e];
+                reach[edge.child] = reach[r]
+                    + fill(fill_down[ci][e], edge.down_eff)
+                    + edge.down_delay.as_secs_f64();
+                down = down.max(reach[edge.child]);
+            }
+        }
+        let t = ready[c.root] + down + chunks.saturating_sub(1) as f64 * pace;
+        worst = worst.max(t);
+    }
+    Time::from_secs_f64_ceil(worst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_trees_match_ncclgetbtree() {
+        // nccl-model.md §3.5: for 14 nodes, 0 -> 8, 8 -> {4, 12}, 4 -> {2, 6}.
+        assert_eq!(btree(14, 0), (None, None, Some(8)));
+        assert_eq!(btree(14, 8), (Some(0), Some(4), Some(12)));
+        assert_eq!(btree(14, 4), (Some(8), Some(2), Some(6)));
+        assert_eq!(btree(14, 12), (Some(8), Some(10), Some(13)));
+        // Every rank but the root has exactly one parent that lists it as a child.
+        for n in 1..40 {
+            for t in 0..2 {
+                let roots = (0..n).filter(|&r| dtree(n, r, t).0.is_none()).count();
+                assert_eq!(roots, 1, "n={n} t={t}");
+                for r in 0..n {
+                    if let Some(p) = dtree(n, r, t).0 {
+                        assert!(dtree(n, p, t).1.contains(&r), "n={n} t={t} r={r}");
+                    }
+                }
+            }
+        }
+        // Two nodes: each is the root of one tree.
+        assert_eq!(dtree(2, 0, 0).0, None);
+        assert_eq!(dtree(2, 1, 1).0, None);
+    }
+}
