@@ -98,6 +98,23 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: SimFmt,
     },
+    /// Take one call apart: NCCL's cost table, its choice, the simulated time and what bounds it.
+    Explain {
+        #[command(flatten)]
+        common: Common,
+        /// Collective (all_reduce, all_gather, reduce_scatter).
+        #[arg(long, default_value = "all_reduce")]
+        collective: String,
+        /// Bytes, as nccl-tests' size column (bare number = bytes; K/M/G binary; or "64 MiB").
+        #[arg(long)]
+        bytes: String,
+        /// Data type, as nccl-tests -d.
+        #[arg(long, default_value = "float")]
+        dtype: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: ValFmt,
+    },
     /// Hardware: show a topology as nvidia-smi and NCCL see it.
     Topo {
         #[command(subcommand)]
@@ -346,6 +363,55 @@ fn run(cli: Cli) -> Result<()> {
             config::parse_topology("imported topology", &toml)?;
             let mut out = open_output(output.as_deref())?;
             out.write_all(toml.as_bytes())?;
+            out.flush()?;
+        }
+        Command::Explain { common, collective, bytes, dtype, format } => {
+            if common.topology.is_none() {
+                bail!("explain needs --topology (a preset name or a topology TOML)");
+            }
+            let s = apply_common(None, &common)?;
+            let coll = Collective::parse(&collective)
+                .ok_or_else(|| anyhow!("--collective {collective}: unknown collective"))?;
+            let dt = DataType::parse(&dtype)
+                .ok_or_else(|| anyhow!("--dtype {dtype}: unknown data type"))?;
+            let size = parse_size("--bytes", &bytes)?.get();
+            let spec = SweepSpec {
+                collective: coll,
+                min_bytes: Bytes::new(size),
+                max_bytes: Bytes::new(size),
+                factor: 2,
+                dtype: dt,
+                op: ReduceOp::Sum,
+            };
+            let profile = load_profile(common.profile.as_deref())?;
+            let (cluster, comm, _) = collsim::build(&s)?;
+            collsim::workload::sweep::check_supported(&spec, &comm)?;
+            let elt = dt.size();
+            let n = comm.nranks() as u64;
+            // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.
+            let nbytes = match coll {
+                Collective::AllGather | Collective::ReduceScatter => {
+                    size / n / 16 * 16 / elt * elt * n
+                }
+                _ => size / elt * elt,
+            };
+            let e = report::explain::Explanation::new(
+                &cluster,
+                &comm,
+                coll,
+                nbytes,
+                elt,
+                &profile,
+                mode(common.mode),
+            );
+            let mut out = open_output(common.output.as_deref())?;
+            match format {
+                ValFmt::Table => e.write_text(&mut out)?,
+                ValFmt::Json => {
+                    serde_json::to_writer_pretty(&mut out, &e)?;
+                    writeln!(out)?;
+                }
+            }
             out.flush()?;
         }
         Command::Validate { log, common, collective, format } => {

@@ -399,40 +399,67 @@ impl Communicator {
         Selection { algo, proto, nchannels, nccl_choice: nccl.map(|(a, p, _)| (a, p)) }
     }
 
+    /// Why NCCL would not run `algo`/`proto` for `coll` here (None: it is enabled).
+    pub fn disabled_reason(&self, coll: Collective, algo: Algo, proto: Proto) -> Option<String> {
+        if !tuning::algos_for(coll).contains(&algo) {
+            return Some(format!("NCCL has no {} for {}", algo.name(), coll.name()));
+        }
+        if !self.env.algos.contains(&algo) {
+            return Some("excluded by NCCL_ALGO".into());
+        }
+        if !self.env.protos.contains(&proto) {
+            return Some("excluded by NCCL_PROTO".into());
+        }
+        if self.tuning.cost(coll, algo, proto).bw > 0.0 {
+            return None;
+        }
+        Some(match algo {
+            Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain | Algo::Pat
+                if proto != Proto::Simple =>
+            {
+                format!("{} runs Simple only", algo.name())
+            }
+            Algo::Nvls if self.nvls.is_none() => {
+                "NVLS needs NVLink SHARP (NVSwitch gen3 with nvls = true, sm90+) and more than 2 GPUs per node".into()
+            }
+            Algo::Nvls if self.nnodes > 1 => "multi-node NVLS needs IB SHARP (CollNet), which is off".into(),
+            Algo::Nvls => "NVLS is off (NCCL_NVLS_ENABLE=0)".into(),
+            Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
+            Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),
+            Algo::CollNetDirect | Algo::CollNetChain => {
+                "CollNet needs NCCL_COLLNET_ENABLE=1 and SHARP-capable switches (network.sharp = true)".into()
+            }
+            Algo::Pat => "PAT needs exactly one GPU per node across several nodes".into(),
+            _ if proto == Proto::LL128 => {
+                "LL128 needs NVLink inside nodes and NICs under the GPUs' PCIe switches".into()
+            }
+            _ => "disabled".into(),
+        })
+    }
+
     /// Whether NCCL would accept NCCL_ALGO for `coll` here: at least one allowed algorithm is
     /// enabled on this hardware; if not, why each is refused.
     pub fn check_algos(&self, coll: Collective) -> Result<(), String> {
-        let allowed: Vec<Algo> = self.env.algos.clone();
-        let enabled = allowed.iter().any(|&a| {
-            tuning::algos_for(coll).contains(&a)
-                && Proto::ALL
-                    .iter()
-                    .any(|&p| self.env.protos.contains(&p) && self.tuning.cost(coll, a, p).bw > 0.0)
-        });
+        let enabled = self
+            .env
+            .algos
+            .iter()
+            .any(|&a| Proto::ALL.iter().any(|&p| self.disabled_reason(coll, a, p).is_none()));
         if enabled {
             return Ok(());
         }
-        let reasons: Vec<String> = allowed
+        let reasons: Vec<String> = self
+            .env
+            .algos
             .iter()
             .map(|&a| {
-                if !tuning::algos_for(coll).contains(&a) {
-                    format!("NCCL has no {} for {}", a.name(), coll.name())
-                } else {
-                    match a {
-                        Algo::Nvls if self.nvls.is_none() => {
-                            "NVLS needs NVLink SHARP (NVSwitch gen3 with nvls = true, sm90+) and more than 2 GPUs per node".into()
-                        }
-                        Algo::Nvls => "multi-node NVLS needs IB SHARP (CollNet), which is off".into(),
-                        Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
-                        Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),
-                        Algo::CollNetDirect | Algo::CollNetChain => {
-                            "CollNet needs NCCL_COLLNET_ENABLE=1 and SHARP-capable switches (network.sharp = true)".into()
-                        }
-                        Algo::Pat => "PAT needs exactly one GPU per node across several nodes".into(),
-                        _ => format!("{} is disabled by NCCL_PROTO", a.name()),
-                    }
-                }
+                // The reason for Simple names the hardware; the others add "Simple only".
+                self.disabled_reason(coll, a, Proto::Simple)
+                    .or_else(|| self.disabled_reason(coll, a, Proto::LL))
+                    .unwrap_or_else(|| "disabled".into())
             })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         Err(format!("NCCL would refuse it: {}", reasons.join("; ")))
     }

@@ -89,6 +89,30 @@ pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), Swee
     Ok(())
 }
 
+/// Simulates one call of `coll` on `bytes` (NCCL's count × element size) with the algorithm,
+/// protocol and channels of `sel`.
+#[allow(clippy::too_many_arguments)]
+pub fn simulate_call(
+    cluster: &Cluster,
+    comm: &Communicator,
+    coll: Collective,
+    bytes: u64,
+    elt: u64,
+    sel: &crate::comm::Selection,
+    params: &TimingParams,
+    mode: Mode,
+) -> ring::RingRun {
+    match sel.algo {
+        crate::comm::Algo::Nvls => {
+            nvls::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
+        }
+        crate::comm::Algo::Tree => {
+            tree::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
+        }
+        _ => ring::simulate(coll, cluster, comm, bytes, elt, sel, params, mode),
+    }
+}
+
 /// Simulates one size.
 pub fn run_size(
     cluster: &Cluster,
@@ -115,15 +139,7 @@ pub fn run_size(
         }
     };
     let sel = comm.select(coll, bytes);
-    let run = match sel.algo {
-        crate::comm::Algo::Nvls => {
-            nvls::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode)
-        }
-        crate::comm::Algo::Tree => {
-            tree::simulate_allreduce(cluster, comm, bytes, elt, &sel, params, mode)
-        }
-        _ => ring::simulate(coll, cluster, comm, bytes, elt, &sel, params, mode),
-    };
+    let run = simulate_call(cluster, comm, coll, bytes, elt, &sel, params, mode);
     let time_us = run.time.as_us();
     let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {

@@ -89,3 +89,38 @@ fn every_format_renders() {
     assert_eq!(json["scenario"]["sweep"]["dtype"], "float");
     assert_eq!(json["scenario"]["gpus_per_node"], 8);
 }
+
+#[test]
+fn explain_takes_a_call_apart() {
+    let out = collsim_ok(&[
+        "explain",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+        "--collective",
+        "all_reduce",
+        "--bytes",
+        "256MiB",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["table"].as_array().unwrap().len(), 21); // 7 algorithms × 3 protocols
+    assert_eq!(v["nccl_choice"], "NVLS/SIMPLE");
+    assert_eq!(v["simulated"][0], "NVLS");
+    let (t, l, b) = (
+        v["time_us"].as_f64().unwrap(),
+        v["latency_part_us"].as_f64().unwrap(),
+        v["bandwidth_part_us"].as_f64().unwrap(),
+    );
+    assert!((t - l - b).abs() < 1e-6 && b > l, "{t} {l} {b}");
+    // The bound: a GPU's NVLink (18 × 20.6 GB/s) in NVLS's reduce and store flows.
+    assert_eq!(v["bottleneck"]["class"], "nvlink");
+    assert!((v["bottleneck"]["capacity_gbps"].as_f64().unwrap() - 370.8).abs() < 0.1);
+    let text =
+        collsim_ok(&["explain", "--topology", "dgx-a100", "--nodes", "2", "--bytes", "4MiB"]);
+    assert!(
+        text.contains("disabled: NVLS needs NVLink SHARP") && text.contains("NCCL would pick:")
+    );
+}

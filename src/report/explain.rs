@@ -1,0 +1,232 @@
+//! `collsim explain`: one call taken apart — NCCL's cost table (every algorithm × protocol with
+//! its modelled latency and bandwidth, or why it is disabled), NCCL's choice, what collsim
+//! runs, and the simulated time split into its latency-bound and bandwidth-bound parts with the
+//! link that bounds it.
+
+use std::io::{self, Write};
+
+use crate::collective::{Collective, Mode, TimingParams};
+use crate::comm::{Algo, Communicator, Proto, Selection};
+use crate::hw::{Cluster, Vertex};
+use crate::net::LinkId;
+use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::workload::sweep::simulate_call;
+
+/// One entry of NCCL's cost table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CostRow {
+    /// Algorithm.
+    pub algo: &'static str,
+    /// Protocol.
+    pub proto: &'static str,
+    /// NCCL's modelled latency, µs (None when disabled).
+    pub latency_us: Option<f64>,
+    /// NCCL's modelled algorithm bandwidth, GB/s.
+    pub bandwidth_gbps: Option<f64>,
+    /// NCCL's predicted time for this call, µs.
+    pub time_us: Option<f64>,
+    /// Why NCCL would not run it.
+    pub disabled: Option<String>,
+}
+
+/// The link that bounds the call in steady state.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Bottleneck {
+    /// Link class (nvlink, pcie, sys, net).
+    pub class: String,
+    /// Capacity, GB/s.
+    pub capacity_gbps: f64,
+    /// Flows sharing it when every channel sends.
+    pub flows: usize,
+    /// Each flow's share, GB/s.
+    pub per_flow_gbps: f64,
+}
+
+/// Everything `explain` prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Explanation {
+    /// The collective.
+    pub collective: Collective,
+    /// NCCL's byte count for the call.
+    pub bytes: u64,
+    /// Ranks, nodes.
+    pub nranks: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// NCCL's cost table.
+    pub table: Vec<CostRow>,
+    /// NCCL's choice, "ALGO/PROTO".
+    pub nccl_choice: Option<String>,
+    /// What collsim simulates: algorithm, protocol, channels.
+    pub simulated: (String, String, usize),
+    /// Simulated time, µs.
+    pub time_us: f64,
+    /// The time of the same call with a near-empty buffer: call overhead and latency steps.
+    pub latency_part_us: f64,
+    /// The rest: moving the bytes.
+    pub bandwidth_part_us: f64,
+    /// The bounding link, where collsim can say.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Vec<Vec<LinkId>> {
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    match sel.algo {
+        Algo::Ring => comm.channels()[..sel.nchannels.min(comm.channels().len())]
+            .iter()
+            .flat_map(|ch| (0..ppn).map(move |i| comm.hop_path(cluster, ch, 0, i, 1 % nnodes).0))
+            .collect(),
+        Algo::Nvls => {
+            let up: Vec<LinkId> =
+                (0..ppn).map(|g| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0]).collect();
+            let down: Vec<LinkId> =
+                (0..ppn).map(|g| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0]).collect();
+            (0..ppn)
+                .flat_map(|g| {
+                    let mut r = up.clone();
+                    r.push(down[g]);
+                    let mut s = vec![up[g]];
+                    s.extend(down.iter().copied());
+                    (0..sel.nchannels).flat_map(move |_| [r.clone(), s.clone()])
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn bottleneck(cluster: &Cluster, paths: &[Vec<LinkId>]) -> Option<Bottleneck> {
+    if paths.is_empty() {
+        return None;
+    }
+    let links = cluster.links();
+    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+    let specs: Vec<FlowSpec<'_>> =
+        raw.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    let rates = max_min_rates(&caps, &specs);
+    let mut load = vec![0.0f64; links.len()];
+    let mut count = vec![0usize; links.len()];
+    for (p, r) in raw.iter().zip(&rates) {
+        for &l in p {
+            load[l as usize] += r;
+            count[l as usize] += 1;
+        }
+    }
+    // The slowest flow's most loaded link.
+    let slowest = (0..rates.len()).min_by(|&a, &b| rates[a].total_cmp(&rates[b]))?;
+    let l = raw[slowest].iter().copied().max_by(|&a, &b| {
+        (load[a as usize] / caps[a as usize]).total_cmp(&(load[b as usize] / caps[b as usize]))
+    })? as usize;
+    Some(Bottleneck {
+        class: links[l].class.to_string(),
+        capacity_gbps: caps[l] / 1e9,
+        flows: count[l],
+        per_flow_gbps: rates[slowest] / 1e9,
+    })
+}
+
+impl Explanation {
+    /// Explains one call of `coll` on `bytes`.
+    pub fn new(
+        cluster: &Cluster,
+        comm: &Communicator,
+        coll: Collective,
+        bytes: u64,
+        elt: u64,
+        params: &TimingParams,
+        mode: Mode,
+    ) -> Explanation {
+        let t = comm.tuning();
+        let mut table = Vec::new();
+        for a in Algo::ALL {
+            for p in Proto::ALL {
+                let disabled = comm.disabled_reason(coll, a, p);
+                let c = t.cost(coll, a, p);
+                let on = disabled.is_none();
+                table.push(CostRow {
+                    algo: a.name(),
+                    proto: p.name(),
+                    latency_us: on.then_some(c.lat_us),
+                    bandwidth_gbps: on.then_some(c.bw),
+                    time_us: if on { t.time_us(coll, a, p, bytes) } else { None },
+                    disabled,
+                });
+            }
+        }
+        let sel = comm.select(coll, bytes);
+        let run = simulate_call(cluster, comm, coll, bytes, elt, &sel, params, mode);
+        let tiny = (elt * comm.nranks() as u64).max(elt);
+        let lat = simulate_call(cluster, comm, coll, tiny, elt, &sel, params, mode);
+        let time_us = run.time.as_us();
+        let latency_part_us = lat.time.as_us().min(time_us);
+        Explanation {
+            collective: coll,
+            bytes,
+            nranks: comm.nranks(),
+            nodes: comm.nnodes(),
+            table,
+            nccl_choice: sel.nccl_choice.map(|(a, p)| format!("{}/{}", a.name(), p.name())),
+            simulated: (sel.algo.name().to_string(), sel.proto.name().to_string(), sel.nchannels),
+            time_us,
+            latency_part_us,
+            bandwidth_part_us: time_us - latency_part_us,
+            bottleneck: bottleneck(cluster, &steady_paths(cluster, comm, &sel)),
+        }
+    }
+
+    /// The text form.
+    pub fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{} of {} bytes on {} ranks ({} node(s))",
+            self.collective.name(),
+            self.bytes,
+            self.nranks,
+            self.nodes
+        )?;
+        writeln!(out)?;
+        writeln!(out, "NCCL's cost table (time = latency + bytes / bandwidth):")?;
+        writeln!(
+            out,
+            "  {:<15} {:<7} {:>12} {:>14} {:>12}",
+            "algorithm", "proto", "latency(us)", "algbw(GB/s)", "time(us)"
+        )?;
+        for r in &self.table {
+            match &r.disabled {
+                Some(why) => writeln!(out, "  {:<15} {:<7} disabled: {why}", r.algo, r.proto)?,
+                None => writeln!(
+                    out,
+                    "  {:<15} {:<7} {:>12.1} {:>14.1} {:>12.1}",
+                    r.algo,
+                    r.proto,
+                    r.latency_us.unwrap_or(0.0),
+                    r.bandwidth_gbps.unwrap_or(0.0),
+                    r.time_us.unwrap_or(0.0)
+                )?,
+            }
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "NCCL would pick: {}",
+            self.nccl_choice.as_deref().unwrap_or("nothing (all disabled)")
+        )?;
+        let (a, p, ch) = &self.simulated;
+        writeln!(out, "collsim simulates: {a}/{p} on {ch} channel(s)")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "simulated time {:.2} us = {:.2} us latency (the same call on an almost empty buffer: call overhead and per-step latencies) + {:.2} us moving the bytes",
+            self.time_us, self.latency_part_us, self.bandwidth_part_us
+        )?;
+        match &self.bottleneck {
+            Some(b) => writeln!(
+                out,
+                "bottleneck: a {} link of {:.1} GB/s shared by {} flows, {:.2} GB/s each, when every channel sends",
+                b.class, b.capacity_gbps, b.flows, b.per_flow_gbps
+            ),
+            None => writeln!(out, "bottleneck: not summarised for this algorithm yet"),
+        }
+    }
+}
