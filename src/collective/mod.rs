@@ -2,6 +2,7 @@
 //! slices, and from those to flows on the network, driven by the event engine. One file per
 //! algorithm; only the ring ([`ring`]) exists so far.
 
+pub mod chain;
 pub mod nvls;
 pub mod ring;
 pub mod tree;

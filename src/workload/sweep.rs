@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, nvls, ring, tree};
+use crate::collective::{Collective, Mode, TimingParams, chain, nvls, ring, tree};
 use crate::comm::Communicator;
 use crate::config::SweepSpec;
 use crate::hw::Cluster;
@@ -71,10 +71,7 @@ pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
 
 /// Checks that `spec` can be simulated on `comm`.
 pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
-    if !matches!(
-        spec.collective,
-        Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter
-    ) {
+    if matches!(spec.collective, Collective::AllToAll | Collective::SendRecv) {
         return Err(SweepError::Unsupported(spec.collective.name()));
     }
     let nnodes = comm.nnodes();
@@ -108,6 +105,9 @@ pub fn simulate_call(
         }
         crate::comm::Algo::Tree => {
             tree::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
+        }
+        _ if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
+            chain::simulate(coll, cluster, comm, bytes, elt, sel, params, mode)
         }
         _ => ring::simulate(coll, cluster, comm, bytes, elt, sel, params, mode),
     }
