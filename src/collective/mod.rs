@@ -4,6 +4,7 @@
 
 pub mod chain;
 pub mod nvls;
+pub mod p2p;
 pub mod ring;
 pub mod tree;
 

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, chain, nvls, ring, tree};
+use crate::collective::{Collective, Mode, TimingParams, chain, nvls, p2p, ring, tree};
 use crate::comm::Communicator;
 use crate::config::SweepSpec;
 use crate::hw::Cluster;
@@ -72,7 +72,7 @@ pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
 /// Checks that `spec` can be simulated on `comm`.
 pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
     if matches!(spec.collective, Collective::AllToAll | Collective::SendRecv) {
-        return Err(SweepError::Unsupported(spec.collective.name()));
+        return Ok(());
     }
     let nnodes = comm.nnodes();
     let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
@@ -124,6 +124,34 @@ pub fn run_size(
 ) -> Row {
     let elt = spec.dtype.size();
     let coll = spec.collective;
+    if matches!(coll, Collective::AllToAll | Collective::SendRecv) {
+        // nccl-tests: SendRecv's count is the message; AllToAll's the per-peer count, trimmed
+        // to 16 bytes per peer, its size the whole buffer.
+        let n = comm.nranks() as u64;
+        let (count, bytes) = match coll {
+            Collective::AllToAll => {
+                let per_peer = size / n / 16 * 16;
+                (per_peer / elt, per_peer / elt * elt * n)
+            }
+            _ => (size / elt, size / elt * elt),
+        };
+        let r = p2p::simulate(coll, cluster, comm, bytes, params);
+        let time_us = r.run.time.as_us();
+        let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
+        return Row {
+            size_bytes: bytes,
+            count,
+            dtype: spec.dtype.name(),
+            redop: "none",
+            time_us,
+            algbw,
+            busbw: algbw * coll.busbw_factor(comm.nranks()),
+            algo: "P2P",
+            proto: r.proto.name(),
+            channels: r.channels,
+            nccl_choice: "P2P".into(),
+        };
+    }
     // nccl-tests' size column and NCCL's byte count: per-rank counts for AllGather and
     // ReduceScatter (trimmed to 16 bytes per rank), total counts otherwise.
     let (count, bytes) = match coll {

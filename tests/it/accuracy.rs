@@ -183,3 +183,16 @@ fn h100_nvls_all_reduce_within_8_percent_from_32_mib() {
     let w = worst(&v, |r| r["size_bytes"].as_u64().unwrap() >= 32 << 20);
     assert!(w <= 8.0, "{w}");
 }
+
+#[test]
+fn h100_alltoall_and_sendrecv_held_out() {
+    for (log, coll, median_bound) in [
+        ("H100_1N8G_ALLTOALL_XXRJUN", "alltoall", 12.0),
+        ("H100_1N8G_SENDRECV_XXRJUN", "sendrecv", 3.0),
+    ] {
+        let v = validate_coll(log, coll);
+        assert_eq!(rows(&v).len(), 10, "{log}");
+        let m = v["median_abs_error_pct"].as_f64().unwrap();
+        assert!(m <= median_bound, "{log}: {m}");
+    }
+}

@@ -287,3 +287,18 @@ fn broadcast_and_reduce_chains() {
         assert!(rel < 0.15, "{bytes}: detailed {} aggregated {}", d.time, a.time);
     }
 }
+
+#[test]
+fn alltoall_across_nodes_is_bound_by_one_nic_per_gpu() {
+    use collsim::collective::p2p;
+    // Two DGX-H100s: each GPU sends half its buffer to the other node through its own NDR NIC
+    // (48 GB/s behind PCIe gen5), the other half over NVLink, which is far faster.
+    let (cluster, comm) = setup("dgx-h100", 2, 8, &[]);
+    let p = params(Time::ZERO);
+    let bytes = 1u64 << 30;
+    let r = p2p::simulate(Collective::AllToAll, &cluster, &comm, bytes, &p);
+    let floor = bytes as f64 / 2.0 / 48e9;
+    let t = r.run.time.as_secs_f64();
+    assert!(t >= floor && t < floor * 1.02, "{t} vs {floor}");
+    assert_eq!(r.proto, Proto::Simple);
+}

@@ -1,0 +1,131 @@
+//! Point-to-point: SendRecv (each rank to the next) and AllToAll (each rank to every other),
+//! with NCCL's p2p channels and chunks (`nccl-model.md` §3.9).
+//!
+//! Every peer pair moves its bytes over `channels` flows on its route — NVLink or PCIe inside a
+//! node, the GPU's own NIC across nodes, so that across nodes a GPU's AllToAll is bound by one
+//! NIC. All pairs send at once and share links by max-min fairness; each flow's time is its
+//! bytes at its steady-state rate, plus the first chunk's latency (the rest pipeline behind it).
+//! Both modes use this steady-state estimate.
+
+use super::ring::RingRun;
+use super::{Collective, TimingParams};
+use crate::comm::{Communicator, HopClass, Proto};
+use crate::hw::{Cluster, PathType};
+use crate::net::LinkId;
+use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::units::Time;
+
+/// What a p2p call ran: protocol and channels per peer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct P2pRun {
+    /// Time as nccl-tests reports it.
+    pub run: RingRun,
+    /// LL up to NCCL_P2P_LL_THRESHOLD (16 KiB per peer), else Simple.
+    pub proto: Proto,
+    /// Channels per peer pair (the largest).
+    pub channels: usize,
+}
+
+fn pow2_ceil(n: usize) -> usize {
+    n.max(1).next_power_of_two()
+}
+
+fn pow2_floor(n: usize) -> usize {
+    if n == 0 { 1 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) }
+}
+
+/// Simulates one SendRecv or AllToAll; `bytes` is nccl-tests' size (per rank: the message for
+/// SendRecv, the whole send buffer for AllToAll).
+pub fn simulate(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    params: &TimingParams,
+) -> P2pRun {
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    let n = nnodes * ppn;
+    let per_peer = match coll {
+        Collective::AllToAll => bytes / n as u64,
+        _ => bytes,
+    };
+    let proto = if per_peer <= 16 * 1024 { Proto::LL } else { Proto::Simple };
+    if n < 2 || per_peer == 0 {
+        return P2pRun {
+            run: RingRun { time: params.call_overhead, events: 0 },
+            proto,
+            channels: 1,
+        };
+    }
+    let spec = cluster.spec();
+    let paths = comm.paths();
+    let total = pow2_floor(comm.channels().len().min(64));
+    let per_link = spec.nvlink.as_ref().map_or(1.0, |n| n.bandwidth_per_link.gbyte_per_s());
+    let pairs: Vec<(usize, usize)> = match coll {
+        Collective::AllToAll => {
+            (0..n).flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d))).collect()
+        }
+        _ => (0..n).map(|s| (s, (s + 1) % n)).collect(),
+    };
+    let links = cluster.links();
+    let latency =
+        |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+    struct Flow {
+        path: Vec<u32>,
+        bytes: f64,
+        delay: Time,
+        eff: f64,
+    }
+    let mut flows = Vec::new();
+    let mut max_ch = 1;
+    let gpu = params.gpu(spec.gpu.arch);
+    for &(s, d) in &pairs {
+        let (sn, sg, dn, dg) = (s / ppn, s % ppn, d / ppn, d % ppn);
+        let (route, class, chans, chunk) = if sn == dn {
+            let hop = paths.gpu_hop(cluster, sn, sg, dg);
+            let nvl = hop.ty <= PathType::Nvb;
+            let bw = cluster.path_bandwidth(&hop.links).gbyte_per_s();
+            let ch = if nvl { 2 * ((bw / per_link).floor() as usize).max(1) } else { 2 };
+            let chunk = if nvl { 512 * 1024 } else { 128 * 1024 };
+            (hop.links, hop.class, ch, chunk)
+        } else {
+            let (snic, dnic) =
+                (cluster.local_nic(sg).unwrap_or(0), cluster.local_nic(dg).unwrap_or(0));
+            let mut p = paths.to_nic(cluster, sn, sg, snic);
+            p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));
+            p.extend(paths.from_nic(cluster, dn, dnic, dg));
+            let nics = cluster.gpu_nics(sg).len().max(1);
+            let net_bw = cluster.nic_path_bandwidth(sg, snic).gbyte_per_s();
+            (p, HopClass::Net, nics.max((net_bw / 14.0).ceil() as usize), 128 * 1024)
+        };
+        let chans = pow2_ceil(chans).min(total).max(1);
+        max_ch = max_ch.max(chans);
+        // Chunks pipeline behind the first one: only its latency shows (NCCL's p2p chunk is
+        // 512 KiB over NVLink, 128 KiB otherwise, at most NCCL_BUFFSIZE/8).
+        let _chunk = chunk.min(comm.env().buffsize.get() / 8);
+        let eff = match class {
+            HopClass::Nvlink => gpu.nvlink_efficiency[proto as usize],
+            _ => proto.payload_efficiency(),
+        };
+        let per_flow = per_peer as f64 / chans as f64;
+        let delay = latency(&route) + params.step(class, proto);
+        let path: Vec<u32> = route.iter().map(|l| l.0).collect();
+        for _ in 0..chans {
+            flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff });
+        }
+    }
+    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let specs: Vec<FlowSpec<'_>> =
+        flows.iter().map(|f| FlowSpec { path: &f.path, cap: f64::INFINITY, weight: 1.0 }).collect();
+    let rates = max_min_rates(&caps, &specs);
+    let worst = flows
+        .iter()
+        .zip(&rates)
+        .map(|(f, r)| f.bytes / f.eff / r.max(1.0) + f.delay.as_secs_f64())
+        .fold(0.0f64, f64::max);
+    P2pRun {
+        run: RingRun { time: params.call_overhead + Time::from_secs_f64_ceil(worst), events: 0 },
+        proto,
+        channels: max_ch,
+    }
+}
