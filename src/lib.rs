@@ -82,7 +82,7 @@ pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary)
         ring_graph: comm.ring_graph(),
         nvls_graph: comm.nvls_graph(),
         cuda_channels: comm.channels().len(),
-        nccl_tables: comm::tuning::NCCL_VERSION,
+        nccl_tables: env.version.tables(),
         ignored_nccl: env.ignored.clone(),
     };
     Ok((cluster, comm, summary))

@@ -57,6 +57,9 @@ struct Common {
     /// An NCCL environment variable, KEY=VALUE (repeatable).
     #[arg(long = "nccl", value_name = "KEY=VALUE")]
     nccl: Vec<String>,
+    /// Which NCCL release's cost-model tables choose algorithms (2.18 … 2.30; default 2.30).
+    #[arg(long, value_name = "VERSION")]
+    nccl_version: Option<String>,
     /// Timing profile TOML (default: the built-in calibration/profiles/default.toml).
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -255,6 +258,10 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         let (k, v) = NcclEnv::split_pair(kv).map_err(|e| anyhow!(e))?;
         s.nccl.retain(|(key, _)| *key != k);
         s.nccl.push((k, v));
+    }
+    if let Some(v) = &c.nccl_version {
+        s.nccl.retain(|(key, _)| key != "version");
+        s.nccl.push(("version".into(), v.clone()));
     }
     // Reject bad values now and list the variables the model does not use.
     let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::tuning::NcclVersion;
 use super::{Algo, Proto};
 use crate::hw::PathType;
 use crate::units::Bytes;
@@ -33,6 +34,8 @@ pub struct NcclEnv {
     /// NCCL_NET_GDR_LEVEL: the worst GPU–NIC path type that may use GPUDirect RDMA (None:
     /// NCCL's default, PXB).
     pub gdr_level: Option<PathType>,
+    /// Which NCCL release's cost-model tables to use (scenario `nccl.version`).
+    pub version: NcclVersion,
     /// NCCL_NVLS_NCHANNELS.
     pub nvls_nchannels: Option<usize>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
@@ -66,6 +69,7 @@ impl Default for NcclEnv {
             socket_streams: None,
             pxn_disable: false,
             nvls_nchannels: None,
+            version: NcclVersion::V2_28,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -202,6 +206,13 @@ impl NcclEnv {
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
+                "version" => {
+                    env.version = NcclVersion::parse(v).ok_or_else(|| EnvError {
+                        key: "nccl.version".into(),
+                        value: v.into(),
+                        reason: "unknown NCCL version (2.18 to 2.30)".into(),
+                    })?;
+                }
                 "NCCL_NVLS_NCHANNELS" => {
                     env.nvls_nchannels = Some(parse_int(k, v, 1, 64)? as usize)
                 }

@@ -304,6 +304,7 @@ impl Communicator {
             nvls_enabled,
             // NCCL_PAT_ENABLE=2: one GPU per node, host-driven networking, sm60+.
             pat_enabled: ppn == 1 && nnodes > 1,
+            version: env.version,
         };
         Ok(Communicator {
             nnodes,

@@ -7,8 +7,50 @@ use super::{Algo, Graph, Proto};
 use crate::collective::Collective;
 use crate::hw::{Arch, CpuVendor};
 
-/// The NCCL release these tables come from.
+/// The newest NCCL release whose tables collsim carries.
 pub const NCCL_VERSION: &str = "2.30.7";
+
+/// NCCL releases whose cost-model constants differ (`nccl-model.md` §2.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum NcclVersion {
+    /// 2.18.x and 2.19–2.20 (the 2.18.6 tables).
+    V2_18,
+    /// 2.21.x and 2.22.x (the 2.21.5 tables).
+    V2_21,
+    /// 2.23 to 2.27.
+    V2_23,
+    /// 2.28 to 2.30 (the default).
+    V2_28,
+}
+
+impl NcclVersion {
+    /// Parses "2.26", "2.18.6", "2.30.7".
+    pub fn parse(s: &str) -> Option<NcclVersion> {
+        let mut it = s.trim().split('.');
+        let (major, minor) = (it.next()?.parse::<u32>().ok()?, it.next()?.parse::<u32>().ok()?);
+        if major != 2 {
+            return None;
+        }
+        Some(match minor {
+            0..18 => return None,
+            18..=20 => NcclVersion::V2_18,
+            21 | 22 => NcclVersion::V2_21,
+            23..=27 => NcclVersion::V2_23,
+            28..=30 => NcclVersion::V2_28,
+            _ => return None,
+        })
+    }
+
+    /// The release whose tables stand for this range.
+    pub fn tables(self) -> &'static str {
+        match self {
+            NcclVersion::V2_18 => "2.18.6",
+            NcclVersion::V2_21 => "2.21.5",
+            NcclVersion::V2_23 => "2.26.2",
+            NcclVersion::V2_28 => NCCL_VERSION,
+        }
+    }
+}
 
 /// Base latency per algorithm × protocol, µs (`baseLatencies`), in [`Algo`] index order.
 const BASE_LAT: [[f64; 3]; 7] = [
@@ -118,6 +160,8 @@ pub struct TuningInput {
     pub nvls_enabled: bool,
     /// Whether PAT is enabled (NCCL_PAT_ENABLE auto: one GPU per node, host networking).
     pub pat_enabled: bool,
+    /// Which release's constants to use.
+    pub version: NcclVersion,
 }
 
 /// Which algorithms NCCL has for a collective (§2.4).
@@ -177,7 +221,41 @@ impl TuningInput {
         } else {
             0
         };
+        if self.version == NcclVersion::V2_18 && row == 2 && self.nnodes == 1 {
+            return 87.7;
+        }
         LL_MAX_BW[row][self.node_index()]
+    }
+
+    /// `hwLatencies` of this NCCL release (§2.10).
+    fn hw_lat(&self, link: usize, a: usize, p: usize) -> f64 {
+        let v = self.version;
+        let (tree, nvls, nvls_tree, cd, cc) = (
+            Algo::Tree as usize,
+            Algo::Nvls as usize,
+            Algo::NvlsTree as usize,
+            Algo::CollNetDirect as usize,
+            Algo::CollNetChain as usize,
+        );
+        let simple = Proto::Simple as usize;
+        match (v, a, p) {
+            (NcclVersion::V2_18, _, _) if a == tree && p == simple => [4.0, 6.0, 14.0][link],
+            (NcclVersion::V2_21, _, _) if a == tree && p == simple => 28.0,
+            (NcclVersion::V2_18, _, _) if a == nvls && p == simple && link == 0 => 0.0,
+            (NcclVersion::V2_18, _, _) if a == nvls_tree && p == simple && link == 2 => 19.0,
+            (NcclVersion::V2_21 | NcclVersion::V2_23, _, _)
+                if a == nvls_tree && p == simple && link == 2 =>
+            {
+                14.0
+            }
+            (NcclVersion::V2_18, _, _) if a == cd && p == simple && link != 1 => {
+                [8.0, 0.0, 10.7][link]
+            }
+            (NcclVersion::V2_18, _, _) if a == cc && p == simple && link != 1 => {
+                [4.75, 0.0, 14.0][link]
+            }
+            _ => HW_LAT[link][a][p],
+        }
     }
 
     /// NCCL's latency and bandwidth for `coll` with `algo`/`proto`.
@@ -199,8 +277,10 @@ impl TuningInput {
             _ => n,
         };
         let link = if self.intra_nvlink { 0 } else { 1 };
-        let intra_lat = HW_LAT[link][a][p];
-        let inter_lat = if ppn == 1 { HW_LAT[2][Algo::Tree as usize][p] } else { HW_LAT[2][a][p] };
+        let hw = |l: usize, a: usize, p: usize| self.hw_lat(l, a, p);
+        let intra_lat = hw(link, a, p);
+        let inter_lat = if ppn == 1 { hw(2, Algo::Tree as usize, p) } else { hw(2, a, p) };
+        let v = self.version;
         let nodes_log = log2i(nnodes);
         match algo {
             Algo::Ring | Algo::Tree => {
@@ -210,8 +290,26 @@ impl TuningInput {
                 let mut bus = nch * per_ch;
                 if algo == Algo::Ring {
                     match proto {
-                        Proto::LL => bus = self.ll_max().min(0.5 * bus),
-                        Proto::LL128 => bus = (0.92 * bus).min(nch * RING_LL128_MAX[arch][ni]),
+                        Proto::LL => {
+                            let f = match v {
+                                NcclVersion::V2_18
+                                    if nnodes > 1
+                                        && matches!(
+                                            coll,
+                                            Collective::AllReduce | Collective::Reduce
+                                        ) =>
+                                {
+                                    0.25
+                                }
+                                NcclVersion::V2_18 => 1.0 / 3.0,
+                                _ => 0.5,
+                            };
+                            bus = self.ll_max().min(f * bus);
+                        }
+                        Proto::LL128 => {
+                            let f = if v <= NcclVersion::V2_21 && ppn < 2 { 0.7 } else { 0.92 };
+                            bus = (f * bus).min(nch * RING_LL128_MAX[arch][ni]);
+                        }
                         Proto::Simple => {}
                     }
                 } else {
@@ -230,11 +328,16 @@ impl TuningInput {
                 }
                 let bw = if algo == Algo::Ring { bus * n / nsteps } else { bus * 0.5 };
                 let mut lat = BASE_LAT[a][p];
+                if algo == Algo::Tree && proto == Proto::Simple && v <= NcclVersion::V2_21 {
+                    lat = 0.0;
+                }
                 if algo == Algo::Ring && (allreduce || ag_rs) {
+                    // Before 2.23 the ring latency counted 2·nNodes inter-node steps.
+                    let nodes = nnodes as f64 - if v <= NcclVersion::V2_21 { 0.0 } else { 1.0 };
                     let ninter = match (nnodes > 1, allreduce) {
                         (false, _) => 0.0,
-                        (true, true) => 2.0 * (nnodes as f64 - 1.0),
-                        (true, false) => nnodes as f64 - 1.0,
+                        (true, true) => 2.0 * nodes,
+                        (true, false) => nodes,
                     };
                     let net_ov = if nnodes == 1 {
                         0.0
@@ -284,12 +387,12 @@ impl TuningInput {
                 Cost { lat_us: lat, bw: if allreduce { bus * n / nsteps } else { bus } }
             }
             Algo::Pat => {
-                if !ag_rs || proto != Proto::Simple || !self.pat_enabled {
+                if !ag_rs || proto != Proto::Simple || !self.pat_enabled || v < NcclVersion::V2_23 {
                     return off;
                 }
                 let nch = self.ring.n_channels as f64;
                 let per_ch = if nnodes <= 2 { self.ring.bw_intra } else { self.ring.bw_inter };
-                let bus = nch * per_ch * 0.75;
+                let bus = nch * per_ch * if v == NcclVersion::V2_23 { 0.85 } else { 0.75 };
                 let lat = BASE_LAT[a][p] + nodes_log * inter_lat / 3.5 + 2.8 * n;
                 Cost { lat_us: lat, bw: bus }
             }
@@ -367,7 +470,35 @@ mod tests {
             ll128: true,
             nvls_enabled: true,
             pat_enabled: false,
+            version: NcclVersion::V2_28,
         }
+    }
+
+    #[test]
+    fn versions_parse_and_change_the_tables() {
+        assert_eq!(NcclVersion::parse("2.18.6"), Some(NcclVersion::V2_18));
+        assert_eq!(NcclVersion::parse("2.22"), Some(NcclVersion::V2_21));
+        assert_eq!(NcclVersion::parse("2.26.2"), Some(NcclVersion::V2_23));
+        assert_eq!(NcclVersion::parse("2.30"), Some(NcclVersion::V2_28));
+        assert_eq!(NcclVersion::parse("2.17"), None);
+        assert_eq!(NcclVersion::parse("3.0"), None);
+        // §2.10: Tree/Simple NVLink latency 4 (2.18), 28 (2.21), 4 (2.23+); Ring LL on one
+        // node ×1/3 before 2.21; Hopper's one-node LL cap 87.7 in 2.18.
+        let g = Graph { n_channels: 12, bw_intra: 20.0, bw_inter: 20.0 };
+        let mut t = dgx(Arch::Ampere, g, None);
+        let tree = |t: &TuningInput| t.cost(AR, Algo::Tree, Proto::Simple).lat_us;
+        t.version = NcclVersion::V2_18;
+        assert!((tree(&t) - 2.0 * 7.0 * 4.0).abs() < 1e-9);
+        let ll = t.cost(AR, Algo::Ring, Proto::LL).bw * 14.0 / 8.0;
+        assert!((ll - 80.0).abs() < 1e-9, "{ll}");
+        t.version = NcclVersion::V2_21;
+        assert!((tree(&t) - 2.0 * 7.0 * 28.0).abs() < 1e-9);
+        t.version = NcclVersion::V2_23;
+        assert!((tree(&t) - (8.4 + 2.0 * 7.0 * 4.0)).abs() < 1e-9);
+        let mut h =
+            dgx(Arch::Hopper, Graph { n_channels: 12, bw_intra: 30.0, bw_inter: 30.0 }, None);
+        h.version = NcclVersion::V2_18;
+        assert!((h.cost(AR, Algo::Ring, Proto::LL).bw * 14.0 / 8.0 - 87.7).abs() < 1e-9);
     }
 
     #[test]

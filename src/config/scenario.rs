@@ -156,7 +156,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
     }
     let mut nccl = Vec::new();
     for (k, v) in raw.nccl.iter().flatten() {
-        if !k.starts_with("NCCL_") {
+        if !k.starts_with("NCCL_") && k != "version" {
             return Err(src.error_at(v.span().start, format!("nccl.{k}: not an NCCL_* variable")));
         }
         let value = match v.get_ref() {

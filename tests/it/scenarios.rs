@@ -124,3 +124,24 @@ fn explain_takes_a_call_apart() {
         text.contains("disabled: NVLS needs NVLink SHARP") && text.contains("NCCL would pick:")
     );
 }
+
+#[test]
+fn nccl_version_picks_the_cost_tables() {
+    let dir = std::env::temp_dir().join(format!("collsim-ver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("v.toml");
+    std::fs::write(
+        &path,
+        "[cluster]\ntopology = \"dgx-h100\"\n[workload]\ncollective = \"all_reduce\"\n\
+         min_bytes = \"1 MiB\"\nmax_bytes = \"1 MiB\"\n[nccl]\nversion = \"2.18\"\n",
+    )
+    .unwrap();
+    let out = collsim_ok(&["simulate", path.to_str().unwrap()]);
+    // 2.18 caps Hopper's one-node LL at 87.7 GB/s, so NVLS wins from 1 MiB; 2.30 keeps LL.
+    assert!(out.contains("NCCL 2.18.6 cost model") && out.contains("NVLS"), "{out}");
+    let out = collsim_ok(&["simulate", path.to_str().unwrap(), "--nccl-version", "2.30"]);
+    assert!(out.contains("NCCL 2.30.7 cost model") && out.contains("RING  LL"), "{out}");
+    let bad = super::collsim(&["simulate", path.to_str().unwrap(), "--nccl-version", "1.9"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown NCCL version"));
+}
