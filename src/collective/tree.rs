@@ -19,7 +19,7 @@ use super::ring::RingRun;
 use super::{Mode, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::engine::EventQueue;
-use crate::hw::Cluster;
+use crate::hw::{Cluster, Vertex};
 use crate::net::{LinkId, Network, PathId};
 use crate::units::{Bytes, Time};
 
@@ -166,7 +166,10 @@ fn chunk_size(proto: Proto, bytes: u64, nch: u64, nnodes: usize, ppn: usize, buf
     }
 }
 
-/// Simulates one Tree AllReduce of `bytes` with `sel`'s protocol and channel count.
+/// Simulates one Tree AllReduce — or, when `sel` says NVLSTree, an NVLSTree AllReduce: each
+/// node's part done by NVLS (a multimem load-reduce into the channel's head GPU, a multimem store
+/// back out), the tree running between node heads over their NICs — with `sel`'s protocol and
+/// channel count.
 pub fn simulate_allreduce(
     cluster: &Cluster,
     comm: &Communicator,
@@ -177,16 +180,41 @@ pub fn simulate_allreduce(
     mode: Mode,
 ) -> RingRun {
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    let nranks = nnodes * ppn;
+    let nvls_tree = sel.algo == crate::comm::Algo::NvlsTree;
+    // Ranks per node in the simulated tree: the chain's GPUs, or for NVLSTree the head and one
+    // rank standing for the rest of the node (reached through the NVSwitch).
+    let rpn = if nvls_tree { 2 } else { ppn };
+    let nranks = nnodes * rpn;
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
-    if nranks < 2 || bytes == 0 {
+    if nnodes * ppn < 2 || bytes == 0 {
         return RingRun { time: params.call_overhead, events: 0 };
     }
     let align = 16u64.max(elt);
-    let per_channel = bytes.div_ceil(nch as u64).div_ceil(align) * align;
+    // NVLSTree: every channel serves every head — a GPU with one of its NICs — in turn (NCCL's
+    // NVLS graph has one head per NIC), so each (channel, head) pipeline carries its share.
+    let head_pairs: Vec<(usize, usize)> = if nvls_tree {
+        let mut v = Vec::new();
+        for g in 0..ppn {
+            for nic in cluster.gpu_nics(g) {
+                if !v.iter().any(|&(_, n)| n == nic) {
+                    v.push((g, nic));
+                }
+            }
+        }
+        if v.is_empty() { vec![(0, 0)] } else { v }
+    } else {
+        vec![(usize::MAX, usize::MAX)]
+    };
+    let pipes = nch * head_pairs.len();
+    let per_channel = bytes.div_ceil(pipes as u64).div_ceil(align) * align;
     // LL and LL128 stream: every store round carries its own flags, so a rank forwards data one
     // round after it arrives; Simple forwards whole chunks. A step is one chunk.
-    let step_bytes = chunk_size(sel.proto, bytes, nch as u64, nnodes, ppn, comm.env().buffsize);
+    let step_bytes = if nvls_tree {
+        // NCCL_NVLS_CHUNKSIZE, at most 64 KiB on 4 nodes or more (NVLSTree's cap).
+        if nnodes >= 4 { 64 * 1024 } else { 128 * 1024 }
+    } else {
+        chunk_size(sel.proto, bytes, nch as u64, nnodes, ppn, comm.env().buffsize)
+    };
     let chunk = match sel.proto {
         Proto::Simple => step_bytes,
         _ => super::ring::stream_unit(sel.proto).min(step_bytes),
@@ -207,23 +235,64 @@ pub fn simulate_allreduce(
     };
     // Channels differ in their NICs and trees: every one is built.
     let half = nch.div_ceil(2);
-    let reps: Vec<(usize, f64)> = (0..nch).map(|c| (c, 1.0)).collect();
+    let reps: Vec<(usize, usize)> =
+        (0..nch).flat_map(|c| (0..head_pairs.len()).map(move |h| (c, h))).collect();
     let links = cluster.links();
     let mut net = Network::new(links);
     let paths = comm.paths();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    let rank = |node: usize, pos: usize| node * ppn + pos;
+    let rank = |node: usize, pos: usize| node * rpn + pos;
+    // NVLSTree heads: one GPU per distinct NIC, taken in turn by the channels.
+    let mut heads: Vec<usize> = Vec::new();
+    for g in 0..ppn {
+        let nic = cluster.local_nic(g);
+        if !heads.iter().any(|&h| cluster.local_nic(h) == nic) {
+            heads.push(g);
+        }
+    }
+    let nvls_eff = crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3);
+    let up_link = |node: usize, g: usize| cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0;
+    let down_link = |node: usize, g: usize| cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0;
     let mut channels: Vec<Channel> = Vec::new();
     let mut weights = Vec::new();
-    for &(c, w) in &reps {
+    for &(c, hp) in &reps {
+        let w = 1.0;
         let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
         let tree = usize::from(c >= half);
-        let g = &ring.gpus;
-        let nic_of = |gpu: usize| cluster.local_nic(gpu).unwrap_or(0);
+        let head_order: Vec<usize>;
+        let g: &Vec<usize> = if nvls_tree {
+            let h = head_pairs[hp].0;
+            head_order = std::iter::once(h).chain((0..ppn).filter(|&x| x != h)).collect();
+            &head_order
+        } else {
+            &ring.gpus
+        };
+        // The GPU's NICs in turn over the channels (NVLSTree heads with several NICs each).
+        let nic_of = |gpu: usize| {
+            let own = cluster.gpu_nics(gpu);
+            if nvls_tree && gpu == head_pairs[hp].0 {
+                head_pairs[hp].1
+            } else if nvls_tree && !own.is_empty() {
+                own[0]
+            } else {
+                cluster.local_nic(gpu).unwrap_or(0)
+            }
+        };
         let mut edges = Vec::new();
+        let mut nvls_edges = Vec::new();
+        if nvls_tree {
+            for node in 0..nnodes {
+                let h = g[0];
+                let mut reduce: Vec<LinkId> = (0..ppn).flat_map(|x| up_link(node, x)).collect();
+                reduce.extend(down_link(node, h));
+                let mut store = up_link(node, h);
+                store.extend((0..ppn).flat_map(|x| down_link(node, x)));
+                nvls_edges.push((rank(node, 1), rank(node, 0), reduce, store));
+            }
+        }
         for node in 0..nnodes {
-            for pos in 1..ppn {
+            for pos in (1..ppn).filter(|_| !nvls_tree) {
                 let up = paths.gpu_hop(cluster, node, g[pos], g[pos - 1]);
                 let down = paths.gpu_hop(cluster, node, g[pos - 1], g[pos]);
                 edges.push((rank(node, pos), rank(node, pos - 1), up, down));
@@ -235,7 +304,7 @@ pub fn simulate_allreduce(
             if let Some(pn) = parent {
                 let (_, siblings) = dtree(nnodes, pn, tree);
                 let slot = siblings.iter().position(|&s| s == node).unwrap_or(0);
-                let at = if slot == 1 && ppn > 1 { 1 } else { 0 };
+                let at = if slot == 1 && ppn > 1 && !nvls_tree { 1 } else { 0 };
                 let (cg, pg) = (g[0], g[at]);
                 let (cn, pnic) = (nic_of(cg), nic_of(pg));
                 let mut up = paths.to_nic(cluster, node, cg, cn);
@@ -271,6 +340,26 @@ pub fn simulate_allreduce(
                 down_links: down.links.iter().map(|l| l.0).collect(),
                 up: net.add_path(&up.links, links),
                 down: net.add_path(&down.links, links),
+            });
+            ch.parent_edge[child] = Some(e);
+            ch.child_edges[parent].push(e);
+        }
+        for (child, parent, up, down) in nvls_edges {
+            let e = ch.edges.len();
+            let d = latency(&up) + step(HopClass::Nvlink);
+            ch.edges.push(Edge {
+                child,
+                parent,
+                up_delay: d,
+                down_delay: latency(&down) + step(HopClass::Nvlink),
+                up_eff: nvls_eff,
+                down_eff: nvls_eff,
+                up_p2p: false,
+                down_p2p: false,
+                up_links: up.iter().map(|l| l.0).collect(),
+                down_links: down.iter().map(|l| l.0).collect(),
+                up: net.add_path(&up, links),
+                down: net.add_path(&down, links),
             });
             ch.parent_edge[child] = Some(e);
             ch.child_edges[parent].push(e);

@@ -22,6 +22,7 @@ pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
         Algo::Ring => true,
         Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
         Algo::Tree => coll == Collective::AllReduce,
+        Algo::NvlsTree => coll == Collective::AllReduce && nnodes > 1,
         _ => false,
     }
 }

@@ -196,3 +196,31 @@ fn h100_alltoall_and_sendrecv_held_out() {
         assert!(m <= median_bound, "{log}: {m}");
     }
 }
+
+#[test]
+fn aws_p5_nvlstree_held_out() {
+    // Two p5.48xlarge (32 EFA NICs each): NCCL runs NVLSTree from 2 MiB. Nothing fitted on this
+    // curve (EFA's efficiency is an assumption in topologies/transports.toml).
+    let log = "calibration/data/H100_2N8G_AR_AWSP5_B.log";
+    let args = [
+        "validate",
+        "--log",
+        log,
+        "--topology",
+        "aws-p5",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--collective",
+        "all_reduce",
+        "--nccl",
+        "NCCL_BUFFSIZE=8388608",
+        "--format",
+        "json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+    let nvls_tree = |r: &serde_json::Value| r["algo"] == "NVLS_TREE";
+    assert!(rows(&v).iter().filter(|r| nvls_tree(r)).count() >= 10);
+    assert!(worst(&v, nvls_tree) <= 20.0, "{}", worst(&v, nvls_tree));
+}

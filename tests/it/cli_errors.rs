@@ -146,8 +146,20 @@ fn unknown_nccl_algo() {
     );
     // And ones NCCL accepts but collsim cannot time yet name what it can.
     fails_with(
-        &["simulate", "--topology", "dgx-h100", "--nodes", "2", "--nccl", "NCCL_ALGO=NVLSTree"],
-        &["NCCL_ALGO=NVLSTree", "none of these is simulated"],
+        &[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "1",
+            "--collective",
+            "all_gather",
+            "--nccl",
+            "NCCL_ALGO=PAT",
+        ],
+        &["NCCL_ALGO=PAT", "none of these is simulated"],
     );
 }
 
