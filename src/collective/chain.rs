@@ -120,8 +120,12 @@ fn estimate(
     };
     let steady = solve(raw.iter().flatten().collect());
     let hops = channels.first().map_or(0, |c| c.len());
-    let fill: Vec<Vec<f64>> =
-        (0..hops).map(|h| solve(raw.iter().map(|c| &c[h]).collect())).collect();
+    let fill: Vec<Vec<f64>> = (0..hops)
+        .map(|h| {
+            let paths: Vec<&[u32]> = raw.iter().map(|c| c[h].as_slice()).collect();
+            crate::net::solver::equal_shares(&caps, &paths)
+        })
+        .collect();
     let mut worst = 0.0f64;
     let mut i = 0;
     for (c, ch) in channels.iter().enumerate() {

@@ -695,8 +695,9 @@ fn pipeline_estimate(
     for e in 0..nedges {
         let who: Vec<usize> =
             (0..channels.len()).filter(|&c| e < channels[c].edges.len()).collect();
-        let up = solve(who.iter().map(|&c| &channels[c].edges[e].up_links).collect());
-        let down = solve(who.iter().map(|&c| &channels[c].edges[e].down_links).collect());
+        let share = |paths: Vec<&[u32]>| crate::net::solver::equal_shares(&caps, &paths);
+        let up = share(who.iter().map(|&c| channels[c].edges[e].up_links.as_slice()).collect());
+        let down = share(who.iter().map(|&c| channels[c].edges[e].down_links.as_slice()).collect());
         for (k, &c) in who.iter().enumerate() {
             fill_up[c][e] = up[k];
             fill_down[c][e] = down[k];

@@ -46,6 +46,26 @@ impl Ord for Share {
     }
 }
 
+/// Equal shares: each flow's rate is the smallest capacity/flow-count along its path. Exact
+/// max-min when every flow's bottleneck is shared only with flows bottlenecked there too (the
+/// symmetric sets the pipeline estimates use), and cheap: it touches only the links used.
+pub fn equal_shares(capacities: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+    let mut count: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for p in paths {
+        for &l in *p {
+            *count.entry(l).or_insert(0) += 1;
+        }
+    }
+    paths
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|l| capacities[*l as usize] / count[l] as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect()
+}
+
 /// Max-min fair rates (bytes/s per unit of weight) for `flows` over links of `capacities`.
 /// A flow with an empty path and no cap gets `f64::INFINITY`.
 pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
