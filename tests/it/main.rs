@@ -7,6 +7,7 @@ mod hardware;
 mod import;
 mod model;
 mod scenarios;
+mod selection;
 
 use std::process::{Command, Output};
 
