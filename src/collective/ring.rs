@@ -41,6 +41,9 @@ pub struct RingRun {
     pub events: u64,
 }
 
+/// Aggregated mode simulates calls of at most this many slice transfers in detail.
+const DETAIL_BELOW: usize = 100_000;
+
 /// How one channel's bytes are cut: loops, steps, chunks and slices.
 #[derive(Debug, Clone)]
 struct Plan {
@@ -415,6 +418,10 @@ pub fn simulate(
     let path_latency =
         |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
 
+    // Small calls run in detail even in aggregated mode: that is where the steady-state shares
+    // err most (flows come and go around latencies), and it costs little.
+    let work = nranks * nch * plan.total_chunks() * plan.loops.first().map_or(1, |l| l.len());
+    let mode = if work <= DETAIL_BELOW { Mode::Detailed } else { mode };
     let (finish, events) = match mode {
         Mode::Detailed => {
             let mut net = Network::new(links);
@@ -473,10 +480,12 @@ pub fn simulate(
             let specs: Vec<FlowSpec<'_>> =
                 all.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
             let all_rates = max_min_rates(&caps, &specs);
-            // Channel 0's position i on node n is flow n * nch * ppn + i.
+            // Position i of channel c on node n is flow (n * nch + c) * ppn + i. Channels can
+            // differ (NICs shared unevenly when a node's GPUs are not all used), and the call
+            // ends with its slowest channel: each position runs at its slowest rate.
             let rates: Vec<f64> = (0..ppn)
                 .map(|i| {
-                    (0..span).map(|n| all_rates[n * nch * ppn + i]).fold(f64::INFINITY, f64::min)
+                    (0..span * nch).map(|k| all_rates[k * ppn + i]).fold(f64::INFINITY, f64::min)
                 })
                 .collect();
             let hop = |ch: &RingChannel, i: usize| {

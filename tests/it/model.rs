@@ -302,3 +302,33 @@ fn alltoall_across_nodes_is_bound_by_one_nic_per_gpu() {
     assert!(t >= floor && t < floor * 1.02, "{t} vs {floor}");
     assert_eq!(r.proto, Proto::Simple);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The aggregated fast paths agree with the per-flow simulation on small cases: the ring
+    /// (node symmetry, steady-state shares) within 10 % — it holds every flow at its share
+    /// while the per-flow run lets hops borrow bandwidth others leave idle — trees exactly (they
+    /// run the event
+    /// simulation while small).
+    #[test]
+    fn aggregated_agrees_with_detailed_on_small_cases(
+        preset in proptest::sample::select(vec!["dgx-a100", "dgx-h100"]),
+        nodes in 1usize..=3,
+        g in 2usize..=8,
+        log2 in 12u32..=26,
+        coll in proptest::sample::select(vec![Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter]),
+    ) {
+        let (cluster, comm) = setup(preset, nodes, g, &[]);
+        let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+        let bytes = 1u64 << log2;
+        let mut sel = comm.select(coll, bytes);
+        if sel.algo == Algo::Nvls || sel.algo == Algo::NvlsTree {
+            sel = Selection { algo: Algo::Ring, nchannels: comm.channels_for(bytes, sel.proto), ..sel };
+        }
+        let d = collsim::workload::sweep::simulate_call(&cluster, &comm, coll, bytes, 4, &sel, &p, Mode::Detailed);
+        let a = collsim::workload::sweep::simulate_call(&cluster, &comm, coll, bytes, 4, &sel, &p, Mode::Aggregated);
+        let rel = (d.time.as_secs_f64() - a.time.as_secs_f64()).abs() / d.time.as_secs_f64();
+        proptest::prop_assert!(rel < 0.10, "{} x{} g{} {} B {:?} {:?}: detailed {} aggregated {}", preset, nodes, g, bytes, coll, sel.algo, d.time, a.time);
+    }
+}
