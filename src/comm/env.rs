@@ -36,6 +36,12 @@ pub struct NcclEnv {
     pub gdr_level: Option<PathType>,
     /// Which NCCL release's cost-model tables to use (scenario `nccl.version`).
     pub version: NcclVersion,
+    /// NCCL_NTHREADS (Simple and LL threads per CTA) and NCCL_LL128_NTHREADS.
+    pub nthreads: Option<u64>,
+    /// NCCL_LL128_NTHREADS.
+    pub ll128_nthreads: Option<u64>,
+    /// NCCL_COLLNET_ENABLE=1.
+    pub collnet_enable: bool,
     /// NCCL_NVLS_NCHANNELS.
     pub nvls_nchannels: Option<usize>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
@@ -70,6 +76,9 @@ impl Default for NcclEnv {
             pxn_disable: false,
             nvls_nchannels: None,
             version: NcclVersion::V2_28,
+            nthreads: None,
+            ll128_nthreads: None,
+            collnet_enable: false,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -213,6 +222,23 @@ impl NcclEnv {
                         reason: "unknown NCCL version (2.18 to 2.30)".into(),
                     })?;
                 }
+                "NCCL_NTHREADS" | "NCCL_LL128_NTHREADS" => {
+                    let (lo, hi) = if k == "NCCL_NTHREADS" { (64, 512) } else { (160, 640) };
+                    let t = parse_int(k, v, lo, hi)?;
+                    if t % 32 != 0 {
+                        return Err(EnvError {
+                            key: k.into(),
+                            value: v.into(),
+                            reason: "must be a multiple of 32 (a warp)".into(),
+                        });
+                    }
+                    if k == "NCCL_NTHREADS" {
+                        env.nthreads = Some(t as u64);
+                    } else {
+                        env.ll128_nthreads = Some(t as u64);
+                    }
+                }
+                "NCCL_COLLNET_ENABLE" => env.collnet_enable = parse_int(k, v, 0, 1)? == 1,
                 "NCCL_NVLS_NCHANNELS" => {
                     env.nvls_nchannels = Some(parse_int(k, v, 1, 64)? as usize)
                 }
@@ -284,6 +310,23 @@ mod tests {
             NcclEnv::from_pairs([("NCCL_DEBUG", "INFO"), ("NCCL_BUFFSIZE", "8388608")]).unwrap();
         assert_eq!(env.ignored, vec!["NCCL_DEBUG"]);
         assert_eq!(env.buffsize, Bytes::from_mib(8));
+    }
+
+    #[test]
+    fn thread_counts_and_collnet() {
+        let env = NcclEnv::from_pairs([
+            ("NCCL_NTHREADS", "256"),
+            ("NCCL_LL128_NTHREADS", "320"),
+            ("NCCL_COLLNET_ENABLE", "1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (env.nthreads, env.ll128_nthreads, env.collnet_enable),
+            (Some(256), Some(320), true)
+        );
+        assert!(env.ignored.is_empty());
+        assert!(NcclEnv::from_pairs([("NCCL_NTHREADS", "100")]).is_err());
+        assert!(NcclEnv::from_pairs([("NCCL_LL128_NTHREADS", "64")]).is_err());
     }
 
     #[test]

@@ -199,6 +199,8 @@ pub struct Communicator {
     paths: Paths,
     type_intra: PathType,
     type_inter: PathType,
+    /// Whether the fabric's switches can reduce (IB SHARP).
+    sharp: bool,
 }
 
 impl Communicator {
@@ -320,6 +322,7 @@ impl Communicator {
             paths,
             type_intra: found.type_intra,
             type_inter: found.type_inter,
+            sharp: spec.network.sharp,
         })
     }
 
@@ -428,6 +431,9 @@ impl Communicator {
             Algo::Nvls => "NVLS is off (NCCL_NVLS_ENABLE=0)".into(),
             Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
             Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),
+            Algo::CollNetDirect | Algo::CollNetChain if self.env.collnet_enable && self.sharp => {
+                "CollNet (IB SHARP) is not modelled by collsim yet".into()
+            }
             Algo::CollNetDirect | Algo::CollNetChain => {
                 "CollNet needs NCCL_COLLNET_ENABLE=1 and SHARP-capable switches (network.sharp = true)".into()
             }
@@ -482,7 +488,11 @@ impl Communicator {
     /// Channels used for a ring call of `bytes` with `proto` (`topoGetAlgoInfo`'s trimming, then
     /// the ≥ 32 KiB-of-traffic-per-channel rule of `scheduleCollTasksToPlan`).
     pub fn channels_for(&self, bytes: u64, proto: Proto) -> usize {
-        let nt = proto.max_threads();
+        let nt = match proto {
+            Proto::LL128 => self.env.ll128_nthreads,
+            _ => self.env.nthreads,
+        }
+        .unwrap_or_else(|| proto.max_threads());
         let threshold: u64 = match proto {
             Proto::LL => 8 * self.nranks() as u64,
             Proto::LL128 => 8,
