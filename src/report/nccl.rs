@@ -54,6 +54,11 @@ impl SimFormat for Nccl {
             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         "
         )?;
         let mut sum = 0.0;
+        // Rooted tests print their root (nccl-tests' default -r 0); the others -1.
+        let root = match r.scenario.sweep.collective {
+            crate::collective::Collective::Broadcast | crate::collective::Collective::Reduce => 0,
+            _ => -1,
+        };
         for row in r.rows {
             let half = format!(
                 "  {}  {}  {}  {:>6}",
@@ -65,7 +70,7 @@ impl SimFormat for Nccl {
             writeln!(
                 out,
                 "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{half}{half}",
-                row.size_bytes, row.count, row.dtype, row.redop, -1
+                row.size_bytes, row.count, row.dtype, row.redop, root
             )?;
             sum += 2.0 * row.busbw;
         }

@@ -174,7 +174,12 @@ pub fn run_size(
         size_bytes: bytes,
         count,
         dtype: spec.dtype.name(),
-        redop: spec.op.name(),
+        // nccl-tests prints "none" for collectives that do not reduce.
+        redop: if matches!(coll, Collective::AllGather | Collective::Broadcast) {
+            "none"
+        } else {
+            spec.op.name()
+        },
         time_us,
         algbw,
         busbw: algbw * spec.collective.busbw_factor(comm.nranks()),

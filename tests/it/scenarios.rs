@@ -145,3 +145,33 @@ fn nccl_version_picks_the_cost_tables() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown NCCL version"));
 }
+
+#[test]
+fn nccl_layout_prints_root_and_redop_as_nccl_tests_does() {
+    let row = |coll: &str| {
+        let out = collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--collective",
+            coll,
+            "--min-bytes",
+            "1M",
+            "--max-bytes",
+            "1M",
+            "--format",
+            "nccl",
+        ]);
+        out.lines()
+            .find(|l| !l.starts_with('#'))
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("broadcast")[3..5], ["none".to_string(), "0".to_string()]);
+    assert_eq!(row("all_gather")[3..5], ["none".to_string(), "-1".to_string()]);
+    assert_eq!(row("reduce")[3..5], ["sum".to_string(), "0".to_string()]);
+    // all_gather's count column is per rank: 1 MiB of floats over 8 ranks.
+    assert_eq!(row("all_gather")[1], "32768");
+}
