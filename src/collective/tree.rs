@@ -180,11 +180,19 @@ pub fn simulate_allreduce(
     mode: Mode,
 ) -> RingRun {
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    let nvls_tree = sel.algo == crate::comm::Algo::NvlsTree;
+    let collnet =
+        matches!(sel.algo, crate::comm::Algo::CollNetChain | crate::comm::Algo::CollNetDirect);
+    // CollNetDirect spreads each node's part over its NIC heads through the NVSwitch, as
+    // NVLSTree does (with ordinary NVLink writes instead of multimem); CollNetChain keeps the
+    // chain. Both reduce across nodes in the network switch (IB SHARP): one extra rank, the
+    // switch, is every node head's parent.
+    let nvls_tree =
+        matches!(sel.algo, crate::comm::Algo::NvlsTree | crate::comm::Algo::CollNetDirect);
+    let direct = sel.algo == crate::comm::Algo::CollNetDirect;
     // Ranks per node in the simulated tree: the chain's GPUs, or for NVLSTree the head and one
     // rank standing for the rest of the node (reached through the NVSwitch).
     let rpn = if nvls_tree { 2 } else { ppn };
-    let nranks = nnodes * rpn;
+    let nranks = nnodes * rpn + usize::from(collnet);
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
     if nnodes * ppn < 2 || bytes == 0 {
         return RingRun { time: params.call_overhead, events: 0 };
@@ -209,7 +217,15 @@ pub fn simulate_allreduce(
     let per_channel = bytes.div_ceil(pipes as u64).div_ceil(align) * align;
     // LL and LL128 stream: every store round carries its own flags, so a rank forwards data one
     // round after it arrives; Simple forwards whole chunks. A step is one chunk.
-    let step_bytes = if nvls_tree {
+    let step_bytes = if collnet {
+        // CollNet chunks: 128 KiB (Direct) or at most 256 KiB (Chain), halved for small calls.
+        let c: u64 = if direct { 128 * 1024 } else { 256 * 1024 };
+        let mut c = c;
+        while c > 32 * 1024 && bytes < 8 * nch as u64 * c {
+            c /= 2;
+        }
+        c
+    } else if nvls_tree {
         // NCCL_NVLS_CHUNKSIZE, at most 64 KiB on 4 nodes or more (NVLSTree's cap).
         if nnodes >= 4 { 64 * 1024 } else { 128 * 1024 }
     } else {
@@ -251,7 +267,11 @@ pub fn simulate_allreduce(
             heads.push(g);
         }
     }
-    let nvls_eff = crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3);
+    let nvls_eff = if direct {
+        gpu.nvlink_efficiency[Proto::Simple as usize]
+    } else {
+        crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3)
+    };
     let up_link = |node: usize, g: usize| cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0;
     let down_link = |node: usize, g: usize| cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0;
     let mut channels: Vec<Channel> = Vec::new();
@@ -299,7 +319,22 @@ pub fn simulate_allreduce(
             }
         }
         let mut inter = Vec::new();
-        for node in 0..nnodes {
+        if collnet {
+            // Every node's head sends into the network, where the switch reduces, and receives
+            // the result back: the switch is the root.
+            let sw = nnodes * rpn;
+            for node in 0..nnodes {
+                let cg = g[0];
+                let cn = nic_of(cg);
+                let (tx, rx) = cluster.nic_links(node, cn);
+                let mut up = paths.to_nic(cluster, node, cg, cn);
+                up.push(tx);
+                let mut down = vec![rx];
+                down.extend(paths.from_nic(cluster, node, cn, cg));
+                inter.push((rank(node, 0), sw, up, down));
+            }
+        }
+        for node in (0..nnodes).filter(|_| !collnet) {
             let (parent, _) = dtree(nnodes, node, tree);
             if let Some(pn) = parent {
                 let (_, siblings) = dtree(nnodes, pn, tree);

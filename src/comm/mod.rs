@@ -22,7 +22,9 @@ pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
         Algo::Ring => true,
         Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
         Algo::Tree => coll == Collective::AllReduce,
-        Algo::NvlsTree => coll == Collective::AllReduce && nnodes > 1,
+        Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
+            coll == Collective::AllReduce && nnodes > 1
+        }
         _ => false,
     }
 }
@@ -308,6 +310,8 @@ impl Communicator {
             // NCCL_PAT_ENABLE=2: one GPU per node, host-driven networking, sm60+.
             pat_enabled: ppn == 1 && nnodes > 1,
             version: env.version,
+            collnet_enabled: env.collnet_enable && spec.network.sharp && nnodes >= 2 && ppn <= 8,
+            nvswitch: spec.nvswitch.is_some(),
         };
         Ok(Communicator {
             nnodes,
@@ -431,8 +435,8 @@ impl Communicator {
             Algo::Nvls => "NVLS is off (NCCL_NVLS_ENABLE=0)".into(),
             Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
             Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),
-            Algo::CollNetDirect | Algo::CollNetChain if self.env.collnet_enable && self.sharp => {
-                "CollNet (IB SHARP) is not modelled by collsim yet".into()
+            Algo::CollNetDirect if self.env.collnet_enable && self.sharp && self.nnodes >= 2 => {
+                "CollNetDirect needs an NVSwitch and at most 8 GPUs per node".into()
             }
             Algo::CollNetDirect | Algo::CollNetChain => {
                 "CollNet needs NCCL_COLLNET_ENABLE=1 and SHARP-capable switches (network.sharp = true)".into()

@@ -162,6 +162,11 @@ pub struct TuningInput {
     pub pat_enabled: bool,
     /// Which release's constants to use.
     pub version: NcclVersion,
+    /// Whether CollNet (IB SHARP) is enabled: NCCL_COLLNET_ENABLE=1, SHARP-capable switches,
+    /// at least NCCL_COLLNET_NODE_THRESHOLD (2) nodes, at most 8 GPUs per node.
+    pub collnet_enabled: bool,
+    /// Whether the node has an NVSwitch (CollNetDirect needs one).
+    pub nvswitch: bool,
 }
 
 /// Which algorithms NCCL has for a collective (§2.4).
@@ -396,7 +401,37 @@ impl TuningInput {
                 let lat = BASE_LAT[a][p] + nodes_log * inter_lat / 3.5 + 2.8 * n;
                 Cost { lat_us: lat, bw: bus }
             }
-            Algo::CollNetDirect | Algo::CollNetChain => off,
+            Algo::CollNetDirect | Algo::CollNetChain => {
+                if !self.collnet_enabled
+                    || proto != Proto::Simple
+                    || (algo == Algo::CollNetDirect && !self.nvswitch)
+                    || (coll != Collective::AllReduce && algo == Algo::CollNetChain)
+                {
+                    return off;
+                }
+                // CollNet graphs search like the ring's; bandwidth per channel bwIntra.
+                let g = &self.ring;
+                let nch = g.n_channels as f64;
+                let mut bus = nch * g.bw_intra;
+                if algo == Algo::CollNetDirect {
+                    if ag_rs {
+                        bus = ppn as f64 * g.bw_intra.min(0.9 * g.bw_inter);
+                    } else {
+                        let r = ppn as f64 / nch;
+                        bus /= (r - (r - 1.0) / 2.0).max(1.0);
+                        if self.arch >= Arch::Hopper {
+                            bus *= 0.85;
+                        }
+                    }
+                }
+                let lat = if algo == Algo::CollNetDirect {
+                    2.0 * ((ppn as f64 - 1.0).min(1.0) * intra_lat + 0.4 * (ppn as f64 - 1.0))
+                        + inter_lat
+                } else {
+                    2.0 * (ppn as f64 - 1.0) * intra_lat + inter_lat
+                };
+                Cost { lat_us: lat, bw: if ag_rs { bus } else { bus * 0.5 } }
+            }
         }
     }
 
@@ -471,6 +506,8 @@ mod tests {
             nvls_enabled: true,
             pat_enabled: false,
             version: NcclVersion::V2_28,
+            collnet_enabled: false,
+            nvswitch: true,
         }
     }
 

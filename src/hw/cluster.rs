@@ -152,6 +152,12 @@ impl Cluster {
         self.fabric.route(from, to)
     }
 
+    /// A NIC's link into the network and its link back (where an in-network reduction such as
+    /// IB SHARP meets the NIC's traffic).
+    pub fn nic_links(&self, node: usize, nic: usize) -> (LinkId, LinkId) {
+        self.fabric.nic_links(node, nic)
+    }
+
     /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).
     pub fn nic_path_bandwidth(&self, gpu: usize, nic: usize) -> Bandwidth {
         let speed = self.spec.nic.as_ref().map_or(Bandwidth::from_bits_per_sec(0), |n| n.speed);

@@ -250,6 +250,12 @@ impl Fabric {
         (node * self.nics + nic) / self.tiers[t].0.max(1)
     }
 
+    /// The link from NIC `(node, nic)` into the network, and the one back out of it.
+    pub fn nic_links(&self, node: usize, nic: usize) -> (LinkId, LinkId) {
+        let i = node * self.nics + nic;
+        (self.tx[i], self.rx[i])
+    }
+
     /// Links from NIC `from` to NIC `to` (each `(node, nic)`).
     pub fn route(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
         let a = from.0 * self.nics + from.1;

@@ -49,7 +49,7 @@ pub enum SweepError {
     Impossible(String, String),
     /// NCCL_ALGO excludes every algorithm collsim can run.
     #[error(
-        "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all; Tree, NVLS on one node, NVLSTree across nodes for all_reduce)"
+        "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all; Tree, NVLS on one node, NVLSTree and CollNet across nodes for all_reduce)"
     )]
     NoRing(String),
 }
@@ -103,7 +103,10 @@ pub fn simulate_call(
         crate::comm::Algo::Nvls => {
             nvls::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
         }
-        crate::comm::Algo::Tree | crate::comm::Algo::NvlsTree => {
+        crate::comm::Algo::Tree
+        | crate::comm::Algo::NvlsTree
+        | crate::comm::Algo::CollNetChain
+        | crate::comm::Algo::CollNetDirect => {
             tree::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
         }
         _ if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
