@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod nvls;
 pub mod p2p;
+pub mod pat;
 pub mod ring;
 pub mod tree;
 

@@ -25,7 +25,7 @@ pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
         Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
             coll == Collective::AllReduce && nnodes > 1
         }
-        _ => false,
+        Algo::Pat => matches!(coll, Collective::AllGather | Collective::ReduceScatter),
     }
 }
 use tuning::TuningInput;

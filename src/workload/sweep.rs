@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, chain, nvls, p2p, ring, tree};
+use crate::collective::{Collective, Mode, TimingParams, chain, nvls, p2p, pat, ring, tree};
 use crate::comm::Communicator;
 use crate::config::SweepSpec;
 use crate::hw::Cluster;
@@ -49,7 +49,7 @@ pub enum SweepError {
     Impossible(String, String),
     /// NCCL_ALGO excludes every algorithm collsim can run.
     #[error(
-        "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all; Tree, NVLS on one node, NVLSTree and CollNet across nodes for all_reduce)"
+        "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all; Tree, NVLS on one node, NVLSTree and CollNet across nodes for all_reduce; PAT for all_gather and reduce_scatter)"
     )]
     NoRing(String),
 }
@@ -109,6 +109,7 @@ pub fn simulate_call(
         | crate::comm::Algo::CollNetDirect => {
             tree::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
         }
+        crate::comm::Algo::Pat => pat::simulate(coll, cluster, comm, bytes, params),
         _ if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
             chain::simulate(coll, cluster, comm, bytes, elt, sel, params, mode)
         }

@@ -366,3 +366,31 @@ fn sharp_in_network_reduction_halves_nic_traffic() {
     assert!(ring > 180.0 && ring < 193.0, "{ring}");
     assert!(direct > 1.9 * ring * 0.95, "direct {direct} ring {ring}");
 }
+
+#[test]
+fn pat_pays_log_steps_where_the_ring_pays_linear_ones() {
+    // One GPU per node on 64 nodes: a small AllGather takes log2(64) = 6 network steps with
+    // PAT, 63 around the ring; large ones move the same bytes either way.
+    let (cluster, _) = setup("dgx-h100", 64, 1, &[]);
+    let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let time = |algo: &str, bytes: u64| {
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).unwrap();
+        let comm = Communicator::new(&cluster, &env).unwrap();
+        let sel = comm.select(Collective::AllGather, bytes);
+        collsim::workload::sweep::simulate_call(
+            &cluster,
+            &comm,
+            Collective::AllGather,
+            bytes,
+            4,
+            &sel,
+            &p,
+            Mode::Aggregated,
+        )
+        .time
+        .as_secs_f64()
+    };
+    assert!(time("PAT", 64 * 1024) * 2.0 < time("Ring", 64 * 1024));
+    let (pat, ring) = (time("PAT", 4 << 30), time("Ring", 4 << 30));
+    assert!((pat / ring - 1.0).abs() < 0.1, "{pat} {ring}");
+}

@@ -1,0 +1,66 @@
+//! PAT (NCCL ≥ 2.23) for AllGather and ReduceScatter with one GPU per node: a logarithmic
+//! exchange instead of the ring's n−1 steps. Modelled as recursive doubling (AllGather) and
+//! halving (ReduceScatter): in step k every rank exchanges with the rank 2^k away the 2^k
+//! blocks it holds (AllGather; ReduceScatter runs the steps in reverse), all pairs at once
+//! sharing the network by max-min fairness, each step paying the network's per-step latency.
+//! NCCL's PAT aggregates and pipelines these steps further; this is its bandwidth- and
+//! latency-equivalent skeleton.
+
+use super::ring::RingRun;
+use super::{Collective, TimingParams};
+use crate::comm::{Communicator, HopClass, Proto};
+use crate::hw::Cluster;
+use crate::net::LinkId;
+use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::units::Time;
+
+/// Simulates one PAT AllGather or ReduceScatter of `bytes` (NCCL's total) on one GPU per node.
+pub fn simulate(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    params: &TimingParams,
+) -> RingRun {
+    let n = comm.nranks();
+    if n < 2 || bytes == 0 {
+        return RingRun { time: params.call_overhead, events: 0 };
+    }
+    let block = bytes as f64 / n as f64;
+    let paths = comm.paths();
+    let links = cluster.links();
+    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+    let route = |a: usize, b: usize| -> Vec<LinkId> {
+        let (ga, gb) = (0, 0);
+        let (na, nb) = (cluster.local_nic(ga).unwrap_or(0), cluster.local_nic(gb).unwrap_or(0));
+        let mut p = paths.to_nic(cluster, a, ga, na);
+        p.extend(cluster.nic_to_nic((a, na), (b, nb)));
+        p.extend(paths.from_nic(cluster, b, nb, gb));
+        p
+    };
+    let steps = usize::BITS - (n - 1).leading_zeros();
+    let mut order: Vec<u32> = (0..steps).collect();
+    if coll == Collective::ReduceScatter {
+        order.reverse();
+    }
+    let step_lat = params.step(HopClass::Net, Proto::Simple);
+    let mut total = 0.0f64;
+    for k in order {
+        let dist = 1usize << k;
+        // Blocks held before step k: 2^k (fewer where n is not a power of two).
+        let held = dist.min(n - dist).max(1) as f64;
+        let flows: Vec<Vec<LinkId>> = (0..n).map(|r| route(r, (r + dist) % n)).collect();
+        let raw: Vec<Vec<u32>> = flows.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+        let specs: Vec<FlowSpec<'_>> =
+            raw.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+        let rates = max_min_rates(&caps, &specs);
+        let t = flows
+            .iter()
+            .zip(&rates)
+            .map(|(p, r)| held * block / r.max(1.0) + latency(p).as_secs_f64())
+            .fold(0.0f64, f64::max);
+        total += t + step_lat.as_secs_f64();
+    }
+    RingRun { time: params.call_overhead + Time::from_secs_f64_ceil(total), events: 0 }
+}
