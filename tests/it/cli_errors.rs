@@ -153,13 +153,13 @@ fn unknown_nccl_algo() {
             "--nodes",
             "2",
             "--gpus-per-node",
-            "1",
+            "8",
             "--collective",
             "all_gather",
             "--nccl",
             "NCCL_ALGO=PAT",
         ],
-        &["NCCL_ALGO=PAT", "none of these is simulated"],
+        &["NCCL_ALGO=PAT", "PAT needs exactly one GPU per node"],
     );
 }
 
