@@ -400,6 +400,8 @@ fn run(cli: Cli) -> Result<()> {
                 Collective::AllGather | Collective::ReduceScatter => {
                     size / n / 16 * 16 / elt * elt * n
                 }
+                // nccl-tests trims AllToAll to 16 bytes per peer, as the sweep does.
+                Collective::AllToAll => size / n / 16 * 16 / elt * elt * n,
                 _ => size / elt * elt,
             };
             let e = report::explain::Explanation::new(

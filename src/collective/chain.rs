@@ -28,6 +28,49 @@ struct Hop {
     p2p: bool,
 }
 
+/// The chain of each of the first `nch` channels: the ring with its hop into position 0
+/// (Broadcast from rank 0) or out of it (Reduce to rank 0) left out, as links and hop class.
+fn hop_paths(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    nch: usize,
+) -> Vec<Vec<(Vec<LinkId>, HopClass)>> {
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    let n = nnodes * ppn;
+    // Global ring positions j = node * ppn + i; hop j goes from position j to j + 1 (mod n).
+    let hop_ids: Vec<usize> = match coll {
+        Collective::Reduce => (1..n).collect(),
+        _ => (0..n - 1).collect(),
+    };
+    comm.channels()[..nch]
+        .iter()
+        .map(|ch| {
+            hop_ids
+                .iter()
+                .map(|&j| {
+                    let (node, i) = (j / ppn, j % ppn);
+                    comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every hop of every channel busy at once, for `explain`'s bottleneck.
+pub fn steady_paths(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    sel: &Selection,
+) -> Vec<Vec<LinkId>> {
+    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+    if comm.nranks() < 2 {
+        return Vec::new();
+    }
+    hop_paths(coll, cluster, comm, nch).into_iter().flatten().map(|(p, _)| p).collect()
+}
+
 /// Simulates one Broadcast or Reduce of `bytes` from/to rank 0 with `sel`'s protocol and
 /// channel count.
 #[allow(clippy::too_many_arguments)]
@@ -63,19 +106,11 @@ pub fn simulate(
     let links = cluster.links();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    // Global ring positions j = node * ppn + i; hop j goes from position j to j + 1 (mod n).
-    let hop_ids: Vec<usize> = match coll {
-        Collective::Reduce => (1..n).collect(),
-        _ => (0..n - 1).collect(),
-    };
-    let channels: Vec<Vec<Hop>> = comm.channels()[..nch]
-        .iter()
-        .map(|ch| {
-            hop_ids
-                .iter()
-                .map(|&j| {
-                    let (node, i) = (j / ppn, j % ppn);
-                    let (path, class) = comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes);
+    let channels: Vec<Vec<Hop>> = hop_paths(coll, cluster, comm, nch)
+        .into_iter()
+        .map(|hops| {
+            hops.into_iter()
+                .map(|(path, class)| {
                     let eff = match class {
                         HopClass::Nvlink => gpu.nvlink_efficiency[p],
                         _ => sel.proto.payload_efficiency(),

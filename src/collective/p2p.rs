@@ -34,29 +34,41 @@ fn pow2_floor(n: usize) -> usize {
     if n == 0 { 1 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) }
 }
 
-/// Simulates one SendRecv or AllToAll; `bytes` is nccl-tests' size (per rank: the message for
-/// SendRecv, the whole send buffer for AllToAll).
-pub fn simulate(
+/// One peer pair's share on one channel.
+struct Flow {
+    path: Vec<u32>,
+    bytes: f64,
+    delay: Time,
+    eff: f64,
+}
+
+/// Bytes each peer pair moves: the message for SendRecv, a 1/n share of the send buffer for
+/// AllToAll.
+fn per_peer(coll: Collective, n: usize, bytes: u64) -> u64 {
+    match coll {
+        Collective::AllToAll => bytes / n as u64,
+        _ => bytes,
+    }
+}
+
+/// LL up to NCCL_P2P_LL_THRESHOLD (16 KiB per peer), else Simple.
+fn proto(per_peer: u64) -> Proto {
+    if per_peer <= 16 * 1024 { Proto::LL } else { Proto::Simple }
+}
+
+/// The flows of a call (every peer pair on each of its channels) and the most channels a pair
+/// uses.
+fn flows(
     coll: Collective,
     cluster: &Cluster,
     comm: &Communicator,
     bytes: u64,
     params: &TimingParams,
-) -> P2pRun {
+) -> (Vec<Flow>, usize) {
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let n = nnodes * ppn;
-    let per_peer = match coll {
-        Collective::AllToAll => bytes / n as u64,
-        _ => bytes,
-    };
-    let proto = if per_peer <= 16 * 1024 { Proto::LL } else { Proto::Simple };
-    if n < 2 || per_peer == 0 {
-        return P2pRun {
-            run: RingRun { time: params.call_overhead, events: 0 },
-            proto,
-            channels: 1,
-        };
-    }
+    let per_peer = per_peer(coll, n, bytes);
+    let proto = proto(per_peer);
     let spec = cluster.spec();
     let paths = comm.paths();
     let total = pow2_floor(comm.channels().len().min(64));
@@ -70,12 +82,6 @@ pub fn simulate(
     let links = cluster.links();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    struct Flow {
-        path: Vec<u32>,
-        bytes: f64,
-        delay: Time,
-        eff: f64,
-    }
     let mut flows = Vec::new();
     let mut max_ch = 1;
     let gpu = params.gpu(spec.gpu.arch);
@@ -114,7 +120,45 @@ pub fn simulate(
             flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff });
         }
     }
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    (flows, max_ch)
+}
+
+/// Every flow of the call at once, for `explain`'s bottleneck.
+pub fn steady_paths(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    params: &TimingParams,
+) -> Vec<Vec<LinkId>> {
+    if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
+        return Vec::new();
+    }
+    let (flows, _) = flows(coll, cluster, comm, bytes, params);
+    flows.into_iter().map(|f| f.path.into_iter().map(LinkId).collect()).collect()
+}
+
+/// Simulates one SendRecv or AllToAll; `bytes` is nccl-tests' size (per rank: the message for
+/// SendRecv, the whole send buffer for AllToAll).
+pub fn simulate(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    params: &TimingParams,
+) -> P2pRun {
+    let n = comm.nranks();
+    let per_peer = per_peer(coll, n, bytes);
+    let proto = proto(per_peer);
+    if n < 2 || per_peer == 0 {
+        return P2pRun {
+            run: RingRun { time: params.call_overhead, events: 0 },
+            proto,
+            channels: 1,
+        };
+    }
+    let (flows, max_ch) = flows(coll, cluster, comm, bytes, params);
+    let caps: Vec<f64> = cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let specs: Vec<FlowSpec<'_>> =
         flows.iter().map(|f| FlowSpec { path: &f.path, cap: f64::INFINITY, weight: 1.0 }).collect();
     let rates = max_min_rates(&caps, &specs);

@@ -14,6 +14,28 @@ use crate::net::LinkId;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Time;
 
+/// The route from node `a`'s GPU to node `b`'s, through their NICs.
+fn route(cluster: &Cluster, comm: &Communicator, a: usize, b: usize) -> Vec<LinkId> {
+    let paths = comm.paths();
+    let (ga, gb) = (0, 0);
+    let (na, nb) = (cluster.local_nic(ga).unwrap_or(0), cluster.local_nic(gb).unwrap_or(0));
+    let mut p = paths.to_nic(cluster, a, ga, na);
+    p.extend(cluster.nic_to_nic((a, na), (b, nb)));
+    p.extend(paths.from_nic(cluster, b, nb, gb));
+    p
+}
+
+/// The flows of the step that moves the most (half the ranks' distance), for `explain`'s
+/// bottleneck.
+pub fn steady_paths(cluster: &Cluster, comm: &Communicator) -> Vec<Vec<LinkId>> {
+    let n = comm.nranks();
+    if n < 2 {
+        return Vec::new();
+    }
+    let dist = 1usize << (usize::BITS - 1 - (n - 1).leading_zeros());
+    (0..n).map(|r| route(cluster, comm, r, (r + dist) % n)).collect()
+}
+
 /// Simulates one PAT AllGather or ReduceScatter of `bytes` (NCCL's total) on one GPU per node.
 pub fn simulate(
     coll: Collective,
@@ -27,18 +49,10 @@ pub fn simulate(
         return RingRun { time: params.call_overhead, events: 0 };
     }
     let block = bytes as f64 / n as f64;
-    let paths = comm.paths();
     let links = cluster.links();
     let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    let route = |a: usize, b: usize| -> Vec<LinkId> {
-        let (ga, gb) = (0, 0);
-        let (na, nb) = (cluster.local_nic(ga).unwrap_or(0), cluster.local_nic(gb).unwrap_or(0));
-        let mut p = paths.to_nic(cluster, a, ga, na);
-        p.extend(cluster.nic_to_nic((a, na), (b, nb)));
-        p.extend(paths.from_nic(cluster, b, nb, gb));
-        p
-    };
+    let route = |a: usize, b: usize| route(cluster, comm, a, b);
     let steps = usize::BITS - (n - 1).leading_zeros();
     let mut order: Vec<u32> = (0..steps).collect();
     if coll == Collective::ReduceScatter {

@@ -166,6 +166,215 @@ fn chunk_size(proto: Proto, bytes: u64, nch: u64, nnodes: usize, ppn: usize, buf
     }
 }
 
+/// How a call's tree is laid out over ranks, heads and channels.
+struct Layout {
+    nnodes: usize,
+    ppn: usize,
+    /// Ranks per node in the simulated tree: the chain's GPUs, or for NVLSTree and
+    /// CollNetDirect the head and one rank standing for the rest of the node (reached through
+    /// the NVSwitch).
+    rpn: usize,
+    /// Ranks in a channel's tree (CollNet: plus the switch).
+    nranks: usize,
+    nch: usize,
+    collnet: bool,
+    nvls_tree: bool,
+    /// NVLSTree: the heads — a GPU with one of its NICs — every channel serves in turn (NCCL's
+    /// NVLS graph has one head per NIC).
+    head_pairs: Vec<(usize, usize)>,
+    /// Every (channel, head) pipeline: channels differ in their NICs and trees.
+    reps: Vec<(usize, usize)>,
+}
+
+/// What carries an edge of a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EdgeKind {
+    /// A hop between GPUs of a node (up and down classes).
+    Hop(HopClass, HopClass),
+    /// NVLS inside a node: multimem load-reduce up, multimem store down.
+    Nvls,
+    /// Between nodes through the NICs.
+    Net,
+}
+
+/// An edge of a channel's tree with its links each way.
+struct EdgeLinks {
+    child: usize,
+    parent: usize,
+    kind: EdgeKind,
+    up: Vec<LinkId>,
+    down: Vec<LinkId>,
+}
+
+impl Layout {
+    fn new(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Layout {
+        let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+        let collnet =
+            matches!(sel.algo, crate::comm::Algo::CollNetChain | crate::comm::Algo::CollNetDirect);
+        // CollNetDirect spreads each node's part over its NIC heads through the NVSwitch, as
+        // NVLSTree does (with ordinary NVLink writes instead of multimem); CollNetChain keeps the
+        // chain. Both reduce across nodes in the network switch (IB SHARP): one extra rank, the
+        // switch, is every node head's parent.
+        let nvls_tree =
+            matches!(sel.algo, crate::comm::Algo::NvlsTree | crate::comm::Algo::CollNetDirect);
+        let rpn = if nvls_tree { 2 } else { ppn };
+        let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+        let head_pairs: Vec<(usize, usize)> = if nvls_tree {
+            let mut v = Vec::new();
+            for g in 0..ppn {
+                for nic in cluster.gpu_nics(g) {
+                    if !v.iter().any(|&(_, n)| n == nic) {
+                        v.push((g, nic));
+                    }
+                }
+            }
+            if v.is_empty() { vec![(0, 0)] } else { v }
+        } else {
+            vec![(usize::MAX, usize::MAX)]
+        };
+        let reps = (0..nch).flat_map(|c| (0..head_pairs.len()).map(move |h| (c, h))).collect();
+        Layout {
+            nnodes,
+            ppn,
+            rpn,
+            nranks: nnodes * rpn + usize::from(collnet),
+            nch,
+            collnet,
+            nvls_tree,
+            head_pairs,
+            reps,
+        }
+    }
+
+    /// The edges of pipeline `(c, hp)`: the chains inside nodes, the NVLS edges, then the
+    /// edges between nodes (the double binary tree, or every head to the SHARP switch).
+    fn channel_edges(
+        &self,
+        cluster: &Cluster,
+        comm: &Communicator,
+        (c, hp): (usize, usize),
+    ) -> Vec<EdgeLinks> {
+        let (nnodes, ppn, rpn) = (self.nnodes, self.ppn, self.rpn);
+        let (nvls_tree, collnet, head_pairs) = (self.nvls_tree, self.collnet, &self.head_pairs);
+        let paths = comm.paths();
+        let rank = |node: usize, pos: usize| node * rpn + pos;
+        let up_link =
+            |node: usize, g: usize| cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0;
+        let down_link =
+            |node: usize, g: usize| cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0;
+        let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
+        let tree = usize::from(c >= self.nch.div_ceil(2));
+        let head_order: Vec<usize>;
+        let g: &Vec<usize> = if nvls_tree {
+            let h = head_pairs[hp].0;
+            head_order = std::iter::once(h).chain((0..ppn).filter(|&x| x != h)).collect();
+            &head_order
+        } else {
+            &ring.gpus
+        };
+        // The GPU's NICs in turn over the channels (NVLSTree heads with several NICs each).
+        let nic_of = |gpu: usize| {
+            let own = cluster.gpu_nics(gpu);
+            if nvls_tree && gpu == head_pairs[hp].0 {
+                head_pairs[hp].1
+            } else if nvls_tree && !own.is_empty() {
+                own[0]
+            } else {
+                cluster.local_nic(gpu).unwrap_or(0)
+            }
+        };
+        let mut out = Vec::new();
+        for node in 0..nnodes {
+            for pos in (1..ppn).filter(|_| !nvls_tree) {
+                let up = paths.gpu_hop(cluster, node, g[pos], g[pos - 1]);
+                let down = paths.gpu_hop(cluster, node, g[pos - 1], g[pos]);
+                out.push(EdgeLinks {
+                    child: rank(node, pos),
+                    parent: rank(node, pos - 1),
+                    kind: EdgeKind::Hop(up.class, down.class),
+                    up: up.links,
+                    down: down.links,
+                });
+            }
+        }
+        if nvls_tree {
+            for node in 0..nnodes {
+                let h = g[0];
+                let mut reduce: Vec<LinkId> = (0..ppn).flat_map(|x| up_link(node, x)).collect();
+                reduce.extend(down_link(node, h));
+                let mut store = up_link(node, h);
+                store.extend((0..ppn).flat_map(|x| down_link(node, x)));
+                out.push(EdgeLinks {
+                    child: rank(node, 1),
+                    parent: rank(node, 0),
+                    kind: EdgeKind::Nvls,
+                    up: reduce,
+                    down: store,
+                });
+            }
+        }
+        if collnet {
+            // Every node's head sends into the network, where the switch reduces, and receives
+            // the result back: the switch is the root.
+            let sw = nnodes * rpn;
+            for node in 0..nnodes {
+                let cg = g[0];
+                let cn = nic_of(cg);
+                let (tx, rx) = cluster.nic_links(node, cn);
+                let mut up = paths.to_nic(cluster, node, cg, cn);
+                up.push(tx);
+                let mut down = vec![rx];
+                down.extend(paths.from_nic(cluster, node, cn, cg));
+                out.push(EdgeLinks {
+                    child: rank(node, 0),
+                    parent: sw,
+                    kind: EdgeKind::Net,
+                    up,
+                    down,
+                });
+            }
+        }
+        for node in (0..nnodes).filter(|_| !collnet) {
+            let (parent, _) = dtree(nnodes, node, tree);
+            if let Some(pn) = parent {
+                let (_, siblings) = dtree(nnodes, pn, tree);
+                let slot = siblings.iter().position(|&s| s == node).unwrap_or(0);
+                let at = if slot == 1 && ppn > 1 && !nvls_tree { 1 } else { 0 };
+                let (cg, pg) = (g[0], g[at]);
+                let (cn, pnic) = (nic_of(cg), nic_of(pg));
+                let mut up = paths.to_nic(cluster, node, cg, cn);
+                up.extend(cluster.nic_to_nic((node, cn), (pn, pnic)));
+                up.extend(paths.from_nic(cluster, pn, pnic, pg));
+                let mut down = paths.to_nic(cluster, pn, pg, pnic);
+                down.extend(cluster.nic_to_nic((pn, pnic), (node, cn)));
+                down.extend(paths.from_nic(cluster, node, cn, cg));
+                out.push(EdgeLinks {
+                    child: rank(node, 0),
+                    parent: rank(pn, at),
+                    kind: EdgeKind::Net,
+                    up,
+                    down,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Every link path of a Tree-family call in steady state (each edge of every pipeline busy
+/// both ways), for `explain`'s bottleneck.
+pub fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Vec<Vec<LinkId>> {
+    let lay = Layout::new(cluster, comm, sel);
+    if lay.nnodes * lay.ppn < 2 {
+        return Vec::new();
+    }
+    lay.reps
+        .iter()
+        .flat_map(|&rep| lay.channel_edges(cluster, comm, rep))
+        .flat_map(|e| [e.up, e.down])
+        .collect()
+}
+
 /// Simulates one Tree AllReduce — or, when `sel` says NVLSTree, an NVLSTree AllReduce: each
 /// node's part done by NVLS (a multimem load-reduce into the channel's head GPU, a multimem store
 /// back out), the tree running between node heads over their NICs — with `sel`'s protocol and
@@ -179,40 +388,14 @@ pub fn simulate_allreduce(
     params: &TimingParams,
     mode: Mode,
 ) -> RingRun {
-    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    let collnet =
-        matches!(sel.algo, crate::comm::Algo::CollNetChain | crate::comm::Algo::CollNetDirect);
-    // CollNetDirect spreads each node's part over its NIC heads through the NVSwitch, as
-    // NVLSTree does (with ordinary NVLink writes instead of multimem); CollNetChain keeps the
-    // chain. Both reduce across nodes in the network switch (IB SHARP): one extra rank, the
-    // switch, is every node head's parent.
-    let nvls_tree =
-        matches!(sel.algo, crate::comm::Algo::NvlsTree | crate::comm::Algo::CollNetDirect);
-    let direct = sel.algo == crate::comm::Algo::CollNetDirect;
-    // Ranks per node in the simulated tree: the chain's GPUs, or for NVLSTree the head and one
-    // rank standing for the rest of the node (reached through the NVSwitch).
-    let rpn = if nvls_tree { 2 } else { ppn };
-    let nranks = nnodes * rpn + usize::from(collnet);
-    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+    let lay = Layout::new(cluster, comm, sel);
+    let (nnodes, ppn, nch, nranks) = (lay.nnodes, lay.ppn, lay.nch, lay.nranks);
+    let (collnet, direct) = (lay.collnet, sel.algo == crate::comm::Algo::CollNetDirect);
     if nnodes * ppn < 2 || bytes == 0 {
         return RingRun { time: params.call_overhead, events: 0 };
     }
     let align = 16u64.max(elt);
-    // NVLSTree: every channel serves every head — a GPU with one of its NICs — in turn (NCCL's
-    // NVLS graph has one head per NIC), so each (channel, head) pipeline carries its share.
-    let head_pairs: Vec<(usize, usize)> = if nvls_tree {
-        let mut v = Vec::new();
-        for g in 0..ppn {
-            for nic in cluster.gpu_nics(g) {
-                if !v.iter().any(|&(_, n)| n == nic) {
-                    v.push((g, nic));
-                }
-            }
-        }
-        if v.is_empty() { vec![(0, 0)] } else { v }
-    } else {
-        vec![(usize::MAX, usize::MAX)]
-    };
+    let head_pairs = &lay.head_pairs;
     let pipes = nch * head_pairs.len();
     let per_channel = bytes.div_ceil(pipes as u64).div_ceil(align) * align;
     // LL and LL128 stream: every store round carries its own flags, so a rank forwards data one
@@ -225,7 +408,7 @@ pub fn simulate_allreduce(
             c /= 2;
         }
         c
-    } else if nvls_tree {
+    } else if lay.nvls_tree {
         // NCCL_NVLS_CHUNKSIZE, at most 64 KiB on 4 nodes or more (NVLSTree's cap).
         if nnodes >= 4 { 64 * 1024 } else { 128 * 1024 }
     } else {
@@ -249,108 +432,20 @@ pub fn simulate_allreduce(
         HopClass::Nvlink => gpu.nvlink_efficiency[p],
         _ => sel.proto.payload_efficiency(),
     };
-    // Channels differ in their NICs and trees: every one is built.
-    let half = nch.div_ceil(2);
-    let reps: Vec<(usize, usize)> =
-        (0..nch).flat_map(|c| (0..head_pairs.len()).map(move |h| (c, h))).collect();
     let links = cluster.links();
     let mut net = Network::new(links);
-    let paths = comm.paths();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    let rank = |node: usize, pos: usize| node * rpn + pos;
-    // NVLSTree heads: one GPU per distinct NIC, taken in turn by the channels.
-    let mut heads: Vec<usize> = Vec::new();
-    for g in 0..ppn {
-        let nic = cluster.local_nic(g);
-        if !heads.iter().any(|&h| cluster.local_nic(h) == nic) {
-            heads.push(g);
-        }
-    }
     let nvls_eff = if direct {
         gpu.nvlink_efficiency[Proto::Simple as usize]
     } else {
         crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3)
     };
-    let up_link = |node: usize, g: usize| cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0;
-    let down_link = |node: usize, g: usize| cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0;
+    let step = |class: HopClass| params.step(class, sel.proto);
     let mut channels: Vec<Channel> = Vec::new();
     let mut weights = Vec::new();
-    for &(c, hp) in &reps {
+    for &rep in &lay.reps {
         let w = 1.0;
-        let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
-        let tree = usize::from(c >= half);
-        let head_order: Vec<usize>;
-        let g: &Vec<usize> = if nvls_tree {
-            let h = head_pairs[hp].0;
-            head_order = std::iter::once(h).chain((0..ppn).filter(|&x| x != h)).collect();
-            &head_order
-        } else {
-            &ring.gpus
-        };
-        // The GPU's NICs in turn over the channels (NVLSTree heads with several NICs each).
-        let nic_of = |gpu: usize| {
-            let own = cluster.gpu_nics(gpu);
-            if nvls_tree && gpu == head_pairs[hp].0 {
-                head_pairs[hp].1
-            } else if nvls_tree && !own.is_empty() {
-                own[0]
-            } else {
-                cluster.local_nic(gpu).unwrap_or(0)
-            }
-        };
-        let mut edges = Vec::new();
-        let mut nvls_edges = Vec::new();
-        if nvls_tree {
-            for node in 0..nnodes {
-                let h = g[0];
-                let mut reduce: Vec<LinkId> = (0..ppn).flat_map(|x| up_link(node, x)).collect();
-                reduce.extend(down_link(node, h));
-                let mut store = up_link(node, h);
-                store.extend((0..ppn).flat_map(|x| down_link(node, x)));
-                nvls_edges.push((rank(node, 1), rank(node, 0), reduce, store));
-            }
-        }
-        for node in 0..nnodes {
-            for pos in (1..ppn).filter(|_| !nvls_tree) {
-                let up = paths.gpu_hop(cluster, node, g[pos], g[pos - 1]);
-                let down = paths.gpu_hop(cluster, node, g[pos - 1], g[pos]);
-                edges.push((rank(node, pos), rank(node, pos - 1), up, down));
-            }
-        }
-        let mut inter = Vec::new();
-        if collnet {
-            // Every node's head sends into the network, where the switch reduces, and receives
-            // the result back: the switch is the root.
-            let sw = nnodes * rpn;
-            for node in 0..nnodes {
-                let cg = g[0];
-                let cn = nic_of(cg);
-                let (tx, rx) = cluster.nic_links(node, cn);
-                let mut up = paths.to_nic(cluster, node, cg, cn);
-                up.push(tx);
-                let mut down = vec![rx];
-                down.extend(paths.from_nic(cluster, node, cn, cg));
-                inter.push((rank(node, 0), sw, up, down));
-            }
-        }
-        for node in (0..nnodes).filter(|_| !collnet) {
-            let (parent, _) = dtree(nnodes, node, tree);
-            if let Some(pn) = parent {
-                let (_, siblings) = dtree(nnodes, pn, tree);
-                let slot = siblings.iter().position(|&s| s == node).unwrap_or(0);
-                let at = if slot == 1 && ppn > 1 && !nvls_tree { 1 } else { 0 };
-                let (cg, pg) = (g[0], g[at]);
-                let (cn, pnic) = (nic_of(cg), nic_of(pg));
-                let mut up = paths.to_nic(cluster, node, cg, cn);
-                up.extend(cluster.nic_to_nic((node, cn), (pn, pnic)));
-                up.extend(paths.from_nic(cluster, pn, pnic, pg));
-                let mut down = paths.to_nic(cluster, pn, pg, pnic);
-                down.extend(cluster.nic_to_nic((pn, pnic), (node, cn)));
-                down.extend(paths.from_nic(cluster, node, cn, cg));
-                inter.push((rank(node, 0), rank(pn, at), up, down));
-            }
-        }
         let mut ch = Channel {
             edges: Vec::new(),
             parent_edge: vec![None; nranks],
@@ -359,64 +454,50 @@ pub fn simulate_allreduce(
             ranks: vec![RankState::default(); nranks],
             delivered: Vec::new(),
         };
-        let step = |class: HopClass| params.step(class, sel.proto);
-        for (child, parent, up, down) in edges {
-            let e = ch.edges.len();
+        for e in lay.channel_edges(cluster, comm, rep) {
+            let (up_delay, down_delay, up_eff, down_eff, up_p2p, down_p2p) = match e.kind {
+                EdgeKind::Hop(u, d) => (
+                    latency(&e.up) + step(u),
+                    latency(&e.down) + step(d),
+                    efficiency(u),
+                    efficiency(d),
+                    u != HopClass::Net,
+                    d != HopClass::Net,
+                ),
+                EdgeKind::Nvls => (
+                    latency(&e.up) + step(HopClass::Nvlink),
+                    latency(&e.down) + step(HopClass::Nvlink),
+                    nvls_eff,
+                    nvls_eff,
+                    false,
+                    false,
+                ),
+                EdgeKind::Net => (
+                    latency(&e.up) + step(HopClass::Net),
+                    latency(&e.down) + step(HopClass::Net),
+                    sel.proto.payload_efficiency(),
+                    sel.proto.payload_efficiency(),
+                    false,
+                    false,
+                ),
+            };
+            let id = ch.edges.len();
             ch.edges.push(Edge {
-                child,
-                parent,
-                up_delay: latency(&up.links) + step(up.class),
-                down_delay: latency(&down.links) + step(down.class),
-                up_eff: efficiency(up.class),
-                down_eff: efficiency(down.class),
-                up_p2p: up.class != HopClass::Net,
-                down_p2p: down.class != HopClass::Net,
-                up_links: up.links.iter().map(|l| l.0).collect(),
-                down_links: down.links.iter().map(|l| l.0).collect(),
-                up: net.add_path(&up.links, links),
-                down: net.add_path(&down.links, links),
+                child: e.child,
+                parent: e.parent,
+                up_delay,
+                down_delay,
+                up_eff,
+                down_eff,
+                up_p2p,
+                down_p2p,
+                up_links: e.up.iter().map(|l| l.0).collect(),
+                down_links: e.down.iter().map(|l| l.0).collect(),
+                up: net.add_path(&e.up, links),
+                down: net.add_path(&e.down, links),
             });
-            ch.parent_edge[child] = Some(e);
-            ch.child_edges[parent].push(e);
-        }
-        for (child, parent, up, down) in nvls_edges {
-            let e = ch.edges.len();
-            let d = latency(&up) + step(HopClass::Nvlink);
-            ch.edges.push(Edge {
-                child,
-                parent,
-                up_delay: d,
-                down_delay: latency(&down) + step(HopClass::Nvlink),
-                up_eff: nvls_eff,
-                down_eff: nvls_eff,
-                up_p2p: false,
-                down_p2p: false,
-                up_links: up.iter().map(|l| l.0).collect(),
-                down_links: down.iter().map(|l| l.0).collect(),
-                up: net.add_path(&up, links),
-                down: net.add_path(&down, links),
-            });
-            ch.parent_edge[child] = Some(e);
-            ch.child_edges[parent].push(e);
-        }
-        for (child, parent, up, down) in inter {
-            let e = ch.edges.len();
-            ch.edges.push(Edge {
-                child,
-                parent,
-                up_delay: latency(&up) + step(HopClass::Net),
-                down_delay: latency(&down) + step(HopClass::Net),
-                up_eff: sel.proto.payload_efficiency(),
-                down_eff: sel.proto.payload_efficiency(),
-                up_p2p: false,
-                down_p2p: false,
-                up_links: up.iter().map(|l| l.0).collect(),
-                down_links: down.iter().map(|l| l.0).collect(),
-                up: net.add_path(&up, links),
-                down: net.add_path(&down, links),
-            });
-            ch.parent_edge[child] = Some(e);
-            ch.child_edges[parent].push(e);
+            ch.parent_edge[e.child] = Some(id);
+            ch.child_edges[e.parent].push(id);
         }
         ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
         ch.delivered = vec![0; ch.edges.len()];

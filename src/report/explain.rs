@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use crate::collective::{Collective, Mode, TimingParams};
+use crate::collective::{Collective, Mode, TimingParams, chain, p2p, pat, tree};
 use crate::comm::{Algo, Communicator, Proto, Selection};
 use crate::hw::{Cluster, Vertex};
 use crate::net::LinkId;
@@ -69,9 +69,18 @@ pub struct Explanation {
     pub bottleneck: Option<Bottleneck>,
 }
 
-fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Vec<Vec<LinkId>> {
+/// Every flow of the call's steady state: each algorithm's connections all busy at once.
+fn steady_paths(
+    cluster: &Cluster,
+    comm: &Communicator,
+    coll: Collective,
+    sel: &Selection,
+) -> Vec<Vec<LinkId>> {
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     match sel.algo {
+        Algo::Ring if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
+            chain::steady_paths(coll, cluster, comm, sel)
+        }
         Algo::Ring => comm.channels()[..sel.nchannels.min(comm.channels().len())]
             .iter()
             .flat_map(|ch| (0..ppn).map(move |i| comm.hop_path(cluster, ch, 0, i, 1 % nnodes).0))
@@ -91,7 +100,10 @@ fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Vec<
                 })
                 .collect()
         }
-        _ => Vec::new(),
+        Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
+            tree::steady_paths(cluster, comm, sel)
+        }
+        Algo::Pat => pat::steady_paths(cluster, comm),
     }
 }
 
@@ -137,6 +149,9 @@ impl Explanation {
         params: &TimingParams,
         mode: Mode,
     ) -> Explanation {
+        if matches!(coll, Collective::AllToAll | Collective::SendRecv) {
+            return Self::p2p(cluster, comm, coll, bytes, elt, params);
+        }
         let t = comm.tuning();
         let mut table = Vec::new();
         for a in Algo::ALL {
@@ -171,7 +186,39 @@ impl Explanation {
             time_us,
             latency_part_us,
             bandwidth_part_us: time_us - latency_part_us,
-            bottleneck: bottleneck(cluster, &steady_paths(cluster, comm, &sel)),
+            bottleneck: bottleneck(cluster, &steady_paths(cluster, comm, coll, &sel)),
+        }
+    }
+
+    /// SendRecv and AllToAll: NCCL selects no algorithm; the calls run on its p2p channels.
+    fn p2p(
+        cluster: &Cluster,
+        comm: &Communicator,
+        coll: Collective,
+        bytes: u64,
+        elt: u64,
+        params: &TimingParams,
+    ) -> Explanation {
+        let run = p2p::simulate(coll, cluster, comm, bytes, params);
+        let tiny = match coll {
+            Collective::AllToAll => elt * comm.nranks() as u64,
+            _ => elt,
+        };
+        let lat = p2p::simulate(coll, cluster, comm, tiny, params);
+        let time_us = run.run.time.as_us();
+        let latency_part_us = lat.run.time.as_us().min(time_us);
+        Explanation {
+            collective: coll,
+            bytes,
+            nranks: comm.nranks(),
+            nodes: comm.nnodes(),
+            table: Vec::new(),
+            nccl_choice: None,
+            simulated: ("P2P".to_string(), run.proto.name().to_string(), run.channels),
+            time_us,
+            latency_part_us,
+            bandwidth_part_us: time_us - latency_part_us,
+            bottleneck: bottleneck(cluster, &p2p::steady_paths(coll, cluster, comm, bytes, params)),
         }
     }
 
@@ -186,6 +233,33 @@ impl Explanation {
             self.nodes
         )?;
         writeln!(out)?;
+        if self.table.is_empty() {
+            writeln!(
+                out,
+                "point-to-point: NCCL selects no algorithm; every peer pair runs on its p2p channels (LL up to 16 KiB per peer, Simple above)"
+            )?;
+        } else {
+            self.write_cost_table(out)?;
+        }
+        let (a, p, ch) = &self.simulated;
+        writeln!(out, "collsim simulates: {a}/{p} on {ch} channel(s)")?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "simulated time {:.2} us = {:.2} us latency (the same call on an almost empty buffer: call overhead and per-step latencies) + {:.2} us moving the bytes",
+            self.time_us, self.latency_part_us, self.bandwidth_part_us
+        )?;
+        match &self.bottleneck {
+            Some(b) => writeln!(
+                out,
+                "bottleneck: a {} link of {:.1} GB/s shared by {} flow(s), {:.2} GB/s each, when every connection sends",
+                b.class, b.capacity_gbps, b.flows, b.per_flow_gbps
+            ),
+            None => writeln!(out, "bottleneck: none (a single rank moves nothing)"),
+        }
+    }
+
+    fn write_cost_table(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "NCCL's cost table (time = latency + bytes / bandwidth):")?;
         writeln!(
             out,
@@ -212,21 +286,6 @@ impl Explanation {
             "NCCL would pick: {}",
             self.nccl_choice.as_deref().unwrap_or("nothing (all disabled)")
         )?;
-        let (a, p, ch) = &self.simulated;
-        writeln!(out, "collsim simulates: {a}/{p} on {ch} channel(s)")?;
-        writeln!(out)?;
-        writeln!(
-            out,
-            "simulated time {:.2} us = {:.2} us latency (the same call on an almost empty buffer: call overhead and per-step latencies) + {:.2} us moving the bytes",
-            self.time_us, self.latency_part_us, self.bandwidth_part_us
-        )?;
-        match &self.bottleneck {
-            Some(b) => writeln!(
-                out,
-                "bottleneck: a {} link of {:.1} GB/s shared by {} flows, {:.2} GB/s each, when every channel sends",
-                b.class, b.capacity_gbps, b.flows, b.per_flow_gbps
-            ),
-            None => writeln!(out, "bottleneck: not summarised for this algorithm yet"),
-        }
+        Ok(())
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::collsim;
 
 fn tmp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("collsim-it-{}", std::process::id()));
+    let dir = super::scratch().join(format!("collsim-it-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

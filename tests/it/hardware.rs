@@ -130,7 +130,7 @@ fn topo_show_matches_the_dgx_h100_nvidia_smi_matrix() {
 /// (16 NIC ports per leaf at 2:1, so two nodes per rack) with the given oversubscription and
 /// placement policy.
 fn fat_tree_busbw(oversubscription: &str, policy: &str) -> f64 {
-    let dir = std::env::temp_dir()
+    let dir = super::scratch()
         .join(format!("collsim-ft-{oversubscription}-{policy}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let topo = std::fs::read_to_string(concat!(
@@ -173,7 +173,7 @@ fn an_oversubscribed_spine_halves_cross_rack_rings_but_not_compact_ones() {
 
 /// A DGX-H100 topology with an explicit network; returns the path of the written file.
 fn links_topology(tag: &str, network: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("collsim-links-{tag}-{}", std::process::id()));
+    let dir = super::scratch().join(format!("collsim-links-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let topo =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))

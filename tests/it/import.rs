@@ -9,8 +9,7 @@ fn data(name: &str) -> String {
 /// Imports, writes the TOML to a temp file, and returns its path.
 fn import(flag: &str, file: &str, tag: &str) -> String {
     let toml = collsim_ok(&["topo", "import", flag, &data(file)]);
-    let path =
-        std::env::temp_dir().join(format!("collsim-import-{tag}-{}.toml", std::process::id()));
+    let path = super::scratch().join(format!("collsim-import-{tag}-{}.toml", std::process::id()));
     std::fs::write(&path, toml).unwrap();
     path.to_str().unwrap().to_string()
 }
@@ -62,17 +61,17 @@ fn nvidia_smi_matrices_import_with_tabs_or_spaces() {
 fn topo_show_output_imports_back_to_the_same_matrix() {
     // PXB pairs (DGX A100) rebuild a top switch with a switch per device below it.
     let text = collsim_ok(&["topo", "show", "dgx-a100"]);
-    let path = std::env::temp_dir().join(format!("collsim-a100-smi-{}.txt", std::process::id()));
+    let path = super::scratch().join(format!("collsim-a100-smi-{}.txt", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let toml = collsim_ok(&["topo", "import", "--nvidia-smi", path.to_str().unwrap()]);
-    let back = std::env::temp_dir().join(format!("collsim-a100-back-{}.toml", std::process::id()));
+    let back = super::scratch().join(format!("collsim-a100-back-{}.toml", std::process::id()));
     std::fs::write(&back, toml).unwrap();
     assert_eq!(matrix(back.to_str().unwrap()), matrix("dgx-a100"));
 }
 
 #[test]
 fn bad_dumps_fail_on_one_line() {
-    let dir = std::env::temp_dir().join(format!("collsim-bad-import-{}", std::process::id()));
+    let dir = super::scratch().join(format!("collsim-bad-import-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, text, flag, needle) in [
         (

@@ -30,3 +30,9 @@ pub fn collsim_ok(args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
+
+/// Where tests write their scratch files: Cargo's per-target temporary directory (under
+/// `target/`), so that runs leave nothing behind in the system's temp directory.
+pub fn scratch() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}

@@ -125,9 +125,67 @@ fn explain_takes_a_call_apart() {
     );
 }
 
+fn explain_json(args: &[&str]) -> serde_json::Value {
+    let out = collsim_ok(&[&["explain", "--format", "json"], args].concat());
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn explain_names_a_bottleneck_for_every_algorithm() {
+    // The acceptance call: Tree/LL128 on 16 DGX-A100s. Each GPU's PCIe gen4 x16 link to
+    // its switch carries both trees' traffic to and from the NIC.
+    let v = explain_json(&[
+        "--topology",
+        "dgx-a100",
+        "--nodes",
+        "16",
+        "--collective",
+        "all_reduce",
+        "--bytes",
+        "4MiB",
+    ]);
+    assert_eq!(v["simulated"][0], "TREE");
+    assert_eq!(v["bottleneck"]["class"], "pcie");
+    for (topo, nodes, coll, algo, class) in [
+        ("aws-p5", "4", "all_reduce", "NVLS_TREE", "net"),
+        ("dgx-h100", "2", "broadcast", "RING", "pcie"),
+        ("dgx-h100", "1", "reduce", "RING", "nvlink"),
+        ("aws-p5", "2", "alltoall", "P2P", "net"),
+        ("dgx-h100", "1", "sendrecv", "P2P", "nvlink"),
+    ] {
+        let v = explain_json(&[
+            "--topology",
+            topo,
+            "--nodes",
+            nodes,
+            "--collective",
+            coll,
+            "--bytes",
+            "1GiB",
+        ]);
+        assert_eq!(v["simulated"][0], algo, "{topo} {coll}");
+        assert_eq!(v["bottleneck"]["class"], class, "{topo} {coll}");
+        assert!(v["bottleneck"]["per_flow_gbps"].as_f64().unwrap() > 0.0);
+    }
+    // Point-to-point has no cost table: NCCL selects nothing.
+    let text = collsim_ok(&[
+        "explain",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--collective",
+        "alltoall",
+        "--bytes",
+        "64MiB",
+    ]);
+    assert!(text.contains("point-to-point: NCCL selects no algorithm"), "{text}");
+    assert!(text.contains("collsim simulates: P2P/SIMPLE"), "{text}");
+}
+
 #[test]
 fn nccl_version_picks_the_cost_tables() {
-    let dir = std::env::temp_dir().join(format!("collsim-ver-{}", std::process::id()));
+    let dir = super::scratch().join(format!("collsim-ver-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("v.toml");
     std::fs::write(
