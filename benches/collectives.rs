@@ -1,5 +1,5 @@
 //! Each algorithm on 8, 512 and 16,384 DGX-H100 GPUs (aggregated mode, as the CLI runs), and
-//! a whole 31-size nccl-tests sweep on 128 nodes.
+//! a whole 31-size nccl-tests sweep on 128 nodes. AllToAll moves n² pairs and stops at 512.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -12,26 +12,49 @@ use collsim::units::Bytes;
 use collsim::workload::sweep::{run, simulate_call};
 use collsim::workload::{DataType, ReduceOp};
 
+/// Group name, collective, NCCL_ALGO, (nodes, GPUs per node) shapes, SHARP switches.
+type Case<'a> = (&'a str, Collective, &'a str, &'a [(usize, usize)], bool);
+
 fn bench(c: &mut Criterion) {
     let (_, spec) = resolve_topology("dgx-h100", None).expect("preset");
     let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).expect("profile");
     let bytes = 256u64 << 20;
-    // (group, collective, NCCL_ALGO, GPU counts)
-    let cases: [(&str, Collective, &str, &[usize]); 6] = [
-        ("ring_allreduce_256MiB", Collective::AllReduce, "Ring", &[8, 64, 512, 4096, 16_384]),
-        ("tree_allreduce_256MiB", Collective::AllReduce, "Tree", &[8, 512, 16_384]),
-        ("nvls_allreduce_256MiB", Collective::AllReduce, "NVLS", &[8]),
-        ("nvlstree_allreduce_256MiB", Collective::AllReduce, "NVLSTree", &[512, 16_384]),
-        ("ring_allgather_256MiB", Collective::AllGather, "Ring", &[8, 512, 16_384]),
-        ("ring_broadcast_256MiB", Collective::Broadcast, "Ring", &[8, 512, 16_384]),
+    let mut sharp = spec.clone();
+    sharp.network.sharp = true;
+    // Nodes × GPUs per node for 8, 512 and 16,384 GPUs; algorithms that need several nodes
+    // (NVLSTree, CollNet) take 8 GPUs as 2 × 4, PAT (one GPU per node) as 8 × 1.
+    let full: &[(usize, usize)] = &[(1, 8), (64, 8), (2048, 8)];
+    let multi: &[(usize, usize)] = &[(2, 4), (64, 8), (2048, 8)];
+    let single: &[(usize, usize)] = &[(8, 1), (512, 1), (16_384, 1)];
+    let cases: [Case; 11] = [
+        (
+            "ring_allreduce_256MiB",
+            Collective::AllReduce,
+            "Ring",
+            &[(1, 8), (8, 8), (64, 8), (512, 8), (2048, 8)],
+            false,
+        ),
+        ("tree_allreduce_256MiB", Collective::AllReduce, "Tree", full, false),
+        ("nvls_allreduce_256MiB", Collective::AllReduce, "NVLS", &[(1, 8)], false),
+        ("nvlstree_allreduce_256MiB", Collective::AllReduce, "NVLSTree", multi, false),
+        ("collnet_direct_allreduce_256MiB", Collective::AllReduce, "CollNetDirect", multi, true),
+        ("collnet_chain_allreduce_256MiB", Collective::AllReduce, "CollNetChain", multi, true),
+        ("ring_allgather_256MiB", Collective::AllGather, "Ring", full, false),
+        ("ring_reducescatter_256MiB", Collective::ReduceScatter, "Ring", full, false),
+        ("pat_allgather_256MiB", Collective::AllGather, "PAT", single, false),
+        ("ring_broadcast_256MiB", Collective::Broadcast, "Ring", full, false),
+        ("ring_reduce_256MiB", Collective::Reduce, "Ring", full, false),
     ];
-    for (name, coll, algo, sizes) in cases {
+    for (name, coll, algo, shapes, with_sharp) in cases {
         let mut g = c.benchmark_group(name);
         g.sample_size(10);
-        for &gpus in sizes {
-            let cluster = Cluster::new(&spec, gpus / 8, 8);
-            let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).expect("env");
+        for &(nodes, gpn) in shapes {
+            let gpus = nodes * gpn;
+            let cluster = Cluster::new(if with_sharp { &sharp } else { &spec }, nodes, gpn);
+            let env = NcclEnv::from_pairs([("NCCL_ALGO", algo), ("NCCL_COLLNET_ENABLE", "1")])
+                .expect("env");
             let comm = Communicator::new(&cluster, &env).expect("communicator");
+            comm.check_algos(coll).expect("the algorithm runs here");
             let sel = comm.select(coll, bytes);
             g.throughput(Throughput::Elements(gpus as u64));
             g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
@@ -42,6 +65,18 @@ fn bench(c: &mut Criterion) {
         }
         g.finish();
     }
+    // SendRecv: each rank to the next.
+    let mut g = c.benchmark_group("p2p_sendrecv_256MiB");
+    g.sample_size(10);
+    for &(nodes, gpn) in full {
+        let gpus = nodes * gpn;
+        let cluster = Cluster::new(&spec, nodes, gpn);
+        let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
+        g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
+            b.iter(|| p2p::simulate(Collective::SendRecv, &cluster, &comm, bytes, &params))
+        });
+    }
+    g.finish();
     // Point-to-point: every pair of ranks, so AllToAll grows as n²; 512 GPUs is its scale here.
     let mut g = c.benchmark_group("p2p_alltoall_256MiB");
     g.sample_size(10);
