@@ -198,29 +198,36 @@ fn h100_alltoall_and_sendrecv_held_out() {
 }
 
 #[test]
-fn aws_p5_nvlstree_held_out() {
-    // Two p5.48xlarge (32 EFA NICs each): NCCL runs NVLSTree from 2 MiB. Nothing fitted on this
-    // curve (EFA's efficiency is an assumption in topologies/transports.toml).
-    let log = "calibration/data/H100_2N8G_AR_AWSP5_B.log";
-    let args = [
-        "validate",
-        "--log",
-        log,
-        "--topology",
-        "aws-p5",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "8",
-        "--collective",
-        "all_reduce",
-        "--nccl",
-        "NCCL_BUFFSIZE=8388608",
-        "--format",
-        "json",
-    ];
-    let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
-    let nvls_tree = |r: &serde_json::Value| r["algo"] == "NVLS_TREE";
-    assert!(rows(&v).iter().filter(|r| nvls_tree(r)).count() >= 10);
-    assert!(worst(&v, nvls_tree) <= 20.0, "{}", worst(&v, nvls_tree));
+fn aws_p5_held_out_after_the_efa_fit() {
+    // Two p5.48xlarge (32 EFA NICs each): NCCL runs Tree at small sizes and NVLSTree from 2 MiB.
+    // EFA's per-message overhead was fitted on run _A (topologies/transports.toml); _B and _C
+    // are held out. EFA's efficiency is an assumption.
+    for (log, p95_bound) in [("H100_2N8G_AR_AWSP5_B", 33.0), ("H100_2N8G_AR_AWSP5_C", 30.0)] {
+        let path = format!("calibration/data/{log}.log");
+        let args = [
+            "validate",
+            "--log",
+            &path,
+            "--topology",
+            "aws-p5",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--collective",
+            "all_reduce",
+            "--nccl",
+            "NCCL_BUFFSIZE=8388608",
+            "--format",
+            "json",
+        ];
+        let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+        assert_eq!(rows(&v).len(), 32, "{log}");
+        let nvls_tree = |r: &serde_json::Value| r["algo"] == "NVLS_TREE";
+        assert!(rows(&v).iter().filter(|r| nvls_tree(r)).count() >= 10, "{log}");
+        assert!(worst(&v, nvls_tree) <= 27.0, "{log}: {}", worst(&v, nvls_tree));
+        let p95 = v["p95_abs_error_pct"].as_f64().unwrap();
+        assert!(p95 <= p95_bound, "{log}: p95 {p95}");
+        assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 12.0, "{log}");
+    }
 }
