@@ -10,6 +10,7 @@
 //! share the links by max-min fairness. Wire bytes are payload / NVLS efficiency.
 
 use super::{Mode, TimingParams};
+use crate::comm::env::NcclEnv;
 use crate::comm::{Communicator, HopClass, Proto, Selection};
 use crate::engine::EventQueue;
 use crate::hw::{Cluster, Vertex};
@@ -19,19 +20,40 @@ use crate::units::{Bytes, Time};
 
 use super::ring::RingRun;
 
-/// NCCL_NVLS_CHUNKSIZE's default, and its reductions for small messages.
-fn chunk_size(bytes: u64, nch: u64, heads: u64) -> u64 {
-    let chunk = 128 * 1024;
-    let unit = nch * heads * chunk;
-    if bytes < 2 * unit {
-        chunk / 8
+/// NCCL's NVLS chunk (`nccl-model.md` §3.6): NCCL_NVLS_CHUNKSIZE, cut to 64, 32 and 16 KiB when
+/// the message is under 64, 8 and 2 × (`concurrent` pipelines — channels × heads — × chunk).
+pub(crate) fn chunk_size(bytes: u64, concurrent: u64, chunk: u64) -> u64 {
+    let unit = concurrent * chunk;
+    let cap = if bytes < 2 * unit {
+        16 * 1024
     } else if bytes < 8 * unit {
-        chunk / 4
+        32 * 1024
     } else if bytes < 64 * unit {
-        chunk / 2
+        64 * 1024
     } else {
         chunk
+    };
+    chunk.min(cap)
+}
+
+/// NVLSTree's chunk (NCCL's `enqueue.cc`): the NVLS chunk capped by
+/// NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB on 4 nodes or more, else no cap), then cut to 256,
+/// 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1 chunks for each of the
+/// `concurrent` pipelines (channels × heads), each test on the chunk the one before left.
+pub(crate) fn tree_chunk_size(bytes: u64, concurrent: u64, env: &NcclEnv, nnodes: usize) -> u64 {
+    let chunk = env.nvls_chunksize.get();
+    let max = match env.nvlstree_max_chunksize {
+        Some(m) => m.get(),
+        None if nnodes >= 4 => 64 * 1024,
+        None => chunk,
+    };
+    let mut c = chunk.min(max);
+    for (times, cap) in [(32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)] {
+        if bytes < times * concurrent * c && c > cap {
+            c = cap;
+        }
     }
+    c
 }
 
 /// One GPU-channel pipeline's progress.
@@ -65,7 +87,7 @@ pub fn simulate_allreduce(
     }
     let align = 16u64.max(elt);
     let share = bytes.div_ceil((n * nch) as u64).div_ceil(align) * align;
-    let chunk = chunk_size(bytes, nch as u64, n as u64).max(align);
+    let chunk = chunk_size(bytes, (nch * n) as u64, comm.env().nvls_chunksize.get()).max(align);
     let chunks = share.div_ceil(chunk) as usize;
     let last = share - (chunks as u64 - 1) * chunk;
     let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
@@ -215,4 +237,48 @@ pub fn simulate_allreduce(
     }
     let extra = params.gpu(cluster.spec().gpu.arch).nvls_call;
     RingRun { time: params.call_overhead + extra + finish, events }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> NcclEnv {
+        NcclEnv::from_pairs(pairs.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn nvls_chunks_shrink_for_small_messages() {
+        let (k, c) = (1024u64, 128 * 1024);
+        // 16 channels × 8 heads: one unit is 16 MiB.
+        assert_eq!(chunk_size(1 << 30, 128, c), c);
+        assert_eq!(chunk_size(512 << 20, 128, c), 64 * k);
+        assert_eq!(chunk_size(64 << 20, 128, c), 32 * k);
+        assert_eq!(chunk_size(16 << 20, 128, c), 16 * k);
+        // A smaller NCCL_NVLS_CHUNKSIZE is never raised.
+        assert_eq!(chunk_size(1 << 30, 128, 8 * k), 8 * k);
+    }
+
+    #[test]
+    fn nvlstree_chunks_follow_the_env_and_the_message() {
+        let k = 1024u64;
+        let big = 1u64 << 40;
+        assert_eq!(tree_chunk_size(big, 64, &env(&[]), 2), 128 * k);
+        assert_eq!(tree_chunk_size(big, 64, &env(&[]), 4), 64 * k);
+        let p5 =
+            env(&[("NCCL_NVLS_CHUNKSIZE", "524288"), ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288")]);
+        assert_eq!(tree_chunk_size(big, 512, &p5, 2), 512 * k);
+        // 512 pipelines (16 channels × 32 NIC heads): under 32 × 512 × 512 KiB = 8 GiB the chunk
+        // drops to 256 KiB, and so on down to 32 KiB under 512 × 64 KiB = 32 MiB.
+        assert_eq!(tree_chunk_size(4 << 30, 512, &p5, 2), 256 * k);
+        assert_eq!(tree_chunk_size(1 << 30, 512, &p5, 2), 128 * k);
+        assert_eq!(tree_chunk_size(64 << 20, 512, &p5, 2), 64 * k);
+        assert_eq!(tree_chunk_size(16 << 20, 512, &p5, 2), 32 * k);
+    }
+
+    #[test]
+    fn chunk_sizes_are_checked() {
+        let e = NcclEnv::from_pairs([("NCCL_NVLS_CHUNKSIZE", "100")]).unwrap_err();
+        assert!(e.to_string().starts_with("NCCL_NVLS_CHUNKSIZE=100: "), "{e}");
+    }
 }

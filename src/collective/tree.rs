@@ -409,8 +409,7 @@ pub fn simulate_allreduce(
         }
         c
     } else if lay.nvls_tree {
-        // NCCL_NVLS_CHUNKSIZE, at most 64 KiB on 4 nodes or more (NVLSTree's cap).
-        if nnodes >= 4 { 64 * 1024 } else { 128 * 1024 }
+        super::nvls::tree_chunk_size(bytes, lay.reps.len() as u64, comm.env(), nnodes)
     } else {
         chunk_size(sel.proto, bytes, nch as u64, nnodes, ppn, comm.env().buffsize)
     };

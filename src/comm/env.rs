@@ -44,6 +44,13 @@ pub struct NcclEnv {
     pub collnet_enable: bool,
     /// NCCL_NVLS_NCHANNELS.
     pub nvls_nchannels: Option<usize>,
+    /// NCCL_NVLS_CHUNKSIZE: the NVLS chunk before NCCL's reductions for small messages.
+    #[serde(serialize_with = "ser_bytes")]
+    pub nvls_chunksize: Bytes,
+    /// NCCL_NVLSTREE_MAX_CHUNKSIZE (None: NCCL's default, 64 KiB on 4 nodes or more, else the
+    /// NVLS chunk).
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub nvlstree_max_chunksize: Option<Bytes>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
     pub pxn_disable: bool,
     /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
@@ -57,6 +64,13 @@ pub struct NcclEnv {
 
 fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(b.get())
+}
+
+fn ser_opt_bytes<S: serde::Serializer>(b: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => s.serialize_u64(b.get()),
+        None => s.serialize_none(),
+    }
 }
 
 impl Default for NcclEnv {
@@ -75,6 +89,8 @@ impl Default for NcclEnv {
             socket_streams: None,
             pxn_disable: false,
             nvls_nchannels: None,
+            nvls_chunksize: Bytes::from_kib(128),
+            nvlstree_max_chunksize: None,
             version: NcclVersion::V2_28,
             nthreads: None,
             ll128_nthreads: None,
@@ -241,6 +257,14 @@ impl NcclEnv {
                 "NCCL_COLLNET_ENABLE" => env.collnet_enable = parse_int(k, v, 0, 1)? == 1,
                 "NCCL_NVLS_NCHANNELS" => {
                     env.nvls_nchannels = Some(parse_int(k, v, 1, 64)? as usize)
+                }
+                "NCCL_NVLS_CHUNKSIZE" | "NCCL_NVLSTREE_MAX_CHUNKSIZE" => {
+                    let b = Bytes::new(parse_int(k, v, 4096, 1 << 30)? as u64);
+                    if k == "NCCL_NVLS_CHUNKSIZE" {
+                        env.nvls_chunksize = b;
+                    } else {
+                        env.nvlstree_max_chunksize = Some(b);
+                    }
                 }
                 "NCCL_PXN_DISABLE" => env.pxn_disable = parse_int(k, v, 0, 1)? == 1,
                 "NCCL_SOCKET_NTHREADS" => threads = Some(parse_int(k, v, 1, 16)? as usize),
