@@ -12,7 +12,7 @@
 use super::ring::{RingRun, stream_unit};
 use super::{Collective, Mode, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto, Selection};
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, Next, next};
 use crate::hw::Cluster;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::net::{LinkId, Network};
@@ -226,46 +226,42 @@ fn run_events(
         try_send(c, 0, Time::ZERO, &mut sent, &arrived, &mut busy, &mut net);
     }
     loop {
-        let tq = queue.peek_time();
-        let tn = net.next_completion();
-        let flows_first = match (tq, tn) {
-            (None, None) => break,
-            (Some(q), Some(f)) => f <= q,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-        };
-        if let (true, Some(f)) = (flows_first, tn) {
-            queue.advance_to(f);
-            for tok in net.complete_until(f) {
-                events += 1;
-                let (c, h) = ((tok >> 32) as usize, (tok & 0xffff_ffff) as usize);
-                sent[c][h] += 1;
-                queue.schedule(f + channels[c][h].delay, (c, h, 0));
-                if channels[c][h].p2p && sync > Time::ZERO {
-                    queue.schedule(f + sync, (c, h, 1));
-                } else {
-                    busy[c][h] = false;
-                    try_send(c, h, f, &mut sent, &arrived, &mut busy, &mut net);
-                }
-                if h > 0 {
-                    try_send(c, h - 1, f, &mut sent, &arrived, &mut busy, &mut net);
+        match next(queue.peek_time(), net.next_completion()) {
+            Next::Done => break,
+            Next::Flows(f) => {
+                queue.advance_to(f);
+                for tok in net.complete_until(f) {
+                    events += 1;
+                    let (c, h) = ((tok >> 32) as usize, (tok & 0xffff_ffff) as usize);
+                    sent[c][h] += 1;
+                    queue.schedule(f + channels[c][h].delay, (c, h, 0));
+                    if channels[c][h].p2p && sync > Time::ZERO {
+                        queue.schedule(f + sync, (c, h, 1));
+                    } else {
+                        busy[c][h] = false;
+                        try_send(c, h, f, &mut sent, &arrived, &mut busy, &mut net);
+                    }
+                    if h > 0 {
+                        try_send(c, h - 1, f, &mut sent, &arrived, &mut busy, &mut net);
+                    }
                 }
             }
-        } else if let Some(q) = tq {
-            while queue.peek_time() == Some(q) {
-                let Some((_, (c, h, kind))) = queue.pop() else { break };
-                events += 1;
-                if kind == 1 {
-                    busy[c][h] = false;
-                    try_send(c, h, q, &mut sent, &arrived, &mut busy, &mut net);
-                    continue;
-                }
-                arrived[c][h] += 1;
-                if h + 1 == nh && arrived[c][h] == chunks {
-                    finish = finish.max(q);
-                }
-                if h + 1 < nh {
-                    try_send(c, h + 1, q, &mut sent, &arrived, &mut busy, &mut net);
+            Next::Events(q) => {
+                while queue.peek_time() == Some(q) {
+                    let Some((_, (c, h, kind))) = queue.pop() else { break };
+                    events += 1;
+                    if kind == 1 {
+                        busy[c][h] = false;
+                        try_send(c, h, q, &mut sent, &arrived, &mut busy, &mut net);
+                        continue;
+                    }
+                    arrived[c][h] += 1;
+                    if h + 1 == nh && arrived[c][h] == chunks {
+                        finish = finish.max(q);
+                    }
+                    if h + 1 < nh {
+                        try_send(c, h + 1, q, &mut sent, &arrived, &mut busy, &mut net);
+                    }
                 }
             }
         }

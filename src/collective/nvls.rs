@@ -12,7 +12,7 @@
 use super::{Mode, TimingParams};
 use crate::comm::env::NcclEnv;
 use crate::comm::{Communicator, HopClass, Proto, Selection};
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, Next, next};
 use crate::hw::{Cluster, Vertex};
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::net::{LinkId, Network, PathId};
@@ -178,29 +178,29 @@ pub fn simulate_allreduce(
         start(i, true, Time::ZERO, &mut state, &mut net, &mut queue);
     }
     loop {
-        let tq = queue.peek_time();
-        let tn = net.next_completion();
-        let flows_first = match (tq, tn) {
-            (None, None) => break,
-            (Some(q), Some(f)) => f <= q,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-        };
-        let (now, done): (Time, Vec<(usize, usize)>) = if let (true, Some(f)) = (flows_first, tn) {
-            queue.advance_to(f);
-            let toks = net.complete_until(f);
-            (f, toks.into_iter().map(|t| ((t >> 1) as usize, (t & 1) as usize | 2)).collect())
-        } else if let Some(q) = tq {
-            let mut v = Vec::new();
-            while queue.peek_time() == Some(q) {
-                if let Some((_, e)) = queue.pop() {
-                    v.push(e);
+        let (now, done): (Time, Vec<(usize, usize)>) =
+            match next(queue.peek_time(), net.next_completion()) {
+                Next::Done => break,
+                Next::Flows(f) => {
+                    queue.advance_to(f);
+                    let toks = net.complete_until(f);
+                    (
+                        f,
+                        toks.into_iter()
+                            .map(|t| ((t >> 1) as usize, (t & 1) as usize | 2))
+                            .collect(),
+                    )
                 }
-            }
-            (q, v)
-        } else {
-            break;
-        };
+                Next::Events(q) => {
+                    let mut v = Vec::new();
+                    while queue.peek_time() == Some(q) {
+                        if let Some((_, e)) = queue.pop() {
+                            v.push(e);
+                        }
+                    }
+                    (q, v)
+                }
+            };
         for (i, kind) in done {
             events += 1;
             let reduce = kind & 1 == 1;

@@ -26,7 +26,7 @@ use std::collections::BinaryHeap;
 
 use super::{Collective, Mode, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, Next, next};
 use crate::hw::Cluster;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::net::{LinkId, Network, PathId};
@@ -332,34 +332,29 @@ impl<T: Transport> Ring<'_, T> {
             }
         }
         loop {
-            let te = self.queue.peek_time();
-            let tn = self.transport.next_completion();
-            // Flow completions first when they tie with arrivals: a fixed, deterministic order.
-            let flows_first = match (te, tn) {
-                (None, None) => break,
-                (Some(e), Some(n)) => n <= e,
-                (None, Some(_)) => true,
-                (Some(_), None) => false,
-            };
-            if let (true, Some(t)) = (flows_first, tn) {
-                self.queue.advance_to(t);
-                for tok in self.transport.complete_until(t) {
-                    self.events += 1;
-                    self.on_sent(tok as usize, t);
+            match next(self.queue.peek_time(), self.transport.next_completion()) {
+                Next::Done => break,
+                Next::Flows(t) => {
+                    self.queue.advance_to(t);
+                    for tok in self.transport.complete_until(t) {
+                        self.events += 1;
+                        self.on_sent(tok as usize, t);
+                    }
                 }
-            } else if let Some(t) = te {
-                while self.queue.peek_time() == Some(t) {
-                    match self.queue.pop() {
-                        Some((_, Ev::Arrive(i))) => {
-                            self.events += 1;
-                            self.on_arrive(i, t);
+                Next::Events(t) => {
+                    while self.queue.peek_time() == Some(t) {
+                        match self.queue.pop() {
+                            Some((_, Ev::Arrive(i))) => {
+                                self.events += 1;
+                                self.on_arrive(i, t);
+                            }
+                            Some((_, Ev::Release(i))) => {
+                                self.conns[i].busy = false;
+                                let (rank, ch) = (i / self.channels, i % self.channels);
+                                self.try_start(rank, ch, t);
+                            }
+                            None => {}
                         }
-                        Some((_, Ev::Release(i))) => {
-                            self.conns[i].busy = false;
-                            let (rank, ch) = (i / self.channels, i % self.channels);
-                            self.try_start(rank, ch, t);
-                        }
-                        None => {}
                     }
                 }
             }

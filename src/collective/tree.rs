@@ -18,7 +18,7 @@
 use super::ring::RingRun;
 use super::{Mode, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, Next, next};
 use crate::hw::{Cluster, Vertex};
 use crate::net::{LinkId, Network, PathId};
 use crate::units::{Bytes, Time};
@@ -607,165 +607,91 @@ pub fn simulate_allreduce(
         }
     }
 
-    for ci in 0..channels.len() {
-        for r in 0..nranks {
-            pump(
-                ci,
-                r,
-                Time::ZERO,
-                &mut channels,
-                &mut net,
-                &weights,
-                chunks,
-                &payload,
-                &token,
-                &mut finish,
-                &mut done,
-            );
+    // Each flow completion or event changes one rank's state; that rank then sends what it can.
+    let wake = |woken: &mut Vec<(usize, usize, Time)>,
+                chs: &mut [Channel],
+                net: &mut Network,
+                finish: &mut Time,
+                done: &mut usize| {
+        for (ci, r, now) in woken.drain(..) {
+            pump(ci, r, now, chs, net, &weights, chunks, &payload, &token, finish, done);
         }
-    }
+    };
+    let mut woken: Vec<(usize, usize, Time)> =
+        (0..channels.len()).flat_map(|ci| (0..nranks).map(move |r| (ci, r, Time::ZERO))).collect();
+    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
     loop {
-        let tq = queue.peek_time();
-        let tn = net.next_completion();
-        let flows_first = match (tq, tn) {
-            (None, None) => break,
-            (Some(q), Some(f)) => f <= q,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-        };
-        if let (true, Some(f)) = (flows_first, tn) {
-            queue.advance_to(f);
-            for tok in net.complete_until(f) {
-                events += 1;
-                let (ci, e, up) =
-                    ((tok >> 40) as usize, ((tok >> 1) & ((1 << 39) - 1)) as usize, tok & 1 == 1);
-                let edge = channels[ci].edges[e].clone();
-                if up {
-                    let k = channels[ci].ranks[edge.child].up_next;
-                    channels[ci].ranks[edge.child].up_next += 1;
-                    if edge.up_p2p && sync > Time::ZERO && boundary(k) {
-                        queue.schedule(f + sync, Ev::UpRelease { ch: ci, rank: edge.child });
-                    } else {
-                        channels[ci].ranks[edge.child].up_busy = false;
-                    }
-                    queue.schedule(f + edge.up_delay, Ev::UpArrive { ch: ci, edge: e });
-                    pump(
-                        ci,
-                        edge.child,
-                        f,
-                        &mut channels,
-                        &mut net,
-                        &weights,
-                        chunks,
-                        &payload,
-                        &token,
-                        &mut finish,
-                        &mut done,
+        match next(queue.peek_time(), net.next_completion()) {
+            Next::Done => break,
+            Next::Flows(f) => {
+                queue.advance_to(f);
+                for tok in net.complete_until(f) {
+                    events += 1;
+                    let (ci, e, up) = (
+                        (tok >> 40) as usize,
+                        ((tok >> 1) & ((1 << 39) - 1)) as usize,
+                        tok & 1 == 1,
                     );
-                } else {
-                    let any_p2p = channels[ci].child_edges[edge.parent]
-                        .iter()
-                        .any(|&c| channels[ci].edges[c].down_p2p);
-                    let st = &mut channels[ci].ranks[edge.parent];
-                    st.down_pending -= 1;
-                    if st.down_pending == 0 {
-                        let k = st.down_next;
-                        st.down_next += 1;
-                        if any_p2p && sync > Time::ZERO && boundary(k) {
-                            st.down_hold = true;
-                            queue.schedule(f + sync, Ev::DownRelease { ch: ci, rank: edge.parent });
+                    let edge = channels[ci].edges[e].clone();
+                    if up {
+                        let k = channels[ci].ranks[edge.child].up_next;
+                        channels[ci].ranks[edge.child].up_next += 1;
+                        if edge.up_p2p && sync > Time::ZERO && boundary(k) {
+                            queue.schedule(f + sync, Ev::UpRelease { ch: ci, rank: edge.child });
+                        } else {
+                            channels[ci].ranks[edge.child].up_busy = false;
                         }
+                        queue.schedule(f + edge.up_delay, Ev::UpArrive { ch: ci, edge: e });
+                        woken.push((ci, edge.child, f));
+                    } else {
+                        let any_p2p = channels[ci].child_edges[edge.parent]
+                            .iter()
+                            .any(|&c| channels[ci].edges[c].down_p2p);
+                        let st = &mut channels[ci].ranks[edge.parent];
+                        st.down_pending -= 1;
+                        if st.down_pending == 0 {
+                            let k = st.down_next;
+                            st.down_next += 1;
+                            if any_p2p && sync > Time::ZERO && boundary(k) {
+                                st.down_hold = true;
+                                let release = Ev::DownRelease { ch: ci, rank: edge.parent };
+                                queue.schedule(f + sync, release);
+                            }
+                        }
+                        queue.schedule(f + edge.down_delay, Ev::DownArrive { ch: ci, edge: e });
+                        woken.push((ci, edge.parent, f));
                     }
-                    queue.schedule(f + edge.down_delay, Ev::DownArrive { ch: ci, edge: e });
-                    pump(
-                        ci,
-                        edge.parent,
-                        f,
-                        &mut channels,
-                        &mut net,
-                        &weights,
-                        chunks,
-                        &payload,
-                        &token,
-                        &mut finish,
-                        &mut done,
-                    );
+                    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
                 }
             }
-        } else if let Some(q) = tq {
-            while queue.peek_time() == Some(q) {
-                let Some((_, ev)) = queue.pop() else { break };
-                events += 1;
-                match ev {
-                    Ev::UpArrive { ch, edge } => {
-                        let parent = channels[ch].edges[edge].parent;
-                        let k = channels[ch].delivered[edge];
-                        channels[ch].delivered[edge] += 1;
-                        channels[ch].ranks[parent].arrived_up[k] += 1;
-                        let e = channels[ch].edges[edge].clone();
-                        pump(
-                            ch,
-                            e.parent,
-                            q,
-                            &mut channels,
-                            &mut net,
-                            &weights,
-                            chunks,
-                            &payload,
-                            &token,
-                            &mut finish,
-                            &mut done,
-                        );
-                    }
-                    Ev::UpRelease { ch, rank } => {
-                        channels[ch].ranks[rank].up_busy = false;
-                        pump(
-                            ch,
-                            rank,
-                            q,
-                            &mut channels,
-                            &mut net,
-                            &weights,
-                            chunks,
-                            &payload,
-                            &token,
-                            &mut finish,
-                            &mut done,
-                        );
-                    }
-                    Ev::DownRelease { ch, rank } => {
-                        channels[ch].ranks[rank].down_hold = false;
-                        pump(
-                            ch,
-                            rank,
-                            q,
-                            &mut channels,
-                            &mut net,
-                            &weights,
-                            chunks,
-                            &payload,
-                            &token,
-                            &mut finish,
-                            &mut done,
-                        );
-                    }
-                    Ev::DownArrive { ch, edge } => {
-                        let e = channels[ch].edges[edge].clone();
-                        channels[ch].ranks[e.child].down_have += 1;
-                        pump(
-                            ch,
-                            e.child,
-                            q,
-                            &mut channels,
-                            &mut net,
-                            &weights,
-                            chunks,
-                            &payload,
-                            &token,
-                            &mut finish,
-                            &mut done,
-                        );
-                    }
+            Next::Events(q) => {
+                while queue.peek_time() == Some(q) {
+                    let Some((_, ev)) = queue.pop() else { break };
+                    events += 1;
+                    let rank = match ev {
+                        Ev::UpArrive { ch, edge } => {
+                            let parent = channels[ch].edges[edge].parent;
+                            let k = channels[ch].delivered[edge];
+                            channels[ch].delivered[edge] += 1;
+                            channels[ch].ranks[parent].arrived_up[k] += 1;
+                            (ch, parent)
+                        }
+                        Ev::UpRelease { ch, rank } => {
+                            channels[ch].ranks[rank].up_busy = false;
+                            (ch, rank)
+                        }
+                        Ev::DownRelease { ch, rank } => {
+                            channels[ch].ranks[rank].down_hold = false;
+                            (ch, rank)
+                        }
+                        Ev::DownArrive { ch, edge } => {
+                            let child = channels[ch].edges[edge].child;
+                            channels[ch].ranks[child].down_have += 1;
+                            (ch, child)
+                        }
+                    };
+                    woken.push((rank.0, rank.1, q));
+                    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
                 }
             }
         }

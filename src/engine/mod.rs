@@ -100,6 +100,28 @@ impl<E> EventQueue<E> {
     }
 }
 
+/// What a simulation that runs timed events beside network flows does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Flows finish at this time. When they tie with events, flows go first: a fixed order,
+    /// so runs are deterministic.
+    Flows(Time),
+    /// Events are due at this time.
+    Events(Time),
+    /// Nothing is left.
+    Done,
+}
+
+/// Picks between the event queue's next time and the network's next flow completion.
+pub fn next(events: Option<Time>, flows: Option<Time>) -> Next {
+    match (events, flows) {
+        (None, None) => Next::Done,
+        (Some(e), Some(f)) if f > e => Next::Events(e),
+        (_, Some(f)) => Next::Flows(f),
+        (Some(e), None) => Next::Events(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +145,16 @@ mod tests {
         q.pop();
         q.schedule(Time::from_ns(3), 2);
         assert_eq!(q.pop(), Some((Time::from_ns(10), 2)));
+    }
+
+    #[test]
+    fn flows_go_first_on_a_tie() {
+        let t = |ns: u64| Time::from_ps(ns * 1000);
+        assert_eq!(next(None, None), Next::Done);
+        assert_eq!(next(Some(t(2)), Some(t(2))), Next::Flows(t(2)));
+        assert_eq!(next(Some(t(1)), Some(t(2))), Next::Events(t(1)));
+        assert_eq!(next(Some(t(3)), Some(t(2))), Next::Flows(t(2)));
+        assert_eq!(next(Some(t(3)), None), Next::Events(t(3)));
+        assert_eq!(next(None, Some(t(3))), Next::Flows(t(3)));
     }
 }
