@@ -306,3 +306,38 @@ fn gcp_a3_high_all_gather_with_its_documented_environment() {
     assert!(p95 <= 23.0, "p95 {p95}");
     assert!(v["median_abs_error_pct"].as_f64().unwrap() <= 2.0);
 }
+
+#[test]
+fn our_bench_program_writes_what_validate_reads() {
+    // calibration/bench/collsim-bench's output from a lent H100 (one rank, every collective,
+    // 8 B - 1 GiB): the log reader finds each of the seven tests with all 28 sizes.
+    for coll in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+    ] {
+        let args = [
+            "validate",
+            "--log",
+            "calibration/data/H100_1N1G_ALL_COLLSIM_BENCH.log",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--collective",
+            coll,
+            "--format",
+            "json",
+        ];
+        let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+        assert_eq!(rows(&v).len(), 28, "{coll}");
+        assert_eq!(rows(&v)[27]["size_bytes"], 1u64 << 30, "{coll}");
+        assert!(rows(&v).iter().all(|r| r["measured_time_us"].as_f64().unwrap() > 0.0), "{coll}");
+    }
+}
