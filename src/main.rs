@@ -125,7 +125,7 @@ enum Command {
     },
     /// Compare the model with a real nccl-tests log.
     Validate {
-        /// nccl-tests text output.
+        /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
         #[arg(long)]
         log: PathBuf,
         #[command(flatten)]
@@ -426,7 +426,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Validate { log, common, collective, format } => {
             let log_name = log.display().to_string();
             let text = config::load_text(&log)?;
-            let tests = nccl_log::parse(&text);
+            // nccl-tests' -J JSON (and collsim-bench's results.json) or its text output.
+            let tests = if text.trim_start().starts_with('{') {
+                nccl_log::parse_json(&text).map_err(|e| anyhow!("{log_name}: {e}"))?
+            } else {
+                nccl_log::parse(&text)
+            };
             if tests.is_empty() {
                 bail!(
                     "{log_name}: no nccl-tests result table found (expected rows of size, count, type, redop, root, time, algbw, busbw ...)"

@@ -622,11 +622,23 @@ int main(int argc, char** argv) {
 
   std::ofstream text(o.out + "/results.txt");
   std::ostringstream json;
-  json << "{\n  \"nccl_version\": " << nccl_version << ",\n  \"ngpus\": " << n
-       << ",\n  \"results\": [";
-  bool first_row = true;
   char host[256] = "host";
   gethostname(host, sizeof host);
+  // nccl-tests' -J layout (version, nccl_version, config, devices, results with out_of_place /
+  // in_place {time, alg_bw, bus_bw, nwrong}), each result also naming its collective and the
+  // forced algorithm and protocol.
+  json << "{\n  \"version\": \"collsim-bench 1\",\n  \"nccl_version\": " << nccl_version
+       << ",\n  \"config\": {\"nthreads\": 1, \"ngpus\": " << n
+       << ", \"minimum_bytes\": " << o.min_bytes << ", \"maximum_bytes\": " << o.max_bytes
+       << ", \"step_factor\": " << o.factor << ", \"warmup_iters\": " << o.warmup
+       << ", \"iterations\": " << o.iters << ", \"aggregated_iterations\": 1"
+       << ", \"validation\": " << (o.check ? 1 : 0) << ", \"graph\": 0},\n  \"devices\": [";
+  for (int d = 0; d < n; ++d)
+    json << (d ? ", " : "") << "{\"rank\": " << d << ", \"group\": 0, \"pid\": " << getpid()
+         << ", \"hostname\": \"" << json_escape(host) << "\", \"device\": " << d
+         << ", \"device_info\": \"" << json_escape(props[d].name) << "\"}";
+  json << "],\n  \"results\": [";
+  bool first_row = true;
 
   for (const auto& algo : o.algos) {
     for (const auto& proto : o.protos) {
@@ -718,17 +730,19 @@ int main(int argc, char** argv) {
             text.flush();
             std::fputs(line, stdout);
             std::fflush(stdout);
+            auto nwrong = [](long long w) {
+              return w < 0 ? std::string("\"N/A\"") : std::to_string(w);
+            };
             json << (first_row ? "\n" : ",\n") << "    {\"collective\": \"" << row.coll
                  << "\", \"algo\": \"" << row.algo << "\", \"proto\": \"" << row.proto
                  << "\", \"size\": " << row.size << ", \"count\": " << row.count
                  << ", \"type\": \"" << row.dtype << "\", \"redop\": \"" << row.redop
-                 << "\", \"root\": " << row.root << ", \"nranks\": " << n
-                 << ", \"out_of_place\": {\"time_us\": " << row.oop_us
-                 << ", \"algbw_gbps\": " << row.oop_algbw << ", \"busbw_gbps\": " << row.oop_busbw
-                 << ", \"wrong\": " << row.oop_wrong << "}, \"in_place\": {\"time_us\": "
-                 << row.ip_us << ", \"algbw_gbps\": " << row.ip_algbw
-                 << ", \"busbw_gbps\": " << row.ip_busbw << ", \"wrong\": " << row.ip_wrong
-                 << "}}";
+                 << "\", \"root\": " << row.root << ", \"out_of_place\": {\"time\": "
+                 << row.oop_us << ", \"alg_bw\": " << row.oop_algbw
+                 << ", \"bus_bw\": " << row.oop_busbw << ", \"nwrong\": " << nwrong(row.oop_wrong)
+                 << "}, \"in_place\": {\"time\": " << row.ip_us << ", \"alg_bw\": "
+                 << row.ip_algbw << ", \"bus_bw\": " << row.ip_busbw
+                 << ", \"nwrong\": " << nwrong(row.ip_wrong) << "}}";
             first_row = false;
             if (bytes > o.max_bytes / o.factor) break;
           }

@@ -8,6 +8,7 @@ if [ -x .toolchain/nvidia/cu13/bin/nvcc ] && [ -f .toolchain/nvidia/nccl/include
   exit 0
 fi
 python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+  --root-user-action=ignore \
   --target .toolchain \
   "nvidia-cuda-nvcc==13.5.37" "nvidia-cuda-runtime==13.5.37" "nvidia-cuda-cccl==13.3.5.0.6" \
   "nvidia-nccl-cu13==2.32.3"

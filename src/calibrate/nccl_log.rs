@@ -3,6 +3,9 @@
 //! several tests in one file. A file is split into tests at `# Collective test starting:` (or at
 //! an `nThread` header after rows); a row is a line with at least 13 fields whose first two are
 //! integers; rows of size 0 are dropped.
+//!
+//! nccl-tests' JSON (`-J`, reference ecosystem.md §2.2) and collsim-bench's `results.json`, which
+//! uses the same layout, are read by [`parse_json`].
 
 use crate::collective::Collective;
 
@@ -124,6 +127,95 @@ pub fn parse(text: &str) -> Vec<LogTest> {
     tests
 }
 
+/// Why a JSON results file cannot be read: what is missing and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JsonLogError(pub String);
+
+/// The collective a `*_perf` binary name in `text` stands for.
+fn collective_in(text: &str) -> Option<Collective> {
+    let at = text.find("_perf")?;
+    let start =
+        text[..at].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| i + 1);
+    Collective::parse(&text[start..at])
+}
+
+/// Reads nccl-tests' `-J` JSON (or collsim-bench's, the same layout with `collective`, `algo`
+/// and `proto` on each result). Results are split into tests where the collective or the forced
+/// algorithm and protocol change; without a per-result collective it is taken from the `*_perf`
+/// binary named in `args`.
+pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        JsonLogError(format!("line {}, column {}: not valid JSON: {e}", e.line(), e.column()))
+    })?;
+    let results = v.get("results").and_then(|r| r.as_array()).ok_or_else(|| {
+        JsonLogError("no \"results\" array (expected nccl-tests -J output)".into())
+    })?;
+    let from_args = v.get("args").and_then(|a| collective_in(&a.to_string()));
+    let mut tests: Vec<LogTest> = Vec::new();
+    let mut last_key: Option<(Option<Collective>, String)> = None;
+    for (i, r) in results.iter().enumerate() {
+        let field = |name: &str| {
+            r.get(name).ok_or_else(|| JsonLogError(format!("results[{i}]: no \"{name}\"")))
+        };
+        let number =
+            |obj: &serde_json::Value, path: &str, name: &str| -> Result<f64, JsonLogError> {
+                obj.get(name)
+                    .and_then(|x| x.as_f64())
+                    .ok_or_else(|| JsonLogError(format!("results[{i}].{path}{name}: not a number")))
+            };
+        let uint = |name: &str| -> Result<u64, JsonLogError> {
+            field(name)?
+                .as_u64()
+                .ok_or_else(|| JsonLogError(format!("results[{i}].{name}: not a whole number")))
+        };
+        let text_of = |name: &str| -> Result<String, JsonLogError> {
+            Ok(field(name)?.as_str().unwrap_or_default().to_string())
+        };
+        let timing = |side: &str| -> Result<(f64, f64), JsonLogError> {
+            let o = field(side)?;
+            let time = o.get("time").or_else(|| o.get("cpu_time"));
+            let t = time
+                .and_then(|x| x.as_f64())
+                .ok_or_else(|| JsonLogError(format!("results[{i}].{side}.time: not a number")))?;
+            Ok((t, number(o, &format!("{side}."), "bus_bw")?))
+        };
+        let collective =
+            match r.get("collective").and_then(|c| c.as_str()) {
+                Some(c) => Some(Collective::parse(c).ok_or_else(|| {
+                    JsonLogError(format!("results[{i}].collective: unknown {c:?}"))
+                })?),
+                None => from_args,
+            };
+        let combo = ["algo", "proto"]
+            .map(|k| r.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string())
+            .join("/");
+        let size = uint("size")?;
+        let (oop_time_us, oop_busbw) = timing("out_of_place")?;
+        let (ip_time_us, ip_busbw) = timing("in_place")?;
+        let row = LogRow {
+            size_bytes: size,
+            count: uint("count")?,
+            dtype: text_of("type")?,
+            redop: text_of("redop")?,
+            oop_time_us,
+            oop_busbw,
+            ip_time_us,
+            ip_busbw,
+        };
+        let key = (collective, combo);
+        if last_key.as_ref() != Some(&key) {
+            tests.push(LogTest { collective, rows: Vec::new() });
+            last_key = Some(key);
+        }
+        if size > 0 {
+            tests.last_mut().expect("a test was just pushed").rows.push(row);
+        }
+    }
+    tests.retain(|t| !t.rows.is_empty());
+    Ok(tests)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +244,53 @@ mod tests {
         assert_eq!(tests[1].collective, Some(Collective::AllGather));
         assert_eq!(tests[1].rows.len(), 1);
         assert!(parse("NCCL INFO nothing here\n# just comments\n").is_empty());
+    }
+
+    #[test]
+    fn reads_nccl_tests_json() {
+        let text = r#"{"version": "2.17", "args": "./build/all_gather_perf -b 8 -e 16 -J x.json",
+            "results": [
+              {"size": 8, "count": 2, "type": "float", "redop": "none", "root": -1,
+               "out_of_place": {"time": 10.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+               "in_place": {"time": 9.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": "N/A"}},
+              {"size": 16, "count": 4, "type": "float", "redop": "none", "root": -1,
+               "out_of_place": {"cpu_time": 11.0, "alg_bw": 0.0, "bus_bw": 0.01, "nwrong": 0},
+               "in_place": {"time": 11.0, "alg_bw": 0.0, "bus_bw": 0.01, "nwrong": 0}}]}"#;
+        let tests = parse_json(text).unwrap();
+        assert_eq!(tests.len(), 1);
+        assert_eq!(tests[0].collective, Some(Collective::AllGather));
+        assert_eq!(tests[0].rows[1].oop_time_us, 11.0);
+        assert_eq!(tests[0].rows[0].ip_time_us, 9.5);
+    }
+
+    #[test]
+    fn splits_collsim_bench_json_by_collective_and_combination() {
+        let row = |c: &str, a: &str| {
+            format!(
+                r#"{{"collective": "{c}", "algo": "{a}", "proto": "default", "size": 1024,
+                "count": 256, "type": "float", "redop": "sum", "root": -1,
+                "out_of_place": {{"time": 7.0, "alg_bw": 0.1, "bus_bw": 0.2, "nwrong": 0}},
+                "in_place": {{"time": 7.0, "alg_bw": 0.1, "bus_bw": 0.2, "nwrong": 0}}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"results": [{}, {}, {}]}}"#,
+            row("all_reduce", "Ring"),
+            row("all_reduce", "Tree"),
+            row("broadcast", "Tree")
+        );
+        let tests = parse_json(&text).unwrap();
+        assert_eq!(tests.len(), 3);
+        assert_eq!(tests[2].collective, Some(Collective::Broadcast));
+    }
+
+    #[test]
+    fn bad_json_names_where() {
+        let e = parse_json("{\"results\": [\n{\"size\": 8}]}").unwrap_err().to_string();
+        assert!(e.contains("results[0]"), "{e}");
+        let e = parse_json("{\n  \"results\": [,]}").unwrap_err().to_string();
+        assert!(e.starts_with("line 2, column"), "{e}");
+        let e = parse_json("{}").unwrap_err().to_string();
+        assert!(e.contains("no \"results\" array"), "{e}");
     }
 }

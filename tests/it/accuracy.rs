@@ -341,3 +341,50 @@ fn our_bench_program_writes_what_validate_reads() {
         assert!(rows(&v).iter().all(|r| r["measured_time_us"].as_f64().unwrap() > 0.0), "{coll}");
     }
 }
+
+#[test]
+fn validate_reads_nccl_tests_json_as_it_reads_the_text() {
+    // The same rows as nccl-tests' -J layout: validate must give the same comparison.
+    let text = std::fs::read_to_string("calibration/data/H100_1N8G_AR_RING_TOGETHER.log").unwrap();
+    let results: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|t| t.len() >= 13 && t[0].parse::<u64>().is_ok())
+        .map(|t| {
+            let side = |i: usize| {
+                serde_json::json!({"time": t[i].parse::<f64>().unwrap(),
+                    "alg_bw": t[i + 1].parse::<f64>().unwrap(),
+                    "bus_bw": t[i + 2].parse::<f64>().unwrap(), "nwrong": t[i + 3]})
+            };
+            serde_json::json!({"size": t[0].parse::<u64>().unwrap(),
+                "count": t[1].parse::<u64>().unwrap(), "type": t[2], "redop": t[3],
+                "root": t[4].parse::<i64>().unwrap(), "out_of_place": side(5), "in_place": side(9)})
+        })
+        .collect();
+    assert_eq!(results.len(), 31);
+    let json = serde_json::json!({"args": "all_reduce_perf -b 8 -e 8G -f 2 -g 8 -J r.json",
+        "results": results});
+    let path = super::scratch().join("together.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    let nccl = ["--nccl", "NCCL_ALGO=Ring", "--nccl", "NCCL_NVLS_ENABLE=0"];
+    let from_text = validate("H100_1N8G_AR_RING_TOGETHER", "dgx-h100", "1", "8", &nccl);
+    let args = [
+        "validate",
+        "--log",
+        path.to_str().unwrap(),
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--collective",
+        "all_reduce",
+        "--format",
+        "json",
+    ];
+    let from_json: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&[&args[..], &nccl[..]].concat())).unwrap();
+    assert_eq!(rows(&from_json), rows(&from_text));
+}

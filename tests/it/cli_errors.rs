@@ -246,3 +246,21 @@ fn a_headerless_all_gather_log_is_not_taken_for_all_reduce() {
         &["counts are per rank", "pass --collective"],
     );
 }
+
+#[test]
+fn a_broken_json_log_is_one_line_naming_the_file_and_place() {
+    let p = tmp("broken.json", "{\"results\": [\n  {\"size\": 8, \"count\": 2}\n]}\n");
+    let out = collsim(&[
+        "validate",
+        "--log",
+        p.to_str().unwrap(),
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("broken.json: results[0]"), "{err}");
+}
