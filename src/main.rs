@@ -43,7 +43,7 @@ enum ModeArg {
     Detailed,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct Common {
     /// Topology preset (dgx-a100, dgx-h100) or path to a topology TOML.
     #[arg(long)]
@@ -123,6 +123,28 @@ enum Command {
         #[command(subcommand)]
         command: TopoCommand,
     },
+    /// Fit a profile's size-band correction to real runs (`--from-log`) or to a sweep of this
+    /// machine's GPUs (`--run`), and report its error on runs it did not fit.
+    Calibrate {
+        /// nccl-tests logs (text or -J JSON) to fit; LOG@all_gather picks one test of a file
+        /// holding several. Without --check-log, every second one is held out.
+        #[arg(long = "from-log", num_args = 1.., value_name = "LOG")]
+        from_log: Vec<PathBuf>,
+        /// Logs held out: reported, never fitted.
+        #[arg(long = "check-log", num_args = 1.., value_name = "LOG")]
+        check_log: Vec<PathBuf>,
+        /// Run collsim-bench (calibration/bench) on this machine's GPUs and fit its results.
+        #[arg(long)]
+        run: bool,
+        /// With --run: how to launch the bench on several nodes ("mpirun -np 16 ...").
+        #[arg(long)]
+        launcher: Option<String>,
+        /// Which test of each log (default: the first).
+        #[arg(long)]
+        collective: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Compare the model with a real nccl-tests log.
     Validate {
         /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
@@ -133,6 +155,9 @@ enum Command {
         /// Which test of the log (default: the first; its header names the collective).
         #[arg(long)]
         collective: Option<String>,
+        /// Also draw measured and predicted busbw against size into this SVG file.
+        #[arg(long, value_name = "SVG")]
+        plot: Option<PathBuf>,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: ValFmt,
@@ -276,6 +301,240 @@ fn mode(m: ModeArg) -> Mode {
         ModeArg::Aggregated => Mode::Aggregated,
         ModeArg::Detailed => Mode::Detailed,
     }
+}
+
+/// Median and p95 |error| (%) of a comparison, as validate reports them.
+fn errors(v: &validate::Validation) -> (f64, f64) {
+    (v.median_abs_error_pct, v.p95_abs_error_pct)
+}
+
+/// Fits a size-band correction on the logs marked `true` (for the scenario `s`), checks it on
+/// the others, prints both errors before and after, and writes the profile (`-o`, else stdout;
+/// the report then goes to stderr).
+fn calibrate_logs(
+    s: &Scenario,
+    common: &Common,
+    logs: &[(PathBuf, Option<String>, bool)],
+) -> Result<()> {
+    use collsim::calibrate::fit::{self, Sample};
+    let (base_name, base_text) = match common.profile.as_deref() {
+        Some(p) => (p.display().to_string(), config::load_text(p)?),
+        None => (config::DEFAULT_PROFILE.0.to_string(), config::DEFAULT_PROFILE.1.to_string()),
+    };
+    let base = config::parse_profile(&base_name, &base_text)?;
+    let mut model = base.clone();
+    model.correction = None;
+    let (cluster, comm, _) = collsim::build(s)?;
+    let m = mode(common.mode);
+    let mut compared = Vec::new();
+    for (path, coll, is_fit) in logs {
+        let (test, c) = read_log(path, coll.as_deref(), s)?;
+        let v = validate::compare(&cluster, &comm, &test, c, &model, m)
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let name = match coll {
+            Some(c) => format!("{}@{c}", path.display()),
+            None => path.display().to_string(),
+        };
+        compared.push((name, test, c, *is_fit, v));
+    }
+    let samples: Vec<Sample> = compared
+        .iter()
+        .filter(|x| x.3)
+        .flat_map(|x| x.4.rows.iter())
+        .map(|r| Sample {
+            bytes: r.size_bytes,
+            measured_us: r.measured_time_us,
+            model_us: r.predicted_time_us,
+        })
+        .collect();
+    let fitted_on: Vec<String> = compared.iter().filter(|x| x.3).map(|x| x.0.clone()).collect();
+    let (correction, notes) = fit::fit(&samples, &fit::DEFAULT_BANDS, fitted_on.clone())
+        .map_err(|e| anyhow!("calibrate: cannot fit: {e}"))?;
+    let mut fitted = model.clone();
+    fitted.correction = Some(correction.clone());
+    let mut report = String::new();
+    report.push_str(&format!(
+        "calibrate: {} on {} x {} GPUs; fit on {} log(s), checked on {}\n\n",
+        s.node.name,
+        s.nodes,
+        s.gpus_per_node,
+        fitted_on.len(),
+        compared.len() - fitted_on.len()
+    ));
+    report.push_str("  band from      factor  residual (95%)\n");
+    for (i, b) in correction.bands.iter().enumerate() {
+        report.push_str(&format!(
+            "  {:>10}   {:>7.3}   {:>6.1} %\n",
+            Bytes::new(*b).to_string(),
+            correction.factor[i],
+            100.0 * (correction.residual[i].exp() - 1.0)
+        ));
+    }
+    for n in &notes {
+        report.push_str(&format!("  note: {n}\n"));
+    }
+    report.push_str(&format!(
+        "\n  {:<48} {:<5} {:>5}  {:>20}  {:>20}\n",
+        "log", "set", "sizes", "model median/p95 %", "fitted median/p95 %"
+    ));
+    for (name, test, c, is_fit, before) in &compared {
+        let after = validate::compare(&cluster, &comm, test, *c, &fitted, m)
+            .map_err(|e| anyhow!("{name}: {e}"))?;
+        let ((bm, bp), (am, ap)) = (errors(before), errors(&after));
+        report.push_str(&format!(
+            "  {:<48} {:<5} {:>5}  {:>9.1} / {:>7.1}  {:>9.1} / {:>7.1}\n",
+            name,
+            if *is_fit { "fit" } else { "check" },
+            before.rows.len(),
+            bm,
+            bp,
+            am,
+            ap
+        ));
+    }
+    let name = format!("{}-calibrated", s.node.name);
+    let source = format!(
+        "{} with a size-band correction fitted by collsim calibrate on {}",
+        base.name,
+        fitted_on.join(", ")
+    );
+    let text = config::with_correction(&base_text, &name, &source, &correction);
+    match common.output.as_deref() {
+        Some(p) => {
+            std::fs::write(p, &text).with_context(|| format!("{}: cannot write", p.display()))?;
+            print!("{report}");
+            println!("\nprofile written to {}", p.display());
+        }
+        None => {
+            eprint!("{report}");
+            print!("{text}");
+        }
+    }
+    Ok(())
+}
+
+/// `calibrate --run`: runs collsim-bench on this machine's GPUs (built first if needed), then fits
+/// its all_reduce results and checks them on its all_gather and reduce_scatter.
+fn calibrate_run(launcher: Option<&str>, common: &Common) -> Result<()> {
+    if !Path::new("/proc/driver/nvidia/version").exists() && !Path::new("/dev/nvidia0").exists() {
+        bail!(
+            "calibrate --run: no NVIDIA GPU on this machine (no NVIDIA driver); run it where the GPUs are, or fit logs you have with --from-log"
+        );
+    }
+    let bench_dir = Path::new("calibration/bench");
+    if !bench_dir.join("Makefile").exists() {
+        bail!(
+            "calibrate --run: calibration/bench not found here; run it from the root of a collsim checkout"
+        );
+    }
+    let bench = bench_dir.join("build/collsim-bench");
+    if !bench.exists() {
+        let ok = std::process::Command::new("make")
+            .arg("-C")
+            .arg(bench_dir)
+            .status()
+            .context("calibrate --run: cannot run make")?
+            .success();
+        if !ok {
+            bail!(
+                "calibrate --run: building collsim-bench failed (see above; calibration/bench/README.md says what it needs)"
+            );
+        }
+    }
+    let out = std::env::temp_dir().join(format!("collsim-calibrate-run-{}", std::process::id()));
+    let sweep = ["-c", "all_reduce,all_gather,reduce_scatter", "-b", "8", "-e", "1G", "-f", "2"];
+    let mut words: Vec<String> =
+        launcher.map(|l| l.split_whitespace().map(String::from).collect()).unwrap_or_default();
+    words.push(bench.display().to_string());
+    words.extend(sweep.iter().map(|w| w.to_string()));
+    words.push("-o".into());
+    words.push(out.display().to_string());
+    eprintln!("collsim: running {}", words.join(" "));
+    let status = std::process::Command::new(&words[0])
+        .args(&words[1..])
+        .status()
+        .with_context(|| format!("calibrate --run: cannot start {}", words[0]))?;
+    match status.code() {
+        Some(0) => {}
+        Some(2) => bail!("calibrate --run: collsim-bench found no CUDA GPU (its message is above)"),
+        _ => bail!("calibrate --run: collsim-bench failed ({status})"),
+    }
+    let results = out.join("results.txt");
+    let mut c = common.clone();
+    if c.topology.is_none() {
+        // The machine as NCCL saw it.
+        let xml = out.join("nccl_topo.xml");
+        let toml =
+            config::import::import_nccl_xml(&xml.display().to_string(), &config::load_text(&xml)?)?;
+        let topo = out.join("topology.toml");
+        std::fs::write(&topo, toml).with_context(|| format!("{}: cannot write", topo.display()))?;
+        eprintln!("collsim: topology imported from NCCL's dump: {}", topo.display());
+        c.topology = Some(topo.display().to_string());
+    }
+    let s = apply_common(None, &c)?;
+    let logs: Vec<(PathBuf, Option<String>, bool)> = vec![
+        (results.clone(), Some("all_reduce".into()), true),
+        (results.clone(), Some("all_gather".into()), false),
+        (results, Some("reduce_scatter".into()), false),
+    ];
+    calibrate_logs(&s, &c, &logs)
+}
+
+/// Reads an nccl-tests log (text or -J JSON) and picks the test to compare: the one of
+/// `collective` if given, else the first; returns it with the collective it measured.
+fn read_log(
+    log: &Path,
+    collective: Option<&str>,
+    s: &Scenario,
+) -> Result<(nccl_log::LogTest, Collective)> {
+    let log_name = log.display().to_string();
+    let text = config::load_text(log)?;
+    // nccl-tests' -J JSON (and collsim-bench's results.json) or its text output.
+    let tests = if text.trim_start().starts_with('{') {
+        nccl_log::parse_json(&text).map_err(|e| anyhow!("{log_name}: {e}"))?
+    } else {
+        nccl_log::parse(&text)
+    };
+    if tests.is_empty() {
+        bail!(
+            "{log_name}: no nccl-tests result table found (expected rows of size, count, type, redop, root, time, algbw, busbw ...)"
+        );
+    }
+    let wanted = match collective {
+        Some(c) => Some(
+            Collective::parse(c).ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?,
+        ),
+        None => None,
+    };
+    let test = match wanted {
+        Some(w) => tests
+            .iter()
+            .find(|t| t.collective == Some(w))
+            .or_else(|| tests.iter().find(|t| t.collective.is_none()))
+            .ok_or_else(|| anyhow!("{log_name}: no {} test in the log", w.name()))?,
+        None => &tests[0],
+    };
+    let coll = match wanted.or(test.collective) {
+        Some(c) => c,
+        None => {
+            // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
+            // size = count x element size x ranks. Refuse to guess those as all_reduce.
+            let nranks = (s.nodes * s.gpus_per_node) as u64;
+            let per_rank = nranks > 1
+                && test.rows.iter().all(|r| {
+                    DataType::parse(&r.dtype)
+                        .is_some_and(|d| r.size_bytes == r.count * d.size() * nranks)
+                });
+            if per_rank {
+                bail!(
+                    "{log_name}: no collective named in the log, and its counts are per rank (size = count x {nranks} ranks), as all_gather and reduce_scatter print them; pass --collective"
+                );
+            }
+            eprintln!("collsim: {log_name}: no collective named in the log; assuming all_reduce");
+            Collective::AllReduce
+        }
+    };
+    Ok((test.clone(), coll))
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -423,61 +682,50 @@ fn run(cli: Cli) -> Result<()> {
             }
             out.flush()?;
         }
-        Command::Validate { log, common, collective, format } => {
-            let log_name = log.display().to_string();
-            let text = config::load_text(&log)?;
-            // nccl-tests' -J JSON (and collsim-bench's results.json) or its text output.
-            let tests = if text.trim_start().starts_with('{') {
-                nccl_log::parse_json(&text).map_err(|e| anyhow!("{log_name}: {e}"))?
-            } else {
-                nccl_log::parse(&text)
-            };
-            if tests.is_empty() {
+        Command::Calibrate { from_log, check_log, run, launcher, collective, common } => {
+            if run {
+                return calibrate_run(launcher.as_deref(), &common);
+            }
+            if from_log.is_empty() {
                 bail!(
-                    "{log_name}: no nccl-tests result table found (expected rows of size, count, type, redop, root, time, algbw, busbw ...)"
+                    "calibrate needs --from-log LOG... (nccl-tests output), or --run on a machine with GPUs"
                 );
             }
-            let wanted = match &collective {
-                Some(c) => Some(
-                    Collective::parse(c)
-                        .ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?,
-                ),
-                None => None,
+            if common.topology.is_none() {
+                bail!("calibrate needs --topology (a preset name or a topology TOML)");
+            }
+            let (fit, check) = if !check_log.is_empty() || from_log.len() < 2 {
+                (from_log, check_log)
+            } else {
+                // Every second log is held out.
+                let (f, c): (Vec<_>, Vec<_>) =
+                    from_log.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+                (f.into_iter().map(|x| x.1).collect(), c.into_iter().map(|x| x.1).collect())
             };
-            let test = match wanted {
-                Some(w) => tests
-                    .iter()
-                    .find(|t| t.collective == Some(w))
-                    .or_else(|| tests.iter().find(|t| t.collective.is_none()))
-                    .ok_or_else(|| anyhow!("{log_name}: no {} test in the log", w.name()))?,
-                None => &tests[0],
+            let s = apply_common(None, &common)?;
+            // LOG@collective picks that test of a file holding several.
+            let pick = |p: PathBuf, is_fit: bool| match p.to_str().and_then(|t| t.rsplit_once('@'))
+            {
+                Some((file, c)) if !p.exists() => {
+                    (PathBuf::from(file), Some(c.to_string()), is_fit)
+                }
+                _ => (p, collective.clone(), is_fit),
             };
+            let logs: Vec<(PathBuf, Option<String>, bool)> = fit
+                .into_iter()
+                .map(|p| pick(p, true))
+                .chain(check.into_iter().map(|p| pick(p, false)))
+                .collect();
+            calibrate_logs(&s, &common, &logs)?;
+        }
+        Command::Validate { log, common, collective, plot, format } => {
             if common.topology.is_none() {
                 bail!("validate needs --topology (a preset name or a topology TOML)");
             }
             let s = apply_common(None, &common)?;
-            let coll = match wanted.or(test.collective) {
-                Some(c) => c,
-                None => {
-                    // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
-                    // size = count x element size x ranks. Refuse to guess those as all_reduce.
-                    let nranks = (s.nodes * s.gpus_per_node) as u64;
-                    let per_rank = nranks > 1
-                        && test.rows.iter().all(|r| {
-                            DataType::parse(&r.dtype)
-                                .is_some_and(|d| r.size_bytes == r.count * d.size() * nranks)
-                        });
-                    if per_rank {
-                        bail!(
-                            "{log_name}: no collective named in the log, and its counts are per rank (size = count x {nranks} ranks), as all_gather and reduce_scatter print them; pass --collective"
-                        );
-                    }
-                    eprintln!(
-                        "collsim: {log_name}: no collective named in the log; assuming all_reduce"
-                    );
-                    Collective::AllReduce
-                }
-            };
+            let log_name = log.display().to_string();
+            let (test, coll) = read_log(&log, collective.as_deref(), &s)?;
+            let test = &test;
             let profile = load_profile(common.profile.as_deref())?;
             let (cluster, comm, _) = collsim::build(&s)?;
             let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
@@ -495,6 +743,14 @@ fn run(cli: Cli) -> Result<()> {
             let mut out = open_output(common.output.as_deref())?;
             fmt.write_validation(&report, &mut out)?;
             out.flush()?;
+            if let Some(svg) = plot {
+                let title = format!(
+                    "{} on {} x {} ({} GPUs per node), profile {}",
+                    log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
+                );
+                report::plot::validation_svg(&svg, &title, &v)
+                    .map_err(|e| anyhow!("--plot {}: {e}", svg.display()))?;
+            }
         }
     }
     Ok(())

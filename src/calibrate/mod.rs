@@ -1,5 +1,6 @@
 //! Calibration against real measurements: reading nccl-tests logs ([`nccl_log`]) and comparing
 //! the model with them ([`validate`]).
 
+pub mod fit;
 pub mod nccl_log;
 pub mod validate;

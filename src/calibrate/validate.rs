@@ -20,6 +20,10 @@ pub struct ValidationRow {
     pub measured_time_us: f64,
     /// Predicted time, µs.
     pub predicted_time_us: f64,
+    /// The prediction's error band (equal to it without a fitted correction).
+    pub predicted_time_us_low: f64,
+    /// Upper end of the band.
+    pub predicted_time_us_high: f64,
     /// Out-of-place busbw in the log, GB/s.
     pub measured_busbw: f64,
     /// Predicted busbw, GB/s.
@@ -114,6 +118,8 @@ pub fn compare(
             size_bytes: r.size_bytes,
             measured_time_us: r.oop_time_us,
             predicted_time_us: p.time_us,
+            predicted_time_us_low: p.time_us_low,
+            predicted_time_us_high: p.time_us_high,
             measured_busbw: r.oop_busbw,
             predicted_busbw: p.busbw,
             error_pct: 100.0 * (p.time_us - r.oop_time_us) / r.oop_time_us,

@@ -94,6 +94,38 @@ pub struct TimingParams {
     pub gpu_default: GpuParams,
     /// Per GPU architecture.
     pub gpu: Vec<(Arch, GpuParams)>,
+    /// Size-band corrections fitted by `collsim calibrate`, if the profile has them.
+    pub correction: Option<SizeCorrection>,
+}
+
+/// Measured-over-model factors by size band (the SimGrid SMPI idea), fitted on real curves, with
+/// the spread of what is left in each band.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SizeCorrection {
+    /// Each band's lowest NCCL byte count; the first is 0, ascending.
+    pub bands: Vec<u64>,
+    /// Per band: the time multiplier (the geometric median of measured / model).
+    pub factor: Vec<f64>,
+    /// Per band: the 95th percentile of |ln(measured / corrected)| on the fit data, the
+    /// half-width of the error band in log space.
+    pub residual: Vec<f64>,
+    /// The logs the factors were fitted on.
+    pub fitted_on: Vec<String>,
+}
+
+impl SizeCorrection {
+    /// The band of a call of `bytes`.
+    pub fn band(&self, bytes: u64) -> usize {
+        self.bands.iter().rposition(|&b| b <= bytes).unwrap_or(0)
+    }
+
+    /// Corrects `time_us`: the corrected time and its error band (low, high).
+    pub fn apply(&self, bytes: u64, time_us: f64) -> (f64, f64, f64) {
+        let b = self.band(bytes);
+        let t = time_us * self.factor[b];
+        let r = self.residual[b];
+        (t, t * (-r).exp(), t * r.exp())
+    }
 }
 
 /// The parameters that depend on the GPU generation: how the CTA that moves a channel's data

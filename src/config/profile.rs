@@ -1,11 +1,11 @@
 //! Calibration profiles: the timing parameters of the model as data
 //! (`calibration/profiles/*.toml`), validated into [`TimingParams`].
 
-use super::raw::{RawGpuParams, RawPerProto, RawProfile};
+use super::raw::{RawCorrection, RawGpuParams, RawPerProto, RawProfile};
 use super::{ConfigError, Source};
-use crate::collective::{GpuParams, TimingParams};
+use crate::collective::{GpuParams, SizeCorrection, TimingParams};
 use crate::hw::Arch;
-use crate::units::Time;
+use crate::units::{Bytes, Time};
 
 /// The profile used when none is given (compiled in from `calibration/profiles/default.toml`).
 pub const DEFAULT_PROFILE: (&str, &str) =
@@ -35,6 +35,58 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
             None => Time::ZERO,
         },
     })
+}
+
+fn correction(
+    src: &Source<'_>,
+    raw: Option<&RawCorrection>,
+) -> Result<Option<SizeCorrection>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let mut bands = Vec::new();
+    for (i, b) in raw.bands.get_ref().iter().enumerate() {
+        let v = src.check(&format!("correction.bands[{i}]"), b, |q| q.parse_with(Bytes::parse))?;
+        let v = v.get();
+        let ok = if i == 0 { v == 0 } else { bands.last().is_some_and(|&p| v > p) };
+        if !ok {
+            let why = if i == 0 { "the first band must start at 0 B" } else { "bands must ascend" };
+            return Err(src.error_at(b.span().start, format!("correction.bands[{i}]: {why}")));
+        }
+        bands.push(v);
+    }
+    let numbers = |name: &str, list: &toml::Spanned<Vec<toml::Spanned<f64>>>, min: f64| {
+        if list.get_ref().len() != bands.len() {
+            return Err(src.error_at(
+                list.span().start,
+                format!(
+                    "correction.{name}: {} values for {} bands",
+                    list.get_ref().len(),
+                    bands.len()
+                ),
+            ));
+        }
+        list.get_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                src.check(&format!("correction.{name}[{i}]"), x, |&v| {
+                    if v.is_finite() && v >= min && !(min > 0.0 && v == 0.0) {
+                        Ok(v)
+                    } else {
+                        Err(format!("must be a finite number of at least {min}, got {v}"))
+                    }
+                })
+            })
+            .collect::<Result<Vec<f64>, _>>()
+    };
+    if bands.is_empty() {
+        return Err(src.error_at(raw.bands.span().start, "correction.bands: empty"));
+    }
+    Ok(Some(SizeCorrection {
+        factor: numbers("factor", &raw.factor, f64::MIN_POSITIVE)?,
+        residual: numbers("residual", &raw.residual, 0.0)?,
+        bands,
+        fitted_on: raw.fitted_on.clone(),
+    }))
 }
 
 /// Parses and validates a profile's text; `file` names it in errors.
@@ -74,12 +126,54 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         source: raw.source,
         call_overhead: src
             .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
+        correction: correction(&src, raw.correction.as_ref())?,
         step_latency: [
             per_proto(&src, "step_latency.nvlink", &raw.step_latency.nvlink)?,
             per_proto(&src, "step_latency.pcie", &raw.step_latency.pcie)?,
             per_proto(&src, "step_latency.net", &raw.step_latency.net)?,
         ],
     })
+}
+
+/// A profile's text with `correction` as its `[correction]` table (replacing one it had) and
+/// `name`/`source` set: the base profile's parameters stay as they were, with their comments.
+pub fn with_correction(base: &str, name: &str, source: &str, c: &SizeCorrection) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in base.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            skipping = t.starts_with("[correction]");
+        }
+        if skipping {
+            continue;
+        }
+        if t.starts_with("name =") && !out.contains("\nname =") && !out.starts_with("name =") {
+            out.push_str(&format!("name = {name:?}\n"));
+        } else if t.starts_with("source =") && !out.contains("\nsource =") {
+            out.push_str(&format!("source = {source:?}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let list = |v: &[String]| v.join(", ");
+    out.push_str(&format!(
+        "\n[correction]\n\
+         # Size-band correction fitted by `collsim calibrate`: in each band (from its lowest NCCL byte\n\
+         # count) the model's time is multiplied by `factor`, the median of measured / model on the\n\
+         # fit logs; `residual` is the 95th percentile of |ln(measured / corrected)| there, the\n\
+         # half-width of the error band (time x exp(-residual) .. time x exp(residual)).\n\
+         fitted_on = [{}]\n\
+         bands = [{}]\n\
+         factor = [{}]\n\
+         residual = [{}]\n",
+        list(&c.fitted_on.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>()),
+        list(&c.bands.iter().map(|&b| format!("\"{}\"", Bytes::new(b))).collect::<Vec<_>>()),
+        list(&c.factor.iter().map(|f| format!("{f:.6}")).collect::<Vec<_>>()),
+        list(&c.residual.iter().map(|r| format!("{r:.6}")).collect::<Vec<_>>()),
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -119,5 +213,26 @@ mod tests {
         assert!(e.contains("gpu.default.sync.Simple"), "{e}");
         let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
         assert_eq!(line, with_gpu_tables(DEFAULT_TABLE).lines().count() - 1);
+    }
+
+    #[test]
+    fn a_written_correction_reads_back() {
+        let c = SizeCorrection {
+            bands: vec![0, 64 << 10, 1 << 30],
+            factor: vec![0.5, 1.25, 1.0],
+            residual: vec![0.1, 0.0, 0.02],
+            fitted_on: vec!["a.log".into(), "b \"quoted\".log".into()],
+        };
+        let text = with_correction(DEFAULT_PROFILE.1, "fit", "fitted on a and b", &c);
+        let p = parse_profile("fit.toml", &text).unwrap();
+        assert_eq!(p.name, "fit");
+        assert_eq!(p.correction.as_ref(), Some(&c));
+        // Writing again replaces the table instead of adding a second one.
+        let again = with_correction(&text, "fit2", "again", &c);
+        assert_eq!(again.matches("[correction]").count(), 1);
+        assert_eq!(parse_profile("fit2.toml", &again).unwrap().correction, Some(c));
+        let bad = text.replace("factor = [0.500000", "factor = [-1.0");
+        let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
+        assert!(e.contains("correction.factor[0]"), "{e}");
     }
 }

@@ -228,6 +228,16 @@ pub struct RawProfile {
     pub overhead: RawOverhead,
     pub step_latency: RawStepLatency,
     pub gpu: BTreeMap<S<String>, RawGpuParams>,
+    pub correction: Option<RawCorrection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCorrection {
+    pub fitted_on: Vec<String>,
+    pub bands: S<Vec<S<RawQuantity>>>,
+    pub factor: S<Vec<S<f64>>>,
+    pub residual: S<Vec<S<f64>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,6 +4,7 @@ pub mod csv;
 pub mod explain;
 pub mod json;
 pub mod nccl;
+pub mod plot;
 pub mod table;
 pub mod topo;
 

@@ -40,10 +40,20 @@ impl SimFormat for Table {
             r.mode
         )?;
         writeln!(out)?;
+        // A fitted profile gives each time its error band.
+        let banded = r.profile.correction.is_some();
         writeln!(
             out,
-            "{:>10} {:>12} {:>11} {:>9} {:>9}  {:<5} {:<7} {:>3}  NCCL would pick",
-            "size", "count", "time(us)", "algbw", "busbw", "algo", "proto", "ch"
+            "{:>10} {:>12} {:>11}{} {:>9} {:>9}  {:<5} {:<7} {:>3}  NCCL would pick",
+            "size",
+            "count",
+            "time(us)",
+            if banded { "   ±band" } else { "" },
+            "algbw",
+            "busbw",
+            "algo",
+            "proto",
+            "ch"
         )?;
         let mut other = false;
         for row in r.rows {
@@ -53,12 +63,18 @@ impl SimFormat for Table {
                 other = true;
                 format!("{} *", row.nccl_choice)
             };
+            let band = if banded {
+                format!(" {:>6.1}%", 100.0 * (row.time_us_high / row.time_us - 1.0))
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{:>10} {:>12} {:>11.2} {:>9.2} {:>9.2}  {:<5} {:<7} {:>3}  {}",
+                "{:>10} {:>12} {:>11.2}{} {:>9.2} {:>9.2}  {:<5} {:<7} {:>3}  {}",
                 size(row.size_bytes),
                 row.count,
                 row.time_us,
+                band,
                 row.algbw,
                 row.busbw,
                 row.algo,

@@ -20,8 +20,12 @@ pub struct Row {
     pub dtype: &'static str,
     /// Reduction.
     pub redop: &'static str,
-    /// Predicted time, µs.
+    /// Predicted time, µs (with the profile's size-band correction, if it has one).
     pub time_us: f64,
+    /// The error band of `time_us` from the correction's residuals (equal to it without one).
+    pub time_us_low: f64,
+    /// Upper end of the band.
+    pub time_us_high: f64,
     /// size / time, GB/s.
     pub algbw: f64,
     /// algbw × the collective's bus factor, GB/s.
@@ -117,6 +121,14 @@ pub fn simulate_call(
     }
 }
 
+/// The profile's size-band correction applied to a simulated time: (time, low, high).
+fn corrected(params: &TimingParams, bytes: u64, time_us: f64) -> (f64, f64, f64) {
+    match &params.correction {
+        Some(c) => c.apply(bytes, time_us),
+        None => (time_us, time_us, time_us),
+    }
+}
+
 /// Simulates one size.
 pub fn run_size(
     cluster: &Cluster,
@@ -140,7 +152,7 @@ pub fn run_size(
             _ => (size / elt, size / elt * elt),
         };
         let r = p2p::simulate(coll, cluster, comm, bytes, params);
-        let time_us = r.run.time.as_us();
+        let (time_us, time_us_low, time_us_high) = corrected(params, bytes, r.run.time.as_us());
         let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
         return Row {
             size_bytes: bytes,
@@ -148,6 +160,8 @@ pub fn run_size(
             dtype: spec.dtype.name(),
             redop: "none",
             time_us,
+            time_us_low,
+            time_us_high,
             algbw,
             busbw: algbw * coll.busbw_factor(comm.nranks()),
             algo: "P2P",
@@ -172,7 +186,7 @@ pub fn run_size(
     };
     let sel = comm.select(coll, bytes);
     let run = simulate_call(cluster, comm, coll, bytes, elt, &sel, params, mode);
-    let time_us = run.time.as_us();
+    let (time_us, time_us_low, time_us_high) = corrected(params, bytes, run.time.as_us());
     let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {
         size_bytes: bytes,
@@ -185,6 +199,8 @@ pub fn run_size(
             spec.op.name()
         },
         time_us,
+        time_us_low,
+        time_us_high,
         algbw,
         busbw: algbw * spec.collective.busbw_factor(comm.nranks()),
         algo: sel.algo.name(),

@@ -2,6 +2,7 @@
 //! against real nccl-tests logs.
 
 mod accuracy;
+mod calibrate;
 mod cli_errors;
 mod hardware;
 mod import;

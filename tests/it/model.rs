@@ -22,6 +22,7 @@ fn params(step: Time) -> TimingParams {
         call_overhead: Time::ZERO,
         step_latency: [[step; 3]; 3],
         gpu_default: GpuParams::NOMINAL,
+        correction: None,
         gpu: Vec::new(),
     }
 }

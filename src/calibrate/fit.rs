@@ -1,0 +1,156 @@
+//! Fitting a profile's size-band correction (the SimGrid SMPI idea): in each band of call sizes
+//! the time multiplier that takes the model to the measurements, by robust (least absolute
+//! deviation) regression on log time — the median of ln(measured / model) — and the spread left
+//! in the band (95th percentile of the absolute log residual), which becomes the error band of
+//! every prediction in it.
+
+use statrs::statistics::{Data, Median, OrderStatistics};
+
+use crate::collective::SizeCorrection;
+use crate::units::Bytes;
+
+/// Default band edges (lowest byte count of each band): latency-bound, LL, LL128, Simple
+/// ramp, bandwidth-bound.
+pub const DEFAULT_BANDS: [u64; 5] = [0, 64 << 10, 1 << 20, 16 << 20, 256 << 20];
+
+/// Fewest sizes a band needs to determine its factor; a band with fewer is merged into its
+/// neighbour.
+pub const MIN_PER_BAND: usize = 3;
+
+/// One measured size and what the uncorrected model predicts for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// NCCL's byte count of the call.
+    pub bytes: u64,
+    /// Measured time, µs.
+    pub measured_us: f64,
+    /// Model time, µs.
+    pub model_us: f64,
+}
+
+/// Why no correction can be fitted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FitError {
+    /// Too few sizes to determine even one factor.
+    #[error(
+        "{0} usable size(s) in the fit set; at least {MIN_PER_BAND} are needed to fit a factor"
+    )]
+    TooFew(usize),
+    /// A time that is not a positive number.
+    #[error("size {bytes}: measured {measured} us, model {model} us: times must be positive")]
+    BadTime {
+        /// The size.
+        bytes: u64,
+        /// Measured.
+        measured: f64,
+        /// Model.
+        model: f64,
+    },
+}
+
+/// Fits factors on `samples` for bands starting at `edges` (ascending, the first 0). Bands with
+/// fewer than [`MIN_PER_BAND`] sizes are merged into the band above (the top one into the band
+/// below); each merge is described in the returned notes. Deterministic: the same samples give
+/// the same profile whatever their order.
+pub fn fit(
+    samples: &[Sample],
+    edges: &[u64],
+    fitted_on: Vec<String>,
+) -> Result<(SizeCorrection, Vec<String>), FitError> {
+    for s in samples {
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        if !ok(s.measured_us) || !ok(s.model_us) {
+            return Err(FitError::BadTime {
+                bytes: s.bytes,
+                measured: s.measured_us,
+                model: s.model_us,
+            });
+        }
+    }
+    if samples.len() < MIN_PER_BAND {
+        return Err(FitError::TooFew(samples.len()));
+    }
+    // (lowest byte count, log ratios), one entry per band.
+    let mut bands: Vec<(u64, Vec<f64>)> = edges.iter().map(|&e| (e, Vec::new())).collect();
+    for s in samples {
+        let b = edges.iter().rposition(|&e| e <= s.bytes).unwrap_or(0);
+        bands[b].1.push((s.measured_us / s.model_us).ln());
+    }
+    let mut notes = Vec::new();
+    let label = |lo: u64, hi: Option<u64>| match hi {
+        Some(h) => format!("{} – {}", Bytes::new(lo), Bytes::new(h)),
+        None => format!("from {}", Bytes::new(lo)),
+    };
+    while let Some(i) = bands.iter().position(|b| b.1.len() < MIN_PER_BAND) {
+        if bands.len() == 1 {
+            break;
+        }
+        let (lo, hi) = (bands[i].0, bands.get(i + 1).map(|b| b.0));
+        let n = bands[i].1.len();
+        if i + 1 < bands.len() {
+            let moved = std::mem::take(&mut bands[i].1);
+            bands[i + 1].1.extend(moved);
+            bands[i + 1].0 = lo;
+            bands.remove(i);
+            notes.push(format!("band {}: {n} size(s), merged into the band above", label(lo, hi)));
+        } else {
+            let moved = bands.remove(i).1;
+            bands[i - 1].1.extend(moved);
+            notes.push(format!("band {}: {n} size(s), merged into the band below", label(lo, hi)));
+        }
+    }
+    let mut factor = Vec::new();
+    let mut residual = Vec::new();
+    for (_, logs) in &bands {
+        let data = Data::new(logs.clone());
+        let centre = data.median();
+        let mut spread = Data::new(logs.iter().map(|l| (l - centre).abs()).collect::<Vec<_>>());
+        factor.push(centre.exp());
+        residual.push(spread.percentile(95));
+    }
+    Ok((
+        SizeCorrection { bands: bands.iter().map(|b| b.0).collect(), factor, residual, fitted_on },
+        notes,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(bytes: u64, measured: f64, model: f64) -> Sample {
+        Sample { bytes, measured_us: measured, model_us: model }
+    }
+
+    #[test]
+    fn recovers_a_factor_per_band_and_ignores_an_outlier() {
+        let mut v = Vec::new();
+        for i in 0..6 {
+            v.push(s(1 << i, 20.0, 10.0)); // small sizes: the model is 2x fast
+            v.push(s((1 << 30) + i, 100.0, 125.0)); // large sizes: 0.8
+        }
+        v.push(s(4, 1000.0, 10.0)); // a glitch
+        let (c, notes) = fit(&v, &[0, 1 << 20], vec!["x".into()]).unwrap();
+        assert!(notes.is_empty());
+        assert!((c.factor[0] - 2.0).abs() < 1e-9 && (c.factor[1] - 0.8).abs() < 1e-9, "{c:?}");
+        assert!(c.residual[1] < 1e-9);
+        // The same samples in another order give the same fit.
+        let mut r = v.clone();
+        r.reverse();
+        assert_eq!(fit(&r, &[0, 1 << 20], vec!["x".into()]).unwrap().0, c);
+    }
+
+    #[test]
+    fn thin_bands_merge_and_too_little_data_fails() {
+        // 32 MiB – 1 GiB: three sizes in each of the top two bands, none below.
+        let v: Vec<Sample> = (0..6).map(|i| s((32 << 20) << i, 11.0, 10.0)).collect();
+        let (c, notes) = fit(&v, &DEFAULT_BANDS, Vec::new()).unwrap();
+        assert_eq!(c.bands, vec![0, 256 << 20]);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].contains("0 size(s)"), "{notes:?}");
+        let e = fit(&v[..2], &DEFAULT_BANDS, Vec::new()).unwrap_err();
+        assert_eq!(e, FitError::TooFew(2));
+        let e = fit(&[s(8, 0.0, 1.0), s(16, 1.0, 1.0), s(32, 1.0, 1.0)], &[0], Vec::new());
+        assert!(e.unwrap_err().to_string().contains("times must be positive"));
+    }
+}

@@ -1,0 +1,151 @@
+//! `collsim calibrate`: fitting a profile's size-band correction on some real runs and checking
+//! it on others.
+
+use super::{collsim, collsim_ok, scratch};
+
+const P5_ENV: [&str; 6] = [
+    "--nccl",
+    "NCCL_BUFFSIZE=8388608",
+    "--nccl",
+    "NCCL_NVLS_CHUNKSIZE=524288",
+    "--nccl",
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE=524288",
+];
+
+fn p5(args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    v.extend(["--topology", "aws-p5", "--nodes", "2", "--gpus-per-node", "8"].map(String::from));
+    v.extend(P5_ENV.map(String::from));
+    v
+}
+
+fn median(v: &serde_json::Value) -> f64 {
+    v["median_abs_error_pct"].as_f64().unwrap()
+}
+
+#[test]
+fn a_profile_fitted_on_p5_run_a_predicts_runs_b_and_c() {
+    // Issue #5's target: fit on one run of a system, held-out median |error| <= 5 %.
+    let profile = scratch().join("p5-fit.toml");
+    let profile = profile.to_str().unwrap();
+    let report = collsim_ok(
+        &p5(&[
+            "calibrate",
+            "--from-log",
+            "calibration/data/H100_2N8G_AR_AWSP5_A.log",
+            "-o",
+            profile,
+        ])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    assert!(report.contains("profile written to"), "{report}");
+    for run in ["B", "C"] {
+        let log = format!("calibration/data/H100_2N8G_AR_AWSP5_{run}.log");
+        let args = p5(&["validate", "--log", &log, "--format", "json"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let before: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+        let with: Vec<&str> = args.iter().copied().chain(["--profile", profile]).collect();
+        let after: serde_json::Value = serde_json::from_str(&collsim_ok(&with)).unwrap();
+        assert!(median(&after) <= 5.0, "{run}: {}", median(&after));
+        assert!(median(&after) < median(&before), "{run}");
+    }
+    // The overlay plot of a held-out run: measured points, predicted line and band.
+    let svg = scratch().join("p5-b.svg");
+    let args = p5(&[
+        "validate",
+        "--log",
+        "calibration/data/H100_2N8G_AR_AWSP5_B.log",
+        "--profile",
+        profile,
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    collsim_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("measured") && text.contains("<circle"));
+    // The correction's error band reaches the simulation's rows.
+    let sim = collsim_ok(&[
+        "simulate",
+        "--topology",
+        "aws-p5",
+        "--nodes",
+        "2",
+        "--min-bytes",
+        "1MiB",
+        "--max-bytes",
+        "1MiB",
+        "--profile",
+        profile,
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&sim).unwrap();
+    let row = &v["rows"][0];
+    let (t, lo, hi) = (
+        row["time_us"].as_f64().unwrap(),
+        row["time_us_low"].as_f64().unwrap(),
+        row["time_us_high"].as_f64().unwrap(),
+    );
+    assert!(lo < t && t < hi, "{lo} {t} {hi}");
+}
+
+#[test]
+fn every_second_log_is_held_out_and_the_fit_is_deterministic() {
+    let args = p5(&[
+        "calibrate",
+        "--from-log",
+        "calibration/data/H100_2N8G_AR_AWSP5_A.log",
+        "calibration/data/H100_2N8G_AR_AWSP5_B.log",
+        "calibration/data/H100_2N8G_AR_AWSP5_C.log",
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = collsim(&args);
+    assert!(out.status.success());
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(report.contains("fit on 2 log(s), checked on 1"), "{report}");
+    assert!(report.contains("_B.log") && report.contains("check"), "{report}");
+    // Without -o the profile goes to stdout, the same bytes every time.
+    let again = collsim(&args);
+    assert_eq!(out.stdout, again.stdout);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[correction]") && text.contains("AWSP5_A.log"), "{text}");
+}
+
+#[test]
+fn too_little_data_is_a_clear_error() {
+    let log = scratch().join("two-rows.log");
+    std::fs::write(
+        &log,
+        "# Collective test starting: all_reduce_perf\n\
+         1048576 262144 float sum -1 50.0 20.97 36.70 0 50.0 20.97 36.70 0\n\
+         2097152 524288 float sum -1 60.0 34.95 61.17 0 60.0 34.95 61.17 0\n",
+    )
+    .unwrap();
+    let out = collsim(&[
+        "calibrate",
+        "--from-log",
+        log.to_str().unwrap(),
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot fit: 2 usable size(s)"), "{err}");
+}
+
+#[test]
+fn calibrate_run_refuses_without_a_gpu() {
+    if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+        eprintln!("SKIPPED calibrate_run_refuses_without_a_gpu: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collsim(&["calibrate", "--run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no NVIDIA GPU on this machine"), "{err}");
+}
