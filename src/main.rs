@@ -2,6 +2,7 @@
 //! (0 success, 1 input or simulation error, 2 usage).
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -450,8 +451,11 @@ fn calibrate_run(launcher: Option<&str>, common: &Common) -> Result<()> {
     words.push("-o".into());
     words.push(out.display().to_string());
     eprintln!("collsim: running {}", words.join(" "));
+    // The bench's progress rows go to stderr: stdout is the report (or the profile).
+    let progress = std::io::stderr().as_fd().try_clone_to_owned()?;
     let status = std::process::Command::new(&words[0])
         .args(&words[1..])
+        .stdout(progress)
         .status()
         .with_context(|| format!("calibrate --run: cannot start {}", words[0]))?;
     match status.code() {

@@ -323,7 +323,7 @@ fn our_bench_program_writes_what_validate_reads() {
         let args = [
             "validate",
             "--log",
-            "calibration/data/H100_1N1G_ALL_COLLSIM_BENCH.log",
+            "calibration/data/2026-11-22-h100-single/all-collectives.results.txt",
             "--topology",
             "dgx-h100",
             "--nodes",
@@ -339,6 +339,38 @@ fn our_bench_program_writes_what_validate_reads() {
         assert_eq!(rows(&v).len(), 28, "{coll}");
         assert_eq!(rows(&v)[27]["size_bytes"], 1u64 << 30, "{coll}");
         assert!(rows(&v).iter().all(|r| r["measured_time_us"].as_f64().unwrap() > 0.0), "{coll}");
+    }
+    // The JSON that `calibrate --run` wrote there (nccl-tests' -J layout) reads the same as its
+    // text.
+    let dir = "calibration/data/2026-11-22-h100-single";
+    for coll in ["all_reduce", "all_gather", "reduce_scatter"] {
+        let read = |file: &str| {
+            let log = format!("{dir}/{file}");
+            let args = [
+                "validate",
+                "--log",
+                &log,
+                "--topology",
+                "dgx-h100",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "1",
+                "--collective",
+                coll,
+                "--format",
+                "json",
+            ];
+            serde_json::from_str::<serde_json::Value>(&collsim_ok(&args)).unwrap()
+        };
+        let (text, json) = (read("results.txt"), read("results.json"));
+        assert_eq!(rows(&text).len(), 28, "{coll}");
+        for (a, b) in rows(&text).iter().zip(rows(&json)) {
+            assert_eq!(a["size_bytes"], b["size_bytes"]);
+            let (ta, tb) =
+                (a["measured_time_us"].as_f64().unwrap(), b["measured_time_us"].as_f64().unwrap());
+            assert!((ta - tb).abs() <= 0.01, "{coll}: text {ta} json {tb}");
+        }
     }
 }
 
