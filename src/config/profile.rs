@@ -138,9 +138,17 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
 /// A profile's text with `correction` as its `[correction]` table (replacing one it had) and
 /// `name`/`source` set: the base profile's parameters stay as they were, with their comments.
 pub fn with_correction(base: &str, name: &str, source: &str, c: &SizeCorrection) -> String {
-    let mut out = String::new();
+    let mut out = format!(
+        "# Written by `collsim calibrate`: {source}.\n\
+         # Everything before the correction table is the base profile's, comments included.\n\
+         #\n"
+    );
     let mut skipping = false;
-    for line in base.lines() {
+    let mut lines = base.lines().peekable();
+    if lines.peek().is_some_and(|l| l.starts_with("# Written by `collsim calibrate`")) {
+        lines.nth(2);
+    }
+    for line in lines {
         let t = line.trim_start();
         if t.starts_with('[') {
             skipping = t.starts_with("[correction]");
@@ -148,7 +156,7 @@ pub fn with_correction(base: &str, name: &str, source: &str, c: &SizeCorrection)
         if skipping {
             continue;
         }
-        if t.starts_with("name =") && !out.contains("\nname =") && !out.starts_with("name =") {
+        if t.starts_with("name =") && !out.contains("\nname =") {
             out.push_str(&format!("name = {name:?}\n"));
         } else if t.starts_with("source =") && !out.contains("\nsource =") {
             out.push_str(&format!("source = {source:?}\n"));

@@ -149,3 +149,62 @@ fn calibrate_run_refuses_without_a_gpu() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("no NVIDIA GPU on this machine"), "{err}");
 }
+
+#[test]
+fn shipped_profiles_regenerate_from_their_logs() {
+    // calibration/profiles/aws-p5.toml and dgx-h100.toml are calibrate's output on the logs they
+    // name: running it again gives the same bytes.
+    let d = "calibration/data";
+    let cases: [(&str, Vec<String>); 2] = [
+        (
+            "calibration/profiles/aws-p5.toml",
+            p5(&[
+                "calibrate",
+                "--from-log",
+                &format!("{d}/H100_2N8G_AR_AWSP5_A.log"),
+                "--check-log",
+                &format!("{d}/H100_2N8G_AR_AWSP5_B.log"),
+                &format!("{d}/H100_2N8G_AR_AWSP5_C.log"),
+            ]),
+        ),
+        (
+            "calibration/profiles/dgx-h100.toml",
+            [
+                "calibrate",
+                "--from-log",
+                &format!("{d}/H100_1N8G_ALL_REDUCE_XXRJUN.log@all_reduce"),
+                "--check-log",
+                &format!("{d}/H100_1N8G_ALL_REDUCE_XXRJUN.log@all_gather"),
+                &format!("{d}/H100_1N8G_ALL_REDUCE_XXRJUN.log@reduce_scatter"),
+                "--topology",
+                "dgx-h100",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "8",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+    ];
+    for (file, args) in cases {
+        let out = collsim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let shipped = std::fs::read_to_string(file).unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), shipped, "{file}");
+    }
+    // Every shipped profile loads and corrects a simulation.
+    for p in ["aws-p5", "dgx-h100", "dgx-a100", "gcp-a3-mega"] {
+        let path = format!("calibration/profiles/{p}.toml");
+        let sim = collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--max-bytes",
+            "1MiB",
+            "--profile",
+            &path,
+        ]);
+        assert!(sim.contains("±band"), "{p}");
+    }
+}
