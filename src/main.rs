@@ -129,7 +129,7 @@ enum Command {
     Calibrate {
         /// nccl-tests logs (text or -J JSON) to fit; LOG@all_gather picks one test of a file
         /// holding several. Without --check-log, every second one is held out.
-        #[arg(long = "from-log", num_args = 1.., value_name = "LOG")]
+        #[arg(long = "from-log", visible_alias = "from-json", num_args = 1.., value_name = "LOG")]
         from_log: Vec<PathBuf>,
         /// Logs held out: reported, never fitted.
         #[arg(long = "check-log", num_args = 1.., value_name = "LOG")]
@@ -497,7 +497,7 @@ fn read_log(
     let tests = if text.trim_start().starts_with('{') {
         nccl_log::parse_json(&text).map_err(|e| anyhow!("{log_name}: {e}"))?
     } else {
-        nccl_log::parse(&text)
+        nccl_log::parse(&text).map_err(|e| anyhow!("{log_name}:{}: {}", e.line, e.reason))?
     };
     if tests.is_empty() {
         bail!(

@@ -66,32 +66,51 @@ fn strip_tags(line: &str) -> String {
     out
 }
 
-fn parse_row(line: &str) -> Option<LogRow> {
+/// A line is a result row when it has at least 12 fields and its first two are integers; such a
+/// row whose numbers do not read is an error (the reason), not a line to skip.
+fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
     let t: Vec<&str> = line.split_whitespace().collect();
     if t.len() < 12 {
-        return None;
+        return Ok(None);
     }
-    let size: u64 = t[0].parse().ok()?;
-    let count: u64 = t[1].parse().ok()?;
-    // With a root column: size count type redop root | time algbw busbw wrong | time algbw busbw wrong.
+    let (Ok(size), Ok(count)) = (t[0].parse::<u64>(), t[1].parse::<u64>()) else {
+        return Ok(None);
+    };
+    // With a root column: size count type redop root | time algbw busbw wrong | time algbw busbw
+    // wrong. `-I 1` adds i_min i_max i_p99 i_cv% to each half (21 fields or more); `-S 1`
+    // appends a timestamp.
     let base = if t.len() >= 13 { 5 } else { 4 };
-    let f = |i: usize| t.get(i).and_then(|s| s.parse::<f64>().ok());
-    Some(LogRow {
+    let half = if t.len() >= base + 16 { 8 } else { 4 };
+    let f = |i: usize, what: &str| match t.get(i) {
+        Some(v) => v.parse::<f64>().map_err(|_| format!("{what} {v:?} is not a number")),
+        None => Err(format!("no {what} column")),
+    };
+    Ok(Some(LogRow {
         size_bytes: size,
         count,
         dtype: t[2].to_string(),
         redop: t[3].to_string(),
-        oop_time_us: f(base)?,
-        oop_busbw: f(base + 2)?,
-        ip_time_us: f(base + 4)?,
-        ip_busbw: f(base + 6)?,
-    })
+        oop_time_us: f(base, "out-of-place time")?,
+        oop_busbw: f(base + 2, "out-of-place busbw")?,
+        ip_time_us: f(base + half, "in-place time")?,
+        ip_busbw: f(base + half + 2, "in-place busbw")?,
+    }))
+}
+
+/// A result row that does not read: its line (1-based) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: a result row that does not read: {reason}")]
+pub struct LogError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
 }
 
 /// Splits a log into its tests.
-pub fn parse(text: &str) -> Vec<LogTest> {
+pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
     let mut tests: Vec<LogTest> = Vec::new();
-    for raw in text.lines() {
+    for (n, raw) in text.lines().enumerate() {
         let line = strip_tags(raw);
         let trimmed = line.trim();
         if let Some(pos) = trimmed.find("Collective test starting:") {
@@ -111,7 +130,8 @@ pub fn parse(text: &str) -> Vec<LogTest> {
         {
             continue;
         }
-        if let Some(row) = parse_row(trimmed) {
+        let row = parse_row(trimmed).map_err(|reason| LogError { line: n + 1, reason })?;
+        if let Some(row) = row {
             if row.size_bytes == 0 {
                 continue;
             }
@@ -124,7 +144,7 @@ pub fn parse(text: &str) -> Vec<LogTest> {
         }
     }
     tests.retain(|t| !t.rows.is_empty());
-    tests
+    Ok(tests)
 }
 
 /// Why a JSON results file cannot be read: what is missing and where.
@@ -223,7 +243,7 @@ mod tests {
     #[test]
     fn strips_mpi_tags_even_mid_row() {
         let line = "[1,0]<stdout>:     1048576        262144     float     sum      -1[1,0]<stdout>:    122.7    8.55   16.03      0[1,0]<stdout>:    122.3    8.58   16.08      0";
-        let tests = parse(line);
+        let tests = parse(line).unwrap();
         assert_eq!(tests.len(), 1);
         let r = &tests[0].rows[0];
         assert_eq!((r.size_bytes, r.count), (1_048_576, 262_144));
@@ -238,12 +258,12 @@ mod tests {
                     # Collective test starting: all_gather_perf\n# nThread 1 nGpus 1 minBytes 8\n\
                     0 0 float none -1 1.0 0.00 0.00 0 1.0 0.00 0.00 0\n\
                     16 4 float none -1 11.0 0.00 0.00 0 11.0 0.00 0.00 N/A\n";
-        let tests = parse(text);
+        let tests = parse(text).unwrap();
         assert_eq!(tests.len(), 2);
         assert_eq!(tests[0].collective, Some(Collective::AllReduce));
         assert_eq!(tests[1].collective, Some(Collective::AllGather));
         assert_eq!(tests[1].rows.len(), 1);
-        assert!(parse("NCCL INFO nothing here\n# just comments\n").is_empty());
+        assert!(parse("NCCL INFO nothing here\n# just comments\n").unwrap().is_empty());
     }
 
     #[test]
@@ -292,5 +312,26 @@ mod tests {
         assert!(e.starts_with("line 2, column"), "{e}");
         let e = parse_json("{}").unwrap_err().to_string();
         assert!(e.contains("no \"results\" array"), "{e}");
+    }
+
+    #[test]
+    fn interval_and_timestamp_columns() {
+        // -I 1: i_min i_max i_p99 i_cv% after each half's #wrong; -S 1: a timestamp at the end.
+        let text = "1024 256 float sum -1 10.0 0.10 0.19 0 9.0 11.0 10.5 2.0 \
+                    12.0 0.09 0.16 0 11.0 13.0 12.5 3.0 2025-10-01 12:00:00\n";
+        let r = &parse(text).unwrap()[0].rows[0];
+        assert_eq!(
+            (r.oop_time_us, r.oop_busbw, r.ip_time_us, r.ip_busbw),
+            (10.0, 0.19, 12.0, 0.16)
+        );
+    }
+
+    #[test]
+    fn a_corrupt_row_names_its_line() {
+        let text = "# nThread 1 nGpus 1\n8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n\
+                    16 4 float sum -1 1O.5 0.00 0.00 0 10.0 0.00 0.00 0\n";
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.to_string().contains("out-of-place time \"1O.5\""), "{e}");
     }
 }

@@ -264,3 +264,26 @@ fn a_broken_json_log_is_one_line_naming_the_file_and_place() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("broken.json: results[0]"), "{err}");
 }
+
+#[test]
+fn a_corrupt_text_log_is_one_line_with_its_line_number() {
+    let p = tmp(
+        "corrupt.log",
+        "# nThread 1 nGpus 8 minBytes 8\n\
+         8 2 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n\
+         16 4 float sum -1 3x.1 0.00 0.00 0 36.0 0.00 0.00 0\n",
+    );
+    let out = collsim(&[
+        "validate",
+        "--log",
+        p.to_str().unwrap(),
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("corrupt.log:3: out-of-place time \"3x.1\" is not a number"), "{err}");
+}
