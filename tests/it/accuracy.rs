@@ -216,17 +216,10 @@ fn aws_p5_held_out_after_the_efa_fit() {
             "8",
             "--collective",
             "all_reduce",
-            // The runs' environment, as their NCCL INFO lines show it (aws-ofi-nccl sets the
-            // two NVLS chunk sizes on p5).
-            "--nccl",
-            "NCCL_BUFFSIZE=8388608",
-            "--nccl",
-            "NCCL_NVLS_CHUNKSIZE=524288",
-            "--nccl",
-            "NCCL_NVLSTREE_MAX_CHUNKSIZE=524288",
             "--format",
             "json",
         ];
+        let args = [&args[..], &super::P5_ENV[..]].concat();
         let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
         assert_eq!(rows(&v).len(), 32, "{log}");
         let nvls_tree = |r: &serde_json::Value| r["algo"] == "NVLS_TREE";

@@ -1,16 +1,7 @@
 //! `collsim calibrate`: fitting a profile's size-band correction on some real runs and checking
 //! it on others.
 
-use super::{collsim, collsim_ok, scratch};
-
-const P5_ENV: [&str; 6] = [
-    "--nccl",
-    "NCCL_BUFFSIZE=8388608",
-    "--nccl",
-    "NCCL_NVLS_CHUNKSIZE=524288",
-    "--nccl",
-    "NCCL_NVLSTREE_MAX_CHUNKSIZE=524288",
-];
+use super::{P5_ENV, collsim, collsim_ok, scratch};
 
 fn p5(args: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();

@@ -32,6 +32,17 @@ pub fn collsim_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// The AWS p5 runs' NCCL environment, as their NCCL INFO lines show it (aws-ofi-nccl sets the
+/// two NVLS chunk sizes on p5), in `--nccl` flags.
+pub const P5_ENV: [&str; 6] = [
+    "--nccl",
+    "NCCL_BUFFSIZE=8388608",
+    "--nccl",
+    "NCCL_NVLS_CHUNKSIZE=524288",
+    "--nccl",
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE=524288",
+];
+
 /// Where tests write their scratch files: Cargo's per-target temporary directory (under
 /// `target/`), so that runs leave nothing behind in the system's temp directory.
 pub fn scratch() -> std::path::PathBuf {
