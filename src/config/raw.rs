@@ -47,6 +47,7 @@ pub struct RawGpu {
 pub struct RawGpuModel {
     pub sm: S<i64>,
     pub memory: S<RawQuantity>,
+    pub memory_bandwidth: Option<S<RawQuantity>>,
     pub nvlink_bandwidth_per_link: Option<S<RawQuantity>>,
     pub pcie: RawPcieLink,
     pub p2p: Option<bool>,

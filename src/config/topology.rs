@@ -114,6 +114,10 @@ fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel
         }
     })?;
     let memory = src.check(&f("memory"), &raw.memory, |q| q.parse_with(Bytes::parse))?;
+    let memory_bandwidth = match &raw.memory_bandwidth {
+        Some(b) => Some(bandwidth(src, &f("memory_bandwidth"), b)?),
+        None => None,
+    };
     let nvlink_bandwidth_per_link = match &raw.nvlink_bandwidth_per_link {
         Some(b) => Some(bandwidth(src, &f("nvlink_bandwidth_per_link"), b)?),
         None => None,
@@ -122,6 +126,7 @@ fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel
         name: name.to_string(),
         sm,
         memory,
+        memory_bandwidth,
         nvlink_bandwidth_per_link,
         pcie_generation: count(src, &f("pcie.generation"), &raw.pcie.generation, 6)? as u32,
         pcie_lanes: lanes(src, &f("pcie.lanes"), &raw.pcie.lanes)?,

@@ -17,6 +17,10 @@ pub struct GpuModel {
     /// Device memory.
     #[serde(serialize_with = "ser_display")]
     pub memory: Bytes,
+    /// Device memory bandwidth (the datasheet figure), if known: a one-rank call copies its
+    /// buffer at it.
+    #[serde(serialize_with = "ser_opt_display")]
+    pub memory_bandwidth: Option<Bandwidth>,
     /// NCCL's effective bandwidth of one NVLink, one direction (`topo.h`), if the model has
     /// NVLink.
     #[serde(serialize_with = "ser_opt_display")]

@@ -103,6 +103,9 @@ pub fn simulate_call(
     params: &TimingParams,
     mode: Mode,
 ) -> ring::RingRun {
+    if comm.nranks() == 1 {
+        return one_rank(cluster, bytes, params);
+    }
     match sel.algo {
         crate::comm::Algo::Nvls => {
             nvls::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
@@ -119,6 +122,17 @@ pub fn simulate_call(
         }
         _ => ring::simulate(coll, cluster, comm, bytes, elt, sel, params, mode),
     }
+}
+
+/// A call on one rank: NCCL copies the send buffer into the receive buffer (out of place, as
+/// nccl-tests times it) — read and write at the GPU's memory bandwidth — after the call's
+/// overhead. Without a known memory bandwidth, the overhead alone.
+pub fn one_rank(cluster: &Cluster, bytes: u64, params: &TimingParams) -> ring::RingRun {
+    let copy = match cluster.spec().gpu.model.memory_bandwidth {
+        Some(bw) => crate::units::Time::from_secs_f64_ceil(2.0 * bytes as f64 / bw.bytes_per_sec()),
+        None => crate::units::Time::ZERO,
+    };
+    ring::RingRun { time: params.call_overhead + copy, events: 0 }
 }
 
 /// The profile's size-band correction applied to a simulated time: (time, low, high).
@@ -151,7 +165,10 @@ pub fn run_size(
             }
             _ => (size / elt, size / elt * elt),
         };
-        let r = p2p::simulate(coll, cluster, comm, bytes, params);
+        let mut r = p2p::simulate(coll, cluster, comm, bytes, params);
+        if n == 1 {
+            r.run = one_rank(cluster, bytes, params);
+        }
         let (time_us, time_us_low, time_us_high) = corrected(params, bytes, r.run.time.as_us());
         let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
         return Row {

@@ -413,3 +413,28 @@ fn validate_reads_nccl_tests_json_as_it_reads_the_text() {
         serde_json::from_str(&collsim_ok(&[&args[..], &nccl[..]].concat())).unwrap();
     assert_eq!(rows(&from_json), rows(&from_text));
 }
+
+#[test]
+fn one_rank_calls_copy_at_the_memory_bandwidth() {
+    // One H100 (calibration/data/2026-11-22-h100-single): from 256 MiB a one-rank all_reduce is
+    // a device copy, read + write at the datasheet's 3.35 TB/s; nothing was fitted on it.
+    let args = [
+        "validate",
+        "--log",
+        "calibration/data/2026-11-22-h100-single/results.txt",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--collective",
+        "all_reduce",
+        "--format",
+        "json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+    let big = |r: &serde_json::Value| r["size_bytes"].as_u64().unwrap() >= 256 << 20;
+    assert_eq!(rows(&v).iter().filter(|r| big(r)).count(), 3);
+    assert!(worst(&v, big) <= 8.0, "{}", worst(&v, big));
+}
