@@ -309,13 +309,36 @@ fn errors(v: &validate::Validation) -> (f64, f64) {
     (v.median_abs_error_pct, v.p95_abs_error_pct)
 }
 
-/// Fits a size-band correction on the logs marked `true` (for the scenario `s`), checks it on
-/// the others, prints both errors before and after, and writes the profile (`-o`, else stdout;
-/// the report then goes to stderr).
+/// The scenario a log ran on: `s`, or, where the log's "Using devices" block lists another
+/// number of ranks, `s` with that many nodes (its distinct hosts) and GPUs per node.
+fn log_scenario(s: &Scenario, name: &str, test: &nccl_log::LogTest) -> Result<Scenario> {
+    let Some((ranks, hosts)) = test.layout() else { return Ok(s.clone()) };
+    if ranks == s.nodes * s.gpus_per_node {
+        return Ok(s.clone());
+    }
+    let gpn = ranks / hosts;
+    if gpn * hosts != ranks || gpn > s.node.gpu.count {
+        bail!(
+            "{name}: {ranks} ranks on {hosts} host(s) do not fit {} nodes of {} GPUs",
+            s.node.name,
+            s.node.gpu.count
+        );
+    }
+    let mut own = s.clone();
+    own.nodes = hosts;
+    own.gpus_per_node = gpn;
+    Ok(own)
+}
+
+/// Fits a size-band correction on the logs marked fit (for the scenario `s`, or the one each
+/// log lists), checks it on the others, prints both errors before and after, and writes the
+/// profile (`-o`, else stdout; the report then goes to stderr). Logs marked `None` are split
+/// here: those at another GPU count than the first log are held out, and among the others every
+/// second one.
 fn calibrate_logs(
     s: &Scenario,
     common: &Common,
-    logs: &[(PathBuf, Option<String>, bool)],
+    logs: &[(PathBuf, Option<String>, Option<bool>)],
 ) -> Result<()> {
     use collsim::calibrate::fit::{self, Sample};
     let (base_name, base_text) = match common.profile.as_deref() {
@@ -325,18 +348,28 @@ fn calibrate_logs(
     let base = config::parse_profile(&base_name, &base_text)?;
     let mut model = base.clone();
     model.correction = None;
-    let (cluster, comm, _) = collsim::build(s)?;
     let m = mode(common.mode);
     let mut compared = Vec::new();
+    let mut first_ranks = None;
+    let mut same_count = 0usize;
     for (path, coll, is_fit) in logs {
         let (test, c) = read_log(path, coll.as_deref(), s)?;
-        let v = validate::compare(&cluster, &comm, &test, c, &model, m)
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
         let name = match coll {
             Some(c) => format!("{}@{c}", path.display()),
             None => path.display().to_string(),
         };
-        compared.push((name, test, c, *is_fit, v));
+        let own = log_scenario(s, &name, &test)?;
+        let ranks = own.nodes * own.gpus_per_node;
+        let is_fit = is_fit.unwrap_or_else(|| {
+            let first = *first_ranks.get_or_insert(ranks);
+            let fit = first == ranks && same_count.is_multiple_of(2);
+            same_count += usize::from(first == ranks);
+            fit
+        });
+        let (cluster, comm, _) = collsim::build(&own)?;
+        let v = validate::compare(&cluster, &comm, &test, c, &model, m)
+            .map_err(|e| anyhow!("{name}: {e}"))?;
+        compared.push((name, test, c, is_fit, v, own));
     }
     let samples: Vec<Sample> = compared
         .iter()
@@ -375,17 +408,19 @@ fn calibrate_logs(
         report.push_str(&format!("  note: {n}\n"));
     }
     report.push_str(&format!(
-        "\n  {:<48} {:<5} {:>5}  {:>20}  {:>20}\n",
-        "log", "set", "sizes", "model median/p95 %", "fitted median/p95 %"
+        "\n  {:<48} {:<5} {:>5} {:>5}  {:>20}  {:>20}\n",
+        "log", "set", "ranks", "sizes", "model median/p95 %", "fitted median/p95 %"
     ));
-    for (name, test, c, is_fit, before) in &compared {
+    for (name, test, c, is_fit, before, own) in &compared {
+        let (cluster, comm, _) = collsim::build(own)?;
         let after = validate::compare(&cluster, &comm, test, *c, &fitted, m)
             .map_err(|e| anyhow!("{name}: {e}"))?;
         let ((bm, bp), (am, ap)) = (errors(before), errors(&after));
         report.push_str(&format!(
-            "  {:<48} {:<5} {:>5}  {:>9.1} / {:>7.1}  {:>9.1} / {:>7.1}\n",
+            "  {:<48} {:<5} {:>5} {:>5}  {:>9.1} / {:>7.1}  {:>9.1} / {:>7.1}\n",
             name,
             if *is_fit { "fit" } else { "check" },
+            own.nodes * own.gpus_per_node,
             before.rows.len(),
             bm,
             bp,
@@ -476,10 +511,10 @@ fn calibrate_run(launcher: Option<&str>, common: &Common) -> Result<()> {
         c.topology = Some(topo.display().to_string());
     }
     let s = apply_common(None, &c)?;
-    let logs: Vec<(PathBuf, Option<String>, bool)> = vec![
-        (results.clone(), Some("all_reduce".into()), true),
-        (results.clone(), Some("all_gather".into()), false),
-        (results, Some("reduce_scatter".into()), false),
+    let logs: Vec<(PathBuf, Option<String>, Option<bool>)> = vec![
+        (results.clone(), Some("all_reduce".into()), Some(true)),
+        (results.clone(), Some("all_gather".into()), Some(false)),
+        (results, Some("reduce_scatter".into()), Some(false)),
     ];
     calibrate_logs(&s, &c, &logs)
 }
@@ -698,27 +733,23 @@ fn run(cli: Cli) -> Result<()> {
             if common.topology.is_none() {
                 bail!("calibrate needs --topology (a preset name or a topology TOML)");
             }
-            let (fit, check) = if !check_log.is_empty() || from_log.len() < 2 {
-                (from_log, check_log)
-            } else {
-                // Every second log is held out.
-                let (f, c): (Vec<_>, Vec<_>) =
-                    from_log.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
-                (f.into_iter().map(|x| x.1).collect(), c.into_iter().map(|x| x.1).collect())
-            };
+            // Without --check-log the split is made once the logs are read (None).
+            let auto = check_log.is_empty() && from_log.len() >= 2;
             let s = apply_common(None, &common)?;
             // LOG@collective picks that test of a file holding several.
-            let pick = |p: PathBuf, is_fit: bool| match p.to_str().and_then(|t| t.rsplit_once('@'))
+            let pick = |p: PathBuf, is_fit: Option<bool>| match p
+                .to_str()
+                .and_then(|t| t.rsplit_once('@'))
             {
                 Some((file, c)) if !p.exists() => {
                     (PathBuf::from(file), Some(c.to_string()), is_fit)
                 }
                 _ => (p, collective.clone(), is_fit),
             };
-            let logs: Vec<(PathBuf, Option<String>, bool)> = fit
+            let logs: Vec<(PathBuf, Option<String>, Option<bool>)> = from_log
                 .into_iter()
-                .map(|p| pick(p, true))
-                .chain(check.into_iter().map(|p| pick(p, false)))
+                .map(|p| pick(p, if auto { None } else { Some(true) }))
+                .chain(check_log.into_iter().map(|p| pick(p, Some(false))))
                 .collect();
             calibrate_logs(&s, &common, &logs)?;
         }

@@ -37,6 +37,36 @@ pub struct LogTest {
     pub collective: Option<Collective>,
     /// The rows, in file order.
     pub rows: Vec<LogRow>,
+    /// The hosts of the ranks its "Using devices" block lists, one entry per rank (empty when
+    /// the log does not list them).
+    pub rank_hosts: Vec<String>,
+}
+
+impl LogTest {
+    fn new(collective: Option<Collective>) -> LogTest {
+        LogTest { collective, rows: Vec::new(), rank_hosts: Vec::new() }
+    }
+
+    /// Ranks and distinct hosts the log lists, if it lists them.
+    pub fn layout(&self) -> Option<(usize, usize)> {
+        if self.rank_hosts.is_empty() {
+            return None;
+        }
+        let mut hosts: Vec<&String> = self.rank_hosts.iter().collect();
+        hosts.sort();
+        hosts.dedup();
+        Some((self.rank_hosts.len(), hosts.len()))
+    }
+}
+
+/// The host of a "#  Rank  0 Group  0 Pid 1234 on HOST device ..." line.
+fn rank_host(line: &str) -> Option<String> {
+    let t: Vec<&str> = line.trim_start_matches('#').split_whitespace().collect();
+    if t.first() != Some(&"Rank") {
+        return None;
+    }
+    let on = t.iter().position(|&w| w == "on")?;
+    t.get(on + 1).filter(|_| t.contains(&"device")).map(|h| h.to_string())
 }
 
 /// Removes every `[digits,digits]<stdout>:` or `<stderr>:` tag.
@@ -115,12 +145,22 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
         let trimmed = line.trim();
         if let Some(pos) = trimmed.find("Collective test starting:") {
             let name = trimmed[pos + "Collective test starting:".len()..].trim();
-            tests.push(LogTest { collective: Collective::parse(name), rows: Vec::new() });
+            tests.push(LogTest::new(Collective::parse(name)));
             continue;
         }
         if trimmed.contains("nThread") && trimmed.contains("minBytes") {
             if tests.last().is_none_or(|t| !t.rows.is_empty()) {
-                tests.push(LogTest { collective: None, rows: Vec::new() });
+                tests.push(LogTest::new(None));
+            }
+            continue;
+        }
+        // "Using devices": one line per rank, naming its host.
+        if let Some(host) = rank_host(trimmed) {
+            if tests.is_empty() {
+                tests.push(LogTest::new(None));
+            }
+            if let Some(t) = tests.last_mut().filter(|t| t.rows.is_empty()) {
+                t.rank_hosts.push(host);
             }
             continue;
         }
@@ -136,7 +176,7 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
                 continue;
             }
             if tests.is_empty() {
-                tests.push(LogTest { collective: None, rows: Vec::new() });
+                tests.push(LogTest::new(None));
             }
             if let Some(t) = tests.last_mut() {
                 t.rows.push(row);
@@ -172,6 +212,15 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         JsonLogError("no \"results\" array (expected nccl-tests -J output)".into())
     })?;
     let from_args = v.get("args").and_then(|a| collective_in(&a.to_string()));
+    let hosts: Vec<String> = v
+        .get("devices")
+        .and_then(|d| d.as_array())
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.get("hostname").and_then(|h| h.as_str()).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut tests: Vec<LogTest> = Vec::new();
     let mut last_key: Option<(Option<Collective>, String)> = None;
     for (i, r) in results.iter().enumerate() {
@@ -225,7 +274,7 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         };
         let key = (collective, combo);
         if last_key.as_ref() != Some(&key) {
-            tests.push(LogTest { collective, rows: Vec::new() });
+            tests.push(LogTest { rank_hosts: hosts.clone(), ..LogTest::new(collective) });
             last_key = Some(key);
         }
         if size > 0 {
@@ -333,5 +382,20 @@ mod tests {
         let e = parse(text).unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.to_string().contains("out-of-place time \"1O.5\""), "{e}");
+    }
+
+    #[test]
+    fn reads_the_ranks_and_hosts_a_log_lists() {
+        let text = "# nThread 1 nGpus 1 minBytes 8\n# Using devices\n\
+            [1,0]<stdout>:#  Rank  0 Group  0 Pid  25 on worker-0 device  0 [0x53] NVIDIA H100\n\
+            #  Rank  1 Group  0 Pid  26 on worker-0 device  1 [0x64] NVIDIA H100\n\
+            Rank  2 Group  0 Pid  27 on worker-1 device  0 [0x53] NVIDIA H100\n\
+            8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n";
+        let tests = parse(text).unwrap();
+        assert_eq!(tests[0].layout(), Some((3, 2)));
+        assert_eq!(
+            parse("8 2 float sum -1 1.0 0.0 0.0 0 1.0 0.0 0.0 0\n").unwrap()[0].layout(),
+            None
+        );
     }
 }

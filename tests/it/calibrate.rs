@@ -199,3 +199,29 @@ fn shipped_profiles_regenerate_from_their_logs() {
         assert!(sim.contains("±band"), "{p}");
     }
 }
+
+#[test]
+fn logs_at_another_gpu_count_run_on_their_own_layout_and_are_held_out() {
+    // The 4-GPU XXRJUN run lists 4 ranks on one host: calibrate simulates it on 4 GPUs (not the
+    // flags' 8) and, without --check-log, holds it out as a different GPU count.
+    let d = "calibration/data";
+    let out = collsim(&[
+        "calibrate",
+        "--from-log",
+        &format!("{d}/H100_1N8G_ALL_REDUCE_XXRJUN.log@all_reduce"),
+        &format!("{d}/H100_1N4G_ALL_REDUCE_XXRJUN.log@all_reduce"),
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+    ]);
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{report}");
+    let line = report.lines().find(|l| l.contains("1N4G")).unwrap();
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&cols[1..3], &["check", "4"], "{line}");
+    // Uncalibrated, on 4 GPUs, the model is within 2.2 % (median) of that run.
+    assert_eq!(cols[4], "2.2", "{line}");
+}
