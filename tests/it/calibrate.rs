@@ -1,6 +1,7 @@
 //! `collsim calibrate`: fitting a profile's size-band correction on some real runs and checking
 //! it on others.
 
+use super::cli_errors::fails_with;
 use super::{P5_ENV, collsim, collsim_ok, scratch};
 
 fn p5(args: &[&str]) -> Vec<String> {
@@ -114,18 +115,18 @@ fn too_little_data_is_a_clear_error() {
          2097152 524288 float sum -1 60.0 34.95 61.17 0 60.0 34.95 61.17 0\n",
     )
     .unwrap();
-    let out = collsim(&[
-        "calibrate",
-        "--from-log",
-        log.to_str().unwrap(),
-        "--topology",
-        "dgx-h100",
-        "--nodes",
-        "1",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("cannot fit: 2 usable size(s)"), "{err}");
+    fails_with(
+        &[
+            "calibrate",
+            "--from-log",
+            log.to_str().unwrap(),
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "1",
+        ],
+        &["cannot fit: 2 usable size(s)"],
+    );
 }
 
 #[test]
@@ -134,11 +135,7 @@ fn calibrate_run_refuses_without_a_gpu() {
         eprintln!("SKIPPED calibrate_run_refuses_without_a_gpu: this machine has an NVIDIA driver");
         return;
     }
-    let out = collsim(&["calibrate", "--run"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("no NVIDIA GPU on this machine"), "{err}");
+    fails_with(&["calibrate", "--run"], &["no NVIDIA GPU on this machine"]);
 }
 
 #[test]
