@@ -124,8 +124,9 @@ enum Command {
         #[command(subcommand)]
         command: TopoCommand,
     },
-    /// Fit a profile's size-band correction to real runs (`--from-log`) or to a sweep of this
-    /// machine's GPUs (`--run`), and report its error on runs it did not fit.
+    /// Fit a profile's physical parameters and size-band correction to real runs (`--from-log`)
+    /// or to a sweep of this machine's GPUs (`--run`), and report its error on runs it did not
+    /// fit.
     Calibrate {
         /// nccl-tests logs (text or -J JSON) to fit; LOG@all_gather picks one test of a file
         /// holding several. Without --check-log, every second one is held out.
@@ -143,6 +144,16 @@ enum Command {
         /// Which test of each log (default: the first).
         #[arg(long)]
         collective: Option<String>,
+        /// Physical parameters to fit, comma-separated ("bandwidth.net,overhead.call"; "none":
+        /// only the size-band correction). Default: every one the fit data determines; named
+        /// here, one it does not determine is an error.
+        #[arg(long, value_name = "LIST")]
+        fit: Option<String>,
+        /// Keep every size band's factor at 1: the profile is the fitted parameters alone, and
+        /// the bands only carry the error band. For a profile meant for other clusters than
+        /// the one measured (the factors correct what is particular to it).
+        #[arg(long)]
+        no_correction: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -330,8 +341,10 @@ fn log_scenario(s: &Scenario, name: &str, test: &nccl_log::LogTest) -> Result<Sc
     Ok(own)
 }
 
-/// Fits a size-band correction on the logs marked fit (for the scenario `s`, or the one each
-/// log lists), checks it on the others, prints both errors before and after, and writes the
+/// Fits the model's physical parameters (`fit`: a `--fit` list, or None for every one the data
+/// determines), then a size-band correction on what is left, on the logs marked fit (for the
+/// scenario `s`, or the one each log lists); checks the result on the others; prints the errors
+/// of the base model, of the fitted parameters and of the whole calibration; and writes the
 /// profile (`-o`, else stdout; the report then goes to stderr). Logs marked `None` are split
 /// here: those at another GPU count than the first log are held out, and among the others every
 /// second one.
@@ -339,17 +352,32 @@ fn calibrate_logs(
     s: &Scenario,
     common: &Common,
     logs: &[(PathBuf, Option<String>, Option<bool>)],
+    fit_list: Option<&str>,
+    factors: bool,
 ) -> Result<()> {
     use collsim::calibrate::fit::{self, Sample};
+    use collsim::calibrate::{params, write};
     let (base_name, base_text) = match common.profile.as_deref() {
         Some(p) => (p.display().to_string(), config::load_text(p)?),
         None => (config::DEFAULT_PROFILE.0.to_string(), config::DEFAULT_PROFILE.1.to_string()),
     };
-    let base = config::parse_profile(&base_name, &base_text)?;
-    let mut model = base.clone();
-    model.correction = None;
+    let mut base = config::parse_profile(&base_name, &base_text)?;
+    base.correction = None;
     let m = mode(common.mode);
-    let mut compared = Vec::new();
+    let (candidates, required) = match fit_list {
+        Some(l) => (params::parse_list(l, s.node.gpu.arch).map_err(|e| anyhow!(e))?, true),
+        None => (params::Param::candidates(s.node.gpu.arch), false),
+    };
+    struct Log {
+        name: String,
+        test: nccl_log::LogTest,
+        coll: Collective,
+        is_fit: bool,
+        cluster: collsim::hw::Cluster,
+        comm: collsim::comm::Communicator,
+        ranks: usize,
+    }
+    let mut read = Vec::new();
     let mut first_ranks = None;
     let mut same_count = 0usize;
     for (path, coll, is_fit) in logs {
@@ -367,35 +395,80 @@ fn calibrate_logs(
             fit
         });
         let (cluster, comm, _) = collsim::build(&own)?;
-        let v = validate::compare(&cluster, &comm, &test, c, &model, m)
-            .map_err(|e| anyhow!("{name}: {e}"))?;
-        compared.push((name, test, c, is_fit, v, own));
+        read.push(Log { name, test, coll: c, is_fit, cluster, comm, ranks });
     }
-    let samples: Vec<Sample> = compared
+    let compare = |l: &Log, p: &collsim::collective::TimingParams| {
+        validate::compare(&l.cluster, &l.comm, &l.test, l.coll, p, m)
+            .map_err(|e| anyhow!("{}: {e}", l.name))
+    };
+    let before: Vec<validate::Validation> =
+        read.iter().map(|l| compare(l, &base)).collect::<Result<_>>()?;
+    let fit_logs: Vec<&Log> = read.iter().filter(|l| l.is_fit).collect();
+    let fitted_on: Vec<String> = fit_logs.iter().map(|l| l.name.clone()).collect();
+    let measured: Vec<f64> =
+        fit_logs.iter().flat_map(|l| l.test.rows.iter().map(|r| r.oop_time_us)).collect();
+    let eval = |p: &collsim::collective::TimingParams| -> Vec<f64> {
+        fit_logs
+            .iter()
+            .flat_map(|l| match compare(l, p) {
+                Ok(v) => v.rows.iter().map(|r| r.predicted_time_us).collect(),
+                Err(_) => vec![f64::NAN; l.test.rows.len()],
+            })
+            .collect()
+    };
+    let pf = params::fit(&base, &candidates, required, &measured, eval)
+        .map_err(|e| anyhow!("calibrate: cannot fit: {e}"))?;
+    let middle: Vec<validate::Validation> =
+        read.iter().map(|l| compare(l, &pf.params)).collect::<Result<_>>()?;
+    let samples: Vec<Sample> = read
         .iter()
-        .filter(|x| x.3)
-        .flat_map(|x| x.4.rows.iter())
+        .zip(&middle)
+        .filter(|(l, _)| l.is_fit)
+        .flat_map(|(_, v)| v.rows.iter())
         .map(|r| Sample {
             bytes: r.size_bytes,
             measured_us: r.measured_time_us,
             model_us: r.predicted_time_us,
         })
         .collect();
-    let fitted_on: Vec<String> = compared.iter().filter(|x| x.3).map(|x| x.0.clone()).collect();
-    let (correction, notes) = fit::fit(&samples, &fit::DEFAULT_BANDS, fitted_on.clone())
+    let (correction, notes) = fit::fit(&samples, &fit::DEFAULT_BANDS, factors, fitted_on.clone())
         .map_err(|e| anyhow!("calibrate: cannot fit: {e}"))?;
-    let mut fitted = model.clone();
+    let mut fitted = pf.params.clone();
     fitted.correction = Some(correction.clone());
     let mut report = String::new();
     report.push_str(&format!(
-        "calibrate: {} on {} x {} GPUs; fit on {} log(s), checked on {}\n\n",
+        "calibrate: {} on {} x {} GPUs; fit on {} log(s) ({} sizes), checked on {}\n\n",
         s.node.name,
         s.nodes,
         s.gpus_per_node,
         fitted_on.len(),
-        compared.len() - fitted_on.len()
+        measured.len(),
+        read.len() - fitted_on.len()
     ));
-    report.push_str("  band from      factor  residual (95%)\n");
+    if pf.fitted.is_empty() {
+        report.push_str("  no physical parameter fitted\n");
+    } else {
+        report.push_str(&format!(
+            "  parameters (robust least squares on log time, {} iteration(s); Huber cost per size {:.5} -> {:.5}):\n",
+            pf.iterations, pf.cost.0, pf.cost.1
+        ));
+        for p in &pf.fitted {
+            report.push_str(&format!(
+                "    {:<36} {} -> {}\n",
+                p.name(),
+                p.show(&base),
+                p.show(&pf.params)
+            ));
+        }
+    }
+    for (p, why) in &pf.held {
+        report.push_str(&format!("    {:<36} held: {why}\n", p.name()));
+    }
+    report.push_str(if factors {
+        "\n  band from      factor  residual (95%)\n"
+    } else {
+        "\n  band from      factor  residual (95%)   (--no-correction: factors kept at 1)\n"
+    });
     for (i, b) in correction.bands.iter().enumerate() {
         report.push_str(&format!(
             "  {:>10}   {:>7.3}   {:>6.1} %\n",
@@ -408,33 +481,42 @@ fn calibrate_logs(
         report.push_str(&format!("  note: {n}\n"));
     }
     report.push_str(&format!(
-        "\n  {:<48} {:<5} {:>5} {:>5}  {:>20}  {:>20}\n",
-        "log", "set", "ranks", "sizes", "model median/p95 %", "fitted median/p95 %"
+        "\n  median / p95 |error| %: base model, fitted parameters, and with the size bands too\n  {:<48} {:<5} {:>5} {:>5}  {:>15}  {:>15}  {:>15}\n",
+        "log", "set", "ranks", "sizes", "model", "parameters", "calibrated"
     ));
-    for (name, test, c, is_fit, before, own) in &compared {
-        let (cluster, comm, _) = collsim::build(own)?;
-        let after = validate::compare(&cluster, &comm, test, *c, &fitted, m)
-            .map_err(|e| anyhow!("{name}: {e}"))?;
-        let ((bm, bp), (am, ap)) = (errors(before), errors(&after));
+    for ((l, b), mid) in read.iter().zip(&before).zip(&middle) {
+        let after = compare(l, &fitted)?;
+        let ((bm, bp), (mm, mp), (am, ap)) = (errors(b), errors(mid), errors(&after));
         report.push_str(&format!(
-            "  {:<48} {:<5} {:>5} {:>5}  {:>9.1} / {:>7.1}  {:>9.1} / {:>7.1}\n",
-            name,
-            if *is_fit { "fit" } else { "check" },
-            own.nodes * own.gpus_per_node,
-            before.rows.len(),
+            "  {:<48} {:<5} {:>5} {:>5}  {:>6.1} / {:>6.1}  {:>6.1} / {:>6.1}  {:>6.1} / {:>6.1}\n",
+            l.name,
+            if l.is_fit { "fit" } else { "check" },
+            l.ranks,
+            b.rows.len(),
             bm,
             bp,
+            mm,
+            mp,
             am,
             ap
         ));
     }
     let name = format!("{}-calibrated", s.node.name);
-    let source = format!(
-        "{} with a size-band correction fitted by collsim calibrate on {}",
-        base.name,
-        fitted_on.join(", ")
-    );
-    let text = config::with_correction(&base_text, &name, &source, &correction);
+    let source =
+        format!("{} calibrated by collsim calibrate on {}", base.name, fitted_on.join(", "));
+    let text = write::write(
+        &base_text,
+        &write::Fitted {
+            name: &name,
+            source: &source,
+            base: &base,
+            params: &pf.params,
+            fitted: &pf.fitted,
+            held: &pf.held,
+            correction: &correction,
+        },
+    )
+    .map_err(|e| anyhow!("{base_name}: {e}"))?;
     match common.output.as_deref() {
         Some(p) => {
             std::fs::write(p, &text).with_context(|| format!("{}: cannot write", p.display()))?;
@@ -451,7 +533,12 @@ fn calibrate_logs(
 
 /// `calibrate --run`: runs collsim-bench on this machine's GPUs (built first if needed), then fits
 /// its all_reduce results and checks them on its all_gather and reduce_scatter.
-fn calibrate_run(launcher: Option<&str>, common: &Common) -> Result<()> {
+fn calibrate_run(
+    launcher: Option<&str>,
+    common: &Common,
+    fit: Option<&str>,
+    factors: bool,
+) -> Result<()> {
     if !Path::new("/proc/driver/nvidia/version").exists() && !Path::new("/dev/nvidia0").exists() {
         bail!(
             "calibrate --run: no NVIDIA GPU on this machine (no NVIDIA driver); run it where the GPUs are, or fit logs you have with --from-log"
@@ -516,7 +603,7 @@ fn calibrate_run(launcher: Option<&str>, common: &Common) -> Result<()> {
         (results.clone(), Some("all_gather".into()), Some(false)),
         (results, Some("reduce_scatter".into()), Some(false)),
     ];
-    calibrate_logs(&s, &c, &logs)
+    calibrate_logs(&s, &c, &logs, fit, factors)
 }
 
 /// Reads an nccl-tests log (text or -J JSON) and picks the test to compare: the one of
@@ -721,9 +808,18 @@ fn run(cli: Cli) -> Result<()> {
             }
             out.flush()?;
         }
-        Command::Calibrate { from_log, check_log, run, launcher, collective, common } => {
+        Command::Calibrate {
+            from_log,
+            check_log,
+            run,
+            launcher,
+            collective,
+            fit,
+            no_correction,
+            common,
+        } => {
             if run {
-                return calibrate_run(launcher.as_deref(), &common);
+                return calibrate_run(launcher.as_deref(), &common, fit.as_deref(), !no_correction);
             }
             if from_log.is_empty() {
                 bail!(
@@ -751,7 +847,7 @@ fn run(cli: Cli) -> Result<()> {
                 .map(|p| pick(p, if auto { None } else { Some(true) }))
                 .chain(check_log.into_iter().map(|p| pick(p, Some(false))))
                 .collect();
-            calibrate_logs(&s, &common, &logs)?;
+            calibrate_logs(&s, &common, &logs, fit.as_deref(), !no_correction)?;
         }
         Command::Validate { log, common, collective, plot, format } => {
             if common.topology.is_none() {

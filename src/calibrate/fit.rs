@@ -48,13 +48,16 @@ pub enum FitError {
     },
 }
 
-/// Fits factors on `samples` for bands starting at `edges` (ascending, the first 0). Bands with
+/// Fits factors on `samples` for bands starting at `edges` (ascending, the first 0); with
+/// `factors` false every factor stays 1 and only the residuals (then |ln(measured / model)|)
+/// are kept, for the error band of a model used as it is. Bands with
 /// fewer than [`MIN_PER_BAND`] sizes are merged into the band above (the top one into the band
 /// below); each merge is described in the returned notes. Deterministic: the same samples give
 /// the same profile whatever their order.
 pub fn fit(
     samples: &[Sample],
     edges: &[u64],
+    factors: bool,
     fitted_on: Vec<String>,
 ) -> Result<(SizeCorrection, Vec<String>), FitError> {
     for s in samples {
@@ -103,7 +106,7 @@ pub fn fit(
     let mut residual = Vec::new();
     for (_, logs) in &bands {
         let data = Data::new(logs.clone());
-        let centre = data.median();
+        let centre = if factors { data.median() } else { 0.0 };
         let mut spread = Data::new(logs.iter().map(|l| (l - centre).abs()).collect::<Vec<_>>());
         factor.push(centre.exp());
         residual.push(spread.percentile(95));
@@ -130,27 +133,31 @@ mod tests {
             v.push(s((1 << 30) + i, 100.0, 125.0)); // large sizes: 0.8
         }
         v.push(s(4, 1000.0, 10.0)); // a glitch
-        let (c, notes) = fit(&v, &[0, 1 << 20], vec!["x".into()]).unwrap();
+        let (c, notes) = fit(&v, &[0, 1 << 20], true, vec!["x".into()]).unwrap();
         assert!(notes.is_empty());
         assert!((c.factor[0] - 2.0).abs() < 1e-9 && (c.factor[1] - 0.8).abs() < 1e-9, "{c:?}");
         assert!(c.residual[1] < 1e-9);
+        // Without factors, the residuals are the model's own misfit.
+        let (u, _) = fit(&v, &[0, 1 << 20], false, vec!["x".into()]).unwrap();
+        assert_eq!(u.factor, vec![1.0, 1.0]);
+        assert!((u.residual[1] - 0.8f64.ln().abs()).abs() < 1e-9, "{u:?}");
         // The same samples in another order give the same fit.
         let mut r = v.clone();
         r.reverse();
-        assert_eq!(fit(&r, &[0, 1 << 20], vec!["x".into()]).unwrap().0, c);
+        assert_eq!(fit(&r, &[0, 1 << 20], true, vec!["x".into()]).unwrap().0, c);
     }
 
     #[test]
     fn thin_bands_merge_and_too_little_data_fails() {
         // 32 MiB – 1 GiB: three sizes in each of the top two bands, none below.
         let v: Vec<Sample> = (0..6).map(|i| s((32 << 20) << i, 11.0, 10.0)).collect();
-        let (c, notes) = fit(&v, &DEFAULT_BANDS, Vec::new()).unwrap();
+        let (c, notes) = fit(&v, &DEFAULT_BANDS, true, Vec::new()).unwrap();
         assert_eq!(c.bands, vec![0, 256 << 20]);
         assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(notes[0].contains("0 size(s)"), "{notes:?}");
-        let e = fit(&v[..2], &DEFAULT_BANDS, Vec::new()).unwrap_err();
+        let e = fit(&v[..2], &DEFAULT_BANDS, true, Vec::new()).unwrap_err();
         assert_eq!(e, FitError::TooFew(2));
-        let e = fit(&[s(8, 0.0, 1.0), s(16, 1.0, 1.0), s(32, 1.0, 1.0)], &[0], Vec::new());
+        let e = fit(&[s(8, 0.0, 1.0), s(16, 1.0, 1.0), s(32, 1.0, 1.0)], &[0], true, Vec::new());
         assert!(e.unwrap_err().to_string().contains("times must be positive"));
     }
 }

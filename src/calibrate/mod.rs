@@ -3,4 +3,6 @@
 
 pub mod fit;
 pub mod nccl_log;
+pub mod params;
 pub mod validate;
+pub mod write;

@@ -100,7 +100,8 @@ pub fn compare(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Validation, ValidateError> {
-    let mut rows = Vec::with_capacity(test.rows.len());
+    use rayon::prelude::*;
+    let mut specs = Vec::with_capacity(test.rows.len());
     for r in &test.rows {
         let dtype = DataType::parse(&r.dtype)
             .ok_or_else(|| ValidateError::DataType(r.size_bytes, r.dtype.clone()))?;
@@ -113,22 +114,31 @@ pub fn compare(
             op: ReduceOp::parse(&r.redop).unwrap_or(ReduceOp::Sum),
         };
         sweep::check_supported(&spec, comm)?;
-        let p = sweep::run_size(cluster, comm, &spec, r.size_bytes, params, mode);
-        rows.push(ValidationRow {
-            size_bytes: r.size_bytes,
-            measured_time_us: r.oop_time_us,
-            predicted_time_us: p.time_us,
-            predicted_time_us_low: p.time_us_low,
-            predicted_time_us_high: p.time_us_high,
-            measured_busbw: r.oop_busbw,
-            predicted_busbw: p.busbw,
-            error_pct: 100.0 * (p.time_us - r.oop_time_us) / r.oop_time_us,
-            algo: p.algo,
-            proto: p.proto,
-            channels: p.channels,
-            nccl_choice: p.nccl_choice,
-        });
+        specs.push(spec);
     }
+    // Sizes run in parallel; the rows keep the log's order.
+    let rows: Vec<ValidationRow> = test
+        .rows
+        .par_iter()
+        .zip(&specs)
+        .map(|(r, spec)| {
+            let p = sweep::run_size(cluster, comm, spec, r.size_bytes, params, mode);
+            ValidationRow {
+                size_bytes: r.size_bytes,
+                measured_time_us: r.oop_time_us,
+                predicted_time_us: p.time_us,
+                predicted_time_us_low: p.time_us_low,
+                predicted_time_us_high: p.time_us_high,
+                measured_busbw: r.oop_busbw,
+                predicted_busbw: p.busbw,
+                error_pct: 100.0 * (p.time_us - r.oop_time_us) / r.oop_time_us,
+                algo: p.algo,
+                proto: p.proto,
+                channels: p.channels,
+                nccl_choice: p.nccl_choice,
+            }
+        })
+        .collect();
     let errors: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
     let (median_abs_error_pct, p95_abs_error_pct) = summary(&errors);
     let chosen: Vec<f64> =

@@ -111,10 +111,7 @@ pub fn simulate(
         .map(|hops| {
             hops.into_iter()
                 .map(|(path, class)| {
-                    let eff = match class {
-                        HopClass::Nvlink => gpu.nvlink_efficiency[p],
-                        _ => sel.proto.payload_efficiency(),
-                    };
+                    let eff = params.efficiency(cluster.spec().gpu.arch, class, sel.proto);
                     Hop {
                         delay: latency(&path) + params.step(class, sel.proto),
                         links: path,

@@ -90,6 +90,9 @@ pub struct TimingParams {
     /// (NVLink, PCIe, network) and protocol (LL, LL128, Simple).
     #[serde(serialize_with = "ser_lat")]
     pub step_latency: [[Time; 3]; 3],
+    /// Effective bandwidth of each link class (NVLink, PCIe, network) as a fraction of the
+    /// topology's figure; 1 unless a calibration fitted it.
+    pub bandwidth: [f64; 3],
     /// Parameters of GPU architectures without their own entry in `gpu`.
     pub gpu_default: GpuParams,
     /// Per GPU architecture.
@@ -173,8 +176,8 @@ fn ser_time<S: serde::Serializer>(t: &Time, s: S) -> Result<S::Ok, S::Error> {
 fn ser_lat<S: serde::Serializer>(t: &[[Time; 3]; 3], s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(3))?;
-    for (class, row) in ["nvlink", "pcie", "net"].iter().zip(t) {
-        m.serialize_entry(class, &by_proto(row))?;
+    for (class, row) in HopClass::ALL.iter().zip(t) {
+        m.serialize_entry(class.name(), &by_proto(row))?;
     }
     m.end()
 }
@@ -183,6 +186,25 @@ impl TimingParams {
     /// The per-slice latency of a hop of `class` under `proto`.
     pub fn step(&self, class: HopClass, proto: Proto) -> Time {
         self.step_latency[class as usize][proto as usize]
+    }
+
+    /// Data bytes per byte of a hop's capacity for a hop of `class` under `proto` on GPUs of
+    /// `arch`: the protocol's payload efficiency (on NVLink, the architecture's measured one)
+    /// times the class's fitted bandwidth fraction.
+    pub fn efficiency(&self, arch: Arch, class: HopClass, proto: Proto) -> f64 {
+        let payload = match class {
+            HopClass::Nvlink => self.gpu(arch).nvlink_efficiency[proto as usize],
+            _ => proto.payload_efficiency(),
+        };
+        payload * self.bandwidth[class as usize]
+    }
+
+    /// NVLS payload efficiency through the NVSwitch: NCCL's per-architecture figure. The NVLink
+    /// bandwidth fraction does not apply: NVLS is the switch's multicast and reduction, whose
+    /// rate is not that of point-to-point NVLink traffic (fitting one curve of each shows it:
+    /// an NVLS all_reduce and a ring all_gather on one A3 Mega pull the fraction apart).
+    pub fn nvls_efficiency(&self, arch: Arch) -> f64 {
+        crate::comm::tuning::nvls_efficiency(arch).max(1e-3)
     }
 
     /// The parameters of GPUs of `arch`.

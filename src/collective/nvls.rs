@@ -91,7 +91,7 @@ pub fn simulate_allreduce(
     let chunks = share.div_ceil(chunk) as usize;
     let last = share - (chunks as u64 - 1) * chunk;
     let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
-    let eff = crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3);
+    let eff = params.nvls_efficiency(comm.arch());
     let wire = |k: usize| Bytes::new((payload(k) as f64 / eff).ceil() as u64);
     let lat = params.step(HopClass::Nvlink, Proto::Simple);
     let up: Vec<LinkId> =

@@ -84,7 +84,6 @@ fn flows(
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     let mut flows = Vec::new();
     let mut max_ch = 1;
-    let gpu = params.gpu(spec.gpu.arch);
     for &(s, d) in &pairs {
         let (sn, sg, dn, dg) = (s / ppn, s % ppn, d / ppn, d % ppn);
         let (route, class, chans, chunk) = if sn == dn {
@@ -109,10 +108,7 @@ fn flows(
         // Chunks pipeline behind the first one: only its latency shows (NCCL's p2p chunk is
         // 512 KiB over NVLink, 128 KiB otherwise, at most NCCL_BUFFSIZE/8).
         let _chunk = chunk.min(comm.env().buffsize.get() / 8);
-        let eff = match class {
-            HopClass::Nvlink => gpu.nvlink_efficiency[proto as usize],
-            _ => proto.payload_efficiency(),
-        };
+        let eff = params.efficiency(cluster.spec().gpu.arch, class, proto);
         let per_flow = per_peer as f64 / chans as f64;
         let delay = latency(&route) + params.step(class, proto);
         let path: Vec<u32> = route.iter().map(|l| l.0).collect();

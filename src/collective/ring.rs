@@ -398,10 +398,8 @@ pub fn simulate(
     let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
     let gpu = params.gpu(cluster.spec().gpu.arch);
     let p = sel.proto as usize;
-    let efficiency = |class: HopClass| match class {
-        HopClass::Nvlink => gpu.nvlink_efficiency[p],
-        _ => sel.proto.payload_efficiency(),
-    };
+    let arch = cluster.spec().gpu.arch;
+    let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let sync = gpu.sync[p];
     let steps = match coll {
         Collective::AllReduce => 2 * (nranks - 1),

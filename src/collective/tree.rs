@@ -23,8 +23,11 @@ use crate::hw::{Cluster, Vertex};
 use crate::net::{LinkId, Network, PathId};
 use crate::units::{Bytes, Time};
 
-/// Aggregated mode's event budget: above this many flow transfers, the pipeline estimate.
-const AGGREGATE_ABOVE: usize = 400_000;
+/// Aggregated mode's event budget: above this many flow transfers, the pipeline estimate. At
+/// 400,000 an 8 GiB NVLSTree call on two p5 nodes took 0.5 s, too slow for calibrate's fits,
+/// which simulate every size dozens of times; at 100,000 the estimate takes over from 4 GiB
+/// there, 0.3–0.5 % slower than the events (its fill is a little pessimistic).
+const AGGREGATE_ABOVE: usize = 100_000;
 
 /// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).
 pub fn btree(n: usize, rank: usize) -> (Option<usize>, Option<usize>, Option<usize>) {
@@ -427,18 +430,16 @@ pub fn simulate_allreduce(
     let gpu = params.gpu(cluster.spec().gpu.arch);
     let p = sel.proto as usize;
     let sync = gpu.sync[p];
-    let efficiency = |class: HopClass| match class {
-        HopClass::Nvlink => gpu.nvlink_efficiency[p],
-        _ => sel.proto.payload_efficiency(),
-    };
+    let arch = cluster.spec().gpu.arch;
+    let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let links = cluster.links();
     let mut net = Network::new(links);
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     let nvls_eff = if direct {
-        gpu.nvlink_efficiency[Proto::Simple as usize]
+        params.efficiency(arch, HopClass::Nvlink, Proto::Simple)
     } else {
-        crate::comm::tuning::nvls_efficiency(comm.arch()).max(1e-3)
+        params.nvls_efficiency(comm.arch())
     };
     let step = |class: HopClass| params.step(class, sel.proto);
     let mut channels: Vec<Channel> = Vec::new();
@@ -474,8 +475,8 @@ pub fn simulate_allreduce(
                 EdgeKind::Net => (
                     latency(&e.up) + step(HopClass::Net),
                     latency(&e.down) + step(HopClass::Net),
-                    sel.proto.payload_efficiency(),
-                    sel.proto.payload_efficiency(),
+                    efficiency(HopClass::Net),
+                    efficiency(HopClass::Net),
                     false,
                     false,
                 ),

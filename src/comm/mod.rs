@@ -178,6 +178,20 @@ pub enum HopClass {
     Net = 2,
 }
 
+impl HopClass {
+    /// Every class, in index order.
+    pub const ALL: [HopClass; 3] = [HopClass::Nvlink, HopClass::Pcie, HopClass::Net];
+
+    /// The name profiles use ("nvlink", "pcie", "net").
+    pub fn name(self) -> &'static str {
+        match self {
+            HopClass::Nvlink => "nvlink",
+            HopClass::Pcie => "pcie",
+            HopClass::Net => "net",
+        }
+    }
+}
+
 /// Why a communicator cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommError {

@@ -13,7 +13,7 @@ mod scenario;
 mod topology;
 
 pub use placement::{PlacementSpec, Policy};
-pub use profile::{DEFAULT_PROFILE, parse_profile, with_correction};
+pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
 pub use scenario::{Scenario, SweepSpec, parse_scenario};
 pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
 

@@ -11,6 +11,10 @@ use crate::units::{Bytes, Time};
 pub const DEFAULT_PROFILE: (&str, &str) =
     ("calibration/profiles/default.toml", include_str!("../../calibration/profiles/default.toml"));
 
+/// Largest effective-bandwidth fraction a profile may give a link class: the topology files
+/// hold NCCL's effective figures, so a fit far above them means the topology is wrong.
+pub const MAX_BANDWIDTH_FRACTION: f64 = 2.0;
+
 fn per_proto(src: &Source<'_>, field: &str, raw: &RawPerProto) -> Result<[Time; 3], ConfigError> {
     let t = |name: &str, v: &toml::Spanned<super::RawQuantity>| {
         src.check(&format!("{field}.{name}"), v, |q| q.parse_with(Time::parse))
@@ -127,61 +131,27 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         call_overhead: src
             .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
         correction: correction(&src, raw.correction.as_ref())?,
+        bandwidth: match &raw.bandwidth {
+            None => [1.0; 3],
+            Some(b) => {
+                let f = |name: &str, v: &toml::Spanned<f64>| {
+                    src.check(&format!("bandwidth.{name}"), v, |&x| {
+                        if x > 0.0 && x <= MAX_BANDWIDTH_FRACTION {
+                            Ok(x)
+                        } else {
+                            Err(format!("must be in (0, {MAX_BANDWIDTH_FRACTION}], got {x}"))
+                        }
+                    })
+                };
+                [f("nvlink", &b.nvlink)?, f("pcie", &b.pcie)?, f("net", &b.net)?]
+            }
+        },
         step_latency: [
             per_proto(&src, "step_latency.nvlink", &raw.step_latency.nvlink)?,
             per_proto(&src, "step_latency.pcie", &raw.step_latency.pcie)?,
             per_proto(&src, "step_latency.net", &raw.step_latency.net)?,
         ],
     })
-}
-
-/// A profile's text with `correction` as its `[correction]` table (replacing one it had) and
-/// `name`/`source` set: the base profile's parameters stay as they were, with their comments.
-pub fn with_correction(base: &str, name: &str, source: &str, c: &SizeCorrection) -> String {
-    let mut out = format!(
-        "# Written by `collsim calibrate`: {source}.\n\
-         # Everything before the correction table is the base profile's, comments included.\n\
-         #\n"
-    );
-    let mut skipping = false;
-    let mut lines = base.lines().peekable();
-    if lines.peek().is_some_and(|l| l.starts_with("# Written by `collsim calibrate`")) {
-        lines.nth(2);
-    }
-    for line in lines {
-        let t = line.trim_start();
-        if t.starts_with('[') {
-            skipping = t.starts_with("[correction]");
-        }
-        if skipping {
-            continue;
-        }
-        if t.starts_with("name =") && !out.contains("\nname =") {
-            out.push_str(&format!("name = {name:?}\n"));
-        } else if t.starts_with("source =") && !out.contains("\nsource =") {
-            out.push_str(&format!("source = {source:?}\n"));
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    let list = |v: &[String]| v.join(", ");
-    out.push_str(&format!(
-        "\n[correction]\n\
-         # Size-band correction fitted by `collsim calibrate`: in each band (from its lowest NCCL byte\n\
-         # count) the model's time is multiplied by `factor`, the median of measured / model on the\n\
-         # fit logs; `residual` is the 95th percentile of |ln(measured / corrected)| there, the\n\
-         # half-width of the error band (time x exp(-residual) .. time x exp(residual)).\n\
-         fitted_on = [{}]\n\
-         bands = [{}]\n\
-         factor = [{}]\n\
-         residual = [{}]\n",
-        list(&c.fitted_on.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>()),
-        list(&c.bands.iter().map(|&b| format!("\"{}\"", Bytes::new(b))).collect::<Vec<_>>()),
-        list(&c.factor.iter().map(|f| format!("{f:.6}")).collect::<Vec<_>>()),
-        list(&c.residual.iter().map(|r| format!("{r:.6}")).collect::<Vec<_>>()),
-    ));
-    out
 }
 
 #[cfg(test)]
@@ -221,26 +191,5 @@ mod tests {
         assert!(e.contains("gpu.default.sync.Simple"), "{e}");
         let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
         assert_eq!(line, with_gpu_tables(DEFAULT_TABLE).lines().count() - 1);
-    }
-
-    #[test]
-    fn a_written_correction_reads_back() {
-        let c = SizeCorrection {
-            bands: vec![0, 64 << 10, 1 << 30],
-            factor: vec![0.5, 1.25, 1.0],
-            residual: vec![0.1, 0.0, 0.02],
-            fitted_on: vec!["a.log".into(), "b \"quoted\".log".into()],
-        };
-        let text = with_correction(DEFAULT_PROFILE.1, "fit", "fitted on a and b", &c);
-        let p = parse_profile("fit.toml", &text).unwrap();
-        assert_eq!(p.name, "fit");
-        assert_eq!(p.correction.as_ref(), Some(&c));
-        // Writing again replaces the table instead of adding a second one.
-        let again = with_correction(&text, "fit2", "again", &c);
-        assert_eq!(again.matches("[correction]").count(), 1);
-        assert_eq!(parse_profile("fit2.toml", &again).unwrap().correction, Some(c));
-        let bad = text.replace("factor = [0.500000", "factor = [-1.0");
-        let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
-        assert!(e.contains("correction.factor[0]"), "{e}");
     }
 }

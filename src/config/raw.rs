@@ -228,8 +228,17 @@ pub struct RawProfile {
     pub source: String,
     pub overhead: RawOverhead,
     pub step_latency: RawStepLatency,
+    pub bandwidth: Option<RawBandwidth>,
     pub gpu: BTreeMap<S<String>, RawGpuParams>,
     pub correction: Option<RawCorrection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBandwidth {
+    pub nvlink: S<f64>,
+    pub pcie: S<f64>,
+    pub net: S<f64>,
 }
 
 #[derive(Debug, Deserialize)]

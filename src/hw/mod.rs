@@ -47,6 +47,16 @@ impl Arch {
         }
     }
 
+    /// The name profiles use ("hopper").
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "volta",
+            Arch::Ampere => "ampere",
+            Arch::Hopper => "hopper",
+            Arch::Blackwell => "blackwell",
+        }
+    }
+
     /// NCCL's architecture index for a compute capability (sm89 counts as Ampere).
     pub fn from_sm(sm: u32) -> Arch {
         match sm {

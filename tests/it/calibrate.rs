@@ -1,5 +1,5 @@
-//! `collsim calibrate`: fitting a profile's size-band correction on some real runs and checking
-//! it on others.
+//! `collsim calibrate`: fitting a profile's physical parameters and size-band correction on some
+//! real runs and checking them on others.
 
 use super::cli_errors::fails_with;
 use super::{P5_ENV, collsim, collsim_ok, scratch};
@@ -33,6 +33,11 @@ fn a_profile_fitted_on_p5_run_a_predicts_runs_b_and_c() {
         .collect::<Vec<_>>(),
     );
     assert!(report.contains("profile written to"), "{report}");
+    // The network's effective bandwidth is fitted; PCIe, which no p5 call crosses, is held.
+    assert!(report.contains("    bandwidth.net                        1.000 -> 0.7"), "{report}");
+    assert!(report.contains("bandwidth.pcie                       held: the fitted times hardly"));
+    let text = std::fs::read_to_string(profile).unwrap();
+    assert!(text.contains("net = 0.7") && text.contains("  # fitted; was 1"), "{text}");
     for run in ["B", "C"] {
         let log = format!("calibration/data/H100_2N8G_AR_AWSP5_{run}.log");
         let args = p5(&["validate", "--log", &log, "--format", "json"]);
@@ -96,13 +101,33 @@ fn every_second_log_is_held_out_and_the_fit_is_deterministic() {
     let out = collsim(&args);
     assert!(out.status.success());
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(report.contains("fit on 2 log(s), checked on 1"), "{report}");
+    assert!(report.contains("fit on 2 log(s) (64 sizes), checked on 1"), "{report}");
     assert!(report.contains("_B.log") && report.contains("check"), "{report}");
     // Without -o the profile goes to stdout, the same bytes every time.
     let again = collsim(&args);
     assert_eq!(out.stdout, again.stdout);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("[correction]") && text.contains("AWSP5_A.log"), "{text}");
+}
+
+#[test]
+fn a_parameter_the_data_cannot_determine_is_an_error_when_asked_for() {
+    let base = ["calibrate", "--from-log", "calibration/data/H100_2N8G_AR_AWSP5_A.log@all_reduce"];
+    let args = p5(&[&base[..], &["--fit", "bandwidth.net,bandwidth.pcie"]].concat());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fails_with(
+        &args,
+        &["cannot fit: bandwidth.pcie is not determined by the fit data: the fitted times hardly"],
+    );
+    let args = p5(&[&base[..], &["--fit", "bandwith.net"]].concat());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fails_with(&args, &["--fit bandwith.net: unknown parameter (known: none, bandwidth.net"]);
+    // `--fit none --no-correction`: the base model as it is, with its error band only.
+    let args = p5(&[&base[..], &["--fit", "none", "--no-correction"]].concat());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = collsim_ok(&args);
+    assert!(text.contains("factor = [1.0, 1.0, 1.0, 1.0, 1.0]"), "{text}");
+    assert!(!text.contains("# fitted; was"), "{text}");
 }
 
 #[test]

@@ -21,6 +21,7 @@ fn params(step: Time) -> TimingParams {
         source: "test".into(),
         call_overhead: Time::ZERO,
         step_latency: [[step; 3]; 3],
+        bandwidth: [1.0; 3],
         gpu_default: GpuParams::NOMINAL,
         correction: None,
         gpu: Vec::new(),
