@@ -564,7 +564,10 @@ fn calibrate_run(
             );
         }
     }
-    let out = std::env::temp_dir().join(format!("collsim-calibrate-run-{}", std::process::id()));
+    // Under a launcher the processes may run on other nodes: the output folder, where rank 0
+    // leaves NCCL's unique id for them, must be one they share (the working directory).
+    let dir = if launcher.is_some() { std::env::current_dir()? } else { std::env::temp_dir() };
+    let out = dir.join(format!("collsim-calibrate-run-{}", std::process::id()));
     let sweep = ["-c", "all_reduce,all_gather,reduce_scatter", "-b", "8", "-e", "1G", "-f", "2"];
     let mut words: Vec<String> =
         launcher.map(|l| l.split_whitespace().map(String::from).collect()).unwrap_or_default();

@@ -1,7 +1,9 @@
 // collsim-bench: times NCCL collectives the way nccl-tests does and records the machine they ran
 // on, for `collsim calibrate`.
 //
-// One process drives every GPU it is given (nccl-tests' `-g N`). For each collective, data type,
+// One process drives every GPU it is given (nccl-tests' `-g N`); under a launcher (mpirun, srun)
+// each process drives its own GPUs and they form one communicator (see `World`). For each
+// collective, data type,
 // forced NCCL_ALGO/NCCL_PROTO combination and size it runs warm-up calls, then `iters`
 // back-to-back calls on one stream per GPU, and reports wall-clock time per call, out-of-place
 // and in-place, with nccl-tests' algbw/busbw and a check of the result. Output: nccl-tests text
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -145,7 +148,7 @@ struct Options {
   std::vector<std::string> protos{"default"};
   size_t min_bytes = 8, max_bytes = 64u << 20, factor = 2;
   int ngpus = 0, warmup = 5, iters = 20;
-  bool check = true, facts_only = false;
+  bool check = true, facts_only = false, print_world = false;
   std::string out = "collsim-bench-out";
 };
 
@@ -174,8 +177,12 @@ size_t parse_size(const char* flag, const std::string& s) {
 const char* kUsage =
     "usage: collsim-bench [-c all_reduce,all_gather,...] [-d float,half,...] [-b MIN] [-e MAX]\n"
     "                     [-f FACTOR] [-g NGPUS] [-w WARMUP] [-n ITERS] [-a ALGOS] [-p PROTOS]\n"
-    "                     [-o OUTDIR] [--no-check] [--facts-only]\n"
-    "  -a/-p take comma lists of NCCL_ALGO/NCCL_PROTO values; 'default' leaves NCCL to choose.\n";
+    "                     [-o OUTDIR] [--no-check] [--facts-only] [--print-world]\n"
+    "  -a/-p take comma lists of NCCL_ALGO/NCCL_PROTO values; 'default' leaves NCCL to choose.\n"
+    "  Under mpirun or srun every process drives -g GPUs (default 1) and they form one\n"
+    "  communicator; OUTDIR must then be on a filesystem all of them share (rank 0 leaves\n"
+    "  NCCL's unique id there) and rank 0 writes the results. --print-world prints how the\n"
+    "  launcher's environment was read and exits.\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -215,6 +222,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "-o" || a == "--out") o.out = val();
     else if (a == "--no-check") o.check = false;
     else if (a == "--facts-only") o.facts_only = true;
+    else if (a == "--print-world") o.print_world = true;
     else die(a + ": unknown option (see --help)");
   }
   if (o.colls.empty()) o.colls.push_back(&kColls[0]);
@@ -223,6 +231,42 @@ Options parse_args(int argc, char** argv) {
   if (o.min_bytes > o.max_bytes) die("-b is larger than -e");
   if (o.iters < 1 || o.warmup < 0) die("-n must be at least 1 and -w at least 0");
   return o;
+}
+
+// The processes a launcher started: this one's rank among them, their number, and its rank on
+// its node, from the variables Open MPI, MPICH / Intel MPI (Hydra) and Slurm set. One process
+// when none is set.
+struct World {
+  int rank = 0, size = 1, local = 0;
+  std::string from = "none";
+};
+
+World read_world() {
+  struct Names {
+    const char *rank, *size, *local, *from;
+  };
+  const Names kNames[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
+      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI (MPICH, Intel MPI)"},
+      // The step's task count, which srun sets: a batch script's own SLURM_NTASKS is not a
+      // world this process is part of.
+      {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "Slurm (srun)"},
+  };
+  World w;
+  for (const auto& n : kNames) {
+    const char* r = std::getenv(n.rank);
+    const char* z = std::getenv(n.size);
+    if (!r || !z) continue;
+    w.rank = std::atoi(r);
+    w.size = std::atoi(z);
+    const char* l = std::getenv(n.local);
+    w.local = l ? std::atoi(l) : -1;
+    w.from = n.from;
+    if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
+      die(std::string(n.rank) + "=" + r + ", " + n.size + "=" + z + ": not a rank of the world");
+    return w;
+  }
+  return w;
 }
 
 std::string json_escape(const std::string& s) {
@@ -269,13 +313,17 @@ struct Row {
 
 struct Gpu {
   int dev;
+  int rank;  // in the communicator
   ncclComm_t comm;
   cudaStream_t stream;
   void* send;
   void* recv;
   float* expected;
   unsigned long long* wrong;
+  void* scratch;  // kScratch bytes for the bench's own exchanges (rank lines, timings)
 };
+
+constexpr size_t kScratch = 256 * 1024;
 
 // Byte counts as nccl-tests sizes them: `size` the column it prints, `count` its per-call count,
 // send/recv element counts per rank.
@@ -405,10 +453,11 @@ Expect expectation(Coll c, int rank, int n, const Counts& k, bool in_place) {
   return e;
 }
 
-void prepare(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Counts& k, bool in_place) {
-  int n = static_cast<int>(gpus.size());
-  for (int r = 0; r < n; ++r) {
-    Gpu& g = gpus[r];
+void prepare(Coll c, std::vector<Gpu>& gpus, int nranks, const TypeInfo& t, const Counts& k,
+             bool in_place) {
+  (void)nranks;
+  for (Gpu& g : gpus) {
+    int r = g.rank;
     CUDA_OK(cudaSetDevice(g.dev));
     size_t chunk = (c == Coll::AllToAll || c == Coll::ReduceScatter) ? k.count : k.send;
     if (chunk == 0) chunk = 1;
@@ -429,11 +478,11 @@ void prepare(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Counts& k,
   }
 }
 
-long long verify(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Counts& k, bool in_place) {
-  int n = static_cast<int>(gpus.size());
+long long verify(Coll c, std::vector<Gpu>& gpus, int n, const TypeInfo& t, const Counts& k,
+                 bool in_place) {
   long long wrong = 0;
-  for (int r = 0; r < n; ++r) {
-    Gpu& g = gpus[r];
+  for (Gpu& g : gpus) {
+    int r = g.rank;
     CUDA_OK(cudaSetDevice(g.dev));
     CUDA_OK(cudaStreamSynchronize(g.stream));
     Expect e = expectation(c, r, n, k, in_place);
@@ -459,9 +508,8 @@ long long verify(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Counts
   return wrong;
 }
 
-double time_calls(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Counts& k, bool in_place,
-                  int calls) {
-  int n = static_cast<int>(gpus.size());
+double time_calls(Coll c, std::vector<Gpu>& gpus, int n, const TypeInfo& t, const Counts& k,
+                  bool in_place, int calls) {
   for (auto& g : gpus) {
     CUDA_OK(cudaSetDevice(g.dev));
     CUDA_OK(cudaStreamSynchronize(g.stream));
@@ -469,7 +517,7 @@ double time_calls(Coll c, std::vector<Gpu>& gpus, const TypeInfo& t, const Count
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i) {
     NCCL_OK(ncclGroupStart());
-    for (int r = 0; r < n; ++r) launch(c, gpus[r], r, n, t, k, in_place);
+    for (Gpu& g : gpus) launch(c, g, g.rank, n, t, k, in_place);
     NCCL_OK(ncclGroupEnd());
   }
   for (auto& g : gpus) {
@@ -548,6 +596,90 @@ Facts measure_facts(int dev) {
   return f;
 }
 
+// NCCL's unique id for communicator number `combo`, through a file in the output folder (which
+// every process must share): rank 0 creates it and writes it whole (a rename), the others wait
+// for it, up to two minutes.
+ncclUniqueId share_unique_id(const std::string& dir, int combo, bool lead) {
+  ncclUniqueId id;
+  std::string path = dir + "/.nccl-unique-id." + std::to_string(combo);
+  if (lead) {
+    NCCL_OK(ncclGetUniqueId(&id));
+    std::string tmp = path + ".tmp";
+    std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof id.internal);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) die(path + ": cannot write NCCL's unique id");
+    return id;
+  }
+  for (int waited = 0;; waited += 50) {
+    std::ifstream f(path, std::ios::binary);
+    if (f && f.read(id.internal, sizeof id.internal) && f.gcount() == sizeof id.internal) return id;
+    if (waited > 120000)
+      die(path + ": rank 0 wrote no NCCL unique id in 2 minutes (is -o on a filesystem every "
+                 "process shares?)");
+    usleep(50000);
+  }
+}
+
+// One rank's line of nccl-tests' "Using devices" block.
+struct RankInfo {
+  char host[64];
+  char name[64];
+  int pid, device, bus;
+};
+
+// Every rank's line, through an all-gather on the communicator.
+std::vector<RankInfo> gather_ranks(std::vector<Gpu>& gpus, int nranks, const char* host,
+                                   const std::vector<cudaDeviceProp>& props) {
+  static_assert(sizeof(RankInfo) * 1024 <= kScratch, "scratch too small");
+  if (nranks > 1024) die("more than 1024 ranks");
+  std::vector<RankInfo> all(nranks);
+  NCCL_OK(ncclGroupStart());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    Gpu& g = gpus[i];
+    RankInfo me{};
+    std::snprintf(me.host, sizeof me.host, "%s", host);
+    std::snprintf(me.name, sizeof me.name, "%s", props[i].name);
+    me.pid = static_cast<int>(getpid());
+    me.device = g.dev;
+    me.bus = props[i].pciBusID;
+    CUDA_OK(cudaSetDevice(g.dev));
+    char* base = static_cast<char*>(g.scratch);
+    CUDA_OK(cudaMemcpyAsync(base + g.rank * sizeof me, &me, sizeof me, cudaMemcpyHostToDevice,
+                            g.stream));
+    NCCL_OK(ncclAllGather(base + g.rank * sizeof me, base, sizeof me, ncclUint8, g.comm,
+                          g.stream));
+  }
+  NCCL_OK(ncclGroupEnd());
+  CUDA_OK(cudaSetDevice(gpus[0].dev));
+  CUDA_OK(cudaMemcpyAsync(all.data(), gpus[0].scratch, nranks * sizeof(RankInfo),
+                          cudaMemcpyDeviceToHost, gpus[0].stream));
+  for (Gpu& g : gpus) {
+    CUDA_OK(cudaSetDevice(g.dev));
+    CUDA_OK(cudaStreamSynchronize(g.stream));
+  }
+  return all;
+}
+
+// Sums `v` over the processes: each process's first rank contributes it, its others zero.
+void sum_over_ranks(std::vector<Gpu>& gpus, double* v, int count) {
+  std::vector<double> zero(count, 0.0);
+  NCCL_OK(ncclGroupStart());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    Gpu& g = gpus[i];
+    CUDA_OK(cudaSetDevice(g.dev));
+    CUDA_OK(cudaMemcpyAsync(g.scratch, i == 0 ? v : zero.data(), count * sizeof(double),
+                            cudaMemcpyHostToDevice, g.stream));
+    NCCL_OK(ncclAllReduce(g.scratch, g.scratch, count, ncclFloat64, ncclSum, g.comm, g.stream));
+  }
+  NCCL_OK(ncclGroupEnd());
+  CUDA_OK(cudaSetDevice(gpus[0].dev));
+  CUDA_OK(cudaMemcpyAsync(v, gpus[0].scratch, count * sizeof(double), cudaMemcpyDeviceToHost,
+                          gpus[0].stream));
+  for (Gpu& g : gpus) {
+    CUDA_OK(cudaSetDevice(g.dev));
+    CUDA_OK(cudaStreamSynchronize(g.stream));
+  }
+}
+
 void set_env_default(const char* key, const std::string& value) {
   if (!std::getenv(key)) setenv(key, value.c_str(), 1);
 }
@@ -556,6 +688,14 @@ void set_env_default(const char* key, const std::string& value) {
 
 int main(int argc, char** argv) {
   Options o = parse_args(argc, argv);
+  World world = read_world();
+  if (o.print_world) {
+    std::string local = world.local >= 0 ? std::to_string(world.local)
+                                         : "not given (the rank, modulo this node's GPUs)";
+    std::printf("process %d of %d, local rank %s (from %s)\n", world.rank, world.size,
+                local.c_str(), world.from.c_str());
+    return 0;
+  }
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev == 0) {
@@ -572,9 +712,18 @@ int main(int argc, char** argv) {
                  e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
     return 2;
   }
-  int n = o.ngpus > 0 ? o.ngpus : ndev;
-  if (n > ndev) die("-g " + std::to_string(n) + ": only " + std::to_string(ndev) + " GPU(s) here");
+  // This process's GPUs: all of them alone, else -g (default 1) from local rank x -g.
+  const bool multi = world.size > 1;
+  int n = o.ngpus > 0 ? o.ngpus : (multi ? 1 : ndev);
+  int local = world.local >= 0 ? world.local : world.rank % std::max(1, ndev / n);
+  int first_dev = multi ? local * n : 0;
+  if (first_dev + n > ndev)
+    die("-g " + std::to_string(n) + " from device " + std::to_string(first_dev) + ": only " +
+        std::to_string(ndev) + " GPU(s) here");
   if (n > 64) die("-g " + std::to_string(n) + ": at most 64 GPUs in one process");
+  const int nranks = n * world.size;  // the communicator's ranks; this process has n of them
+  const int rank0 = n * world.rank;   // global rank of this process's first GPU
+  const bool lead = world.rank == 0;  // writes the results
   mkdir(o.out.c_str(), 0755);
 
   // NCCL's own view of the machine, written when the first communicator is built.
@@ -589,8 +738,8 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaDriverGetVersion(&driver));
   CUDA_OK(cudaRuntimeGetVersion(&runtime));
   std::vector<cudaDeviceProp> props(n);
-  for (int d = 0; d < n; ++d) CUDA_OK(cudaGetDeviceProperties(&props[d], d));
-  Facts facts = measure_facts(0);
+  for (int d = 0; d < n; ++d) CUDA_OK(cudaGetDeviceProperties(&props[d], first_dev + d));
+  Facts facts = measure_facts(first_dev);
   std::fprintf(stderr,
                "collsim-bench: GPU 0 %s: memory %.1f GB/s, H2D %.1f GB/s, D2H %.1f GB/s, launch "
                "%.2f us (%.2f us with sync)\n",
@@ -617,10 +766,11 @@ int main(int argc, char** argv) {
       << json_escape(run_command("nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,"
                                  "pcie.link.width.max --format=csv 2>&1"))
       << "\"\n}\n";
-  std::ofstream(o.out + "/env.json") << env.str();
+  if (lead) std::ofstream(o.out + "/env.json") << env.str();
   if (o.facts_only) return 0;
 
-  std::ofstream text(o.out + "/results.txt");
+  // Results go to rank 0's files; the other processes write to nowhere.
+  std::ofstream text(lead ? o.out + "/results.txt" : "/dev/null");
   std::ostringstream json;
   char host[256] = "host";
   gethostname(host, sizeof host);
@@ -628,17 +778,17 @@ int main(int argc, char** argv) {
   // in_place {time, alg_bw, bus_bw, nwrong}), each result also naming its collective and the
   // forced algorithm and protocol.
   json << "{\n  \"version\": \"collsim-bench 1\",\n  \"nccl_version\": " << nccl_version
-       << ",\n  \"config\": {\"nthreads\": 1, \"ngpus\": " << n
+       << ",\n  \"config\": {\"nthreads\": 1, \"ngpus\": " << n << ", \"processes\": " << world.size
        << ", \"minimum_bytes\": " << o.min_bytes << ", \"maximum_bytes\": " << o.max_bytes
        << ", \"step_factor\": " << o.factor << ", \"warmup_iters\": " << o.warmup
        << ", \"iterations\": " << o.iters << ", \"aggregated_iterations\": 1"
        << ", \"validation\": " << (o.check ? 1 : 0) << ", \"graph\": 0},\n  \"devices\": [";
-  for (int d = 0; d < n; ++d)
-    json << (d ? ", " : "") << "{\"rank\": " << d << ", \"group\": 0, \"pid\": " << getpid()
-         << ", \"hostname\": \"" << json_escape(host) << "\", \"device\": " << d
-         << ", \"device_info\": \"" << json_escape(props[d].name) << "\"}";
+  // Every rank's line (host, pid, device), gathered once the first communicator exists.
+  std::vector<RankInfo> ranks;
+  size_t devices_at = json.str().size();
   json << "],\n  \"results\": [";
   bool first_row = true;
+  int combo = 0;
 
   for (const auto& algo : o.algos) {
     for (const auto& proto : o.protos) {
@@ -647,22 +797,50 @@ int main(int argc, char** argv) {
       else setenv("NCCL_ALGO", algo.c_str(), 1);
       if (proto == "default") unsetenv("NCCL_PROTO");
       else setenv("NCCL_PROTO", proto.c_str(), 1);
-      std::vector<int> devs(n);
-      for (int d = 0; d < n; ++d) devs[d] = d;
       std::vector<ncclComm_t> comms(n);
-      NCCL_OK(ncclCommInitAll(comms.data(), n, devs.data()));
+      if (!multi) {
+        std::vector<int> devs(n);
+        for (int d = 0; d < n; ++d) devs[d] = d;
+        NCCL_OK(ncclCommInitAll(comms.data(), n, devs.data()));
+      } else {
+        ncclUniqueId id = share_unique_id(o.out, combo, lead);
+        NCCL_OK(ncclGroupStart());
+        for (int d = 0; d < n; ++d) {
+          CUDA_OK(cudaSetDevice(first_dev + d));
+          NCCL_OK(ncclCommInitRank(&comms[d], nranks, id, rank0 + d));
+        }
+        NCCL_OK(ncclGroupEnd());
+        // Every rank has joined, so the id is read: no stale id for a later run to pick up.
+        if (lead) std::remove((o.out + "/.nccl-unique-id." + std::to_string(combo)).c_str());
+      }
+      ++combo;
       std::vector<Gpu> gpus(n);
       size_t max_elems_bytes = o.max_bytes;
       for (int d = 0; d < n; ++d) {
         Gpu& g = gpus[d];
-        g.dev = d;
+        g.dev = first_dev + d;
+        g.rank = rank0 + d;
         g.comm = comms[d];
-        CUDA_OK(cudaSetDevice(d));
+        CUDA_OK(cudaSetDevice(g.dev));
         CUDA_OK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
         CUDA_OK(cudaMalloc(&g.send, max_elems_bytes + 64));
         CUDA_OK(cudaMalloc(&g.recv, max_elems_bytes + 64));
         CUDA_OK(cudaMalloc(&g.expected, 64 * sizeof(float)));
         CUDA_OK(cudaMalloc(&g.wrong, sizeof(unsigned long long)));
+        CUDA_OK(cudaMalloc(&g.scratch, kScratch));
+      }
+      if (ranks.empty()) {
+        ranks = gather_ranks(gpus, nranks, host, props);
+        std::ostringstream dev;
+        for (int r = 0; r < nranks; ++r)
+          dev << (r ? ", " : "") << "{\"rank\": " << r << ", \"group\": 0, \"pid\": "
+              << ranks[r].pid << ", \"hostname\": \"" << json_escape(ranks[r].host)
+              << "\", \"device\": " << ranks[r].device << ", \"device_info\": \""
+              << json_escape(ranks[r].name) << "\"}";
+        std::string head = json.str();
+        head.insert(devices_at, dev.str());
+        json.str(head);
+        json.seekp(0, std::ios_base::end);
       }
       for (const CollInfo* ci : o.colls) {
         for (const TypeInfo* ti : o.types) {
@@ -673,11 +851,12 @@ int main(int argc, char** argv) {
                << " graph: 0\n#\n";
           text << "# NCCL_ALGO=" << algo << " NCCL_PROTO=" << proto << " (collsim-bench)\n";
           text << "# Using devices\n";
-          for (int d = 0; d < n; ++d) {
+          for (int r = 0; r < nranks; ++r) {
             char line[256];
             std::snprintf(line, sizeof line,
-                          "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0x%02x] %s\n", d,
-                          static_cast<int>(getpid()), host, d, props[d].pciBusID, props[d].name);
+                          "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0x%02x] %s\n", r,
+                          ranks[r].pid, ranks[r].host, ranks[r].device, ranks[r].bus,
+                          ranks[r].name);
             text << line;
           }
           text << "#\n#                                                              out-of-place"
@@ -693,23 +872,30 @@ int main(int argc, char** argv) {
                          ci->coll == Coll::Reduce;
           bool rooted = ci->coll == Coll::Broadcast || ci->coll == Coll::Reduce;
           for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
-            Counts k = counts(ci->coll, bytes, ti->size, n);
+            Counts k = counts(ci->coll, bytes, ti->size, nranks);
             if (k.count == 0) continue;
             Row row{ci->name, ti->name, reduces ? "sum" : "none", algo, proto, k.size,
                     k.count,  rooted ? 0 : -1, 0, 0, 0, 0, 0, 0, -1, -1};
             for (int ip = 0; ip < 2; ++ip) {
               bool in_place = ip == 1;
-              prepare(ci->coll, gpus, *ti, k, in_place);
+              prepare(ci->coll, gpus, nranks, *ti, k, in_place);
               double us;
               long long wrong = -1;
               if (o.check) {
-                time_calls(ci->coll, gpus, *ti, k, in_place, 1);
-                wrong = verify(ci->coll, gpus, *ti, k, in_place);
+                time_calls(ci->coll, gpus, nranks, *ti, k, in_place, 1);
+                wrong = verify(ci->coll, gpus, nranks, *ti, k, in_place);
               }
-              if (o.warmup > 0) time_calls(ci->coll, gpus, *ti, k, in_place, o.warmup);
-              us = time_calls(ci->coll, gpus, *ti, k, in_place, o.iters);
+              if (o.warmup > 0) time_calls(ci->coll, gpus, nranks, *ti, k, in_place, o.warmup);
+              us = time_calls(ci->coll, gpus, nranks, *ti, k, in_place, o.iters);
+              if (multi) {
+                // As nccl-tests: the time averaged over the processes, the wrong values summed.
+                double v[2] = {us, static_cast<double>(wrong)};
+                sum_over_ranks(gpus, v, 2);
+                us = v[0] / world.size;
+                wrong = o.check ? static_cast<long long>(v[1]) : -1;
+              }
               double algbw = static_cast<double>(k.size) / us / 1e3;
-              double busbw = algbw * busbw_factor(ci->coll, n);
+              double busbw = algbw * busbw_factor(ci->coll, nranks);
               (in_place ? row.ip_us : row.oop_us) = us;
               (in_place ? row.ip_algbw : row.oop_algbw) = algbw;
               (in_place ? row.ip_busbw : row.oop_busbw) = busbw;
@@ -728,8 +914,10 @@ int main(int argc, char** argv) {
                           row.ip_us, row.ip_algbw, row.ip_busbw, wrong_s(row.ip_wrong).c_str());
             text << line;
             text.flush();
-            std::fputs(line, stdout);
-            std::fflush(stdout);
+            if (lead) {
+              std::fputs(line, stdout);
+              std::fflush(stdout);
+            }
             auto nwrong = [](long long w) {
               return w < 0 ? std::string("\"N/A\"") : std::to_string(w);
             };
@@ -749,7 +937,7 @@ int main(int argc, char** argv) {
           text << "# Out of bounds values : " << wrong_total << (wrong_total ? " FAILED" : " OK")
                << "\n# Avg bus bandwidth    : " << (bw_rows ? bw_sum / bw_rows : 0.0)
                << " \n#\n# Collective test concluded: " << ci->name << "_perf\n#\n";
-          if (wrong_total) std::fprintf(stderr, "collsim-bench: %s %s: %lld wrong values\n",
+          if (wrong_total && lead) std::fprintf(stderr, "collsim-bench: %s %s: %lld wrong values\n",
                                         ci->name, ti->name, wrong_total);
         }
       }
@@ -759,12 +947,14 @@ int main(int argc, char** argv) {
         CUDA_OK(cudaFree(g.recv));
         CUDA_OK(cudaFree(g.expected));
         CUDA_OK(cudaFree(g.wrong));
+        CUDA_OK(cudaFree(g.scratch));
         CUDA_OK(cudaStreamDestroy(g.stream));
         NCCL_OK(ncclCommDestroy(g.comm));
       }
     }
   }
   json << "\n  ]\n}\n";
+  if (!lead) return 0;
   std::ofstream(o.out + "/results.json") << json.str();
   std::fprintf(stderr, "collsim-bench: wrote %s/results.txt, results.json, env.json\n",
                o.out.c_str());
