@@ -1,5 +1,7 @@
 //! What issues the collectives: so far an nccl-tests-like sweep ([`sweep`]).
 
+pub mod ddp;
+pub mod models;
 pub mod sweep;
 
 /// nccl-tests data types (`-d`).
