@@ -34,11 +34,18 @@ fn marked(mut v: Value, was: &str) -> Value {
     v
 }
 
+/// The table `key`, created if absent; one written inline (`key = { ... }`) becomes a
+/// `[key]` table with the same entries.
 fn table_mut<'d>(doc: &'d mut DocumentMut, key: &str) -> &'d mut Table {
-    if !doc.contains_table(key) {
-        doc.insert(key, Item::Table(Table::new()));
+    if !doc.get(key).is_some_and(Item::is_table) {
+        // Re-inserted under a fresh key: the inline key's spacing would land inside `[key]`.
+        let table = match doc.remove(key) {
+            Some(Item::Value(Value::InlineTable(t))) => t.into_table(),
+            _ => Table::new(),
+        };
+        doc.insert(key, Item::Table(table));
     }
-    doc[key].as_table_mut().expect("a table was just ensured")
+    doc[key].as_table_mut().expect("a table was just inserted")
 }
 
 /// The base profile's `text` with `f` written in. Fails only if `text` is not TOML.
@@ -70,6 +77,7 @@ pub fn write(text: &str, f: &Fitted<'_>) -> Result<String, String> {
          # fit logs; `residual` is the 95th percentile of |ln(measured / corrected)| there, the\n\
          # half-width of the error band (time x exp(-residual) .. time x exp(residual)).\n",
     );
+    t.set_position(usize::MAX); // last, whatever was added above
     t.insert("fitted_on", value(c.fitted_on.iter().collect::<Array>()));
     t.insert("bands", value(c.bands.iter().map(|&b| Bytes::new(b).to_string()).collect::<Array>()));
     let round = |v: &[f64]| v.iter().map(|x| (x * 1e6).round() / 1e6).collect::<Array>();
@@ -238,6 +246,15 @@ mod tests {
         assert_eq!(again.matches("[correction]").count(), 1);
         assert_eq!(again.matches(HEADER).count(), 1);
         assert_eq!(parse_profile("fit2.toml", &again).unwrap().correction, Some(correction()));
+        // A base profile writing its tables inline keeps their other entries.
+        let inline = DEFAULT_PROFILE
+            .1
+            .replace("[overhead]\n", "overhead = { call = \"28 us\" }\n[overhead_was_here]\n");
+        let inline =
+            inline.replacen("call = \"28 us\"\n", "", 1).replace("[overhead_was_here]\n", "");
+        assert!(parse_profile("inline.toml", &inline).is_ok(), "{inline}");
+        let out = write(&inline, &f).unwrap();
+        assert_eq!(parse_profile("out.toml", &out).unwrap().call_overhead, params.call_overhead);
         let bad = text.replace("factor = [0.5", "factor = [-1.0");
         let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
         assert!(e.contains("correction.factor[0]"), "{e}");
