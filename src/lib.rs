@@ -61,6 +61,9 @@ pub enum Error {
     /// The placement or the network does not fit the cluster's node count.
     #[error("{0}")]
     Placement(String),
+    /// The training step cannot be simulated.
+    #[error("{0}")]
+    Ddp(String),
 }
 
 /// A cluster and the communicator NCCL would build on it, for a scenario.
@@ -97,4 +100,74 @@ pub fn simulate(
     let (cluster, comm, summary) = build(scenario)?;
     let rows = workload::sweep::run(&cluster, &comm, &scenario.sweep, params, mode)?;
     Ok((rows, summary))
+}
+
+/// Cost of one kernel launch: collsim-bench measured 3.8–4.3 µs back to back on an H100
+/// (calibration/data/2026-11-22-h100-single).
+pub const KERNEL_LAUNCH_SECS: f64 = 4e-6;
+
+/// Simulates a scenario's DDP training step (its workload must be `kind = "ddp"`).
+pub fn simulate_ddp(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    use workload::ddp::{CollTime, ComputeRate, GpuFacts};
+    let spec = scenario
+        .ddp
+        .as_ref()
+        .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
+    let (cluster, comm, summary) = build(scenario)?;
+    let model = &scenario.node.gpu.model;
+    let flops = match &spec.rate {
+        ComputeRate::Tflops(t) => t * 1e12,
+        ComputeRate::Peak { precision, efficiency } => {
+            let peak = model.peak_tflops.get(precision).ok_or_else(|| {
+                Error::Ddp(format!("{}: no peak for {precision} in the GPU library", model.name))
+            })?;
+            peak * efficiency * 1e12
+        }
+    };
+    let memory_bandwidth = model
+        .memory_bandwidth
+        .ok_or_else(|| {
+            Error::Ddp(format!(
+                "{}: the GPU model has no memory_bandwidth, which DDP's copies need",
+                model.name
+            ))
+        })?
+        .bytes_per_sec();
+    let gpu = GpuFacts {
+        flops,
+        memory_bandwidth,
+        multiprocessors: model.multiprocessors,
+        launch: KERNEL_LAUNCH_SECS,
+    };
+    let cache = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let coll = |c: collective::Collective, bytes: u64, dtype: workload::DataType| -> CollTime {
+        if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(c, bytes, dtype)).cloned()) {
+            return t;
+        }
+        let spec = config::SweepSpec {
+            collective: c,
+            min_bytes: units::Bytes::new(bytes),
+            max_bytes: units::Bytes::new(bytes),
+            factor: 2,
+            dtype,
+            op: workload::ReduceOp::Sum,
+        };
+        let row = workload::sweep::run_size(&cluster, &comm, &spec, bytes, params, mode);
+        let t = CollTime {
+            secs: row.time_us * 1e-6,
+            algo: row.algo,
+            proto: row.proto,
+            channels: row.channels,
+        };
+        if let Ok(mut m) = cache.lock() {
+            m.insert((c, bytes, dtype), t.clone());
+        }
+        t
+    };
+    let world = comm.nranks();
+    Ok((workload::ddp::simulate_step(spec, world, &gpu, &coll), summary))
 }

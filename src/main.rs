@@ -101,6 +101,16 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: SimFmt,
+        /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
+        /// `workload.ddp.X`); several --sweep run their cross product, in parallel.
+        #[arg(long, value_name = "KEY=VALUES")]
+        sweep: Vec<String>,
+        /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
+        #[arg(long, value_name = "JSON")]
+        trace: Option<PathBuf>,
+        /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file.
+        #[arg(long, value_name = "SVG")]
+        plot: Option<PathBuf>,
     },
     /// Take one call apart: NCCL's cost table, its choice, the simulated time and what bounds it.
     Explain {
@@ -269,6 +279,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 node,
                 nodes: 1,
                 sweep,
+                ddp: None,
                 nccl: Vec::new(),
                 placement: config::PlacementSpec::default(),
             }
@@ -531,6 +542,77 @@ fn calibrate_logs(
     Ok(())
 }
 
+/// `simulate --sweep`: the scenario at every point of the cross product of the swept keys, run
+/// in parallel, one row per point in the order the values were given (the first key slowest).
+fn simulate_sweep(
+    scenario: Option<&Path>,
+    common: &Common,
+    sweeps: &[String],
+    format: SimFmt,
+    plot: Option<&Path>,
+) -> Result<()> {
+    use rayon::prelude::*;
+    let path = scenario.ok_or_else(|| anyhow!("--sweep needs a scenario file"))?;
+    let name = path.display().to_string();
+    let text = config::load_text(path)?;
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for s in sweeps {
+        let (k, v) = s.split_once('=').ok_or_else(|| {
+            anyhow!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)")
+        })?;
+        let key = if k.starts_with("ddp.") { format!("workload.{k}") } else { k.to_string() };
+        let values: Vec<String> =
+            v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
+        if values.is_empty() {
+            bail!("--sweep {s}: no values");
+        }
+        axes.push((key, values));
+    }
+    let mut points: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (k, vs) in &axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                vs.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((k.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    let profile = load_profile(common.profile.as_deref())?;
+    let m = mode(common.mode);
+    let results: Vec<Result<collsim::workload::ddp::StepResult>> = points
+        .par_iter()
+        .map(|point| {
+            let edited = config::set_keys(&text, point).map_err(|e| anyhow!("{name}: {e}"))?;
+            let s = config::parse_scenario(&name, &edited)?;
+            let s = apply_common(Some(s), common)?;
+            if s.ddp.is_none() {
+                bail!("--sweep runs DDP steps; {name}'s workload is not kind = \"ddp\"");
+            }
+            Ok(collsim::simulate_ddp(&s, &profile, m)?.0)
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (p, r) in points.into_iter().zip(results) {
+        let label = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        rows.push((p, r.with_context(|| label)?));
+    }
+    let mut out = open_output(common.output.as_deref())?;
+    match format {
+        SimFmt::Table => report::ddp::sweep_table(&rows, &mut out)?,
+        SimFmt::Json => report::ddp::sweep_json(&rows, &mut out)?,
+        SimFmt::Nccl | SimFmt::Csv => bail!("--format: a DDP sweep prints as table or json"),
+    }
+    out.flush()?;
+    if let Some(p) = plot {
+        report::plot::sweep(&rows, p).map_err(|e| anyhow!(e))?;
+    }
+    Ok(())
+}
+
 /// `calibrate --run`: runs collsim-bench on this machine's GPUs (built first if needed), then fits
 /// its all_reduce results and checks them on its all_gather and reduce_scatter.
 fn calibrate_run(
@@ -678,7 +760,19 @@ fn run(cli: Cli) -> Result<()> {
             dtype,
             op,
             format,
+            trace,
+            plot,
+            sweep,
         } => {
+            if !sweep.is_empty() {
+                return simulate_sweep(
+                    scenario.as_deref(),
+                    &common,
+                    &sweep,
+                    format,
+                    plot.as_deref(),
+                );
+            }
             let base = match &scenario {
                 Some(p) => {
                     Some(config::parse_scenario(&p.display().to_string(), &config::load_text(p)?)?)
@@ -686,6 +780,47 @@ fn run(cli: Cli) -> Result<()> {
                 None => None,
             };
             let mut s = apply_common(base, &common)?;
+            if let Some(spec) = s.ddp.clone() {
+                let flags = [
+                    ("--collective", collective.is_some()),
+                    ("--min-bytes", min_bytes.is_some()),
+                    ("--max-bytes", max_bytes.is_some()),
+                    ("--factor", factor.is_some()),
+                    ("--dtype", dtype.is_some()),
+                    ("--op", op.is_some()),
+                ];
+                if let Some((f, _)) = flags.iter().find(|f| f.1) {
+                    bail!(
+                        "{f}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep"
+                    );
+                }
+                let profile = load_profile(common.profile.as_deref())?;
+                let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
+                let mut out = open_output(common.output.as_deref())?;
+                match format {
+                    SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
+                    SimFmt::Json => report::ddp::json(&r, &mut out)?,
+                    SimFmt::Nccl | SimFmt::Csv => {
+                        bail!("--format: a DDP step prints as table or json")
+                    }
+                }
+                out.flush()?;
+                if let Some(p) = trace {
+                    let mut f = std::io::BufWriter::new(
+                        std::fs::File::create(&p)
+                            .with_context(|| format!("{}: cannot write", p.display()))?,
+                    );
+                    report::ddp::trace(&r, &mut f)?;
+                    f.flush()?;
+                }
+                if let Some(p) = plot {
+                    report::plot::timeline(&r, &p).map_err(|e| anyhow!(e))?;
+                }
+                return Ok(());
+            }
+            if trace.is_some() || plot.is_some() {
+                bail!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
+            }
             if let Some(c) = collective {
                 s.sweep.collective = Collective::parse(&c)
                     .ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?;

@@ -141,3 +141,38 @@ impl RawQuantity {
         }
     }
 }
+
+/// `text` (a TOML document) with each dotted key set to its value, read as TOML would read it
+/// (an integer, a float, true/false, else a string); tables on the way are created. Comments and
+/// the rest stay as they were.
+pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String> {
+    use toml_edit::{DocumentMut, Item, Table, value};
+    let mut doc: DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    for (key, v) in keys {
+        let parts: Vec<&str> = key.split('.').collect();
+        let (last, path) = parts.split_last().ok_or_else(|| "empty key".to_string())?;
+        let mut table: &mut Table = doc.as_table_mut();
+        for p in path {
+            let item = table.entry(p).or_insert_with(|| {
+                let mut t = Table::new();
+                t.set_implicit(true);
+                Item::Table(t)
+            });
+            if let Some(inline) = item.as_inline_table() {
+                *item = Item::Table(inline.clone().into_table());
+            }
+            table = item.as_table_mut().ok_or_else(|| format!("{key}: {p} is not a table"))?;
+        }
+        let item = if let Ok(i) = v.parse::<i64>() {
+            value(i)
+        } else if let Ok(f) = v.parse::<f64>() {
+            value(f)
+        } else if let Ok(b) = v.parse::<bool>() {
+            value(b)
+        } else {
+            value(v.as_str())
+        };
+        table.insert(last, item);
+    }
+    Ok(doc.to_string())
+}

@@ -52,6 +52,8 @@ pub struct RawGpuModel {
     pub pcie: RawPcieLink,
     pub p2p: Option<bool>,
     pub gdr: Option<bool>,
+    pub multiprocessors: Option<S<i64>>,
+    pub peak_tflops: Option<BTreeMap<String, S<f64>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,12 +215,47 @@ pub struct RawCluster {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkload {
-    pub collective: S<String>,
-    pub min_bytes: S<RawQuantity>,
-    pub max_bytes: S<RawQuantity>,
+    pub kind: Option<S<String>>,
+    pub collective: Option<S<String>>,
+    pub min_bytes: Option<S<RawQuantity>>,
+    pub max_bytes: Option<S<RawQuantity>>,
     pub factor: Option<S<i64>>,
     pub dtype: Option<S<String>>,
     pub op: Option<S<String>>,
+    // kind = "ddp"
+    pub model: Option<S<String>>,
+    pub sequence: Option<S<i64>>,
+    pub micro_batch: Option<S<i64>>,
+    pub grad_accumulation: Option<S<i64>>,
+    pub grad_dtype: Option<S<String>>,
+    pub precision: Option<S<String>>,
+    pub efficiency: Option<S<f64>>,
+    pub tflops: Option<S<f64>>,
+    pub compute_slowdown: Option<S<f64>>,
+    pub ddp: Option<RawDdp>,
+    pub layer: Option<Vec<RawLayer>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDdp {
+    pub bucket_cap_mb: Option<S<f64>>,
+    pub gradient_as_bucket_view: Option<bool>,
+    pub static_graph: Option<bool>,
+    pub find_unused_parameters: Option<bool>,
+    pub broadcast_buffers: Option<bool>,
+    pub comm_hook: Option<S<String>>,
+    pub powersgd_rank: Option<S<i64>>,
+    pub error_feedback: Option<bool>,
+    pub warm_start: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLayer {
+    pub name: S<String>,
+    pub fwd_gflops: S<f64>,
+    pub params: S<Vec<Vec<i64>>>,
 }
 
 #[derive(Debug, Deserialize)]

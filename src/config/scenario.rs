@@ -4,11 +4,12 @@ use std::path::Path;
 
 use toml::Spanned;
 
-use super::raw::RawScenario;
+use super::raw::{RawScenario, RawWorkload};
 use super::{ConfigError, PlacementSpec, Source, TopologySource, resolve_topology};
 use crate::collective::Collective;
 use crate::hw::NodeSpec;
 use crate::units::Bytes;
+use crate::workload::ddp::DdpSpec;
 use crate::workload::{DataType, ReduceOp};
 
 /// An nccl-tests-like sweep: sizes from `min_bytes` to `max_bytes`, each `factor` times the last.
@@ -45,8 +46,11 @@ pub struct Scenario {
     pub nodes: usize,
     /// GPUs used per node (the first ones).
     pub gpus_per_node: usize,
-    /// The workload.
+    /// The collective sweep (with a `ddp` workload, an unused placeholder).
     pub sweep: SweepSpec,
+    /// A DDP training step, when the workload is `kind = "ddp"`.
+    #[serde(skip)]
+    pub ddp: Option<DdpSpec>,
     /// NCCL_* variables as given.
     pub nccl: Vec<(String, String)>,
     /// Where the nodes sit.
@@ -54,6 +58,18 @@ pub struct Scenario {
 }
 
 impl SweepSpec {
+    /// What a scenario whose workload is not a sweep holds (an 8-byte all_reduce).
+    pub fn placeholder() -> SweepSpec {
+        SweepSpec {
+            collective: Collective::AllReduce,
+            min_bytes: Bytes::new(8),
+            max_bytes: Bytes::new(8),
+            factor: 2,
+            dtype: DataType::Float,
+            op: ReduceOp::Sum,
+        }
+    }
+
     /// Checks the sweep's own consistency; `Err` holds the field and the reason.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.min_bytes > self.max_bytes {
@@ -83,6 +99,243 @@ fn positive(
         } else {
             Ok(n as usize)
         }
+    })
+}
+
+fn missing(src: &Source<'_>, field: &str, why: &str) -> ConfigError {
+    src.error(format!("workload.{field}: missing ({why})"))
+}
+
+/// The nccl-tests-like sweep of `[workload]`.
+fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, ConfigError> {
+    let why = "a collective sweep needs collective, min_bytes and max_bytes; a training step \
+               needs kind = \"ddp\"";
+    if let Some(m) = &w.model {
+        return Err(src.error_at(m.span().start, "workload.model: only for kind = \"ddp\""));
+    }
+    let c = w.collective.as_ref().ok_or_else(|| missing(src, "collective", why))?;
+    let collective = src.check("workload.collective", c, |c| {
+        Collective::parse(c).ok_or_else(|| format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)"))
+    })?;
+    let min = w.min_bytes.as_ref().ok_or_else(|| missing(src, "min_bytes", why))?;
+    let max = w.max_bytes.as_ref().ok_or_else(|| missing(src, "max_bytes", why))?;
+    let min_bytes = src.check("workload.min_bytes", min, |q| q.parse_with(Bytes::parse))?;
+    let max_bytes = src.check("workload.max_bytes", max, |q| q.parse_with(Bytes::parse))?;
+    let factor = match &w.factor {
+        Some(f) => positive(src, "workload.factor", f, 1 << 20)? as u64,
+        None => 2,
+    };
+    let dtype = match &w.dtype {
+        Some(d) => src.check("workload.dtype", d, |d| {
+            DataType::parse(d).ok_or_else(|| format!("unknown data type {d:?}"))
+        })?,
+        None => DataType::Float,
+    };
+    let op = match &w.op {
+        Some(o) => src.check("workload.op", o, |o| {
+            ReduceOp::parse(o)
+                .ok_or_else(|| format!("unknown reduction {o:?} (sum, prod, min, max, avg)"))
+        })?,
+        None => ReduceOp::Sum,
+    };
+    let sweep = SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op };
+    if let Err((field, msg)) = sweep.check() {
+        let at = if field.ends_with("factor") {
+            w.factor.as_ref().map_or(0, |f| f.span().start)
+        } else {
+            min.span().start
+        };
+        return Err(src.error_at(at, format!("{field}: {msg}")));
+    }
+    Ok(sweep)
+}
+
+/// A DDP training step (`kind = "ddp"`).
+fn ddp_workload(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    node: &NodeSpec,
+) -> Result<DdpSpec, ConfigError> {
+    use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec};
+    use crate::workload::models::{self, Layer, Model, tensor};
+    for (name, present) in [
+        ("collective", w.collective.is_some()),
+        ("min_bytes", w.min_bytes.is_some()),
+        ("max_bytes", w.max_bytes.is_some()),
+    ] {
+        if present {
+            return Err(src.error(format!(
+                "workload.{name}: not for kind = \"ddp\" (the buckets set the sizes)"
+            )));
+        }
+    }
+    let grad_dtype = match &w.grad_dtype {
+        Some(d) => src.check("workload.grad_dtype", d, |d| match DataType::parse(d) {
+            Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
+            _ => Err(format!("{d:?}: gradients are float, half or bfloat16")),
+        })?,
+        None => DataType::Float,
+    };
+    let seq = match &w.sequence {
+        Some(s) => Some(positive(src, "workload.sequence", s, 1 << 24)? as u64),
+        None => None,
+    };
+    let model = match (&w.model, &w.layer) {
+        (Some(m), None) => src.check("workload.model", m, |name| {
+            models::preset(name, seq, grad_dtype).ok_or_else(|| {
+                format!(
+                    "unknown model {name:?} (presets: {}; or give [[workload.layer]] tables)",
+                    models::PRESETS.join(", ")
+                )
+            })
+        })?,
+        (None, Some(layers)) if !layers.is_empty() => {
+            let mut out = Vec::new();
+            for (i, l) in layers.iter().enumerate() {
+                let f = |k: &str| format!("workload.layer[{i}].{k}");
+                let gflops = src.check(&f("fwd_gflops"), &l.fwd_gflops, |&g| {
+                    if g.is_finite() && g >= 0.0 {
+                        Ok(g)
+                    } else {
+                        Err(format!("must be a number of GFLOP per sample, at least 0 (got {g})"))
+                    }
+                })?;
+                let tensors = src.check(&f("params"), &l.params, |shapes| {
+                    shapes
+                        .iter()
+                        .enumerate()
+                        .map(|(k, shape)| {
+                            if shape.is_empty() || shape.iter().any(|&d| d < 1) {
+                                return Err(format!("tensor {k}: a shape is a list of positive dimensions (got {shape:?})"));
+                            }
+                            let rows = shape[0] as u64;
+                            let cols: u64 = shape[1..].iter().map(|&d| d as u64).product();
+                            Ok(tensor(format!("{}.{k}", l.name.get_ref()), rows, cols))
+                        })
+                        .collect::<Result<Vec<_>, String>>()
+                })?;
+                out.push(Layer {
+                    name: l.name.get_ref().clone(),
+                    tensors,
+                    fwd_macs: gflops * 1e9 / 2.0,
+                });
+            }
+            Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }
+        }
+        (Some(m), Some(_)) => {
+            return Err(src.error_at(
+                m.span().start,
+                "workload.model: give a preset or [[workload.layer]] tables, not both",
+            ));
+        }
+        _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
+    };
+    if model.params() == 0 {
+        return Err(src.error("workload.layer: the model has no parameters"));
+    }
+    let micro_batch = match &w.micro_batch {
+        Some(b) => positive(src, "workload.micro_batch", b, 1 << 24)? as u64,
+        None => return Err(missing(src, "micro_batch", "samples per GPU per step")),
+    };
+    let grad_accumulation = match &w.grad_accumulation {
+        Some(k) => positive(src, "workload.grad_accumulation", k, 1 << 16)? as u64,
+        None => 1,
+    };
+    let fraction = |field: &str, v: &Spanned<f64>, lo_open: bool| {
+        src.check(field, v, |&x| {
+            if x.is_finite() && x <= 1.0 && (x > 0.0 || (!lo_open && x == 0.0)) {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "must be a fraction in {}0, 1] (got {x})",
+                    if lo_open { "(" } else { "[" }
+                ))
+            }
+        })
+    };
+    let rate = match (&w.tflops, &w.precision, &w.efficiency) {
+        (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
+            if x.is_finite() && x > 0.0 {
+                Ok(x)
+            } else {
+                Err(format!("must be a positive number (got {x})"))
+            }
+        })?),
+        (None, Some(p), Some(e)) => {
+            let precision = src.check("workload.precision", p, |p| {
+                match node.gpu.model.peak_tflops.get(p.as_str()) {
+                    Some(_) => Ok(p.clone()),
+                    None => Err(format!(
+                        "the {} has no peak for {p:?} in the GPU library (it lists {}); give workload.tflops instead",
+                        node.gpu.model.name,
+                        node.gpu.model.peak_tflops.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                }
+            })?;
+            ComputeRate::Peak { precision, efficiency: fraction("workload.efficiency", e, true)? }
+        }
+        (Some(t), _, _) => {
+            return Err(src.error_at(
+                t.span().start,
+                "workload.tflops: give either tflops or precision and efficiency",
+            ));
+        }
+        _ => {
+            return Err(missing(
+                src,
+                "precision",
+                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8) and efficiency, or tflops",
+            ));
+        }
+    };
+    let compute_slowdown = match &w.compute_slowdown {
+        Some(v) => Some(fraction("workload.compute_slowdown", v, false)?),
+        None => None,
+    };
+    let none = super::raw::RawDdp::default();
+    let d = w.ddp.as_ref().unwrap_or(&none);
+    let bucket_cap = match &d.bucket_cap_mb {
+        Some(c) => Some(src.check("workload.ddp.bucket_cap_mb", c, |&mb| {
+            if mb.is_finite() && mb > 0.0 {
+                Ok((mb * 1048576.0) as u64)
+            } else {
+                Err(format!("must be a positive number of MiB (got {mb})"))
+            }
+        })?),
+        None => None,
+    };
+    let rank = match &d.powersgd_rank {
+        Some(r) => positive(src, "workload.ddp.powersgd_rank", r, 1 << 16)? as u64,
+        None => 1,
+    };
+    let error_feedback = d.error_feedback.unwrap_or(true);
+    let hook = match &d.comm_hook {
+        Some(h) => src.check("workload.ddp.comm_hook", h, |h| {
+            Ok(match h.as_str() {
+                "none" => CommHook::None,
+                "fp16" => CommHook::Fp16,
+                "bf16" => CommHook::Bf16,
+                "powersgd" => CommHook::PowerSgd { rank, error_feedback, warm_start: d.warm_start.unwrap_or(true) },
+                "batched_powersgd" => CommHook::BatchedPowerSgd { rank, error_feedback },
+                "quantize_per_tensor" => CommHook::QuantizePerTensor,
+                "quantize_per_channel" => CommHook::QuantizePerChannel,
+                _ => return Err(format!("unknown hook {h:?} (none, fp16, bf16, powersgd, batched_powersgd, quantize_per_tensor, quantize_per_channel)")),
+            })
+        })?,
+        None => CommHook::None,
+    };
+    Ok(Spec {
+        model,
+        micro_batch,
+        grad_accumulation,
+        rate,
+        bucket_cap,
+        gradient_as_bucket_view: d.gradient_as_bucket_view.unwrap_or(false),
+        static_graph: d.static_graph.unwrap_or(false),
+        find_unused_parameters: d.find_unused_parameters.unwrap_or(false),
+        broadcast_buffers: d.broadcast_buffers.unwrap_or(true),
+        hook,
+        compute_slowdown,
     })
 }
 
@@ -121,39 +374,18 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         None => node.gpu.count,
     };
     let w = &raw.workload;
-    let collective = src.check("workload.collective", &w.collective, |c| {
-        Collective::parse(c).ok_or_else(|| format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)"))
-    })?;
-    let min_bytes =
-        src.check("workload.min_bytes", &w.min_bytes, |q| q.parse_with(Bytes::parse))?;
-    let max_bytes =
-        src.check("workload.max_bytes", &w.max_bytes, |q| q.parse_with(Bytes::parse))?;
-    let factor = match &w.factor {
-        Some(f) => positive(&src, "workload.factor", f, 1 << 20)? as u64,
-        None => 2,
-    };
-    let dtype = match &w.dtype {
-        Some(d) => src.check("workload.dtype", d, |d| {
-            DataType::parse(d).ok_or_else(|| format!("unknown data type {d:?}"))
+    let kind = match &w.kind {
+        Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
+            "sweep" | "ddp" => Ok(k.clone()),
+            _ => Err(format!("unknown workload kind {k:?} (sweep, ddp)")),
         })?,
-        None => DataType::Float,
+        None => "sweep".to_string(),
     };
-    let op = match &w.op {
-        Some(o) => src.check("workload.op", o, |o| {
-            ReduceOp::parse(o)
-                .ok_or_else(|| format!("unknown reduction {o:?} (sum, prod, min, max, avg)"))
-        })?,
-        None => ReduceOp::Sum,
+    let (sweep, ddp) = if kind == "ddp" {
+        (SweepSpec::placeholder(), Some(ddp_workload(&src, w, &node)?))
+    } else {
+        (sweep_workload(&src, w)?, None)
     };
-    let sweep = SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op };
-    if let Err((field, msg)) = sweep.check() {
-        let at = if field.ends_with("factor") {
-            w.factor.as_ref().map_or(0, |f| f.span().start)
-        } else {
-            w.min_bytes.span().start
-        };
-        return Err(src.error_at(at, format!("{field}: {msg}")));
-    }
     let mut nccl = Vec::new();
     for (k, v) in raw.nccl.iter().flatten() {
         if !k.starts_with("NCCL_") && k != "version" {
@@ -176,5 +408,5 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         Some(p) => PlacementSpec::parse(&src, p, nodes)?,
         None => PlacementSpec::default(),
     };
-    Ok(Scenario { topology, node, nodes, gpus_per_node, sweep, nccl, placement })
+    Ok(Scenario { topology, node, nodes, gpus_per_node, sweep, ddp, nccl, placement })
 }

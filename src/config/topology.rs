@@ -132,6 +132,29 @@ fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel
         pcie_lanes: lanes(src, &f("pcie.lanes"), &raw.pcie.lanes)?,
         p2p: raw.p2p.unwrap_or(true),
         gdr: raw.gdr.unwrap_or(true),
+        multiprocessors: match &raw.multiprocessors {
+            Some(m) => Some(count(src, &f("multiprocessors"), m, 1024)? as u32),
+            None => None,
+        },
+        peak_tflops: {
+            let mut out = std::collections::BTreeMap::new();
+            for (k, v) in raw.peak_tflops.iter().flatten() {
+                let x = src.check(&f(&format!("peak_tflops.{k}")), v, |&x| {
+                    if !crate::hw::gpus::PRECISIONS.contains(&k.as_str()) {
+                        Err(format!(
+                            "unknown precision (known: {})",
+                            crate::hw::gpus::PRECISIONS.join(", ")
+                        ))
+                    } else if x.is_finite() && x > 0.0 {
+                        Ok(x)
+                    } else {
+                        Err(format!("must be a positive number of TFLOP/s, got {x}"))
+                    }
+                })?;
+                out.insert(k.clone(), x);
+            }
+            out
+        },
     })
 }
 

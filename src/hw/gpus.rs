@@ -34,7 +34,15 @@ pub struct GpuModel {
     pub p2p: bool,
     /// Whether GPUDirect RDMA works (GeForce cards: no).
     pub gdr: bool,
+    /// Streaming multiprocessors, if known (NCCL's CTAs take some while they run).
+    pub multiprocessors: Option<u32>,
+    /// Dense peak TFLOP/s by math precision ("fp32", "tf32", "fp16", "bf16", "fp8"), from the
+    /// datasheet, where known.
+    pub peak_tflops: std::collections::BTreeMap<String, f64>,
 }
+
+/// The precisions `peak_tflops` may list.
+pub const PRECISIONS: [&str; 5] = ["fp32", "tf32", "fp16", "bf16", "fp8"];
 
 fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)

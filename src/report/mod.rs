@@ -1,6 +1,7 @@
 //! Output formats, one file each, behind one small trait. Simulation code never formats.
 
 pub mod csv;
+pub mod ddp;
 pub mod explain;
 pub mod json;
 pub mod nccl;

@@ -76,3 +76,106 @@ pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), St
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
 }
+
+/// `simulate --plot` for a DDP step: the compute and NCCL stream lanes against time, one bar
+/// per layer, copy, hook step and collective.
+pub fn timeline(r: &crate::workload::ddp::StepResult, path: &Path) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let end = r.iteration_time_ms.max(1e-6);
+    let root = SVGBackend::new(path, (1200, 320)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "DDP step {:.2} ms: compute {:.2} ms, communication {:.2} ms, exposed {:.2} ms",
+                r.iteration_time_ms, r.compute_ms, r.comm_ms, r.exposed_comm_ms
+            ),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0.0..end, 0.0..2.0)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (ms)")
+        .y_labels(2)
+        .y_label_formatter(&|v| if *v < 1.0 { "compute".into() } else { "NCCL".into() })
+        .disable_y_mesh()
+        .draw()
+        .map_err(|e| err(&e))?;
+    let bars = r.timeline.iter().map(|s| {
+        let (lane, color) = match (s.lane, s.name.contains("hook")) {
+            ("nccl", _) => (1.0, RED.mix(0.7)),
+            (_, true) => (0.0, MAGENTA.mix(0.7)),
+            _ if s.name.starts_with("copy") => (0.0, GREEN.mix(0.7)),
+            _ => (0.0, BLUE.mix(0.6)),
+        };
+        Rectangle::new([(s.start_ms, lane + 0.15), (s.end_ms, lane + 0.85)], color.filled())
+    });
+    chart.draw_series(bars).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// `simulate --sweep ... --plot`: step time against the first swept key's values (in the order
+/// given), one line per value of the other keys.
+pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let Some(first) = rows.first() else { return Err(err(&"nothing to plot")) };
+    let key = first.0.first().map_or(String::new(), |k| k.0.clone());
+    let mut xs: Vec<String> = Vec::new();
+    let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    for (p, r) in rows {
+        let x = p.first().map_or(String::new(), |k| k.1.clone());
+        let xi = xs.iter().position(|v| *v == x).unwrap_or_else(|| {
+            xs.push(x);
+            xs.len() - 1
+        });
+        let rest = p.iter().skip(1).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        match series.iter_mut().find(|s| s.0 == rest) {
+            Some(s) => s.1.push((xi, r.iteration_time_ms)),
+            None => series.push((rest, vec![(xi, r.iteration_time_ms)])),
+        }
+    }
+    let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.1;
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let n = xs.len().max(2) - 1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("DDP step time against {key}"), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..n as f64, 0.0..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(key.as_str())
+        .y_desc("iteration (ms)")
+        .x_labels(xs.len())
+        .x_label_formatter(&|v| xs.get(v.round() as usize).cloned().unwrap_or_default())
+        .draw()
+        .map_err(|e| err(&e))?;
+    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let line = pts.iter().map(|&(x, y)| (x as f64, y));
+        chart
+            .draw_series(LineSeries::new(line, c.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(if label.is_empty() { "step".to_string() } else { label.clone() })
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&(x, y)| Circle::new((x as f64, y), 3, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

@@ -1,8 +1,23 @@
-//! PyTorch DDP's Reducer (`../shared/reference/ddp.md` §1): how gradients are bucketed.
+//! A PyTorch DDP training step (`../shared/reference/ddp.md` §1).
 //!
-//! So far the bucket assignment: `compute_bucket_assignment_by_size` (§1.2) and which tensor
-//! order and size limits DDP hands it at construction and at the rebuild after the first
-//! iteration (§1.3, §1.4).
+//! * Buckets: `compute_bucket_assignment_by_size` (§1.2), with the tensor order and size limits
+//!   DDP hands it at construction, in iteration 0 and at the rebuild after it (§1.3, §1.4).
+//! * Hooks (§1.11): what each one puts on the wire and what it costs the GPU, as steps
+//!   ([`hook_steps`]).
+//! * The step ([`simulate_step`], §1.5–1.13): backward walks the layers in reverse; each
+//!   layer's gradients are copied into their buckets (with the division) on the compute stream;
+//!   a bucket launches when its last gradient is in and every lower-index bucket has launched
+//!   (head-of-line blocking); the collectives run FIFO on one NCCL stream and overlap only
+//!   compute, which meanwhile runs slower by the share of SMs NCCL's CTAs take (one per
+//!   channel). Hook compute (casts, PowerSGD's products) holds the compute stream; PowerSGD's
+//!   `torch.cuda.synchronize` is modelled as no overlap for its buckets. After the last bucket,
+//!   `finalize_backward` waits for all of them and copies the gradients out unless
+//!   `gradient_as_bucket_view`. Buffers are broadcast before a forward that follows a
+//!   synchronised step; `no_sync` micro-steps are compute only.
+//!
+//! Not modelled: the optimizer step, CPU launch overheads of the backward itself and the CPU
+//! running ahead of the GPU, memory-bound layers (norms, activations, embedding gradients count
+//! 0 FLOPs), per-tensor dtypes in user layer lists.
 
 use super::models::Model;
 
@@ -83,6 +98,637 @@ pub fn buckets(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
     }
 }
 
+/// A DDP communication hook (`register_comm_hook`), as it changes the wire and the GPU's work.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CommHook {
+    /// No hook: an all-reduce of the pre-divided bucket.
+    None,
+    /// `fp16_compress_hook`: cast to fp16 and divide, all-reduce, copy back.
+    Fp16,
+    /// `bf16_compress_hook`.
+    Bf16,
+    /// `powerSGD_hook` (layer-wise) with its state's options.
+    PowerSgd {
+        /// `matrix_approximation_rank`.
+        rank: u64,
+        /// `use_error_feedback`.
+        error_feedback: bool,
+        /// `warm_start`.
+        warm_start: bool,
+    },
+    /// `batched_powerSGD_hook`: the whole bucket as one square matrix.
+    BatchedPowerSgd {
+        /// `matrix_approximation_rank`.
+        rank: u64,
+        /// `use_error_feedback`.
+        error_feedback: bool,
+    },
+    /// `quantization_pertensor_hook`: all-gathers of scales, then of uint8 tensors.
+    QuantizePerTensor,
+    /// `quantization_perchannel_hook` (rows of 512 elements, quantised by a Python loop).
+    QuantizePerChannel,
+}
+
+impl CommHook {
+    /// Its name in scenarios.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CommHook::None => "none",
+            CommHook::Fp16 => "fp16",
+            CommHook::Bf16 => "bf16",
+            CommHook::PowerSgd { .. } => "powersgd",
+            CommHook::BatchedPowerSgd { .. } => "batched_powersgd",
+            CommHook::QuantizePerTensor => "quantize_per_tensor",
+            CommHook::QuantizePerChannel => "quantize_per_channel",
+        }
+    }
+}
+
+/// PowerSGD's `min_compression_rate` default.
+pub const MIN_COMPRESSION_RATE: u64 = 2;
+/// The per-channel quantisation hook's row length.
+pub const QUANT_ROW: u64 = 512;
+
+/// One step of a bucket's hook: work on the compute stream (bytes of memory traffic, FLOPs,
+/// kernel launches) or a collective on the NCCL stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HookStep {
+    /// GPU work: bytes moved, FLOPs, extra kernel launches.
+    Compute {
+        /// Bytes read and written.
+        bytes: f64,
+        /// Floating-point operations.
+        flops: f64,
+        /// Kernel launches beyond one.
+        launches: u64,
+    },
+    /// A collective of `bytes` (nccl-tests' size convention) of `dtype`.
+    Collective {
+        /// Which.
+        collective: crate::collective::Collective,
+        /// nccl-tests' size: the buffer per rank (all_gather: the whole output).
+        bytes: u64,
+        /// Element type on the wire.
+        dtype: super::DataType,
+    },
+}
+
+/// What `hook` does with `bucket` of `model` on `world` ranks, in order: the steps between the
+/// bucket's launch and its gradients being ready for the optimizer.
+pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -> Vec<HookStep> {
+    use super::DataType as D;
+    use crate::collective::Collective::{AllGather, AllReduce};
+    let elt = model.grad_dtype.size();
+    let numel = bucket.bytes / elt;
+    let n = numel as f64;
+    let ar = |bytes: u64, dtype: D| HookStep::Collective { collective: AllReduce, bytes, dtype };
+    let mem = |bytes: f64| HookStep::Compute { bytes, flops: 0.0, launches: 0 };
+    match *hook {
+        CommHook::None => vec![ar(bucket.bytes, model.grad_dtype)],
+        CommHook::Fp16 | CommHook::Bf16 => {
+            let d = if *hook == CommHook::Fp16 { D::Half } else { D::Bfloat16 };
+            // Cast + divide (read the gradient, write 2 B), then copy back (read 2 B, write).
+            let pass = n * (elt + 2) as f64;
+            vec![mem(pass), ar(numel * 2, d), mem(pass)]
+        }
+        CommHook::PowerSgd { rank, error_feedback, warm_start } => {
+            let (mut raw, mut p, mut q, mut gemm_bytes, mut flops) = (0u64, 0u64, 0u64, 0.0, 0.0);
+            let tensors: Vec<&super::models::Tensor> = model.tensors().collect();
+            for &i in &bucket.tensors {
+                let t = tensors[i];
+                let (rows, cols) = (t.rows.max(1), t.numel / t.rows.max(1));
+                let r = rank.min(rows).min(cols);
+                if (rows + cols) * r * MIN_COMPRESSION_RATE < rows * cols {
+                    p += rows * r;
+                    q += cols * r;
+                    // P = MQ, Q = MᵀP, M = PQᵀ: three reads of M (and a write).
+                    gemm_bytes += 4.0 * (t.numel * elt) as f64;
+                    flops += 3.0 * 2.0 * (t.numel * r) as f64;
+                } else {
+                    raw += t.numel;
+                }
+            }
+            let e = elt as f64;
+            // Error feedback: add the error, clone the input, and the error after.
+            let feedback = if error_feedback { 3.0 * 2.0 * n * e } else { 0.0 };
+            // Without warm start Q is drawn on the CPU and copied each step.
+            let fresh_q = if warm_start { 0.0 } else { (q * elt) as f64 };
+            let launches = 4 * bucket.tensors.len() as u64;
+            vec![
+                HookStep::Compute {
+                    bytes: feedback * 2.0 / 3.0
+                        + 2.0 * (raw * elt) as f64
+                        + fresh_q
+                        + gemm_bytes / 4.0,
+                    flops: flops / 3.0,
+                    launches,
+                },
+                ar(raw * elt, model.grad_dtype),
+                ar(p * elt, model.grad_dtype),
+                HookStep::Compute { bytes: gemm_bytes / 4.0, flops: flops / 3.0, launches },
+                ar(q * elt, model.grad_dtype),
+                HookStep::Compute {
+                    bytes: feedback / 3.0 + gemm_bytes / 2.0,
+                    flops: flops / 3.0,
+                    launches,
+                },
+            ]
+        }
+        CommHook::BatchedPowerSgd { rank, error_feedback } => {
+            let side = (n.sqrt().ceil() as u64).max(1);
+            let r = rank.min(side);
+            let m_bytes = (side * side * elt) as f64;
+            let feedback = if error_feedback { 6.0 * m_bytes } else { 0.0 };
+            let flops = 2.0 * (side * side * r) as f64;
+            vec![
+                HookStep::Compute {
+                    bytes: feedback * 2.0 / 3.0 + 2.0 * m_bytes,
+                    flops,
+                    launches: 4,
+                },
+                ar(side * r * elt, model.grad_dtype),
+                HookStep::Compute { bytes: m_bytes, flops, launches: 4 },
+                ar(side * r * elt, model.grad_dtype),
+                HookStep::Compute { bytes: feedback / 3.0 + 2.0 * m_bytes, flops, launches: 4 },
+            ]
+        }
+        CommHook::QuantizePerTensor | CommHook::QuantizePerChannel => {
+            let per_channel = *hook == CommHook::QuantizePerChannel;
+            let rows = if per_channel { numel.div_ceil(QUANT_ROW) } else { 1 };
+            // Scales and zero points (fp32 pairs) per row and rank, then the uint8 tensors; each
+            // rank dequantises all `world` copies and averages them.
+            vec![
+                HookStep::Collective {
+                    collective: AllGather,
+                    bytes: world * rows * 8,
+                    dtype: D::Float,
+                },
+                HookStep::Compute { bytes: n * (elt + 1) as f64, flops: 0.0, launches: rows },
+                HookStep::Collective {
+                    collective: AllGather,
+                    bytes: world * numel,
+                    dtype: D::Uint8,
+                },
+                HookStep::Compute {
+                    bytes: world as f64 * n * (1 + elt) as f64 + n * elt as f64,
+                    flops: 0.0,
+                    launches: world * rows,
+                },
+            ]
+        }
+    }
+}
+
+/// Elements a bucket puts on the wire in all its collectives, counted as nccl-tests sizes them.
+pub fn wire_bytes(steps: &[HookStep]) -> u64 {
+    steps
+        .iter()
+        .map(|s| match s {
+            HookStep::Collective { bytes, .. } => *bytes,
+            HookStep::Compute { .. } => 0,
+        })
+        .sum()
+}
+
+/// How fast the GPU computes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeRate {
+    /// The GPU's dense peak for `precision` ("fp32", "tf32", "fp16", "bf16", "fp8") times the
+    /// achieved `efficiency`.
+    Peak {
+        /// Math precision.
+        precision: String,
+        /// Achieved fraction of the peak.
+        efficiency: f64,
+    },
+    /// An achieved rate, TFLOP/s.
+    Tflops(f64),
+}
+
+/// A DDP training step to simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DdpSpec {
+    /// The model, with its gradient dtype.
+    pub model: Model,
+    /// Samples per GPU per micro-step.
+    pub micro_batch: u64,
+    /// Micro-steps per optimizer step (the first K−1 under `no_sync`).
+    pub grad_accumulation: u64,
+    /// Compute rate.
+    pub rate: ComputeRate,
+    /// `bucket_cap_mb` in bytes (None: the default, 25 MiB with a 1 MiB first bucket).
+    pub bucket_cap: Option<u64>,
+    /// `gradient_as_bucket_view`.
+    pub gradient_as_bucket_view: bool,
+    /// `static_graph`.
+    pub static_graph: bool,
+    /// `find_unused_parameters`.
+    pub find_unused_parameters: bool,
+    /// `broadcast_buffers`.
+    pub broadcast_buffers: bool,
+    /// The communication hook.
+    pub hook: CommHook,
+    /// Fraction by which compute slows while an NCCL kernel runs (None: the SMs NCCL's channels
+    /// take, one CTA each, over the GPU's SMs).
+    pub compute_slowdown: Option<f64>,
+}
+
+/// The GPU facts the step needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuFacts {
+    /// Achieved FLOP/s.
+    pub flops: f64,
+    /// Device memory bandwidth, bytes/s (for copies and casts).
+    pub memory_bandwidth: f64,
+    /// Streaming multiprocessors, if known.
+    pub multiprocessors: Option<u32>,
+    /// Cost of one kernel launch, s (hooks that launch many small kernels pay it).
+    pub launch: f64,
+}
+
+/// A collective's time as the network model gives it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CollTime {
+    /// Seconds.
+    pub secs: f64,
+    /// Algorithm.
+    pub algo: &'static str,
+    /// Protocol.
+    pub proto: &'static str,
+    /// CUDA channels (one CTA, so one SM, each).
+    pub channels: usize,
+}
+
+/// One bucket of the simulated step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BucketRow {
+    /// Bucket index (reduction order).
+    pub index: usize,
+    /// Gradient bytes.
+    pub bytes: u64,
+    /// Bytes its collectives carry (nccl-tests sizes, summed).
+    pub wire_bytes: u64,
+    /// Tensors.
+    pub tensors: usize,
+    /// When its last gradient was copied in, ms from the start of the step.
+    pub ready_ms: f64,
+    /// When its first collective started.
+    pub start_ms: f64,
+    /// When its hook finished.
+    pub end_ms: f64,
+    /// Collectives it ran.
+    pub collectives: usize,
+    /// Algorithm / protocol of its largest collective.
+    pub algo: String,
+}
+
+/// A span on a timeline lane, for traces and plots.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Span {
+    /// "compute" or "nccl".
+    pub lane: &'static str,
+    /// What ran.
+    pub name: String,
+    /// Start, ms.
+    pub start_ms: f64,
+    /// End, ms.
+    pub end_ms: f64,
+}
+
+/// The simulated optimizer step (steady state, after the bucket rebuild).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepResult {
+    /// Ranks.
+    pub world: usize,
+    /// One optimizer step, ms.
+    pub iteration_time_ms: f64,
+    /// The first step (one bucket of everything in current PyTorch), ms.
+    pub first_iteration_ms: f64,
+    /// Forward compute of all micro-steps, ms.
+    pub forward_ms: f64,
+    /// Backward compute of all micro-steps, ms (without slowdown).
+    pub backward_ms: f64,
+    /// Compute-stream work: forward, backward, copies and hook compute, ms.
+    pub compute_ms: f64,
+    /// Time collectives ran (buffer broadcast included), ms.
+    pub comm_ms: f64,
+    /// Time the step lost to communication: step − compute (waiting and slowed compute), ms.
+    pub exposed_comm_ms: f64,
+    /// 1 − exposed / comm.
+    pub overlap_fraction: f64,
+    /// Compute slowdown used while NCCL kernels run.
+    pub compute_slowdown: f64,
+    /// Samples per second over all ranks.
+    pub samples_per_s: f64,
+    /// The same step on one GPU without DDP, ms.
+    pub single_gpu_ms: f64,
+    /// single_gpu_ms / iteration_time_ms.
+    pub scaling_efficiency: f64,
+    /// Per bucket.
+    pub buckets: Vec<BucketRow>,
+    /// Compute and NCCL lanes of the step.
+    pub timeline: Vec<Span>,
+}
+
+/// The NCCL stream's work so far: (start, end, compute rate factor while it runs).
+struct Stream {
+    segments: Vec<(f64, f64, f64)>,
+    free: f64,
+    cursor: usize,
+}
+
+impl Stream {
+    /// Runs `d` seconds of compute-stream work from `t`, slowed or stopped where the NCCL
+    /// stream's segments say; returns when it ends.
+    fn advance(&mut self, mut t: f64, d: f64) -> f64 {
+        let mut left = d;
+        while left > 1e-15 {
+            while self.cursor < self.segments.len() && self.segments[self.cursor].1 <= t {
+                self.cursor += 1;
+            }
+            let Some(&(s, e, f)) = self.segments.get(self.cursor) else { return t + left };
+            if t < s {
+                if s - t >= left {
+                    return t + left;
+                }
+                left -= s - t;
+                t = s;
+            }
+            let room = (e - t) * f;
+            if room >= left {
+                return t + left / f;
+            }
+            left -= room;
+            t = e;
+        }
+        t
+    }
+}
+
+/// Simulates one optimizer step of `spec` on `world` ranks; `coll` times a collective
+/// (collective, nccl-tests size, dtype).
+pub fn simulate_step(
+    spec: &DdpSpec,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+) -> StepResult {
+    use crate::collective::Collective;
+    let m = &spec.model;
+    let batch = spec.micro_batch as f64;
+    let fwd: Vec<f64> = m.layers.iter().map(|l| 2.0 * l.fwd_macs * batch / gpu.flops).collect();
+    // Backward: dgrad and wgrad, each as costly as the forward; the first layer has no dgrad.
+    let bwd: Vec<f64> =
+        fwd.iter().enumerate().map(|(i, f)| if i == 0 { *f } else { 2.0 * f }).collect();
+    let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
+    let elt = m.grad_dtype.size();
+    let pass = |bytes: f64| bytes / gpu.memory_bandwidth;
+    let compute_secs = |bytes: f64, flops: f64, launches: u64| {
+        pass(bytes).max(flops / gpu.flops) + launches as f64 * gpu.launch
+    };
+    let tensors: Vec<&super::models::Tensor> = m.tensors().collect();
+    let grad_bytes: u64 = tensors.iter().map(|t| t.numel * elt).sum();
+    let rebuilt = spec.static_graph || !spec.find_unused_parameters;
+    let phase = if rebuilt { Phase::Rebuilt } else { Phase::Construction };
+    let hooked = spec.hook != CommHook::None;
+    // Copy into the bucket (with the division, unless a hook divides); with bucket views and a
+    // hook there is nothing to do, without a hook an in-place division remains.
+    let copy_in = |bytes: u64| {
+        if spec.gradient_as_bucket_view && hooked { 0.0 } else { pass(2.0 * bytes as f64) }
+    };
+    let blocking =
+        matches!(spec.hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
+
+    // Timing of each distinct collective, and the slowdown from the busiest one's channels.
+    let time_steps = |b: &Bucket| -> Vec<(HookStep, f64, Option<CollTime>)> {
+        hook_steps(&spec.hook, m, b, world as u64)
+            .into_iter()
+            .map(|s| match s {
+                HookStep::Compute { bytes, flops, launches } => {
+                    (s, compute_secs(bytes, flops, launches), None)
+                }
+                HookStep::Collective { collective, bytes, dtype } => {
+                    let t = coll(collective, bytes, dtype);
+                    (s, t.secs, Some(t))
+                }
+            })
+            .collect()
+    };
+
+    let run_backward = |buckets: &[Bucket], t0: f64, slowdown: f64, spans: &mut Vec<Span>| {
+        let mut owner = vec![0usize; tensors.len()];
+        for (bi, b) in buckets.iter().enumerate() {
+            for &i in &b.tensors {
+                owner[i] = bi;
+            }
+        }
+        let mut pending: Vec<usize> = buckets.iter().map(|b| b.tensors.len()).collect();
+        let mut stream = Stream { segments: Vec::new(), free: t0, cursor: 0 };
+        let mut rows = Vec::with_capacity(buckets.len());
+        let mut next = 0usize;
+        let mut t = t0;
+        let mut hook_compute = 0.0;
+        let mut comm = 0.0;
+        let mut launch = |bi: usize, at: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
+            let b = &buckets[bi];
+            let steps = time_steps(b);
+            let mut s = at.max(stream.free);
+            let start = s;
+            let mut largest: Option<(u64, String)> = None;
+            let mut collectives = 0;
+            for (step, d, ct) in &steps {
+                let (factor, lane, name) = match step {
+                    HookStep::Compute { .. } => {
+                        hook_compute += d;
+                        (0.0, "compute", format!("bucket {bi} hook"))
+                    }
+                    HookStep::Collective { collective, bytes, .. } => {
+                        comm += d;
+                        collectives += 1;
+                        if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
+                            let c = ct
+                                .as_ref()
+                                .map_or(String::new(), |c| format!("{}/{}", c.algo, c.proto));
+                            largest = Some((*bytes, c));
+                        }
+                        let f = if blocking { 0.0 } else { 1.0 - slowdown };
+                        (f, "nccl", format!("bucket {bi} {}", collective.name()))
+                    }
+                };
+                stream.segments.push((s, s + d, factor));
+                spans.push(Span { lane, name, start_ms: s * 1e3, end_ms: (s + d) * 1e3 });
+                s += d;
+            }
+            stream.free = s;
+            rows.push(BucketRow {
+                index: bi,
+                bytes: b.bytes,
+                wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
+                tensors: b.tensors.len(),
+                ready_ms: at * 1e3,
+                start_ms: start * 1e3,
+                end_ms: s * 1e3,
+                collectives,
+                algo: largest.map(|l| l.1).unwrap_or_default(),
+            });
+        };
+        for (li, layer) in m.layers.iter().enumerate().rev() {
+            let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
+            let s0 = t;
+            t = stream.advance(t, bwd[li]);
+            spans.push(Span {
+                lane: "compute",
+                name: format!("bwd {}", layer.name),
+                start_ms: s0 * 1e3,
+                end_ms: t * 1e3,
+            });
+            for k in (0..layer.tensors.len()).rev() {
+                let i = first + k;
+                t = stream.advance(t, copy_in(tensors[i].numel * elt));
+                let bi = owner[i];
+                pending[bi] -= 1;
+                while next < buckets.len() && pending[next] == 0 {
+                    launch(next, t, &mut stream, spans);
+                    next += 1;
+                }
+            }
+        }
+        // finalize_backward: wait for every bucket, then copy the averaged gradients out.
+        let mut end = t.max(stream.free);
+        if !spec.gradient_as_bucket_view {
+            let s0 = end;
+            end += pass(2.0 * grad_bytes as f64);
+            spans.push(Span {
+                lane: "compute",
+                name: "copy-out".into(),
+                start_ms: s0 * 1e3,
+                end_ms: end * 1e3,
+            });
+        }
+        (end, rows, hook_compute, comm)
+    };
+
+    let steady = buckets(m, spec.bucket_cap, phase);
+    let rebuilt_first = buckets(m, spec.bucket_cap, Phase::FirstIteration);
+    {
+        // Time every distinct collective of the step once, in parallel (the results are pure
+        // functions of their arguments, so the order does not matter).
+        use rayon::prelude::*;
+        let mut keys: Vec<(Collective, u64, super::DataType)> = steady
+            .iter()
+            .chain(&rebuilt_first)
+            .flat_map(|b| hook_steps(&spec.hook, m, b, world as u64))
+            .filter_map(|s| match s {
+                HookStep::Collective { collective, bytes, dtype } => {
+                    Some((collective, bytes, dtype))
+                }
+                HookStep::Compute { .. } => None,
+            })
+            .collect();
+        if m.buffer_bytes > 0 {
+            keys.push((Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8));
+        }
+        keys.sort();
+        keys.dedup();
+        keys.par_iter().for_each(|&(c, b, d)| {
+            coll(c, b, d);
+        });
+    }
+    // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, for the largest bucket.
+    let slowdown = spec.compute_slowdown.unwrap_or_else(|| {
+        let big = steady.iter().map(|b| b.bytes).max().unwrap_or(0);
+        match gpu.multiprocessors {
+            Some(sms) if big > 0 => {
+                let c = coll(Collective::AllReduce, big, m.grad_dtype);
+                (c.channels as f64 / sms as f64).min(1.0)
+            }
+            _ => 0.0,
+        }
+    });
+
+    let k = spec.grad_accumulation.max(1);
+    let mut spans = Vec::new();
+    let mut t = 0.0;
+    // no_sync micro-steps: compute only, gradients accumulate in place.
+    for _ in 1..k {
+        spans.push(Span {
+            lane: "compute",
+            name: "fwd (no_sync)".into(),
+            start_ms: t * 1e3,
+            end_ms: (t + fwd_s) * 1e3,
+        });
+        t += fwd_s;
+        spans.push(Span {
+            lane: "compute",
+            name: "bwd (no_sync)".into(),
+            start_ms: t * 1e3,
+            end_ms: (t + bwd_s) * 1e3,
+        });
+        t += bwd_s;
+    }
+    // Buffers are broadcast at the start of a forward that follows a synchronised step: every
+    // step without accumulation; with it, the first micro-step's (its time is moved here).
+    let mut comm = 0.0;
+    if spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1 {
+        let b = coll(Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8).secs;
+        spans.push(Span {
+            lane: "nccl",
+            name: "buffer broadcast".into(),
+            start_ms: t * 1e3,
+            end_ms: (t + b) * 1e3,
+        });
+        t += b;
+        comm += b;
+    }
+    spans.push(Span {
+        lane: "compute",
+        name: "forward".into(),
+        start_ms: t * 1e3,
+        end_ms: (t + fwd_s) * 1e3,
+    });
+    t += fwd_s;
+    let (end, rows, hook_compute, bucket_comm) = run_backward(&steady, t, slowdown, &mut spans);
+    comm += bucket_comm;
+    let copies: f64 = tensors.iter().map(|x| copy_in(x.numel * elt)).sum::<f64>()
+        + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
+    let compute = k as f64 * (fwd_s + bwd_s) + copies + hook_compute;
+    let exposed = (end - compute).max(0.0);
+
+    // The first step: one bucket of everything, launched when backward is done (current
+    // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
+    let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
+    let mut scratch = Vec::new();
+    let b0 = if spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1 {
+        coll(Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8).secs
+    } else {
+        0.0
+    };
+    let first_start = (k - 1) as f64 * (fwd_s + bwd_s) + b0 + fwd_s;
+    let (first_end, ..) = run_backward(&first_buckets, first_start, slowdown, &mut scratch);
+
+    let single = k as f64 * (fwd_s + bwd_s);
+    let samples = (spec.micro_batch * k * world as u64) as f64;
+    StepResult {
+        world,
+        iteration_time_ms: end * 1e3,
+        first_iteration_ms: first_end * 1e3,
+        forward_ms: k as f64 * fwd_s * 1e3,
+        backward_ms: k as f64 * bwd_s * 1e3,
+        compute_ms: compute * 1e3,
+        comm_ms: comm * 1e3,
+        exposed_comm_ms: exposed * 1e3,
+        overlap_fraction: if comm > 0.0 { (1.0 - exposed / comm).clamp(0.0, 1.0) } else { 1.0 },
+        compute_slowdown: slowdown,
+        samples_per_s: samples / end,
+        single_gpu_ms: single * 1e3,
+        scaling_efficiency: single / end,
+        buckets: rows,
+        timeline: spans,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +795,162 @@ mod tests {
                 assert_eq!(v[v.len() - 1].round(), big, "{dtype:?} {phase:?}");
             }
         }
+    }
+
+    use crate::collective::Collective;
+    use crate::workload::models::{Layer, Model, tensor};
+
+    /// Sent elements of a whole-model bucket under PowerSGD of `rank`.
+    fn powersgd_sent(m: &Model, rank: u64) -> u64 {
+        let all = Bucket { tensors: (0..m.tensors().count()).collect(), bytes: m.params() * 4 };
+        let hook = CommHook::PowerSgd { rank, error_feedback: true, warm_start: true };
+        wire_bytes(&hook_steps(&hook, m, &all, 16)) / 4
+    }
+
+    #[test]
+    fn powersgd_compresses_as_the_reference_counts() {
+        // ddp.md §3.7: parameters / elements sent, min_compression_rate 2.
+        for (name, rank, ratio) in [
+            ("resnet50", 1, 187.0),
+            ("resnet50", 2, 117.0),
+            ("resnet50", 4, 66.5),
+            ("bert-large", 1, 400.0),
+            ("gpt2-xl", 1, 682.0),
+            ("gpt2-xl", 4, 254.0),
+            ("llama-7b", 1, 2375.0),
+        ] {
+            let m = preset(name, None, DataType::Float).unwrap();
+            let got = m.params() as f64 / powersgd_sent(&m, rank) as f64;
+            assert!(
+                (got / ratio - 1.0).abs() < 0.01,
+                "{name} rank {rank}: x{got:.1}, want x{ratio}"
+            );
+        }
+    }
+
+    #[test]
+    fn hooks_change_the_wire() {
+        let m = preset("bert-large", None, DataType::Float).unwrap();
+        let b = &buckets(&m, None, Phase::Rebuilt)[1];
+        let plain = wire_bytes(&hook_steps(&CommHook::None, &m, b, 64));
+        assert_eq!(plain, b.bytes);
+        assert_eq!(wire_bytes(&hook_steps(&CommHook::Fp16, &m, b, 64)) * 2, plain);
+        // int8 all-gather: each rank receives W x numel bytes against ~2 x 4 numel for a ring
+        // all-reduce, so it carries more once W > 8.
+        for w in [4u64, 8, 16, 64] {
+            let q = hook_steps(&CommHook::QuantizePerTensor, &m, b, w);
+            let gathered = match q[2] {
+                HookStep::Collective { collective: Collective::AllGather, bytes, .. } => bytes,
+                _ => panic!("{q:?}"),
+            };
+            let ring_ar = 2.0 * (w - 1) as f64 / w as f64 * plain as f64;
+            let ring_ag = (w - 1) as f64 / w as f64 * gathered as f64;
+            assert_eq!(ring_ag > ring_ar, w > 8, "W = {w}");
+        }
+        // PowerSGD: three collectives per bucket; batched: two.
+        let count = |h: CommHook| {
+            hook_steps(&h, &m, b, 8)
+                .iter()
+                .filter(|s| matches!(s, HookStep::Collective { .. }))
+                .count()
+        };
+        assert_eq!(
+            count(CommHook::PowerSgd { rank: 1, error_feedback: true, warm_start: true }),
+            3
+        );
+        assert_eq!(count(CommHook::BatchedPowerSgd { rank: 1, error_feedback: true }), 2);
+    }
+
+    fn gpu() -> GpuFacts {
+        GpuFacts { flops: 100e12, memory_bandwidth: 2e12, multiprocessors: Some(100), launch: 4e-6 }
+    }
+
+    /// A collective that takes `per_byte` s per byte plus 10 µs, on 10 channels.
+    fn linear_coll(per_byte: f64) -> impl Fn(Collective, u64, DataType) -> CollTime {
+        move |_, bytes, _| CollTime {
+            secs: 10e-6 + bytes as f64 * per_byte,
+            algo: "RING",
+            proto: "SIMPLE",
+            channels: 10,
+        }
+    }
+
+    fn spec(model: Model) -> DdpSpec {
+        DdpSpec {
+            model,
+            micro_batch: 8,
+            grad_accumulation: 1,
+            rate: ComputeRate::Tflops(100.0),
+            bucket_cap: None,
+            gradient_as_bucket_view: false,
+            static_graph: false,
+            find_unused_parameters: false,
+            broadcast_buffers: true,
+            hook: CommHook::None,
+            compute_slowdown: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn buckets_launch_in_index_order_on_one_fifo_stream() {
+        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let r = simulate_step(&spec(m), 16, &gpu(), &linear_coll(1e-10));
+        for w in r.buckets.windows(2) {
+            // FIFO: a bucket starts after the one before it ends, and never before it is ready.
+            assert!(w[1].start_ms >= w[0].end_ms - 1e-9, "{w:?}");
+            assert!(w[1].start_ms >= w[1].ready_ms - 1e-9);
+        }
+        // After the rebuild the first bucket closes on the first matrix (ln_f, then the last
+        // block's MLP projection: 39.1 MiB); the last holds the tied embedding.
+        assert!((r.buckets[0].bytes as f64 / 1048576.0 - 39.1).abs() < 0.05);
+        assert!((r.buckets.last().unwrap().bytes as f64 / 1048576.0 - 313.01).abs() < 0.005);
+        // Iteration 0 has one bucket, launched after backward: no overlap.
+        assert!(r.first_iteration_ms > r.iteration_time_ms);
+        assert!(r.exposed_comm_ms <= r.comm_ms + 1e-9);
+    }
+
+    #[test]
+    fn a_late_gradient_holds_back_the_buckets_after_it() {
+        // Layer 1's tensor sits in bucket 0 with layer 2's; layer 2's is ready first. Bucket 1
+        // (layer 1's other tensor, also ready early) must still wait for bucket 0.
+        let layer = |n: &str, shapes: &[(u64, u64)], gflop: f64| Layer {
+            name: n.into(),
+            tensors: shapes.iter().map(|&(r, c)| tensor(n, r, c)).collect(),
+            fwd_macs: gflop * 1e9 / 2.0,
+        };
+        let m = Model {
+            name: "toy".into(),
+            layers: vec![
+                layer("a", &[(1 << 20, 1)], 1000.0),
+                layer("b", &[(1 << 20, 1), (1 << 20, 1)], 1.0),
+            ],
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        };
+        let mut s = spec(m);
+        s.bucket_cap = Some(6 << 20);
+        let r = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        // Ready order: b.1, b.0, a.0 -> one bucket of 8 MiB (cap 6 MiB reached on a.0).
+        assert_eq!(r.buckets.len(), 2);
+        assert_eq!(r.buckets[0].tensors, 2);
+        assert!(r.buckets[1].start_ms >= r.buckets[0].end_ms);
+    }
+
+    #[test]
+    fn no_sync_steps_compute_only_and_bucket_views_skip_the_copy_out() {
+        let m = preset("resnet50", None, DataType::Float).unwrap();
+        let mut s = spec(m);
+        let one = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        s.grad_accumulation = 4;
+        let four = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        // Three more micro-steps of pure compute, and the same communication.
+        let micro = one.forward_ms + one.backward_ms;
+        assert!((four.iteration_time_ms - one.iteration_time_ms - 3.0 * micro).abs() < 1e-6);
+        assert!((four.comm_ms - one.comm_ms).abs() < 1e-9);
+        s.grad_accumulation = 1;
+        s.gradient_as_bucket_view = true;
+        let view = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        let copy_out = 2.0 * 4.0 * 25_557_032.0 / 2e12 * 1e3;
+        assert!((one.iteration_time_ms - view.iteration_time_ms - copy_out).abs() < 1e-6);
     }
 }

@@ -11,6 +11,9 @@ pub struct Tensor {
     pub name: String,
     /// Elements.
     pub numel: u64,
+    /// Its first dimension (`shape[0]`): PowerSGD views a tensor as a rows × (numel / rows)
+    /// matrix.
+    pub rows: u64,
 }
 
 /// A group of tensors computed together, with its forward cost.
@@ -33,6 +36,9 @@ pub struct Model {
     pub layers: Vec<Layer>,
     /// Gradient dtype (what DDP buckets and reduces).
     pub grad_dtype: DataType,
+    /// Bytes of module buffers (batch-norm statistics and the like), which DDP broadcasts from
+    /// rank 0 at the start of each synchronised forward.
+    pub buffer_bytes: u64,
 }
 
 impl Model {
@@ -52,9 +58,12 @@ impl Model {
     }
 }
 
-fn t(name: impl Into<String>, numel: u64) -> Tensor {
-    Tensor { name: name.into(), numel }
+/// A tensor of `rows` × `cols` (a vector: `cols` = 1).
+pub fn tensor(name: impl Into<String>, rows: u64, cols: u64) -> Tensor {
+    Tensor { name: name.into(), numel: rows * cols, rows }
 }
+
+use tensor as t;
 
 fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer {
     Layer { name: name.into(), tensors, fwd_macs }
@@ -66,57 +75,70 @@ pub const PRESETS: [&str; 4] = ["resnet50", "bert-large", "gpt2-xl", "llama-7b"]
 /// A preset by name, at sequence length `seq` for the transformers (their usual one if None),
 /// with gradients of `grad_dtype`.
 pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Model> {
-    let layers = match name {
-        "resnet50" => resnet50(),
-        "bert-large" => bert_large(seq.unwrap_or(128)),
-        "gpt2-xl" => gpt2_xl(seq.unwrap_or(1024)),
-        "llama-7b" => llama_7b(seq.unwrap_or(2048)),
+    // Buffers: ResNet-50's 53 batch norms hold running mean and variance (26,560 channels, fp32)
+    // and an int64 counter each; BERT's embeddings hold position_ids and token_type_ids (512
+    // int64 each). GPT-2's and Llama's are left out (they depend on the transformers version).
+    let (layers, buffer_bytes) = match name {
+        "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
+        "bert-large" => (bert_large(seq.unwrap_or(128)), 2 * 512 * 8),
+        "gpt2-xl" => (gpt2_xl(seq.unwrap_or(1024)), 0),
+        "llama-7b" => (llama_7b(seq.unwrap_or(2048)), 0),
         _ => return None,
     };
-    Some(Model { name: name.to_string(), layers, grad_dtype })
+    Some(Model { name: name.to_string(), layers, grad_dtype, buffer_bytes })
+}
+
+/// A batch norm's weight and bias.
+fn bn(name: &str, ch: u64) -> [Tensor; 2] {
+    [t(format!("{name}.weight"), ch, 1), t(format!("{name}.bias"), ch, 1)]
+}
+
+/// A `torch.nn.Linear`'s two tensors (weight [out, in]).
+fn linear(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
+    [t(format!("{name}.weight"), cout, cin), t(format!("{name}.bias"), cout, 1)]
+}
+
+/// A GPT-2 `Conv1D`'s two tensors (weight [in, out]).
+fn conv1d(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
+    [t(format!("{name}.weight"), cin, cout), t(format!("{name}.bias"), cout, 1)]
 }
 
 /// torchvision ResNet-50 (v1.5: stride on the 3×3 conv), 224×224 images; one layer per
 /// bottleneck block. Conv MACs = k²·c_in·c_out·H_out·W_out; batch norms count 0.
 fn resnet50() -> Vec<Layer> {
-    let conv = |k: u64, cin: u64, cout: u64, hw: u64| {
-        (k * k * cin * cout, (k * k * cin * cout * hw * hw) as f64)
+    // A conv's weight [c_out, c_in, k, k] and its MACs per image.
+    let conv = |name: String, k: u64, cin: u64, cout: u64, hw: u64| {
+        (t(name, cout, k * k * cin), (k * k * cin * cout * hw * hw) as f64)
     };
-    let mut out = Vec::new();
-    let (w, macs) = conv(7, 3, 64, 112);
-    out.push(layer(
-        "stem",
-        vec![t("conv1.weight", w), t("bn1.weight", 64), t("bn1.bias", 64)],
-        macs,
-    ));
+    let (w, macs) = conv("conv1.weight".into(), 7, 3, 64, 112);
+    let mut stem = vec![w];
+    stem.extend(bn("bn1", 64));
+    let mut out = vec![layer("stem", stem, macs)];
     let mut cin = 64;
     let mut hw = 56; // after the stem's max-pool
     for (stage, (planes, blocks)) in
-        [(64u64, 3usize), (128, 4), (256, 6), (512, 3)].iter().enumerate()
+        [(64u64, 3usize), (128, 4), (256, 6), (512, 3)].into_iter().enumerate()
     {
-        for b in 0..*blocks {
+        for b in 0..blocks {
             let p = format!("layer{}.{b}", stage + 1);
-            let stride2 = b == 0 && stage > 0;
-            let out_hw = if stride2 { hw / 2 } else { hw };
+            let out_hw = if b == 0 && stage > 0 { hw / 2 } else { hw };
             let mut tensors = Vec::new();
             let mut macs = 0.0;
-            let mut add = |name: &str, (w, m): (u64, f64), c: u64, tensors: &mut Vec<Tensor>| {
-                tensors.push(t(format!("{p}.{name}.weight"), w));
+            let convs = [
+                (1, cin, planes, hw),
+                (3, planes, planes, out_hw),
+                (1, planes, 4 * planes, out_hw),
+            ];
+            for (i, (k, ci, co, h)) in convs.into_iter().enumerate() {
+                let (w, m) = conv(format!("{p}.conv{}.weight", i + 1), k, ci, co, h);
+                tensors.push(w);
+                tensors.extend(bn(&format!("{p}.bn{}", i + 1), co));
                 macs += m;
-                let bn = name.replace("conv", "bn");
-                if name.starts_with("conv") {
-                    tensors.push(t(format!("{p}.{bn}.weight"), c));
-                    tensors.push(t(format!("{p}.{bn}.bias"), c));
-                }
-            };
-            add("conv1", conv(1, cin, *planes, hw), *planes, &mut tensors);
-            add("conv2", conv(3, *planes, *planes, out_hw), *planes, &mut tensors);
-            add("conv3", conv(1, *planes, 4 * planes, out_hw), 4 * planes, &mut tensors);
+            }
             if b == 0 {
-                let (w, m) = conv(1, cin, 4 * planes, out_hw);
-                tensors.push(t(format!("{p}.downsample.0.weight"), w));
-                tensors.push(t(format!("{p}.downsample.1.weight"), 4 * planes));
-                tensors.push(t(format!("{p}.downsample.1.bias"), 4 * planes));
+                let (w, m) = conv(format!("{p}.downsample.0.weight"), 1, cin, 4 * planes, out_hw);
+                tensors.push(w);
+                tensors.extend(bn(&format!("{p}.downsample.1"), 4 * planes));
                 macs += m;
             }
             out.push(layer(p, tensors, macs));
@@ -124,17 +146,8 @@ fn resnet50() -> Vec<Layer> {
             hw = out_hw;
         }
     }
-    out.push(layer(
-        "fc",
-        vec![t("fc.weight", 2048 * 1000), t("fc.bias", 1000)],
-        (2048 * 1000) as f64,
-    ));
+    out.push(layer("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64));
     out
-}
-
-/// A linear layer's two tensors.
-fn linear(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
-    [t(format!("{name}.weight"), cin * cout), t(format!("{name}.bias"), cout)]
 }
 
 /// HF BertForPreTraining (BERT-large): the decoder weight is the word embedding, and the
@@ -142,17 +155,13 @@ fn linear(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
 fn bert_large(s: u64) -> Vec<Layer> {
     let (d, ff, vocab) = (1024u64, 4096u64, 30_522u64);
     let sf = s as f64;
-    let mut out = vec![layer(
-        "bert.embeddings",
-        vec![
-            t("bert.embeddings.word_embeddings.weight", vocab * d),
-            t("bert.embeddings.position_embeddings.weight", 512 * d),
-            t("bert.embeddings.token_type_embeddings.weight", 2 * d),
-            t("bert.embeddings.LayerNorm.weight", d),
-            t("bert.embeddings.LayerNorm.bias", d),
-        ],
-        0.0,
-    )];
+    let mut emb = vec![
+        t("bert.embeddings.word_embeddings.weight", vocab, d),
+        t("bert.embeddings.position_embeddings.weight", 512, d),
+        t("bert.embeddings.token_type_embeddings.weight", 2, d),
+    ];
+    emb.extend(bn("bert.embeddings.LayerNorm", d));
+    let mut out = vec![layer("bert.embeddings", emb, 0.0)];
     for i in 0..24 {
         let p = format!("bert.encoder.layer.{i}");
         let mut v = Vec::new();
@@ -164,20 +173,17 @@ fn bert_large(s: u64) -> Vec<Layer> {
         ] {
             v.extend(linear(&format!("{p}.{m}"), d, d));
         }
-        v.push(t(format!("{p}.attention.output.LayerNorm.weight"), d));
-        v.push(t(format!("{p}.attention.output.LayerNorm.bias"), d));
+        v.extend(bn(&format!("{p}.attention.output.LayerNorm"), d));
         v.extend(linear(&format!("{p}.intermediate.dense"), d, ff));
         v.extend(linear(&format!("{p}.output.dense"), ff, d));
-        v.push(t(format!("{p}.output.LayerNorm.weight"), d));
-        v.push(t(format!("{p}.output.LayerNorm.bias"), d));
+        v.extend(bn(&format!("{p}.output.LayerNorm"), d));
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
         out.push(layer(p, v, macs));
     }
     out.push(layer("bert.pooler", linear("bert.pooler.dense", d, d).to_vec(), (d * d) as f64));
-    let mut head = vec![t("cls.predictions.bias", vocab)];
+    let mut head = vec![t("cls.predictions.bias", vocab, 1)];
     head.extend(linear("cls.predictions.transform.dense", d, d));
-    head.push(t("cls.predictions.transform.LayerNorm.weight", d));
-    head.push(t("cls.predictions.transform.LayerNorm.bias", d));
+    head.extend(bn("cls.predictions.transform.LayerNorm", d));
     out.push(layer("cls.predictions", head, (d * d + d * vocab) as f64 * sf));
     out.push(layer(
         "cls.seq_relationship",
@@ -187,31 +193,26 @@ fn bert_large(s: u64) -> Vec<Layer> {
     out
 }
 
-/// HF GPT2LMHeadModel (GPT-2 XL); the LM head is the token embedding. Conv1D weights are
-/// [in, out].
+/// HF GPT2LMHeadModel (GPT-2 XL); the LM head is the token embedding.
 fn gpt2_xl(s: u64) -> Vec<Layer> {
     let (d, vocab, ctx) = (1600u64, 50_257u64, 1024u64);
     let sf = s as f64;
-    let mut out = vec![layer(
-        "transformer.embeddings",
-        vec![t("transformer.wte.weight", vocab * d), t("transformer.wpe.weight", ctx * d)],
-        0.0,
-    )];
+    let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
+    let mut out = vec![layer("transformer.embeddings", emb, 0.0)];
     for i in 0..48 {
         let p = format!("transformer.h.{i}");
-        let mut v = vec![t(format!("{p}.ln_1.weight"), d), t(format!("{p}.ln_1.bias"), d)];
-        v.extend(linear(&format!("{p}.attn.c_attn"), d, 3 * d));
-        v.extend(linear(&format!("{p}.attn.c_proj"), d, d));
-        v.push(t(format!("{p}.ln_2.weight"), d));
-        v.push(t(format!("{p}.ln_2.bias"), d));
-        v.extend(linear(&format!("{p}.mlp.c_fc"), d, 4 * d));
-        v.extend(linear(&format!("{p}.mlp.c_proj"), 4 * d, d));
-        let macs = (4 * d * d + 8 * d * d + 2 * s * d) as f64 * sf;
+        let mut v = bn(&format!("{p}.ln_1"), d).to_vec();
+        v.extend(conv1d(&format!("{p}.attn.c_attn"), d, 3 * d));
+        v.extend(conv1d(&format!("{p}.attn.c_proj"), d, d));
+        v.extend(bn(&format!("{p}.ln_2"), d));
+        v.extend(conv1d(&format!("{p}.mlp.c_fc"), d, 4 * d));
+        v.extend(conv1d(&format!("{p}.mlp.c_proj"), 4 * d, d));
+        let macs = (12 * d * d + 2 * s * d) as f64 * sf;
         out.push(layer(p, v, macs));
     }
     out.push(layer(
         "transformer.ln_f+lm_head",
-        vec![t("transformer.ln_f.weight", d), t("transformer.ln_f.bias", d)],
+        bn("transformer.ln_f", d).to_vec(),
         (d * vocab) as f64 * sf,
     ));
     out
@@ -222,23 +223,23 @@ fn llama_7b(s: u64) -> Vec<Layer> {
     let (d, ff, vocab) = (4096u64, 11_008u64, 32_000u64);
     let sf = s as f64;
     let mut out =
-        vec![layer("model.embed_tokens", vec![t("model.embed_tokens.weight", vocab * d)], 0.0)];
+        vec![layer("model.embed_tokens", vec![t("model.embed_tokens.weight", vocab, d)], 0.0)];
     for i in 0..32 {
         let p = format!("model.layers.{i}");
         let mut v: Vec<Tensor> = ["q_proj", "k_proj", "v_proj", "o_proj"]
             .iter()
-            .map(|m| t(format!("{p}.self_attn.{m}.weight"), d * d))
+            .map(|m| t(format!("{p}.self_attn.{m}.weight"), d, d))
             .collect();
-        for m in ["gate_proj", "up_proj", "down_proj"] {
-            v.push(t(format!("{p}.mlp.{m}.weight"), d * ff));
-        }
-        v.push(t(format!("{p}.input_layernorm.weight"), d));
-        v.push(t(format!("{p}.post_attention_layernorm.weight"), d));
+        v.push(t(format!("{p}.mlp.gate_proj.weight"), ff, d));
+        v.push(t(format!("{p}.mlp.up_proj.weight"), ff, d));
+        v.push(t(format!("{p}.mlp.down_proj.weight"), d, ff));
+        v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
+        v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (4 * d * d + 3 * d * ff + 2 * s * d) as f64 * sf;
         out.push(layer(p, v, macs));
     }
-    out.push(layer("model.norm", vec![t("model.norm.weight", d)], 0.0));
-    out.push(layer("lm_head", vec![t("lm_head.weight", vocab * d)], (d * vocab) as f64 * sf));
+    out.push(layer("model.norm", vec![t("model.norm.weight", d, 1)], 0.0));
+    out.push(layer("lm_head", vec![t("lm_head.weight", vocab, d)], (d * vocab) as f64 * sf));
     out
 }
 

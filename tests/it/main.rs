@@ -4,6 +4,7 @@
 mod accuracy;
 mod calibrate;
 mod cli_errors;
+mod ddp;
 mod hardware;
 mod import;
 mod model;

@@ -1,0 +1,163 @@
+//! A simulated DDP step: a summary and the bucket table, JSON, and a Chrome/Perfetto trace.
+
+use std::io::{self, Write};
+
+use crate::config::Scenario;
+use crate::units::Bytes;
+use crate::workload::ddp::{DdpSpec, StepResult};
+
+/// Writes the human-readable report.
+pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+    let m = &spec.model;
+    writeln!(
+        out,
+        "DDP step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
+        m.name,
+        m.params() as f64 / 1e6,
+        m.grad_dtype.name(),
+        s.nodes,
+        s.node.name,
+        s.gpus_per_node,
+        r.world
+    )?;
+    writeln!(
+        out,
+        "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}",
+        spec.micro_batch,
+        spec.grad_accumulation,
+        spec.hook.name(),
+        spec.bucket_cap
+            .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
+        spec.gradient_as_bucket_view
+    )?;
+    writeln!(out)?;
+    let row = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "  {k:<28} {v}");
+    row(out, "iteration", format!("{:.3} ms", r.iteration_time_ms))?;
+    row(
+        out,
+        "first iteration",
+        format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms),
+    )?;
+    row(out, "forward", format!("{:.3} ms", r.forward_ms))?;
+    row(out, "backward", format!("{:.3} ms", r.backward_ms))?;
+    row(out, "compute (with copies, hooks)", format!("{:.3} ms", r.compute_ms))?;
+    row(out, "communication", format!("{:.3} ms", r.comm_ms))?;
+    row(out, "exposed communication", format!("{:.3} ms", r.exposed_comm_ms))?;
+    row(out, "overlap", format!("{:.1} %", 100.0 * r.overlap_fraction))?;
+    row(out, "compute slowdown under NCCL", format!("{:.1} %", 100.0 * r.compute_slowdown))?;
+    row(out, "samples/s", format!("{:.1}", r.samples_per_s))?;
+    row(
+        out,
+        "scaling efficiency",
+        format!("{:.3} (one GPU without DDP: {:.3} ms)", r.scaling_efficiency, r.single_gpu_ms),
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}  algorithm",
+        "bucket", "grad MiB", "wire MiB", "tensors", "ready ms", "start ms", "end ms"
+    )?;
+    let mib = |b: u64| b as f64 / 1048576.0;
+    for b in &r.buckets {
+        writeln!(
+            out,
+            "  {:>6} {:>10.2} {:>10.2} {:>7} {:>10.3} {:>10.3} {:>10.3}  {}",
+            b.index,
+            mib(b.bytes),
+            mib(b.wire_bytes),
+            b.tensors,
+            b.ready_ms,
+            b.start_ms,
+            b.end_ms,
+            b.algo
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the result as JSON (the timeline is left to `--trace`).
+pub fn json(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+    let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("timeline");
+    }
+    serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// Writes the step's timeline as a Chrome/Perfetto trace: one process, a compute and an NCCL
+/// stream lane, one complete event per layer, copy, hook and collective (µs).
+pub fn trace(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+    let mut events = vec![
+        serde_json::json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0"}}),
+        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "compute stream"}}),
+        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "NCCL stream"}}),
+    ];
+    for s in &r.timeline {
+        events.push(serde_json::json!({
+            "ph": "X",
+            "name": s.name,
+            "cat": s.lane,
+            "pid": 0,
+            "tid": if s.lane == "nccl" { 1 } else { 0 },
+            "ts": s.start_ms * 1e3,
+            "dur": (s.end_ms - s.start_ms) * 1e3,
+        }));
+    }
+    let doc = serde_json::json!({"traceEvents": events, "displayTimeUnit": "ms"});
+    serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// One point of a sweep: the keys set and the step there.
+pub type SweepPoint = (Vec<(String, String)>, StepResult);
+
+/// Writes a sweep, one row per point.
+pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
+    let keys: Vec<&str> =
+        rows.first().map_or(Vec::new(), |r| r.0.iter().map(|k| k.0.as_str()).collect());
+    let width =
+        |i: usize| rows.iter().map(|r| r.0[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
+    let mut head = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        head.push_str(&format!("{k:>w$}  ", w = width(i)));
+    }
+    writeln!(
+        out,
+        "{head}{:>12} {:>10} {:>10} {:>8} {:>12} {:>8}",
+        "iteration ms", "comm ms", "exposed ms", "overlap", "samples/s", "scaling"
+    )?;
+    for (point, r) in rows {
+        let mut line = String::new();
+        for (i, (_, v)) in point.iter().enumerate() {
+            line.push_str(&format!("{v:>w$}  ", w = width(i)));
+        }
+        writeln!(
+            out,
+            "{line}{:>12.3} {:>10.3} {:>10.3} {:>7.1}% {:>12.1} {:>8.3}",
+            r.iteration_time_ms,
+            r.comm_ms,
+            r.exposed_comm_ms,
+            100.0 * r.overlap_fraction,
+            r.samples_per_s,
+            r.scaling_efficiency
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes a sweep as a JSON array of {point, result} (timelines left out).
+pub fn sweep_json(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
+    let mut all = Vec::new();
+    for (point, r) in rows {
+        let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("timeline");
+        }
+        let p: serde_json::Map<String, serde_json::Value> =
+            point.iter().map(|(k, x)| (k.clone(), serde_json::Value::String(x.clone()))).collect();
+        all.push(serde_json::json!({"point": p, "result": v}));
+    }
+    serde_json::to_writer_pretty(&mut *out, &all).map_err(io::Error::other)?;
+    writeln!(out)
+}

@@ -1,0 +1,324 @@
+//! The DDP training step: its invariants on random models, and the shipped scenarios.
+
+use collsim::collective::Collective;
+use collsim::workload::DataType;
+use collsim::workload::ddp::{
+    CollTime, CommHook, ComputeRate, DdpSpec, GpuFacts, StepResult, simulate_step,
+};
+use collsim::workload::models::{Layer, Model, tensor};
+use proptest::prelude::*;
+
+use super::collsim_ok;
+
+fn model(layers: &[(Vec<(u64, u64)>, f64)]) -> Model {
+    Model {
+        name: "random".into(),
+        layers: layers
+            .iter()
+            .enumerate()
+            .map(|(i, (shapes, gflop))| Layer {
+                name: format!("l{i}"),
+                tensors: shapes.iter().map(|&(r, c)| tensor(format!("l{i}"), r, c)).collect(),
+                fwd_macs: gflop * 1e9 / 2.0,
+            })
+            .collect(),
+        grad_dtype: DataType::Float,
+        buffer_bytes: 4096,
+    }
+}
+
+fn run(spec: &DdpSpec, gpu: GpuFacts, per_byte: f64, fixed: f64) -> StepResult {
+    let coll = move |_: Collective, bytes: u64, _: DataType| CollTime {
+        secs: fixed + bytes as f64 * per_byte,
+        algo: "RING",
+        proto: "SIMPLE",
+        channels: 8,
+    };
+    simulate_step(spec, 16, &gpu, &coll)
+}
+
+fn layers() -> impl Strategy<Value = Vec<(Vec<(u64, u64)>, f64)>> {
+    proptest::collection::vec(
+        (proptest::collection::vec((1u64..2048, 1u64..2048), 1..4), 0.0f64..50.0),
+        1..12,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn step_time_bounds(
+        layers in layers(),
+        cap_mb in proptest::option::of(1u64..8),
+        hook in proptest::sample::select(vec![CommHook::None, CommHook::Fp16]),
+        accumulation in 1u64..4,
+        view in any::<bool>(),
+        slowdown in 0.0f64..0.9,
+        per_byte in 1e-11f64..1e-8,
+    ) {
+        let spec = DdpSpec {
+            model: model(&layers),
+            micro_batch: 4,
+            grad_accumulation: accumulation,
+            rate: ComputeRate::Tflops(50.0),
+            bucket_cap: cap_mb.map(|m| m << 20),
+            gradient_as_bucket_view: view,
+            static_graph: false,
+            find_unused_parameters: false,
+            broadcast_buffers: true,
+            hook,
+            compute_slowdown: Some(slowdown),
+        };
+        let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6 };
+        // Free communication: the step is its compute.
+        let free = run(&spec, gpu, 0.0, 0.0);
+        prop_assert!((free.iteration_time_ms - free.compute_ms).abs() < 1e-9 * free.compute_ms.max(1.0),
+            "{} vs {}", free.iteration_time_ms, free.compute_ms);
+        prop_assert!(free.exposed_comm_ms.abs() < 1e-9);
+        // Infinitely fast compute: the step is its collectives, back to back.
+        let instant = GpuFacts { flops: f64::INFINITY, memory_bandwidth: f64::INFINITY, multiprocessors: Some(100), launch: 0.0 };
+        let fast = run(&spec, instant, per_byte, 20e-6);
+        prop_assert!((fast.iteration_time_ms - fast.comm_ms).abs() < 1e-9 * fast.comm_ms,
+            "{} vs {}", fast.iteration_time_ms, fast.comm_ms);
+        // In between, what is exposed is at most what was communicated.
+        let r = run(&spec, gpu, per_byte, 20e-6);
+        prop_assert!(r.exposed_comm_ms <= r.comm_ms * (1.0 + 1e-9) + 1e-12, "{} > {}", r.exposed_comm_ms, r.comm_ms);
+        prop_assert!(r.iteration_time_ms + 1e-9 >= r.compute_ms);
+        prop_assert!(r.iteration_time_ms <= r.compute_ms + r.comm_ms + 1e-9);
+    }
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&collsim_ok(args)).unwrap()
+}
+
+fn num(v: &serde_json::Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+#[test]
+fn bert_large_weak_scaling_on_one_dgx_a100_is_within_ten_percent() {
+    // ddp.md §2.4 (NVIDIA DeepLearningExamples, DGX A100 80GB, mixed precision): 580 seq/s on
+    // one GPU and weak scaling 7.91 on eight at sequence 128 (256 per GPU, 32 accumulation
+    // steps); 210 seq/s and 7.89 at 512 (32 per GPU, 128 steps). The scenario's compute
+    // efficiency reproduces the one-GPU rate (its comment says how); at 512 the same is done
+    // here. The eight-GPU figure is the model's own.
+    let s = "scenarios/bert-large-dgx-a100-8node.toml";
+    let r128 = json(&["simulate", s, "--nodes", "1", "--format", "json"]);
+    let r512 = json(&[
+        "simulate",
+        s,
+        "--nodes",
+        "1",
+        "--format",
+        "json",
+        "--sweep",
+        "workload.sequence=512",
+        "--sweep",
+        "workload.micro_batch=32",
+        "--sweep",
+        "workload.grad_accumulation=128",
+        "--sweep",
+        "workload.efficiency=0.7433",
+    ]);
+    let r512 = &r512[0]["result"];
+    for (r, seqs, one_gpu, table) in
+        [(&r128, 256.0 * 32.0, 580.0, 7.91), (r512, 32.0 * 128.0, 210.0, 7.89)]
+    {
+        let single_s = num(r, "single_gpu_ms") / 1e3;
+        assert!(
+            (seqs / single_s / one_gpu - 1.0).abs() < 0.01,
+            "one GPU: {} seq/s",
+            seqs / single_s
+        );
+        let scaling = 8.0 * num(r, "scaling_efficiency");
+        eprintln!("BERT-large 8 GPUs: weak scaling {scaling:.3} (NVIDIA: {table})");
+        assert!((scaling / table - 1.0).abs() <= 0.10, "{scaling} vs {table}");
+        assert_eq!(num(r, "world"), 8.0);
+    }
+}
+
+#[test]
+fn resnet50_on_dgx_a100_scales_better_than_nvidia_measured_and_says_why() {
+    // ddp.md §2.5: NVIDIA's table shows 6.72x on 8 GPUs with AMP; gradient communication (97.5
+    // MiB over NVSwitch, ~1 ms, mostly overlapped) does not explain it, and this model, which
+    // has nothing else, predicts more. Not tuned away: the scenario's comment states it.
+    let r = json(&["simulate", "scenarios/resnet50-dgx-a100-1node.toml", "--format", "json"]);
+    let speedup = 8.0 * num(&r, "scaling_efficiency");
+    assert!(speedup > 7.5, "{speedup} (NVIDIA measured 6.72)");
+    assert!(num(&r, "comm_ms") < 3.0 && num(&r, "exposed_comm_ms") < num(&r, "comm_ms"));
+    // Steady-state buckets after the rebuild (ddp.md §3.6 case B): fc alone first.
+    let b: Vec<f64> =
+        r["buckets"].as_array().unwrap().iter().map(|b| num(b, "bytes") / 1048576.0).collect();
+    assert_eq!(b.len(), 5);
+    assert!((b[0] - 7.82).abs() < 0.01, "{b:?}");
+    let text = std::fs::read_to_string("scenarios/resnet50-dgx-a100-1node.toml").unwrap();
+    assert!(text.contains("6.72x") && text.contains("outside the model"));
+    // Four nodes: the network carries the buckets; the step still hides most of it.
+    let r4 = json(&["simulate", "scenarios/resnet50-dgx-a100-4node.toml", "--format", "json"]);
+    assert_eq!(num(&r4, "world"), 32.0);
+    assert!(num(&r4, "overlap_fraction") > 0.5, "{r4}");
+}
+
+#[test]
+fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
+    let none = json(&["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--format", "json"]);
+    let fp16 = json(&["simulate", "scenarios/gpt2-xl-a3-16node-fp16.toml", "--format", "json"]);
+    assert_eq!(num(&none, "world"), 128.0);
+    let wire = |r: &serde_json::Value| -> f64 {
+        r["buckets"].as_array().unwrap().iter().map(|b| num(b, "wire_bytes")).sum()
+    };
+    assert_eq!(wire(&none), 2.0 * wire(&fp16));
+    // On TCPX the halved wire pays for the casts.
+    assert!(num(&fp16, "iteration_time_ms") < num(&none, "iteration_time_ms"));
+    // The acceptance sweep: one row per hook, in the order given.
+    let rows = json(&[
+        "simulate",
+        "scenarios/gpt2-xl-a3-16node.toml",
+        "--sweep",
+        "ddp.comm_hook=none,fp16,powersgd",
+        "--format",
+        "json",
+    ]);
+    let hooks: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["point"]["workload.ddp.comm_hook"].as_str().unwrap())
+        .collect();
+    assert_eq!(hooks, ["none", "fp16", "powersgd"]);
+    assert_eq!(num(&rows[0]["result"], "iteration_time_ms"), num(&none, "iteration_time_ms"));
+}
+
+#[test]
+fn llama_7b_bf16_on_sixteen_dgx_h100() {
+    let r = json(&["simulate", "scenarios/llama7b-dgx-h100-16node.toml", "--format", "json"]);
+    assert_eq!(num(&r, "world"), 128.0);
+    let b = r["buckets"].as_array().unwrap();
+    // bf16: 226 buckets, the 250 MiB head and embedding at the ends (ddp.md §3.6).
+    assert_eq!(b.len(), 226);
+    assert_eq!(num(&b[0], "bytes"), 262_144_000.0);
+    assert_eq!(num(&b[225], "bytes"), 262_144_000.0);
+    // gradient_as_bucket_view: no copy-out; the embedding's bucket, ready last, is the tail.
+    assert!(num(&r, "exposed_comm_ms") > 0.0 && num(&r, "scaling_efficiency") < 1.0);
+}
+
+#[test]
+fn trace_and_plot_of_a_step() {
+    let dir = super::scratch();
+    let (trace, svg) = (dir.join("r50.json"), dir.join("r50.svg"));
+    collsim_ok(&[
+        "simulate",
+        "scenarios/resnet50-dgx-a100-4node.toml",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = t["traceEvents"].as_array().unwrap();
+    let lane = |tid: i64| events.iter().filter(|e| e["ph"] == "X" && e["tid"] == tid).count();
+    // One event per layer's backward (18 layers) and more on the compute lane; one per bucket
+    // collective and the buffer broadcast on the NCCL lane.
+    assert!(lane(0) >= 18 + 2, "{}", lane(0));
+    assert_eq!(lane(1), 5 + 1);
+    assert!(
+        events.iter().any(|e| e["name"] == "thread_name" && e["args"]["name"] == "NCCL stream")
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("<rect"));
+}
+
+#[test]
+fn compression_pays_off_only_on_slow_networks() {
+    // ddp.md §2.3: compression rarely pays on data-centre fabrics and does on slow ones. GPT-2 XL
+    // on 16 nodes of 8 H100s, each node's 8 NICs swept from 1 to 400 Gb/s; none, fp16 and
+    // PowerSGD rank 4. The crossovers come out of the model.
+    use collsim::config::{DEFAULT_PROFILE, parse_profile, parse_scenario};
+    use collsim::units::Bandwidth;
+    let text = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml")
+        .unwrap()
+        .replace("gcp-a3-highgpu-8g", "dgx-h100");
+    let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let hooks = ["none", "fp16", "powersgd"];
+    let speeds = [1u64, 2, 5, 10, 25, 50, 100, 200, 400];
+    let mut table = Vec::new();
+    for &gbit in &speeds {
+        let mut row = Vec::new();
+        for h in hooks {
+            let t = text.replace("comm_hook = \"none\"", &format!("comm_hook = \"{h}\""));
+            let mut s = parse_scenario("gpt2.toml", &t).unwrap();
+            if let Some(nic) = s.node.nic.as_mut() {
+                nic.speed = Bandwidth::from_gbit_per_s(gbit);
+            }
+            let (r, _) =
+                collsim::simulate_ddp(&s, &params, collsim::collective::Mode::Aggregated).unwrap();
+            row.push(r.iteration_time_ms);
+        }
+        eprintln!(
+            "{gbit:>4} Gb/s per NIC: none {:>10.1} ms, fp16 {:>10.1} ms, powersgd {:>10.1} ms",
+            row[0], row[1], row[2]
+        );
+        table.push(row);
+    }
+    let best = |row: &Vec<f64>| (0..3).min_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+    // Slow networks: PowerSGD wins. Fast ones: plain all-reduce is within 5 % of the best and
+    // PowerSGD, latency- and compute-bound, is not the best.
+    assert_eq!(best(&table[0]), 2, "{table:?}");
+    let fast = &table[speeds.len() - 1];
+    assert!(fast[0] <= 1.05 * fast[best(fast)], "{fast:?}");
+    assert_ne!(best(fast), 2, "{fast:?}");
+    // PowerSGD's crossover with the uncompressed step: the first speed at which it stops
+    // paying off. fp16's gain shrinks with the bandwidth until the casts eat it.
+    let cross = speeds.iter().zip(&table).find(|(_, row)| row[2] >= row[0]).map(|(s, _)| *s);
+    eprintln!("powersgd rank 4 stops paying off at {cross:?} Gb/s per NIC");
+    assert!(matches!(cross, Some(25..=200)), "{table:?}");
+    let gain = |row: &Vec<f64>| 1.0 - row[1] / row[0];
+    eprintln!(
+        "fp16 gain: {:.1} % at 1 Gb/s, {:.1} % at 400",
+        100.0 * gain(&table[0]),
+        100.0 * gain(fast)
+    );
+    assert!(gain(&table[0]) > 0.2 && gain(fast) < 0.02 && gain(fast) > -0.02, "{table:?}");
+}
+
+#[test]
+fn bad_ddp_input_is_one_line_naming_the_field() {
+    use super::cli_errors::fails_with;
+    let dir = super::scratch();
+    let base = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").unwrap();
+    let cases = [
+        (
+            base.replace("comm_hook = \"none\"", "comm_hook = \"zip\""),
+            "workload.ddp.comm_hook: unknown hook \"zip\"",
+        ),
+        (base.replace("micro_batch = 8\n", ""), "workload.micro_batch: missing"),
+        (
+            base.replace("model = \"gpt2-xl\"", "model = \"gpt5\""),
+            "workload.model: unknown model \"gpt5\"",
+        ),
+        (
+            base.replace("precision = \"bf16\"", "precision = \"fp4\""),
+            "workload.precision: the H100-SXM5-80GB has no peak for \"fp4\"",
+        ),
+        (
+            base.replace("efficiency = 0.4", "efficiency = 1.4"),
+            "workload.efficiency: must be a fraction",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let p = dir.join(format!("bad-ddp-{i}.toml"));
+        std::fs::write(&p, text).unwrap();
+        fails_with(&["simulate", p.to_str().unwrap()], &[needle, &format!("bad-ddp-{i}.toml:")]);
+    }
+    fails_with(
+        &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--collective", "all_gather"],
+        &["--collective: the scenario's workload is a DDP step"],
+    );
+    fails_with(
+        &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--sweep", "ddp.bucket_cap_mb"],
+        &["expected KEY=V1,V2"],
+    );
+}
