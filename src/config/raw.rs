@@ -254,7 +254,10 @@ pub struct RawDdp {
 #[serde(deny_unknown_fields)]
 pub struct RawLayer {
     pub name: S<String>,
-    pub fwd_gflops: S<f64>,
+    pub fwd_gflops: Option<S<f64>>,
+    pub fwd_ms: Option<S<f64>>,
+    pub bwd_ms: Option<S<f64>>,
+    pub dtype: Option<S<String>>,
     pub params: S<Vec<Vec<i64>>>,
 }
 

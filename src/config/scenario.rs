@@ -193,13 +193,42 @@ fn ddp_workload(
             let mut out = Vec::new();
             for (i, l) in layers.iter().enumerate() {
                 let f = |k: &str| format!("workload.layer[{i}].{k}");
-                let gflops = src.check(&f("fwd_gflops"), &l.fwd_gflops, |&g| {
-                    if g.is_finite() && g >= 0.0 {
-                        Ok(g)
-                    } else {
-                        Err(format!("must be a number of GFLOP per sample, at least 0 (got {g})"))
+                let nonneg = |field: &str, v: &Spanned<f64>, what: &str| {
+                    src.check(&f(field), v, |&g| {
+                        if g.is_finite() && g >= 0.0 {
+                            Ok(g)
+                        } else {
+                            Err(format!("must be {what}, at least 0 (got {g})"))
+                        }
+                    })
+                };
+                let (gflops, times) = match (&l.fwd_gflops, &l.fwd_ms) {
+                    (Some(g), None) => (nonneg("fwd_gflops", g, "GFLOP per sample")?, None),
+                    (None, Some(t)) => {
+                        let fwd = nonneg("fwd_ms", t, "ms per micro-batch")? * 1e-3;
+                        let bwd = match &l.bwd_ms {
+                            Some(b) => nonneg("bwd_ms", b, "ms per micro-batch")? * 1e-3,
+                            None => 2.0 * fwd,
+                        };
+                        (0.0, Some((fwd, bwd)))
                     }
-                })?;
+                    _ => {
+                        return Err(src.error_at(
+                            l.name.span().start,
+                            format!(
+                                "{}: give fwd_gflops (per sample) or fwd_ms (per micro-batch; bwd_ms defaults to 2 x fwd_ms), one of them",
+                                f("fwd_gflops")
+                            ),
+                        ));
+                    }
+                };
+                let dtype = match &l.dtype {
+                    Some(d) => Some(src.check(&f("dtype"), d, |d| match DataType::parse(d) {
+                        Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
+                        _ => Err(format!("{d:?}: gradients are float, half or bfloat16")),
+                    })?),
+                    None => None,
+                };
                 let tensors = src.check(&f("params"), &l.params, |shapes| {
                     shapes
                         .iter()
@@ -210,7 +239,9 @@ fn ddp_workload(
                             }
                             let rows = shape[0] as u64;
                             let cols: u64 = shape[1..].iter().map(|&d| d as u64).product();
-                            Ok(tensor(format!("{}.{k}", l.name.get_ref()), rows, cols))
+                            let mut t = tensor(format!("{}.{k}", l.name.get_ref()), rows, cols);
+                            t.dtype = dtype;
+                            Ok(t)
                         })
                         .collect::<Result<Vec<_>, String>>()
                 })?;
@@ -218,6 +249,7 @@ fn ddp_workload(
                     name: l.name.get_ref().clone(),
                     tensors,
                     fwd_macs: gflops * 1e9 / 2.0,
+                    times,
                 });
             }
             Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }

@@ -86,13 +86,24 @@ pub fn json(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Writes the step's timeline as a Chrome/Perfetto trace: one process, a compute and an NCCL
-/// stream lane, one complete event per layer, copy, hook and collective (µs).
+/// stream lane, one complete event per layer, copy, hook and collective (µs), and a counter of
+/// the NCCL stream's data rate (each collective's bytes over its time, GB/s) — the load it puts
+/// on the links.
 pub fn trace(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
     let mut events = vec![
         serde_json::json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0"}}),
         serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "compute stream"}}),
         serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "NCCL stream"}}),
     ];
+    for s in r.timeline.iter().filter(|s| s.bytes > 0 && s.end_ms > s.start_ms) {
+        let gbps = s.bytes as f64 / ((s.end_ms - s.start_ms) * 1e-3) / 1e9;
+        for (ts, v) in [(s.start_ms, gbps), (s.end_ms, 0.0)] {
+            events.push(serde_json::json!({
+                "ph": "C", "name": "NCCL data rate (GB/s)", "pid": 0, "ts": ts * 1e3,
+                "args": {"GB/s": v},
+            }));
+        }
+    }
     for s in &r.timeline {
         events.push(serde_json::json!({
             "ph": "X",

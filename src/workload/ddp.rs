@@ -19,6 +19,7 @@
 //! running ahead of the GPU, memory-bound layers (norms, activations, embedding gradients count
 //! 0 FLOPs), per-tensor dtypes in user layer lists.
 
+use super::DataType;
 use super::models::Model;
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
@@ -27,36 +28,45 @@ pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
 pub const DEFAULT_CAP_BYTES: u64 = 25 << 20;
 
 /// One bucket: the indices of its tensors in `model.parameters()` order, in the order they
-/// were added, and its bytes.
+/// were added, its bytes and its gradients' dtype.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bucket {
     /// Tensor indices.
     pub tensors: Vec<usize>,
     /// Bytes of gradient.
     pub bytes: u64,
+    /// The dtype of its gradients (buckets never mix dtypes).
+    pub dtype: DataType,
 }
 
-/// `compute_bucket_assignment_by_size` for one dtype/device key: `sizes` are (tensor index,
-/// bytes) in the order given; a bucket closes on the tensor that makes it reach its limit (so it
-/// may pass it by less than one tensor); the first limit serves the first bucket only, the last
-/// one every bucket after. Buckets in the order they were closed.
-pub fn assign(sizes: &[(usize, u64)], limits: &[u64]) -> Vec<Bucket> {
+/// `compute_bucket_assignment_by_size`: `sizes` are (tensor index, bytes, dtype) in the order
+/// given. Each dtype (PyTorch's key is dtype and device; one device here) fills its own bucket:
+/// a bucket closes on the tensor that makes it reach its limit (so it may pass it by less than
+/// one tensor); the first limit serves a key's first bucket only, the last one every bucket
+/// after. Buckets in the order they closed, then each key's unfinished one, by its first tensor.
+pub fn assign(sizes: &[(usize, u64, DataType)], limits: &[u64]) -> Vec<Bucket> {
     let mut out = Vec::new();
-    let mut cur = Bucket { tensors: Vec::new(), bytes: 0 };
-    let mut it = 0;
-    for &(i, b) in sizes {
+    // Per key: the open bucket and the index of its limit.
+    let mut open: Vec<(Bucket, usize)> = Vec::new();
+    for &(i, b, dtype) in sizes {
+        let k = match open.iter().position(|(o, _)| o.dtype == dtype) {
+            Some(k) => k,
+            None => {
+                open.push((Bucket { tensors: Vec::new(), bytes: 0, dtype }, 0));
+                open.len() - 1
+            }
+        };
+        let (cur, it) = &mut open[k];
         cur.tensors.push(i);
         cur.bytes += b;
-        if cur.bytes >= limits[it] {
-            out.push(std::mem::replace(&mut cur, Bucket { tensors: Vec::new(), bytes: 0 }));
-            if it + 1 < limits.len() {
-                it += 1;
+        if cur.bytes >= limits[*it] {
+            out.push(std::mem::replace(cur, Bucket { tensors: Vec::new(), bytes: 0, dtype }));
+            if *it + 1 < limits.len() {
+                *it += 1;
             }
         }
     }
-    if !cur.tensors.is_empty() {
-        out.push(cur);
-    }
+    out.extend(open.into_iter().map(|(b, _)| b).filter(|b| !b.tensors.is_empty()));
     out
 }
 
@@ -79,20 +89,24 @@ pub enum Phase {
 /// `bucket_cap_mb` in bytes; `None` is the default (25 MiB with a 1 MiB first bucket; set
 /// explicitly, there is no small first bucket).
 pub fn buckets(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
-    let elt = model.grad_dtype.size();
-    let sizes: Vec<(usize, u64)> = model.tensors().map(|t| t.numel * elt).enumerate().collect();
+    let sizes: Vec<(usize, u64, DataType)> = model
+        .tensors()
+        .enumerate()
+        .map(|(i, t)| (i, model.grad_bytes(t), model.dtype_of(t)))
+        .collect();
     let first = if cap.is_none() { FIRST_BUCKET_BYTES } else { cap.unwrap_or(DEFAULT_CAP_BYTES) };
     let cap = cap.unwrap_or(DEFAULT_CAP_BYTES);
     match phase {
         Phase::FirstIteration => assign(&sizes, &[u64::MAX]),
         Phase::Construction => {
-            // Built in forward order (already sorted by lowest index), then reversed.
+            // Built in forward order, sorted by lowest tensor index, then reversed.
             let mut b = assign(&sizes, &[first, cap]);
+            b.sort_by_key(|b| b.tensors.iter().min().copied());
             b.reverse();
             b
         }
         Phase::Rebuilt => {
-            let ready: Vec<(usize, u64)> = sizes.into_iter().rev().collect();
+            let ready: Vec<(usize, u64, DataType)> = sizes.into_iter().rev().collect();
             assign(&ready, &[first, cap])
         }
     }
@@ -179,13 +193,14 @@ pub enum HookStep {
 pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -> Vec<HookStep> {
     use super::DataType as D;
     use crate::collective::Collective::{AllGather, AllReduce};
-    let elt = model.grad_dtype.size();
+    let dt = bucket.dtype;
+    let elt = dt.size();
     let numel = bucket.bytes / elt;
     let n = numel as f64;
     let ar = |bytes: u64, dtype: D| HookStep::Collective { collective: AllReduce, bytes, dtype };
     let mem = |bytes: f64| HookStep::Compute { bytes, flops: 0.0, launches: 0 };
     match *hook {
-        CommHook::None => vec![ar(bucket.bytes, model.grad_dtype)],
+        CommHook::None => vec![ar(bucket.bytes, dt)],
         CommHook::Fp16 | CommHook::Bf16 => {
             let d = if *hook == CommHook::Fp16 { D::Half } else { D::Bfloat16 };
             // Cast + divide (read the gradient, write 2 B), then copy back (read 2 B, write).
@@ -224,10 +239,10 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
                     flops: flops / 3.0,
                     launches,
                 },
-                ar(raw * elt, model.grad_dtype),
-                ar(p * elt, model.grad_dtype),
+                ar(raw * elt, dt),
+                ar(p * elt, dt),
                 HookStep::Compute { bytes: gemm_bytes / 4.0, flops: flops / 3.0, launches },
-                ar(q * elt, model.grad_dtype),
+                ar(q * elt, dt),
                 HookStep::Compute {
                     bytes: feedback / 3.0 + gemm_bytes / 2.0,
                     flops: flops / 3.0,
@@ -247,9 +262,9 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
                     flops,
                     launches: 4,
                 },
-                ar(side * r * elt, model.grad_dtype),
+                ar(side * r * elt, dt),
                 HookStep::Compute { bytes: m_bytes, flops, launches: 4 },
-                ar(side * r * elt, model.grad_dtype),
+                ar(side * r * elt, dt),
                 HookStep::Compute { bytes: feedback / 3.0 + 2.0 * m_bytes, flops, launches: 4 },
             ]
         }
@@ -372,7 +387,8 @@ pub struct BucketRow {
     pub wire_bytes: u64,
     /// Tensors.
     pub tensors: usize,
-    /// When its last gradient was copied in, ms from the start of the step.
+    /// When its last gradient was copied in, ms from the start of the step (it launches once
+    /// every bucket before it has).
     pub ready_ms: f64,
     /// When its first collective started.
     pub start_ms: f64,
@@ -395,6 +411,8 @@ pub struct Span {
     pub start_ms: f64,
     /// End, ms.
     pub end_ms: f64,
+    /// Bytes a collective carried (nccl-tests' size); 0 for compute.
+    pub bytes: u64,
 }
 
 /// The simulated optimizer step (steady state, after the bucket rebuild).
@@ -478,18 +496,26 @@ pub fn simulate_step(
     use crate::collective::Collective;
     let m = &spec.model;
     let batch = spec.micro_batch as f64;
-    let fwd: Vec<f64> = m.layers.iter().map(|l| 2.0 * l.fwd_macs * batch / gpu.flops).collect();
+    let fwd: Vec<f64> = m
+        .layers
+        .iter()
+        .map(|l| l.times.map_or(2.0 * l.fwd_macs * batch / gpu.flops, |t| t.0))
+        .collect();
     // Backward: dgrad and wgrad, each as costly as the forward; the first layer has no dgrad.
-    let bwd: Vec<f64> =
-        fwd.iter().enumerate().map(|(i, f)| if i == 0 { *f } else { 2.0 * f }).collect();
+    let bwd: Vec<f64> = m
+        .layers
+        .iter()
+        .zip(&fwd)
+        .enumerate()
+        .map(|(i, (l, f))| l.times.map_or(if i == 0 { *f } else { 2.0 * f }, |t| t.1))
+        .collect();
     let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
-    let elt = m.grad_dtype.size();
     let pass = |bytes: f64| bytes / gpu.memory_bandwidth;
     let compute_secs = |bytes: f64, flops: f64, launches: u64| {
         pass(bytes).max(flops / gpu.flops) + launches as f64 * gpu.launch
     };
     let tensors: Vec<&super::models::Tensor> = m.tensors().collect();
-    let grad_bytes: u64 = tensors.iter().map(|t| t.numel * elt).sum();
+    let grad_bytes: u64 = tensors.iter().map(|t| m.grad_bytes(t)).sum();
     let rebuilt = spec.static_graph || !spec.find_unused_parameters;
     let phase = if rebuilt { Phase::Rebuilt } else { Phase::Construction };
     let hooked = spec.hook != CommHook::None;
@@ -531,49 +557,52 @@ pub fn simulate_step(
         let mut t = t0;
         let mut hook_compute = 0.0;
         let mut comm = 0.0;
-        let mut launch = |bi: usize, at: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
-            let b = &buckets[bi];
-            let steps = time_steps(b);
-            let mut s = at.max(stream.free);
-            let start = s;
-            let mut largest: Option<(u64, String)> = None;
-            let mut collectives = 0;
-            for (step, d, ct) in &steps {
-                let (factor, lane, name) = match step {
-                    HookStep::Compute { .. } => {
-                        hook_compute += d;
-                        (0.0, "compute", format!("bucket {bi} hook"))
-                    }
-                    HookStep::Collective { collective, bytes, .. } => {
-                        comm += d;
-                        collectives += 1;
-                        if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
-                            let c = ct
-                                .as_ref()
-                                .map_or(String::new(), |c| format!("{}/{}", c.algo, c.proto));
-                            largest = Some((*bytes, c));
+        let mut ready_at = vec![0.0f64; buckets.len()];
+        let mut launch =
+            |bi: usize, at: f64, ready: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
+                let b = &buckets[bi];
+                let steps = time_steps(b);
+                let mut s = at.max(stream.free);
+                let start = s;
+                let mut largest: Option<(u64, String)> = None;
+                let mut collectives = 0;
+                for (step, d, ct) in &steps {
+                    let (factor, lane, name, moved) = match step {
+                        HookStep::Compute { .. } => {
+                            hook_compute += d;
+                            (0.0, "compute", format!("bucket {bi} hook"), 0)
                         }
-                        let f = if blocking { 0.0 } else { 1.0 - slowdown };
-                        (f, "nccl", format!("bucket {bi} {}", collective.name()))
-                    }
-                };
-                stream.segments.push((s, s + d, factor));
-                spans.push(Span { lane, name, start_ms: s * 1e3, end_ms: (s + d) * 1e3 });
-                s += d;
-            }
-            stream.free = s;
-            rows.push(BucketRow {
-                index: bi,
-                bytes: b.bytes,
-                wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
-                tensors: b.tensors.len(),
-                ready_ms: at * 1e3,
-                start_ms: start * 1e3,
-                end_ms: s * 1e3,
-                collectives,
-                algo: largest.map(|l| l.1).unwrap_or_default(),
-            });
-        };
+                        HookStep::Collective { collective, bytes, .. } => {
+                            comm += d;
+                            collectives += 1;
+                            if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
+                                let c = ct
+                                    .as_ref()
+                                    .map_or(String::new(), |c| format!("{}/{}", c.algo, c.proto));
+                                largest = Some((*bytes, c));
+                            }
+                            let f = if blocking { 0.0 } else { 1.0 - slowdown };
+                            (f, "nccl", format!("bucket {bi} {}", collective.name()), *bytes)
+                        }
+                    };
+                    stream.segments.push((s, s + d, factor));
+                    let (start_ms, end_ms) = (s * 1e3, (s + d) * 1e3);
+                    spans.push(Span { lane, name, start_ms, end_ms, bytes: moved });
+                    s += d;
+                }
+                stream.free = s;
+                rows.push(BucketRow {
+                    index: bi,
+                    bytes: b.bytes,
+                    wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
+                    tensors: b.tensors.len(),
+                    ready_ms: ready * 1e3,
+                    start_ms: start * 1e3,
+                    end_ms: s * 1e3,
+                    collectives,
+                    algo: largest.map(|l| l.1).unwrap_or_default(),
+                });
+            };
         for (li, layer) in m.layers.iter().enumerate().rev() {
             let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
             let s0 = t;
@@ -583,14 +612,18 @@ pub fn simulate_step(
                 name: format!("bwd {}", layer.name),
                 start_ms: s0 * 1e3,
                 end_ms: t * 1e3,
+                bytes: 0,
             });
             for k in (0..layer.tensors.len()).rev() {
                 let i = first + k;
-                t = stream.advance(t, copy_in(tensors[i].numel * elt));
+                t = stream.advance(t, copy_in(m.grad_bytes(tensors[i])));
                 let bi = owner[i];
                 pending[bi] -= 1;
+                if pending[bi] == 0 {
+                    ready_at[bi] = t;
+                }
                 while next < buckets.len() && pending[next] == 0 {
-                    launch(next, t, &mut stream, spans);
+                    launch(next, t, ready_at[next], &mut stream, spans);
                     next += 1;
                 }
             }
@@ -605,6 +638,7 @@ pub fn simulate_step(
                 name: "copy-out".into(),
                 start_ms: s0 * 1e3,
                 end_ms: end * 1e3,
+                bytes: 0,
             });
         }
         (end, rows, hook_compute, comm)
@@ -638,10 +672,10 @@ pub fn simulate_step(
     }
     // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, for the largest bucket.
     let slowdown = spec.compute_slowdown.unwrap_or_else(|| {
-        let big = steady.iter().map(|b| b.bytes).max().unwrap_or(0);
-        match gpu.multiprocessors {
-            Some(sms) if big > 0 => {
-                let c = coll(Collective::AllReduce, big, m.grad_dtype);
+        let big = steady.iter().max_by_key(|b| b.bytes);
+        match (gpu.multiprocessors, big) {
+            (Some(sms), Some(big)) if big.bytes > 0 => {
+                let c = coll(Collective::AllReduce, big.bytes, big.dtype);
                 (c.channels as f64 / sms as f64).min(1.0)
             }
             _ => 0.0,
@@ -658,6 +692,7 @@ pub fn simulate_step(
             name: "fwd (no_sync)".into(),
             start_ms: t * 1e3,
             end_ms: (t + fwd_s) * 1e3,
+            bytes: 0,
         });
         t += fwd_s;
         spans.push(Span {
@@ -665,6 +700,7 @@ pub fn simulate_step(
             name: "bwd (no_sync)".into(),
             start_ms: t * 1e3,
             end_ms: (t + bwd_s) * 1e3,
+            bytes: 0,
         });
         t += bwd_s;
     }
@@ -678,6 +714,7 @@ pub fn simulate_step(
             name: "buffer broadcast".into(),
             start_ms: t * 1e3,
             end_ms: (t + b) * 1e3,
+            bytes: m.buffer_bytes,
         });
         t += b;
         comm += b;
@@ -687,11 +724,12 @@ pub fn simulate_step(
         name: "forward".into(),
         start_ms: t * 1e3,
         end_ms: (t + fwd_s) * 1e3,
+        bytes: 0,
     });
     t += fwd_s;
     let (end, rows, hook_compute, bucket_comm) = run_backward(&steady, t, slowdown, &mut spans);
     comm += bucket_comm;
-    let copies: f64 = tensors.iter().map(|x| copy_in(x.numel * elt)).sum::<f64>()
+    let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
     let compute = k as f64 * (fwd_s + bwd_s) + copies + hook_compute;
     let exposed = (end - compute).max(0.0);
@@ -802,7 +840,11 @@ mod tests {
 
     /// Sent elements of a whole-model bucket under PowerSGD of `rank`.
     fn powersgd_sent(m: &Model, rank: u64) -> u64 {
-        let all = Bucket { tensors: (0..m.tensors().count()).collect(), bytes: m.params() * 4 };
+        let all = Bucket {
+            tensors: (0..m.tensors().count()).collect(),
+            bytes: m.params() * 4,
+            dtype: DataType::Float,
+        };
         let hook = CommHook::PowerSgd { rank, error_feedback: true, warm_start: true };
         wire_bytes(&hook_steps(&hook, m, &all, 16)) / 4
     }
@@ -910,13 +952,14 @@ mod tests {
     }
 
     #[test]
-    fn a_late_gradient_holds_back_the_buckets_after_it() {
-        // Layer 1's tensor sits in bucket 0 with layer 2's; layer 2's is ready first. Bucket 1
-        // (layer 1's other tensor, also ready early) must still wait for bucket 0.
+    fn a_bucket_closes_on_the_tensor_that_reaches_the_cap_and_waits_its_turn() {
+        // Ready order b.1, b.0, a.0 (4 MiB each) with a 6 MiB cap and the default-less first
+        // limit (the cap): b.1 + b.0 reach it, a.0 is left over; bucket 1 starts after bucket 0.
         let layer = |n: &str, shapes: &[(u64, u64)], gflop: f64| Layer {
             name: n.into(),
             tensors: shapes.iter().map(|&(r, c)| tensor(n, r, c)).collect(),
             fwd_macs: gflop * 1e9 / 2.0,
+            times: None,
         };
         let m = Model {
             name: "toy".into(),
@@ -930,7 +973,6 @@ mod tests {
         let mut s = spec(m);
         s.bucket_cap = Some(6 << 20);
         let r = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
-        // Ready order: b.1, b.0, a.0 -> one bucket of 8 MiB (cap 6 MiB reached on a.0).
         assert_eq!(r.buckets.len(), 2);
         assert_eq!(r.buckets[0].tensors, 2);
         assert!(r.buckets[1].start_ms >= r.buckets[0].end_ms);
@@ -952,5 +994,41 @@ mod tests {
         let view = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
         let copy_out = 2.0 * 4.0 * 25_557_032.0 / 2e12 * 1e3;
         assert!((one.iteration_time_ms - view.iteration_time_ms - copy_out).abs() < 1e-6);
+    }
+
+    #[test]
+    fn buckets_never_mix_dtypes() {
+        // Two fp32 tensors and an fp16 one between them: each dtype fills its own buckets, and
+        // each key has its own first (1 MiB) limit.
+        let mut m = Model {
+            name: "mixed".into(),
+            layers: vec![Layer {
+                name: "l".into(),
+                tensors: vec![
+                    tensor("a", 1 << 18, 1),
+                    tensor("h", 1 << 19, 1),
+                    tensor("b", 1 << 18, 1),
+                ],
+                fwd_macs: 0.0,
+                times: None,
+            }],
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        };
+        m.layers[0].tensors[1].dtype = Some(DataType::Half);
+        let b = buckets(&m, None, Phase::Rebuilt);
+        // Ready order b, h, a: b (1 MiB fp32) closes the fp32 key's first bucket; h (1 MiB
+        // fp16) closes the fp16 key's; a is left open.
+        let got: Vec<(Vec<usize>, DataType)> =
+            b.iter().map(|b| (b.tensors.clone(), b.dtype)).collect();
+        assert_eq!(
+            got,
+            [(vec![2], DataType::Float), (vec![1], DataType::Half), (vec![0], DataType::Float)]
+        );
+        let steps = hook_steps(&CommHook::None, &m, &b[1], 8);
+        assert!(matches!(
+            steps[0],
+            HookStep::Collective { dtype: DataType::Half, bytes: 1048576, .. }
+        ));
     }
 }

@@ -14,6 +14,8 @@ pub struct Tensor {
     /// Its first dimension (`shape[0]`): PowerSGD views a tensor as a rows × (numel / rows)
     /// matrix.
     pub rows: u64,
+    /// Its gradient's dtype, where it differs from the model's (DDP buckets by dtype).
+    pub dtype: Option<DataType>,
 }
 
 /// A group of tensors computed together, with its forward cost.
@@ -25,6 +27,9 @@ pub struct Layer {
     pub tensors: Vec<Tensor>,
     /// Forward multiply-accumulates per sample (an image, or a sequence).
     pub fwd_macs: f64,
+    /// Measured forward and backward time of one micro-batch, s, where given: they replace
+    /// the times from `fwd_macs` and the compute rate.
+    pub times: Option<(f64, f64)>,
 }
 
 /// A model: layers in forward order, and the dtype of its gradients.
@@ -47,6 +52,16 @@ impl Model {
         self.layers.iter().flat_map(|l| l.tensors.iter())
     }
 
+    /// A tensor's gradient dtype.
+    pub fn dtype_of(&self, t: &Tensor) -> DataType {
+        t.dtype.unwrap_or(self.grad_dtype)
+    }
+
+    /// A tensor's gradient bytes.
+    pub fn grad_bytes(&self, t: &Tensor) -> u64 {
+        t.numel * self.dtype_of(t).size()
+    }
+
     /// Total parameters.
     pub fn params(&self) -> u64 {
         self.tensors().map(|t| t.numel).sum()
@@ -60,13 +75,13 @@ impl Model {
 
 /// A tensor of `rows` × `cols` (a vector: `cols` = 1).
 pub fn tensor(name: impl Into<String>, rows: u64, cols: u64) -> Tensor {
-    Tensor { name: name.into(), numel: rows * cols, rows }
+    Tensor { name: name.into(), numel: rows * cols, rows, dtype: None }
 }
 
 use tensor as t;
 
 fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer {
-    Layer { name: name.into(), tensors, fwd_macs }
+    Layer { name: name.into(), tensors, fwd_macs, times: None }
 }
 
 /// The preset names.
