@@ -246,6 +246,7 @@ pub struct RawDdp {
     pub broadcast_buffers: Option<bool>,
     pub comm_hook: Option<S<String>>,
     pub powersgd_rank: Option<S<i64>>,
+    pub powersgd_start_iter: Option<S<i64>>,
     pub error_feedback: Option<bool>,
     pub warm_start: Option<bool>,
 }

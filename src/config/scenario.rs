@@ -341,14 +341,31 @@ fn ddp_workload(
         None => 1,
     };
     let error_feedback = d.error_feedback.unwrap_or(true);
+    let warm_start = d.warm_start.unwrap_or(true);
+    // PowerSGDState's default, and its rule: with error feedback or warm start the start must
+    // come after DDP's bucket rebuild at iteration 1.
+    let start_iter = match &d.powersgd_start_iter {
+        Some(v) => src.check("workload.ddp.powersgd_start_iter", v, |&n| {
+            if n < 0 {
+                Err(format!("must be at least 0 (got {n})"))
+            } else if n <= 1 && (error_feedback || warm_start) {
+                Err(format!(
+                    "{n}: with error_feedback or warm_start PyTorch requires it to be above 1 (buckets are rebuilt at iteration 1)"
+                ))
+            } else {
+                Ok(n as u64)
+            }
+        })?,
+        None => 1000,
+    };
     let hook = match &d.comm_hook {
         Some(h) => src.check("workload.ddp.comm_hook", h, |h| {
             Ok(match h.as_str() {
                 "none" => CommHook::None,
                 "fp16" => CommHook::Fp16,
                 "bf16" => CommHook::Bf16,
-                "powersgd" => CommHook::PowerSgd { rank, error_feedback, warm_start: d.warm_start.unwrap_or(true) },
-                "batched_powersgd" => CommHook::BatchedPowerSgd { rank, error_feedback },
+                "powersgd" => CommHook::PowerSgd { rank, error_feedback, warm_start, start_iter },
+                "batched_powersgd" => CommHook::BatchedPowerSgd { rank, error_feedback, start_iter },
                 "quantize_per_tensor" => CommHook::QuantizePerTensor,
                 "quantize_per_channel" => CommHook::QuantizePerChannel,
                 _ => return Err(format!("unknown hook {h:?} (none, fp16, bf16, powersgd, batched_powersgd, quantize_per_tensor, quantize_per_channel)")),

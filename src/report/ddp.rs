@@ -25,7 +25,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}",
         spec.micro_batch,
         spec.grad_accumulation,
-        spec.hook.name(),
+        spec.hook.describe(),
         spec.bucket_cap
             .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
         spec.gradient_as_bucket_view

@@ -130,6 +130,8 @@ pub enum CommHook {
         error_feedback: bool,
         /// `warm_start`.
         warm_start: bool,
+        /// `start_powerSGD_iter`: plain all-reduces before it.
+        start_iter: u64,
     },
     /// `batched_powerSGD_hook`: the whole bucket as one square matrix.
     BatchedPowerSgd {
@@ -137,6 +139,8 @@ pub enum CommHook {
         rank: u64,
         /// `use_error_feedback`.
         error_feedback: bool,
+        /// `start_powerSGD_iter`.
+        start_iter: u64,
     },
     /// `quantization_pertensor_hook`: all-gathers of scales, then of uint8 tensors.
     QuantizePerTensor,
@@ -155,6 +159,21 @@ impl CommHook {
             CommHook::BatchedPowerSgd { .. } => "batched_powersgd",
             CommHook::QuantizePerTensor => "quantize_per_tensor",
             CommHook::QuantizePerChannel => "quantize_per_channel",
+        }
+    }
+}
+
+impl CommHook {
+    /// Its name with its options, for reports.
+    pub fn describe(&self) -> String {
+        match *self {
+            CommHook::PowerSgd { rank, error_feedback, warm_start, start_iter } => format!(
+                "powersgd (rank {rank}, error feedback {error_feedback}, warm start {warm_start}; from iteration {start_iter}, steady state shown)"
+            ),
+            CommHook::BatchedPowerSgd { rank, error_feedback, start_iter } => format!(
+                "batched_powersgd (rank {rank}, error feedback {error_feedback}; from iteration {start_iter}, steady state shown)"
+            ),
+            h => h.name().to_string(),
         }
     }
 }
@@ -207,7 +226,7 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
             let pass = n * (elt + 2) as f64;
             vec![mem(pass), ar(numel * 2, d), mem(pass)]
         }
-        CommHook::PowerSgd { rank, error_feedback, warm_start } => {
+        CommHook::PowerSgd { rank, error_feedback, warm_start, .. } => {
             let (mut raw, mut p, mut q, mut gemm_bytes, mut flops) = (0u64, 0u64, 0u64, 0.0, 0.0);
             let tensors: Vec<&super::models::Tensor> = model.tensors().collect();
             for &i in &bucket.tensors {
@@ -250,7 +269,7 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
                 },
             ]
         }
-        CommHook::BatchedPowerSgd { rank, error_feedback } => {
+        CommHook::BatchedPowerSgd { rank, error_feedback, .. } => {
             let side = (n.sqrt().ceil() as u64).max(1);
             let r = rank.min(side);
             let m_bytes = (side * side * elt) as f64;
@@ -524,12 +543,10 @@ pub fn simulate_step(
     let copy_in = |bytes: u64| {
         if spec.gradient_as_bucket_view && hooked { 0.0 } else { pass(2.0 * bytes as f64) }
     };
-    let blocking =
-        matches!(spec.hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
 
     // Timing of each distinct collective, and the slowdown from the busiest one's channels.
-    let time_steps = |b: &Bucket| -> Vec<(HookStep, f64, Option<CollTime>)> {
-        hook_steps(&spec.hook, m, b, world as u64)
+    let time_steps = |hook: &CommHook, b: &Bucket| -> Vec<(HookStep, f64, Option<CollTime>)> {
+        hook_steps(hook, m, b, world as u64)
             .into_iter()
             .map(|s| match s {
                 HookStep::Compute { bytes, flops, launches } => {
@@ -543,106 +560,125 @@ pub fn simulate_step(
             .collect()
     };
 
-    let run_backward = |buckets: &[Bucket], t0: f64, slowdown: f64, spans: &mut Vec<Span>| {
-        let mut owner = vec![0usize; tensors.len()];
-        for (bi, b) in buckets.iter().enumerate() {
-            for &i in &b.tensors {
-                owner[i] = bi;
+    let run_backward =
+        |hook: &CommHook, buckets: &[Bucket], t0: f64, slowdown: f64, spans: &mut Vec<Span>| {
+            let blocking =
+                matches!(hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
+            let mut owner = vec![0usize; tensors.len()];
+            for (bi, b) in buckets.iter().enumerate() {
+                for &i in &b.tensors {
+                    owner[i] = bi;
+                }
             }
-        }
-        let mut pending: Vec<usize> = buckets.iter().map(|b| b.tensors.len()).collect();
-        let mut stream = Stream { segments: Vec::new(), free: t0, cursor: 0 };
-        let mut rows = Vec::with_capacity(buckets.len());
-        let mut next = 0usize;
-        let mut t = t0;
-        let mut hook_compute = 0.0;
-        let mut comm = 0.0;
-        let mut ready_at = vec![0.0f64; buckets.len()];
-        let mut launch =
-            |bi: usize, at: f64, ready: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
-                let b = &buckets[bi];
-                let steps = time_steps(b);
-                let mut s = at.max(stream.free);
-                let start = s;
-                let mut largest: Option<(u64, String)> = None;
-                let mut collectives = 0;
-                for (step, d, ct) in &steps {
-                    let (factor, lane, name, moved) = match step {
-                        HookStep::Compute { .. } => {
-                            hook_compute += d;
-                            (0.0, "compute", format!("bucket {bi} hook"), 0)
-                        }
-                        HookStep::Collective { collective, bytes, .. } => {
-                            comm += d;
-                            collectives += 1;
-                            if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
-                                let c = ct
-                                    .as_ref()
-                                    .map_or(String::new(), |c| format!("{}/{}", c.algo, c.proto));
-                                largest = Some((*bytes, c));
+            let mut pending: Vec<usize> = buckets.iter().map(|b| b.tensors.len()).collect();
+            let mut stream = Stream { segments: Vec::new(), free: t0, cursor: 0 };
+            let mut rows = Vec::with_capacity(buckets.len());
+            let mut next = 0usize;
+            let mut t = t0;
+            let mut hook_compute = 0.0;
+            let mut comm = 0.0;
+            let mut ready_at = vec![0.0f64; buckets.len()];
+            let mut launch =
+                |bi: usize, at: f64, ready: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
+                    let b = &buckets[bi];
+                    let steps = time_steps(hook, b);
+                    let mut s = at.max(stream.free);
+                    let start = s;
+                    let mut largest: Option<(u64, String)> = None;
+                    let mut collectives = 0;
+                    for (step, d, ct) in &steps {
+                        let (factor, lane, name, moved) = match step {
+                            HookStep::Compute { .. } => {
+                                hook_compute += d;
+                                (0.0, "compute", format!("bucket {bi} hook"), 0)
                             }
-                            let f = if blocking { 0.0 } else { 1.0 - slowdown };
-                            (f, "nccl", format!("bucket {bi} {}", collective.name()), *bytes)
-                        }
-                    };
-                    stream.segments.push((s, s + d, factor));
-                    let (start_ms, end_ms) = (s * 1e3, (s + d) * 1e3);
-                    spans.push(Span { lane, name, start_ms, end_ms, bytes: moved });
-                    s += d;
-                }
-                stream.free = s;
-                rows.push(BucketRow {
-                    index: bi,
-                    bytes: b.bytes,
-                    wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
-                    tensors: b.tensors.len(),
-                    ready_ms: ready * 1e3,
-                    start_ms: start * 1e3,
-                    end_ms: s * 1e3,
-                    collectives,
-                    algo: largest.map(|l| l.1).unwrap_or_default(),
+                            HookStep::Collective { collective, bytes, .. } => {
+                                comm += d;
+                                collectives += 1;
+                                if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
+                                    let c = ct.as_ref().map_or(String::new(), |c| {
+                                        format!("{}/{}", c.algo, c.proto)
+                                    });
+                                    largest = Some((*bytes, c));
+                                }
+                                let f = if blocking { 0.0 } else { 1.0 - slowdown };
+                                (f, "nccl", format!("bucket {bi} {}", collective.name()), *bytes)
+                            }
+                        };
+                        stream.segments.push((s, s + d, factor));
+                        let (start_ms, end_ms) = (s * 1e3, (s + d) * 1e3);
+                        spans.push(Span { lane, name, start_ms, end_ms, bytes: moved });
+                        s += d;
+                    }
+                    stream.free = s;
+                    rows.push(BucketRow {
+                        index: bi,
+                        bytes: b.bytes,
+                        wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
+                        tensors: b.tensors.len(),
+                        ready_ms: ready * 1e3,
+                        start_ms: start * 1e3,
+                        end_ms: s * 1e3,
+                        collectives,
+                        algo: largest.map(|l| l.1).unwrap_or_default(),
+                    });
+                };
+            for (li, layer) in m.layers.iter().enumerate().rev() {
+                let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
+                let s0 = t;
+                t = stream.advance(t, bwd[li]);
+                spans.push(Span {
+                    lane: "compute",
+                    name: format!("bwd {}", layer.name),
+                    start_ms: s0 * 1e3,
+                    end_ms: t * 1e3,
+                    bytes: 0,
                 });
-            };
-        for (li, layer) in m.layers.iter().enumerate().rev() {
-            let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
-            let s0 = t;
-            t = stream.advance(t, bwd[li]);
-            spans.push(Span {
-                lane: "compute",
-                name: format!("bwd {}", layer.name),
-                start_ms: s0 * 1e3,
-                end_ms: t * 1e3,
-                bytes: 0,
-            });
-            for k in (0..layer.tensors.len()).rev() {
-                let i = first + k;
-                t = stream.advance(t, copy_in(m.grad_bytes(tensors[i])));
-                let bi = owner[i];
-                pending[bi] -= 1;
-                if pending[bi] == 0 {
-                    ready_at[bi] = t;
-                }
-                while next < buckets.len() && pending[next] == 0 {
-                    launch(next, t, ready_at[next], &mut stream, spans);
-                    next += 1;
+                for k in (0..layer.tensors.len()).rev() {
+                    let i = first + k;
+                    t = stream.advance(t, copy_in(m.grad_bytes(tensors[i])));
+                    let bi = owner[i];
+                    pending[bi] -= 1;
+                    if pending[bi] == 0 {
+                        ready_at[bi] = t;
+                    }
+                    while next < buckets.len() && pending[next] == 0 {
+                        launch(next, t, ready_at[next], &mut stream, spans);
+                        next += 1;
+                    }
                 }
             }
-        }
-        // finalize_backward: wait for every bucket, then copy the averaged gradients out.
-        let mut end = t.max(stream.free);
-        if !spec.gradient_as_bucket_view {
-            let s0 = end;
-            end += pass(2.0 * grad_bytes as f64);
-            spans.push(Span {
-                lane: "compute",
-                name: "copy-out".into(),
-                start_ms: s0 * 1e3,
-                end_ms: end * 1e3,
-                bytes: 0,
-            });
-        }
-        (end, rows, hook_compute, comm)
-    };
+            // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
+            // parameter, at the end of backward.
+            if spec.find_unused_parameters && !spec.static_graph {
+                let c = coll(Collective::AllReduce, 4 * tensors.len() as u64, DataType::Int32);
+                let s0 = t.max(stream.free);
+                stream.segments.push((s0, s0 + c.secs, 1.0 - slowdown));
+                stream.free = s0 + c.secs;
+                comm += c.secs;
+                spans.push(Span {
+                    lane: "nccl",
+                    name: "local_used_map all_reduce".into(),
+                    start_ms: s0 * 1e3,
+                    end_ms: (s0 + c.secs) * 1e3,
+                    bytes: 4 * tensors.len() as u64,
+                });
+            }
+            // finalize_backward: wait for every bucket, then copy the averaged gradients out.
+            let mut end = t.max(stream.free);
+            if !spec.gradient_as_bucket_view {
+                let s0 = end;
+                end += pass(2.0 * grad_bytes as f64);
+                spans.push(Span {
+                    lane: "compute",
+                    name: "copy-out".into(),
+                    start_ms: s0 * 1e3,
+                    end_ms: end * 1e3,
+                    bytes: 0,
+                });
+            }
+            (end, rows, hook_compute, comm)
+        };
 
     let steady = buckets(m, spec.bucket_cap, phase);
     let rebuilt_first = buckets(m, spec.bucket_cap, Phase::FirstIteration);
@@ -727,7 +763,8 @@ pub fn simulate_step(
         bytes: 0,
     });
     t += fwd_s;
-    let (end, rows, hook_compute, bucket_comm) = run_backward(&steady, t, slowdown, &mut spans);
+    let (end, rows, hook_compute, bucket_comm) =
+        run_backward(&spec.hook, &steady, t, slowdown, &mut spans);
     comm += bucket_comm;
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
@@ -744,7 +781,18 @@ pub fn simulate_step(
         0.0
     };
     let first_start = (k - 1) as f64 * (fwd_s + bwd_s) + b0 + fwd_s;
-    let (first_end, ..) = run_backward(&first_buckets, first_start, slowdown, &mut scratch);
+    // PowerSGD runs plain all-reduces before start_powerSGD_iter (at least 2 with error
+    // feedback or warm start, which PyTorch enforces).
+    let first_hook = match spec.hook {
+        CommHook::PowerSgd { start_iter, .. } | CommHook::BatchedPowerSgd { start_iter, .. }
+            if start_iter > 0 =>
+        {
+            CommHook::None
+        }
+        h => h,
+    };
+    let (first_end, ..) =
+        run_backward(&first_hook, &first_buckets, first_start, slowdown, &mut scratch);
 
     let single = k as f64 * (fwd_s + bwd_s);
     let samples = (spec.micro_batch * k * world as u64) as f64;
@@ -845,7 +893,8 @@ mod tests {
             bytes: m.params() * 4,
             dtype: DataType::Float,
         };
-        let hook = CommHook::PowerSgd { rank, error_feedback: true, warm_start: true };
+        let hook =
+            CommHook::PowerSgd { rank, error_feedback: true, warm_start: true, start_iter: 1000 };
         wire_bytes(&hook_steps(&hook, m, &all, 16)) / 4
     }
 
@@ -897,10 +946,18 @@ mod tests {
                 .count()
         };
         assert_eq!(
-            count(CommHook::PowerSgd { rank: 1, error_feedback: true, warm_start: true }),
+            count(CommHook::PowerSgd {
+                rank: 1,
+                error_feedback: true,
+                warm_start: true,
+                start_iter: 1000
+            }),
             3
         );
-        assert_eq!(count(CommHook::BatchedPowerSgd { rank: 1, error_feedback: true }), 2);
+        assert_eq!(
+            count(CommHook::BatchedPowerSgd { rank: 1, error_feedback: true, start_iter: 1000 }),
+            2
+        );
     }
 
     fn gpu() -> GpuFacts {
@@ -1030,5 +1087,37 @@ mod tests {
             steps[0],
             HookStep::Collective { dtype: DataType::Half, bytes: 1048576, .. }
         ));
+    }
+
+    #[test]
+    fn slowdown_powersgd_overlap_and_find_unused() {
+        let m = preset("resnet50", None, DataType::Float).unwrap();
+        let mut s = spec(m);
+        s.compute_slowdown = None;
+        // NCCL's 10 CTAs over 100 SMs.
+        let r = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        assert!((r.compute_slowdown - 0.1).abs() < 1e-12);
+        // PowerSGD's synchronize: no compute overlaps its buckets, so all of it is exposed; its
+        // first iteration (before start_powerSGD_iter) is a plain all-reduce.
+        s.hook =
+            CommHook::PowerSgd { rank: 2, error_feedback: true, warm_start: true, start_iter: 10 };
+        let p = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        assert!(p.buckets.iter().all(|b| b.collectives == 3));
+        let bucket_comm: f64 = p.comm_ms; // no buffer broadcast below world 2? (8 ranks: there is one)
+        assert!(
+            p.exposed_comm_ms > 0.99 * bucket_comm - 1e-3,
+            "{} vs {}",
+            p.exposed_comm_ms,
+            bucket_comm
+        );
+        s.hook = CommHook::None;
+        let plain_first = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10)).first_iteration_ms;
+        assert!((p.first_iteration_ms - plain_first).abs() < 1e-9);
+        // find_unused_parameters: construction buckets (no rebuild) and the local_used_map
+        // all-reduce at the end of backward.
+        s.find_unused_parameters = true;
+        let f = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
+        assert!(f.timeline.iter().any(|x| x.name == "local_used_map all_reduce"));
+        assert!((f.buckets[f.buckets.len() - 1].bytes as f64 / 1048576.0 - 1.55).abs() < 0.01);
     }
 }
