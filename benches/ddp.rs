@@ -1,7 +1,8 @@
-//! DDP training steps: one Llama-7B step on 1,024 H100s (128 DGX-H100 nodes), and a 50-point
-//! bucket_cap_mb sweep of GPT-2 XL on 16 nodes run as `simulate --sweep` runs it (in parallel).
+//! DDP training steps: one Llama-7B step on 16, 128 and 1,024 H100s (2, 16 and 128 DGX-H100
+//! nodes), and a 50-point bucket_cap_mb sweep of GPT-2 XL on 16 nodes run as `simulate --sweep`
+//! runs it (in parallel).
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
 
 use collsim::collective::Mode;
@@ -11,13 +12,15 @@ fn bench(c: &mut Criterion) {
     let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).expect("profile");
     let llama =
         std::fs::read_to_string("scenarios/llama7b-dgx-h100-16node.toml").expect("scenario");
-    let llama = set_keys(&llama, &[("cluster.nodes".into(), "128".into())]).expect("edit");
-    let s = parse_scenario("llama.toml", &llama).expect("scenario");
     let mut g = c.benchmark_group("ddp");
     g.sample_size(10);
-    g.bench_function("llama7b_step_1024_gpus", |b| {
-        b.iter(|| collsim::simulate_ddp(&s, &params, Mode::Aggregated).expect("step"))
-    });
+    for nodes in [2usize, 16, 128] {
+        let text = set_keys(&llama, &[("cluster.nodes".into(), nodes.to_string())]).expect("edit");
+        let s = parse_scenario("llama.toml", &text).expect("scenario");
+        g.bench_with_input(BenchmarkId::new("llama7b_step_gpus", nodes * 8), &s, |b, s| {
+            b.iter(|| collsim::simulate_ddp(s, &params, Mode::Aggregated).expect("step"))
+        });
+    }
     let gpt = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").expect("scenario");
     g.bench_function("gpt2xl_sweep_50_bucket_caps", |b| {
         b.iter(|| {

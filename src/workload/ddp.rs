@@ -74,14 +74,14 @@ pub fn assign(sizes: &[(usize, u64, DataType)], limits: &[u64]) -> Vec<Bucket> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Construction time in PyTorch before ~1.12, or with `find_unused_parameters=True` (not
-    /// static): forward order, limits [1 MiB, cap] (just [cap] if the cap was set explicitly in
+    /// static): forward order, limits `[1 MiB, cap]` (just `[cap]` if the cap was set explicitly in
     /// current versions), buckets reversed so the last layers reduce first.
     Construction,
     /// Iteration 0 in current PyTorch with `find_unused_parameters=False` or `static_graph`:
     /// one bucket of everything.
     FirstIteration,
     /// After the rebuild: gradient-ready order (taken as the reverse of `parameters()`),
-    /// limits [first cap, cap], kept in that order — the small bucket first.
+    /// limits `[first cap, cap]`, kept in that order — the small bucket first.
     Rebuilt,
 }
 

@@ -364,3 +364,30 @@ fn bert_large_on_eight_dgx_a100_nodes() {
             < 1e-6
     );
 }
+
+#[test]
+fn ddp_output_is_the_same_bytes_whatever_the_thread_count() {
+    let run = |threads: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"));
+        c.args([
+            "simulate",
+            "scenarios/gpt2-xl-a3-16node.toml",
+            "--sweep",
+            "ddp.comm_hook=none,fp16,powersgd",
+            "--sweep",
+            "ddp.bucket_cap_mb=5,25",
+            "--format",
+            "json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if let Some(t) = threads {
+            c.env("RAYON_NUM_THREADS", t);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let a = run(None);
+    assert_eq!(a, run(Some("1")));
+    assert_eq!(a, run(None));
+}
