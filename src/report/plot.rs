@@ -105,14 +105,22 @@ pub fn timeline(r: &crate::workload::ddp::StepResult, path: &Path) -> Result<(),
         .disable_y_mesh()
         .draw()
         .map_err(|e| err(&e))?;
-    let bars = r.timeline.iter().map(|s| {
+    // Forward light, backward layers alternating two blues so each layer shows, copies green,
+    // hook work magenta, collectives red; a white outline separates compute neighbours.
+    let bars = r.timeline.iter().enumerate().flat_map(|(i, s)| {
         let (lane, color) = match (s.lane, s.name.contains("hook")) {
-            ("nccl", _) => (1.0, RED.mix(0.7)),
-            (_, true) => (0.0, MAGENTA.mix(0.7)),
-            _ if s.name.starts_with("copy") => (0.0, GREEN.mix(0.7)),
-            _ => (0.0, BLUE.mix(0.6)),
+            ("nccl", _) => (1.0, RED.mix(0.75)),
+            (_, true) => (0.0, MAGENTA.mix(0.75)),
+            _ if s.name.starts_with("copy") => (0.0, GREEN.mix(0.75)),
+            _ if s.name.starts_with("bwd") => {
+                (0.0, if i % 2 == 0 { BLUE.mix(0.75) } else { BLUE.mix(0.45) })
+            }
+            _ => (0.0, CYAN.mix(0.5)),
         };
-        Rectangle::new([(s.start_ms, lane + 0.15), (s.end_ms, lane + 0.85)], color.filled())
+        let corners = [(s.start_ms, lane + 0.15), (s.end_ms, lane + 0.85)];
+        // Collectives are often thinner than a pixel: no white outline to hide them.
+        let outline = if lane == 0.0 { WHITE.stroke_width(1) } else { color.stroke_width(1) };
+        [Rectangle::new(corners, color.filled()), Rectangle::new(corners, outline)]
     });
     chart.draw_series(bars).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
@@ -144,17 +152,25 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(),
     let n = xs.len().max(2) - 1;
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("DDP step time against {key}"), ("sans-serif", 18))
-        .margin(12)
+        .margin(24)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(0.0..n as f64, 0.0..ymax)
+        .build_cartesian_2d(-0.25..n as f64 + 0.25, 0.0..ymax)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc(key.as_str())
         .y_desc("iteration (ms)")
-        .x_labels(xs.len())
-        .x_label_formatter(&|v| xs.get(v.round() as usize).cloned().unwrap_or_default())
+        .disable_x_mesh()
+        .x_labels(xs.len() + 2)
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                xs.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
         .draw()
         .map_err(|e| err(&e))?;
     let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
