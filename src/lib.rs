@@ -132,7 +132,7 @@ pub fn simulate_ddp(
         .memory_bandwidth
         .ok_or_else(|| {
             Error::Ddp(format!(
-                "{}: the GPU model has no memory_bandwidth, which DDP's copies need",
+                "{}: the GPU model has no memory_bandwidth, which DDP's copies need (add it to its [gpu_model] table)",
                 model.name
             ))
         })?

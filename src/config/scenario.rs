@@ -297,11 +297,14 @@ fn ddp_workload(
             let precision = src.check("workload.precision", p, |p| {
                 match node.gpu.model.peak_tflops.get(p.as_str()) {
                     Some(_) => Ok(p.clone()),
-                    None => Err(format!(
-                        "the {} has no peak for {p:?} in the GPU library (it lists {}); give workload.tflops instead",
-                        node.gpu.model.name,
-                        node.gpu.model.peak_tflops.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )),
+                    None => {
+                        let known = node.gpu.model.peak_tflops.keys().cloned().collect::<Vec<_>>();
+                        let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                        Err(format!(
+                            "the {} has no peak for {p:?} in the GPU library (it lists {known}); give workload.tflops instead, or peak_tflops in its [gpu_model] table",
+                            node.gpu.model.name
+                        ))
+                    }
                 }
             })?;
             ComputeRate::Peak { precision, efficiency: fraction("workload.efficiency", e, true)? }
