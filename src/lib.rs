@@ -97,8 +97,11 @@ pub fn simulate(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(Vec<Row>, CommSummary), Error> {
+    let sweep = scenario
+        .sweep()
+        .ok_or_else(|| Error::Ddp("the scenario's workload is a DDP step, not a sweep".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
-    let rows = workload::sweep::run(&cluster, &comm, &scenario.sweep, params, mode)?;
+    let rows = workload::sweep::run(&cluster, &comm, sweep, params, mode)?;
     Ok((rows, summary))
 }
 
@@ -114,8 +117,7 @@ pub fn simulate_ddp(
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     let spec = scenario
-        .ddp
-        .as_ref()
+        .ddp()
         .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let model = &scenario.node.gpu.model;

@@ -278,8 +278,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 gpus_per_node: node.gpu.count,
                 node,
                 nodes: 1,
-                sweep,
-                ddp: None,
+                workload: config::Workload::Sweep(sweep),
                 nccl: Vec::new(),
                 placement: config::PlacementSpec::default(),
             }
@@ -589,7 +588,7 @@ fn simulate_sweep(
             let edited = config::set_keys(&text, point).map_err(|e| anyhow!("{name}: {e}"))?;
             let s = config::parse_scenario(&name, &edited)?;
             let s = apply_common(Some(s), common)?;
-            if s.ddp.is_none() {
+            if s.ddp().is_none() {
                 bail!("--sweep runs DDP steps; {name}'s workload is not kind = \"ddp\"");
             }
             Ok(collsim::simulate_ddp(&s, &profile, m)?.0)
@@ -780,7 +779,7 @@ fn run(cli: Cli) -> Result<()> {
                 None => None,
             };
             let mut s = apply_common(base, &common)?;
-            if let Some(spec) = s.ddp.clone() {
+            if let Some(spec) = s.ddp().cloned() {
                 let flags = [
                     ("--collective", collective.is_some()),
                     ("--min-bytes", min_bytes.is_some()),
@@ -821,35 +820,45 @@ fn run(cli: Cli) -> Result<()> {
             if trace.is_some() || plot.is_some() {
                 bail!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
             }
+            let Some(sw) = s.sweep_mut() else {
+                bail!("the scenario's workload is neither a sweep nor a DDP step");
+            };
             if let Some(c) = collective {
-                s.sweep.collective = Collective::parse(&c)
+                sw.collective = Collective::parse(&c)
                     .ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?;
             }
             if let Some(b) = min_bytes {
-                s.sweep.min_bytes = parse_size("--min-bytes", &b)?;
+                sw.min_bytes = parse_size("--min-bytes", &b)?;
             }
             if let Some(b) = max_bytes {
-                s.sweep.max_bytes = parse_size("--max-bytes", &b)?;
+                sw.max_bytes = parse_size("--max-bytes", &b)?;
             }
             if let Some(f) = factor {
-                s.sweep.factor = f;
+                sw.factor = f;
             }
             if let Some(d) = dtype {
-                s.sweep.dtype =
+                sw.dtype =
                     DataType::parse(&d).ok_or_else(|| anyhow!("--dtype {d}: unknown data type"))?;
             }
             if let Some(o) = op {
-                s.sweep.op =
+                sw.op =
                     ReduceOp::parse(&o).ok_or_else(|| anyhow!("--op {o}: unknown reduction"))?;
             }
-            if let Err((field, msg)) = s.sweep.check() {
+            if let Err((field, msg)) = sw.check() {
                 bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
             }
+            let sweep = sw.clone();
             let profile = load_profile(common.profile.as_deref())?;
             let m = mode(common.mode);
             let (rows, communicator) = collsim::simulate(&s, &profile, m)?;
-            let report =
-                SimReport { scenario: &s, profile: &profile, mode: m, communicator, rows: &rows };
+            let report = SimReport {
+                scenario: &s,
+                sweep: &sweep,
+                profile: &profile,
+                mode: m,
+                communicator,
+                rows: &rows,
+            };
             let fmt: &dyn SimFormat = match format {
                 SimFmt::Table => &report::table::Table,
                 SimFmt::Nccl => &report::nccl::Nccl,

@@ -35,6 +35,17 @@ fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(b.get())
 }
 
+/// What a scenario runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// An nccl-tests-like sweep of one collective.
+    Sweep(SweepSpec),
+    /// A PyTorch DDP training step (`kind = "ddp"`).
+    #[serde(skip_serializing)]
+    Ddp(Box<DdpSpec>),
+}
+
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Scenario {
@@ -46,30 +57,42 @@ pub struct Scenario {
     pub nodes: usize,
     /// GPUs used per node (the first ones).
     pub gpus_per_node: usize,
-    /// The collective sweep (with a `ddp` workload, an unused placeholder).
-    pub sweep: SweepSpec,
-    /// A DDP training step, when the workload is `kind = "ddp"`.
-    #[serde(skip)]
-    pub ddp: Option<DdpSpec>,
+    /// What runs on it.
+    #[serde(flatten)]
+    pub workload: Workload,
     /// NCCL_* variables as given.
     pub nccl: Vec<(String, String)>,
     /// Where the nodes sit.
     pub placement: PlacementSpec,
 }
 
-impl SweepSpec {
-    /// What a scenario whose workload is not a sweep holds (an 8-byte all_reduce).
-    pub fn placeholder() -> SweepSpec {
-        SweepSpec {
-            collective: Collective::AllReduce,
-            min_bytes: Bytes::new(8),
-            max_bytes: Bytes::new(8),
-            factor: 2,
-            dtype: DataType::Float,
-            op: ReduceOp::Sum,
+impl Scenario {
+    /// The sweep, if that is the workload.
+    pub fn sweep(&self) -> Option<&SweepSpec> {
+        match &self.workload {
+            Workload::Sweep(s) => Some(s),
+            Workload::Ddp(_) => None,
         }
     }
 
+    /// The sweep, to change, if that is the workload.
+    pub fn sweep_mut(&mut self) -> Option<&mut SweepSpec> {
+        match &mut self.workload {
+            Workload::Sweep(s) => Some(s),
+            Workload::Ddp(_) => None,
+        }
+    }
+
+    /// The DDP step, if that is the workload.
+    pub fn ddp(&self) -> Option<&DdpSpec> {
+        match &self.workload {
+            Workload::Ddp(d) => Some(d),
+            Workload::Sweep(_) => None,
+        }
+    }
+}
+
+impl SweepSpec {
     /// Checks the sweep's own consistency; `Err` holds the field and the reason.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.min_bytes > self.max_bytes {
@@ -433,10 +456,10 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         })?,
         None => "sweep".to_string(),
     };
-    let (sweep, ddp) = if kind == "ddp" {
-        (SweepSpec::placeholder(), Some(ddp_workload(&src, w, &node)?))
+    let workload = if kind == "ddp" {
+        Workload::Ddp(Box::new(ddp_workload(&src, w, &node)?))
     } else {
-        (sweep_workload(&src, w)?, None)
+        Workload::Sweep(sweep_workload(&src, w)?)
     };
     let mut nccl = Vec::new();
     for (k, v) in raw.nccl.iter().flatten() {
@@ -460,5 +483,5 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         Some(p) => PlacementSpec::parse(&src, p, nodes)?,
         None => PlacementSpec::default(),
     };
-    Ok(Scenario { topology, node, nodes, gpus_per_node, sweep, ddp, nccl, placement })
+    Ok(Scenario { topology, node, nodes, gpus_per_node, workload, nccl, placement })
 }

@@ -39,6 +39,9 @@ pub struct CommSummary {
 pub struct SimReport<'a> {
     /// The resolved scenario.
     pub scenario: &'a Scenario,
+    /// Its sweep.
+    #[serde(skip)]
+    pub sweep: &'a crate::config::SweepSpec,
     /// The timing profile used.
     pub profile: &'a TimingParams,
     /// Simulation mode.

@@ -12,7 +12,7 @@ pub struct Nccl;
 impl SimFormat for Nccl {
     fn write_sim(&self, r: &SimReport<'_>, out: &mut dyn Write) -> io::Result<()> {
         let s = r.scenario;
-        let sw = &s.sweep;
+        let sw = r.sweep;
         writeln!(
             out,
             "# collsim {} prediction in nccl-tests layout (NCCL tables {})",
@@ -55,7 +55,7 @@ impl SimFormat for Nccl {
         )?;
         let mut sum = 0.0;
         // Rooted tests print their root (nccl-tests' default -r 0); the others -1.
-        let root = match r.scenario.sweep.collective {
+        let root = match r.sweep.collective {
             crate::collective::Collective::Broadcast | crate::collective::Collective::Reduce => 0,
             _ => -1,
         };

@@ -20,14 +20,14 @@ impl SimFormat for Table {
         writeln!(
             out,
             "{} on {} x {} ({} of {} GPUs per node, {} ranks), {} {}",
-            s.sweep.collective.name(),
+            r.sweep.collective.name(),
             s.nodes,
             s.node.name,
             s.gpus_per_node,
             s.node.gpu.count,
             c.nranks,
-            s.sweep.dtype.name(),
-            s.sweep.op.name()
+            r.sweep.dtype.name(),
+            r.sweep.op.name()
         )?;
         writeln!(
             out,
@@ -87,7 +87,7 @@ impl SimFormat for Table {
         writeln!(
             out,
             "algbw = size/time, busbw = algbw x {:.4} (GB/s = 1e9 B/s, as nccl-tests)",
-            s.sweep.collective.busbw_factor(c.nranks)
+            r.sweep.collective.busbw_factor(c.nranks)
         )?;
         if other {
             writeln!(
