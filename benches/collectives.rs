@@ -3,14 +3,35 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
-use collsim::collective::{Collective, Mode, p2p};
+use collsim::collective::{self, Call, Collective, Mode, TimingParams};
 use collsim::comm::Communicator;
 use collsim::comm::env::NcclEnv;
-use collsim::config::{DEFAULT_PROFILE, SweepSpec, parse_profile, resolve_topology};
+use collsim::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
 use collsim::hw::Cluster;
 use collsim::units::Bytes;
-use collsim::workload::sweep::{run, simulate_call};
+use collsim::workload::sweep::{SweepSpec, run};
 use collsim::workload::{DataType, ReduceOp};
+
+/// One call of `coll` on `bytes` as the sweep would make it, aggregated.
+fn call<'a>(
+    cluster: &'a Cluster,
+    comm: &'a Communicator,
+    coll: Collective,
+    bytes: u64,
+    params: &'a TimingParams,
+) -> Call<'a> {
+    Call {
+        cluster,
+        comm,
+        coll,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(4),
+        sel: collective::select(comm, coll, bytes),
+        params,
+        mode: Mode::Aggregated,
+        load: &[],
+    }
+}
 
 /// Group name, collective, NCCL_ALGO, (nodes, GPUs per node) shapes, SHARP switches.
 type Case<'a> = (&'a str, Collective, &'a str, &'a [(usize, usize)], bool);
@@ -55,12 +76,10 @@ fn bench(c: &mut Criterion) {
                 .expect("env");
             let comm = Communicator::new(&cluster, &env).expect("communicator");
             comm.check_algos(coll).expect("the algorithm runs here");
-            let sel = comm.select(coll, bytes);
+            let call = call(&cluster, &comm, coll, bytes, &params);
             g.throughput(Throughput::Elements(gpus as u64));
             g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
-                b.iter(|| {
-                    simulate_call(&cluster, &comm, coll, bytes, 4, &sel, &params, Mode::Aggregated)
-                })
+                b.iter(|| collective::simulate(&call))
             });
         }
         g.finish();
@@ -73,7 +92,8 @@ fn bench(c: &mut Criterion) {
         let cluster = Cluster::new(&spec, nodes, gpn);
         let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
         g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
-            b.iter(|| p2p::simulate(Collective::SendRecv, &cluster, &comm, bytes, &params))
+            let call = call(&cluster, &comm, Collective::SendRecv, bytes, &params);
+            b.iter(|| collective::simulate(&call))
         });
     }
     g.finish();
@@ -84,7 +104,8 @@ fn bench(c: &mut Criterion) {
         let cluster = Cluster::new(&spec, gpus / 8, 8);
         let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
         g.bench_with_input(BenchmarkId::from_parameter(gpus), &gpus, |b, _| {
-            b.iter(|| p2p::simulate(Collective::AllToAll, &cluster, &comm, bytes, &params))
+            let call = call(&cluster, &comm, Collective::AllToAll, bytes, &params);
+            b.iter(|| collective::simulate(&call))
         });
     }
     g.finish();

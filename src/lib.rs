@@ -150,7 +150,7 @@ pub fn simulate_ddp(
         if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(c, bytes, dtype)).cloned()) {
             return t;
         }
-        let spec = config::SweepSpec {
+        let spec = workload::sweep::SweepSpec {
             collective: c,
             min_bytes: units::Bytes::new(bytes),
             max_bytes: units::Bytes::new(bytes),

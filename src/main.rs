@@ -12,9 +12,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use collsim::calibrate::{nccl_log, validate};
 use collsim::collective::{Collective, Mode, TimingParams};
 use collsim::comm::env::NcclEnv;
-use collsim::config::{self, Scenario, SweepSpec};
+use collsim::config::{self, Scenario};
 use collsim::report::{self, SimFormat, SimReport, ValidationFormat, ValidationReport};
 use collsim::units::Bytes;
+use collsim::workload::sweep::SweepSpec;
 use collsim::workload::{DataType, ReduceOp};
 
 #[derive(Parser)]

@@ -5,9 +5,9 @@
 use super::nccl_log::LogTest;
 use crate::collective::{Collective, Mode, TimingParams};
 use crate::comm::Communicator;
-use crate::config::SweepSpec;
 use crate::hw::Cluster;
 use crate::units::Bytes;
+use crate::workload::sweep::SweepSpec;
 use crate::workload::sweep::{self, SweepError};
 use crate::workload::{DataType, ReduceOp};
 

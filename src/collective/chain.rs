@@ -9,13 +9,12 @@
 //! at the rate it gets while all channels cross that hop together, and the others follow at
 //! the pace of the slowest hop when every hop of every channel is busy.
 
-use super::ring::{RingRun, stream_unit};
-use super::{Collective, Mode, TimingParams};
-use crate::comm::{Communicator, HopClass, Proto, Selection};
-use crate::engine::{EventQueue, Next, next};
+use super::ring::stream_unit;
+use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, fill_rates, steady_rates};
+use super::{Collective, Mode};
+use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
-use crate::net::solver::{FlowSpec, max_min_rates};
-use crate::net::{LinkId, Network};
+use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
 /// NCCL_STEPS: chunks a connection can hold.
@@ -58,37 +57,25 @@ fn hop_paths(
 }
 
 /// Every hop of every channel busy at once, for `explain`'s bottleneck.
-pub fn steady_paths(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    sel: &Selection,
-) -> Vec<Vec<LinkId>> {
-    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let comm = call.comm;
+    let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
     if comm.nranks() < 2 {
         return Vec::new();
     }
-    hop_paths(coll, cluster, comm, nch).into_iter().flatten().map(|(p, _)| p).collect()
+    hop_paths(call.coll, call.cluster, comm, nch).into_iter().flatten().map(|(p, _)| p).collect()
 }
 
-/// Simulates one Broadcast or Reduce of `bytes` from/to rank 0 with `sel`'s protocol and
+/// One Broadcast or Reduce of `call.bytes` from/to rank 0 with the selection's protocol and
 /// channel count.
-#[allow(clippy::too_many_arguments)]
-pub fn simulate(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    elt: u64,
-    sel: &Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> RingRun {
+pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
+    let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
+    let (bytes, elt) = (call.bytes.get(), call.elt.get());
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let n = nnodes * ppn;
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
     if n < 2 || bytes == 0 {
-        return RingRun { time: params.call_overhead, events: 0 };
+        return Box::new(Closed::new(Time::ZERO));
     }
     let align = 16u64.max(elt);
     let per_channel = bytes.div_ceil(nch as u64).div_ceil(align) * align;
@@ -99,14 +86,13 @@ pub fn simulate(
     let unit = step.div_ceil(align).max(1) * align;
     let chunks = per_channel.div_ceil(unit) as usize;
     let last = per_channel - (chunks as u64 - 1) * unit;
-    let payload = |k: usize| if k + 1 == chunks { last } else { unit };
     let gpu = params.gpu(cluster.spec().gpu.arch);
     let p = sel.proto as usize;
     let sync = gpu.sync[p];
     let links = cluster.links();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    let channels: Vec<Vec<Hop>> = hop_paths(coll, cluster, comm, nch)
+    let channels: Vec<Vec<Hop>> = hop_paths(call.coll, cluster, comm, nch)
         .into_iter()
         .map(|hops| {
             hops.into_iter()
@@ -122,40 +108,58 @@ pub fn simulate(
                 .collect()
         })
         .collect();
-    let finish = match mode {
+    match call.mode {
         Mode::Aggregated => {
-            estimate(&channels, links, chunks, per_channel as f64 / chunks as f64, sync)
+            let unit = per_channel as f64 / chunks as f64;
+            Box::new(Closed::new(estimate(&channels, links, call.load, chunks, unit, sync)))
         }
-        Mode::Detailed => run_events(&channels, links, chunks, &payload, sync),
-    };
-    RingRun { time: params.call_overhead + finish.0, events: finish.1 }
+        Mode::Detailed => {
+            let paths: Vec<Vec<PathId>> = channels
+                .iter()
+                .map(|c| c.iter().map(|h| cx.add_path(&h.links)).collect())
+                .collect();
+            let nh = channels.first().map_or(0, |c| c.len());
+            let nc = channels.len();
+            Box::new(Chain {
+                delay: channels.iter().map(|c| c.iter().map(|h| h.delay).collect()).collect(),
+                eff: channels.iter().map(|c| c.iter().map(|h| h.eff).collect()).collect(),
+                p2p: channels.iter().map(|c| c.iter().map(|h| h.p2p).collect()).collect(),
+                paths,
+                chunks,
+                unit,
+                last,
+                sync,
+                nh,
+                sent: vec![vec![0; nh]; nc],
+                arrived: vec![vec![0; nh]; nc],
+                busy: vec![vec![false; nh]; nc],
+                finish: Time::ZERO,
+                done: 0,
+            })
+        }
+    }
 }
 
 fn estimate(
     channels: &[Vec<Hop>],
     links: &[crate::net::Link],
+    load: &[Load],
     chunks: usize,
     unit: f64,
     sync: Time,
-) -> (Time, u64) {
+) -> Time {
     let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let raw: Vec<Vec<Vec<u32>>> = channels
         .iter()
         .map(|c| c.iter().map(|h| h.links.iter().map(|l| l.0).collect()).collect())
         .collect();
-    let solve = |paths: Vec<&Vec<u32>>| {
-        let specs: Vec<FlowSpec<'_>> = paths
-            .into_iter()
-            .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 })
-            .collect();
-        max_min_rates(&caps, &specs)
-    };
-    let steady = solve(raw.iter().flatten().collect());
+    let all: Vec<&[u32]> = raw.iter().flatten().map(|p| p.as_slice()).collect();
+    let steady = steady_rates(&caps, &all, load);
     let hops = channels.first().map_or(0, |c| c.len());
     let fill: Vec<Vec<f64>> = (0..hops)
         .map(|h| {
             let paths: Vec<&[u32]> = raw.iter().map(|c| c[h].as_slice()).collect();
-            crate::net::solver::equal_shares(&caps, &paths)
+            fill_rates(&caps, &paths, load)
         })
         .collect();
     let mut worst = 0.0f64;
@@ -171,97 +175,132 @@ fn estimate(
         }
         worst = worst.max(first + chunks.saturating_sub(1) as f64 * pace);
     }
-    (Time::from_secs_f64_ceil(worst), 0)
+    Time::from_secs_f64_ceil(worst)
 }
 
-fn run_events(
-    channels: &[Vec<Hop>],
-    links: &[crate::net::Link],
+/// What a chain's transfers and timers mean (`c`: channel, `h`: hop along it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    /// A chunk finished crossing hop `h` of channel `c`.
+    Moved {
+        /// Channel.
+        c: u32,
+        /// Hop.
+        h: u32,
+    },
+    /// It is visible at the hop's receiver.
+    Arrived {
+        /// Channel.
+        c: u32,
+        /// Hop.
+        h: u32,
+    },
+    /// The hop's sender has paid its sync and may send again.
+    Released {
+        /// Channel.
+        c: u32,
+        /// Hop.
+        h: u32,
+    },
+}
+
+impl From<Ev> for Signal {
+    fn from(e: Ev) -> Signal {
+        Signal::Chain(e)
+    }
+}
+
+/// A running Broadcast or Reduce, every chunk a flow.
+struct Chain {
+    paths: Vec<Vec<PathId>>,
+    delay: Vec<Vec<Time>>,
+    eff: Vec<Vec<f64>>,
+    p2p: Vec<Vec<bool>>,
     chunks: usize,
-    payload: &dyn Fn(usize) -> u64,
+    unit: u64,
+    last: u64,
     sync: Time,
-) -> (Time, u64) {
-    let mut net = Network::new(links);
-    let paths: Vec<Vec<_>> = channels
-        .iter()
-        .map(|c| c.iter().map(|h| net.add_path(&h.links, links)).collect())
-        .collect();
-    // Per channel, per hop: chunks sent, chunks arrived at its receiver, sender busy.
-    let nh = channels.first().map_or(0, |c| c.len());
-    let mut sent = vec![vec![0usize; nh]; channels.len()];
-    let mut arrived = vec![vec![0usize; nh]; channels.len()];
-    let mut busy = vec![vec![false; nh]; channels.len()];
-    // Events: (channel, hop, kind): 0 = data arrived, 1 = sender released after its sync.
-    let mut queue: EventQueue<(usize, usize, u8)> = EventQueue::new();
-    let mut events = 0u64;
-    let mut finish = Time::ZERO;
-    let try_send = |c: usize,
-                    h: usize,
-                    now: Time,
-                    sent: &mut Vec<Vec<usize>>,
-                    arrived: &Vec<Vec<usize>>,
-                    busy: &mut Vec<Vec<bool>>,
-                    net: &mut Network| {
-        let k = sent[c][h];
-        if busy[c][h] || k >= chunks {
+    /// Hops per channel.
+    nh: usize,
+    /// Per channel, per hop: chunks sent, chunks arrived at its receiver, sender busy.
+    sent: Vec<Vec<usize>>,
+    arrived: Vec<Vec<usize>>,
+    busy: Vec<Vec<bool>>,
+    finish: Time,
+    /// Channels whose last hop delivered every chunk.
+    done: usize,
+}
+
+impl Chain {
+    fn try_send(&mut self, cx: &mut Ctx<'_>, c: usize, h: usize) {
+        let k = self.sent[c][h];
+        if self.busy[c][h] || k >= self.chunks {
             return;
         }
         // Data: the first hop's sender has it all; the others once it arrived from upstream.
-        if h > 0 && arrived[c][h - 1] <= k {
+        if h > 0 && self.arrived[c][h - 1] <= k {
             return;
         }
         // Window: the receiver holds at most WINDOW chunks it has not forwarded.
-        if h + 1 < nh && k >= sent[c][h + 1] + WINDOW {
+        if h + 1 < self.nh && k >= self.sent[c][h + 1] + WINDOW {
             return;
         }
-        let hop = &channels[c][h];
-        let wire = Bytes::new((payload(k) as f64 / hop.eff).ceil() as u64);
-        net.start_flow(now, paths[c][h], wire, f64::INFINITY, 1.0, ((c as u64) << 32) | h as u64);
-        busy[c][h] = true;
-    };
-    for c in 0..channels.len() {
-        try_send(c, 0, Time::ZERO, &mut sent, &arrived, &mut busy, &mut net);
+        let payload = if k + 1 == self.chunks { self.last } else { self.unit };
+        let wire = Bytes::new((payload as f64 / self.eff[c][h]).ceil() as u64);
+        cx.flow(self.paths[c][h], wire, Ev::Moved { c: c as u32, h: h as u32 });
+        self.busy[c][h] = true;
     }
-    loop {
-        match next(queue.peek_time(), net.next_completion()) {
-            Next::Done => break,
-            Next::Flows(f) => {
-                queue.advance_to(f);
-                for tok in net.complete_until(f) {
-                    events += 1;
-                    let (c, h) = ((tok >> 32) as usize, (tok & 0xffff_ffff) as usize);
-                    sent[c][h] += 1;
-                    queue.schedule(f + channels[c][h].delay, (c, h, 0));
-                    if channels[c][h].p2p && sync > Time::ZERO {
-                        queue.schedule(f + sync, (c, h, 1));
-                    } else {
-                        busy[c][h] = false;
-                        try_send(c, h, f, &mut sent, &arrived, &mut busy, &mut net);
-                    }
-                    if h > 0 {
-                        try_send(c, h - 1, f, &mut sent, &arrived, &mut busy, &mut net);
-                    }
+}
+
+impl Algorithm for Chain {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        for c in 0..self.paths.len() {
+            self.try_send(cx, c, 0);
+        }
+    }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        let Signal::Chain(ev) = signal else { return };
+        let now = cx.now();
+        match ev {
+            Ev::Moved { c, h } => {
+                let (c, h) = (c as usize, h as usize);
+                self.sent[c][h] += 1;
+                cx.at(now + self.delay[c][h], Ev::Arrived { c: c as u32, h: h as u32 });
+                if self.p2p[c][h] && self.sync > Time::ZERO {
+                    cx.at(now + self.sync, Ev::Released { c: c as u32, h: h as u32 });
+                } else {
+                    self.busy[c][h] = false;
+                    self.try_send(cx, c, h);
+                }
+                if h > 0 {
+                    self.try_send(cx, c, h - 1);
                 }
             }
-            Next::Events(q) => {
-                while queue.peek_time() == Some(q) {
-                    let Some((_, (c, h, kind))) = queue.pop() else { break };
-                    events += 1;
-                    if kind == 1 {
-                        busy[c][h] = false;
-                        try_send(c, h, q, &mut sent, &arrived, &mut busy, &mut net);
-                        continue;
-                    }
-                    arrived[c][h] += 1;
-                    if h + 1 == nh && arrived[c][h] == chunks {
-                        finish = finish.max(q);
-                    }
-                    if h + 1 < nh {
-                        try_send(c, h + 1, q, &mut sent, &arrived, &mut busy, &mut net);
-                    }
+            Ev::Released { c, h } => {
+                let (c, h) = (c as usize, h as usize);
+                self.busy[c][h] = false;
+                self.try_send(cx, c, h);
+            }
+            Ev::Arrived { c, h } => {
+                let (c, h) = (c as usize, h as usize);
+                self.arrived[c][h] += 1;
+                if h + 1 == self.nh && self.arrived[c][h] == self.chunks {
+                    self.finish = self.finish.max(now);
+                    self.done += 1;
+                }
+                if h + 1 < self.nh {
+                    self.try_send(cx, c, h + 1);
                 }
             }
         }
     }
-    (finish, events)
+
+    fn finished(&self) -> Option<Time> {
+        (self.done == self.paths.len()).then_some(self.finish)
+    }
+
+    fn last(&self) -> Time {
+        self.finish
+    }
 }

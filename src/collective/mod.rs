@@ -1,79 +1,25 @@
-//! Collectives: from (collective, bytes, algorithm, protocol, channels) to steps, chunks and
-//! slices, and from those to flows on the network, driven by the event engine. One file per
-//! algorithm; only the ring ([`ring`]) exists so far.
+//! Collectives: from a [`Call`] (collective, bytes, algorithm, protocol, channels) to steps,
+//! chunks and slices, and from those to flows on the network, driven by the engine's one event
+//! loop. One file per algorithm, each a type implementing [`Algorithm`]; [`run`] is the one
+//! place that knows which exist ([`simulate`], [`select`], [`steady_paths`]).
 
 pub mod chain;
 pub mod nvls;
 pub mod p2p;
 pub mod pat;
 pub mod ring;
+pub mod run;
 pub mod tree;
 
+pub use run::{
+    Algorithm, Call, CallId, CallRun, Ctx, Load, Signal, Token, is_p2p, is_simulated, select,
+    simulate, simulate_together, steady_paths,
+};
+
+pub use crate::comm::Collective;
 use crate::comm::{HopClass, Proto};
 use crate::hw::Arch;
 use crate::units::Time;
-
-/// The collectives nccl-tests runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Collective {
-    /// AllReduce.
-    AllReduce,
-    /// AllGather.
-    AllGather,
-    /// ReduceScatter.
-    ReduceScatter,
-    /// Broadcast.
-    Broadcast,
-    /// Reduce.
-    Reduce,
-    /// AllToAll.
-    AllToAll,
-    /// SendRecv.
-    SendRecv,
-}
-
-impl Collective {
-    /// Parses nccl-tests' names ("all_reduce", "all_reduce_perf", "allreduce").
-    pub fn parse(s: &str) -> Option<Collective> {
-        let s = s.trim().trim_end_matches("_perf").replace(['_', '-'], "").to_ascii_lowercase();
-        Some(match s.as_str() {
-            "allreduce" => Collective::AllReduce,
-            "allgather" => Collective::AllGather,
-            "reducescatter" => Collective::ReduceScatter,
-            "broadcast" => Collective::Broadcast,
-            "reduce" => Collective::Reduce,
-            "alltoall" => Collective::AllToAll,
-            "sendrecv" => Collective::SendRecv,
-            _ => return None,
-        })
-    }
-
-    /// nccl-tests' name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::AllReduce => "all_reduce",
-            Collective::AllGather => "all_gather",
-            Collective::ReduceScatter => "reduce_scatter",
-            Collective::Broadcast => "broadcast",
-            Collective::Reduce => "reduce",
-            Collective::AllToAll => "alltoall",
-            Collective::SendRecv => "sendrecv",
-        }
-    }
-
-    /// nccl-tests' bus-bandwidth factor for `n` ranks (`doc/PERFORMANCE.md`).
-    pub fn busbw_factor(self, n: usize) -> f64 {
-        let n = n as f64;
-        match self {
-            Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
-                (n - 1.0) / n
-            }
-            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
-        }
-    }
-}
 
 /// The timing parameters of the mechanistic model (a calibration profile's content).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -9,16 +9,13 @@
 //! The two stages pipeline over the chunks of a channel; all GPUs and channels run at once and
 //! share the links by max-min fairness. Wire bytes are payload / NVLS efficiency.
 
-use super::{Mode, TimingParams};
+use super::Mode;
+use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
 use crate::comm::env::NcclEnv;
-use crate::comm::{Communicator, HopClass, Proto, Selection};
-use crate::engine::{EventQueue, Next, next};
+use crate::comm::{HopClass, Proto};
 use crate::hw::{Cluster, Vertex};
-use crate::net::solver::{FlowSpec, max_min_rates};
-use crate::net::{LinkId, Network, PathId};
+use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
-
-use super::ring::RingRun;
 
 /// NCCL's NVLS chunk (`nccl-model.md` §3.6): NCCL_NVLS_CHUNKSIZE, cut to 64, 32 and 16 KiB when
 /// the message is under 64, 8 and 2 × (`concurrent` pipelines — channels × heads — × chunk).
@@ -70,143 +67,123 @@ struct Pipe {
     storing: bool,
 }
 
-/// Simulates one NVLS AllReduce of `bytes` on one node with `sel.nchannels` NVLS channels.
-pub fn simulate_allreduce(
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    elt: u64,
-    sel: &Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> RingRun {
-    let n = comm.ppn();
-    let nch = sel.nchannels.max(1);
-    if n < 2 || bytes == 0 {
-        return RingRun { time: params.call_overhead, events: 0 };
-    }
-    let align = 16u64.max(elt);
-    let share = bytes.div_ceil((n * nch) as u64).div_ceil(align) * align;
-    let chunk = chunk_size(bytes, (nch * n) as u64, comm.env().nvls_chunksize.get()).max(align);
-    let chunks = share.div_ceil(chunk) as usize;
-    let last = share - (chunks as u64 - 1) * chunk;
-    let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
-    let eff = params.nvls_efficiency(comm.arch());
-    let wire = |k: usize| Bytes::new((payload(k) as f64 / eff).ceil() as u64);
-    let lat = params.step(HopClass::Nvlink, Proto::Simple);
-    let up: Vec<LinkId> =
-        (0..n).map(|g| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0]).collect();
-    let down: Vec<LinkId> =
-        (0..n).map(|g| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0]).collect();
-    let reduce_path = |g: usize| -> Vec<LinkId> {
-        let mut p = up.clone();
-        p.push(down[g]);
-        p
-    };
-    let store_path = |g: usize| -> Vec<LinkId> {
-        let mut p = vec![up[g]];
-        p.extend(down.iter().copied());
-        p
-    };
-    let links = cluster.links();
-    let pipes = match mode {
-        Mode::Aggregated => 1,
-        Mode::Detailed => n * nch,
-    };
-    // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
-    // GPU and channel reducing and storing at once, by symmetry the same for all.
-    let fixed = if mode == Mode::Aggregated {
-        let paths: Vec<Vec<u32>> = (0..n)
-            .flat_map(|g| {
-                let (r, s) = (reduce_path(g), store_path(g));
-                (0..nch).flat_map(move |_| {
-                    [r.iter().map(|l| l.0).collect::<Vec<u32>>(), s.iter().map(|l| l.0).collect()]
-                })
-            })
-            .collect();
-        let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
-        let specs: Vec<FlowSpec<'_>> =
-            paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-        let r = max_min_rates(&caps, &specs);
-        Some((r[0], r[1]))
-    } else {
-        None
-    };
-    let mut net = Network::new(links);
-    let mut paths: Vec<(PathId, PathId)> = Vec::new();
-    if fixed.is_none() {
-        for i in 0..pipes {
-            let g = i / nch;
-            paths.push((net.add_path(&reduce_path(g), links), net.add_path(&store_path(g), links)));
-        }
-    }
-    let mut state = vec![Pipe::default(); pipes];
-    // Events: (pipe, stage) done after latency; fixed-rate completions go through the queue too.
-    // (pipe, kind): bit 0 = reduce, bit 1 = a transfer finished (else its latency elapsed).
-    let mut queue: EventQueue<(usize, usize)> = EventQueue::new();
-    let mut events = 0u64;
-    let mut finish = Time::ZERO;
+/// What an NVLS call's transfers and timers mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    /// Pipeline `pipe`'s reduce (or store) transfer finished.
+    Moved {
+        /// Pipeline.
+        pipe: u32,
+        /// The load-reduce stage (else the store).
+        reduce: bool,
+    },
+    /// Its result is visible, a stage latency later.
+    Visible {
+        /// Pipeline.
+        pipe: u32,
+        /// The load-reduce stage (else the store).
+        reduce: bool,
+    },
+}
 
-    let start = |i: usize,
-                 reduce: bool,
-                 now: Time,
-                 st: &mut [Pipe],
-                 net: &mut Network,
-                 queue: &mut EventQueue<(usize, usize)>| {
-        let p = &mut st[i];
+impl From<Ev> for Signal {
+    fn from(e: Ev) -> Signal {
+        Signal::Nvls(e)
+    }
+}
+
+/// The links of GPU `g`'s load-reduce (every GPU's up-link, then its own down-link) and store
+/// (its up-link, then every down-link) through the node's NVSwitch.
+fn stage_paths(cluster: &Cluster, n: usize, g: usize) -> (Vec<LinkId>, Vec<LinkId>) {
+    let up = |g: usize| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0];
+    let down = |g: usize| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0];
+    let mut reduce: Vec<LinkId> = (0..n).map(up).collect();
+    reduce.push(down(g));
+    let mut store = vec![up(g)];
+    store.extend((0..n).map(down));
+    (reduce, store)
+}
+
+/// Every GPU's and channel's load-reduce and store at once, for `explain`'s bottleneck.
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let n = call.comm.ppn();
+    (0..n)
+        .flat_map(|g| {
+            let (r, s) = stage_paths(call.cluster, n, g);
+            (0..call.sel.nchannels).flat_map(move |_| [r.clone(), s.clone()])
+        })
+        .collect()
+}
+
+/// How an NVLS call moves its chunks.
+enum Carrier {
+    /// Every pipeline's stages on the shared network: (reduce, store) paths.
+    Network(Vec<(PathId, PathId)>),
+    /// One pipeline standing for all, at the steady-state (reduce, store) rates.
+    Fixed(f64, f64),
+}
+
+/// A running NVLS AllReduce.
+struct Nvls {
+    pipes: Vec<Pipe>,
+    chunks: usize,
+    chunk: u64,
+    last: u64,
+    eff: f64,
+    /// Stage latency.
+    lat: Time,
+    /// Fixed cost beyond the pipeline (the switch barriers).
+    extra: Time,
+    carrier: Carrier,
+    finish: Time,
+    done: usize,
+    empty: bool,
+}
+
+impl Nvls {
+    fn start_stage(&mut self, cx: &mut Ctx<'_>, i: usize, reduce: bool) {
+        let p = &mut self.pipes[i];
         let k = if reduce { p.reduce_sent } else { p.store_sent };
-        let bytes = wire(k);
+        let payload = if k + 1 == self.chunks { self.last } else { self.chunk };
+        let bytes = Bytes::new((payload as f64 / self.eff).ceil() as u64);
         if reduce {
             p.reducing = true;
         } else {
             p.storing = true;
         }
-        match fixed {
-            Some((rr, rs)) => {
-                let rate = if reduce { rr } else { rs };
+        let ev = Ev::Moved { pipe: i as u32, reduce };
+        match &self.carrier {
+            Carrier::Fixed(rr, rs) => {
+                let rate = if reduce { *rr } else { *rs };
                 let d = Time::from_secs_f64_ceil(bytes.as_f64() / rate);
-                queue.schedule(now + d, (i, reduce as usize | 2));
+                cx.at(cx.now() + d, ev);
             }
-            None => {
+            Carrier::Network(paths) => {
                 let path = if reduce { paths[i].0 } else { paths[i].1 };
-                let token = (i as u64) << 1 | reduce as u64;
-                net.start_flow(now, path, bytes, f64::INFINITY, 1.0, token);
+                cx.flow(path, bytes, ev);
             }
         }
-    };
-    for i in 0..pipes {
-        start(i, true, Time::ZERO, &mut state, &mut net, &mut queue);
     }
-    loop {
-        let (now, done): (Time, Vec<(usize, usize)>) =
-            match next(queue.peek_time(), net.next_completion()) {
-                Next::Done => break,
-                Next::Flows(f) => {
-                    queue.advance_to(f);
-                    let toks = net.complete_until(f);
-                    (
-                        f,
-                        toks.into_iter()
-                            .map(|t| ((t >> 1) as usize, (t & 1) as usize | 2))
-                            .collect(),
-                    )
-                }
-                Next::Events(q) => {
-                    let mut v = Vec::new();
-                    while queue.peek_time() == Some(q) {
-                        if let Some((_, e)) = queue.pop() {
-                            v.push(e);
-                        }
-                    }
-                    (q, v)
-                }
-            };
-        for (i, kind) in done {
-            events += 1;
-            let reduce = kind & 1 == 1;
-            let p = &mut state[i];
-            if kind & 2 == 2 {
+}
+
+impl Algorithm for Nvls {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        if self.empty {
+            self.finish = cx.now();
+            return;
+        }
+        for i in 0..self.pipes.len() {
+            self.start_stage(cx, i, true);
+        }
+    }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        let Signal::Nvls(ev) = signal else { return };
+        let now = cx.now();
+        let i = match ev {
+            Ev::Moved { pipe, reduce } => {
                 // A transfer finished: the CTA moves on; the data is visible after the latency.
+                let p = &mut self.pipes[pipe as usize];
                 if reduce {
                     p.reducing = false;
                     p.reduce_sent += 1;
@@ -214,29 +191,113 @@ pub fn simulate_allreduce(
                     p.storing = false;
                     p.store_sent += 1;
                 }
-                queue.schedule(now + lat, (i, reduce as usize));
-            } else if reduce {
-                p.reduced += 1;
-            } else {
-                p.stored += 1;
-                if p.stored == chunks {
-                    finish = finish.max(now);
+                cx.at(now + self.lat, Ev::Visible { pipe, reduce });
+                pipe as usize
+            }
+            Ev::Visible { pipe, reduce } => {
+                let p = &mut self.pipes[pipe as usize];
+                if reduce {
+                    p.reduced += 1;
+                } else {
+                    p.stored += 1;
+                    if p.stored == self.chunks {
+                        self.finish = self.finish.max(now);
+                        self.done += 1;
+                    }
                 }
+                pipe as usize
             }
-            let (can_reduce, can_store) = {
-                let p = &state[i];
-                (!p.reducing && p.reduce_sent < chunks, !p.storing && p.store_sent < p.reduced)
-            };
-            if can_reduce {
-                start(i, true, now, &mut state, &mut net, &mut queue);
-            }
-            if can_store {
-                start(i, false, now, &mut state, &mut net, &mut queue);
-            }
+        };
+        let p = &self.pipes[i];
+        let can_reduce = !p.reducing && p.reduce_sent < self.chunks;
+        let can_store = !p.storing && p.store_sent < p.reduced;
+        if can_reduce {
+            self.start_stage(cx, i, true);
+        }
+        if can_store {
+            self.start_stage(cx, i, false);
         }
     }
-    let extra = params.gpu(cluster.spec().gpu.arch).nvls_call;
-    RingRun { time: params.call_overhead + extra + finish, events }
+
+    fn finished(&self) -> Option<Time> {
+        (self.empty || self.done == self.pipes.len()).then_some(self.finish + self.extra)
+    }
+
+    fn last(&self) -> Time {
+        self.finish + self.extra
+    }
+}
+
+/// One NVLS AllReduce of `call.bytes` on one node with the selection's NVLS channels.
+pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
+    let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
+    let (bytes, elt) = (call.bytes.get(), call.elt.get());
+    let n = comm.ppn();
+    let nch = sel.nchannels.max(1);
+    let empty = Nvls {
+        pipes: Vec::new(),
+        chunks: 0,
+        chunk: 0,
+        last: 0,
+        eff: 1.0,
+        lat: Time::ZERO,
+        extra: Time::ZERO,
+        carrier: Carrier::Fixed(1.0, 1.0),
+        finish: Time::ZERO,
+        done: 0,
+        empty: true,
+    };
+    if n < 2 || bytes == 0 {
+        return Box::new(empty);
+    }
+    let align = 16u64.max(elt);
+    let share = bytes.div_ceil((n * nch) as u64).div_ceil(align) * align;
+    let chunk = chunk_size(bytes, (nch * n) as u64, comm.env().nvls_chunksize.get()).max(align);
+    let chunks = share.div_ceil(chunk) as usize;
+    let last = share - (chunks as u64 - 1) * chunk;
+    let links = cluster.links();
+    // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
+    // GPU and channel reducing and storing at once, by symmetry the same for all.
+    let (pipes, carrier) = match call.mode {
+        Mode::Aggregated => {
+            let paths: Vec<Vec<u32>> = (0..n)
+                .flat_map(|g| {
+                    let (r, s) = stage_paths(cluster, n, g);
+                    (0..nch).flat_map(move |_| {
+                        [
+                            r.iter().map(|l| l.0).collect::<Vec<u32>>(),
+                            s.iter().map(|l| l.0).collect(),
+                        ]
+                    })
+                })
+                .collect();
+            let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+            let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
+            let r = steady_rates(&caps, &refs, call.load);
+            (1, Carrier::Fixed(r[0], r[1]))
+        }
+        Mode::Detailed => {
+            let paths = (0..n * nch)
+                .map(|i| {
+                    let (r, s) = stage_paths(cluster, n, i / nch);
+                    (cx.add_path(&r), cx.add_path(&s))
+                })
+                .collect();
+            (n * nch, Carrier::Network(paths))
+        }
+    };
+    Box::new(Nvls {
+        pipes: vec![Pipe::default(); pipes],
+        chunks,
+        chunk,
+        last,
+        eff: params.nvls_efficiency(comm.arch()),
+        lat: params.step(HopClass::Nvlink, Proto::Simple),
+        extra: params.gpu(cluster.spec().gpu.arch).nvls_call,
+        carrier,
+        empty: false,
+        ..empty
+    })
 }
 
 #[cfg(test)]

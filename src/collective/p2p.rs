@@ -7,24 +7,12 @@
 //! bytes at its steady-state rate, plus the first chunk's latency (the rest pipeline behind it).
 //! Both modes use this steady-state estimate.
 
-use super::ring::RingRun;
+use super::run::{Call, steady_rates};
 use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, PathType};
 use crate::net::LinkId;
-use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Time;
-
-/// What a p2p call ran: protocol and channels per peer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct P2pRun {
-    /// Time as nccl-tests reports it.
-    pub run: RingRun,
-    /// LL up to NCCL_P2P_LL_THRESHOLD (16 KiB per peer), else Simple.
-    pub proto: Proto,
-    /// Channels per peer pair (the largest).
-    pub channels: usize,
-}
 
 fn pow2_ceil(n: usize) -> usize {
     n.max(1).next_power_of_two()
@@ -120,52 +108,41 @@ fn flows(
 }
 
 /// Every flow of the call at once, for `explain`'s bottleneck.
-pub fn steady_paths(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    params: &TimingParams,
-) -> Vec<Vec<LinkId>> {
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let (coll, comm, bytes) = (call.coll, call.comm, call.bytes.get());
     if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
         return Vec::new();
     }
-    let (flows, _) = flows(coll, cluster, comm, bytes, params);
+    let (flows, _) = flows(coll, call.cluster, comm, bytes, call.params);
     flows.into_iter().map(|f| f.path.into_iter().map(LinkId).collect()).collect()
 }
 
-/// Simulates one SendRecv or AllToAll; `bytes` is nccl-tests' size (per rank: the message for
-/// SendRecv, the whole send buffer for AllToAll).
-pub fn simulate(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    params: &TimingParams,
-) -> P2pRun {
+/// The protocol a p2p call runs (LL up to NCCL_P2P_LL_THRESHOLD, 16 KiB per peer, else
+/// Simple) and the most channels a peer pair uses, without timing it.
+pub(crate) fn shape(call: &Call<'_>) -> (Proto, usize) {
+    let per_peer = per_peer(call.coll, call.comm.nranks(), call.bytes.get());
+    (proto(per_peer), 1)
+}
+
+/// One SendRecv or AllToAll; `call.bytes` is nccl-tests' size (per rank: the message for
+/// SendRecv, the whole send buffer for AllToAll). Returns the time beyond the call overhead,
+/// the protocol, and the most channels a peer pair uses.
+pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
+    let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
     let n = comm.nranks();
     let per_peer = per_peer(coll, n, bytes);
     let proto = proto(per_peer);
     if n < 2 || per_peer == 0 {
-        return P2pRun {
-            run: RingRun { time: params.call_overhead, events: 0 },
-            proto,
-            channels: 1,
-        };
+        return (Time::ZERO, proto, 1);
     }
-    let (flows, max_ch) = flows(coll, cluster, comm, bytes, params);
+    let (flows, max_ch) = flows(coll, cluster, comm, bytes, call.params);
     let caps: Vec<f64> = cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
-    let specs: Vec<FlowSpec<'_>> =
-        flows.iter().map(|f| FlowSpec { path: &f.path, cap: f64::INFINITY, weight: 1.0 }).collect();
-    let rates = max_min_rates(&caps, &specs);
+    let paths: Vec<&[u32]> = flows.iter().map(|f| f.path.as_slice()).collect();
+    let rates = steady_rates(&caps, &paths, call.load);
     let worst = flows
         .iter()
         .zip(&rates)
         .map(|(f, r)| f.bytes / f.eff / r.max(1.0) + f.delay.as_secs_f64())
         .fold(0.0f64, f64::max);
-    P2pRun {
-        run: RingRun { time: params.call_overhead + Time::from_secs_f64_ceil(worst), events: 0 },
-        proto,
-        channels: max_ch,
-    }
+    (Time::from_secs_f64_ceil(worst), proto, max_ch)
 }

@@ -6,12 +6,11 @@
 //! NCCL's PAT aggregates and pipelines these steps further; this is its bandwidth- and
 //! latency-equivalent skeleton.
 
-use super::ring::RingRun;
-use super::{Collective, TimingParams};
+use super::Collective;
+use super::run::{Call, steady_rates};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
 use crate::net::LinkId;
-use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Time;
 
 /// The route from node `a`'s GPU to node `b`'s, through their NICs.
@@ -27,7 +26,8 @@ fn route(cluster: &Cluster, comm: &Communicator, a: usize, b: usize) -> Vec<Link
 
 /// The flows of the step that moves the most (half the ranks' distance), for `explain`'s
 /// bottleneck.
-pub fn steady_paths(cluster: &Cluster, comm: &Communicator) -> Vec<Vec<LinkId>> {
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let (cluster, comm) = (call.cluster, call.comm);
     let n = comm.nranks();
     if n < 2 {
         return Vec::new();
@@ -36,17 +36,14 @@ pub fn steady_paths(cluster: &Cluster, comm: &Communicator) -> Vec<Vec<LinkId>> 
     (0..n).map(|r| route(cluster, comm, r, (r + dist) % n)).collect()
 }
 
-/// Simulates one PAT AllGather or ReduceScatter of `bytes` (NCCL's total) on one GPU per node.
-pub fn simulate(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    params: &TimingParams,
-) -> RingRun {
+/// The time of one PAT AllGather or ReduceScatter of `call.bytes` (NCCL's total) on one GPU
+/// per node, beyond the call overhead.
+pub(crate) fn time(call: &Call<'_>) -> Time {
+    let (coll, cluster, comm, params) = (call.coll, call.cluster, call.comm, call.params);
+    let bytes = call.bytes.get();
     let n = comm.nranks();
     if n < 2 || bytes == 0 {
-        return RingRun { time: params.call_overhead, events: 0 };
+        return Time::ZERO;
     }
     let block = bytes as f64 / n as f64;
     let links = cluster.links();
@@ -66,9 +63,8 @@ pub fn simulate(
         let held = dist.min(n - dist).max(1) as f64;
         let flows: Vec<Vec<LinkId>> = (0..n).map(|r| route(r, (r + dist) % n)).collect();
         let raw: Vec<Vec<u32>> = flows.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
-        let specs: Vec<FlowSpec<'_>> =
-            raw.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-        let rates = max_min_rates(&caps, &specs);
+        let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
+        let rates = steady_rates(&caps, &refs, call.load);
         let t = flows
             .iter()
             .zip(&rates)
@@ -76,5 +72,5 @@ pub fn simulate(
             .fold(0.0f64, f64::max);
         total += t + step_lat.as_secs_f64();
     }
-    RingRun { time: params.call_overhead + Time::from_secs_f64_ceil(total), events: 0 }
+    Time::from_secs_f64_ceil(total)
 }

@@ -21,25 +21,11 @@
 //! last one sending to the first through the network stand for all — and gives each hop the
 //! steady-state max-min rate it gets when every connection of every channel sends at once.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-use super::{Collective, Mode, TimingParams};
-use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
-use crate::engine::{EventQueue, Next, next};
-use crate::hw::Cluster;
-use crate::net::solver::{FlowSpec, max_min_rates};
-use crate::net::{LinkId, Network, PathId};
+use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
+use super::{Collective, Mode};
+use crate::comm::{HopClass, Proto, RingChannel};
+use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
-
-/// The result of one simulated AllReduce.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RingRun {
-    /// Time as nccl-tests would report it (call overhead included).
-    pub time: Time,
-    /// Events processed (slice arrivals and flow completions).
-    pub events: u64,
-}
 
 /// Aggregated mode simulates calls of at most this many slice transfers in detail.
 const DETAIL_BELOW: usize = 100_000;
@@ -134,54 +120,10 @@ impl Plan {
     }
 }
 
-/// Moves slices: either the shared network or fixed per-hop rates.
-trait Transport {
-    fn start(&mut self, now: Time, hop: usize, wire: Bytes, token: u64);
-    fn next_completion(&mut self) -> Option<Time>;
-    fn complete_until(&mut self, t: Time) -> Vec<u64>;
-}
-
-struct Shared {
-    net: Network,
-    paths: Vec<PathId>,
-}
-
-impl Transport for Shared {
-    fn start(&mut self, now: Time, hop: usize, wire: Bytes, token: u64) {
-        self.net.start_flow(now, self.paths[hop], wire, f64::INFINITY, 1.0, token);
-    }
-    fn next_completion(&mut self) -> Option<Time> {
-        self.net.next_completion()
-    }
-    fn complete_until(&mut self, t: Time) -> Vec<u64> {
-        self.net.complete_until(t)
-    }
-}
-
-struct Fixed {
-    rates: Vec<f64>,
-    heap: BinaryHeap<Reverse<(Time, u64)>>,
-}
-
-impl Transport for Fixed {
-    fn start(&mut self, now: Time, hop: usize, wire: Bytes, token: u64) {
-        let d = Time::from_secs_f64_ceil(wire.as_f64() / self.rates[hop]);
-        self.heap.push(Reverse((now + d, token)));
-    }
-    fn next_completion(&mut self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((t, _))| *t)
-    }
-    fn complete_until(&mut self, t: Time) -> Vec<u64> {
-        let mut done = Vec::new();
-        while let Some(Reverse((ft, tok))) = self.heap.peek().copied() {
-            if ft > t {
-                break;
-            }
-            self.heap.pop();
-            done.push(tok);
-        }
-        done
-    }
+/// What carries a connection's slices: the shared network, or rates fixed by the steady state.
+enum Carrier {
+    Network(Vec<PathId>),
+    Fixed(Vec<f64>),
 }
 
 /// Per (rank, channel) progress.
@@ -201,17 +143,26 @@ struct Conn {
     consumed: usize,
 }
 
-/// What the ring's event queue carries.
-#[derive(Debug, Clone, Copy)]
-enum Ev {
-    /// A slice sent by connection `i` is visible at its receiver.
-    Arrive(usize),
+/// What a ring's flows and timers mean; `u32` is a connection (rank × channels + channel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    /// Connection `i`'s slice has left it (its flow finished).
+    Sent(u32),
+    /// A slice sent by the predecessor of connection `i` is visible at `i`.
+    Arrive(u32),
     /// Connection `i`'s CTA is done with its post-send work and may send again.
-    Release(usize),
+    Release(u32),
 }
 
-struct Ring<'a, T: Transport> {
-    plan: &'a Plan,
+impl From<Ev> for Signal {
+    fn from(e: Ev) -> Signal {
+        Signal::Ring(e)
+    }
+}
+
+/// A running ring call.
+struct Ring {
+    plan: Plan,
     /// Per connection: payload efficiency of its hop under the protocol.
     eff: Vec<f64>,
     /// Per connection: whether its CTA moves the data itself (P2P), and so pays `sync`.
@@ -225,13 +176,15 @@ struct Ring<'a, T: Transport> {
     conns: Vec<Conn>,
     /// Arrival delay of each hop: path latency + per-step protocol latency.
     delay: Vec<Time>,
-    transport: T,
-    queue: EventQueue<Ev>,
+    carrier: Carrier,
     finish: Time,
-    events: u64,
+    /// Connections that have consumed everything.
+    done: usize,
+    /// Nothing to move (fewer than two ranks, or no bytes).
+    empty: bool,
 }
 
-impl<T: Transport> Ring<'_, T> {
+impl Ring {
     fn idx(&self, rank: usize, ch: usize) -> usize {
         rank * self.channels + ch
     }
@@ -240,7 +193,7 @@ impl<T: Transport> Ring<'_, T> {
         &self.plan.loops[chunk / self.plan.steps]
     }
 
-    fn try_start(&mut self, rank: usize, ch: usize, now: Time) {
+    fn try_start(&mut self, cx: &mut Ctx<'_>, rank: usize, ch: usize) {
         let i = self.idx(rank, ch);
         let succ = self.idx((rank + 1) % self.ranks, ch);
         let c = &self.conns[i];
@@ -263,7 +216,13 @@ impl<T: Transport> Ring<'_, T> {
         let payload = self.loop_of(c.chunk)[c.in_chunk];
         let wire = Bytes::new((payload as f64 / self.eff[i]).ceil() as u64);
         self.conns[i].busy = true;
-        self.transport.start(now, i, wire, i as u64);
+        let ev = Ev::Sent(i as u32);
+        match &self.carrier {
+            Carrier::Network(paths) => cx.flow(paths[i], wire, ev),
+            Carrier::Fixed(rates) => {
+                cx.fixed(Time::from_secs_f64_ceil(wire.as_f64() / rates[i]), ev)
+            }
+        }
     }
 
     fn advance_consumed(&mut self, rank: usize, ch: usize, now: Time) -> bool {
@@ -285,11 +244,13 @@ impl<T: Transport> Ring<'_, T> {
         }
         if moved && self.conns[i].consumed == self.plan.total_chunks() {
             self.finish = self.finish.max(now);
+            self.done += 1;
         }
         moved
     }
 
-    fn on_sent(&mut self, i: usize, now: Time) {
+    fn on_sent(&mut self, cx: &mut Ctx<'_>, i: usize) {
+        let now = cx.now();
         let (rank, ch) = (i / self.channels, i % self.channels);
         let pred = (rank + self.ranks - 1) % self.ranks;
         let c = &mut self.conns[i];
@@ -305,95 +266,92 @@ impl<T: Transport> Ring<'_, T> {
         let hold = posted && self.hold[i] && self.sync > Time::ZERO;
         c.busy = hold;
         if hold {
-            self.queue.schedule(now + self.sync, Ev::Release(i));
+            cx.at(now + self.sync, Ev::Release(i as u32));
         }
         let succ = self.idx((rank + 1) % self.ranks, ch);
-        self.queue.schedule(now + self.delay[i], Ev::Arrive(succ));
+        cx.at(now + self.delay[i], Ev::Arrive(succ as u32));
         if self.advance_consumed(rank, ch, now) {
-            self.try_start(pred, ch, now);
+            self.try_start(cx, pred, ch);
         }
-        self.try_start(rank, ch, now);
+        self.try_start(cx, rank, ch);
     }
 
-    fn on_arrive(&mut self, i: usize, now: Time) {
+    fn on_arrive(&mut self, cx: &mut Ctx<'_>, i: usize) {
         let (rank, ch) = (i / self.channels, i % self.channels);
         let pred = (rank + self.ranks - 1) % self.ranks;
         self.conns[i].arrived += 1;
-        if self.advance_consumed(rank, ch, now) {
-            self.try_start(pred, ch, now);
+        if self.advance_consumed(rank, ch, cx.now()) {
+            self.try_start(cx, pred, ch);
         }
-        self.try_start(rank, ch, now);
+        self.try_start(cx, rank, ch);
     }
+}
 
-    fn run(mut self) -> (Time, u64) {
+impl Algorithm for Ring {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        if self.empty {
+            self.finish = cx.now();
+            return;
+        }
         for r in 0..self.ranks {
             for c in 0..self.channels {
-                self.try_start(r, c, Time::ZERO);
+                self.try_start(cx, r, c);
             }
         }
-        loop {
-            match next(self.queue.peek_time(), self.transport.next_completion()) {
-                Next::Done => break,
-                Next::Flows(t) => {
-                    self.queue.advance_to(t);
-                    for tok in self.transport.complete_until(t) {
-                        self.events += 1;
-                        self.on_sent(tok as usize, t);
-                    }
-                }
-                Next::Events(t) => {
-                    while self.queue.peek_time() == Some(t) {
-                        match self.queue.pop() {
-                            Some((_, Ev::Arrive(i))) => {
-                                self.events += 1;
-                                self.on_arrive(i, t);
-                            }
-                            Some((_, Ev::Release(i))) => {
-                                self.conns[i].busy = false;
-                                let (rank, ch) = (i / self.channels, i % self.channels);
-                                self.try_start(rank, ch, t);
-                            }
-                            None => {}
-                        }
-                    }
-                }
+    }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        let Signal::Ring(ev) = signal else { return };
+        match ev {
+            Ev::Sent(i) => self.on_sent(cx, i as usize),
+            Ev::Arrive(i) => self.on_arrive(cx, i as usize),
+            Ev::Release(i) => {
+                let i = i as usize;
+                self.conns[i].busy = false;
+                let (rank, ch) = (i / self.channels, i % self.channels);
+                self.try_start(cx, rank, ch);
             }
         }
-        (self.finish, self.events)
+    }
+
+    fn finished(&self) -> Option<Time> {
+        (self.empty || self.done == self.conns.len()).then_some(self.finish)
+    }
+
+    fn last(&self) -> Time {
+        self.finish
     }
 }
 
-/// Simulates one ring AllReduce of `bytes` (elements of `elt` bytes) with `sel`'s protocol and
-/// channel count.
-pub fn simulate_allreduce(
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    elt: u64,
-    sel: &Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> RingRun {
-    simulate(Collective::AllReduce, cluster, comm, bytes, elt, sel, params, mode)
-}
-
-/// Simulates one ring AllReduce (2(n−1) steps per loop), AllGather or ReduceScatter (n−1
-/// steps) of `bytes` — for the last two the total over all ranks, as NCCL counts it.
-#[allow(clippy::too_many_arguments)]
-pub fn simulate(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    elt: u64,
-    sel: &Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> RingRun {
+/// A ring AllReduce (2(n−1) steps per loop), AllGather or ReduceScatter (n−1 steps) of
+/// `call.bytes` — for the last two the total over all ranks, as NCCL counts it — with the
+/// selection's protocol and channel count, its paths registered in `cx`.
+pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
+    let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
+    let (bytes, elt) = (call.bytes.get(), call.elt.get());
     let nranks = comm.nranks();
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+    let steps = match call.coll {
+        Collective::AllReduce => 2 * (nranks - 1).max(1),
+        _ => (nranks - 1).max(1),
+    };
     if nranks < 2 || bytes == 0 {
-        return RingRun { time: params.call_overhead, events: 0 };
+        let plan = Plan::new(0, 1, steps, sel.proto, comm.env().buffsize, elt);
+        return Box::new(Ring {
+            plan,
+            eff: Vec::new(),
+            hold: Vec::new(),
+            sync: Time::ZERO,
+            sync_every_slice: false,
+            ranks: 0,
+            channels: 0,
+            conns: Vec::new(),
+            delay: Vec::new(),
+            carrier: Carrier::Fixed(Vec::new()),
+            finish: Time::ZERO,
+            done: 0,
+            empty: true,
+        });
     }
     let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
     let gpu = params.gpu(cluster.spec().gpu.arch);
@@ -401,10 +359,6 @@ pub fn simulate(
     let arch = cluster.spec().gpu.arch;
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let sync = gpu.sync[p];
-    let steps = match coll {
-        Collective::AllReduce => 2 * (nranks - 1),
-        _ => nranks - 1,
-    };
     let plan = Plan::new(per_channel, nranks, steps, sel.proto, comm.env().buffsize, elt);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let links = cluster.links();
@@ -414,10 +368,24 @@ pub fn simulate(
     // Small calls run in detail even in aggregated mode: that is where the steady-state shares
     // err most (flows come and go around latencies), and it costs little.
     let work = nranks * nch * plan.total_chunks() * plan.loops.first().map_or(1, |l| l.len());
-    let mode = if work <= DETAIL_BELOW { Mode::Detailed } else { mode };
-    let (finish, events) = match mode {
+    let mode = if work <= DETAIL_BELOW { Mode::Detailed } else { call.mode };
+    let ring = |ranks, channels, eff, hold, delay, carrier| Ring {
+        plan,
+        eff,
+        hold,
+        sync,
+        sync_every_slice: sel.proto == Proto::Simple,
+        ranks,
+        channels,
+        conns: vec![Conn::default(); ranks * channels],
+        delay,
+        carrier,
+        finish: Time::ZERO,
+        done: 0,
+        empty: false,
+    };
+    match mode {
         Mode::Detailed => {
-            let mut net = Network::new(links);
             let mut paths = Vec::new();
             let mut delay = Vec::new();
             let mut eff = Vec::new();
@@ -429,34 +397,20 @@ pub fn simulate(
                         delay.push(path_latency(&p) + params.step(class, sel.proto));
                         eff.push(efficiency(class));
                         hold.push(class != HopClass::Net);
-                        paths.push(net.add_path(&p, links));
+                        paths.push(cx.add_path(&p));
                     }
                 }
             }
-            let ring = Ring {
-                plan: &plan,
-                eff,
-                hold,
-                sync,
-                sync_every_slice: sel.proto == Proto::Simple,
-                ranks: nranks,
-                channels: nch,
-                conns: vec![Conn::default(); nranks * nch],
-                delay,
-                transport: Shared { net, paths },
-                queue: EventQueue::new(),
-                finish: Time::ZERO,
-                events: 0,
-            };
-            ring.run()
+            Box::new(ring(nranks, nch, eff, hold, delay, Carrier::Network(paths)))
         }
         Mode::Aggregated => {
             // Steady state: every hop of every channel sending at once. On a uniform network
             // every node sees the same, so node 0's hops stand for all, its last hop leaving
             // through its NIC and, by symmetry, re-entering node 0. Where racks, oversubscribed
-            // tiers or placement groups make nodes differ, all nodes' hops share the network and
-            // each ring position runs at its slowest node's rate (the ring moves in lockstep).
-            let uniform = cluster.network_is_uniform() || nnodes == 1;
+            // tiers, placement groups or other traffic make nodes differ, all nodes' hops share
+            // the network and each ring position runs at its slowest node's rate (the ring
+            // moves in lockstep).
+            let uniform = (cluster.network_is_uniform() && call.load.is_empty()) || nnodes == 1;
             let (span, to) = if uniform { (1, 0) } else { (nnodes, 1) };
             let hop = |ch: &RingChannel, node: usize, i: usize| {
                 let next = if uniform { 0 } else { (node + to) % nnodes };
@@ -470,9 +424,8 @@ pub fn simulate(
                 })
                 .collect();
             let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
-            let specs: Vec<FlowSpec<'_>> =
-                all.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-            let all_rates = max_min_rates(&caps, &specs);
+            let refs: Vec<&[u32]> = all.iter().map(|p| p.as_slice()).collect();
+            let all_rates = steady_rates(&caps, &refs, call.load);
             // Position i of channel c on node n is flow (n * nch + c) * ppn + i. Channels can
             // differ (NICs shared unevenly when a node's GPUs are not all used), and the call
             // ends with its slowest channel: each position runs at its slowest rate.
@@ -496,23 +449,17 @@ pub fn simulate(
                 .collect();
             let eff = (0..ppn).map(|i| efficiency(hop(ch0, i).1)).collect();
             let hold = (0..ppn).map(|i| hop(ch0, i).1 != HopClass::Net).collect();
-            let ring = Ring {
-                plan: &plan,
-                eff,
-                hold,
-                sync,
-                sync_every_slice: sel.proto == Proto::Simple,
-                ranks: ppn,
-                channels: 1,
-                conns: vec![Conn::default(); ppn],
-                delay,
-                transport: Fixed { rates, heap: BinaryHeap::new() },
-                queue: EventQueue::new(),
-                finish: Time::ZERO,
-                events: 0,
-            };
-            ring.run()
+            Box::new(ring(ppn, 1, eff, hold, delay, Carrier::Fixed(rates)))
         }
-    };
-    RingRun { time: params.call_overhead + finish, events }
+    }
+}
+
+/// Every hop of every channel busy at once (node 0's hops; the ring is periodic over nodes).
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let (cluster, comm) = (call.cluster, call.comm);
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    comm.channels()[..call.sel.nchannels.min(comm.channels().len())]
+        .iter()
+        .flat_map(|ch| (0..ppn).map(move |i| comm.hop_path(cluster, ch, 0, i, 1 % nnodes).0))
+        .collect()
 }

@@ -15,12 +15,11 @@
 //! transfers) use a pipeline estimate instead: steady-state max-min rates of every edge busy at
 //! once set the pace, and the first chunk's longest path up and down the fill.
 
-use super::ring::RingRun;
-use super::{Mode, TimingParams};
+use super::Mode;
+use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, fill_rates, steady_rates};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
-use crate::engine::{EventQueue, Next, next};
 use crate::hw::{Cluster, Vertex};
-use crate::net::{LinkId, Network, PathId};
+use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
 /// Aggregated mode's event budget: above this many flow transfers, the pipeline estimate. At
@@ -113,28 +112,52 @@ struct RankState {
     down_hold: bool,
 }
 
-/// What a flow or an arrival event refers to.
-#[derive(Debug, Clone, Copy)]
-enum Ev {
-    /// Chunk `k` from `edge`'s child reached its parent.
+/// What a tree's flows and timers mean (`ch`: pipeline, `edge`: an edge of its tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    /// A chunk finished crossing `edge`, up (child to parent) or down.
+    Moved {
+        /// Pipeline.
+        ch: u32,
+        /// Edge.
+        edge: u32,
+        /// Direction.
+        up: bool,
+    },
+    /// Chunk from `edge`'s child reached its parent.
     UpArrive {
-        ch: usize,
-        edge: usize,
+        /// Pipeline.
+        ch: u32,
+        /// Edge.
+        edge: u32,
     },
     /// Chunk from `edge`'s parent reached its child.
     DownArrive {
-        ch: usize,
-        edge: usize,
+        /// Pipeline.
+        ch: u32,
+        /// Edge.
+        edge: u32,
     },
-    /// A rank's CTA finished its sync after a step it sent up / down.
+    /// A rank's CTA finished its sync after a step it sent up.
     UpRelease {
-        ch: usize,
-        rank: usize,
+        /// Pipeline.
+        ch: u32,
+        /// Rank.
+        rank: u32,
     },
+    /// A rank's CTA finished its sync after a step it sent down.
     DownRelease {
-        ch: usize,
-        rank: usize,
+        /// Pipeline.
+        ch: u32,
+        /// Rank.
+        rank: u32,
     },
+}
+
+impl From<Ev> for Signal {
+    fn from(e: Ev) -> Signal {
+        Signal::Tree(e)
+    }
 }
 
 struct Channel {
@@ -366,8 +389,9 @@ impl Layout {
 
 /// Every link path of a Tree-family call in steady state (each edge of every pipeline busy
 /// both ways), for `explain`'s bottleneck.
-pub fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> Vec<Vec<LinkId>> {
-    let lay = Layout::new(cluster, comm, sel);
+pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    let (cluster, comm) = (call.cluster, call.comm);
+    let lay = Layout::new(cluster, comm, &call.sel);
     if lay.nnodes * lay.ppn < 2 {
         return Vec::new();
     }
@@ -382,20 +406,14 @@ pub fn steady_paths(cluster: &Cluster, comm: &Communicator, sel: &Selection) -> 
 /// node's part done by NVLS (a multimem load-reduce into the channel's head GPU, a multimem store
 /// back out), the tree running between node heads over their NICs — with `sel`'s protocol and
 /// channel count.
-pub fn simulate_allreduce(
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    elt: u64,
-    sel: &Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> RingRun {
+pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
+    let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
+    let (bytes, elt) = (call.bytes.get(), call.elt.get());
     let lay = Layout::new(cluster, comm, sel);
     let (nnodes, ppn, nch, nranks) = (lay.nnodes, lay.ppn, lay.nch, lay.nranks);
     let (collnet, direct) = (lay.collnet, sel.algo == crate::comm::Algo::CollNetDirect);
     if nnodes * ppn < 2 || bytes == 0 {
-        return RingRun { time: params.call_overhead, events: 0 };
+        return Box::new(Closed::new(Time::ZERO));
     }
     let align = 16u64.max(elt);
     let head_pairs = &lay.head_pairs;
@@ -426,14 +444,12 @@ pub fn simulate_allreduce(
     let units_per_step = step_bytes.div_ceil(chunk).max(1) as usize;
     let chunks = per_channel.div_ceil(chunk) as usize;
     let last = per_channel - (chunks as u64 - 1) * chunk;
-    let payload = |k: usize| if k + 1 == chunks { last } else { chunk };
     let gpu = params.gpu(cluster.spec().gpu.arch);
     let p = sel.proto as usize;
     let sync = gpu.sync[p];
     let arch = cluster.spec().gpu.arch;
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let links = cluster.links();
-    let mut net = Network::new(links);
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     let nvls_eff = if direct {
@@ -443,9 +459,7 @@ pub fn simulate_allreduce(
     };
     let step = |class: HopClass| params.step(class, sel.proto);
     let mut channels: Vec<Channel> = Vec::new();
-    let mut weights = Vec::new();
     for &rep in &lay.reps {
-        let w = 1.0;
         let mut ch = Channel {
             edges: Vec::new(),
             parent_edge: vec![None; nranks],
@@ -493,8 +507,8 @@ pub fn simulate_allreduce(
                 down_p2p,
                 up_links: e.up.iter().map(|l| l.0).collect(),
                 down_links: e.down.iter().map(|l| l.0).collect(),
-                up: net.add_path(&e.up, links),
-                down: net.add_path(&e.down, links),
+                up: PathId(0),
+                down: PathId(0),
             });
             ch.parent_edge[e.child] = Some(id);
             ch.child_edges[e.parent].push(id);
@@ -505,44 +519,68 @@ pub fn simulate_allreduce(
             r.arrived_up = vec![0; chunks];
         }
         channels.push(ch);
-        weights.push(w);
     }
 
     // Aggregated mode runs the event simulation while it is small, and the pipeline estimate
     // beyond (large trees of many chunks, where fill effects are small).
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
-    if mode == Mode::Aggregated && work > AGGREGATE_ABOVE {
+    if call.mode == Mode::Aggregated && work > AGGREGATE_ABOVE {
         let unit = per_channel as f64 / chunks as f64;
-        let t = pipeline_estimate(&channels, links, chunks, unit, units_per_step, sync);
-        return RingRun { time: params.call_overhead + t, events: 0 };
+        let t = pipeline_estimate(&channels, links, call.load, chunks, unit, units_per_step, sync);
+        return Box::new(Closed::new(t));
     }
-    let mut queue: EventQueue<Ev> = EventQueue::new();
-    let mut events = 0u64;
-    let mut finish = Time::ZERO;
+    for ch in &mut channels {
+        for e in &mut ch.edges {
+            let up: Vec<LinkId> = e.up_links.iter().map(|&l| LinkId(l)).collect();
+            let down: Vec<LinkId> = e.down_links.iter().map(|&l| LinkId(l)).collect();
+            e.up = cx.add_path(&up);
+            e.down = cx.add_path(&down);
+        }
+    }
     let total_done = nranks * channels.len();
-    let mut done = 0usize;
+    Box::new(Tree {
+        channels,
+        chunks,
+        chunk,
+        last,
+        units_per_step,
+        sync,
+        nranks,
+        finish: Time::ZERO,
+        done: 0,
+        total_done,
+    })
+}
 
-    // Token: channel index × 2^40 | edge × 2 | direction (1 = up).
-    let token =
-        |ch: usize, edge: usize, up: bool| ((ch as u64) << 40) | ((edge as u64) << 1) | up as u64;
+/// A running Tree-family call.
+struct Tree {
+    channels: Vec<Channel>,
+    chunks: usize,
+    /// Payload of every chunk but the last, and of the last.
+    chunk: u64,
+    last: u64,
+    units_per_step: usize,
+    sync: Time,
+    nranks: usize,
+    finish: Time,
+    /// Ranks (over all pipelines) done.
+    done: usize,
+    total_done: usize,
+}
 
-    let boundary = |k: usize| (k + 1).is_multiple_of(units_per_step) || k + 1 == chunks;
-    /// Starts whatever rank `r` of channel `ci` can send now.
-    #[allow(clippy::too_many_arguments)]
-    fn pump(
-        ci: usize,
-        r: usize,
-        now: Time,
-        chs: &mut [Channel],
-        net: &mut Network,
-        weights: &[f64],
-        chunks: usize,
-        payload: &dyn Fn(usize) -> u64,
-        token: &dyn Fn(usize, usize, bool) -> u64,
-        finish: &mut Time,
-        done: &mut usize,
-    ) {
-        let ch = &mut chs[ci];
+impl Tree {
+    /// Whether chunk `k` ends a step (a CTA post, after which it pays its sync).
+    fn boundary(&self, k: usize) -> bool {
+        (k + 1).is_multiple_of(self.units_per_step) || k + 1 == self.chunks
+    }
+
+    /// Starts whatever rank `r` of pipeline `ci` can send now.
+    fn pump(&mut self, cx: &mut Ctx<'_>, ci: usize, r: usize) {
+        let chunks = self.chunks;
+        let now = cx.now();
+        let (full, last) = (self.chunk, self.last);
+        let payload = |k: usize| if k + 1 == chunks { last } else { full };
+        let ch = &mut self.channels[ci];
         let nkids = ch.child_edges[r].len();
         // Reduce: send chunk up once every child's contribution is in.
         loop {
@@ -555,14 +593,7 @@ pub fn simulate_allreduce(
                 Some(e) => {
                     let edge = &ch.edges[e];
                     let wire = Bytes::new((payload(k) as f64 / edge.up_eff).ceil() as u64);
-                    net.start_flow(
-                        now,
-                        edge.up,
-                        wire,
-                        f64::INFINITY,
-                        weights[ci],
-                        token(ci, e, true),
-                    );
+                    cx.flow(edge.up, wire, Ev::Moved { ch: ci as u32, edge: e as u32, up: true });
                     ch.ranks[r].up_busy = true;
                     break;
                 }
@@ -583,14 +614,8 @@ pub fn simulate_allreduce(
                 for &e in &ch.child_edges[r] {
                     let edge = &ch.edges[e];
                     let wire = Bytes::new((payload(k) as f64 / edge.down_eff).ceil() as u64);
-                    net.start_flow(
-                        now,
-                        edge.down,
-                        wire,
-                        f64::INFINITY,
-                        weights[ci],
-                        token(ci, e, false),
-                    );
+                    let ev = Ev::Moved { ch: ci as u32, edge: e as u32, up: false };
+                    cx.flow(edge.down, wire, ev);
                 }
                 ch.ranks[r].down_pending = nkids;
             }
@@ -603,102 +628,97 @@ pub fn simulate_allreduce(
         {
             // Counted once: mark by pushing up_next past chunks.
             ch.ranks[r].up_next = chunks + 1;
-            *done += 1;
-            *finish = (*finish).max(now);
+            self.done += 1;
+            self.finish = self.finish.max(now);
         }
     }
 
-    // Each flow completion or event changes one rank's state; that rank then sends what it can.
-    let wake = |woken: &mut Vec<(usize, usize, Time)>,
-                chs: &mut [Channel],
-                net: &mut Network,
-                finish: &mut Time,
-                done: &mut usize| {
-        for (ci, r, now) in woken.drain(..) {
-            pump(ci, r, now, chs, net, &weights, chunks, &payload, &token, finish, done);
-        }
-    };
-    let mut woken: Vec<(usize, usize, Time)> =
-        (0..channels.len()).flat_map(|ci| (0..nranks).map(move |r| (ci, r, Time::ZERO))).collect();
-    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
-    loop {
-        match next(queue.peek_time(), net.next_completion()) {
-            Next::Done => break,
-            Next::Flows(f) => {
-                queue.advance_to(f);
-                for tok in net.complete_until(f) {
-                    events += 1;
-                    let (ci, e, up) = (
-                        (tok >> 40) as usize,
-                        ((tok >> 1) & ((1 << 39) - 1)) as usize,
-                        tok & 1 == 1,
-                    );
-                    let edge = channels[ci].edges[e].clone();
-                    if up {
-                        let k = channels[ci].ranks[edge.child].up_next;
-                        channels[ci].ranks[edge.child].up_next += 1;
-                        if edge.up_p2p && sync > Time::ZERO && boundary(k) {
-                            queue.schedule(f + sync, Ev::UpRelease { ch: ci, rank: edge.child });
-                        } else {
-                            channels[ci].ranks[edge.child].up_busy = false;
-                        }
-                        queue.schedule(f + edge.up_delay, Ev::UpArrive { ch: ci, edge: e });
-                        woken.push((ci, edge.child, f));
-                    } else {
-                        let any_p2p = channels[ci].child_edges[edge.parent]
-                            .iter()
-                            .any(|&c| channels[ci].edges[c].down_p2p);
-                        let st = &mut channels[ci].ranks[edge.parent];
-                        st.down_pending -= 1;
-                        if st.down_pending == 0 {
-                            let k = st.down_next;
-                            st.down_next += 1;
-                            if any_p2p && sync > Time::ZERO && boundary(k) {
-                                st.down_hold = true;
-                                let release = Ev::DownRelease { ch: ci, rank: edge.parent };
-                                queue.schedule(f + sync, release);
-                            }
-                        }
-                        queue.schedule(f + edge.down_delay, Ev::DownArrive { ch: ci, edge: e });
-                        woken.push((ci, edge.parent, f));
-                    }
-                    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
+    fn moved(&mut self, cx: &mut Ctx<'_>, ci: usize, e: usize, up: bool) {
+        let f = cx.now();
+        let (sync, ch32, e32) = (self.sync, ci as u32, e as u32);
+        let (child, parent) = (self.channels[ci].edges[e].child, self.channels[ci].edges[e].parent);
+        if up {
+            let edge = &self.channels[ci].edges[e];
+            let (p2p, delay) = (edge.up_p2p, edge.up_delay);
+            let k = self.channels[ci].ranks[child].up_next;
+            self.channels[ci].ranks[child].up_next += 1;
+            if p2p && sync > Time::ZERO && self.boundary(k) {
+                cx.at(f + sync, Ev::UpRelease { ch: ch32, rank: child as u32 });
+            } else {
+                self.channels[ci].ranks[child].up_busy = false;
+            }
+            cx.at(f + delay, Ev::UpArrive { ch: ch32, edge: e32 });
+            self.pump(cx, ci, child);
+        } else {
+            let delay = self.channels[ci].edges[e].down_delay;
+            let chan = &self.channels[ci];
+            let any_p2p = chan.child_edges[parent].iter().any(|&c| chan.edges[c].down_p2p);
+            let k = chan.ranks[parent].down_next;
+            let hold = any_p2p && sync > Time::ZERO && self.boundary(k);
+            let st = &mut self.channels[ci].ranks[parent];
+            st.down_pending -= 1;
+            if st.down_pending == 0 {
+                st.down_next += 1;
+                if hold {
+                    st.down_hold = true;
+                    cx.at(f + sync, Ev::DownRelease { ch: ch32, rank: parent as u32 });
                 }
             }
-            Next::Events(q) => {
-                while queue.peek_time() == Some(q) {
-                    let Some((_, ev)) = queue.pop() else { break };
-                    events += 1;
-                    let rank = match ev {
-                        Ev::UpArrive { ch, edge } => {
-                            let parent = channels[ch].edges[edge].parent;
-                            let k = channels[ch].delivered[edge];
-                            channels[ch].delivered[edge] += 1;
-                            channels[ch].ranks[parent].arrived_up[k] += 1;
-                            (ch, parent)
-                        }
-                        Ev::UpRelease { ch, rank } => {
-                            channels[ch].ranks[rank].up_busy = false;
-                            (ch, rank)
-                        }
-                        Ev::DownRelease { ch, rank } => {
-                            channels[ch].ranks[rank].down_hold = false;
-                            (ch, rank)
-                        }
-                        Ev::DownArrive { ch, edge } => {
-                            let child = channels[ch].edges[edge].child;
-                            channels[ch].ranks[child].down_have += 1;
-                            (ch, child)
-                        }
-                    };
-                    woken.push((rank.0, rank.1, q));
-                    wake(&mut woken, &mut channels, &mut net, &mut finish, &mut done);
-                }
+            cx.at(f + delay, Ev::DownArrive { ch: ch32, edge: e32 });
+            self.pump(cx, ci, parent);
+        }
+    }
+}
+
+impl Algorithm for Tree {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        for ci in 0..self.channels.len() {
+            for r in 0..self.nranks {
+                self.pump(cx, ci, r);
             }
         }
     }
-    debug_assert!(done <= total_done, "{done} of {total_done}");
-    RingRun { time: params.call_overhead + finish, events }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        let Signal::Tree(ev) = signal else { return };
+        let (ci, rank) = match ev {
+            Ev::Moved { ch, edge, up } => {
+                self.moved(cx, ch as usize, edge as usize, up);
+                return;
+            }
+            Ev::UpArrive { ch, edge } => {
+                let c = &mut self.channels[ch as usize];
+                let parent = c.edges[edge as usize].parent;
+                let k = c.delivered[edge as usize];
+                c.delivered[edge as usize] += 1;
+                c.ranks[parent].arrived_up[k] += 1;
+                (ch, parent)
+            }
+            Ev::UpRelease { ch, rank } => {
+                self.channels[ch as usize].ranks[rank as usize].up_busy = false;
+                (ch, rank as usize)
+            }
+            Ev::DownRelease { ch, rank } => {
+                self.channels[ch as usize].ranks[rank as usize].down_hold = false;
+                (ch, rank as usize)
+            }
+            Ev::DownArrive { ch, edge } => {
+                let c = &mut self.channels[ch as usize];
+                let child = c.edges[edge as usize].child;
+                c.ranks[child].down_have += 1;
+                (ch, child)
+            }
+        };
+        self.pump(cx, ci as usize, rank);
+    }
+
+    fn finished(&self) -> Option<Time> {
+        (self.done >= self.total_done).then_some(self.finish)
+    }
+
+    fn last(&self) -> Time {
+        self.finish
+    }
 }
 
 /// The aggregated estimate: every edge of every channel sending at once at its steady-state
@@ -708,28 +728,20 @@ pub fn simulate_allreduce(
 fn pipeline_estimate(
     channels: &[Channel],
     links: &[crate::net::Link],
+    load: &[Load],
     chunks: usize,
     unit: f64,
     units_per_step: usize,
     sync: Time,
 ) -> Time {
-    use crate::net::solver::{FlowSpec, max_min_rates};
     let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
-    let solve = |paths: Vec<&Vec<u32>>| {
-        let specs: Vec<FlowSpec<'_>> = paths
-            .into_iter()
-            .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 })
-            .collect();
-        max_min_rates(&caps, &specs)
-    };
     // Steady state: every edge of every channel busy both ways.
-    let steady = solve(
-        channels
-            .iter()
-            .flat_map(|c| c.edges.iter())
-            .flat_map(|e| [&e.up_links, &e.down_links])
-            .collect(),
-    );
+    let all: Vec<&[u32]> = channels
+        .iter()
+        .flat_map(|c| c.edges.iter())
+        .flat_map(|e| [e.up_links.as_slice(), e.down_links.as_slice()])
+        .collect();
+    let steady = steady_rates(&caps, &all, load);
     // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
     let nedges = channels.iter().map(|c| c.edges.len()).max().unwrap_or(0);
     let mut fill_up = vec![vec![0.0; nedges]; channels.len()];
@@ -737,7 +749,7 @@ fn pipeline_estimate(
     for e in 0..nedges {
         let who: Vec<usize> =
             (0..channels.len()).filter(|&c| e < channels[c].edges.len()).collect();
-        let share = |paths: Vec<&[u32]>| crate::net::solver::equal_shares(&caps, &paths);
+        let share = |paths: Vec<&[u32]>| fill_rates(&caps, &paths, load);
         let up = share(who.iter().map(|&c| channels[c].edges[e].up_links.as_slice()).collect());
         let down = share(who.iter().map(|&c| channels[c].edges[e].down_links.as_slice()).collect());
         for (k, &c) in who.iter().enumerate() {

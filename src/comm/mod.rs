@@ -14,21 +14,69 @@ use crate::net::LinkId;
 use env::NcclEnv;
 pub use search::{Hop, Paths};
 
-use crate::collective::Collective;
+use tuning::TuningInput;
 
-/// Whether collsim simulates `algo` for `coll` on `nnodes` nodes yet.
-pub fn simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
-    match algo {
-        Algo::Ring => true,
-        Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
-        Algo::Tree => coll == Collective::AllReduce,
-        Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
-            coll == Collective::AllReduce && nnodes > 1
+/// The collectives nccl-tests runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    /// AllReduce.
+    AllReduce,
+    /// AllGather.
+    AllGather,
+    /// ReduceScatter.
+    ReduceScatter,
+    /// Broadcast.
+    Broadcast,
+    /// Reduce.
+    Reduce,
+    /// AllToAll.
+    AllToAll,
+    /// SendRecv.
+    SendRecv,
+}
+
+impl Collective {
+    /// Parses nccl-tests' names ("all_reduce", "all_reduce_perf", "allreduce").
+    pub fn parse(s: &str) -> Option<Collective> {
+        let s = s.trim().trim_end_matches("_perf").replace(['_', '-'], "").to_ascii_lowercase();
+        Some(match s.as_str() {
+            "allreduce" => Collective::AllReduce,
+            "allgather" => Collective::AllGather,
+            "reducescatter" => Collective::ReduceScatter,
+            "broadcast" => Collective::Broadcast,
+            "reduce" => Collective::Reduce,
+            "alltoall" => Collective::AllToAll,
+            "sendrecv" => Collective::SendRecv,
+            _ => return None,
+        })
+    }
+
+    /// nccl-tests' name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllToAll => "alltoall",
+            Collective::SendRecv => "sendrecv",
         }
-        Algo::Pat => matches!(coll, Collective::AllGather | Collective::ReduceScatter),
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks (`doc/PERFORMANCE.md`).
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
     }
 }
-use tuning::TuningInput;
 
 /// NCCL's algorithms, in its index order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -395,9 +443,16 @@ impl Communicator {
     }
 
     /// What NCCL would run for `coll` on `bytes` (NCCL's count × element size; the total for
-    /// AllGather and ReduceScatter), and what collsim runs: NCCL's choice when collsim models
-    /// that algorithm, else the best choice among the ones it models.
-    pub fn select(&self, coll: Collective, bytes: u64) -> Selection {
+    /// AllGather and ReduceScatter), and what collsim runs: NCCL's choice when `modelled` says
+    /// collsim runs that algorithm on this many nodes, else the best choice among the ones it
+    /// runs. (`crate::collective::select` passes the simulator's own list.)
+    pub fn select_among(
+        &self,
+        coll: Collective,
+        bytes: u64,
+        modelled: impl Fn(Collective, Algo, usize) -> bool,
+    ) -> Selection {
+        let simulated = modelled;
         let allowed: Vec<Algo> = self
             .env
             .algos

@@ -3,8 +3,8 @@
 //! `shared/reference/nccl-model.md` §2.2–2.6; the model is for *choosing* only — collsim times
 //! the chosen collective mechanistically (`crate::collective`).
 
+use super::Collective;
 use super::{Algo, Graph, Proto};
-use crate::collective::Collective;
 use crate::hw::{Arch, CpuVendor};
 
 /// The newest NCCL release whose tables collsim carries.

@@ -14,7 +14,7 @@ mod topology;
 
 pub use placement::{PlacementSpec, Policy};
 pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
-pub use scenario::{Scenario, SweepSpec, Workload, parse_scenario};
+pub use scenario::{Scenario, Workload, parse_scenario};
 pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
 
 use std::path::Path;

@@ -10,30 +10,8 @@ use crate::collective::Collective;
 use crate::hw::NodeSpec;
 use crate::units::Bytes;
 use crate::workload::ddp::DdpSpec;
+use crate::workload::sweep::SweepSpec;
 use crate::workload::{DataType, ReduceOp};
-
-/// An nccl-tests-like sweep: sizes from `min_bytes` to `max_bytes`, each `factor` times the last.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SweepSpec {
-    /// The collective.
-    pub collective: Collective,
-    /// First size (bytes per rank, as nccl-tests' `-b`).
-    #[serde(serialize_with = "ser_bytes")]
-    pub min_bytes: Bytes,
-    /// Last size (`-e`).
-    #[serde(serialize_with = "ser_bytes")]
-    pub max_bytes: Bytes,
-    /// Multiplicative step (`-f`).
-    pub factor: u64,
-    /// Element type (`-d`).
-    pub dtype: DataType,
-    /// Reduction (`-o`).
-    pub op: ReduceOp,
-}
-
-fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(b.get())
-}
 
 /// What a scenario runs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -89,22 +67,6 @@ impl Scenario {
             Workload::Ddp(d) => Some(d),
             Workload::Sweep(_) => None,
         }
-    }
-}
-
-impl SweepSpec {
-    /// Checks the sweep's own consistency; `Err` holds the field and the reason.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.min_bytes > self.max_bytes {
-            return Err((
-                "workload.min_bytes",
-                format!("{} is larger than max_bytes {}", self.min_bytes, self.max_bytes),
-            ));
-        }
-        if self.factor < 2 {
-            return Err(("workload.factor", format!("must be at least 2 (got {})", self.factor)));
-        }
-        Ok(())
     }
 }
 

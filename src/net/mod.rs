@@ -29,33 +29,37 @@ pub struct Link {
 }
 
 #[derive(Debug, Clone)]
-struct ActiveFlow {
+struct ActiveFlow<T> {
     path: PathId,
+    /// Bytes left; infinite for a persistent (background) flow.
     remaining: f64,
     rate: f64,
     cap: f64,
     weight: f64,
     finish: Time,
-    token: u64,
+    token: T,
 }
 
-/// The set of active flows on a fixed set of links.
+/// The set of active flows on a fixed set of links; each flow carries a token of type `T` that
+/// comes back when it finishes.
 #[derive(Debug, Clone)]
-pub struct Network {
+pub struct Network<T> {
     capacity: Vec<f64>,
+    latency: Vec<Time>,
     paths: Vec<Vec<u32>>,
     path_latency: Vec<Time>,
-    flows: Vec<ActiveFlow>,
+    flows: Vec<ActiveFlow<T>>,
     last_update: Time,
     dirty: bool,
     solves: u64,
 }
 
-impl Network {
+impl<T: Copy> Network<T> {
     /// A network over `links`, with no flows.
     pub fn new(links: &[Link]) -> Self {
         Network {
             capacity: links.iter().map(|l| l.capacity.bytes_per_sec()).collect(),
+            latency: links.iter().map(|l| l.latency).collect(),
             paths: Vec::new(),
             path_latency: Vec::new(),
             flows: Vec::new(),
@@ -67,8 +71,8 @@ impl Network {
 
     /// Registers a path (a sequence of links) and returns its id; `latency` is the sum of its
     /// links' latencies, which the caller adds after a transfer finishes.
-    pub fn add_path(&mut self, links: &[LinkId], all: &[Link]) -> PathId {
-        let latency = links.iter().fold(Time::ZERO, |t, l| t + all[l.0 as usize].latency);
+    pub fn add_path(&mut self, links: &[LinkId]) -> PathId {
+        let latency = links.iter().fold(Time::ZERO, |t, l| t + self.latency[l.0 as usize]);
         self.paths.push(links.iter().map(|l| l.0).collect());
         self.path_latency.push(latency);
         PathId(self.paths.len() as u32 - 1)
@@ -88,12 +92,23 @@ impl Network {
         bytes: Bytes,
         cap: f64,
         weight: f64,
-        token: u64,
+        token: T,
     ) {
+        self.push(now, path, bytes.as_f64(), cap, weight, token);
+    }
+
+    /// Starts a flow that never finishes (background traffic) on `path`, capped at `cap`
+    /// (bytes/s, or infinity), standing for `weight` identical flows. It takes its max-min share
+    /// of every link it crosses for as long as the network runs.
+    pub fn start_persistent(&mut self, now: Time, path: PathId, cap: f64, weight: f64, token: T) {
+        self.push(now, path, f64::INFINITY, cap, weight, token);
+    }
+
+    fn push(&mut self, now: Time, path: PathId, remaining: f64, cap: f64, weight: f64, token: T) {
         self.advance_rates(now);
         self.flows.push(ActiveFlow {
             path,
-            remaining: bytes.as_f64(),
+            remaining,
             rate: 0.0,
             cap,
             weight,
@@ -114,17 +129,35 @@ impl Network {
     }
 
     /// The time at which the next active flow finishes, recomputing rates first if flows
-    /// started or ended since the last call.
+    /// started or ended since the last call. Persistent flows never finish, and neither does a
+    /// flow that gets no bandwidth at all (its finish is [`Time::MAX`]).
     pub fn next_completion(&mut self) -> Option<Time> {
         if self.dirty {
             self.resolve();
         }
-        self.flows.iter().map(|f| f.finish).min()
+        self.flows.iter().map(|f| f.finish).filter(|&t| t < Time::MAX).min()
+    }
+
+    /// The current rate of every active flow (bytes/s per unit of weight) with its path and
+    /// weight, recomputing rates first if needed: for checks that no link is over capacity.
+    pub fn rates(&mut self) -> Vec<(&[u32], f64, f64)> {
+        if self.dirty {
+            self.resolve();
+        }
+        self.flows
+            .iter()
+            .map(|f| (self.paths[f.path.0 as usize].as_slice(), f.rate, f.weight))
+            .collect()
+    }
+
+    /// Link capacities (bytes/s), indexed by [`LinkId`].
+    pub fn capacities(&self) -> &[f64] {
+        &self.capacity
     }
 
     /// Moves the network's clock to `t`, which must not be past [`Network::next_completion`],
     /// and returns the tokens of the flows that finish at `t`, in the order they started.
-    pub fn complete_until(&mut self, t: Time) -> Vec<u64> {
+    pub fn complete_until(&mut self, t: Time) -> Vec<T> {
         if self.dirty {
             self.resolve();
         }
@@ -171,7 +204,9 @@ impl Network {
         let now = self.last_update;
         for (f, r) in self.flows.iter_mut().zip(rates) {
             f.rate = r;
-            f.finish = if f.remaining <= 0.0 || r.is_infinite() {
+            f.finish = if f.remaining.is_infinite() {
+                Time::MAX
+            } else if f.remaining <= 0.0 || r.is_infinite() {
                 now
             } else {
                 now.saturating_add(Time::from_secs_f64_ceil(f.remaining / r))
@@ -192,8 +227,8 @@ mod tests {
             latency: Time::ZERO,
             class: "x",
         }];
-        let mut net = Network::new(&links);
-        let p = net.add_path(&[LinkId(0)], &links);
+        let mut net: Network<u64> = Network::new(&links);
+        let p = net.add_path(&[LinkId(0)]);
         net.start_flow(Time::ZERO, p, Bytes::new(1_000), f64::INFINITY, 1.0, 1);
         net.start_flow(Time::ZERO, p, Bytes::new(3_000), f64::INFINITY, 1.0, 2);
         // Both at 0.5 GB/s: the first ends after 2 us, the second has 2000 B left at 1 GB/s.

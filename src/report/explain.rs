@@ -5,12 +5,12 @@
 
 use std::io::{self, Write};
 
-use crate::collective::{Collective, Mode, TimingParams, chain, p2p, pat, tree};
-use crate::comm::{Algo, Communicator, Proto, Selection};
-use crate::hw::{Cluster, Vertex};
+use crate::collective::{self, Call, Collective, Mode, TimingParams};
+use crate::comm::{Algo, Communicator, Proto};
+use crate::hw::Cluster;
 use crate::net::LinkId;
 use crate::net::solver::{FlowSpec, max_min_rates};
-use crate::workload::sweep::simulate_call;
+use crate::units::Bytes;
 
 /// One entry of NCCL's cost table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -69,44 +69,6 @@ pub struct Explanation {
     pub bottleneck: Option<Bottleneck>,
 }
 
-/// Every flow of the call's steady state: each algorithm's connections all busy at once.
-fn steady_paths(
-    cluster: &Cluster,
-    comm: &Communicator,
-    coll: Collective,
-    sel: &Selection,
-) -> Vec<Vec<LinkId>> {
-    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    match sel.algo {
-        Algo::Ring if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
-            chain::steady_paths(coll, cluster, comm, sel)
-        }
-        Algo::Ring => comm.channels()[..sel.nchannels.min(comm.channels().len())]
-            .iter()
-            .flat_map(|ch| (0..ppn).map(move |i| comm.hop_path(cluster, ch, 0, i, 1 % nnodes).0))
-            .collect(),
-        Algo::Nvls => {
-            let up: Vec<LinkId> =
-                (0..ppn).map(|g| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0]).collect();
-            let down: Vec<LinkId> =
-                (0..ppn).map(|g| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0]).collect();
-            (0..ppn)
-                .flat_map(|g| {
-                    let mut r = up.clone();
-                    r.push(down[g]);
-                    let mut s = vec![up[g]];
-                    s.extend(down.iter().copied());
-                    (0..sel.nchannels).flat_map(move |_| [r.clone(), s.clone()])
-                })
-                .collect()
-        }
-        Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
-            tree::steady_paths(cluster, comm, sel)
-        }
-        Algo::Pat => pat::steady_paths(cluster, comm),
-    }
-}
-
 fn bottleneck(cluster: &Cluster, paths: &[Vec<LinkId>]) -> Option<Bottleneck> {
     if paths.is_empty() {
         return None;
@@ -149,30 +111,43 @@ impl Explanation {
         params: &TimingParams,
         mode: Mode,
     ) -> Explanation {
-        if matches!(coll, Collective::AllToAll | Collective::SendRecv) {
-            return Self::p2p(cluster, comm, coll, bytes, elt, params);
-        }
+        let p2p = collective::is_p2p(coll);
         let t = comm.tuning();
         let mut table = Vec::new();
-        for a in Algo::ALL {
+        // SendRecv and AllToAll: NCCL selects no algorithm; the calls run on its p2p channels.
+        for a in Algo::ALL.iter().filter(|_| !p2p) {
             for p in Proto::ALL {
-                let disabled = comm.disabled_reason(coll, a, p);
-                let c = t.cost(coll, a, p);
+                let disabled = comm.disabled_reason(coll, *a, p);
+                let c = t.cost(coll, *a, p);
                 let on = disabled.is_none();
                 table.push(CostRow {
                     algo: a.name(),
                     proto: p.name(),
                     latency_us: on.then_some(c.lat_us),
                     bandwidth_gbps: on.then_some(c.bw),
-                    time_us: if on { t.time_us(coll, a, p, bytes) } else { None },
+                    time_us: if on { t.time_us(coll, *a, p, bytes) } else { None },
                     disabled,
                 });
             }
         }
-        let sel = comm.select(coll, bytes);
-        let run = simulate_call(cluster, comm, coll, bytes, elt, &sel, params, mode);
-        let tiny = (elt * comm.nranks() as u64).max(elt);
-        let lat = simulate_call(cluster, comm, coll, tiny, elt, &sel, params, mode);
+        let sel = collective::select(comm, coll, bytes);
+        let call = Call {
+            cluster,
+            comm,
+            coll,
+            bytes: Bytes::new(bytes),
+            elt: Bytes::new(elt),
+            sel,
+            params,
+            mode,
+            load: &[],
+        };
+        let run = collective::simulate(&call);
+        let tiny = match coll {
+            Collective::SendRecv => elt,
+            _ => (elt * comm.nranks() as u64).max(elt),
+        };
+        let lat = collective::simulate(&Call { bytes: Bytes::new(tiny), ..call });
         let time_us = run.time.as_us();
         let latency_part_us = lat.time.as_us().min(time_us);
         Explanation {
@@ -181,44 +156,20 @@ impl Explanation {
             nranks: comm.nranks(),
             nodes: comm.nnodes(),
             table,
-            nccl_choice: sel.nccl_choice.map(|(a, p)| format!("{}/{}", a.name(), p.name())),
-            simulated: (sel.algo.name().to_string(), sel.proto.name().to_string(), sel.nchannels),
+            nccl_choice: if p2p {
+                None
+            } else {
+                sel.nccl_choice.map(|(a, p)| format!("{}/{}", a.name(), p.name()))
+            },
+            simulated: (
+                if p2p { "P2P" } else { sel.algo.name() }.to_string(),
+                run.proto.name().to_string(),
+                run.channels,
+            ),
             time_us,
             latency_part_us,
             bandwidth_part_us: time_us - latency_part_us,
-            bottleneck: bottleneck(cluster, &steady_paths(cluster, comm, coll, &sel)),
-        }
-    }
-
-    /// SendRecv and AllToAll: NCCL selects no algorithm; the calls run on its p2p channels.
-    fn p2p(
-        cluster: &Cluster,
-        comm: &Communicator,
-        coll: Collective,
-        bytes: u64,
-        elt: u64,
-        params: &TimingParams,
-    ) -> Explanation {
-        let run = p2p::simulate(coll, cluster, comm, bytes, params);
-        let tiny = match coll {
-            Collective::AllToAll => elt * comm.nranks() as u64,
-            _ => elt,
-        };
-        let lat = p2p::simulate(coll, cluster, comm, tiny, params);
-        let time_us = run.run.time.as_us();
-        let latency_part_us = lat.run.time.as_us().min(time_us);
-        Explanation {
-            collective: coll,
-            bytes,
-            nranks: comm.nranks(),
-            nodes: comm.nnodes(),
-            table: Vec::new(),
-            nccl_choice: None,
-            simulated: ("P2P".to_string(), run.proto.name().to_string(), run.channels),
-            time_us,
-            latency_part_us,
-            bandwidth_part_us: time_us - latency_part_us,
-            bottleneck: bottleneck(cluster, &p2p::steady_paths(coll, cluster, comm, bytes, params)),
+            bottleneck: bottleneck(cluster, &collective::steady_paths(&call)),
         }
     }
 

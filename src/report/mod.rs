@@ -41,7 +41,7 @@ pub struct SimReport<'a> {
     pub scenario: &'a Scenario,
     /// Its sweep.
     #[serde(skip)]
-    pub sweep: &'a crate::config::SweepSpec,
+    pub sweep: &'a crate::workload::sweep::SweepSpec,
     /// The timing profile used.
     pub profile: &'a TimingParams,
     /// Simulation mode.

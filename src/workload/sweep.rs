@@ -4,10 +4,50 @@
 
 use rayon::prelude::*;
 
-use crate::collective::{Collective, Mode, TimingParams, chain, nvls, p2p, pat, ring, tree};
+use crate::collective::{self, Call, CallRun, Collective, Load, Mode, TimingParams};
 use crate::comm::Communicator;
-use crate::config::SweepSpec;
 use crate::hw::Cluster;
+use crate::units::Bytes;
+use crate::workload::{DataType, ReduceOp};
+
+/// An nccl-tests-like sweep: sizes from `min_bytes` to `max_bytes`, each `factor` times the last.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SweepSpec {
+    /// The collective.
+    pub collective: Collective,
+    /// First size (bytes per rank, as nccl-tests' `-b`).
+    #[serde(serialize_with = "ser_bytes")]
+    pub min_bytes: Bytes,
+    /// Last size (`-e`).
+    #[serde(serialize_with = "ser_bytes")]
+    pub max_bytes: Bytes,
+    /// Multiplicative step (`-f`).
+    pub factor: u64,
+    /// Element type (`-d`).
+    pub dtype: DataType,
+    /// Reduction (`-o`).
+    pub op: ReduceOp,
+}
+
+fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(b.get())
+}
+
+impl SweepSpec {
+    /// Checks the sweep's own consistency; `Err` holds the field and the reason.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.min_bytes > self.max_bytes {
+            return Err((
+                "workload.min_bytes",
+                format!("{} is larger than max_bytes {}", self.min_bytes, self.max_bytes),
+            ));
+        }
+        if self.factor < 2 {
+            return Err(("workload.factor", format!("must be at least 2 (got {})", self.factor)));
+        }
+        Ok(())
+    }
+}
 
 /// One simulated size.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -75,7 +115,7 @@ pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
 
 /// Checks that `spec` can be simulated on `comm`.
 pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
-    if matches!(spec.collective, Collective::AllToAll | Collective::SendRecv) {
+    if collective::is_p2p(spec.collective) {
         return Ok(());
     }
     let nnodes = comm.nnodes();
@@ -83,56 +123,10 @@ pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), Swee
     if let Err(why) = comm.check_algos(spec.collective) {
         return Err(SweepError::Impossible(given, why));
     }
-    if !comm.env().algos.iter().any(|&a| crate::comm::simulated(spec.collective, a, nnodes)) {
-        let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
+    if !comm.env().algos.iter().any(|&a| collective::is_simulated(spec.collective, a, nnodes)) {
         return Err(SweepError::NoRing(given));
     }
     Ok(())
-}
-
-/// Simulates one call of `coll` on `bytes` (NCCL's count × element size) with the algorithm,
-/// protocol and channels of `sel`.
-#[allow(clippy::too_many_arguments)]
-pub fn simulate_call(
-    cluster: &Cluster,
-    comm: &Communicator,
-    coll: Collective,
-    bytes: u64,
-    elt: u64,
-    sel: &crate::comm::Selection,
-    params: &TimingParams,
-    mode: Mode,
-) -> ring::RingRun {
-    if comm.nranks() == 1 {
-        return one_rank(cluster, bytes, params);
-    }
-    match sel.algo {
-        crate::comm::Algo::Nvls => {
-            nvls::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
-        }
-        crate::comm::Algo::Tree
-        | crate::comm::Algo::NvlsTree
-        | crate::comm::Algo::CollNetChain
-        | crate::comm::Algo::CollNetDirect => {
-            tree::simulate_allreduce(cluster, comm, bytes, elt, sel, params, mode)
-        }
-        crate::comm::Algo::Pat => pat::simulate(coll, cluster, comm, bytes, params),
-        _ if matches!(coll, Collective::Broadcast | Collective::Reduce) => {
-            chain::simulate(coll, cluster, comm, bytes, elt, sel, params, mode)
-        }
-        _ => ring::simulate(coll, cluster, comm, bytes, elt, sel, params, mode),
-    }
-}
-
-/// A call on one rank: NCCL copies the send buffer into the receive buffer (out of place, as
-/// nccl-tests times it) — read and write at the GPU's memory bandwidth — after the call's
-/// overhead. Without a known memory bandwidth, the overhead alone.
-pub fn one_rank(cluster: &Cluster, bytes: u64, params: &TimingParams) -> ring::RingRun {
-    let copy = match cluster.spec().gpu.model.memory_bandwidth {
-        Some(bw) => crate::units::Time::from_secs_f64_ceil(2.0 * bytes as f64 / bw.bytes_per_sec()),
-        None => crate::units::Time::ZERO,
-    };
-    ring::RingRun { time: params.call_overhead + copy, events: 0 }
 }
 
 /// The profile's size-band correction applied to a simulated time: (time, low, high).
@@ -140,6 +134,91 @@ fn corrected(params: &TimingParams, bytes: u64, time_us: f64) -> (f64, f64, f64)
     match &params.correction {
         Some(c) => c.apply(bytes, time_us),
         None => (time_us, time_us, time_us),
+    }
+}
+
+/// nccl-tests' count and NCCL's byte count for a row of `size` bytes: per-rank counts for
+/// AllGather and ReduceScatter (trimmed to 16 bytes per rank) and AllToAll's per-peer count
+/// (trimmed to 16 bytes per peer, its size the whole buffer); total counts otherwise.
+pub fn counts(coll: Collective, size: u64, elt: u64, nranks: usize) -> (u64, u64) {
+    let n = nranks as u64;
+    match coll {
+        Collective::AllToAll => {
+            let per_peer = size / n / 16 * 16;
+            (per_peer / elt, per_peer / elt * elt * n)
+        }
+        Collective::AllGather | Collective::ReduceScatter => {
+            let count = size / n / 16 * 16 / elt;
+            (count, count * elt * n)
+        }
+        _ => (size / elt, size / elt * elt),
+    }
+}
+
+/// The call a row of `size` bytes makes, with everything else as given.
+pub fn call<'a>(
+    cluster: &'a Cluster,
+    comm: &'a Communicator,
+    spec: &SweepSpec,
+    size: u64,
+    params: &'a TimingParams,
+    mode: Mode,
+    load: &'a [Load],
+) -> Call<'a> {
+    let elt = spec.dtype.size();
+    let (_, bytes) = counts(spec.collective, size, elt, comm.nranks());
+    Call {
+        cluster,
+        comm,
+        coll: spec.collective,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(elt),
+        sel: collective::select(comm, spec.collective, bytes),
+        params,
+        mode,
+        load,
+    }
+}
+
+/// The row nccl-tests would print for `call` (of a row of `size`), timed as `run`.
+pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
+    let (coll, comm, params) = (spec.collective, call.comm, call.params);
+    let bytes = call.bytes.get();
+    // nccl-tests' count: per rank (AllGather, ReduceScatter) or per peer (AllToAll).
+    let count = match coll {
+        Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter => {
+            bytes / spec.dtype.size() / comm.nranks() as u64
+        }
+        _ => bytes / spec.dtype.size(),
+    };
+    let (time_us, time_us_low, time_us_high) = corrected(params, bytes, run.time.as_us());
+    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
+    let p2p = collective::is_p2p(coll);
+    let sel = &call.sel;
+    Row {
+        size_bytes: bytes,
+        count,
+        dtype: spec.dtype.name(),
+        // nccl-tests prints "none" for collectives that do not reduce.
+        redop: if p2p || matches!(coll, Collective::AllGather | Collective::Broadcast) {
+            "none"
+        } else {
+            spec.op.name()
+        },
+        time_us,
+        time_us_low,
+        time_us_high,
+        algbw,
+        busbw: algbw * coll.busbw_factor(comm.nranks()),
+        algo: if p2p { "P2P" } else { sel.algo.name() },
+        proto: run.proto.name(),
+        channels: run.channels,
+        nccl_choice: if p2p {
+            "P2P".into()
+        } else {
+            sel.nccl_choice
+                .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name()))
+        },
     }
 }
 
@@ -152,81 +231,8 @@ pub fn run_size(
     params: &TimingParams,
     mode: Mode,
 ) -> Row {
-    let elt = spec.dtype.size();
-    let coll = spec.collective;
-    if matches!(coll, Collective::AllToAll | Collective::SendRecv) {
-        // nccl-tests: SendRecv's count is the message; AllToAll's the per-peer count, trimmed
-        // to 16 bytes per peer, its size the whole buffer.
-        let n = comm.nranks() as u64;
-        let (count, bytes) = match coll {
-            Collective::AllToAll => {
-                let per_peer = size / n / 16 * 16;
-                (per_peer / elt, per_peer / elt * elt * n)
-            }
-            _ => (size / elt, size / elt * elt),
-        };
-        let mut r = p2p::simulate(coll, cluster, comm, bytes, params);
-        if n == 1 {
-            r.run = one_rank(cluster, bytes, params);
-        }
-        let (time_us, time_us_low, time_us_high) = corrected(params, bytes, r.run.time.as_us());
-        let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
-        return Row {
-            size_bytes: bytes,
-            count,
-            dtype: spec.dtype.name(),
-            redop: "none",
-            time_us,
-            time_us_low,
-            time_us_high,
-            algbw,
-            busbw: algbw * coll.busbw_factor(comm.nranks()),
-            algo: "P2P",
-            proto: r.proto.name(),
-            channels: r.channels,
-            nccl_choice: "P2P".into(),
-        };
-    }
-    // nccl-tests' size column and NCCL's byte count: per-rank counts for AllGather and
-    // ReduceScatter (trimmed to 16 bytes per rank), total counts otherwise.
-    let (count, bytes) = match coll {
-        Collective::AllGather | Collective::ReduceScatter => {
-            let n = comm.nranks() as u64;
-            let per_rank = size / n / 16 * 16;
-            let count = per_rank / elt;
-            (count, count * elt * n)
-        }
-        _ => {
-            let count = size / elt;
-            (count, count * elt)
-        }
-    };
-    let sel = comm.select(coll, bytes);
-    let run = simulate_call(cluster, comm, coll, bytes, elt, &sel, params, mode);
-    let (time_us, time_us_low, time_us_high) = corrected(params, bytes, run.time.as_us());
-    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
-    Row {
-        size_bytes: bytes,
-        count,
-        dtype: spec.dtype.name(),
-        // nccl-tests prints "none" for collectives that do not reduce.
-        redop: if matches!(coll, Collective::AllGather | Collective::Broadcast) {
-            "none"
-        } else {
-            spec.op.name()
-        },
-        time_us,
-        time_us_low,
-        time_us_high,
-        algbw,
-        busbw: algbw * spec.collective.busbw_factor(comm.nranks()),
-        algo: sel.algo.name(),
-        proto: sel.proto.name(),
-        channels: sel.nchannels,
-        nccl_choice: sel
-            .nccl_choice
-            .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name())),
-    }
+    let call = call(cluster, comm, spec, size, params, mode, &[]);
+    row(spec, &call, &collective::simulate(&call))
 }
 
 /// Simulates every size of the sweep, in parallel, in order.

@@ -1,11 +1,11 @@
 //! The model against closed forms, and its detailed and aggregated paths against each other.
 
-use collsim::collective::{Collective, GpuParams, Mode, TimingParams, ring};
+use collsim::collective::{Call, CallRun, Collective, GpuParams, Mode, TimingParams};
 use collsim::comm::env::NcclEnv;
 use collsim::comm::{Algo, Communicator, Proto, Selection};
 use collsim::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
 use collsim::hw::{Arch, Cluster};
-use collsim::units::Time;
+use collsim::units::{Bytes, Time};
 
 fn setup(preset: &str, nodes: usize, g: usize, nccl: &[(&str, &str)]) -> (Cluster, Communicator) {
     let (_, spec) = resolve_topology(preset, None).unwrap();
@@ -13,6 +13,31 @@ fn setup(preset: &str, nodes: usize, g: usize, nccl: &[(&str, &str)]) -> (Cluste
     let env = NcclEnv::from_pairs(nccl.iter().copied()).unwrap();
     let comm = Communicator::new(&cluster, &env).unwrap();
     (cluster, comm)
+}
+
+/// One call of `coll` on `bytes` (elements of `elt` bytes), alone on the machine.
+#[allow(clippy::too_many_arguments)]
+fn run_call(
+    coll: Collective,
+    cluster: &Cluster,
+    comm: &Communicator,
+    bytes: u64,
+    elt: u64,
+    sel: &Selection,
+    params: &TimingParams,
+    mode: Mode,
+) -> CallRun {
+    collsim::collective::simulate(&Call {
+        cluster,
+        comm,
+        coll,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(elt),
+        sel: *sel,
+        params,
+        mode,
+        load: &[],
+    })
 }
 
 fn params(step: Time) -> TimingParams {
@@ -38,7 +63,8 @@ fn ring_allreduce_on_an_idle_uniform_ring_matches_the_closed_form() {
         let step = Time::from_us_f64(step_us);
         let sel =
             Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
-        let run = ring::simulate_allreduce(
+        let run = run_call(
+            Collective::AllReduce,
             &cluster,
             &comm,
             bytes,
@@ -67,8 +93,8 @@ fn agree(preset: &str, nodes: usize, g: usize, bytes: u64, proto: Proto, tol: f6
         nchannels: comm.channels_for(bytes, proto),
         nccl_choice: None,
     };
-    let d = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
-    let a = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+    let d = run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+    let a = run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
     let rel = (d.time.as_secs_f64() - a.time.as_secs_f64()).abs() / d.time.as_secs_f64();
     assert!(
         rel < tol,
@@ -108,8 +134,9 @@ fn inter_node_traffic_crosses_the_nics() {
     let (cluster, comm) = setup("dgx-a100", 2, 1, &[("NCCL_PROTO", "Simple")]);
     let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
     let bytes = 1u64 << 30;
-    let sel = comm.select(collsim::collective::Collective::AllReduce, bytes);
-    let run = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+    let sel = collsim::collective::select(&comm, collsim::collective::Collective::AllReduce, bytes);
+    let run =
+        run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
     let floor = bytes as f64 / 24e9;
     let t = run.time.as_secs_f64();
     assert!(t >= floor && t < floor * 1.05, "{t} vs floor {floor}");
@@ -133,7 +160,8 @@ fn the_sending_cta_pays_its_sync_before_the_next_step() {
         )];
         let sel =
             Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
-        let run = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let run =
+            run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
         let t = bytes as f64 / n / b;
         let gap = f64::max(alpha, s_us * 1e-6);
         let expected = 2.0 * (n - 1.0) * (t + gap) - gap + alpha;
@@ -153,7 +181,7 @@ fn nvlink_efficiency_stretches_the_wire_time() {
         let mut g = GpuParams::NOMINAL;
         g.nvlink_efficiency[Proto::LL128 as usize] = eff;
         p.gpu = vec![(Arch::Hopper, g)];
-        ring::simulate_allreduce(&cluster, &comm, 256 << 20, 4, &sel, &p, Mode::Aggregated)
+        run_call(Collective::AllReduce, &cluster, &comm, 256 << 20, 4, &sel, &p, Mode::Aggregated)
             .time
             .as_secs_f64()
     };
@@ -177,7 +205,7 @@ fn ring_all_gather_and_reduce_scatter_match_their_closed_form() {
                 nccl_choice: None,
             };
             let p = params(Time::from_us_f64(step_us));
-            let run = ring::simulate(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+            let run = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
             let alpha = 0.2e-6 + step_us * 1e-6;
             let expected = (n - 1.0) / n * bytes as f64 / b + (n - 1.0) * alpha;
             let got = run.time.as_secs_f64();
@@ -191,7 +219,6 @@ fn ring_all_gather_and_reduce_scatter_match_their_closed_form() {
 
 #[test]
 fn nvls_detailed_and_aggregated_agree() {
-    use collsim::collective::nvls;
     let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
     let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
     for bytes in [4u64 << 20, 64 << 20, 512 << 20] {
@@ -201,8 +228,10 @@ fn nvls_detailed_and_aggregated_agree() {
             nchannels: comm.nvls_channels(),
             nccl_choice: None,
         };
-        let d = nvls::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
-        let a = nvls::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+        let d =
+            run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let a =
+            run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
         let rel = (d.time.as_secs_f64() - a.time.as_secs_f64()).abs() / d.time.as_secs_f64();
         // The aggregated run holds every flow at its steady-state share; the detailed one lets a
         // flow borrow bandwidth while its neighbours wait on latency: within 3 %.
@@ -214,14 +243,15 @@ fn nvls_detailed_and_aggregated_agree() {
 fn nvls_moves_less_than_the_ring_on_eight_gpus() {
     // Per GPU (1 + 1/n)·S each way instead of 2(n−1)/n·S: on 8 GPUs NVLS beats the ring by
     // about 1.75 / 1.125 × NVLS efficiency (0.85) ≈ 1.32 at large sizes.
-    use collsim::collective::nvls;
     let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
     let p = params(Time::ZERO);
     let bytes = 1u64 << 30;
     let nv = Selection { algo: Algo::Nvls, proto: Proto::Simple, nchannels: 16, nccl_choice: None };
     let rg = Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 24, nccl_choice: None };
-    let t_nvls = nvls::simulate_allreduce(&cluster, &comm, bytes, 4, &nv, &p, Mode::Aggregated);
-    let t_ring = ring::simulate_allreduce(&cluster, &comm, bytes, 4, &rg, &p, Mode::Aggregated);
+    let t_nvls =
+        run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &nv, &p, Mode::Aggregated);
+    let t_ring =
+        run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &rg, &p, Mode::Aggregated);
     let speedup = t_ring.time.as_secs_f64() / t_nvls.time.as_secs_f64();
     assert!((speedup - 1.75 / 1.125 * 0.85).abs() < 0.03, "{speedup}");
 }
@@ -231,21 +261,20 @@ fn two_node_tree_busbw_exceeds_the_nic_bandwidth() {
     // On two nodes the double binary tree sends each byte across the network once each way
     // (up to the root, down from it), the ring 2(n−1)/n times: nccl-tests' busbw, which assumes
     // the ring's traffic, then exceeds what the NICs carry (8 × 24 GB/s HDR on a DGX-A100).
-    use collsim::collective::tree;
     let (cluster, comm) =
         setup("dgx-a100", 2, 8, &[("NCCL_ALGO", "Tree"), ("NCCL_PROTO", "Simple")]);
     let p = params(Time::ZERO);
     let bytes = 1u64 << 30;
-    let sel = comm.select(Collective::AllReduce, bytes);
+    let sel = collsim::collective::select(&comm, Collective::AllReduce, bytes);
     assert_eq!(sel.algo, Algo::Tree);
-    let run = tree::simulate_allreduce(&cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+    let run =
+        run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
     let busbw = bytes as f64 / run.time.as_secs_f64() * 2.0 * 15.0 / 16.0 / 1e9;
     assert!(busbw > 8.0 * 24.0 * 1.2, "{busbw}");
 }
 
 #[test]
 fn broadcast_and_reduce_chains() {
-    use collsim::collective::chain;
     // One channel, one chunk: the chain's n−1 hops one after the other, (n−1)(S/B + α).
     let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
     let n = 8.0;
@@ -254,7 +283,7 @@ fn broadcast_and_reduce_chains() {
     let sel = Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
     for coll in [Collective::Broadcast, Collective::Reduce] {
         let p = params(Time::from_us_f64(2.0));
-        let run = chain::simulate(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let run = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
         let expected = (n - 1.0) * (bytes as f64 / b + 2.2e-6);
         let got = run.time.as_secs_f64();
         assert!((got - expected).abs() <= 1e-9 * expected + 1e-10, "{coll:?}: {got} vs {expected}");
@@ -264,27 +293,11 @@ fn broadcast_and_reduce_chains() {
     let (cluster, comm) = setup("dgx-h100", 2, 8, &[]);
     let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
     for bytes in [256u64 << 20, 1 << 30] {
-        let sel = comm.select(Collective::Broadcast, bytes);
-        let d = chain::simulate(
-            Collective::Broadcast,
-            &cluster,
-            &comm,
-            bytes,
-            4,
-            &sel,
-            &p,
-            Mode::Detailed,
-        );
-        let a = chain::simulate(
-            Collective::Broadcast,
-            &cluster,
-            &comm,
-            bytes,
-            4,
-            &sel,
-            &p,
-            Mode::Aggregated,
-        );
+        let sel = collsim::collective::select(&comm, Collective::Broadcast, bytes);
+        let d =
+            run_call(Collective::Broadcast, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let a =
+            run_call(Collective::Broadcast, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
         let rel = (d.time.as_secs_f64() - a.time.as_secs_f64()).abs() / d.time.as_secs_f64();
         assert!(rel < 0.15, "{bytes}: detailed {} aggregated {}", d.time, a.time);
     }
@@ -292,15 +305,15 @@ fn broadcast_and_reduce_chains() {
 
 #[test]
 fn alltoall_across_nodes_is_bound_by_one_nic_per_gpu() {
-    use collsim::collective::p2p;
     // Two DGX-H100s: each GPU sends half its buffer to the other node through its own NDR NIC
     // (48 GB/s behind PCIe gen5), the other half over NVLink, which is far faster.
     let (cluster, comm) = setup("dgx-h100", 2, 8, &[]);
     let p = params(Time::ZERO);
     let bytes = 1u64 << 30;
-    let r = p2p::simulate(Collective::AllToAll, &cluster, &comm, bytes, &p);
+    let sel = collsim::collective::select(&comm, Collective::AllToAll, bytes);
+    let r = run_call(Collective::AllToAll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
     let floor = bytes as f64 / 2.0 / 48e9;
-    let t = r.run.time.as_secs_f64();
+    let t = r.time.as_secs_f64();
     assert!(t >= floor && t < floor * 1.02, "{t} vs {floor}");
     assert_eq!(r.proto, Proto::Simple);
 }
@@ -324,12 +337,12 @@ proptest::proptest! {
         let (cluster, comm) = setup(preset, nodes, g, &[]);
         let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
         let bytes = 1u64 << log2;
-        let mut sel = comm.select(coll, bytes);
+        let mut sel = collsim::collective::select(&comm, coll, bytes);
         if sel.algo == Algo::Nvls || sel.algo == Algo::NvlsTree {
             sel = Selection { algo: Algo::Ring, nchannels: comm.channels_for(bytes, sel.proto), ..sel };
         }
-        let d = collsim::workload::sweep::simulate_call(&cluster, &comm, coll, bytes, 4, &sel, &p, Mode::Detailed);
-        let a = collsim::workload::sweep::simulate_call(&cluster, &comm, coll, bytes, 4, &sel, &p, Mode::Aggregated);
+        let d = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
+        let a = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
         let rel = (d.time.as_secs_f64() - a.time.as_secs_f64()).abs() / d.time.as_secs_f64();
         proptest::prop_assert!(rel < 0.10, "{} x{} g{} {} B {:?} {:?}: detailed {} aggregated {}", preset, nodes, g, bytes, coll, sel.algo, d.time, a.time);
     }
@@ -351,17 +364,9 @@ fn sharp_in_network_reduction_halves_nic_traffic() {
     let busbw = |algo: &str| {
         let env = NcclEnv::from_pairs([("NCCL_COLLNET_ENABLE", "1"), ("NCCL_ALGO", algo)]).unwrap();
         let comm = Communicator::new(&cluster, &env).unwrap();
-        let sel = comm.select(Collective::AllReduce, bytes);
-        let t = collsim::workload::sweep::simulate_call(
-            &cluster,
-            &comm,
-            Collective::AllReduce,
-            bytes,
-            4,
-            &sel,
-            &p,
-            Mode::Aggregated,
-        );
+        let sel = collsim::collective::select(&comm, Collective::AllReduce, bytes);
+        let t =
+            run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
         bytes as f64 / t.time.as_secs_f64() * 2.0 * 127.0 / 128.0 / 1e9
     };
     let (direct, ring) = (busbw("CollNetDirect"), busbw("Ring"));
@@ -378,19 +383,10 @@ fn pat_pays_log_steps_where_the_ring_pays_linear_ones() {
     let time = |algo: &str, bytes: u64| {
         let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).unwrap();
         let comm = Communicator::new(&cluster, &env).unwrap();
-        let sel = comm.select(Collective::AllGather, bytes);
-        collsim::workload::sweep::simulate_call(
-            &cluster,
-            &comm,
-            Collective::AllGather,
-            bytes,
-            4,
-            &sel,
-            &p,
-            Mode::Aggregated,
-        )
-        .time
-        .as_secs_f64()
+        let sel = collsim::collective::select(&comm, Collective::AllGather, bytes);
+        run_call(Collective::AllGather, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated)
+            .time
+            .as_secs_f64()
     };
     assert!(time("PAT", 64 * 1024) * 2.0 < time("Ring", 64 * 1024));
     let (pat, ring) = (time("PAT", 4 << 30), time("Ring", 4 << 30));

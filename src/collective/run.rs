@@ -1,0 +1,388 @@
+//! The one place that knows which algorithms exist: a call ([`Call`]) goes in, the registry
+//! picks the type that runs it, and that type, implementing [`Algorithm`], posts flows and
+//! timers into a shared [`Simulation`] and reacts to their completions.
+//!
+//! Several calls can run in one simulation at once: their flows share links by max-min
+//! fairness, and each completion goes back to the call that posted it (a [`Token`] names the
+//! call and carries the algorithm's own typed [`Signal`]). Background traffic ([`Load`]) sits in
+//! the network as flows that never end.
+
+use super::{Collective, Mode, TimingParams, chain, nvls, p2p, pat, ring, tree};
+use crate::comm::{Algo, Communicator, Proto, Selection};
+use crate::engine::{Happening, Simulation};
+use crate::hw::Cluster;
+use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::net::{LinkId, PathId};
+use crate::units::{Bytes, Time};
+
+/// One collective call: everything an algorithm needs to run it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The machine.
+    pub cluster: &'a Cluster,
+    /// The communicator over its ranks.
+    pub comm: &'a Communicator,
+    /// Which collective.
+    pub coll: Collective,
+    /// NCCL's byte count: count × element size; for AllGather and ReduceScatter the total over
+    /// ranks, for AllToAll the whole send buffer, for SendRecv the message.
+    pub bytes: Bytes,
+    /// Bytes per element.
+    pub elt: Bytes,
+    /// Algorithm, protocol and channels (from [`select`]).
+    pub sel: Selection,
+    /// Timing parameters.
+    pub params: &'a TimingParams,
+    /// How much of the machine to simulate.
+    pub mode: Mode,
+    /// Traffic of others on the same network for the whole call (neighbour jobs, background
+    /// patterns): aggregated models include it in their steady state, detailed runs carry it
+    /// as flows that never end.
+    pub load: &'a [Load],
+}
+
+/// Steady traffic on a path: `weight` identical flows, each capped at `cap` bytes/s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Links crossed.
+    pub path: Vec<LinkId>,
+    /// Rate cap per flow, bytes/s (infinity: takes its max-min share).
+    pub cap: f64,
+    /// How many identical flows.
+    pub weight: f64,
+}
+
+/// What one simulated call gives back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallRun {
+    /// Time as nccl-tests would report it (call overhead included).
+    pub time: Time,
+    /// Flow completions and events handled for it.
+    pub events: u64,
+    /// The protocol that ran (for point-to-point calls, the one NCCL's p2p threshold picks).
+    pub proto: Proto,
+    /// Channels used (for point-to-point calls, the most any peer pair uses).
+    pub channels: usize,
+}
+
+/// A call's index within one simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u32);
+
+/// What a flow or timer means to the algorithm that posted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ring AllReduce/AllGather/ReduceScatter.
+    Ring(ring::Ev),
+    /// Tree, NVLSTree, CollNet.
+    Tree(tree::Ev),
+    /// NVLS on one node.
+    Nvls(nvls::Ev),
+    /// Broadcast and Reduce chains.
+    Chain(chain::Ev),
+    /// A call timed in closed form has ended.
+    End,
+    /// Background traffic (never completes).
+    Load,
+}
+
+/// A flow's or timer's owner and meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token {
+    /// The call that posted it.
+    pub call: CallId,
+    /// What it means to that call.
+    pub signal: Signal,
+}
+
+/// A call's handle on the shared simulation: what it posts is tagged with its id.
+pub struct Ctx<'s> {
+    sim: &'s mut Simulation<Token>,
+    call: CallId,
+}
+
+impl Ctx<'_> {
+    /// The current time.
+    pub fn now(&self) -> Time {
+        self.sim.now()
+    }
+
+    /// Registers a path for flows.
+    pub fn add_path(&mut self, links: &[LinkId]) -> PathId {
+        self.sim.add_path(links)
+    }
+
+    /// Starts a transfer of `bytes` on `path`, sharing links with everything else in flight.
+    pub fn flow(&mut self, path: PathId, bytes: Bytes, signal: impl Into<Signal>) {
+        let token = Token { call: self.call, signal: signal.into() };
+        self.sim.start_flow(path, bytes, token);
+    }
+
+    /// Starts a transfer that takes `duration` (its rate already known).
+    pub fn fixed(&mut self, duration: Time, signal: impl Into<Signal>) {
+        let token = Token { call: self.call, signal: signal.into() };
+        self.sim.start_fixed(duration, token);
+    }
+
+    /// Schedules `signal` at `at`.
+    pub fn at(&mut self, at: Time, signal: impl Into<Signal>) {
+        let token = Token { call: self.call, signal: signal.into() };
+        self.sim.schedule(at, token);
+    }
+}
+
+/// One running call of one algorithm.
+pub trait Algorithm {
+    /// Posts the call's first flows and timers (the simulation's clock is the call's start).
+    fn start(&mut self, cx: &mut Ctx<'_>);
+    /// A flow or timer the call posted is done.
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal);
+    /// When the call's last byte arrived (absolute time), once every rank is done.
+    fn finished(&self) -> Option<Time>;
+    /// The latest completion so far (what `finished` will say, if nothing more happens).
+    fn last(&self) -> Time;
+}
+
+/// A call timed in closed form: one timer at its end.
+pub(crate) struct Closed {
+    duration: Time,
+    end: Option<Time>,
+}
+
+impl Closed {
+    /// A call that ends `duration` after it starts.
+    pub(crate) fn new(duration: Time) -> Closed {
+        Closed { duration, end: None }
+    }
+}
+
+impl Algorithm for Closed {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        cx.at(cx.now() + self.duration, Signal::End);
+    }
+    fn on(&mut self, cx: &mut Ctx<'_>, _: Signal) {
+        self.end = Some(cx.now());
+    }
+    fn finished(&self) -> Option<Time> {
+        self.end
+    }
+    fn last(&self) -> Time {
+        self.end.unwrap_or(Time::ZERO)
+    }
+}
+
+/// The algorithms, as the registry tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// One rank: a local copy.
+    OneRank,
+    /// SendRecv and AllToAll on NCCL's p2p channels.
+    P2p,
+    /// Ring AllReduce, AllGather, ReduceScatter.
+    Ring,
+    /// Broadcast and Reduce along the ring.
+    Chain,
+    /// Tree, NVLSTree, CollNetDirect, CollNetChain.
+    Tree,
+    /// NVLS on one node.
+    Nvls,
+    /// PAT AllGather/ReduceScatter.
+    Pat,
+}
+
+fn kind(call: &Call<'_>) -> Kind {
+    if call.comm.nranks() == 1 {
+        return Kind::OneRank;
+    }
+    match (call.coll, call.sel.algo) {
+        (Collective::AllToAll | Collective::SendRecv, _) => Kind::P2p,
+        (_, Algo::Nvls) => Kind::Nvls,
+        (_, Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect) => Kind::Tree,
+        (_, Algo::Pat) => Kind::Pat,
+        (Collective::Broadcast | Collective::Reduce, _) => Kind::Chain,
+        _ => Kind::Ring,
+    }
+}
+
+/// Whether collsim simulates `algo` for `coll` on `nnodes` nodes.
+pub fn is_simulated(coll: Collective, algo: Algo, nnodes: usize) -> bool {
+    match algo {
+        Algo::Ring => true,
+        Algo::Nvls => coll == Collective::AllReduce && nnodes == 1,
+        Algo::Tree => coll == Collective::AllReduce,
+        Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect => {
+            coll == Collective::AllReduce && nnodes > 1
+        }
+        Algo::Pat => matches!(coll, Collective::AllGather | Collective::ReduceScatter),
+    }
+}
+
+/// What NCCL would run for `coll` on `bytes`, and what collsim runs: NCCL's choice when collsim
+/// simulates it, else the best choice among the algorithms it simulates.
+pub fn select(comm: &Communicator, coll: Collective, bytes: u64) -> Selection {
+    comm.select_among(coll, bytes, is_simulated)
+}
+
+/// The algorithm object for `call`, its paths registered in `cx`.
+fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
+    let (proto, channels) = (call.sel.proto, call.sel.nchannels);
+    match kind(call) {
+        Kind::OneRank => {
+            let (p, c) = match call.coll {
+                Collective::AllToAll | Collective::SendRecv => p2p::shape(call),
+                _ => (proto, channels),
+            };
+            (Box::new(Closed::new(one_rank_copy(call))), p, c)
+        }
+        Kind::P2p => {
+            let (duration, p, c) = p2p::time(call);
+            (Box::new(Closed::new(duration)), p, c)
+        }
+        Kind::Pat => (Box::new(Closed::new(pat::time(call))), proto, channels),
+        Kind::Ring => (ring::new(call, cx), proto, channels),
+        Kind::Chain => (chain::new(call, cx), proto, channels),
+        Kind::Tree => (tree::new(call, cx), proto, channels),
+        Kind::Nvls => (nvls::new(call, cx), proto, channels),
+    }
+}
+
+/// A call on one rank: NCCL copies the send buffer into the receive buffer (out of place, as
+/// nccl-tests times it) — read and write at the GPU's memory bandwidth. Without a known memory
+/// bandwidth, nothing beyond the call's overhead.
+fn one_rank_copy(call: &Call<'_>) -> Time {
+    match call.cluster.spec().gpu.model.memory_bandwidth {
+        Some(bw) => Time::from_secs_f64_ceil(2.0 * call.bytes.as_f64() / bw.bytes_per_sec()),
+        None => Time::ZERO,
+    }
+}
+
+/// Simulates one call alone (with its [`Call::load`] as background).
+pub fn simulate(call: &Call<'_>) -> CallRun {
+    let mut sim: Simulation<Token> = Simulation::new(call.cluster.links());
+    post_load(&mut sim, call.load);
+    let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
+    let (mut algo, proto, channels) = instantiate(call, &mut cx);
+    algo.start(&mut cx);
+    let mut algos = [algo];
+    drive(&mut sim, &mut algos, |_, _| {});
+    let end = algos[0].finished().unwrap_or_else(|| algos[0].last());
+    CallRun { time: call.params.call_overhead + end, events: sim.handled(), proto, channels }
+}
+
+/// Simulates several calls posted at time zero into one network, each run to its end; their
+/// flows share links all along (a call that ends early stops loading the network).
+pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
+    let Some(first) = calls.first() else { return Vec::new() };
+    let mut sim: Simulation<Token> = Simulation::new(first.cluster.links());
+    for c in calls {
+        post_load(&mut sim, c.load);
+    }
+    let mut algos = Vec::with_capacity(calls.len());
+    let mut shapes = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        let mut cx = Ctx { sim: &mut sim, call: CallId(i as u32) };
+        let (mut a, p, c) = instantiate(call, &mut cx);
+        a.start(&mut cx);
+        algos.push(a);
+        shapes.push((p, c));
+    }
+    drive(&mut sim, &mut algos, |_, _| {});
+    let events = sim.handled();
+    calls
+        .iter()
+        .zip(&algos)
+        .zip(shapes)
+        .map(|((call, a), (proto, channels))| CallRun {
+            time: call.params.call_overhead + a.finished().unwrap_or_else(|| a.last()),
+            events,
+            proto,
+            channels,
+        })
+        .collect()
+}
+
+/// Starts every load as persistent flows.
+fn post_load(sim: &mut Simulation<Token>, load: &[Load]) {
+    for l in load {
+        let p = sim.add_path(&l.path);
+        sim.start_persistent(
+            p,
+            l.cap,
+            l.weight,
+            Token { call: CallId(u32::MAX), signal: Signal::Load },
+        );
+    }
+}
+
+/// Runs the simulation until nothing is left, handing each completion to the call that posted
+/// it; `watch` sees each call that has just finished.
+fn drive(
+    sim: &mut Simulation<Token>,
+    calls: &mut [Box<dyn Algorithm>],
+    mut watch: impl FnMut(usize, Time),
+) {
+    let mut deliver = |sim: &mut Simulation<Token>, tok: Token| {
+        let i = tok.call.0 as usize;
+        let Some(a) = calls.get_mut(i) else { return };
+        let was = a.finished().is_some();
+        a.on(&mut Ctx { sim, call: tok.call }, tok.signal);
+        if !was && let Some(t) = a.finished() {
+            watch(i, t);
+        }
+    };
+    while let Some(h) = sim.step() {
+        match h {
+            Happening::Flows(_, toks) => {
+                for tok in toks {
+                    deliver(sim, tok);
+                }
+            }
+            Happening::Event(_, tok) => deliver(sim, tok),
+        }
+    }
+}
+
+/// The steady-state max-min rates of `paths` (bytes/s) when they all send at once beside
+/// `load`: the rates the aggregated models pace themselves by.
+pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+    let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
+    let mut specs: Vec<FlowSpec<'_>> =
+        paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    specs.extend(raw.iter().zip(load).map(|(p, l)| FlowSpec {
+        path: p,
+        cap: l.cap,
+        weight: l.weight,
+    }));
+    let mut r = max_min_rates(caps, &specs);
+    r.truncate(paths.len());
+    r
+}
+
+/// Each path's share when `paths` all send at once beside `load`: equal shares of every link
+/// (exact for the symmetric sets the pipeline fills use) without load, max-min with it.
+pub(crate) fn fill_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+    if load.is_empty() {
+        crate::net::solver::equal_shares(caps, paths)
+    } else {
+        steady_rates(caps, paths, load)
+    }
+}
+
+/// Every link path of the call's steady state (each connection of each channel busy at once),
+/// for `explain`'s bottleneck.
+pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    match kind(call) {
+        Kind::OneRank => Vec::new(),
+        Kind::P2p => p2p::steady_paths(call),
+        Kind::Pat => pat::steady_paths(call),
+        Kind::Ring => ring::steady_paths(call),
+        Kind::Chain => chain::steady_paths(call),
+        Kind::Tree => tree::steady_paths(call),
+        Kind::Nvls => nvls::steady_paths(call),
+    }
+}
+
+/// Whether `coll` is a point-to-point call, for which NCCL selects no algorithm.
+pub fn is_p2p(coll: Collective) -> bool {
+    matches!(coll, Collective::AllToAll | Collective::SendRecv)
+}
