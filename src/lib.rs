@@ -32,7 +32,7 @@ pub mod report;
 pub mod units;
 pub mod workload;
 
-use collective::{Mode, TimingParams};
+use collective::{Load, Mode, TimingParams};
 use comm::env::{EnvError, NcclEnv};
 use comm::{CommError, Communicator};
 use config::Scenario;
@@ -69,39 +69,63 @@ pub enum Error {
 /// A cluster and the communicator NCCL would build on it, for a scenario.
 pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let cluster = machine(scenario, &env, scenario.gpus_per_node)?;
+    let comm = Communicator::new(&cluster, &env)?;
+    let summary = summary(&comm, &env);
+    Ok((cluster, comm, summary))
+}
+
+/// Every node of the scenario's cluster with `gpus_per_node` GPUs used on each, on its
+/// network and placement.
+fn machine(scenario: &Scenario, env: &NcclEnv, gpus_per_node: usize) -> Result<Cluster, Error> {
     hw::fabric::check(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
     let placement =
         scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
-    let cluster = Cluster::with_network(
+    Ok(Cluster::with_network(
         &scenario.node,
         scenario.nodes,
-        scenario.gpus_per_node,
+        gpus_per_node,
         &placement,
         env.socket_streams,
-    );
-    let comm = Communicator::new(&cluster, &env)?;
-    let summary = CommSummary {
+    ))
+}
+
+fn summary(comm: &Communicator, env: &NcclEnv) -> CommSummary {
+    CommSummary {
         nranks: comm.nranks(),
         ring_graph: comm.ring_graph(),
         nvls_graph: comm.nvls_graph(),
         cuda_channels: comm.channels().len(),
         nccl_tables: env.version.tables(),
         ignored_nccl: env.ignored.clone(),
-    };
-    Ok((cluster, comm, summary))
+    }
 }
 
-/// Simulates a scenario's sweep.
+/// The scenario's `[[background]]` traffic on `machine`.
+fn background(scenario: &Scenario, machine: &Cluster) -> Result<Vec<Load>, Error> {
+    let mut out = Vec::new();
+    for b in &scenario.background {
+        b.check(scenario.nodes).map_err(Error::Placement)?;
+        out.extend(b.loads(machine));
+    }
+    Ok(out)
+}
+
+/// Simulates a scenario's sweep (beside its background traffic, if it has any).
 pub fn simulate(
     scenario: &Scenario,
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(Vec<Row>, CommSummary), Error> {
+    if !scenario.jobs.is_empty() {
+        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+    }
     let sweep = scenario
         .sweep()
         .ok_or_else(|| Error::Ddp("the scenario's workload is a DDP step, not a sweep".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
-    let rows = workload::sweep::run(&cluster, &comm, sweep, params, mode)?;
+    let load = background(scenario, &cluster)?;
+    let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load)?;
     Ok((rows, summary))
 }
 
@@ -109,17 +133,35 @@ pub fn simulate(
 /// (calibration/data/2026-11-22-h100-single).
 pub const KERNEL_LAUNCH_SECS: f64 = 4e-6;
 
-/// Simulates a scenario's DDP training step (its workload must be `kind = "ddp"`).
+/// Simulates a scenario's DDP training step (its workload must be `kind = "ddp"`), beside its
+/// background traffic if it has any.
 pub fn simulate_ddp(
     scenario: &Scenario,
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
-    use workload::ddp::{CollTime, ComputeRate, GpuFacts};
+    if !scenario.jobs.is_empty() {
+        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+    }
     let spec = scenario
         .ddp()
         .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
+    let load = background(scenario, &cluster)?;
+    Ok((ddp_step(&cluster, &comm, scenario, spec, params, mode, &load)?, summary))
+}
+
+/// One DDP step of `spec` on `cluster`, every collective beside `load`.
+fn ddp_step(
+    cluster: &Cluster,
+    comm: &Communicator,
+    scenario: &Scenario,
+    spec: &workload::ddp::DdpSpec,
+    params: &TimingParams,
+    mode: Mode,
+    load: &[Load],
+) -> Result<workload::ddp::StepResult, Error> {
+    use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     let model = &scenario.node.gpu.model;
     let flops = match &spec.rate {
         ComputeRate::Tflops(t) => t * 1e12,
@@ -158,7 +200,8 @@ pub fn simulate_ddp(
             dtype,
             op: workload::ReduceOp::Sum,
         };
-        let row = workload::sweep::run_size(&cluster, &comm, &spec, bytes, params, mode);
+        let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
+        let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
         let t = CollTime {
             secs: row.time_us * 1e-6,
             algo: row.algo,
@@ -171,5 +214,226 @@ pub fn simulate_ddp(
         t
     };
     let world = comm.nranks();
-    Ok((workload::ddp::simulate_step(spec, world, &gpu, &coll), summary))
+    Ok(workload::ddp::simulate_step(spec, world, &gpu, &coll))
+}
+
+/// What one job of a multi-job scenario did.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// The job as a scenario of its own (its nodes, workload and NCCL variables), for reports.
+    pub scenario: Scenario,
+    /// Its name.
+    pub name: String,
+    /// The machine's nodes it ran on.
+    pub nodes: Vec<usize>,
+    /// How they were chosen.
+    pub placement: &'static str,
+    /// Its communicator.
+    pub summary: CommSummary,
+    /// Its results beside the other jobs, and alone.
+    pub outcome: JobOutcome,
+}
+
+/// A job's results, beside the others and alone on the cluster (background traffic stays).
+#[derive(Debug, Clone)]
+pub enum JobOutcome {
+    /// A collective sweep: one row per size.
+    Sweep {
+        /// Beside the other jobs.
+        rows: Vec<Row>,
+        /// Alone.
+        alone: Vec<Row>,
+    },
+    /// A DDP step.
+    Ddp {
+        /// Beside the other jobs.
+        step: Box<workload::ddp::StepResult>,
+        /// Alone.
+        alone: Box<workload::ddp::StepResult>,
+    },
+    /// Holds its nodes, sends nothing.
+    Idle,
+}
+
+impl JobOutcome {
+    /// Time alone over time beside the others, per sweep size (one value for a DDP step): 1 is
+    /// no slowdown, 0.5 takes twice as long.
+    pub fn relative_speed(&self) -> Vec<f64> {
+        match self {
+            JobOutcome::Sweep { rows, alone } => {
+                rows.iter().zip(alone).map(|(r, a)| a.time_us / r.time_us).collect()
+            }
+            JobOutcome::Ddp { step, alone } => {
+                vec![alone.iteration_time_ms / step.iteration_time_ms]
+            }
+            JobOutcome::Idle => Vec::new(),
+        }
+    }
+}
+
+/// The fraction of a call of `time_us` spent moving bytes: what is left after the same call on a
+/// near-empty buffer (its call overhead and per-step latencies), as `explain` splits it. A
+/// neighbour's flows load the network by that fraction of their steady rate on average.
+fn moving_fraction(
+    spec: &workload::sweep::SweepSpec,
+    call: &collective::Call<'_>,
+    time_us: f64,
+) -> f64 {
+    let tiny = units::Bytes::new((call.elt.get() * call.comm.nranks() as u64).max(call.elt.get()));
+    let small = collective::Call { bytes: tiny, ..*call };
+    let latency = workload::sweep::row(spec, &small, &collective::simulate(&small)).time_us;
+    if time_us > 0.0 { ((time_us - latency) / time_us).clamp(0.0, 1.0) } else { 0.0 }
+}
+
+/// What a job puts on the network while the others run: per sweep size, or one steady pattern.
+enum Traffic {
+    PerSize(Vec<Vec<Load>>),
+    Steady(Vec<Load>),
+    None,
+}
+
+/// Simulates a scenario's `[[job]]`s side by side on its cluster, and each alone.
+///
+/// While a job's call runs, each other job is running its own concurrent call (a sweep: the one
+/// of the same row, back to back, as nccl-tests loops; a DDP step: its largest bucket's
+/// collective, each flow at the step's communication duty cycle times its steady rate) and the
+/// scenario's background traffic; those flows take their max-min share of every link for the
+/// whole call. Neighbours are taken as they run alone (one pass, no fixed point).
+pub fn simulate_jobs(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<Vec<JobRun>, Error> {
+    use rayon::prelude::*;
+    use workload::Workload;
+    let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let whole = machine(scenario, &env, scenario.node.gpu.count)?;
+    let bg = background(scenario, &whole)?;
+    struct Built {
+        cluster: Cluster,
+        comm: Communicator,
+        scenario: Scenario,
+        summary: CommSummary,
+    }
+    let mut built = Vec::new();
+    for job in &scenario.jobs {
+        let mut nccl = scenario.nccl.clone();
+        for (k, v) in &job.nccl {
+            nccl.retain(|(key, _)| key != k);
+            nccl.push((k.clone(), v.clone()));
+        }
+        let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let cluster = whole.subset(&job.nodes, job.gpus_per_node);
+        let comm = Communicator::new(&cluster, &env)?;
+        let summary = summary(&comm, &env);
+        let job_scenario = Scenario {
+            nodes: job.nodes.len(),
+            gpus_per_node: job.gpus_per_node,
+            workload: job.workload.clone(),
+            nccl,
+            jobs: Vec::new(),
+            background: Vec::new(),
+            ..scenario.clone()
+        };
+        if let Workload::Sweep(s) = &job.workload {
+            workload::sweep::check_supported(s, &comm)
+                .map_err(|e| Error::Ddp(format!("job {:?}: {e}", job.name)))?;
+        }
+        built.push(Built { cluster, comm, scenario: job_scenario, summary });
+    }
+    let run = |b: &Built, load: &dyn Fn(usize) -> Vec<Load>| -> Result<JobOutcome, Error> {
+        Ok(match &b.scenario.workload {
+            Workload::Sweep(s) => {
+                let n = workload::sweep::sizes(s).len();
+                let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
+                let rows =
+                    workload::sweep::run_beside(&b.cluster, &b.comm, s, params, mode, |i| {
+                        &loads[i]
+                    })?;
+                JobOutcome::Sweep { alone: Vec::new(), rows }
+            }
+            Workload::Ddp(d) => {
+                let l = load(0);
+                let step = ddp_step(&b.cluster, &b.comm, &b.scenario, d, params, mode, &l)?;
+                JobOutcome::Ddp { alone: Box::new(step.clone()), step: Box::new(step) }
+            }
+            Workload::Idle => JobOutcome::Idle,
+        })
+    };
+    let alone: Vec<JobOutcome> =
+        built.par_iter().map(|b| run(b, &|_| bg.clone())).collect::<Result<_, _>>()?;
+    // What each job puts on the network, from its run alone.
+    let traffic: Vec<Traffic> = built
+        .par_iter()
+        .zip(&alone)
+        .map(|(b, out)| match (&b.scenario.workload, out) {
+            (Workload::Sweep(s), JobOutcome::Sweep { rows, .. }) => Traffic::PerSize(
+                workload::sweep::sizes(s)
+                    .into_iter()
+                    .zip(rows)
+                    .map(|(size, row)| {
+                        let call =
+                            workload::sweep::call(&b.cluster, &b.comm, s, size, params, mode, &bg);
+                        collective::steady_load(&call, moving_fraction(s, &call, row.time_us))
+                    })
+                    .collect(),
+            ),
+            (Workload::Ddp(d), JobOutcome::Ddp { alone, .. }) => {
+                let duty = (alone.comm_ms / alone.iteration_time_ms).clamp(0.0, 1.0);
+                let largest = alone.buckets.iter().map(|k| k.wire_bytes).max().unwrap_or(0);
+                let spec = workload::sweep::SweepSpec {
+                    collective: collective::Collective::AllReduce,
+                    min_bytes: units::Bytes::new(largest),
+                    max_bytes: units::Bytes::new(largest),
+                    factor: 2,
+                    dtype: d.model.grad_dtype,
+                    op: workload::ReduceOp::Sum,
+                };
+                let call =
+                    workload::sweep::call(&b.cluster, &b.comm, &spec, largest, params, mode, &bg);
+                let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
+                let moving = moving_fraction(&spec, &call, row.time_us);
+                Traffic::Steady(collective::steady_load(&call, duty * moving))
+            }
+            _ => Traffic::None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (j, (b, alone)) in built.iter().zip(alone).enumerate() {
+        let beside = |i: usize| -> Vec<Load> {
+            let mut l = bg.clone();
+            for (_, t) in traffic.iter().enumerate().filter(|(k, _)| *k != j) {
+                match t {
+                    // A sweep beside a DDP step runs its largest size.
+                    Traffic::PerSize(rows) => match &b.scenario.workload {
+                        Workload::Sweep(_) => l.extend(rows.get(i).into_iter().flatten().cloned()),
+                        _ => l.extend(rows.last().into_iter().flatten().cloned()),
+                    },
+                    Traffic::Steady(x) => l.extend(x.iter().cloned()),
+                    Traffic::None => {}
+                }
+            }
+            l
+        };
+        let shared = run(b, &beside)?;
+        let outcome = match (shared, alone) {
+            (JobOutcome::Sweep { rows, .. }, JobOutcome::Sweep { rows: a, .. }) => {
+                JobOutcome::Sweep { rows, alone: a }
+            }
+            (JobOutcome::Ddp { step, .. }, JobOutcome::Ddp { step: a, .. }) => {
+                JobOutcome::Ddp { step, alone: a }
+            }
+            _ => JobOutcome::Idle,
+        };
+        let job = &scenario.jobs[j];
+        out.push(JobRun {
+            scenario: b.scenario.clone(),
+            name: job.name.clone(),
+            nodes: job.nodes.clone(),
+            placement: job.placement,
+            summary: b.summary.clone(),
+            outcome,
+        });
+    }
+    Ok(out)
 }

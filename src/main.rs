@@ -282,12 +282,26 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 workload: config::Workload::Sweep(sweep),
                 nccl: Vec::new(),
                 placement: config::PlacementSpec::default(),
+                jobs: Vec::new(),
+                background: Vec::new(),
             }
         }
         (None, None) => bail!(
             "no scenario file and no --topology: give one (try `collsim simulate scenarios/quickstart.toml`)"
         ),
     };
+    if !s.jobs.is_empty() {
+        let flags = [
+            ("--topology", c.topology.is_some()),
+            ("--nodes", c.nodes.is_some()),
+            ("--gpus-per-node", c.gpus_per_node.is_some()),
+        ];
+        if let Some((f, _)) = flags.iter().find(|f| f.1) {
+            bail!(
+                "{f}: the scenario's [[job]] tables place each job on its cluster's nodes; change [cluster] and the jobs in the file"
+            );
+        }
+    }
     if let Some(n) = c.nodes {
         if n == 0 {
             bail!("--nodes 0: need at least one node");
@@ -304,6 +318,10 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     }
     for kv in &c.nccl {
         let (k, v) = NcclEnv::split_pair(kv).map_err(|e| anyhow!(e))?;
+        // The command line wins over every job's own [job.nccl] too.
+        for j in &mut s.jobs {
+            j.nccl.retain(|(key, _)| *key != k);
+        }
         s.nccl.retain(|(key, _)| *key != k);
         s.nccl.push((k, v));
     }
@@ -780,6 +798,36 @@ fn run(cli: Cli) -> Result<()> {
                 None => None,
             };
             let mut s = apply_common(base, &common)?;
+            if !s.jobs.is_empty() {
+                let flags = [
+                    ("--collective", collective.is_some()),
+                    ("--min-bytes", min_bytes.is_some()),
+                    ("--max-bytes", max_bytes.is_some()),
+                    ("--factor", factor.is_some()),
+                    ("--dtype", dtype.is_some()),
+                    ("--op", op.is_some()),
+                    ("--trace", trace.is_some()),
+                    ("--plot", plot.is_some()),
+                ];
+                if let Some((f, _)) = flags.iter().find(|f| f.1) {
+                    bail!(
+                        "{f}: the scenario has [[job]] tables; set each job's workload in the file"
+                    );
+                }
+                let profile = load_profile(common.profile.as_deref())?;
+                let m = mode(common.mode);
+                let runs = collsim::simulate_jobs(&s, &profile, m)?;
+                let mut out = open_output(common.output.as_deref())?;
+                match format {
+                    SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
+                    SimFmt::Json => report::jobs::json(&s, &runs, &profile, m, &mut out)?,
+                    SimFmt::Nccl | SimFmt::Csv => {
+                        bail!("--format: several jobs print as table or json")
+                    }
+                }
+                out.flush()?;
+                return Ok(());
+            }
             if let Some(spec) = s.ddp().cloned() {
                 let flags = [
                     ("--collective", collective.is_some()),

@@ -13,7 +13,7 @@ pub mod tree;
 
 pub use run::{
     Algorithm, Call, CallId, CallRun, Ctx, Load, Signal, Token, is_p2p, is_simulated, select,
-    simulate, simulate_together, steady_paths,
+    simulate, simulate_together, steady_load, steady_paths,
 };
 
 pub use crate::comm::Collective;

@@ -454,12 +454,16 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     }
 }
 
-/// Every hop of every channel busy at once (node 0's hops; the ring is periodic over nodes).
+/// Every hop of every channel of every node busy at once.
 pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     let (cluster, comm) = (call.cluster, call.comm);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    comm.channels()[..call.sel.nchannels.min(comm.channels().len())]
-        .iter()
-        .flat_map(|ch| (0..ppn).map(move |i| comm.hop_path(cluster, ch, 0, i, 1 % nnodes).0))
+    let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
+    (0..nnodes)
+        .flat_map(|node| {
+            comm.channels()[..nch].iter().flat_map(move |ch| {
+                (0..ppn).map(move |i| comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes).0)
+            })
+        })
         .collect()
 }

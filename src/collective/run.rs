@@ -382,6 +382,29 @@ pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     }
 }
 
+/// The traffic `call` puts on the network while it runs, as [`Load`] for calls beside it: its
+/// steady-state flows, each at most `duty` × the rate it gets in steady state (beside the
+/// call's own load), so a job busy with communication a fraction `duty` of the time loads the
+/// network by that fraction on average. `duty` ≥ 1: uncapped (a call repeated back to back).
+pub fn steady_load(call: &Call<'_>, duty: f64) -> Vec<Load> {
+    let paths = steady_paths(call);
+    if duty >= 1.0 {
+        return paths
+            .into_iter()
+            .map(|path| Load { path, cap: f64::INFINITY, weight: 1.0 })
+            .collect();
+    }
+    let caps: Vec<f64> = call.cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+    let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
+    let rates = steady_rates(&caps, &refs, call.load);
+    paths
+        .into_iter()
+        .zip(rates)
+        .map(|(path, r)| Load { path, cap: duty.max(0.0) * r, weight: 1.0 })
+        .collect()
+}
+
 /// Whether `coll` is a point-to-point call, for which NCCL selects no algorithm.
 pub fn is_p2p(coll: Collective) -> bool {
     matches!(coll, Collective::AllToAll | Collective::SendRecv)

@@ -6,6 +6,7 @@
 //! the filesystem except [`load_text`]; parsing works on strings.
 
 pub mod import;
+mod jobs;
 mod placement;
 mod profile;
 mod raw;

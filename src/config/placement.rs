@@ -57,7 +57,7 @@ impl Default for PlacementSpec {
 }
 
 /// Nodes under one leaf switch of the fabric (None: one switch holds them all).
-fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
+pub(crate) fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
     let nics = node.nic.as_ref().map_or(1, |n| n.count).max(1);
     let down = |radix: usize, o: f64| ((radix as f64 * o / (1.0 + o)).floor() as usize).max(1);
     match &node.network.fabric {

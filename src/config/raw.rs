@@ -175,9 +175,33 @@ pub struct RawTransport {
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
     pub cluster: RawCluster,
-    pub workload: RawWorkload,
+    pub workload: Option<RawWorkload>,
     pub nccl: Option<BTreeMap<String, S<toml::Value>>>,
     pub placement: Option<RawPlacement>,
+    pub job: Option<Vec<RawJob>>,
+    pub background: Option<Vec<RawBackground>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJob {
+    pub name: S<String>,
+    pub nodes: S<toml::Value>,
+    pub placement: Option<S<String>>,
+    pub gpus_per_node: Option<S<i64>>,
+    pub workload: Option<RawWorkload>,
+    pub nccl: Option<BTreeMap<String, S<toml::Value>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBackground {
+    pub pattern: S<String>,
+    pub nodes: Option<S<Vec<i64>>>,
+    pub load: Option<S<f64>>,
+    pub rate_per_node: Option<S<RawQuantity>>,
+    pub target: Option<S<i64>>,
+    pub class: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

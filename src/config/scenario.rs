@@ -9,20 +9,11 @@ use super::{ConfigError, PlacementSpec, Source, TopologySource, resolve_topology
 use crate::collective::Collective;
 use crate::hw::NodeSpec;
 use crate::units::Bytes;
+pub use crate::workload::Workload;
 use crate::workload::ddp::DdpSpec;
+use crate::workload::jobs::{BackgroundSpec, JobSpec};
 use crate::workload::sweep::SweepSpec;
 use crate::workload::{DataType, ReduceOp};
-
-/// What a scenario runs.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Workload {
-    /// An nccl-tests-like sweep of one collective.
-    Sweep(SweepSpec),
-    /// A PyTorch DDP training step (`kind = "ddp"`).
-    #[serde(skip_serializing)]
-    Ddp(Box<DdpSpec>),
-}
 
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -42,6 +33,13 @@ pub struct Scenario {
     pub nccl: Vec<(String, String)>,
     /// Where the nodes sit.
     pub placement: PlacementSpec,
+    /// Jobs side by side on the cluster (`[[job]]`), each on its own nodes; empty when the
+    /// scenario's one `[workload]` runs on the whole cluster.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobSpec>,
+    /// Background traffic on the cluster's network (`[[background]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<BackgroundSpec>,
 }
 
 impl Scenario {
@@ -49,7 +47,7 @@ impl Scenario {
     pub fn sweep(&self) -> Option<&SweepSpec> {
         match &self.workload {
             Workload::Sweep(s) => Some(s),
-            Workload::Ddp(_) => None,
+            _ => None,
         }
     }
 
@@ -57,7 +55,7 @@ impl Scenario {
     pub fn sweep_mut(&mut self) -> Option<&mut SweepSpec> {
         match &mut self.workload {
             Workload::Sweep(s) => Some(s),
-            Workload::Ddp(_) => None,
+            _ => None,
         }
     }
 
@@ -65,7 +63,7 @@ impl Scenario {
     pub fn ddp(&self) -> Option<&DdpSpec> {
         match &self.workload {
             Workload::Ddp(d) => Some(d),
-            Workload::Sweep(_) => None,
+            _ => None,
         }
     }
 }
@@ -410,21 +408,80 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         }
         None => node.gpu.count,
     };
-    let w = &raw.workload;
+    let placement = match &raw.placement {
+        Some(p) => PlacementSpec::parse(&src, p, nodes)?,
+        None => PlacementSpec::default(),
+    };
+    let jobs = match &raw.job {
+        Some(jobs) => super::jobs::parse_jobs(&src, jobs, &node, nodes, &placement)?,
+        None => Vec::new(),
+    };
+    let workload = match (&raw.workload, jobs.first()) {
+        (Some(w), None) => parse_workload(&src, w, &node, false)?,
+        // The first job's, for code that reads one workload; `jobs` says what runs.
+        (None, Some(j)) => j.workload.clone(),
+        (Some(_), Some(_)) => {
+            let at = raw.job.as_ref().and_then(|j| j.first()).map_or(0, |j| j.name.span().start);
+            return Err(src.error_at(
+                at,
+                "job: a scenario has either one [workload] on the whole cluster or [[job]] tables, each with its own [job.workload]",
+            ));
+        }
+        (None, None) => {
+            return Err(src.error(
+                "workload: missing (a [workload] table, or [[job]] tables with their own [job.workload])",
+            ));
+        }
+    };
+    let background = match &raw.background {
+        Some(b) => super::jobs::parse_background(&src, b, &node, nodes)?,
+        None => Vec::new(),
+    };
+    let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
+    Ok(Scenario {
+        topology,
+        node,
+        nodes,
+        gpus_per_node,
+        workload,
+        nccl,
+        placement,
+        jobs,
+        background,
+    })
+}
+
+/// A `[workload]` (or `[job.workload]`) table; `idle` allows `kind = "idle"` (a job that holds
+/// its nodes and sends nothing).
+pub(crate) fn parse_workload(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    node: &NodeSpec,
+    idle: bool,
+) -> Result<Workload, ConfigError> {
+    let kinds = if idle { "sweep, ddp, idle" } else { "sweep, ddp" };
     let kind = match &w.kind {
         Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
             "sweep" | "ddp" => Ok(k.clone()),
-            _ => Err(format!("unknown workload kind {k:?} (sweep, ddp)")),
+            "idle" if idle => Ok(k.clone()),
+            _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
         None => "sweep".to_string(),
     };
-    let workload = if kind == "ddp" {
-        Workload::Ddp(Box::new(ddp_workload(&src, w, &node)?))
-    } else {
-        Workload::Sweep(sweep_workload(&src, w)?)
-    };
+    Ok(match kind.as_str() {
+        "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node)?)),
+        "idle" => Workload::Idle,
+        _ => Workload::Sweep(sweep_workload(src, w)?),
+    })
+}
+
+/// An `[nccl]` table: NCCL_* variables (and `version`) as strings.
+pub(crate) fn parse_nccl(
+    src: &Source<'_>,
+    table: Option<&std::collections::BTreeMap<String, Spanned<toml::Value>>>,
+) -> Result<Vec<(String, String)>, ConfigError> {
     let mut nccl = Vec::new();
-    for (k, v) in raw.nccl.iter().flatten() {
+    for (k, v) in table.into_iter().flatten() {
         if !k.starts_with("NCCL_") && k != "version" {
             return Err(src.error_at(v.span().start, format!("nccl.{k}: not an NCCL_* variable")));
         }
@@ -441,9 +498,5 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         };
         nccl.push((k.clone(), value));
     }
-    let placement = match &raw.placement {
-        Some(p) => PlacementSpec::parse(&src, p, nodes)?,
-        None => PlacementSpec::default(),
-    };
-    Ok(Scenario { topology, node, nodes, gpus_per_node, workload, nccl, placement })
+    Ok(nccl)
 }

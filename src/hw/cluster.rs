@@ -1,4 +1,8 @@
-//! `nodes` copies of a node graph joined by the network: global link ids and routes.
+//! `nodes` copies of a node graph joined by the network: global link ids and routes. A
+//! [`Cluster::subset`] is one job's view of some of those nodes: its own node numbering, the
+//! whole machine's links (so jobs side by side share them).
+
+use std::sync::Arc;
 
 use super::NodeSpec;
 use super::fabric::{Fabric, Placement};
@@ -13,11 +17,16 @@ pub struct Cluster {
     nodes: usize,
     gpus_per_node: usize,
     graph: NodeGraph,
-    links: Vec<Link>,
+    links: Arc<[Link]>,
     /// Links per node copy; node `n`'s local link `l` is global `n * per_node + l`.
     per_node: usize,
-    fabric: Fabric,
+    fabric: Arc<Fabric>,
     placement: Placement,
+    /// For a job's view: the machine's node behind each of the view's nodes (empty: the
+    /// machine itself).
+    members: Vec<usize>,
+    /// Nodes in the whole machine.
+    machine_nodes: usize,
 }
 
 impl Cluster {
@@ -59,11 +68,37 @@ impl Cluster {
             nodes,
             gpus_per_node,
             graph,
-            links,
+            links: links.into(),
             per_node,
-            fabric,
+            fabric: Arc::new(fabric),
             placement: placement.clone(),
+            members: Vec::new(),
+            machine_nodes: nodes,
         }
+    }
+
+    /// A job's view of `members` (the machine's node indices, in the job's order) with
+    /// `gpus_per_node` GPUs used on each: node `i` of the view is machine node `members[i]`,
+    /// and every link keeps its id, so flows of jobs side by side meet on shared links.
+    pub fn subset(&self, members: &[usize], gpus_per_node: usize) -> Cluster {
+        let members: Vec<usize> = members.iter().map(|&n| self.machine_node(n)).collect();
+        Cluster { nodes: members.len(), gpus_per_node, members, ..self.clone() }
+    }
+
+    /// The ids of node `n`'s own links (inside the node: NVLink, PCIe, the socket link).
+    pub fn node_links(&self, n: usize) -> impl Iterator<Item = LinkId> + use<> {
+        let base = self.machine_node(n) * self.per_node;
+        (base..base + self.per_node).map(|l| LinkId(l as u32))
+    }
+
+    /// The machine's node index of this view's node `n`.
+    pub fn machine_node(&self, n: usize) -> usize {
+        if self.members.is_empty() { n } else { self.members[n] }
+    }
+
+    /// Nodes in the whole machine this view is part of.
+    pub fn machine_nodes(&self) -> usize {
+        self.machine_nodes
     }
 
     /// Where the nodes sit.
@@ -105,7 +140,7 @@ impl Cluster {
 
     /// The links and path type of the route between two devices of `node`.
     pub fn route(&self, node: usize, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
-        let base = (node * self.per_node) as u32;
+        let base = (self.machine_node(node) * self.per_node) as u32;
         match self.graph.route(from, to) {
             Some(r) => (r.links.iter().map(|&l| LinkId(base + l)).collect(), r.ty),
             None => (Vec::new(), PathType::Loc),
@@ -149,13 +184,14 @@ impl Cluster {
 
     /// Links from a NIC out through the network into a NIC of another node.
     pub fn nic_to_nic(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
-        self.fabric.route(from, to)
+        let node = |(n, nic): (usize, usize)| (self.machine_node(n), nic);
+        self.fabric.route(node(from), node(to))
     }
 
     /// A NIC's link into the network and its link back (where an in-network reduction such as
     /// IB SHARP meets the NIC's traffic).
     pub fn nic_links(&self, node: usize, nic: usize) -> (LinkId, LinkId) {
-        self.fabric.nic_links(node, nic)
+        self.fabric.nic_links(self.machine_node(node), nic)
     }
 
     /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).

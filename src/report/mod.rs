@@ -3,6 +3,7 @@
 pub mod csv;
 pub mod ddp;
 pub mod explain;
+pub mod jobs;
 pub mod json;
 pub mod nccl;
 pub mod plot;

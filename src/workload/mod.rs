@@ -1,8 +1,23 @@
-//! What issues the collectives: so far an nccl-tests-like sweep ([`sweep`]).
+//! What issues the collectives: an nccl-tests-like sweep ([`sweep`]), a DDP training step
+//! ([`ddp`]), and several jobs side by side with background traffic ([`jobs`]).
 
 pub mod ddp;
+pub mod jobs;
 pub mod models;
 pub mod sweep;
+
+/// What a scenario (or one of its jobs) runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// An nccl-tests-like sweep of one collective.
+    Sweep(sweep::SweepSpec),
+    /// A PyTorch DDP training step (`kind = "ddp"`).
+    #[serde(skip_serializing)]
+    Ddp(Box<ddp::DdpSpec>),
+    /// A job that holds its nodes and sends nothing (`kind = "idle"`, jobs only).
+    Idle,
+}
 
 /// nccl-tests data types (`-d`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

@@ -243,6 +243,25 @@ pub fn run(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Vec<Row>, SweepError> {
+    run_beside(cluster, comm, spec, params, mode, |_| &[])
+}
+
+/// As [`run`], each size beside the traffic `load(i)` gives for the i-th size.
+pub fn run_beside<'l>(
+    cluster: &Cluster,
+    comm: &Communicator,
+    spec: &SweepSpec,
+    params: &TimingParams,
+    mode: Mode,
+    load: impl Fn(usize) -> &'l [Load] + Sync,
+) -> Result<Vec<Row>, SweepError> {
     check_supported(spec, comm)?;
-    Ok(sizes(spec).par_iter().map(|&s| run_size(cluster, comm, spec, s, params, mode)).collect())
+    let sizes = sizes(spec);
+    Ok((0..sizes.len())
+        .into_par_iter()
+        .map(|i| {
+            let call = call(cluster, comm, spec, sizes[i], params, mode, load(i));
+            row(spec, &call, &collective::simulate(&call))
+        })
+        .collect())
 }

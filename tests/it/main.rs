@@ -7,6 +7,7 @@ mod cli_errors;
 mod ddp;
 mod hardware;
 mod import;
+mod jobs;
 mod model;
 mod scenarios;
 mod selection;

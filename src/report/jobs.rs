@@ -1,0 +1,154 @@
+//! Several jobs on one cluster: each job's own report (its sweep table or its DDP step), then
+//! how fast each ran beside the others relative to alone.
+
+use std::io::{self, Write};
+
+use super::{SimFormat, SimReport};
+use crate::collective::{Mode, TimingParams};
+use crate::config::Scenario;
+use crate::units::Bytes;
+use crate::workload::Workload;
+use crate::{JobOutcome, JobRun};
+
+/// The text form: every job's report, then the slowdown table.
+pub fn table(
+    scenario: &Scenario,
+    runs: &[JobRun],
+    profile: &TimingParams,
+    mode: Mode,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} jobs on {} x {}; {} background pattern(s). Beside a job, every other job runs its concurrent call (same sweep row, back to back; a DDP step: its largest bucket at its communication duty cycle) as steady traffic.",
+        runs.len(),
+        scenario.nodes,
+        scenario.node.name,
+        scenario.background.len()
+    )?;
+    for r in runs {
+        writeln!(out)?;
+        let nodes: Vec<String> = r.nodes.iter().map(|n| n.to_string()).collect();
+        writeln!(
+            out,
+            "== job {:?}: {} node(s) ({}: {}), {} ranks ==",
+            r.name,
+            r.nodes.len(),
+            r.placement,
+            nodes.join(" "),
+            r.summary.nranks
+        )?;
+        match (&r.outcome, &r.scenario.workload) {
+            (JobOutcome::Sweep { rows, .. }, Workload::Sweep(sweep)) => {
+                let rep = SimReport {
+                    scenario: &r.scenario,
+                    sweep,
+                    profile,
+                    mode,
+                    communicator: r.summary.clone(),
+                    rows,
+                };
+                super::table::Table.write_sim(&rep, out)?;
+            }
+            (JobOutcome::Ddp { step, .. }, Workload::Ddp(spec)) => {
+                super::ddp::table(&r.scenario, spec, step, out)?;
+            }
+            _ => writeln!(out, "idle: holds its nodes and sends nothing")?,
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "speed beside the other jobs relative to alone (time alone / time beside; 1.00 = unaffected, 0.50 = twice as long):"
+    )?;
+    let sweeps: Vec<&JobRun> =
+        runs.iter().filter(|r| matches!(r.outcome, JobOutcome::Sweep { .. })).collect();
+    if !sweeps.is_empty() {
+        write!(out, "{:>10}", "size")?;
+        for r in &sweeps {
+            write!(out, " {:>12}", truncate(&r.name, 12))?;
+        }
+        writeln!(out)?;
+        let longest = sweeps.iter().map(|r| r.outcome.relative_speed().len()).max().unwrap_or(0);
+        for i in 0..longest {
+            // Sizes are labelled by the first sweep that has the row (jobs' rows run together).
+            let label = sweeps
+                .iter()
+                .find_map(|r| match &r.outcome {
+                    JobOutcome::Sweep { rows, .. } => {
+                        rows.get(i).map(|x| Bytes::new(x.size_bytes).to_string())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            write!(out, "{label:>10}")?;
+            for r in &sweeps {
+                match r.outcome.relative_speed().get(i) {
+                    Some(v) => write!(out, " {v:>12.2}")?,
+                    None => write!(out, " {:>12}", "-")?,
+                }
+            }
+            writeln!(out)?;
+        }
+    }
+    for r in runs {
+        if let JobOutcome::Ddp { step, alone } = &r.outcome {
+            writeln!(
+                out,
+                "job {:?}: step {:.3} ms beside the others, {:.3} ms alone: {:.2}",
+                r.name,
+                step.iteration_time_ms,
+                alone.iteration_time_ms,
+                alone.iteration_time_ms / step.iteration_time_ms
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// The JSON form: the scenario, then per job its results beside the others, alone, and the
+/// ratio.
+pub fn json(
+    scenario: &Scenario,
+    runs: &[JobRun],
+    profile: &TimingParams,
+    mode: Mode,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let jobs: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::json!({
+                "name": r.name,
+                "nodes": r.nodes,
+                "placement": r.placement,
+                "communicator": r.summary,
+                "relative_speed": r.outcome.relative_speed(),
+            });
+            match &r.outcome {
+                JobOutcome::Sweep { rows, alone } => {
+                    v["rows"] = serde_json::json!(rows);
+                    v["alone_rows"] = serde_json::json!(alone);
+                }
+                JobOutcome::Ddp { step, alone } => {
+                    v["step"] = serde_json::json!(step);
+                    v["alone"] = serde_json::json!(alone);
+                }
+                JobOutcome::Idle => v["idle"] = serde_json::json!(true),
+            }
+            v
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "scenario": scenario,
+        "profile": profile,
+        "mode": mode,
+        "jobs": jobs,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}

@@ -1,0 +1,190 @@
+//! Several jobs side by side on one cluster, and background traffic on its network.
+//!
+//! Each job has its own nodes (a [`Cluster::subset`] of the machine: its own rank numbering,
+//! the machine's link ids) and its own workload. While one job's call runs, every other job is
+//! running its own concurrent call (the one at the same sweep row, looping back to back as
+//! nccl-tests does) or its training step; those calls' steady flows sit in the network for the
+//! whole call, as background traffic does, and take their max-min share of every link they
+//! cross. A job's slowdown is its time alone over its time beside the others.
+
+use crate::collective::Load;
+use crate::hw::Cluster;
+use crate::units::Bandwidth;
+
+use super::Workload;
+
+/// One job of a scenario (`[[job]]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JobSpec {
+    /// Its name in reports.
+    pub name: String,
+    /// The machine's nodes it runs on, in its rank order.
+    pub nodes: Vec<usize>,
+    /// How they were chosen: "compact", "spread" or "list".
+    pub placement: &'static str,
+    /// GPUs it uses on each node (the first ones).
+    pub gpus_per_node: usize,
+    /// What it runs.
+    pub workload: Workload,
+    /// Its NCCL_* variables.
+    pub nccl: Vec<(String, String)>,
+}
+
+/// The shape of background traffic.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// Every node sends to every other (over the same NIC index), spread evenly.
+    AllToAll,
+    /// Every node sends to one target node.
+    Incast {
+        /// The receiving node.
+        target: usize,
+    },
+    /// Every link of a class on the chosen nodes gives up a fraction of its capacity before
+    /// anything else is shared (for `net`: each NIC's link into the network and back).
+    Links {
+        /// Link class: nvlink, pcie, sys or net.
+        class: String,
+    },
+}
+
+/// How much background traffic.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rate {
+    /// A fraction of each node's NIC capacity (of each link's, for `links`).
+    Fraction(f64),
+    /// Bytes per second each node sends, over all its NICs.
+    #[serde(serialize_with = "ser_bw")]
+    PerNode(Bandwidth),
+}
+
+fn ser_bw<S: serde::Serializer>(b: &Bandwidth, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(b)
+}
+
+/// One `[[background]]` table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BackgroundSpec {
+    /// Who sends to whom.
+    pub pattern: Pattern,
+    /// The machine's nodes that send (and, for all-to-all, receive); empty: every node.
+    pub nodes: Vec<usize>,
+    /// How much each sends.
+    pub rate: Rate,
+}
+
+/// How many capped flows stand for a `links` reservation.
+const RESERVATION_FLOWS: f64 = 1e6;
+
+/// All-to-all sends to at most this many destinations per NIC, evenly spaced over the others:
+/// the same share of traffic climbs each fabric tier as with every destination, at a cost
+/// linear in the node count.
+const ALL_TO_ALL_FANOUT: usize = 64;
+
+impl BackgroundSpec {
+    /// The flows this background puts on `machine`'s network (every one capped at its share of
+    /// the rate; they take less where links are contended, by max-min).
+    pub fn loads(&self, machine: &Cluster) -> Vec<Load> {
+        let nics = machine.spec().nic.as_ref().map_or(0, |n| n.count);
+        let links = machine.links();
+        // Bytes/s one NIC of a node sends under this rate.
+        let per_nic = |node: usize, nic: usize| -> f64 {
+            match self.rate {
+                Rate::Fraction(f) => {
+                    let (tx, _) = machine.nic_links(node, nic);
+                    f * links[tx.0 as usize].capacity.bytes_per_sec()
+                }
+                Rate::PerNode(b) => b.bytes_per_sec() / nics.max(1) as f64,
+            }
+        };
+        let all: Vec<usize> = (0..machine.nodes()).collect();
+        let nodes = if self.nodes.is_empty() { &all } else { &self.nodes };
+        let mut out = Vec::new();
+        match &self.pattern {
+            Pattern::AllToAll => {
+                let m = nodes.len();
+                let fan = (m.saturating_sub(1)).min(ALL_TO_ALL_FANOUT);
+                for (ia, &a) in nodes.iter().enumerate() {
+                    for k in 0..fan {
+                        // Destinations 1..m-1 places further along, evenly spaced.
+                        let step = 1 + k * (m - 1) / fan;
+                        let b = nodes[(ia + step) % m];
+                        for nic in 0..nics {
+                            out.push(Load {
+                                path: machine.nic_to_nic((a, nic), (b, nic)),
+                                cap: per_nic(a, nic) / fan as f64,
+                                weight: 1.0,
+                            });
+                        }
+                    }
+                }
+            }
+            Pattern::Incast { target } => {
+                for &a in nodes.iter().filter(|&&a| a != *target) {
+                    for nic in 0..nics {
+                        out.push(Load {
+                            path: machine.nic_to_nic((a, nic), (*target, nic)),
+                            cap: per_nic(a, nic),
+                            weight: 1.0,
+                        });
+                    }
+                }
+            }
+            Pattern::Links { class } => {
+                let fraction = match self.rate {
+                    Rate::Fraction(f) => f,
+                    Rate::PerNode(_) => 0.0,
+                };
+                for &node in nodes {
+                    let ids: Vec<crate::net::LinkId> = if class == "net" {
+                        (0..nics)
+                            .flat_map(|nic| {
+                                let (tx, rx) = machine.nic_links(node, nic);
+                                [tx, rx]
+                            })
+                            .collect()
+                    } else {
+                        machine
+                            .node_links(node)
+                            .filter(|l| links[l.0 as usize].class == class)
+                            .collect()
+                    };
+                    // A reservation: so many flows, each capped at its part of the fraction, that
+                    // the caps bind before any fair share does.
+                    for l in ids {
+                        out.push(Load {
+                            path: vec![l],
+                            cap: fraction * links[l.0 as usize].capacity.bytes_per_sec()
+                                / RESERVATION_FLOWS,
+                            weight: RESERVATION_FLOWS,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl BackgroundSpec {
+    /// Checks the nodes it names against a machine of `nodes` nodes (the command line can
+    /// shrink the cluster after the file was read).
+    pub fn check(&self, nodes: usize) -> Result<(), String> {
+        let target = match self.pattern {
+            Pattern::Incast { target } => Some(target),
+            _ => None,
+        };
+        match self.nodes.iter().copied().chain(target).find(|&n| n >= nodes) {
+            Some(n) => Err(format!(
+                "background: node {n} does not exist (the cluster has nodes 0..{})",
+                nodes - 1
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The link classes a `links` background may name.
+pub const LINK_CLASSES: [&str; 4] = ["nvlink", "pcie", "sys", "net"];

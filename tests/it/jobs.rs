@@ -1,0 +1,221 @@
+//! Several jobs on one cluster, and background traffic: what they do to each other.
+
+use super::cli_errors::fails_with;
+use super::{collsim, collsim_ok, scratch};
+
+const SPINE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/user/dgx-h100-spine-2to1.toml");
+
+/// Writes a scenario into the scratch directory and returns its path.
+fn write(tag: &str, text: &str) -> String {
+    let dir = scratch().join(format!("collsim-jobs-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&collsim_ok(args)).unwrap()
+}
+
+/// Two 8-node ring AllReduce jobs at 1 GiB on the 2:1 spine, both placed `policy`; returns
+/// each job's speed beside the other relative to alone.
+fn two_jobs(policy: &str) -> Vec<f64> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
+    .replace("placement = \"spread\"", &format!("placement = \"{policy}\""))
+    .replace("min_bytes = \"1 MiB\"", "min_bytes = \"1 GiB\"");
+    let path = write(policy, &text);
+    let v = json(&["simulate", &path, "--format", "json"]);
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    // Alone, the two jobs are the same job on other nodes.
+    assert_eq!(jobs[0]["alone_rows"], jobs[1]["alone_rows"]);
+    jobs.iter().map(|j| j["relative_speed"][0].as_f64().unwrap()).collect()
+}
+
+#[test]
+fn two_spread_ring_jobs_halve_each_other_on_a_2to1_spine_compact_ones_do_not_meet() {
+    // Spread, every ring hop leaves its rack: alone, 4 nodes per rack fill its uplink; beside
+    // the other job, 8 do.
+    for s in two_jobs("spread") {
+        assert!((s - 0.50).abs() <= 0.05, "spread: {s}");
+    }
+    // Compact, each job sits in its own rack and no flow of one crosses a link of the other.
+    for s in two_jobs("compact") {
+        assert!((s - 1.00).abs() <= 0.02, "compact: {s}");
+    }
+}
+
+#[test]
+fn the_shared_spine_scenario_prints_both_jobs_and_their_speed() {
+    let out = collsim_ok(&["simulate", "scenarios/two-jobs-shared-spine.toml"]);
+    assert!(
+        out.contains("== job \"a\": 8 node(s) (spread: 0 8 1 9 2 10 3 11), 64 ranks =="),
+        "{out}"
+    );
+    assert!(out.contains("== job \"b\": 8 node(s) (spread: 4 12 5 13 6 14 7 15), 64 ranks =="));
+    let last = out.lines().last().unwrap();
+    assert!(last.trim_start().starts_with("1 GiB"), "{last}");
+    let speeds: Vec<f64> = last.split_whitespace().skip(2).map(|x| x.parse().unwrap()).collect();
+    assert_eq!(speeds.len(), 2, "{last}");
+    assert!(speeds.iter().all(|s| (s - 0.5).abs() <= 0.05), "{last}");
+}
+
+const ONE_JOB: &str = r#"
+[cluster]
+topology = "TOPO"
+nodes = 16
+[nccl]
+NCCL_ALGO = "Ring"
+[[job]]
+name = "a"
+nodes = 8
+placement = "spread"
+[job.workload]
+collective = "all_reduce"
+min_bytes = "1 MiB"
+max_bytes = "1 GiB"
+factor = 32
+"#;
+
+#[test]
+fn an_idle_neighbour_changes_nothing() {
+    let alone = ONE_JOB.replace("TOPO", SPINE);
+    let with_idle = format!(
+        "{alone}\n[[job]]\nname = \"reserved\"\nnodes = 8\nplacement = \"spread\"\n[job.workload]\nkind = \"idle\"\n"
+    );
+    let a = json(&["simulate", &write("alone", &alone), "--format", "json"]);
+    let b = json(&["simulate", &write("idle", &with_idle), "--format", "json"]);
+    let rows = |v: &serde_json::Value| serde_json::to_string(&v["jobs"][0]["rows"]).unwrap();
+    assert_eq!(rows(&a), rows(&b));
+    assert_eq!(b["jobs"][1]["idle"], true);
+    // And the job beside nothing runs as fast as alone.
+    assert_eq!(rows(&a), serde_json::to_string(&a["jobs"][0]["alone_rows"]).unwrap());
+}
+
+#[test]
+fn background_traffic_slows_a_ddp_step_by_its_exposed_communication() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama7b-dgx-h100-16node.toml"
+    ))
+    .unwrap();
+    let busy = format!("{base}\n[[background]]\npattern = \"all_to_all\"\nload = 0.5\n");
+    let a = json(&["simulate", &write("quiet", &base), "--format", "json"]);
+    let b = json(&["simulate", &write("busy", &busy), "--format", "json"]);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let added = f(&b, "iteration_time_ms") - f(&a, "iteration_time_ms");
+    let exposed = f(&b, "exposed_comm_ms") - f(&a, "exposed_comm_ms");
+    assert!(added > 0.01 * f(&a, "iteration_time_ms"), "only {added} ms slower");
+    assert!(f(&b, "comm_ms") > f(&a, "comm_ms"));
+    assert!((added - exposed).abs() <= 0.05 * added, "step +{added} ms, exposed +{exposed} ms");
+}
+
+#[test]
+fn background_on_a_sweep_slows_bandwidth_bound_sizes() {
+    let path = write(
+        "sweep-bg",
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[workload]\ncollective = \"all_reduce\"\n\
+         min_bytes = \"1 GiB\"\nmax_bytes = \"1 GiB\"\n[nccl]\nNCCL_ALGO = \"Ring\"\n\
+         [[background]]\npattern = \"links\"\nclass = \"net\"\nload = 0.5\n",
+    );
+    let quiet = json(&["simulate", &path, "--format", "json", "--nccl", "NCCL_PROTO=Simple"]);
+    let plain = path.replace("s.toml", "plain.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&plain, &text[..text.find("[[background]]").unwrap()]).unwrap();
+    let alone = json(&["simulate", &plain, "--format", "json", "--nccl", "NCCL_PROTO=Simple"]);
+    let bus = |v: &serde_json::Value| v["rows"][0]["busbw"].as_f64().unwrap();
+    // Each NIC link shares with a flow capped at half its capacity: the ring's NIC-bound hops
+    // get the other half.
+    let r = bus(&quiet) / bus(&alone);
+    assert!((r - 0.5).abs() < 0.05, "{} vs {}", bus(&quiet), bus(&alone));
+}
+
+#[test]
+fn jobs_run_the_same_whatever_the_thread_count() {
+    let path = write("threads", &ONE_JOB.replace("TOPO", SPINE).replace("nodes = 8", "nodes = 4"));
+    let run = |threads: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"))
+            .args(["simulate", &path, "--format", "json"])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    assert_eq!(run("1"), run("2"));
+}
+
+#[test]
+fn bad_jobs_and_background_are_one_line_errors() {
+    let base = ONE_JOB.replace("TOPO", SPINE);
+    let second = |extra: &str| format!("{base}\n[[job]]\n{extra}");
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            second("name = \"a\"\nnodes = 2\n[job.workload]\nkind = \"idle\"\n"),
+            &["job.name: duplicate job \"a\""],
+        ),
+        (
+            second("name = \"b\"\nnodes = 9\n[job.workload]\nkind = \"idle\"\n"),
+            &["job.nodes: 9 nodes asked, 8 of the cluster's 16 are free"],
+        ),
+        (
+            second("name = \"b\"\nnodes = [0, 1]\n[job.workload]\nkind = \"idle\"\n"),
+            &["job.nodes: node 0 already runs job \"a\""],
+        ),
+        (
+            second("name = \"b\"\nnodes = [16]\n[job.workload]\nkind = \"idle\"\n"),
+            &["job.nodes: node 16 does not exist"],
+        ),
+        (
+            second(
+                "name = \"b\"\nnodes = 2\nplacement = \"random\"\n[job.workload]\nkind = \"idle\"\n",
+            ),
+            &["job.placement: unknown placement \"random\""],
+        ),
+        (second("name = \"b\"\nnodes = 2\n"), &["job.workload: missing for job \"b\""]),
+        (
+            format!(
+                "{base}\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = 8\nmax_bytes = 8\n"
+            ),
+            &["either one [workload]", "[[job]]"],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"storm\"\nload = 0.5\n"),
+            &["background.pattern: unknown pattern \"storm\""],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"all_to_all\"\nload = 1.5\n"),
+            &["background.load: must be a fraction in (0, 1]"],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"links\"\nload = 0.5\n"),
+            &["background.class: missing for pattern \"links\""],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"incast\"\ntarget = 99\nload = 0.5\n"),
+            &["background.target: node 99 does not exist"],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"all_to_all\"\n"),
+            &["background.load: missing"],
+        ),
+    ];
+    for (i, (text, needles)) in cases.iter().enumerate() {
+        let path = write(&format!("bad{i}"), text);
+        let mut want = vec![path.as_str()];
+        want.extend(needles.iter());
+        fails_with(&["simulate", &path], &want);
+    }
+    // The cluster is set by the file when jobs place themselves on it.
+    let path = write("flags", &base);
+    fails_with(&["simulate", &path, "--nodes", "4"], &["--nodes", "[[job]]"]);
+    let out = collsim(&["simulate", &path, "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(1));
+}
