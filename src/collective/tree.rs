@@ -28,6 +28,61 @@ use crate::units::{Bytes, Time};
 /// there, 0.3–0.5 % slower than the events (its fill is a little pessimistic).
 const AGGREGATE_ABOVE: usize = 100_000;
 
+/// Above this many flows the pipeline estimate's steady state takes equal shares (each flow the
+/// smallest capacity / flow count along its path) instead of solving max-min: the slowest flow,
+/// which sets the pace, gets exactly that under max-min too (the first link to fill), and the
+/// solve over a million flows (2,048 nodes) took a second.
+const EXACT_STEADY_MAX: usize = 150_000;
+
+/// Equal shares (see [`crate::net::solver::equal_shares`]) counted in a dense array over every
+/// link: the same numbers, fast for millions of flows.
+fn dense_equal_shares(caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+    let mut count = vec![0u32; caps.len()];
+    for p in paths {
+        for &l in *p {
+            count[l as usize] += 1;
+        }
+    }
+    paths
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|&l| caps[l as usize] / count[l as usize] as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect()
+}
+
+/// Equal shares of a few flows at a time over a dense, reused count of every link (the same
+/// numbers as [`crate::net::solver::equal_shares`], without hashing).
+struct ShareCounter {
+    count: Vec<u32>,
+}
+
+impl ShareCounter {
+    fn shares(&mut self, caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] += 1;
+            }
+        }
+        let out = paths
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .map(|&l| caps[l as usize] / self.count[l as usize] as f64)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] = 0;
+            }
+        }
+        out
+    }
+}
+
 /// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).
 pub fn btree(n: usize, rank: usize) -> (Option<usize>, Option<usize>, Option<usize>) {
     let mut bit = 1;
@@ -76,7 +131,7 @@ pub fn dtree(n: usize, rank: usize, t: usize) -> (Option<usize>, Vec<usize>) {
 }
 
 /// One edge of a channel's tree: child rank → parent rank, with the links each way.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Edge {
     child: usize,
     parent: usize,
@@ -90,8 +145,9 @@ struct Edge {
     /// architecture's sync after each step.
     up_p2p: bool,
     down_p2p: bool,
-    up_links: Vec<u32>,
-    down_links: Vec<u32>,
+    /// Its links each way: ranges of the call's link arena.
+    up_links: (u32, u32),
+    down_links: (u32, u32),
 }
 
 /// Per-rank progress of one channel.
@@ -166,9 +222,22 @@ struct Channel {
     parent_edge: Vec<Option<usize>>,
     child_edges: Vec<Vec<usize>>,
     root: usize,
+    /// Per rank progress (the event simulation only).
     ranks: Vec<RankState>,
     /// Per edge: chunks its child has delivered up (they arrive in order).
     delivered: Vec<usize>,
+}
+
+/// Every edge's links, end to end: an edge's path is a range of it.
+#[derive(Debug, Default)]
+struct Arena {
+    links: Vec<u32>,
+}
+
+impl Arena {
+    fn get(&self, (a, b): (u32, u32)) -> &[u32] {
+        &self.links[a as usize..b as usize]
+    }
 }
 
 /// Chunk size of a Tree call (§4.2): one step (Simple BUFFSIZE/8, LL 32 KiB, LL128 576,000 B,
@@ -210,6 +279,8 @@ struct Layout {
     head_pairs: Vec<(usize, usize)>,
     /// Every (channel, head) pipeline: channels differ in their NICs and trees.
     reps: Vec<(usize, usize)>,
+    /// Node-local paths, computed once.
+    local: LocalPaths,
 }
 
 /// What carries an edge of a tree.
@@ -223,13 +294,86 @@ enum EdgeKind {
     Net,
 }
 
-/// An edge of a channel's tree with its links each way.
+/// An edge of a channel's tree with its links each way (ranges of an [`Arena`]).
+#[derive(Debug, Clone, Copy)]
 struct EdgeLinks {
     child: usize,
     parent: usize,
     kind: EdgeKind,
-    up: Vec<LinkId>,
-    down: Vec<LinkId>,
+    up: (u32, u32),
+    down: (u32, u32),
+}
+
+/// The links inside one node that the tree's edges use, as node 0 of the job sees them; any
+/// other node's are the same shifted by its first link id (the nodes are copies).
+struct LocalPaths {
+    /// Per GPU: its NICs, in the order it uses them.
+    nics: Vec<Vec<usize>>,
+    /// Per GPU: the NIC the tree uses from it.
+    local_nic: Vec<usize>,
+    /// GPU a to GPU b: links and hop class.
+    hop: Vec<Vec<(Vec<u32>, HopClass)>>,
+    /// GPU to NIC and NIC to GPU, by (gpu, nic).
+    to_nic: Vec<Vec<Vec<u32>>>,
+    from_nic: Vec<Vec<Vec<u32>>>,
+    /// Each GPU's link up into the NVSwitch and back down (NVLS).
+    up: Vec<Vec<u32>>,
+    down: Vec<Vec<u32>>,
+    /// Node 0's first link id.
+    base: u32,
+}
+
+impl LocalPaths {
+    fn new(cluster: &Cluster, comm: &Communicator, ppn: usize) -> LocalPaths {
+        let paths = comm.paths();
+        let nics = cluster.spec().nic.as_ref().map_or(0, |n| n.count);
+        let raw = |v: Vec<LinkId>| v.into_iter().map(|l| l.0).collect::<Vec<u32>>();
+        let nvswitch = cluster.spec().nvswitch.is_some();
+        LocalPaths {
+            nics: (0..ppn).map(|g| cluster.gpu_nics(g)).collect(),
+            local_nic: (0..ppn).map(|g| cluster.local_nic(g).unwrap_or(0)).collect(),
+            hop: (0..ppn)
+                .map(|a| {
+                    (0..ppn)
+                        .map(|b| {
+                            let h = paths.gpu_hop(cluster, 0, a, b);
+                            (raw(h.links), h.class)
+                        })
+                        .collect()
+                })
+                .collect(),
+            to_nic: (0..ppn)
+                .map(|g| (0..nics).map(|n| raw(paths.to_nic(cluster, 0, g, n))).collect())
+                .collect(),
+            from_nic: (0..ppn)
+                .map(|g| (0..nics).map(|n| raw(paths.from_nic(cluster, 0, n, g))).collect())
+                .collect(),
+            up: (0..ppn)
+                .map(|g| {
+                    if nvswitch {
+                        raw(cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect(),
+            down: (0..ppn)
+                .map(|g| {
+                    if nvswitch {
+                        raw(cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect(),
+            base: cluster.node_links(0).next().map_or(0, |l| l.0),
+        }
+    }
+}
+
+/// Appends node-0 links `local` shifted to `node`'s copy.
+fn shifted(out: &mut Vec<u32>, local: &[u32], base: u32, node_base: u32) {
+    out.extend(local.iter().map(|&l| l - base + node_base));
 }
 
 impl Layout {
@@ -269,25 +413,26 @@ impl Layout {
             nvls_tree,
             head_pairs,
             reps,
+            local: LocalPaths::new(cluster, comm, ppn),
         }
     }
 
-    /// The edges of pipeline `(c, hp)`: the chains inside nodes, the NVLS edges, then the
-    /// edges between nodes (the double binary tree, or every head to the SHARP switch).
+    /// The edges of pipeline `(c, hp)`, their links appended to `arena`: the chains inside
+    /// nodes, the NVLS edges, then the edges between nodes (the double binary tree, or every
+    /// head to the SHARP switch).
     fn channel_edges(
         &self,
         cluster: &Cluster,
         comm: &Communicator,
         (c, hp): (usize, usize),
+        arena: &mut Arena,
     ) -> Vec<EdgeLinks> {
         let (nnodes, ppn, rpn) = (self.nnodes, self.ppn, self.rpn);
         let (nvls_tree, collnet, head_pairs) = (self.nvls_tree, self.collnet, &self.head_pairs);
-        let paths = comm.paths();
+        let lp = &self.local;
         let rank = |node: usize, pos: usize| node * rpn + pos;
-        let up_link =
-            |node: usize, g: usize| cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0;
-        let down_link =
-            |node: usize, g: usize| cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0;
+        let node_base: Vec<u32> =
+            (0..nnodes).map(|n| cluster.node_links(n).next().map_or(0, |l| l.0)).collect();
         let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
         let tree = usize::from(c >= self.nch.div_ceil(2));
         let head_order: Vec<usize>;
@@ -300,42 +445,56 @@ impl Layout {
         };
         // The GPU's NICs in turn over the channels (NVLSTree heads with several NICs each).
         let nic_of = |gpu: usize| {
-            let own = cluster.gpu_nics(gpu);
             if nvls_tree && gpu == head_pairs[hp].0 {
                 head_pairs[hp].1
-            } else if nvls_tree && !own.is_empty() {
-                own[0]
+            } else if nvls_tree && !lp.nics[gpu].is_empty() {
+                lp.nics[gpu][0]
             } else {
-                cluster.local_nic(gpu).unwrap_or(0)
+                lp.local_nic[gpu]
             }
         };
         let mut out = Vec::new();
-        for node in 0..nnodes {
+        let range = |arena: &mut Arena, f: &mut dyn FnMut(&mut Vec<u32>)| {
+            let start = arena.links.len() as u32;
+            f(&mut arena.links);
+            (start, arena.links.len() as u32)
+        };
+        for (node, &nb) in node_base.iter().enumerate() {
             for pos in (1..ppn).filter(|_| !nvls_tree) {
-                let up = paths.gpu_hop(cluster, node, g[pos], g[pos - 1]);
-                let down = paths.gpu_hop(cluster, node, g[pos - 1], g[pos]);
+                let (up_l, up_c) = &lp.hop[g[pos]][g[pos - 1]];
+                let (down_l, down_c) = &lp.hop[g[pos - 1]][g[pos]];
+                let up = range(arena, &mut |v| shifted(v, up_l, lp.base, nb));
+                let down = range(arena, &mut |v| shifted(v, down_l, lp.base, nb));
                 out.push(EdgeLinks {
                     child: rank(node, pos),
                     parent: rank(node, pos - 1),
-                    kind: EdgeKind::Hop(up.class, down.class),
-                    up: up.links,
-                    down: down.links,
+                    kind: EdgeKind::Hop(*up_c, *down_c),
+                    up,
+                    down,
                 });
             }
         }
         if nvls_tree {
-            for node in 0..nnodes {
+            for (node, &nb) in node_base.iter().enumerate() {
                 let h = g[0];
-                let mut reduce: Vec<LinkId> = (0..ppn).flat_map(|x| up_link(node, x)).collect();
-                reduce.extend(down_link(node, h));
-                let mut store = up_link(node, h);
-                store.extend((0..ppn).flat_map(|x| down_link(node, x)));
+                let up = range(arena, &mut |v| {
+                    for x in 0..ppn {
+                        shifted(v, &lp.up[x], lp.base, nb);
+                    }
+                    shifted(v, &lp.down[h], lp.base, nb);
+                });
+                let down = range(arena, &mut |v| {
+                    shifted(v, &lp.up[h], lp.base, nb);
+                    for x in 0..ppn {
+                        shifted(v, &lp.down[x], lp.base, nb);
+                    }
+                });
                 out.push(EdgeLinks {
                     child: rank(node, 1),
                     parent: rank(node, 0),
                     kind: EdgeKind::Nvls,
-                    up: reduce,
-                    down: store,
+                    up,
+                    down,
                 });
             }
         }
@@ -343,14 +502,18 @@ impl Layout {
             // Every node's head sends into the network, where the switch reduces, and receives
             // the result back: the switch is the root.
             let sw = nnodes * rpn;
-            for node in 0..nnodes {
+            for (node, &nb) in node_base.iter().enumerate() {
                 let cg = g[0];
                 let cn = nic_of(cg);
                 let (tx, rx) = cluster.nic_links(node, cn);
-                let mut up = paths.to_nic(cluster, node, cg, cn);
-                up.push(tx);
-                let mut down = vec![rx];
-                down.extend(paths.from_nic(cluster, node, cn, cg));
+                let up = range(arena, &mut |v| {
+                    shifted(v, &lp.to_nic[cg][cn], lp.base, nb);
+                    v.push(tx.0);
+                });
+                let down = range(arena, &mut |v| {
+                    v.push(rx.0);
+                    shifted(v, &lp.from_nic[cg][cn], lp.base, nb);
+                });
                 out.push(EdgeLinks {
                     child: rank(node, 0),
                     parent: sw,
@@ -368,12 +531,17 @@ impl Layout {
                 let at = if slot == 1 && ppn > 1 && !nvls_tree { 1 } else { 0 };
                 let (cg, pg) = (g[0], g[at]);
                 let (cn, pnic) = (nic_of(cg), nic_of(pg));
-                let mut up = paths.to_nic(cluster, node, cg, cn);
-                up.extend(cluster.nic_to_nic((node, cn), (pn, pnic)));
-                up.extend(paths.from_nic(cluster, pn, pnic, pg));
-                let mut down = paths.to_nic(cluster, pn, pg, pnic);
-                down.extend(cluster.nic_to_nic((pn, pnic), (node, cn)));
-                down.extend(paths.from_nic(cluster, node, cn, cg));
+                let (nb, pb) = (node_base[node], node_base[pn]);
+                let up = range(arena, &mut |v| {
+                    shifted(v, &lp.to_nic[cg][cn], lp.base, nb);
+                    v.extend(cluster.nic_to_nic((node, cn), (pn, pnic)).iter().map(|l| l.0));
+                    shifted(v, &lp.from_nic[pg][pnic], lp.base, pb);
+                });
+                let down = range(arena, &mut |v| {
+                    shifted(v, &lp.to_nic[pg][pnic], lp.base, pb);
+                    v.extend(cluster.nic_to_nic((pn, pnic), (node, cn)).iter().map(|l| l.0));
+                    shifted(v, &lp.from_nic[cg][cn], lp.base, nb);
+                });
                 out.push(EdgeLinks {
                     child: rank(node, 0),
                     parent: rank(pn, at),
@@ -395,11 +563,14 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     if lay.nnodes * lay.ppn < 2 {
         return Vec::new();
     }
-    lay.reps
+    let mut arena = Arena::default();
+    let edges: Vec<EdgeLinks> = lay
+        .reps
         .iter()
-        .flat_map(|&rep| lay.channel_edges(cluster, comm, rep))
-        .flat_map(|e| [e.up, e.down])
-        .collect()
+        .flat_map(|&rep| lay.channel_edges(cluster, comm, rep, &mut arena))
+        .collect();
+    let path = |r| arena.get(r).iter().map(|&l| LinkId(l)).collect::<Vec<LinkId>>();
+    edges.iter().flat_map(|e| [path(e.up), path(e.down)]).collect()
 }
 
 /// Simulates one Tree AllReduce — or, when `sel` says NVLSTree, an NVLSTree AllReduce: each
@@ -451,7 +622,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let links = cluster.links();
     let latency =
-        |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+        |path: &[u32]| path.iter().fold(Time::ZERO, |t, &l| t + links[l as usize].latency);
     let nvls_eff = if direct {
         params.efficiency(arch, HopClass::Nvlink, Proto::Simple)
     } else {
@@ -459,36 +630,37 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     };
     let step = |class: HopClass| params.step(class, sel.proto);
     let mut channels: Vec<Channel> = Vec::new();
+    let mut arena = Arena::default();
     for &rep in &lay.reps {
         let mut ch = Channel {
             edges: Vec::new(),
             parent_edge: vec![None; nranks],
             child_edges: vec![Vec::new(); nranks],
             root: 0,
-            ranks: vec![RankState::default(); nranks],
+            ranks: Vec::new(),
             delivered: Vec::new(),
         };
-        for e in lay.channel_edges(cluster, comm, rep) {
+        for e in lay.channel_edges(cluster, comm, rep, &mut arena) {
             let (up_delay, down_delay, up_eff, down_eff, up_p2p, down_p2p) = match e.kind {
                 EdgeKind::Hop(u, d) => (
-                    latency(&e.up) + step(u),
-                    latency(&e.down) + step(d),
+                    latency(arena.get(e.up)) + step(u),
+                    latency(arena.get(e.down)) + step(d),
                     efficiency(u),
                     efficiency(d),
                     u != HopClass::Net,
                     d != HopClass::Net,
                 ),
                 EdgeKind::Nvls => (
-                    latency(&e.up) + step(HopClass::Nvlink),
-                    latency(&e.down) + step(HopClass::Nvlink),
+                    latency(arena.get(e.up)) + step(HopClass::Nvlink),
+                    latency(arena.get(e.down)) + step(HopClass::Nvlink),
                     nvls_eff,
                     nvls_eff,
                     false,
                     false,
                 ),
                 EdgeKind::Net => (
-                    latency(&e.up) + step(HopClass::Net),
-                    latency(&e.down) + step(HopClass::Net),
+                    latency(arena.get(e.up)) + step(HopClass::Net),
+                    latency(arena.get(e.down)) + step(HopClass::Net),
                     efficiency(HopClass::Net),
                     efficiency(HopClass::Net),
                     false,
@@ -505,8 +677,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 down_eff,
                 up_p2p,
                 down_p2p,
-                up_links: e.up.iter().map(|l| l.0).collect(),
-                down_links: e.down.iter().map(|l| l.0).collect(),
+                up_links: e.up,
+                down_links: e.down,
                 up: PathId(0),
                 down: PathId(0),
             });
@@ -514,10 +686,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             ch.child_edges[e.parent].push(id);
         }
         ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
-        ch.delivered = vec![0; ch.edges.len()];
-        for r in &mut ch.ranks {
-            r.arrived_up = vec![0; chunks];
-        }
         channels.push(ch);
     }
 
@@ -526,13 +694,25 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
     if call.mode == Mode::Aggregated && work > AGGREGATE_ABOVE {
         let unit = per_channel as f64 / chunks as f64;
-        let t = pipeline_estimate(&channels, links, call.load, chunks, unit, units_per_step, sync);
+        let t = pipeline_estimate(
+            &channels,
+            &arena,
+            links,
+            call.load,
+            chunks,
+            unit,
+            units_per_step,
+            sync,
+            EXACT_STEADY_MAX,
+        );
         return Box::new(Closed::new(t));
     }
     for ch in &mut channels {
+        ch.delivered = vec![0; ch.edges.len()];
+        ch.ranks = vec![RankState { arrived_up: vec![0; chunks], ..RankState::default() }; nranks];
         for e in &mut ch.edges {
-            let up: Vec<LinkId> = e.up_links.iter().map(|&l| LinkId(l)).collect();
-            let down: Vec<LinkId> = e.down_links.iter().map(|&l| LinkId(l)).collect();
+            let up: Vec<LinkId> = arena.get(e.up_links).iter().map(|&l| LinkId(l)).collect();
+            let down: Vec<LinkId> = arena.get(e.down_links).iter().map(|&l| LinkId(l)).collect();
             e.up = cx.add_path(&up);
             e.down = cx.add_path(&down);
         }
@@ -725,23 +905,31 @@ impl Algorithm for Tree {
 /// max-min rate; each channel is a pipeline of `chunks` units whose first unit takes the
 /// longest leaf-to-root path up and root-to-leaf path down, and whose others follow at the pace
 /// of its slowest edge.
+#[allow(clippy::too_many_arguments)]
 fn pipeline_estimate(
     channels: &[Channel],
+    arena: &Arena,
     links: &[crate::net::Link],
     load: &[Load],
     chunks: usize,
     unit: f64,
     units_per_step: usize,
     sync: Time,
+    exact_max: usize,
 ) -> Time {
     let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     // Steady state: every edge of every channel busy both ways.
     let all: Vec<&[u32]> = channels
         .iter()
         .flat_map(|c| c.edges.iter())
-        .flat_map(|e| [e.up_links.as_slice(), e.down_links.as_slice()])
+        .flat_map(|e| [arena.get(e.up_links), arena.get(e.down_links)])
         .collect();
-    let steady = steady_rates(&caps, &all, load);
+    let steady = if all.len() > exact_max && load.is_empty() {
+        dense_equal_shares(&caps, &all)
+    } else {
+        steady_rates(&caps, &all, load)
+    };
+    let mut counter = ShareCounter { count: vec![0; caps.len()] };
     // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
     let nedges = channels.iter().map(|c| c.edges.len()).max().unwrap_or(0);
     let mut fill_up = vec![vec![0.0; nedges]; channels.len()];
@@ -749,9 +937,15 @@ fn pipeline_estimate(
     for e in 0..nedges {
         let who: Vec<usize> =
             (0..channels.len()).filter(|&c| e < channels[c].edges.len()).collect();
-        let share = |paths: Vec<&[u32]>| fill_rates(&caps, &paths, load);
-        let up = share(who.iter().map(|&c| channels[c].edges[e].up_links.as_slice()).collect());
-        let down = share(who.iter().map(|&c| channels[c].edges[e].down_links.as_slice()).collect());
+        let mut share = |paths: Vec<&[u32]>| {
+            if load.is_empty() {
+                counter.shares(&caps, &paths)
+            } else {
+                fill_rates(&caps, &paths, load)
+            }
+        };
+        let up = share(who.iter().map(|&c| arena.get(channels[c].edges[e].up_links)).collect());
+        let down = share(who.iter().map(|&c| arena.get(channels[c].edges[e].down_links)).collect());
         for (k, &c) in who.iter().enumerate() {
             fill_up[c][e] = up[k];
             fill_down[c][e] = down[k];
@@ -761,7 +955,7 @@ fn pipeline_estimate(
     let mut worst = 0.0f64;
     let mut i = 0;
     for (ci, c) in channels.iter().enumerate() {
-        let n = c.ranks.len();
+        let n = c.parent_edge.len();
         // The CTA's sync holds the sender, not the data: it slows the pace, not the first unit.
         let cost = |rate: f64, eff: f64, p2p: bool| {
             unit / eff / rate.max(1.0) + if p2p { sync_per_unit } else { 0.0 }
@@ -835,5 +1029,86 @@ mod tests {
         // Two nodes: each is the root of one tree.
         assert_eq!(dtree(2, 0, 0).0, None);
         assert_eq!(dtree(2, 1, 1).0, None);
+    }
+
+    /// At 1,024 DGX-H100 nodes an NVLSTree call has 128 pipelines of 2,047 edges, 524k flows:
+    /// the estimate takes equal shares there. Solving max-min instead gives the same time.
+    #[test]
+    fn equal_shares_set_the_same_pace_as_max_min_at_scale() {
+        use crate::collective::{Call, Collective, Mode};
+        use crate::comm::Communicator;
+        use crate::comm::env::NcclEnv;
+        use crate::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
+        let (_, spec) = resolve_topology("dgx-h100", None).unwrap();
+        let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+        for (nodes, algo, bytes) in [(1024, "NVLSTree", 1u64 << 30), (512, "Tree", 64 << 20)] {
+            let cluster = Cluster::new(&spec, nodes, 8);
+            let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).unwrap();
+            let comm = Communicator::new(&cluster, &env).unwrap();
+            let call = Call {
+                cluster: &cluster,
+                comm: &comm,
+                coll: Collective::AllReduce,
+                bytes: Bytes::new(bytes),
+                elt: Bytes::new(4),
+                sel: crate::collective::select(&comm, Collective::AllReduce, bytes),
+                params: &params,
+                mode: Mode::Aggregated,
+                load: &[],
+            };
+            let lay = Layout::new(&cluster, &comm, &call.sel);
+            let mut arena = Arena::default();
+            let mut channels = Vec::new();
+            let nranks = lay.nranks;
+            for &rep in &lay.reps {
+                let mut ch = Channel {
+                    edges: Vec::new(),
+                    parent_edge: vec![None; nranks],
+                    child_edges: vec![Vec::new(); nranks],
+                    root: 0,
+                    ranks: Vec::new(),
+                    delivered: Vec::new(),
+                };
+                for e in lay.channel_edges(&cluster, &comm, rep, &mut arena) {
+                    let id = ch.edges.len();
+                    ch.edges.push(Edge {
+                        child: e.child,
+                        parent: e.parent,
+                        up: PathId(0),
+                        down: PathId(0),
+                        up_delay: Time::from_ns(1_000),
+                        down_delay: Time::from_ns(1_000),
+                        up_eff: 1.0,
+                        down_eff: 1.0,
+                        up_p2p: false,
+                        down_p2p: false,
+                        up_links: e.up,
+                        down_links: e.down,
+                    });
+                    ch.parent_edge[e.child] = Some(id);
+                    ch.child_edges[e.parent].push(id);
+                }
+                ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
+                channels.push(ch);
+            }
+            let flows: usize = channels.iter().map(|c| 2 * c.edges.len()).sum();
+            assert!(flows > EXACT_STEADY_MAX, "{nodes} nodes {algo}: only {flows} flows");
+            let run = |exact| {
+                pipeline_estimate(
+                    &channels,
+                    &arena,
+                    cluster.links(),
+                    &[],
+                    512,
+                    1e6,
+                    1,
+                    Time::ZERO,
+                    exact,
+                )
+            };
+            let (shares, maxmin) = (run(0), run(usize::MAX));
+            let rel = (shares.as_secs_f64() / maxmin.as_secs_f64() - 1.0).abs();
+            assert!(rel < 1e-9, "{nodes} nodes {algo}: equal shares {shares} vs max-min {maxmin}");
+        }
     }
 }
