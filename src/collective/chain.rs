@@ -10,7 +10,9 @@
 //! the pace of the slowest hop when every hop of every channel is busy.
 
 use super::ring::stream_unit;
-use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, fill_rates, steady_rates};
+use super::run::{
+    Algorithm, Call, Closed, Ctx, Load, ShareCounter, Signal, fill_rates, steady_rates,
+};
 use super::{Collective, Mode};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
@@ -156,10 +158,15 @@ fn estimate(
     let all: Vec<&[u32]> = raw.iter().flatten().map(|p| p.as_slice()).collect();
     let steady = steady_rates(&caps, &all, load);
     let hops = channels.first().map_or(0, |c| c.len());
+    let mut counter = ShareCounter::new(caps.len());
     let fill: Vec<Vec<f64>> = (0..hops)
         .map(|h| {
             let paths: Vec<&[u32]> = raw.iter().map(|c| c[h].as_slice()).collect();
-            fill_rates(&caps, &paths, load)
+            if load.is_empty() {
+                counter.shares(&caps, &paths)
+            } else {
+                fill_rates(&caps, &paths, load)
+            }
         })
         .collect();
     let mut worst = 0.0f64;

@@ -342,9 +342,19 @@ fn drive(
     }
 }
 
-/// The steady-state max-min rates of `paths` (bytes/s) when they all send at once beside
-/// `load`: the rates the aggregated models pace themselves by.
+/// The steady-state rates of `paths` (bytes/s) when they all send at once beside `load`: the
+/// rates the aggregated models pace themselves by. Max-min, or equal shares above
+/// [`EXACT_STEADY_MAX`] flows without load.
 pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+    if paths.len() > EXACT_STEADY_MAX && load.is_empty() {
+        dense_equal_shares(caps, paths)
+    } else {
+        solve_max_min(caps, paths, load)
+    }
+}
+
+/// The max-min rates of `paths` beside `load`.
+pub(crate) fn solve_max_min(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
     let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
     let mut specs: Vec<FlowSpec<'_>> =
         paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
@@ -356,6 +366,68 @@ pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec
     let mut r = max_min_rates(caps, &specs);
     r.truncate(paths.len());
     r
+}
+
+/// Above this many flows (and with no background load) steady states take equal shares (each
+/// flow the smallest capacity / flow count along its path) instead of solving max-min: the
+/// slowest flow gets exactly that under max-min too (the first link to fill is its bottleneck),
+/// and the models' times are set by their slowest flow; other flows may get more under max-min,
+/// so a time set by another flow can only come out longer. Solving max-min over a million flows
+/// (2,048 nodes) took a second.
+pub(crate) const EXACT_STEADY_MAX: usize = 150_000;
+
+/// Equal shares (see [`crate::net::solver::equal_shares`]) counted in a dense array over every
+/// link: the same numbers, fast for millions of flows.
+pub(crate) fn dense_equal_shares(caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+    let mut count = vec![0u32; caps.len()];
+    for p in paths {
+        for &l in *p {
+            count[l as usize] += 1;
+        }
+    }
+    paths
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|&l| caps[l as usize] / count[l as usize] as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect()
+}
+
+/// Equal shares of a few flows at a time over a dense, reused count of every link (the same
+/// numbers as [`crate::net::solver::equal_shares`], without hashing).
+pub(crate) struct ShareCounter {
+    count: Vec<u32>,
+}
+
+impl ShareCounter {
+    /// A counter over `links` links.
+    pub(crate) fn new(links: usize) -> ShareCounter {
+        ShareCounter { count: vec![0; links] }
+    }
+
+    pub(crate) fn shares(&mut self, caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] += 1;
+            }
+        }
+        let out = paths
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .map(|&l| caps[l as usize] / self.count[l as usize] as f64)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] = 0;
+            }
+        }
+        out
+    }
 }
 
 /// Each path's share when `paths` all send at once beside `load`: equal shares of every link

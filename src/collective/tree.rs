@@ -16,7 +16,10 @@
 //! once set the pace, and the first chunk's longest path up and down the fill.
 
 use super::Mode;
-use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, fill_rates, steady_rates};
+use super::run::{
+    Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Load, ShareCounter, Signal, dense_equal_shares,
+    fill_rates, solve_max_min,
+};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::hw::{Cluster, Vertex};
 use crate::net::{LinkId, PathId};
@@ -27,61 +30,6 @@ use crate::units::{Bytes, Time};
 /// which simulate every size dozens of times; at 100,000 the estimate takes over from 4 GiB
 /// there, 0.3–0.5 % slower than the events (its fill is a little pessimistic).
 const AGGREGATE_ABOVE: usize = 100_000;
-
-/// Above this many flows the pipeline estimate's steady state takes equal shares (each flow the
-/// smallest capacity / flow count along its path) instead of solving max-min: the slowest flow,
-/// which sets the pace, gets exactly that under max-min too (the first link to fill), and the
-/// solve over a million flows (2,048 nodes) took a second.
-const EXACT_STEADY_MAX: usize = 150_000;
-
-/// Equal shares (see [`crate::net::solver::equal_shares`]) counted in a dense array over every
-/// link: the same numbers, fast for millions of flows.
-fn dense_equal_shares(caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
-    let mut count = vec![0u32; caps.len()];
-    for p in paths {
-        for &l in *p {
-            count[l as usize] += 1;
-        }
-    }
-    paths
-        .iter()
-        .map(|p| {
-            p.iter()
-                .map(|&l| caps[l as usize] / count[l as usize] as f64)
-                .fold(f64::INFINITY, f64::min)
-        })
-        .collect()
-}
-
-/// Equal shares of a few flows at a time over a dense, reused count of every link (the same
-/// numbers as [`crate::net::solver::equal_shares`], without hashing).
-struct ShareCounter {
-    count: Vec<u32>,
-}
-
-impl ShareCounter {
-    fn shares(&mut self, caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
-        for p in paths {
-            for &l in *p {
-                self.count[l as usize] += 1;
-            }
-        }
-        let out = paths
-            .iter()
-            .map(|p| {
-                p.iter()
-                    .map(|&l| caps[l as usize] / self.count[l as usize] as f64)
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .collect();
-        for p in paths {
-            for &l in *p {
-                self.count[l as usize] = 0;
-            }
-        }
-        out
-    }
-}
 
 /// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).
 pub fn btree(n: usize, rank: usize) -> (Option<usize>, Option<usize>, Option<usize>) {
@@ -218,14 +166,62 @@ impl From<Ev> for Signal {
 
 struct Channel {
     edges: Vec<Edge>,
-    /// Per rank: edge to its parent, edges to its children.
-    parent_edge: Vec<Option<usize>>,
-    child_edges: Vec<Vec<usize>>,
+    /// Per rank: the edge to its parent ([`NO_EDGE`] at the root).
+    parent_edge: Vec<u32>,
+    /// Per rank: the edges to its children, `child_list[child_start[r]..child_start[r + 1]]`,
+    /// in the order they were built.
+    child_start: Vec<u32>,
+    child_list: Vec<u32>,
     root: usize,
     /// Per rank progress (the event simulation only).
     ranks: Vec<RankState>,
     /// Per edge: chunks its child has delivered up (they arrive in order).
     delivered: Vec<usize>,
+}
+
+/// No edge (a root's parent).
+const NO_EDGE: u32 = u32::MAX;
+
+impl Channel {
+    /// A channel's tree over `nranks` ranks from its edges.
+    fn new(nranks: usize, edges: Vec<Edge>) -> Channel {
+        let mut parent_edge = vec![NO_EDGE; nranks];
+        let mut child_start = vec![0u32; nranks + 1];
+        for (id, e) in edges.iter().enumerate() {
+            parent_edge[e.child] = id as u32;
+            child_start[e.parent + 1] += 1;
+        }
+        for r in 0..nranks {
+            child_start[r + 1] += child_start[r];
+        }
+        let mut at = child_start.clone();
+        let mut child_list = vec![0u32; edges.len()];
+        for (id, e) in edges.iter().enumerate() {
+            child_list[at[e.parent] as usize] = id as u32;
+            at[e.parent] += 1;
+        }
+        let root = (0..nranks).find(|&r| parent_edge[r] == NO_EDGE).unwrap_or(0);
+        Channel {
+            edges,
+            parent_edge,
+            child_start,
+            child_list,
+            root,
+            ranks: Vec::new(),
+            delivered: Vec::new(),
+        }
+    }
+
+    /// The edge to `r`'s parent.
+    fn parent(&self, r: usize) -> Option<usize> {
+        let e = self.parent_edge[r];
+        (e != NO_EDGE).then_some(e as usize)
+    }
+
+    /// The edges to `r`'s children.
+    fn children(&self, r: usize) -> &[u32] {
+        &self.child_list[self.child_start[r] as usize..self.child_start[r + 1] as usize]
+    }
 }
 
 /// Every edge's links, end to end: an edge's path is a range of it.
@@ -294,7 +290,8 @@ enum EdgeKind {
     Net,
 }
 
-/// An edge of a channel's tree with its links each way (ranges of an [`Arena`]).
+/// An edge of a channel's tree with its links each way (ranges of an [`Arena`]) and their
+/// summed latency.
 #[derive(Debug, Clone, Copy)]
 struct EdgeLinks {
     child: usize,
@@ -302,6 +299,8 @@ struct EdgeLinks {
     kind: EdgeKind,
     up: (u32, u32),
     down: (u32, u32),
+    up_lat: Time,
+    down_lat: Time,
 }
 
 /// The links inside one node that the tree's edges use, as node 0 of the job sees them; any
@@ -321,6 +320,11 @@ struct LocalPaths {
     down: Vec<Vec<u32>>,
     /// Node 0's first link id.
     base: u32,
+}
+
+/// The summed latency of `path`.
+fn path_latency(links: &[crate::net::Link], path: &[u32]) -> Time {
+    path.iter().fold(Time::ZERO, |t, &l| t + links[l as usize].latency)
 }
 
 impl LocalPaths {
@@ -454,6 +458,20 @@ impl Layout {
             }
         };
         let mut out = Vec::new();
+        let all = cluster.links();
+        let lat = |p: &[u32]| path_latency(all, p);
+        // The same node-local paths recur at every node: their latency once each.
+        let hop_lat: Vec<Vec<Time>> =
+            lp.hop.iter().map(|row| row.iter().map(|(p, _)| lat(p)).collect()).collect();
+        let to_lat: Vec<Vec<Time>> =
+            lp.to_nic.iter().map(|row| row.iter().map(|p| lat(p)).collect()).collect();
+        let from_lat: Vec<Vec<Time>> =
+            lp.from_nic.iter().map(|row| row.iter().map(|p| lat(p)).collect()).collect();
+        let nvls_lat = |h: usize| {
+            let ups: Time = (0..ppn).fold(Time::ZERO, |t, x| t + lat(&lp.up[x]));
+            let downs: Time = (0..ppn).fold(Time::ZERO, |t, x| t + lat(&lp.down[x]));
+            (ups + lat(&lp.down[h]), lat(&lp.up[h]) + downs)
+        };
         let range = |arena: &mut Arena, f: &mut dyn FnMut(&mut Vec<u32>)| {
             let start = arena.links.len() as u32;
             f(&mut arena.links);
@@ -471,6 +489,8 @@ impl Layout {
                     kind: EdgeKind::Hop(*up_c, *down_c),
                     up,
                     down,
+                    up_lat: hop_lat[g[pos]][g[pos - 1]],
+                    down_lat: hop_lat[g[pos - 1]][g[pos]],
                 });
             }
         }
@@ -489,12 +509,15 @@ impl Layout {
                         shifted(v, &lp.down[x], lp.base, nb);
                     }
                 });
+                let (up_lat, down_lat) = nvls_lat(h);
                 out.push(EdgeLinks {
                     child: rank(node, 1),
                     parent: rank(node, 0),
                     kind: EdgeKind::Nvls,
                     up,
                     down,
+                    up_lat,
+                    down_lat,
                 });
             }
         }
@@ -514,12 +537,15 @@ impl Layout {
                     v.push(rx.0);
                     shifted(v, &lp.from_nic[cg][cn], lp.base, nb);
                 });
+                let links = cluster.links();
                 out.push(EdgeLinks {
                     child: rank(node, 0),
                     parent: sw,
                     kind: EdgeKind::Net,
                     up,
                     down,
+                    up_lat: to_lat[cg][cn] + links[tx.0 as usize].latency,
+                    down_lat: links[rx.0 as usize].latency + from_lat[cg][cn],
                 });
             }
         }
@@ -532,14 +558,20 @@ impl Layout {
                 let (cg, pg) = (g[0], g[at]);
                 let (cn, pnic) = (nic_of(cg), nic_of(pg));
                 let (nb, pb) = (node_base[node], node_base[pn]);
+                let (fab_up, fab_down) = (
+                    cluster.nic_to_nic((node, cn), (pn, pnic)),
+                    cluster.nic_to_nic((pn, pnic), (node, cn)),
+                );
+                let fab_lat =
+                    |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + all[l.0 as usize].latency);
                 let up = range(arena, &mut |v| {
                     shifted(v, &lp.to_nic[cg][cn], lp.base, nb);
-                    v.extend(cluster.nic_to_nic((node, cn), (pn, pnic)).iter().map(|l| l.0));
+                    v.extend(fab_up.iter().map(|l| l.0));
                     shifted(v, &lp.from_nic[pg][pnic], lp.base, pb);
                 });
                 let down = range(arena, &mut |v| {
                     shifted(v, &lp.to_nic[pg][pnic], lp.base, pb);
-                    v.extend(cluster.nic_to_nic((pn, pnic), (node, cn)).iter().map(|l| l.0));
+                    v.extend(fab_down.iter().map(|l| l.0));
                     shifted(v, &lp.from_nic[cg][cn], lp.base, nb);
                 });
                 out.push(EdgeLinks {
@@ -548,6 +580,8 @@ impl Layout {
                     kind: EdgeKind::Net,
                     up,
                     down,
+                    up_lat: to_lat[cg][cn] + fab_lat(&fab_up) + from_lat[pg][pnic],
+                    down_lat: to_lat[pg][pnic] + fab_lat(&fab_down) + from_lat[cg][cn],
                 });
             }
         }
@@ -621,8 +655,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let arch = cluster.spec().gpu.arch;
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let links = cluster.links();
-    let latency =
-        |path: &[u32]| path.iter().fold(Time::ZERO, |t, &l| t + links[l as usize].latency);
     let nvls_eff = if direct {
         params.efficiency(arch, HopClass::Nvlink, Proto::Simple)
     } else {
@@ -632,43 +664,36 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let mut channels: Vec<Channel> = Vec::new();
     let mut arena = Arena::default();
     for &rep in &lay.reps {
-        let mut ch = Channel {
-            edges: Vec::new(),
-            parent_edge: vec![None; nranks],
-            child_edges: vec![Vec::new(); nranks],
-            root: 0,
-            ranks: Vec::new(),
-            delivered: Vec::new(),
-        };
-        for e in lay.channel_edges(cluster, comm, rep, &mut arena) {
+        let built = lay.channel_edges(cluster, comm, rep, &mut arena);
+        let mut edges = Vec::with_capacity(built.len());
+        for e in built {
             let (up_delay, down_delay, up_eff, down_eff, up_p2p, down_p2p) = match e.kind {
                 EdgeKind::Hop(u, d) => (
-                    latency(arena.get(e.up)) + step(u),
-                    latency(arena.get(e.down)) + step(d),
+                    e.up_lat + step(u),
+                    e.down_lat + step(d),
                     efficiency(u),
                     efficiency(d),
                     u != HopClass::Net,
                     d != HopClass::Net,
                 ),
                 EdgeKind::Nvls => (
-                    latency(arena.get(e.up)) + step(HopClass::Nvlink),
-                    latency(arena.get(e.down)) + step(HopClass::Nvlink),
+                    e.up_lat + step(HopClass::Nvlink),
+                    e.down_lat + step(HopClass::Nvlink),
                     nvls_eff,
                     nvls_eff,
                     false,
                     false,
                 ),
                 EdgeKind::Net => (
-                    latency(arena.get(e.up)) + step(HopClass::Net),
-                    latency(arena.get(e.down)) + step(HopClass::Net),
+                    e.up_lat + step(HopClass::Net),
+                    e.down_lat + step(HopClass::Net),
                     efficiency(HopClass::Net),
                     efficiency(HopClass::Net),
                     false,
                     false,
                 ),
             };
-            let id = ch.edges.len();
-            ch.edges.push(Edge {
+            edges.push(Edge {
                 child: e.child,
                 parent: e.parent,
                 up_delay,
@@ -682,11 +707,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 up: PathId(0),
                 down: PathId(0),
             });
-            ch.parent_edge[e.child] = Some(id);
-            ch.child_edges[e.parent].push(id);
         }
-        ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
-        channels.push(ch);
+        channels.push(Channel::new(nranks, edges));
     }
 
     // Aggregated mode runs the event simulation while it is small, and the pipeline estimate
@@ -761,7 +783,7 @@ impl Tree {
         let (full, last) = (self.chunk, self.last);
         let payload = |k: usize| if k + 1 == chunks { last } else { full };
         let ch = &mut self.channels[ci];
-        let nkids = ch.child_edges[r].len();
+        let nkids = ch.children(r).len();
         // Reduce: send chunk up once every child's contribution is in.
         loop {
             let st = &ch.ranks[r];
@@ -769,7 +791,7 @@ impl Tree {
             if st.up_busy || k >= chunks || st.arrived_up[k] < nkids {
                 break;
             }
-            match ch.parent_edge[r] {
+            match ch.parent(r) {
                 Some(e) => {
                     let edge = &ch.edges[e];
                     let wire = Bytes::new((payload(k) as f64 / edge.up_eff).ceil() as u64);
@@ -791,10 +813,10 @@ impl Tree {
             if nkids == 0 {
                 ch.ranks[r].down_next = ch.ranks[r].down_have;
             } else {
-                for &e in &ch.child_edges[r] {
-                    let edge = &ch.edges[e];
+                for &e in ch.children(r) {
+                    let edge = &ch.edges[e as usize];
                     let wire = Bytes::new((payload(k) as f64 / edge.down_eff).ceil() as u64);
-                    let ev = Ev::Moved { ch: ci as u32, edge: e as u32, up: false };
+                    let ev = Ev::Moved { ch: ci as u32, edge: e, up: false };
                     cx.flow(edge.down, wire, ev);
                 }
                 ch.ranks[r].down_pending = nkids;
@@ -832,7 +854,7 @@ impl Tree {
         } else {
             let delay = self.channels[ci].edges[e].down_delay;
             let chan = &self.channels[ci];
-            let any_p2p = chan.child_edges[parent].iter().any(|&c| chan.edges[c].down_p2p);
+            let any_p2p = chan.children(parent).iter().any(|&c| chan.edges[c as usize].down_p2p);
             let k = chan.ranks[parent].down_next;
             let hold = any_p2p && sync > Time::ZERO && self.boundary(k);
             let st = &mut self.channels[ci].ranks[parent];
@@ -927,9 +949,9 @@ fn pipeline_estimate(
     let steady = if all.len() > exact_max && load.is_empty() {
         dense_equal_shares(&caps, &all)
     } else {
-        steady_rates(&caps, &all, load)
+        solve_max_min(&caps, &all, load)
     };
-    let mut counter = ShareCounter { count: vec![0; caps.len()] };
+    let mut counter = ShareCounter::new(caps.len());
     // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
     let nedges = channels.iter().map(|c| c.edges.len()).max().unwrap_or(0);
     let mut fill_up = vec![vec![0.0; nedges]; channels.len()];
@@ -972,16 +994,16 @@ fn pipeline_estimate(
         let mut stack = vec![c.root];
         while let Some(r) = stack.pop() {
             order.push(r);
-            for &e in &c.child_edges[r] {
-                stack.push(c.edges[e].child);
+            for &e in c.children(r) {
+                stack.push(c.edges[e as usize].child);
             }
         }
         let mut ready = vec![0.0f64; n];
         for &r in order.iter().rev() {
-            for &e in &c.child_edges[r] {
-                let edge = &c.edges[e];
+            for &e in c.children(r) {
+                let edge = &c.edges[e as usize];
                 let t = ready[edge.child]
-                    + fill(fill_up[ci][e], edge.up_eff)
+                    + fill(fill_up[ci][e as usize], edge.up_eff)
                     + edge.up_delay.as_secs_f64();
                 ready[r] = ready[r].max(t);
             }
@@ -989,10 +1011,10 @@ fn pipeline_estimate(
         let mut reach = vec![0.0f64; n];
         let mut down = 0.0f64;
         for &r in &order {
-            for &e in &c.child_edges[r] {
-                let edge = &c.edges[e];
+            for &e in c.children(r) {
+                let edge = &c.edges[e as usize];
                 reach[edge.child] = reach[r]
-                    + fill(fill_down[ci][e], edge.down_eff)
+                    + fill(fill_down[ci][e as usize], edge.down_eff)
                     + edge.down_delay.as_secs_f64();
                 down = down.max(reach[edge.child]);
             }
@@ -1061,17 +1083,9 @@ mod tests {
             let mut channels = Vec::new();
             let nranks = lay.nranks;
             for &rep in &lay.reps {
-                let mut ch = Channel {
-                    edges: Vec::new(),
-                    parent_edge: vec![None; nranks],
-                    child_edges: vec![Vec::new(); nranks],
-                    root: 0,
-                    ranks: Vec::new(),
-                    delivered: Vec::new(),
-                };
+                let mut edges = Vec::new();
                 for e in lay.channel_edges(&cluster, &comm, rep, &mut arena) {
-                    let id = ch.edges.len();
-                    ch.edges.push(Edge {
+                    edges.push(Edge {
                         child: e.child,
                         parent: e.parent,
                         up: PathId(0),
@@ -1085,11 +1099,8 @@ mod tests {
                         up_links: e.up,
                         down_links: e.down,
                     });
-                    ch.parent_edge[e.child] = Some(id);
-                    ch.child_edges[e.parent].push(id);
                 }
-                ch.root = (0..nranks).find(|&r| ch.parent_edge[r].is_none()).unwrap_or(0);
-                channels.push(ch);
+                channels.push(Channel::new(nranks, edges));
             }
             let flows: usize = channels.iter().map(|c| 2 * c.edges.len()).sum();
             assert!(flows > EXACT_STEADY_MAX, "{nodes} nodes {algo}: only {flows} flows");

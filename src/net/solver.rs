@@ -68,7 +68,35 @@ pub fn equal_shares(capacities: &[f64], paths: &[&[u32]]) -> Vec<f64> {
 
 /// Max-min fair rates (bytes/s per unit of weight) for `flows` over links of `capacities`.
 /// A flow with an empty path and no cap gets `f64::INFINITY`.
+///
+/// When the flows cross a small part of the links (one job on a big machine), the solve runs on
+/// those links alone, renumbered in their order, so that ties break as they would over all.
 pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
+    let touched: usize = flows.iter().map(|f| f.path.len()).sum();
+    if touched.saturating_mul(4) >= capacities.len() {
+        return max_min_dense(capacities, flows);
+    }
+    let mut used: Vec<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
+    used.sort_unstable();
+    used.dedup();
+    let local = |l: u32| used.binary_search(&l).unwrap_or(0) as u32;
+    let renumbered: Vec<u32> =
+        flows.iter().flat_map(|f| f.path.iter().map(|&l| local(l))).collect();
+    let caps: Vec<f64> = used.iter().map(|&l| capacities[l as usize]).collect();
+    let mut at = 0;
+    let specs: Vec<FlowSpec<'_>> = flows
+        .iter()
+        .map(|f| {
+            let path = &renumbered[at..at + f.path.len()];
+            at += f.path.len();
+            FlowSpec { path, cap: f.cap, weight: f.weight }
+        })
+        .collect();
+    max_min_dense(&caps, &specs)
+}
+
+/// [`max_min_rates`] over every link.
+fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
     let n_links = capacities.len();
     let mut rem: Vec<f64> = capacities.to_vec();
     let mut weight = vec![0.0f64; n_links];
@@ -285,6 +313,40 @@ mod tests {
     }
 
     proptest! {
+        /// On a machine with many more links than the flows touch the solve runs on the touched
+        /// links alone: the same numbers, bit for bit.
+        #[test]
+        fn solving_on_the_touched_links_changes_nothing((caps, paths, fcaps, w) in problem()) {
+            let f = specs(&paths, &fcaps, &w);
+            let dense = max_min_dense(&caps, &f);
+            // The same links spread out among 20 times as many unused ones.
+            let mut wide = vec![1.0; caps.len() * 20];
+            for (l, &c) in caps.iter().enumerate() {
+                wide[l * 20 + 7] = c;
+            }
+            let spread: Vec<Vec<u32>> =
+                paths.iter().map(|p| p.iter().map(|&l| l * 20 + 7).collect()).collect();
+            let g = specs(&spread, &fcaps, &w);
+            let sparse = max_min_rates(&wide, &g);
+            prop_assert_eq!(dense.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                sparse.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        }
+
+        /// Equal shares never give a flow more than max-min does, and give the slowest flow
+        /// exactly its max-min rate (what the aggregated models rely on at scale).
+        #[test]
+        fn equal_shares_bound_max_min_and_match_its_slowest_flow((caps, paths, _f, _w) in problem()) {
+            let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
+            let f = specs(&paths, &vec![f64::INFINITY; paths.len()], &vec![1.0; paths.len()]);
+            let exact = max_min_rates_reference(&caps, &f);
+            let shares = equal_shares(&caps, &refs);
+            for (s, m) in shares.iter().zip(&exact) {
+                prop_assert!(*s <= m * (1.0 + 1e-9), "share {s} above max-min {m}");
+            }
+            let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+            prop_assert!((min(&shares) - min(&exact)).abs() <= 1e-9 * min(&exact));
+        }
+
         #[test]
         fn fast_matches_reference_and_is_max_min((caps, paths, fcaps, w) in problem()) {
             let f = specs(&paths, &fcaps, &w);
