@@ -259,9 +259,15 @@ fn one_rank_copy(call: &Call<'_>) -> Time {
 /// Simulates one call alone (with its [`Call::load`] as background).
 pub fn simulate(call: &Call<'_>) -> CallRun {
     let mut sim: Simulation<Token> = Simulation::new(call.cluster.links());
-    post_load(&mut sim, call.load);
     let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
     let (mut algo, proto, channels) = instantiate(call, &mut cx);
+    // Background traffic holds, on every link, the rate it gets in the call's steady state
+    // (what the aggregated models pace themselves by): the call's flows share what is left. A
+    // call on fixed rates never consults the network.
+    if sim.has_paths() && !call.load.is_empty() {
+        reserve_load(&mut sim, call);
+    }
+    let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
     algo.start(&mut cx);
     let mut algos = [algo];
     drive(&mut sim, &mut algos, |_, _| {});
@@ -299,6 +305,33 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
             channels,
         })
         .collect()
+}
+
+/// Takes the load's steady-state rates (beside the call's steady flows) off the links it
+/// crosses.
+fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
+    let caps: Vec<f64> = call.cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let own: Vec<Vec<u32>> =
+        steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
+    let load: Vec<Vec<u32>> =
+        call.load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
+    let mut specs: Vec<FlowSpec<'_>> =
+        own.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    specs.extend(load.iter().zip(call.load).map(|(p, l)| FlowSpec {
+        path: p,
+        cap: l.cap,
+        weight: l.weight,
+    }));
+    let rates = max_min_rates(&caps, &specs);
+    let mut held = std::collections::BTreeMap::<u32, f64>::new();
+    for ((p, l), r) in load.iter().zip(call.load).zip(&rates[own.len()..]) {
+        for &x in p {
+            *held.entry(x).or_insert(0.0) += r * l.weight;
+        }
+    }
+    for (l, amount) in held {
+        sim.reserve(LinkId(l), amount);
+    }
 }
 
 /// Starts every load as persistent flows.

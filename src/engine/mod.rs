@@ -202,6 +202,16 @@ impl<T: Copy> Simulation<T> {
         self.queue.schedule(at, token);
     }
 
+    /// Takes `amount` bytes/s off link `l`'s capacity for the rest of the run.
+    pub fn reserve(&mut self, l: LinkId, amount: f64) {
+        self.net.reserve(l, amount);
+    }
+
+    /// Whether any path has been registered for flows.
+    pub fn has_paths(&self) -> bool {
+        self.net.has_paths()
+    }
+
     /// Flow completions and events handed out so far.
     pub fn handled(&self) -> u64 {
         self.handled

@@ -49,6 +49,9 @@ pub struct Network<T> {
     paths: Vec<Vec<u32>>,
     path_latency: Vec<Time>,
     flows: Vec<ActiveFlow<T>>,
+    /// Flows that never finish (background traffic): solved with the others, never scanned
+    /// for completions.
+    persistent: Vec<ActiveFlow<T>>,
     last_update: Time,
     dirty: bool,
     solves: u64,
@@ -63,6 +66,7 @@ impl<T: Copy> Network<T> {
             paths: Vec::new(),
             path_latency: Vec::new(),
             flows: Vec::new(),
+            persistent: Vec::new(),
             last_update: Time::ZERO,
             dirty: false,
             solves: 0,
@@ -101,7 +105,31 @@ impl<T: Copy> Network<T> {
     /// (bytes/s, or infinity), standing for `weight` identical flows. It takes its max-min share
     /// of every link it crosses for as long as the network runs.
     pub fn start_persistent(&mut self, now: Time, path: PathId, cap: f64, weight: f64, token: T) {
-        self.push(now, path, f64::INFINITY, cap, weight, token);
+        self.advance_rates(now);
+        self.persistent.push(ActiveFlow {
+            path,
+            remaining: f64::INFINITY,
+            rate: 0.0,
+            cap,
+            weight,
+            finish: Time::MAX,
+            token,
+        });
+        self.dirty = true;
+    }
+
+    /// Takes `amount` bytes/s off link `l`'s capacity for good (traffic of others that holds
+    /// it); a link keeps at least a millionth of its capacity.
+    pub fn reserve(&mut self, l: LinkId, amount: f64) {
+        let c = &mut self.capacity[l.0 as usize];
+        *c = (*c - amount).max(*c * 1e-6);
+        self.dirty = true;
+    }
+
+    /// Whether any path has been registered (a simulation whose calls all run on fixed rates
+    /// never needs the network).
+    pub fn has_paths(&self) -> bool {
+        !self.paths.is_empty()
     }
 
     fn push(&mut self, now: Time, path: PathId, remaining: f64, cap: f64, weight: f64, token: T) {
@@ -146,6 +174,7 @@ impl<T: Copy> Network<T> {
         }
         self.flows
             .iter()
+            .chain(&self.persistent)
             .map(|f| (self.paths[f.path.0 as usize].as_slice(), f.rate, f.weight))
             .collect()
     }
@@ -193,6 +222,7 @@ impl<T: Copy> Network<T> {
         let specs: Vec<solver::FlowSpec<'_>> = self
             .flows
             .iter()
+            .chain(&self.persistent)
             .map(|f| solver::FlowSpec {
                 path: &self.paths[f.path.0 as usize],
                 cap: f.cap,
@@ -202,7 +232,7 @@ impl<T: Copy> Network<T> {
         let rates = solver::max_min_rates(&self.capacity, &specs);
         self.solves += 1;
         let now = self.last_update;
-        for (f, r) in self.flows.iter_mut().zip(rates) {
+        for (f, r) in self.flows.iter_mut().chain(self.persistent.iter_mut()).zip(rates) {
             f.rate = r;
             f.finish = if f.remaining.is_infinite() {
                 Time::MAX
