@@ -1,5 +1,7 @@
-//! Each algorithm on 8, 512 and 16,384 DGX-H100 GPUs (aggregated mode, as the CLI runs), and
-//! a whole 31-size nccl-tests sweep on 128 nodes. AllToAll moves n² pairs and stops at 512.
+//! Each algorithm on 8, 512 and 16,384 DGX-H100 GPUs (auto mode, as the CLI runs; one
+//! call, the communicator built beforehand), the sizes at the ends of the range at 16,384 GPUs,
+//! the whole 31-size nccl-tests sweep on 2,048 nodes, and one 1 GiB AllReduce on 131,072 GPUs
+//! (16,384 nodes under a 3-tier fat-tree). AllToAll moves n² pairs and stops at 512.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -28,7 +30,7 @@ fn call<'a>(
         elt: Bytes::new(4),
         sel: collective::select(comm, coll, bytes),
         params,
-        mode: Mode::Aggregated,
+        mode: Mode::Auto,
         load: &[],
     }
 }
@@ -109,11 +111,19 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
-    // The whole default sweep, 8 B to 8 GiB, on 128 nodes, NCCL's own choices.
+    // The smallest and largest sizes at 16,384 GPUs, NCCL's own choices (Tree/LL, NVLSTree).
+    let mut g = c.benchmark_group("call_16384_gpus");
+    g.sample_size(10);
+    let cluster = Cluster::new(&spec, 2048, 8);
+    let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
+    for (name, bytes) in [("allreduce_8B", 8u64), ("allreduce_8GiB", 8 << 30)] {
+        let call = call(&cluster, &comm, Collective::AllReduce, bytes, &params);
+        g.bench_function(name, |b| b.iter(|| collective::simulate(&call)));
+    }
+    g.finish();
+    // The whole default sweep, 8 B to 8 GiB, on 2,048 nodes, NCCL's own choices.
     let mut g = c.benchmark_group("sweep_31_sizes");
     g.sample_size(10);
-    let cluster = Cluster::new(&spec, 128, 8);
-    let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
     let sweep = SweepSpec {
         collective: Collective::AllReduce,
         min_bytes: Bytes::new(8),
@@ -122,9 +132,20 @@ fn bench(c: &mut Criterion) {
         dtype: DataType::Float,
         op: ReduceOp::Sum,
     };
-    g.bench_function("128_nodes", |b| {
-        b.iter(|| run(&cluster, &comm, &sweep, &params, Mode::Aggregated).expect("sweep"))
+    g.bench_function("2048_nodes", |b| {
+        b.iter(|| run(&cluster, &comm, &sweep, &params, Mode::Auto).expect("sweep"))
     });
+    g.finish();
+    // 131,072 GPUs: 16,384 DGX-H100 nodes under a 3-tier fat-tree of 64-port switches.
+    let mut g = c.benchmark_group("allreduce_1GiB_131072_gpus");
+    g.sample_size(10);
+    let mut ft = spec.clone();
+    ft.network.fabric =
+        collsim::hw::FabricKind::FatTree { tiers: 3, radix: 64, oversubscription: vec![1.0, 1.0] };
+    let cluster = Cluster::new(&ft, 16_384, 8);
+    let comm = Communicator::new(&cluster, &NcclEnv::default()).expect("communicator");
+    let call = call(&cluster, &comm, Collective::AllReduce, 1 << 30, &params);
+    g.bench_function("fat_tree_3_tiers", |b| b.iter(|| collective::simulate(&call)));
     g.finish();
 }
 

@@ -41,6 +41,7 @@ enum ValFmt {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum ModeArg {
+    Auto,
     Aggregated,
     Detailed,
 }
@@ -65,8 +66,9 @@ struct Common {
     /// Timing profile TOML (default: the built-in calibration/profiles/default.toml).
     #[arg(long)]
     profile: Option<PathBuf>,
-    /// Simulate every rank and channel (detailed) or one node and channel by symmetry.
-    #[arg(long, value_enum, default_value = "aggregated")]
+    /// detailed: every rank, channel and chunk; aggregated: every algorithm in its aggregated
+    /// form (symmetry, steady-state rates); auto: detailed where that is small, else aggregated.
+    #[arg(long, value_enum, default_value = "auto")]
     mode: ModeArg,
     /// Write the output to PATH instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "PATH")]
@@ -339,6 +341,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
 
 fn mode(m: ModeArg) -> Mode {
     match m {
+        ModeArg::Auto => Mode::Auto,
         ModeArg::Aggregated => Mode::Aggregated,
         ModeArg::Detailed => Mode::Detailed,
     }

@@ -111,7 +111,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         })
         .collect();
     match call.mode {
-        Mode::Aggregated => {
+        Mode::Aggregated | Mode::Auto => {
             let unit = per_channel as f64 / chunks as f64;
             Box::new(Closed::new(estimate(&channels, links, call.load, chunks, unit, sync)))
         }
@@ -260,6 +260,10 @@ impl Chain {
 }
 
 impl Algorithm for Chain {
+    fn detailed(&self) -> bool {
+        true
+    }
+
     fn start(&mut self, cx: &mut Ctx<'_>) {
         for c in 0..self.paths.len() {
             self.try_send(cx, c, 0);

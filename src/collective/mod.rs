@@ -13,7 +13,7 @@ pub mod tree;
 
 pub use run::{
     Algorithm, Call, CallId, CallRun, Ctx, Load, Signal, Token, is_p2p, is_simulated, select,
-    simulate, simulate_together, steady_load, steady_paths,
+    simulate, simulate_inspected, simulate_together, steady_load, steady_paths,
 };
 
 pub use crate::comm::Collective;
@@ -163,9 +163,25 @@ impl TimingParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Every rank and channel, with rates re-shared whenever a flow starts or ends.
+    /// Every rank and channel, every chunk a flow, rates re-shared whenever a flow starts or
+    /// ends — for every algorithm.
     Detailed,
-    /// One node's ranks and one channel, exploiting the symmetry of identical nodes and
-    /// channels, with the steady-state max-min rates of all flows.
+    /// Every algorithm in its aggregated form: symmetry (one node's ranks and one channel where
+    /// nodes and channels are alike) and the steady-state max-min rates of all flows, or a
+    /// pipeline estimate from them.
     Aggregated,
+    /// Detailed where the event simulation is small (ring and tree calls of at most 100,000
+    /// transfers), aggregated beyond and for the algorithms timed in closed form.
+    Auto,
+}
+
+impl Mode {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Detailed => "detailed",
+            Mode::Aggregated => "aggregated",
+            Mode::Auto => "auto",
+        }
+    }
 }

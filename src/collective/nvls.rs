@@ -167,6 +167,10 @@ impl Nvls {
 }
 
 impl Algorithm for Nvls {
+    fn detailed(&self) -> bool {
+        matches!(self.carrier, Carrier::Network(_))
+    }
+
     fn start(&mut self, cx: &mut Ctx<'_>) {
         if self.empty {
             self.finish = cx.now();
@@ -259,7 +263,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
     // GPU and channel reducing and storing at once, by symmetry the same for all.
     let (pipes, carrier) = match call.mode {
-        Mode::Aggregated => {
+        Mode::Aggregated | Mode::Auto => {
             let paths: Vec<Vec<u32>> = (0..n)
                 .flat_map(|g| {
                     let (r, s) = stage_paths(cluster, n, g);

@@ -4,14 +4,16 @@
 //! Every peer pair moves its bytes over `channels` flows on its route — NVLink or PCIe inside a
 //! node, the GPU's own NIC across nodes, so that across nodes a GPU's AllToAll is bound by one
 //! NIC. All pairs send at once and share links by max-min fairness; each flow's time is its
-//! bytes at its steady-state rate, plus the first chunk's latency (the rest pipeline behind it).
-//! Both modes use this steady-state estimate.
+//! bytes at its rate, plus the first chunk's latency (the rest pipeline behind it). Aggregated:
+//! every flow at its steady-state rate. Detailed: the flows run on the network, their rates
+//! re-shared as each finishes.
 
-use super::run::{Call, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
 use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, PathType};
 use crate::net::LinkId;
+use crate::units::Bytes;
 use crate::units::Time;
 
 fn pow2_ceil(n: usize) -> usize {
@@ -145,4 +147,62 @@ pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
         .map(|(f, r)| f.bytes / f.eff / r.max(1.0) + f.delay.as_secs_f64())
         .fold(0.0f64, f64::max);
     (Time::from_secs_f64_ceil(worst), proto, max_ch)
+}
+
+/// A point-to-point call with every flow on the network (detailed mode).
+struct Flows {
+    /// Per flow: its wire bytes, path and the latency after its last byte.
+    flows: Vec<(Vec<LinkId>, Bytes, Time)>,
+    left: usize,
+    finish: Time,
+}
+
+impl Algorithm for Flows {
+    fn detailed(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        self.finish = cx.now();
+        for (i, (path, bytes, _)) in self.flows.iter().enumerate() {
+            let p = cx.add_path(path);
+            cx.flow(p, *bytes, Signal::Flow(i as u32));
+        }
+    }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        if let Signal::Flow(i) = signal {
+            self.finish = self.finish.max(cx.now() + self.flows[i as usize].2);
+            self.left -= 1;
+        }
+    }
+
+    fn finished(&self) -> Option<Time> {
+        (self.left == 0).then_some(self.finish)
+    }
+
+    fn last(&self) -> Time {
+        self.finish
+    }
+}
+
+/// The detailed form of a SendRecv or AllToAll: every peer pair's flows on the network.
+pub(crate) fn detailed(call: &Call<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
+    let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
+    let n = comm.nranks();
+    let per_peer = per_peer(coll, n, bytes);
+    let proto = proto(per_peer);
+    if n < 2 || per_peer == 0 {
+        return (Box::new(Flows { flows: Vec::new(), left: 0, finish: Time::ZERO }), proto, 1);
+    }
+    let (flows, max_ch) = flows(coll, cluster, comm, bytes, call.params);
+    let flows: Vec<(Vec<LinkId>, Bytes, Time)> = flows
+        .into_iter()
+        .map(|f| {
+            let wire = Bytes::new((f.bytes / f.eff).ceil() as u64);
+            (f.path.into_iter().map(LinkId).collect(), wire, f.delay)
+        })
+        .collect();
+    let left = flows.len();
+    (Box::new(Flows { flows, left, finish: Time::ZERO }), proto, max_ch)
 }

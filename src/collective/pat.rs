@@ -2,15 +2,18 @@
 //! exchange instead of the ring's n−1 steps. Modelled as recursive doubling (AllGather) and
 //! halving (ReduceScatter): in step k every rank exchanges with the rank 2^k away the 2^k
 //! blocks it holds (AllGather; ReduceScatter runs the steps in reverse), all pairs at once
-//! sharing the network by max-min fairness, each step paying the network's per-step latency.
+//! sharing the network by max-min fairness, each step paying the network's per-step latency
+//! (aggregated: each step at its steady-state rates; detailed: each step's flows on the network,
+//! the next step once the last of them has arrived).
 //! NCCL's PAT aggregates and pipelines these steps further; this is its bandwidth- and
 //! latency-equivalent skeleton.
 
 use super::Collective;
-use super::run::{Call, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
 use crate::net::LinkId;
+use crate::units::Bytes;
 use crate::units::Time;
 
 /// The route from node `a`'s GPU to node `b`'s, through their NICs.
@@ -73,4 +76,104 @@ pub(crate) fn time(call: &Call<'_>) -> Time {
         total += t + step_lat.as_secs_f64();
     }
     Time::from_secs_f64_ceil(total)
+}
+
+/// A PAT call with each step's flows on the network (detailed mode).
+struct Steps {
+    /// Per step: each flow's path, wire bytes and latency.
+    steps: Vec<Vec<(Vec<LinkId>, Bytes, Time)>>,
+    step_lat: Time,
+    at: usize,
+    left: usize,
+    /// When the current step's data has all arrived.
+    arrived: Time,
+    end: Option<Time>,
+}
+
+impl Steps {
+    fn begin(&mut self, cx: &mut Ctx<'_>) {
+        match self.steps.get(self.at) {
+            None => self.end = Some(cx.now()),
+            Some(flows) => {
+                self.left = flows.len();
+                self.arrived = cx.now();
+                let flows = flows.clone();
+                for (i, (path, bytes, _)) in flows.iter().enumerate() {
+                    let p = cx.add_path(path);
+                    cx.flow(p, *bytes, Signal::Flow(i as u32));
+                }
+            }
+        }
+    }
+}
+
+impl Algorithm for Steps {
+    fn detailed(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        self.begin(cx);
+    }
+
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        match signal {
+            Signal::Flow(i) => {
+                let lat = self.steps[self.at][i as usize].2;
+                self.arrived = self.arrived.max(cx.now() + lat);
+                self.left -= 1;
+                if self.left == 0 {
+                    cx.at(self.arrived + self.step_lat, Signal::End);
+                }
+            }
+            Signal::End => {
+                self.at += 1;
+                self.begin(cx);
+            }
+            _ => {}
+        }
+    }
+
+    fn finished(&self) -> Option<Time> {
+        self.end
+    }
+
+    fn last(&self) -> Time {
+        self.end.unwrap_or(self.arrived)
+    }
+}
+
+/// The detailed form of a PAT AllGather or ReduceScatter.
+pub(crate) fn detailed(call: &Call<'_>) -> Box<dyn Algorithm> {
+    let (coll, cluster, comm, params) = (call.coll, call.cluster, call.comm, call.params);
+    let bytes = call.bytes.get();
+    let n = comm.nranks();
+    let step_lat = params.step(HopClass::Net, Proto::Simple);
+    let mut steps = Vec::new();
+    if n >= 2 && bytes > 0 {
+        let block = bytes as f64 / n as f64;
+        let links = cluster.links();
+        let latency =
+            |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+        let count = usize::BITS - (n - 1).leading_zeros();
+        let mut order: Vec<u32> = (0..count).collect();
+        if coll == Collective::ReduceScatter {
+            order.reverse();
+        }
+        for k in order {
+            let dist = 1usize << k;
+            let held = dist.min(n - dist).max(1) as f64;
+            let wire = Bytes::new((held * block).ceil() as u64);
+            steps.push(
+                (0..n)
+                    .map(|r| {
+                        let p = route(cluster, comm, r, (r + dist) % n);
+                        let l = latency(&p);
+                        (p, wire, l)
+                    })
+                    .collect(),
+            );
+        }
+    }
+    Box::new(Steps { steps, step_lat, at: 0, left: 0, arrived: Time::ZERO, end: None })
 }

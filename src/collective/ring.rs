@@ -288,6 +288,10 @@ impl Ring {
 }
 
 impl Algorithm for Ring {
+    fn detailed(&self) -> bool {
+        matches!(self.carrier, Carrier::Network(_))
+    }
+
     fn start(&mut self, cx: &mut Ctx<'_>) {
         if self.empty {
             self.finish = cx.now();
@@ -368,7 +372,11 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // Small calls run in detail even in aggregated mode: that is where the steady-state shares
     // err most (flows come and go around latencies), and it costs little.
     let work = nranks * nch * plan.total_chunks() * plan.loops.first().map_or(1, |l| l.len());
-    let mode = if work <= DETAIL_BELOW { Mode::Detailed } else { call.mode };
+    let mode = match call.mode {
+        Mode::Auto if work <= DETAIL_BELOW => Mode::Detailed,
+        Mode::Auto => Mode::Aggregated,
+        m => m,
+    };
     let ring = |ranks, channels, eff, hold, delay, carrier| Ring {
         plan,
         eff,
@@ -403,7 +411,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             }
             Box::new(ring(nranks, nch, eff, hold, delay, Carrier::Network(paths)))
         }
-        Mode::Aggregated => {
+        Mode::Aggregated | Mode::Auto => {
             // Steady state: every hop of every channel sending at once. On a uniform network
             // every node sees the same, so node 0's hops stand for all, its last hop leaving
             // through its NIC and, by symmetry, re-entering node 0. Where racks, oversubscribed

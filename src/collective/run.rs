@@ -63,6 +63,8 @@ pub struct CallRun {
     pub proto: Proto,
     /// Channels used (for point-to-point calls, the most any peer pair uses).
     pub channels: usize,
+    /// Whether it ran in detail (else in an aggregated form).
+    pub detailed: bool,
 }
 
 /// A call's index within one simulation.
@@ -80,8 +82,10 @@ pub enum Signal {
     Nvls(nvls::Ev),
     /// Broadcast and Reduce chains.
     Chain(chain::Ev),
-    /// A call timed in closed form has ended.
+    /// A call timed in closed form has ended (or a step of a stepped call).
     End,
+    /// Flow `i` of a call that starts its flows all at once has finished.
+    Flow(u32),
     /// Background traffic (never completes).
     Load,
 }
@@ -141,6 +145,11 @@ pub trait Algorithm {
     fn finished(&self) -> Option<Time>;
     /// The latest completion so far (what `finished` will say, if nothing more happens).
     fn last(&self) -> Time;
+    /// Whether this call is simulated in detail (every rank, channel and chunk on the
+    /// network), rather than in an aggregated form.
+    fn detailed(&self) -> bool {
+        false
+    }
 }
 
 /// A call timed in closed form: one timer at its end.
@@ -234,10 +243,12 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
             };
             (Box::new(Closed::new(one_rank_copy(call))), p, c)
         }
+        Kind::P2p if call.mode == Mode::Detailed => p2p::detailed(call),
         Kind::P2p => {
             let (duration, p, c) = p2p::time(call);
             (Box::new(Closed::new(duration)), p, c)
         }
+        Kind::Pat if call.mode == Mode::Detailed => (pat::detailed(call), proto, channels),
         Kind::Pat => (Box::new(Closed::new(pat::time(call))), proto, channels),
         Kind::Ring => (ring::new(call, cx), proto, channels),
         Kind::Chain => (chain::new(call, cx), proto, channels),
@@ -258,6 +269,15 @@ fn one_rank_copy(call: &Call<'_>) -> Time {
 
 /// Simulates one call alone (with its [`Call::load`] as background).
 pub fn simulate(call: &Call<'_>) -> CallRun {
+    simulate_inspected(call, |_| {})
+}
+
+/// As [`simulate`], handing the network to `inspect` after everything that happens (for
+/// checks: no link over capacity, bytes conserved).
+pub fn simulate_inspected(
+    call: &Call<'_>,
+    mut inspect: impl FnMut(&mut crate::net::Network<Token>),
+) -> CallRun {
     let mut sim: Simulation<Token> = Simulation::new(call.cluster.links());
     let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
     let (mut algo, proto, channels) = instantiate(call, &mut cx);
@@ -270,9 +290,15 @@ pub fn simulate(call: &Call<'_>) -> CallRun {
     let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
     algo.start(&mut cx);
     let mut algos = [algo];
-    drive(&mut sim, &mut algos, |_, _| {});
+    drive(&mut sim, &mut algos, |_, _| {}, &mut inspect);
     let end = algos[0].finished().unwrap_or_else(|| algos[0].last());
-    CallRun { time: call.params.call_overhead + end, events: sim.handled(), proto, channels }
+    CallRun {
+        time: call.params.call_overhead + end,
+        events: sim.handled(),
+        proto,
+        channels,
+        detailed: algos[0].detailed(),
+    }
 }
 
 /// Simulates several calls posted at time zero into one network, each run to its end; their
@@ -292,7 +318,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         algos.push(a);
         shapes.push((p, c));
     }
-    drive(&mut sim, &mut algos, |_, _| {});
+    drive(&mut sim, &mut algos, |_, _| {}, &mut |_| {});
     let events = sim.handled();
     calls
         .iter()
@@ -303,6 +329,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
             events,
             proto,
             channels,
+            detailed: a.detailed(),
         })
         .collect()
 }
@@ -353,6 +380,7 @@ fn drive(
     sim: &mut Simulation<Token>,
     calls: &mut [Box<dyn Algorithm>],
     mut watch: impl FnMut(usize, Time),
+    inspect: &mut dyn FnMut(&mut crate::net::Network<Token>),
 ) {
     let mut deliver = |sim: &mut Simulation<Token>, tok: Token| {
         let i = tok.call.0 as usize;
@@ -372,6 +400,7 @@ fn drive(
             }
             Happening::Event(_, tok) => deliver(sim, tok),
         }
+        inspect(sim.network());
     }
 }
 

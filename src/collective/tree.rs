@@ -714,7 +714,12 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // Aggregated mode runs the event simulation while it is small, and the pipeline estimate
     // beyond (large trees of many chunks, where fill effects are small).
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
-    if call.mode == Mode::Aggregated && work > AGGREGATE_ABOVE {
+    let estimate = match call.mode {
+        Mode::Aggregated => true,
+        Mode::Auto => work > AGGREGATE_ABOVE,
+        Mode::Detailed => false,
+    };
+    if estimate {
         let unit = per_channel as f64 / chunks as f64;
         let t = pipeline_estimate(
             &channels,
@@ -873,6 +878,10 @@ impl Tree {
 }
 
 impl Algorithm for Tree {
+    fn detailed(&self) -> bool {
+        true
+    }
+
     fn start(&mut self, cx: &mut Ctx<'_>) {
         for ci in 0..self.channels.len() {
             for r in 0..self.nranks {
@@ -1075,7 +1084,7 @@ mod tests {
                 elt: Bytes::new(4),
                 sel: crate::collective::select(&comm, Collective::AllReduce, bytes),
                 params: &params,
-                mode: Mode::Aggregated,
+                mode: Mode::Auto,
                 load: &[],
             };
             let lay = Layout::new(&cluster, &comm, &call.sel);

@@ -217,7 +217,7 @@ impl<T: Copy> Simulation<T> {
         self.handled
     }
 
-    /// The network, for checks (rates, capacities).
+    /// The network, for checks (rates, capacities, byte accounting).
     pub fn network(&mut self) -> &mut Network<T> {
         &mut self.net
     }

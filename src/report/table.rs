@@ -31,13 +31,22 @@ impl SimFormat for Table {
         )?;
         writeln!(
             out,
-            "ring graph {} x {} GB/s, {} CUDA channels; NCCL {} cost model; profile {:?}; {:?} simulation",
+            "ring graph {} x {} GB/s, {} CUDA channels; NCCL {} cost model; profile {:?}; {} simulation ({})",
             c.ring_graph.n_channels,
             c.ring_graph.bw_intra,
             c.cuda_channels,
             c.nccl_tables,
             r.profile.name,
-            r.mode
+            r.mode.name(),
+            {
+                let detailed = r.rows.iter().filter(|x| x.simulated == "detailed").count();
+                let aggregated = r.rows.len() - detailed;
+                match (detailed, aggregated) {
+                    (_, 0) => "every size detailed".to_string(),
+                    (0, _) => "every size aggregated".to_string(),
+                    (d, a) => format!("{d} size(s) detailed, {a} aggregated"),
+                }
+            }
         )?;
         writeln!(out)?;
         // A fitted profile gives each time its error band.

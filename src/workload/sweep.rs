@@ -78,6 +78,8 @@ pub struct Row {
     pub channels: usize,
     /// What NCCL's cost model would pick among everything enabled, as "ALGO/PROTO".
     pub nccl_choice: String,
+    /// How it was simulated: "detailed" (every rank, channel and chunk) or "aggregated".
+    pub simulated: &'static str,
 }
 
 /// Why a sweep cannot run.
@@ -219,6 +221,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
             sel.nccl_choice
                 .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name()))
         },
+        simulated: if run.detailed { "detailed" } else { "aggregated" },
     }
 }
 

@@ -255,7 +255,7 @@ fn compression_pays_off_only_on_slow_networks() {
                 nic.speed = Bandwidth::from_gbit_per_s(gbit);
             }
             let (r, _) =
-                collsim::simulate_ddp(&s, &params, collsim::collective::Mode::Aggregated).unwrap();
+                collsim::simulate_ddp(&s, &params, collsim::collective::Mode::Auto).unwrap();
             row.push(r.iteration_time_ms);
         }
         eprintln!(

@@ -5,6 +5,7 @@ mod accuracy;
 mod calibrate;
 mod cli_errors;
 mod ddp;
+mod engine;
 mod hardware;
 mod import;
 mod jobs;

@@ -78,7 +78,7 @@ fn every_format_renders() {
     let csv = collsim_ok(&[&base[..], &["--format", "csv"]].concat());
     assert_eq!(
         csv.lines().next().unwrap(),
-        "size_bytes,count,dtype,redop,time_us,time_us_low,time_us_high,algbw,busbw,algo,proto,channels,nccl_choice"
+        "size_bytes,count,dtype,redop,time_us,time_us_low,time_us_high,algbw,busbw,algo,proto,channels,nccl_choice,simulated"
     );
     assert_eq!(csv.lines().count(), 4);
     let table = collsim_ok(&base);
