@@ -117,6 +117,16 @@ pub fn simulate(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(Vec<Row>, CommSummary), Error> {
+    simulate_with(scenario, params, mode, &|| {})
+}
+
+/// As [`simulate`], calling `tick` once per size simulated (for a progress bar).
+pub fn simulate_with(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    tick: &(dyn Fn() + Sync),
+) -> Result<(Vec<Row>, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
         return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
     }
@@ -125,7 +135,7 @@ pub fn simulate(
         .ok_or_else(|| Error::Ddp("the scenario's workload is a DDP step, not a sweep".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
-    let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load)?;
+    let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load, tick)?;
     Ok((rows, summary))
 }
 
@@ -304,6 +314,28 @@ pub fn simulate_jobs(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Vec<JobRun>, Error> {
+    simulate_jobs_with(scenario, params, mode, &|| {})
+}
+
+/// How many calls (sweep sizes, DDP steps) [`simulate_jobs`] simulates: each job's alone and
+/// beside the others.
+pub fn job_calls(scenario: &Scenario) -> u64 {
+    use workload::Workload;
+    let per = |w: &Workload| match w {
+        Workload::Sweep(s) => workload::sweep::sizes(s).len() as u64,
+        Workload::Ddp(_) => 1,
+        Workload::Idle => 0,
+    };
+    scenario.jobs.iter().map(|j| 2 * per(&j.workload)).sum()
+}
+
+/// As [`simulate_jobs`], calling `tick` once per sweep size or DDP step simulated.
+pub fn simulate_jobs_with(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<JobRun>, Error> {
     use rayon::prelude::*;
     use workload::Workload;
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
@@ -346,15 +378,21 @@ pub fn simulate_jobs(
             Workload::Sweep(s) => {
                 let n = workload::sweep::sizes(s).len();
                 let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
-                let rows =
-                    workload::sweep::run_beside(&b.cluster, &b.comm, s, params, mode, |i| {
-                        &loads[i]
-                    })?;
+                let rows = workload::sweep::run_beside(
+                    &b.cluster,
+                    &b.comm,
+                    s,
+                    params,
+                    mode,
+                    |i| &loads[i],
+                    tick,
+                )?;
                 JobOutcome::Sweep { alone: Vec::new(), rows }
             }
             Workload::Ddp(d) => {
                 let l = load(0);
                 let step = ddp_step(&b.cluster, &b.comm, &b.scenario, d, params, mode, &l)?;
+                tick();
                 JobOutcome::Ddp { alone: Box::new(step.clone()), step: Box::new(step) }
             }
             Workload::Idle => JobOutcome::Idle,

@@ -339,6 +339,61 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     Ok(s)
 }
 
+/// A progress bar on stderr for runs that take a while: drawn only when stderr is a terminal
+/// and once the run has gone on for a second; stdout is never touched.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    start: std::time::Instant,
+    terminal: bool,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl Progress {
+    fn new(len: u64, what: &str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(len);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len}",
+        ) {
+            bar.set_style(style);
+        }
+        bar.set_message(what.to_string());
+        Progress {
+            bar,
+            start: std::time::Instant::now(),
+            terminal: std::io::stderr().is_terminal(),
+            shown: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn tick(&self) {
+        use std::sync::atomic::Ordering;
+        self.bar.inc(1);
+        if self.terminal
+            && self.start.elapsed() > std::time::Duration::from_secs(1)
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+    }
+}
+
+/// Ticks a progress bar when it goes out of scope (whichever way a closure returns).
+struct TickOnDrop<'a>(&'a Progress);
+
+impl Drop for TickOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.tick();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 fn mode(m: ModeArg) -> Mode {
     match m {
         ModeArg::Auto => Mode::Auto,
@@ -604,9 +659,11 @@ fn simulate_sweep(
     }
     let profile = load_profile(common.profile.as_deref())?;
     let m = mode(common.mode);
+    let progress = Progress::new(points.len() as u64, "points");
     let results: Vec<Result<collsim::workload::ddp::StepResult>> = points
         .par_iter()
         .map(|point| {
+            let _tick = TickOnDrop(&progress);
             let edited = config::set_keys(&text, point).map_err(|e| anyhow!("{name}: {e}"))?;
             let s = config::parse_scenario(&name, &edited)?;
             let s = apply_common(Some(s), common)?;
@@ -616,6 +673,7 @@ fn simulate_sweep(
             Ok(collsim::simulate_ddp(&s, &profile, m)?.0)
         })
         .collect();
+    drop(progress);
     let mut rows = Vec::new();
     for (p, r) in points.into_iter().zip(results) {
         let label = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
@@ -819,7 +877,9 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 let profile = load_profile(common.profile.as_deref())?;
                 let m = mode(common.mode);
-                let runs = collsim::simulate_jobs(&s, &profile, m)?;
+                let progress = Progress::new(collsim::job_calls(&s), "jobs");
+                let runs = collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick())?;
+                drop(progress);
                 let mut out = open_output(common.output.as_deref())?;
                 match format {
                     SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
@@ -902,7 +962,11 @@ fn run(cli: Cli) -> Result<()> {
             let sweep = sw.clone();
             let profile = load_profile(common.profile.as_deref())?;
             let m = mode(common.mode);
-            let (rows, communicator) = collsim::simulate(&s, &profile, m)?;
+            let progress =
+                Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
+            let (rows, communicator) =
+                collsim::simulate_with(&s, &profile, m, &|| progress.tick())?;
+            drop(progress);
             let report = SimReport {
                 scenario: &s,
                 sweep: &sweep,

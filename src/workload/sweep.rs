@@ -246,10 +246,11 @@ pub fn run(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Vec<Row>, SweepError> {
-    run_beside(cluster, comm, spec, params, mode, |_| &[])
+    run_beside(cluster, comm, spec, params, mode, |_| &[], &|| {})
 }
 
-/// As [`run`], each size beside the traffic `load(i)` gives for the i-th size.
+/// As [`run`], each size beside the traffic `load(i)` gives for the i-th size; `tick` is called
+/// once per size simulated (for a progress bar).
 pub fn run_beside<'l>(
     cluster: &Cluster,
     comm: &Communicator,
@@ -257,6 +258,7 @@ pub fn run_beside<'l>(
     params: &TimingParams,
     mode: Mode,
     load: impl Fn(usize) -> &'l [Load] + Sync,
+    tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Row>, SweepError> {
     check_supported(spec, comm)?;
     let sizes = sizes(spec);
@@ -264,7 +266,9 @@ pub fn run_beside<'l>(
         .into_par_iter()
         .map(|i| {
             let call = call(cluster, comm, spec, sizes[i], params, mode, load(i));
-            row(spec, &call, &collective::simulate(&call))
+            let r = row(spec, &call, &collective::simulate(&call));
+            tick();
+            r
         })
         .collect())
 }
