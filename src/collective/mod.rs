@@ -12,8 +12,9 @@ pub mod run;
 pub mod tree;
 
 pub use run::{
-    Algorithm, Call, CallId, CallRun, Ctx, Load, Signal, Token, is_p2p, is_simulated, select,
-    simulate, simulate_inspected, simulate_together, steady_load, steady_paths,
+    Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Load, Signal, Token, bottleneck, is_p2p,
+    is_simulated, select, simulate, simulate_inspected, simulate_together, steady_load,
+    steady_paths,
 };
 
 pub use crate::comm::Collective;

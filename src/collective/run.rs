@@ -539,6 +539,51 @@ pub fn steady_load(call: &Call<'_>, duty: f64) -> Vec<Load> {
         .collect()
 }
 
+/// The link that bounds a call in steady state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bottleneck {
+    /// Its class (nvlink, pcie, sys, net).
+    pub class: &'static str,
+    /// Its capacity, bytes/s.
+    pub capacity: f64,
+    /// Flows of the call crossing it when every connection sends.
+    pub flows: usize,
+    /// The slowest flow's rate, bytes/s.
+    pub per_flow: f64,
+}
+
+/// The link that bounds `call` when every connection sends at once: the most loaded link (load
+/// over capacity) on the path of the slowest flow, at the steady-state rates.
+pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
+    let paths = steady_paths(call);
+    if paths.is_empty() {
+        return None;
+    }
+    let links = call.cluster.links();
+    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+    let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
+    let rates = steady_rates(&caps, &refs, call.load);
+    let mut load = vec![0.0f64; links.len()];
+    let mut count = vec![0usize; links.len()];
+    for (p, r) in raw.iter().zip(&rates) {
+        for &l in p {
+            load[l as usize] += r;
+            count[l as usize] += 1;
+        }
+    }
+    let slowest = (0..rates.len()).min_by(|&a, &b| rates[a].total_cmp(&rates[b]))?;
+    let l = raw[slowest].iter().copied().max_by(|&a, &b| {
+        (load[a as usize] / caps[a as usize]).total_cmp(&(load[b as usize] / caps[b as usize]))
+    })? as usize;
+    Some(Bottleneck {
+        class: links[l].class,
+        capacity: caps[l],
+        flows: count[l],
+        per_flow: rates[slowest],
+    })
+}
+
 /// Whether `coll` is a point-to-point call, for which NCCL selects no algorithm.
 pub fn is_p2p(coll: Collective) -> bool {
     matches!(coll, Collective::AllToAll | Collective::SendRecv)

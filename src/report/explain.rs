@@ -8,8 +8,6 @@ use std::io::{self, Write};
 use crate::collective::{self, Call, Collective, Mode, TimingParams};
 use crate::comm::{Algo, Communicator, Proto};
 use crate::hw::Cluster;
-use crate::net::LinkId;
-use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Bytes;
 
 /// One entry of NCCL's cost table.
@@ -67,37 +65,6 @@ pub struct Explanation {
     pub bandwidth_part_us: f64,
     /// The bounding link, where collsim can say.
     pub bottleneck: Option<Bottleneck>,
-}
-
-fn bottleneck(cluster: &Cluster, paths: &[Vec<LinkId>]) -> Option<Bottleneck> {
-    if paths.is_empty() {
-        return None;
-    }
-    let links = cluster.links();
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
-    let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
-    let specs: Vec<FlowSpec<'_>> =
-        raw.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-    let rates = max_min_rates(&caps, &specs);
-    let mut load = vec![0.0f64; links.len()];
-    let mut count = vec![0usize; links.len()];
-    for (p, r) in raw.iter().zip(&rates) {
-        for &l in p {
-            load[l as usize] += r;
-            count[l as usize] += 1;
-        }
-    }
-    // The slowest flow's most loaded link.
-    let slowest = (0..rates.len()).min_by(|&a, &b| rates[a].total_cmp(&rates[b]))?;
-    let l = raw[slowest].iter().copied().max_by(|&a, &b| {
-        (load[a as usize] / caps[a as usize]).total_cmp(&(load[b as usize] / caps[b as usize]))
-    })? as usize;
-    Some(Bottleneck {
-        class: links[l].class.to_string(),
-        capacity_gbps: caps[l] / 1e9,
-        flows: count[l],
-        per_flow_gbps: rates[slowest] / 1e9,
-    })
 }
 
 impl Explanation {
@@ -169,7 +136,12 @@ impl Explanation {
             time_us,
             latency_part_us,
             bandwidth_part_us: time_us - latency_part_us,
-            bottleneck: bottleneck(cluster, &collective::steady_paths(&call)),
+            bottleneck: collective::bottleneck(&call).map(|b| Bottleneck {
+                class: b.class.to_string(),
+                capacity_gbps: b.capacity / 1e9,
+                flows: b.flows,
+                per_flow_gbps: b.per_flow / 1e9,
+            }),
         }
     }
 
