@@ -78,60 +78,9 @@ struct Common {
 #[derive(Subcommand)]
 enum Command {
     /// Simulate a scenario (a file, flags, or both; flags override the file).
-    Simulate {
-        /// Scenario TOML.
-        scenario: Option<PathBuf>,
-        #[command(flatten)]
-        common: Common,
-        /// Collective (all_reduce).
-        #[arg(long)]
-        collective: Option<String>,
-        /// First size, as nccl-tests -b (bare number = bytes; K/M/G binary; or "64 MiB").
-        #[arg(long)]
-        min_bytes: Option<String>,
-        /// Last size, as nccl-tests -e.
-        #[arg(long)]
-        max_bytes: Option<String>,
-        /// Multiplicative step, as nccl-tests -f.
-        #[arg(long)]
-        factor: Option<u64>,
-        /// Data type, as nccl-tests -d.
-        #[arg(long)]
-        dtype: Option<String>,
-        /// Reduction, as nccl-tests -o.
-        #[arg(long)]
-        op: Option<String>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: SimFmt,
-        /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
-        /// `workload.ddp.X`); several --sweep run their cross product, in parallel.
-        #[arg(long, value_name = "KEY=VALUES")]
-        sweep: Vec<String>,
-        /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
-        #[arg(long, value_name = "JSON")]
-        trace: Option<PathBuf>,
-        /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file.
-        #[arg(long, value_name = "SVG")]
-        plot: Option<PathBuf>,
-    },
+    Simulate(SimulateArgs),
     /// Take one call apart: NCCL's cost table, its choice, the simulated time and what bounds it.
-    Explain {
-        #[command(flatten)]
-        common: Common,
-        /// Collective (all_reduce, all_gather, reduce_scatter).
-        #[arg(long, default_value = "all_reduce")]
-        collective: String,
-        /// Bytes, as nccl-tests' size column (bare number = bytes; K/M/G binary; or "64 MiB").
-        #[arg(long)]
-        bytes: String,
-        /// Data type, as nccl-tests -d.
-        #[arg(long, default_value = "float")]
-        dtype: String,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: ValFmt,
-    },
+    Explain(ExplainArgs),
     /// Hardware: show a topology as nvidia-smi and NCCL see it.
     Topo {
         #[command(subcommand)]
@@ -140,53 +89,120 @@ enum Command {
     /// Fit a profile's physical parameters and size-band correction to real runs (`--from-log`)
     /// or to a sweep of this machine's GPUs (`--run`), and report its error on runs it did not
     /// fit.
-    Calibrate {
-        /// nccl-tests logs (text or -J JSON) to fit; LOG@all_gather picks one test of a file
-        /// holding several. Without --check-log, every second one is held out.
-        #[arg(long = "from-log", visible_alias = "from-json", num_args = 1.., value_name = "LOG")]
-        from_log: Vec<PathBuf>,
-        /// Logs held out: reported, never fitted.
-        #[arg(long = "check-log", num_args = 1.., value_name = "LOG")]
-        check_log: Vec<PathBuf>,
-        /// Run collsim-bench (calibration/bench) on this machine's GPUs and fit its results.
-        #[arg(long)]
-        run: bool,
-        /// With --run: how to launch the bench on several nodes ("mpirun -np 16 ...").
-        #[arg(long)]
-        launcher: Option<String>,
-        /// Which test of each log (default: the first).
-        #[arg(long)]
-        collective: Option<String>,
-        /// Physical parameters to fit, comma-separated ("bandwidth.net,overhead.call"; "none":
-        /// only the size-band correction). Default: every one the fit data determines; named
-        /// here, one it does not determine is an error.
-        #[arg(long, value_name = "LIST")]
-        fit: Option<String>,
-        /// Keep every size band's factor at 1: the profile is the fitted parameters alone, and
-        /// the bands only carry the error band. For a profile meant for other clusters than
-        /// the one measured (the factors correct what is particular to it).
-        #[arg(long)]
-        no_correction: bool,
-        #[command(flatten)]
-        common: Common,
-    },
+    Calibrate(CalibrateArgs),
     /// Compare the model with a real nccl-tests log.
-    Validate {
-        /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
-        #[arg(long)]
-        log: PathBuf,
-        #[command(flatten)]
-        common: Common,
-        /// Which test of the log (default: the first; its header names the collective).
-        #[arg(long)]
-        collective: Option<String>,
-        /// Also draw measured and predicted busbw against size into this SVG file.
-        #[arg(long, value_name = "SVG")]
-        plot: Option<PathBuf>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: ValFmt,
-    },
+    Validate(ValidateArgs),
+}
+
+/// `collsim simulate`.
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Scenario TOML.
+    scenario: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+    /// Collective (all_reduce).
+    #[arg(long)]
+    collective: Option<String>,
+    /// First size, as nccl-tests -b (bare number = bytes; K/M/G binary; or "64 MiB").
+    #[arg(long)]
+    min_bytes: Option<String>,
+    /// Last size, as nccl-tests -e.
+    #[arg(long)]
+    max_bytes: Option<String>,
+    /// Multiplicative step, as nccl-tests -f.
+    #[arg(long)]
+    factor: Option<u64>,
+    /// Data type, as nccl-tests -d.
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Reduction, as nccl-tests -o.
+    #[arg(long)]
+    op: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: SimFmt,
+    /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
+    /// `workload.ddp.X`); several --sweep run their cross product, in parallel.
+    #[arg(long, value_name = "KEY=VALUES")]
+    sweep: Vec<String>,
+    /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
+    #[arg(long, value_name = "JSON")]
+    trace: Option<PathBuf>,
+    /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+}
+
+/// `collsim explain`.
+#[derive(clap::Args)]
+struct ExplainArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Collective (all_reduce, all_gather, reduce_scatter).
+    #[arg(long, default_value = "all_reduce")]
+    collective: String,
+    /// Bytes, as nccl-tests' size column (bare number = bytes; K/M/G binary; or "64 MiB").
+    #[arg(long)]
+    bytes: String,
+    /// Data type, as nccl-tests -d.
+    #[arg(long, default_value = "float")]
+    dtype: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: ValFmt,
+}
+
+/// `collsim calibrate`.
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// nccl-tests logs (text or -J JSON) to fit; LOG@all_gather picks one test of a file
+    /// holding several. Without --check-log, every second one is held out.
+    #[arg(long = "from-log", visible_alias = "from-json", num_args = 1.., value_name = "LOG")]
+    from_log: Vec<PathBuf>,
+    /// Logs held out: reported, never fitted.
+    #[arg(long = "check-log", num_args = 1.., value_name = "LOG")]
+    check_log: Vec<PathBuf>,
+    /// Run collsim-bench (calibration/bench) on this machine's GPUs and fit its results.
+    #[arg(long)]
+    run: bool,
+    /// With --run: how to launch the bench on several nodes ("mpirun -np 16 ...").
+    #[arg(long)]
+    launcher: Option<String>,
+    /// Which test of each log (default: the first).
+    #[arg(long)]
+    collective: Option<String>,
+    /// Physical parameters to fit, comma-separated ("bandwidth.net,overhead.call"; "none":
+    /// only the size-band correction). Default: every one the fit data determines; named
+    /// here, one it does not determine is an error.
+    #[arg(long, value_name = "LIST")]
+    fit: Option<String>,
+    /// Keep every size band's factor at 1: the profile is the fitted parameters alone, and
+    /// the bands only carry the error band. For a profile meant for other clusters than
+    /// the one measured (the factors correct what is particular to it).
+    #[arg(long)]
+    no_correction: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `collsim validate`.
+#[derive(clap::Args)]
+struct ValidateArgs {
+    /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
+    #[arg(long)]
+    log: PathBuf,
+    #[command(flatten)]
+    common: Common,
+    /// Which test of the log (default: the first; its header names the collective).
+    #[arg(long)]
+    collective: Option<String>,
+    /// Also draw measured and predicted busbw against size into this SVG file.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: ValFmt,
 }
 
 #[derive(Subcommand)]
@@ -829,163 +845,282 @@ fn read_log(
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Simulate {
-            scenario,
-            common,
-            collective,
-            min_bytes,
-            max_bytes,
-            factor,
-            dtype,
-            op,
-            format,
-            trace,
-            plot,
-            sweep,
-        } => {
-            if !sweep.is_empty() {
-                return simulate_sweep(
-                    scenario.as_deref(),
-                    &common,
-                    &sweep,
-                    format,
-                    plot.as_deref(),
-                );
-            }
-            let base = match &scenario {
-                Some(p) => {
-                    Some(config::parse_scenario(&p.display().to_string(), &config::load_text(p)?)?)
-                }
-                None => None,
-            };
-            let mut s = apply_common(base, &common)?;
-            if !s.jobs.is_empty() {
-                let flags = [
-                    ("--collective", collective.is_some()),
-                    ("--min-bytes", min_bytes.is_some()),
-                    ("--max-bytes", max_bytes.is_some()),
-                    ("--factor", factor.is_some()),
-                    ("--dtype", dtype.is_some()),
-                    ("--op", op.is_some()),
-                    ("--trace", trace.is_some()),
-                    ("--plot", plot.is_some()),
-                ];
-                if let Some((f, _)) = flags.iter().find(|f| f.1) {
-                    bail!(
-                        "{f}: the scenario has [[job]] tables; set each job's workload in the file"
-                    );
-                }
-                let profile = load_profile(common.profile.as_deref())?;
-                let m = mode(common.mode);
-                let progress = Progress::new(collsim::job_calls(&s), "jobs");
-                let runs = collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick())?;
-                drop(progress);
-                let mut out = open_output(common.output.as_deref())?;
-                match format {
-                    SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
-                    SimFmt::Json => report::jobs::json(&s, &runs, &profile, m, &mut out)?,
-                    SimFmt::Nccl | SimFmt::Csv => {
-                        bail!("--format: several jobs print as table or json")
-                    }
-                }
-                out.flush()?;
-                return Ok(());
-            }
-            if let Some(spec) = s.ddp().cloned() {
-                let flags = [
-                    ("--collective", collective.is_some()),
-                    ("--min-bytes", min_bytes.is_some()),
-                    ("--max-bytes", max_bytes.is_some()),
-                    ("--factor", factor.is_some()),
-                    ("--dtype", dtype.is_some()),
-                    ("--op", op.is_some()),
-                ];
-                if let Some((f, _)) = flags.iter().find(|f| f.1) {
-                    bail!(
-                        "{f}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep"
-                    );
-                }
-                let profile = load_profile(common.profile.as_deref())?;
-                let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
-                let mut out = open_output(common.output.as_deref())?;
-                match format {
-                    SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
-                    SimFmt::Json => report::ddp::json(&r, &mut out)?,
-                    SimFmt::Nccl | SimFmt::Csv => {
-                        bail!("--format: a DDP step prints as table or json")
-                    }
-                }
-                out.flush()?;
-                if let Some(p) = trace {
-                    let mut f = std::io::BufWriter::new(
-                        std::fs::File::create(&p)
-                            .with_context(|| format!("{}: cannot write", p.display()))?,
-                    );
-                    report::ddp::trace(&r, &mut f)?;
-                    f.flush()?;
-                }
-                if let Some(p) = plot {
-                    report::plot::timeline(&r, &p).map_err(|e| anyhow!(e))?;
-                }
-                return Ok(());
-            }
-            if trace.is_some() || plot.is_some() {
-                bail!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
-            }
-            let Some(sw) = s.sweep_mut() else {
-                bail!("the scenario's workload is neither a sweep nor a DDP step");
-            };
-            if let Some(c) = collective {
-                sw.collective = Collective::parse(&c)
-                    .ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?;
-            }
-            if let Some(b) = min_bytes {
-                sw.min_bytes = parse_size("--min-bytes", &b)?;
-            }
-            if let Some(b) = max_bytes {
-                sw.max_bytes = parse_size("--max-bytes", &b)?;
-            }
-            if let Some(f) = factor {
-                sw.factor = f;
-            }
-            if let Some(d) = dtype {
-                sw.dtype =
-                    DataType::parse(&d).ok_or_else(|| anyhow!("--dtype {d}: unknown data type"))?;
-            }
-            if let Some(o) = op {
-                sw.op =
-                    ReduceOp::parse(&o).ok_or_else(|| anyhow!("--op {o}: unknown reduction"))?;
-            }
-            if let Err((field, msg)) = sw.check() {
-                bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
-            }
-            let sweep = sw.clone();
-            let profile = load_profile(common.profile.as_deref())?;
-            let m = mode(common.mode);
-            let progress =
-                Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
-            let (rows, communicator) =
-                collsim::simulate_with(&s, &profile, m, &|| progress.tick())?;
-            drop(progress);
-            let report = SimReport {
-                scenario: &s,
-                sweep: &sweep,
-                profile: &profile,
-                mode: m,
-                communicator,
-                rows: &rows,
-            };
-            let fmt: &dyn SimFormat = match format {
-                SimFmt::Table => &report::table::Table,
-                SimFmt::Nccl => &report::nccl::Nccl,
-                SimFmt::Json => &report::json::Json,
-                SimFmt::Csv => &report::csv::Csv,
-            };
-            let mut out = open_output(common.output.as_deref())?;
-            fmt.write_sim(&report, &mut out)?;
-            out.flush()?;
+        Command::Simulate(args) => simulate(args)?,
+        Command::Topo { command } => topo(command)?,
+        Command::Explain(args) => explain(args)?,
+        Command::Calibrate(args) => calibrate(args)?,
+        Command::Validate(args) => validate(args)?,
+    }
+    Ok(())
+}
+
+/// `collsim simulate`.
+fn simulate(
+    SimulateArgs {
+        scenario,
+        common,
+        collective,
+        min_bytes,
+        max_bytes,
+        factor,
+        dtype,
+        op,
+        format,
+        trace,
+        plot,
+        sweep,
+    }: SimulateArgs,
+) -> Result<()> {
+    if !sweep.is_empty() {
+        return simulate_sweep(scenario.as_deref(), &common, &sweep, format, plot.as_deref());
+    }
+    let base = match &scenario {
+        Some(p) => Some(config::parse_scenario(&p.display().to_string(), &config::load_text(p)?)?),
+        None => None,
+    };
+    let mut s = apply_common(base, &common)?;
+    if !s.jobs.is_empty() {
+        let flags = [
+            ("--collective", collective.is_some()),
+            ("--min-bytes", min_bytes.is_some()),
+            ("--max-bytes", max_bytes.is_some()),
+            ("--factor", factor.is_some()),
+            ("--dtype", dtype.is_some()),
+            ("--op", op.is_some()),
+            ("--trace", trace.is_some()),
+            ("--plot", plot.is_some()),
+        ];
+        if let Some((f, _)) = flags.iter().find(|f| f.1) {
+            bail!("{f}: the scenario has [[job]] tables; set each job's workload in the file");
         }
-        Command::Topo { command: TopoCommand::Show { topology, nodes, format, output } } => {
+        let profile = load_profile(common.profile.as_deref())?;
+        let m = mode(common.mode);
+        let progress = Progress::new(collsim::job_calls(&s), "jobs");
+        let runs = collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick())?;
+        drop(progress);
+        let mut out = open_output(common.output.as_deref())?;
+        match format {
+            SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
+            SimFmt::Json => report::jobs::json(&s, &runs, &profile, m, &mut out)?,
+            SimFmt::Nccl | SimFmt::Csv => {
+                bail!("--format: several jobs print as table or json")
+            }
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    if let Some(spec) = s.ddp().cloned() {
+        let flags = [
+            ("--collective", collective.is_some()),
+            ("--min-bytes", min_bytes.is_some()),
+            ("--max-bytes", max_bytes.is_some()),
+            ("--factor", factor.is_some()),
+            ("--dtype", dtype.is_some()),
+            ("--op", op.is_some()),
+        ];
+        if let Some((f, _)) = flags.iter().find(|f| f.1) {
+            bail!("{f}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep");
+        }
+        let profile = load_profile(common.profile.as_deref())?;
+        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
+        let mut out = open_output(common.output.as_deref())?;
+        match format {
+            SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
+            SimFmt::Json => report::ddp::json(&r, &mut out)?,
+            SimFmt::Nccl | SimFmt::Csv => {
+                bail!("--format: a DDP step prints as table or json")
+            }
+        }
+        out.flush()?;
+        if let Some(p) = trace {
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&p)
+                    .with_context(|| format!("{}: cannot write", p.display()))?,
+            );
+            report::ddp::trace(&r, &mut f)?;
+            f.flush()?;
+        }
+        if let Some(p) = plot {
+            report::plot::timeline(&r, &p).map_err(|e| anyhow!(e))?;
+        }
+        return Ok(());
+    }
+    if trace.is_some() || plot.is_some() {
+        bail!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
+    }
+    let Some(sw) = s.sweep_mut() else {
+        bail!("the scenario's workload is neither a sweep nor a DDP step");
+    };
+    if let Some(c) = collective {
+        sw.collective =
+            Collective::parse(&c).ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?;
+    }
+    if let Some(b) = min_bytes {
+        sw.min_bytes = parse_size("--min-bytes", &b)?;
+    }
+    if let Some(b) = max_bytes {
+        sw.max_bytes = parse_size("--max-bytes", &b)?;
+    }
+    if let Some(f) = factor {
+        sw.factor = f;
+    }
+    if let Some(d) = dtype {
+        sw.dtype = DataType::parse(&d).ok_or_else(|| anyhow!("--dtype {d}: unknown data type"))?;
+    }
+    if let Some(o) = op {
+        sw.op = ReduceOp::parse(&o).ok_or_else(|| anyhow!("--op {o}: unknown reduction"))?;
+    }
+    if let Err((field, msg)) = sw.check() {
+        bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
+    }
+    let sweep = sw.clone();
+    let profile = load_profile(common.profile.as_deref())?;
+    let m = mode(common.mode);
+    let progress = Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
+    let (rows, communicator) = collsim::simulate_with(&s, &profile, m, &|| progress.tick())?;
+    drop(progress);
+    let report = SimReport {
+        scenario: &s,
+        sweep: &sweep,
+        profile: &profile,
+        mode: m,
+        communicator,
+        rows: &rows,
+    };
+    let fmt: &dyn SimFormat = match format {
+        SimFmt::Table => &report::table::Table,
+        SimFmt::Nccl => &report::nccl::Nccl,
+        SimFmt::Json => &report::json::Json,
+        SimFmt::Csv => &report::csv::Csv,
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    fmt.write_sim(&report, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `collsim explain`.
+fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs) -> Result<()> {
+    if common.topology.is_none() {
+        bail!("explain needs --topology (a preset name or a topology TOML)");
+    }
+    let s = apply_common(None, &common)?;
+    let coll = Collective::parse(&collective)
+        .ok_or_else(|| anyhow!("--collective {collective}: unknown collective"))?;
+    let dt =
+        DataType::parse(&dtype).ok_or_else(|| anyhow!("--dtype {dtype}: unknown data type"))?;
+    let size = parse_size("--bytes", &bytes)?.get();
+    let spec = SweepSpec {
+        collective: coll,
+        min_bytes: Bytes::new(size),
+        max_bytes: Bytes::new(size),
+        factor: 2,
+        dtype: dt,
+        op: ReduceOp::Sum,
+    };
+    let profile = load_profile(common.profile.as_deref())?;
+    let (cluster, comm, _) = collsim::build(&s)?;
+    collsim::workload::sweep::check_supported(&spec, &comm)?;
+    let elt = dt.size();
+    let n = comm.nranks() as u64;
+    // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.
+    let nbytes = match coll {
+        Collective::AllGather | Collective::ReduceScatter => size / n / 16 * 16 / elt * elt * n,
+        // nccl-tests trims AllToAll to 16 bytes per peer, as the sweep does.
+        Collective::AllToAll => size / n / 16 * 16 / elt * elt * n,
+        _ => size / elt * elt,
+    };
+    let e = report::explain::Explanation::new(
+        &cluster,
+        &comm,
+        coll,
+        nbytes,
+        elt,
+        &profile,
+        mode(common.mode),
+    );
+    let mut out = open_output(common.output.as_deref())?;
+    match format {
+        ValFmt::Table => e.write_text(&mut out)?,
+        ValFmt::Json => {
+            serde_json::to_writer_pretty(&mut out, &e)?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `collsim calibrate`.
+fn calibrate(
+    CalibrateArgs { from_log, check_log, run, launcher, collective, fit, no_correction, common, }: CalibrateArgs,
+) -> Result<()> {
+    if run {
+        return calibrate_run(launcher.as_deref(), &common, fit.as_deref(), !no_correction);
+    }
+    if from_log.is_empty() {
+        bail!(
+            "calibrate needs --from-log LOG... (nccl-tests output), or --run on a machine with GPUs"
+        );
+    }
+    if common.topology.is_none() {
+        bail!("calibrate needs --topology (a preset name or a topology TOML)");
+    }
+    // Without --check-log the split is made once the logs are read (None).
+    let auto = check_log.is_empty() && from_log.len() >= 2;
+    let s = apply_common(None, &common)?;
+    // LOG@collective picks that test of a file holding several.
+    let pick = |p: PathBuf, is_fit: Option<bool>| match p.to_str().and_then(|t| t.rsplit_once('@'))
+    {
+        Some((file, c)) if !p.exists() => (PathBuf::from(file), Some(c.to_string()), is_fit),
+        _ => (p, collective.clone(), is_fit),
+    };
+    let logs: Vec<(PathBuf, Option<String>, Option<bool>)> = from_log
+        .into_iter()
+        .map(|p| pick(p, if auto { None } else { Some(true) }))
+        .chain(check_log.into_iter().map(|p| pick(p, Some(false))))
+        .collect();
+    calibrate_logs(&s, &common, &logs, fit.as_deref(), !no_correction)?;
+    Ok(())
+}
+
+/// `collsim validate`.
+fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs) -> Result<()> {
+    if common.topology.is_none() {
+        bail!("validate needs --topology (a preset name or a topology TOML)");
+    }
+    let s = apply_common(None, &common)?;
+    let log_name = log.display().to_string();
+    let (test, coll) = read_log(&log, collective.as_deref(), &s)?;
+    let test = &test;
+    let profile = load_profile(common.profile.as_deref())?;
+    let (cluster, comm, _) = collsim::build(&s)?;
+    let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
+        .map_err(|e| anyhow!("{log_name}: {e}"))?;
+    let report =
+        ValidationReport { log: &log_name, scenario: &s, profile: &profile, validation: &v };
+    let fmt: &dyn ValidationFormat = match format {
+        ValFmt::Table => &report::table::Table,
+        ValFmt::Json => &report::json::Json,
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    fmt.write_validation(&report, &mut out)?;
+    out.flush()?;
+    if let Some(svg) = plot {
+        let title = format!(
+            "{} on {} x {} ({} GPUs per node), profile {}",
+            log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
+        );
+        report::plot::validation_svg(&svg, &title, &v)
+            .map_err(|e| anyhow!("--plot {}: {e}", svg.display()))?;
+    }
+    Ok(())
+}
+
+/// `collsim topo show` and `collsim topo import`.
+fn topo(command: TopoCommand) -> Result<()> {
+    match command {
+        TopoCommand::Show { topology, nodes, format, output } => {
             if nodes == 0 {
                 bail!("--nodes 0: need at least one node");
             }
@@ -1002,7 +1137,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             out.flush()?;
         }
-        Command::Topo { command: TopoCommand::Import { nccl_xml, nvidia_smi, output } } => {
+        TopoCommand::Import { nccl_xml, nvidia_smi, output } => {
             let toml = match (&nccl_xml, &nvidia_smi) {
                 (Some(p), _) => config::import::import_nccl_xml(
                     &p.display().to_string(),
@@ -1019,132 +1154,6 @@ fn run(cli: Cli) -> Result<()> {
             let mut out = open_output(output.as_deref())?;
             out.write_all(toml.as_bytes())?;
             out.flush()?;
-        }
-        Command::Explain { common, collective, bytes, dtype, format } => {
-            if common.topology.is_none() {
-                bail!("explain needs --topology (a preset name or a topology TOML)");
-            }
-            let s = apply_common(None, &common)?;
-            let coll = Collective::parse(&collective)
-                .ok_or_else(|| anyhow!("--collective {collective}: unknown collective"))?;
-            let dt = DataType::parse(&dtype)
-                .ok_or_else(|| anyhow!("--dtype {dtype}: unknown data type"))?;
-            let size = parse_size("--bytes", &bytes)?.get();
-            let spec = SweepSpec {
-                collective: coll,
-                min_bytes: Bytes::new(size),
-                max_bytes: Bytes::new(size),
-                factor: 2,
-                dtype: dt,
-                op: ReduceOp::Sum,
-            };
-            let profile = load_profile(common.profile.as_deref())?;
-            let (cluster, comm, _) = collsim::build(&s)?;
-            collsim::workload::sweep::check_supported(&spec, &comm)?;
-            let elt = dt.size();
-            let n = comm.nranks() as u64;
-            // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.
-            let nbytes = match coll {
-                Collective::AllGather | Collective::ReduceScatter => {
-                    size / n / 16 * 16 / elt * elt * n
-                }
-                // nccl-tests trims AllToAll to 16 bytes per peer, as the sweep does.
-                Collective::AllToAll => size / n / 16 * 16 / elt * elt * n,
-                _ => size / elt * elt,
-            };
-            let e = report::explain::Explanation::new(
-                &cluster,
-                &comm,
-                coll,
-                nbytes,
-                elt,
-                &profile,
-                mode(common.mode),
-            );
-            let mut out = open_output(common.output.as_deref())?;
-            match format {
-                ValFmt::Table => e.write_text(&mut out)?,
-                ValFmt::Json => {
-                    serde_json::to_writer_pretty(&mut out, &e)?;
-                    writeln!(out)?;
-                }
-            }
-            out.flush()?;
-        }
-        Command::Calibrate {
-            from_log,
-            check_log,
-            run,
-            launcher,
-            collective,
-            fit,
-            no_correction,
-            common,
-        } => {
-            if run {
-                return calibrate_run(launcher.as_deref(), &common, fit.as_deref(), !no_correction);
-            }
-            if from_log.is_empty() {
-                bail!(
-                    "calibrate needs --from-log LOG... (nccl-tests output), or --run on a machine with GPUs"
-                );
-            }
-            if common.topology.is_none() {
-                bail!("calibrate needs --topology (a preset name or a topology TOML)");
-            }
-            // Without --check-log the split is made once the logs are read (None).
-            let auto = check_log.is_empty() && from_log.len() >= 2;
-            let s = apply_common(None, &common)?;
-            // LOG@collective picks that test of a file holding several.
-            let pick = |p: PathBuf, is_fit: Option<bool>| match p
-                .to_str()
-                .and_then(|t| t.rsplit_once('@'))
-            {
-                Some((file, c)) if !p.exists() => {
-                    (PathBuf::from(file), Some(c.to_string()), is_fit)
-                }
-                _ => (p, collective.clone(), is_fit),
-            };
-            let logs: Vec<(PathBuf, Option<String>, Option<bool>)> = from_log
-                .into_iter()
-                .map(|p| pick(p, if auto { None } else { Some(true) }))
-                .chain(check_log.into_iter().map(|p| pick(p, Some(false))))
-                .collect();
-            calibrate_logs(&s, &common, &logs, fit.as_deref(), !no_correction)?;
-        }
-        Command::Validate { log, common, collective, plot, format } => {
-            if common.topology.is_none() {
-                bail!("validate needs --topology (a preset name or a topology TOML)");
-            }
-            let s = apply_common(None, &common)?;
-            let log_name = log.display().to_string();
-            let (test, coll) = read_log(&log, collective.as_deref(), &s)?;
-            let test = &test;
-            let profile = load_profile(common.profile.as_deref())?;
-            let (cluster, comm, _) = collsim::build(&s)?;
-            let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
-                .map_err(|e| anyhow!("{log_name}: {e}"))?;
-            let report = ValidationReport {
-                log: &log_name,
-                scenario: &s,
-                profile: &profile,
-                validation: &v,
-            };
-            let fmt: &dyn ValidationFormat = match format {
-                ValFmt::Table => &report::table::Table,
-                ValFmt::Json => &report::json::Json,
-            };
-            let mut out = open_output(common.output.as_deref())?;
-            fmt.write_validation(&report, &mut out)?;
-            out.flush()?;
-            if let Some(svg) = plot {
-                let title = format!(
-                    "{} on {} x {} ({} GPUs per node), profile {}",
-                    log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
-                );
-                report::plot::validation_svg(&svg, &title, &v)
-                    .map_err(|e| anyhow!("--plot {}: {e}", svg.display()))?;
-            }
         }
     }
     Ok(())
