@@ -418,11 +418,6 @@ fn mode(m: ModeArg) -> Mode {
     }
 }
 
-/// Median and p95 |error| (%) of a comparison, as validate reports them.
-fn errors(v: &validate::Validation) -> (f64, f64) {
-    (v.median_abs_error_pct, v.p95_abs_error_pct)
-}
-
 /// The scenario a log ran on: `s`, or, where the log's "Using devices" block lists another
 /// number of ranks, `s` with that many nodes (its distinct hosts) and GPUs per node.
 fn log_scenario(s: &Scenario, name: &str, test: &nccl_log::LogTest) -> Result<Scenario> {
@@ -458,177 +453,44 @@ fn calibrate_logs(
     fit_list: Option<&str>,
     factors: bool,
 ) -> Result<()> {
-    use collsim::calibrate::fit::{self, Sample};
-    use collsim::calibrate::{params, write};
+    use collsim::calibrate::pipeline::{self, LogInput};
     let (base_name, base_text) = match common.profile.as_deref() {
         Some(p) => (p.display().to_string(), config::load_text(p)?),
         None => (config::DEFAULT_PROFILE.0.to_string(), config::DEFAULT_PROFILE.1.to_string()),
     };
-    let mut base = config::parse_profile(&base_name, &base_text)?;
-    base.correction = None;
-    let m = mode(common.mode);
-    let (candidates, required) = match fit_list {
-        Some(l) => (params::parse_list(l, s.node.gpu.arch).map_err(|e| anyhow!(e))?, true),
-        None => (params::Param::candidates(s.node.gpu.arch), false),
-    };
-    struct Log {
-        name: String,
-        test: nccl_log::LogTest,
-        coll: Collective,
-        is_fit: bool,
-        cluster: collsim::hw::Cluster,
-        comm: collsim::comm::Communicator,
-        ranks: usize,
-    }
-    let mut read = Vec::new();
-    let mut first_ranks = None;
-    let mut same_count = 0usize;
+    // The base profile's errors come first, before any log is read.
+    config::parse_profile(&base_name, &base_text)?;
+    let mut inputs = Vec::new();
     for (path, coll, is_fit) in logs {
         let (test, c) = read_log(path, coll.as_deref(), s)?;
         let name = match coll {
             Some(c) => format!("{}@{c}", path.display()),
             None => path.display().to_string(),
         };
-        let own = log_scenario(s, &name, &test)?;
-        let ranks = own.nodes * own.gpus_per_node;
-        let is_fit = is_fit.unwrap_or_else(|| {
-            let first = *first_ranks.get_or_insert(ranks);
-            let fit = first == ranks && same_count.is_multiple_of(2);
-            same_count += usize::from(first == ranks);
-            fit
-        });
-        let (cluster, comm, _) = collsim::build(&own)?;
-        read.push(Log { name, test, coll: c, is_fit, cluster, comm, ranks });
+        let scenario = log_scenario(s, &name, &test)?;
+        inputs.push(LogInput { name, test, coll: c, is_fit: *is_fit, scenario });
     }
-    let compare = |l: &Log, p: &collsim::collective::TimingParams| {
-        validate::compare(&l.cluster, &l.comm, &l.test, l.coll, p, m)
-            .map_err(|e| anyhow!("{}: {e}", l.name))
-    };
-    let before: Vec<validate::Validation> =
-        read.iter().map(|l| compare(l, &base)).collect::<Result<_>>()?;
-    let fit_logs: Vec<&Log> = read.iter().filter(|l| l.is_fit).collect();
-    let fitted_on: Vec<String> = fit_logs.iter().map(|l| l.name.clone()).collect();
-    let measured: Vec<f64> =
-        fit_logs.iter().flat_map(|l| l.test.rows.iter().map(|r| r.oop_time_us)).collect();
-    let eval = |p: &collsim::collective::TimingParams| -> Vec<f64> {
-        fit_logs
-            .iter()
-            .flat_map(|l| match compare(l, p) {
-                Ok(v) => v.rows.iter().map(|r| r.predicted_time_us).collect(),
-                Err(_) => vec![f64::NAN; l.test.rows.len()],
-            })
-            .collect()
-    };
-    let pf = params::fit(&base, &candidates, required, &measured, eval)
-        .map_err(|e| anyhow!("calibrate: cannot fit: {e}"))?;
-    let middle: Vec<validate::Validation> =
-        read.iter().map(|l| compare(l, &pf.params)).collect::<Result<_>>()?;
-    let samples: Vec<Sample> = read
-        .iter()
-        .zip(&middle)
-        .filter(|(l, _)| l.is_fit)
-        .flat_map(|(_, v)| v.rows.iter())
-        .map(|r| Sample {
-            bytes: r.size_bytes,
-            measured_us: r.measured_time_us,
-            model_us: r.predicted_time_us,
-        })
-        .collect();
-    let (correction, notes) = fit::fit(&samples, &fit::DEFAULT_BANDS, factors, fitted_on.clone())
-        .map_err(|e| anyhow!("calibrate: cannot fit: {e}"))?;
-    let mut fitted = pf.params.clone();
-    fitted.correction = Some(correction.clone());
-    let mut report = String::new();
-    report.push_str(&format!(
-        "calibrate: {} on {} x {} GPUs; fit on {} log(s) ({} sizes), checked on {}\n\n",
-        s.node.name,
-        s.nodes,
-        s.gpus_per_node,
-        fitted_on.len(),
-        measured.len(),
-        read.len() - fitted_on.len()
-    ));
-    if pf.fitted.is_empty() {
-        report.push_str("  no physical parameter fitted\n");
-    } else {
-        report.push_str(&format!(
-            "  parameters (robust least squares on log time, {} iteration(s); Huber cost per size {:.5} -> {:.5}):\n",
-            pf.iterations, pf.cost.0, pf.cost.1
-        ));
-        for p in &pf.fitted {
-            report.push_str(&format!(
-                "    {:<36} {} -> {}\n",
-                p.name(),
-                p.show(&base),
-                p.show(&pf.params)
-            ));
-        }
-    }
-    for (p, why) in &pf.held {
-        report.push_str(&format!("    {:<36} held: {why}\n", p.name()));
-    }
-    report.push_str(if factors {
-        "\n  band from      factor  residual (95%)\n"
-    } else {
-        "\n  band from      factor  residual (95%)   (--no-correction: factors kept at 1)\n"
-    });
-    for (i, b) in correction.bands.iter().enumerate() {
-        report.push_str(&format!(
-            "  {:>10}   {:>7.3}   {:>6.1} %\n",
-            Bytes::new(*b).to_string(),
-            correction.factor[i],
-            100.0 * (correction.residual[i].exp() - 1.0)
-        ));
-    }
-    for n in &notes {
-        report.push_str(&format!("  note: {n}\n"));
-    }
-    report.push_str(&format!(
-        "\n  median / p95 |error| %: base model, fitted parameters, and with the size bands too\n  {:<48} {:<5} {:>5} {:>5}  {:>15}  {:>15}  {:>15}\n",
-        "log", "set", "ranks", "sizes", "model", "parameters", "calibrated"
-    ));
-    for ((l, b), mid) in read.iter().zip(&before).zip(&middle) {
-        let after = compare(l, &fitted)?;
-        let ((bm, bp), (mm, mp), (am, ap)) = (errors(b), errors(mid), errors(&after));
-        report.push_str(&format!(
-            "  {:<48} {:<5} {:>5} {:>5}  {:>6.1} / {:>6.1}  {:>6.1} / {:>6.1}  {:>6.1} / {:>6.1}\n",
-            l.name,
-            if l.is_fit { "fit" } else { "check" },
-            l.ranks,
-            b.rows.len(),
-            bm,
-            bp,
-            mm,
-            mp,
-            am,
-            ap
-        ));
-    }
-    let name = format!("{}-calibrated", s.node.name);
-    let source =
-        format!("{} calibrated by collsim calibrate on {}", base.name, fitted_on.join(", "));
-    let text = write::write(
+    let c = pipeline::calibrate(
+        s,
+        &base_name,
         &base_text,
-        &write::Fitted {
-            name: &name,
-            source: &source,
-            base: &base,
-            params: &pf.params,
-            fitted: &pf.fitted,
-            held: &pf.held,
-            correction: &correction,
-        },
+        inputs,
+        fit_list,
+        factors,
+        mode(common.mode),
     )
-    .map_err(|e| anyhow!("{base_name}: {e}"))?;
+    .map_err(|e| anyhow!(e))?;
+    let report = report::calibration::text(&c);
     match common.output.as_deref() {
         Some(p) => {
-            std::fs::write(p, &text).with_context(|| format!("{}: cannot write", p.display()))?;
+            std::fs::write(p, &c.profile)
+                .with_context(|| format!("{}: cannot write", p.display()))?;
             print!("{report}");
             println!("\nprofile written to {}", p.display());
         }
         None => {
             eprint!("{report}");
-            print!("{text}");
+            print!("{}", c.profile);
         }
     }
     Ok(())

@@ -4,5 +4,6 @@
 pub mod fit;
 pub mod nccl_log;
 pub mod params;
+pub mod pipeline;
 pub mod validate;
 pub mod write;
