@@ -16,15 +16,41 @@ use crate::net::LinkId;
 use crate::units::Bytes;
 use crate::units::Time;
 
-/// The route from node `a`'s GPU to node `b`'s, through their NICs.
-fn route(cluster: &Cluster, comm: &Communicator, a: usize, b: usize) -> Vec<LinkId> {
-    let paths = comm.paths();
-    let (ga, gb) = (0, 0);
-    let (na, nb) = (cluster.local_nic(ga).unwrap_or(0), cluster.local_nic(gb).unwrap_or(0));
-    let mut p = paths.to_nic(cluster, a, ga, na);
-    p.extend(cluster.nic_to_nic((a, na), (b, nb)));
-    p.extend(paths.from_nic(cluster, b, nb, gb));
-    p
+/// Routes from node `a`'s GPU to node `b`'s through their NICs, from the node-local halves
+/// computed once (every node is a copy: node `n`'s are node 0's shifted by its first link id).
+struct Router<'a> {
+    cluster: &'a Cluster,
+    nic: usize,
+    to_nic: Vec<LinkId>,
+    from_nic: Vec<LinkId>,
+    base: u32,
+}
+
+impl<'a> Router<'a> {
+    fn new(cluster: &'a Cluster, comm: &Communicator) -> Router<'a> {
+        let paths = comm.paths();
+        let nic = cluster.local_nic(0).unwrap_or(0);
+        Router {
+            cluster,
+            nic,
+            to_nic: paths.to_nic(cluster, 0, 0, nic),
+            from_nic: paths.from_nic(cluster, 0, nic, 0),
+            base: Router::base_of(cluster, 0),
+        }
+    }
+
+    fn base_of(cluster: &Cluster, node: usize) -> u32 {
+        cluster.node_links(node).next().map_or(0, |l| l.0)
+    }
+
+    fn route(&self, a: usize, b: usize) -> Vec<LinkId> {
+        let (ba, bb) = (Router::base_of(self.cluster, a), Router::base_of(self.cluster, b));
+        let shift = |l: &LinkId, to: u32| LinkId(l.0 - self.base + to);
+        let mut p: Vec<LinkId> = self.to_nic.iter().map(|l| shift(l, ba)).collect();
+        p.extend(self.cluster.nic_to_nic((a, self.nic), (b, self.nic)));
+        p.extend(self.from_nic.iter().map(|l| shift(l, bb)));
+        p
+    }
 }
 
 /// The flows of the step that moves the most (half the ranks' distance), for `explain`'s
@@ -36,7 +62,8 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
         return Vec::new();
     }
     let dist = 1usize << (usize::BITS - 1 - (n - 1).leading_zeros());
-    (0..n).map(|r| route(cluster, comm, r, (r + dist) % n)).collect()
+    let router = Router::new(cluster, comm);
+    (0..n).map(|r| router.route(r, (r + dist) % n)).collect()
 }
 
 /// The time of one PAT AllGather or ReduceScatter of `call.bytes` (NCCL's total) on one GPU
@@ -52,7 +79,8 @@ pub(crate) fn time(call: &Call<'_>) -> Time {
     let links = cluster.links();
     let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
-    let route = |a: usize, b: usize| route(cluster, comm, a, b);
+    let router = Router::new(cluster, comm);
+    let route = |a: usize, b: usize| router.route(a, b);
     let steps = usize::BITS - (n - 1).leading_zeros();
     let mut order: Vec<u32> = (0..steps).collect();
     if coll == Collective::ReduceScatter {
@@ -155,6 +183,7 @@ pub(crate) fn detailed(call: &Call<'_>) -> Box<dyn Algorithm> {
         let links = cluster.links();
         let latency =
             |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+        let router = Router::new(cluster, comm);
         let count = usize::BITS - (n - 1).leading_zeros();
         let mut order: Vec<u32> = (0..count).collect();
         if coll == Collective::ReduceScatter {
@@ -167,7 +196,7 @@ pub(crate) fn detailed(call: &Call<'_>) -> Box<dyn Algorithm> {
             steps.push(
                 (0..n)
                     .map(|r| {
-                        let p = route(cluster, comm, r, (r + dist) % n);
+                        let p = router.route(r, (r + dist) % n);
                         let l = latency(&p);
                         (p, wire, l)
                     })
