@@ -302,8 +302,11 @@ pub fn simulate_inspected(
 }
 
 /// Simulates several calls posted at time zero into one network, each run to its end; their
-/// flows share links all along (a call that ends early stops loading the network).
+/// flows share links all along (a call that ends early stops loading the network). Every call
+/// runs in detail whatever its mode: aggregated forms run on fixed rates and would not meet.
 pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
+    let calls: Vec<Call<'_>> = calls.iter().map(|c| Call { mode: Mode::Detailed, ..*c }).collect();
+    let calls = calls.as_slice();
     let Some(first) = calls.first() else { return Vec::new() };
     let mut sim: Simulation<Token> = Simulation::new(first.cluster.links());
     for c in calls {

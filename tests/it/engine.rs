@@ -148,3 +148,37 @@ fn detailed_runs_never_overload_a_link_and_conserve_bytes() {
         assert!(early <= 1e-9, "{}: a flow finished with {early} of its bytes left", c.what);
     }
 }
+
+#[test]
+fn calls_in_one_simulation_share_the_links_they_both_cross() {
+    // Two 64 MiB ring AllReduces over the same two DGX-A100s with one GPU each: every byte
+    // crosses the same NIC links, so together each takes about twice as long as alone.
+    let spec = spec("dgx-a100");
+    let cluster = Cluster::new(&spec, 2, 1);
+    let env = NcclEnv::from_pairs([("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple")]).unwrap();
+    let comm = Communicator::new(&cluster, &env).unwrap();
+    let p = params();
+    let bytes = 64u64 << 20;
+    let call = Call {
+        cluster: &cluster,
+        comm: &comm,
+        coll: Collective::AllReduce,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(4),
+        sel: collective::select(&comm, Collective::AllReduce, bytes),
+        params: &p,
+        mode: Mode::Auto,
+        load: &[],
+    };
+    let alone = collective::simulate(&Call { mode: Mode::Detailed, ..call }).time.as_secs_f64();
+    let both = collective::simulate_together(&[call, call]);
+    assert_eq!(both.len(), 2);
+    for r in &both {
+        assert!(r.detailed);
+        let ratio = r.time.as_secs_f64() / alone;
+        assert!((ratio - 2.0).abs() < 0.1, "together {} vs alone {alone}: x{ratio}", r.time);
+    }
+    // One call in a simulation of its own is the call alone.
+    let one = collective::simulate_together(&[call]);
+    assert_eq!(one[0].time.as_secs_f64(), alone);
+}
