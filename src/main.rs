@@ -509,6 +509,9 @@ fn simulate_sweep(
     let path = scenario.ok_or_else(|| anyhow!("--sweep needs a scenario file"))?;
     let name = path.display().to_string();
     let text = config::load_text(path)?;
+    if !config::parse_scenario(&name, &text)?.jobs.is_empty() {
+        bail!("--sweep runs DDP steps; {name} has [[job]] tables");
+    }
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for s in sweeps {
         let (k, v) = s.split_once('=').ok_or_else(|| {

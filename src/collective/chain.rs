@@ -11,7 +11,7 @@
 
 use super::ring::stream_unit;
 use super::run::{
-    Algorithm, Call, Closed, Ctx, Load, ShareCounter, Signal, fill_rates, steady_rates,
+    Algorithm, Call, Closed, Ctx, Load, ShareCounter, Signal, steady_rates, steady_with_reserved,
 };
 use super::{Collective, Mode};
 use crate::comm::{Communicator, HopClass, Proto};
@@ -156,17 +156,19 @@ fn estimate(
         .map(|c| c.iter().map(|h| h.links.iter().map(|l| l.0).collect()).collect())
         .collect();
     let all: Vec<&[u32]> = raw.iter().flatten().map(|p| p.as_slice()).collect();
-    let steady = steady_rates(&caps, &all, load);
+    // With other traffic the load takes its steady-state rate on every link; the fill shares
+    // what it leaves.
+    let (steady, caps) = if load.is_empty() {
+        (steady_rates(&caps, &all, load), caps)
+    } else {
+        steady_with_reserved(&caps, &all, load)
+    };
     let hops = channels.first().map_or(0, |c| c.len());
     let mut counter = ShareCounter::new(caps.len());
     let fill: Vec<Vec<f64>> = (0..hops)
         .map(|h| {
             let paths: Vec<&[u32]> = raw.iter().map(|c| c[h].as_slice()).collect();
-            if load.is_empty() {
-                counter.shares(&caps, &paths)
-            } else {
-                fill_rates(&caps, &paths, load)
-            }
+            counter.shares(&caps, &paths)
         })
         .collect();
     let mut worst = 0.0f64;

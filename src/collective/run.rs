@@ -495,14 +495,35 @@ impl ShareCounter {
     }
 }
 
-/// Each path's share when `paths` all send at once beside `load`: equal shares of every link
-/// (exact for the symmetric sets the pipeline fills use) without load, max-min with it.
-pub(crate) fn fill_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+/// The steady state of `paths` beside `load` (max-min over both, as [`steady_rates`]), and the
+/// link capacities the load leaves: what a pipeline's fill shares once the load holds its
+/// steady rate.
+pub(crate) fn steady_with_reserved(
+    caps: &[f64],
+    paths: &[&[u32]],
+    load: &[Load],
+) -> (Vec<f64>, Vec<f64>) {
     if load.is_empty() {
-        crate::net::solver::equal_shares(caps, paths)
-    } else {
-        steady_rates(caps, paths, load)
+        return (steady_rates(caps, paths, load), caps.to_vec());
     }
+    let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
+    let mut specs: Vec<FlowSpec<'_>> =
+        paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    specs.extend(raw.iter().zip(load).map(|(p, l)| FlowSpec {
+        path: p,
+        cap: l.cap,
+        weight: l.weight,
+    }));
+    let mut rates = max_min_rates(caps, &specs);
+    let mut left = caps.to_vec();
+    for ((p, l), r) in raw.iter().zip(load).zip(&rates[paths.len()..]) {
+        for &x in p {
+            let c = &mut left[x as usize];
+            *c = (*c - r * l.weight).max(caps[x as usize] * 1e-6);
+        }
+    }
+    rates.truncate(paths.len());
+    (rates, left)
 }
 
 /// Every link path of the call's steady state (each connection of each channel busy at once),

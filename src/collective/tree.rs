@@ -18,7 +18,7 @@
 use super::Mode;
 use super::run::{
     Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Load, ShareCounter, Signal, dense_equal_shares,
-    fill_rates, solve_max_min,
+    solve_max_min, steady_with_reserved,
 };
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::hw::{Cluster, Vertex};
@@ -955,10 +955,14 @@ fn pipeline_estimate(
         .flat_map(|c| c.edges.iter())
         .flat_map(|e| [arena.get(e.up_links), arena.get(e.down_links)])
         .collect();
-    let steady = if all.len() > exact_max && load.is_empty() {
-        dense_equal_shares(&caps, &all)
+    // With other traffic the load takes its steady-state rate on every link, and the fill
+    // shares what it leaves.
+    let (steady, caps) = if all.len() > exact_max && load.is_empty() {
+        (dense_equal_shares(&caps, &all), caps)
+    } else if load.is_empty() {
+        (solve_max_min(&caps, &all, load), caps)
     } else {
-        solve_max_min(&caps, &all, load)
+        steady_with_reserved(&caps, &all, load)
     };
     let mut counter = ShareCounter::new(caps.len());
     // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
@@ -968,13 +972,7 @@ fn pipeline_estimate(
     for e in 0..nedges {
         let who: Vec<usize> =
             (0..channels.len()).filter(|&c| e < channels[c].edges.len()).collect();
-        let mut share = |paths: Vec<&[u32]>| {
-            if load.is_empty() {
-                counter.shares(&caps, &paths)
-            } else {
-                fill_rates(&caps, &paths, load)
-            }
-        };
+        let mut share = |paths: Vec<&[u32]>| counter.shares(&caps, &paths);
         let up = share(who.iter().map(|&c| arena.get(channels[c].edges[e].up_links)).collect());
         let down = share(who.iter().map(|&c| arena.get(channels[c].edges[e].down_links)).collect());
         for (k, &c) in who.iter().enumerate() {

@@ -40,9 +40,10 @@ pub(crate) fn parse_jobs(
     src: &Source<'_>,
     raw: &[RawJob],
     node: &NodeSpec,
-    nodes: usize,
+    (nodes, gpus_per_node): (usize, usize),
     placement: &PlacementSpec,
 ) -> Result<Vec<JobSpec>, ConfigError> {
+    let cluster_gpus = gpus_per_node;
     let machine = placement.resolve(node, nodes).map_err(|e| src.error(e))?;
     // Racks in fabric order: node n sits at slot machine.slots[n].
     let per = nodes_per_rack(node).unwrap_or(nodes).max(1);
@@ -54,6 +55,12 @@ pub(crate) fn parse_jobs(
     let mut jobs: Vec<JobSpec> = Vec::new();
     for (j, r) in raw.iter().enumerate() {
         let name = r.name.get_ref().clone();
+        if name.trim().is_empty() || name.contains(['\n', '\r']) || name.chars().count() > 64 {
+            return Err(src.error_at(
+                r.name.span().start,
+                "job.name: give a name of one line, 1 to 64 characters",
+            ));
+        }
         if jobs.iter().any(|other| other.name == name) {
             return Err(
                 src.error_at(r.name.span().start, format!("job.name: duplicate job {name:?}"))
@@ -142,7 +149,7 @@ pub(crate) fn parse_jobs(
                     Ok(g as usize)
                 }
             })?,
-            None => node.gpu.count,
+            None => cluster_gpus,
         };
         let workload = match &r.workload {
             Some(w) => parse_workload(src, w, node, true)?,
@@ -209,6 +216,17 @@ pub(crate) fn parse_background(
             "all_to_all" | "incast" | "links" => Ok(p.clone()),
             _ => Err(format!("unknown pattern {p:?} (all_to_all, incast, links)")),
         })?;
+        let all: Vec<usize> = (0..nodes).collect();
+        let senders = if chosen.is_empty() { &all } else { &chosen };
+        if pattern != "links" && senders.len() < 2 {
+            return Err(src.error_at(
+                b.pattern.span().start,
+                format!(
+                    "background.pattern: {pattern} needs at least two nodes (it has {})",
+                    senders.len()
+                ),
+            ));
+        }
         let pattern = match pattern.as_str() {
             "incast" => {
                 let target = match &b.target {
@@ -249,6 +267,25 @@ pub(crate) fn parse_background(
                     return Err(src.error_at(
                         r.span().start,
                         "background.rate_per_node: pattern \"links\" takes load, a fraction of each link's capacity",
+                    ));
+                }
+                if let Some(f) = &b.load
+                    && *f.get_ref() >= 1.0
+                {
+                    return Err(src.error_at(
+                        f.span().start,
+                        "background.load: a links reservation must leave the link something (below 1)",
+                    ));
+                }
+                let has = match class.as_str() {
+                    "net" => node.nic.is_some(),
+                    "nvlink" => node.nvlink.is_some(),
+                    _ => true,
+                };
+                if !has {
+                    return Err(src.error_at(
+                        b.pattern.span().start,
+                        format!("background.class: a {} node has no {class} links", node.name),
                     ));
                 }
                 Pattern::Links { class }

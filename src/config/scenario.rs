@@ -413,7 +413,9 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         None => PlacementSpec::default(),
     };
     let jobs = match &raw.job {
-        Some(jobs) => super::jobs::parse_jobs(&src, jobs, &node, nodes, &placement)?,
+        Some(jobs) => {
+            super::jobs::parse_jobs(&src, jobs, &node, (nodes, gpus_per_node), &placement)?
+        }
         None => Vec::new(),
     };
     let workload = match (&raw.workload, jobs.first()) {
@@ -470,7 +472,14 @@ pub(crate) fn parse_workload(
     };
     Ok(match kind.as_str() {
         "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node)?)),
-        "idle" => Workload::Idle,
+        "idle" => {
+            if w.collective.is_some() || w.model.is_some() || w.min_bytes.is_some() {
+                return Err(src.error(
+                    "workload.kind: an idle job runs nothing; drop its collective, sizes and model",
+                ));
+            }
+            Workload::Idle
+        }
         _ => Workload::Sweep(sweep_workload(src, w)?),
     })
 }

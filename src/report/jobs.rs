@@ -56,39 +56,46 @@ pub fn table(
             _ => writeln!(out, "idle: holds its nodes and sends nothing")?,
         }
     }
+    let sweeps: Vec<&JobRun> =
+        runs.iter().filter(|r| matches!(r.outcome, JobOutcome::Sweep { .. })).collect();
+    if runs.iter().all(|r| matches!(r.outcome, JobOutcome::Idle)) {
+        return Ok(());
+    }
     writeln!(out)?;
     writeln!(
         out,
         "speed beside the other jobs relative to alone (time alone / time beside; 1.00 = unaffected, 0.50 = twice as long):"
     )?;
-    let sweeps: Vec<&JobRun> =
-        runs.iter().filter(|r| matches!(r.outcome, JobOutcome::Sweep { .. })).collect();
-    if !sweeps.is_empty() {
+    let sizes = |r: &JobRun| -> Vec<u64> {
+        match &r.outcome {
+            JobOutcome::Sweep { rows, .. } => rows.iter().map(|x| x.size_bytes).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let aligned = sweeps.windows(2).all(|w| sizes(w[0]) == sizes(w[1]));
+    if aligned && !sweeps.is_empty() {
         write!(out, "{:>10}", "size")?;
         for r in &sweeps {
             write!(out, " {:>12}", truncate(&r.name, 12))?;
         }
         writeln!(out)?;
-        let longest = sweeps.iter().map(|r| r.outcome.relative_speed().len()).max().unwrap_or(0);
-        for i in 0..longest {
-            // Sizes are labelled by the first sweep that has the row (jobs' rows run together).
-            let label = sweeps
-                .iter()
-                .find_map(|r| match &r.outcome {
-                    JobOutcome::Sweep { rows, .. } => {
-                        rows.get(i).map(|x| Bytes::new(x.size_bytes).to_string())
-                    }
-                    _ => None,
-                })
-                .unwrap_or_default();
-            write!(out, "{label:>10}")?;
+        for (i, size) in sizes(sweeps[0]).iter().enumerate() {
+            write!(out, "{:>10}", Bytes::new(*size).to_string())?;
             for r in &sweeps {
-                match r.outcome.relative_speed().get(i) {
-                    Some(v) => write!(out, " {v:>12.2}")?,
-                    None => write!(out, " {:>12}", "-")?,
-                }
+                write!(out, " {:>12.2}", r.outcome.relative_speed()[i])?;
             }
             writeln!(out)?;
+        }
+    } else {
+        // Jobs' sweeps of other sizes: row i of each ran together; each job on a line of its
+        // own, size by size.
+        for r in &sweeps {
+            let cells: Vec<String> = sizes(r)
+                .iter()
+                .zip(r.outcome.relative_speed())
+                .map(|(b, v)| format!("{} {v:.2}", Bytes::new(*b)))
+                .collect();
+            writeln!(out, "job {:?}: {}", r.name, cells.join(", "))?;
         }
     }
     for r in runs {
@@ -121,7 +128,7 @@ pub fn json(
 ) -> io::Result<()> {
     let jobs: Vec<serde_json::Value> = runs
         .iter()
-        .map(|r| {
+        .map(|r| -> serde_json::Result<serde_json::Value> {
             let mut v = serde_json::json!({
                 "name": r.name,
                 "nodes": r.nodes,
@@ -131,21 +138,21 @@ pub fn json(
             });
             match &r.outcome {
                 JobOutcome::Sweep { rows, alone } => {
-                    v["rows"] = serde_json::json!(rows);
-                    v["alone_rows"] = serde_json::json!(alone);
+                    v["rows"] = serde_json::to_value(rows)?;
+                    v["alone_rows"] = serde_json::to_value(alone)?;
                 }
                 JobOutcome::Ddp { step, alone } => {
-                    v["step"] = serde_json::json!(step);
-                    v["alone"] = serde_json::json!(alone);
+                    v["step"] = serde_json::to_value(step)?;
+                    v["alone"] = serde_json::to_value(alone)?;
                 }
-                JobOutcome::Idle => v["idle"] = serde_json::json!(true),
+                JobOutcome::Idle => v["idle"] = serde_json::Value::Bool(true),
             }
-            v
+            Ok(v)
         })
-        .collect();
+        .collect::<serde_json::Result<_>>()?;
     let doc = serde_json::json!({
-        "scenario": scenario,
-        "profile": profile,
+        "scenario": serde_json::to_value(scenario)?,
+        "profile": serde_json::to_value(profile)?,
         "mode": mode,
         "jobs": jobs,
     });

@@ -7,16 +7,29 @@ pub mod models;
 pub mod sweep;
 
 /// What a scenario (or one of its jobs) runs.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Workload {
     /// An nccl-tests-like sweep of one collective.
     Sweep(sweep::SweepSpec),
     /// A PyTorch DDP training step (`kind = "ddp"`).
-    #[serde(skip_serializing)]
     Ddp(Box<ddp::DdpSpec>),
     /// A job that holds its nodes and sends nothing (`kind = "idle"`, jobs only).
     Idle,
+}
+
+/// In reports, one entry: `{"sweep": {...}}`, `{"ddp": "model name"}` or `{"idle": true}` (a
+/// map, so that a scenario can flatten it).
+impl serde::Serialize for Workload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        match self {
+            Workload::Sweep(sweep) => m.serialize_entry("sweep", sweep)?,
+            Workload::Ddp(d) => m.serialize_entry("ddp", &d.model.name)?,
+            Workload::Idle => m.serialize_entry("idle", &true)?,
+        }
+        m.end()
+    }
 }
 
 /// nccl-tests data types (`-d`).

@@ -181,6 +181,24 @@ fn bad_jobs_and_background_are_one_line_errors() {
         ),
         (second("name = \"b\"\nnodes = 2\n"), &["job.workload: missing for job \"b\""]),
         (
+            second("name = \" \"\nnodes = 2\n[job.workload]\nkind = \"idle\"\n"),
+            &["job.name: give a name of one line"],
+        ),
+        (
+            second(
+                "name = \"b\"\nnodes = 2\n[job.workload]\nkind = \"idle\"\ncollective = \"all_reduce\"\n",
+            ),
+            &["an idle job runs nothing"],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"links\"\nclass = \"net\"\nload = 1.0\n"),
+            &["background.load: a links reservation must leave the link something"],
+        ),
+        (
+            format!("{base}\n[[background]]\npattern = \"all_to_all\"\nnodes = [3]\nload = 0.5\n"),
+            &["background.pattern: all_to_all needs at least two nodes"],
+        ),
+        (
             format!(
                 "{base}\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = 8\nmax_bytes = 8\n"
             ),
@@ -218,4 +236,35 @@ fn bad_jobs_and_background_are_one_line_errors() {
     fails_with(&["simulate", &path, "--nodes", "4"], &["--nodes", "[[job]]"]);
     let out = collsim(&["simulate", &path, "--format", "csv"]);
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn jobs_print_as_json_with_a_ddp_job_and_inherit_the_clusters_gpus() {
+    let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\ngpus_per_node = 4\n\
+         [[job]]\nname = \"train\"\nnodes = 2\n[job.workload]\nkind = \"ddp\"\n\
+         model = \"resnet50\"\nmicro_batch = 32\nprecision = \"bf16\"\nefficiency = 0.4\n\
+         [[job]]\nname = \"bench\"\nnodes = 2\n[job.workload]\ncollective = \"all_reduce\"\n\
+         min_bytes = \"256 MiB\"\nmax_bytes = \"256 MiB\"\n";
+    let v = json(&["simulate", &write("ddp-json", text), "--format", "json"]);
+    assert_eq!(v["scenario"]["jobs"][0]["workload"]["ddp"], "resnet50");
+    assert!(v["jobs"][0]["step"]["iteration_time_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["jobs"][0]["relative_speed"][0].as_f64().unwrap() > 0.0);
+    // Each job uses [cluster]'s 4 GPUs per node: 2 nodes x 4 ranks.
+    assert_eq!(v["jobs"][1]["communicator"]["nranks"], 8);
+}
+
+#[test]
+fn all_to_all_background_on_many_nodes_stays_cheap() {
+    // 256 nodes of all-to-all background (64 destinations per NIC, 131k flows): the fill of
+    // the tree's estimate shares what the load leaves instead of re-solving with it per edge.
+    let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 256\n[workload]\n\
+                collective = \"all_reduce\"\nmin_bytes = \"1 MiB\"\nmax_bytes = \"64 MiB\"\n\
+                factor = 8\n[[background]]\npattern = \"all_to_all\"\nload = 0.5\n";
+    let busy = json(&["simulate", &write("a2a-256", text), "--format", "json"]);
+    let quiet_text = &text[..text.find("[[background]]").unwrap()];
+    let quiet = json(&["simulate", &write("a2a-256-quiet", quiet_text), "--format", "json"]);
+    let t = |v: &serde_json::Value, i: usize| v["rows"][i]["time_us"].as_f64().unwrap();
+    for i in 0..3 {
+        assert!(t(&busy, i) >= t(&quiet, i), "size {i}: {} < {}", t(&busy, i), t(&quiet, i));
+    }
 }
