@@ -744,19 +744,19 @@ fn simulate(
         None => None,
     };
     let mut s = apply_common(base, &common)?;
+    // The flags that shape a sweep, and those that draw a DDP step.
+    let sweep_flags = [
+        ("--collective", collective.is_some()),
+        ("--min-bytes", min_bytes.is_some()),
+        ("--max-bytes", max_bytes.is_some()),
+        ("--factor", factor.is_some()),
+        ("--dtype", dtype.is_some()),
+        ("--op", op.is_some()),
+    ];
+    let drawing = [("--trace", trace.is_some()), ("--plot", plot.is_some())];
     if !s.jobs.is_empty() {
-        let flags = [
-            ("--collective", collective.is_some()),
-            ("--min-bytes", min_bytes.is_some()),
-            ("--max-bytes", max_bytes.is_some()),
-            ("--factor", factor.is_some()),
-            ("--dtype", dtype.is_some()),
-            ("--op", op.is_some()),
-            ("--trace", trace.is_some()),
-            ("--plot", plot.is_some()),
-        ];
-        if let Some((f, _)) = flags.iter().find(|f| f.1) {
-            bail!("{f}: the scenario has [[job]] tables; set each job's workload in the file");
+        if let Some(f) = sweep_flags.iter().chain(&drawing).find(|f| f.1) {
+            bail!("{}: the scenario has [[job]] tables; set each job's workload in the file", f.0);
         }
         let profile = load_profile(common.profile.as_deref())?;
         let m = mode(common.mode);
@@ -775,16 +775,8 @@ fn simulate(
         return Ok(());
     }
     if let Some(spec) = s.ddp().cloned() {
-        let flags = [
-            ("--collective", collective.is_some()),
-            ("--min-bytes", min_bytes.is_some()),
-            ("--max-bytes", max_bytes.is_some()),
-            ("--factor", factor.is_some()),
-            ("--dtype", dtype.is_some()),
-            ("--op", op.is_some()),
-        ];
-        if let Some((f, _)) = flags.iter().find(|f| f.1) {
-            bail!("{f}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep");
+        if let Some(f) = sweep_flags.iter().find(|f| f.1) {
+            bail!("{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep", f.0);
         }
         let profile = load_profile(common.profile.as_deref())?;
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;

@@ -343,23 +343,9 @@ fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
     let caps: Vec<f64> = call.cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let own: Vec<Vec<u32>> =
         steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
-    let load: Vec<Vec<u32>> =
-        call.load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
-    let mut specs: Vec<FlowSpec<'_>> =
-        own.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-    specs.extend(load.iter().zip(call.load).map(|(p, l)| FlowSpec {
-        path: p,
-        cap: l.cap,
-        weight: l.weight,
-    }));
-    let rates = max_min_rates(&caps, &specs);
-    let mut held = std::collections::BTreeMap::<u32, f64>::new();
-    for ((p, l), r) in load.iter().zip(call.load).zip(&rates[own.len()..]) {
-        for &x in p {
-            *held.entry(x).or_insert(0.0) += r * l.weight;
-        }
-    }
-    for (l, amount) in held {
+    let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
+    let rates = max_min_with_load(&caps, &refs, call.load);
+    for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         sim.reserve(LinkId(l), amount);
     }
 }
@@ -420,6 +406,14 @@ pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec
 
 /// The max-min rates of `paths` beside `load`.
 pub(crate) fn solve_max_min(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+    let mut r = max_min_with_load(caps, paths, load);
+    r.truncate(paths.len());
+    r
+}
+
+/// Max-min over `paths` (uncapped, one flow each) and then `load`: the rates of both, in that
+/// order.
+fn max_min_with_load(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
     let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
     let mut specs: Vec<FlowSpec<'_>> =
         paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
@@ -428,9 +422,18 @@ pub(crate) fn solve_max_min(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Ve
         cap: l.cap,
         weight: l.weight,
     }));
-    let mut r = max_min_rates(caps, &specs);
-    r.truncate(paths.len());
-    r
+    max_min_rates(caps, &specs)
+}
+
+/// What `load` holds on each link (bytes/s) at `rates` (its flows' per-unit rates).
+fn held_by(load: &[Load], rates: &[f64]) -> std::collections::BTreeMap<u32, f64> {
+    let mut held = std::collections::BTreeMap::new();
+    for (l, r) in load.iter().zip(rates) {
+        for x in &l.path {
+            *held.entry(x.0).or_insert(0.0) += r * l.weight;
+        }
+    }
+    held
 }
 
 /// Above this many flows (and with no background load) steady states take equal shares (each
@@ -506,21 +509,11 @@ pub(crate) fn steady_with_reserved(
     if load.is_empty() {
         return (steady_rates(caps, paths, load), caps.to_vec());
     }
-    let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
-    let mut specs: Vec<FlowSpec<'_>> =
-        paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
-    specs.extend(raw.iter().zip(load).map(|(p, l)| FlowSpec {
-        path: p,
-        cap: l.cap,
-        weight: l.weight,
-    }));
-    let mut rates = max_min_rates(caps, &specs);
+    let mut rates = max_min_with_load(caps, paths, load);
     let mut left = caps.to_vec();
-    for ((p, l), r) in raw.iter().zip(load).zip(&rates[paths.len()..]) {
-        for &x in p {
-            let c = &mut left[x as usize];
-            *c = (*c - r * l.weight).max(caps[x as usize] * 1e-6);
-        }
+    for (x, amount) in held_by(load, &rates[paths.len()..]) {
+        let c = &mut left[x as usize];
+        *c = (*c - amount).max(caps[x as usize] * 1e-6);
     }
     rates.truncate(paths.len());
     (rates, left)

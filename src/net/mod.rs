@@ -42,6 +42,21 @@ struct ActiveFlow<T> {
     token: T,
 }
 
+impl<T> ActiveFlow<T> {
+    fn new(path: PathId, bytes: f64, cap: f64, weight: f64, token: T) -> Self {
+        ActiveFlow {
+            path,
+            remaining: bytes,
+            bytes,
+            rate: 0.0,
+            cap,
+            weight,
+            finish: Time::MAX,
+            token,
+        }
+    }
+}
+
 /// The set of active flows on a fixed set of links; each flow carries a token of type `T` that
 /// comes back when it finishes.
 #[derive(Debug, Clone)]
@@ -117,16 +132,7 @@ impl<T: Copy> Network<T> {
     /// of every link it crosses for as long as the network runs.
     pub fn start_persistent(&mut self, now: Time, path: PathId, cap: f64, weight: f64, token: T) {
         self.advance_rates(now);
-        self.persistent.push(ActiveFlow {
-            path,
-            remaining: f64::INFINITY,
-            bytes: f64::INFINITY,
-            rate: 0.0,
-            cap,
-            weight,
-            finish: Time::MAX,
-            token,
-        });
+        self.persistent.push(ActiveFlow::new(path, f64::INFINITY, cap, weight, token));
         self.dirty = true;
     }
 
@@ -146,16 +152,7 @@ impl<T: Copy> Network<T> {
 
     fn push(&mut self, now: Time, path: PathId, remaining: f64, cap: f64, weight: f64, token: T) {
         self.advance_rates(now);
-        self.flows.push(ActiveFlow {
-            path,
-            remaining,
-            bytes: remaining,
-            rate: 0.0,
-            cap,
-            weight,
-            finish: Time::MAX,
-            token,
-        });
+        self.flows.push(ActiveFlow::new(path, remaining, cap, weight, token));
         self.dirty = true;
     }
 
