@@ -11,10 +11,14 @@
 //! * [`comm`] builds what NCCL builds over those ranks: the channel search, CUDA channels and
 //!   ring orders, and the per-call algorithm/protocol choice with NCCL's cost model.
 //! * [`collective`] turns a call into steps, chunks and slices on channels, and those into
-//!   flows on the [`net`]work (max-min fair sharing), driven by the [`engine`]'s deterministic
-//!   event queue. NCCL's latency numbers choose; the simulation times.
-//! * [`workload`] issues the calls (an nccl-tests-like sweep), [`report`] formats the results,
-//!   [`calibrate`] reads real nccl-tests logs and measures the model's error against them.
+//!   flows on the [`net`]work (max-min fair sharing). Every algorithm is one type implementing
+//!   [`collective::Algorithm`], registered in `collective/run.rs`, and runs in the [`engine`]'s
+//!   one deterministic loop ([`engine::Simulation`]: clock, events, network), where several
+//!   calls and background traffic can share the links. NCCL's latency numbers choose; the
+//!   simulation times.
+//! * [`workload`] issues the calls (an nccl-tests-like sweep, a DDP step, several jobs side by
+//!   side with background traffic), [`report`] formats the results, [`calibrate`] reads real
+//!   nccl-tests logs, fits profiles and measures the model's error against them.
 //!
 //! Each layer knows only the ones below it: the engine knows nothing of GPUs, the network
 //! knows links and flows but not collectives.
