@@ -33,6 +33,19 @@ fn node_list(v: &[Spanned<i64>], nodes: usize) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+/// A `[job.workload]` error names its field under `job.` (the workload parser says
+/// `workload.x`).
+fn in_job(e: ConfigError) -> ConfigError {
+    let fix = |m: String| if m.starts_with("workload.") { format!("job.{m}") } else { m };
+    match e {
+        ConfigError::At { file, line, col, msg } => {
+            ConfigError::At { file, line, col, msg: fix(msg) }
+        }
+        ConfigError::File { file, msg } => ConfigError::File { file, msg: fix(msg) },
+        other => other,
+    }
+}
+
 /// Parses the jobs and gives each its nodes, in file order: a list takes those nodes; a count
 /// with `placement = "compact"` (the default) takes the first free nodes in rack order, with
 /// `"spread"` deals free nodes round-robin over the racks.
@@ -152,7 +165,7 @@ pub(crate) fn parse_jobs(
             None => cluster_gpus,
         };
         let workload = match &r.workload {
-            Some(w) => parse_workload(src, w, node, true)?,
+            Some(w) => parse_workload(src, w, node, true).map_err(in_job)?,
             None => {
                 return Err(src.error_at(
                     r.name.span().start,

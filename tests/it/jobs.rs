@@ -188,7 +188,13 @@ fn bad_jobs_and_background_are_one_line_errors() {
             second(
                 "name = \"b\"\nnodes = 2\n[job.workload]\nkind = \"idle\"\ncollective = \"all_reduce\"\n",
             ),
-            &["an idle job runs nothing"],
+            &["job.workload.kind: an idle job runs nothing"],
+        ),
+        (
+            second(
+                "name = \"b\"\nnodes = 2\n[job.workload]\ncollective = \"all_reduce\"\nmin_bytes = \"8 MiB\"\nmax_bytes = \"1 MiB\"\n",
+            ),
+            &["job.workload.min_bytes: 8 MiB is larger than max_bytes 1 MiB"],
         ),
         (
             format!("{base}\n[[background]]\npattern = \"links\"\nclass = \"net\"\nload = 1.0\n"),
