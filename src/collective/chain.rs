@@ -10,12 +10,11 @@
 //! the pace of the slowest hop when every hop of every channel is busy.
 
 use super::ring::stream_unit;
-use super::run::{
-    Algorithm, Call, Closed, Ctx, Load, ShareCounter, Signal, steady_rates, steady_with_reserved,
-};
+use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, steady_with_reserved};
 use super::{Collective, Mode};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
+use crate::net::solver::EqualShares;
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
@@ -113,7 +112,14 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     match call.mode {
         Mode::Aggregated | Mode::Auto => {
             let unit = per_channel as f64 / chunks as f64;
-            Box::new(Closed::new(estimate(&channels, links, call.load, chunks, unit, sync)))
+            Box::new(Closed::new(estimate(
+                &channels,
+                cluster.capacities(),
+                call.load,
+                chunks,
+                unit,
+                sync,
+            )))
         }
         Mode::Detailed => {
             let paths: Vec<Vec<PathId>> = channels
@@ -144,13 +150,12 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
 
 fn estimate(
     channels: &[Vec<Hop>],
-    links: &[crate::net::Link],
+    caps: &[f64],
     load: &[Load],
     chunks: usize,
     unit: f64,
     sync: Time,
 ) -> Time {
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let raw: Vec<Vec<Vec<u32>>> = channels
         .iter()
         .map(|c| c.iter().map(|h| h.links.iter().map(|l| l.0).collect()).collect())
@@ -158,13 +163,9 @@ fn estimate(
     let all: Vec<&[u32]> = raw.iter().flatten().map(|p| p.as_slice()).collect();
     // With other traffic the load takes its steady-state rate on every link; the fill shares
     // what it leaves.
-    let (steady, caps) = if load.is_empty() {
-        (steady_rates(&caps, &all, load), caps)
-    } else {
-        steady_with_reserved(&caps, &all, load)
-    };
+    let (steady, caps) = steady_with_reserved(caps, &all, load);
     let hops = channels.first().map_or(0, |c| c.len());
-    let mut counter = ShareCounter::new(caps.len());
+    let mut counter = EqualShares::new(caps.len());
     let fill: Vec<Vec<f64>> = (0..hops)
         .map(|h| {
             let paths: Vec<&[u32]> = raw.iter().map(|c| c[h].as_slice()).collect();

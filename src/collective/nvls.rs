@@ -259,7 +259,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let chunk = chunk_size(bytes, (nch * n) as u64, comm.env().nvls_chunksize.get()).max(align);
     let chunks = share.div_ceil(chunk) as usize;
     let last = share - (chunks as u64 - 1) * chunk;
-    let links = cluster.links();
     // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
     // GPU and channel reducing and storing at once, by symmetry the same for all.
     let (pipes, carrier) = match call.mode {
@@ -275,9 +274,9 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     })
                 })
                 .collect();
-            let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+            let caps = cluster.capacities();
             let refs: Vec<&[u32]> = paths.iter().map(|p| p.as_slice()).collect();
-            let r = steady_rates(&caps, &refs, call.load);
+            let r = steady_rates(caps, &refs, call.load);
             (1, Carrier::Fixed(r[0], r[1]))
         }
         Mode::Detailed => {

@@ -138,9 +138,9 @@ pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
         return (Time::ZERO, proto, 1);
     }
     let (flows, max_ch) = flows(coll, cluster, comm, bytes, call.params);
-    let caps: Vec<f64> = cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let caps = cluster.capacities();
     let paths: Vec<&[u32]> = flows.iter().map(|f| f.path.as_slice()).collect();
-    let rates = steady_rates(&caps, &paths, call.load);
+    let rates = steady_rates(caps, &paths, call.load);
     let worst = flows
         .iter()
         .zip(&rates)

@@ -35,16 +35,12 @@ impl<'a> Router<'a> {
             nic,
             to_nic: paths.to_nic(cluster, 0, 0, nic),
             from_nic: paths.from_nic(cluster, 0, nic, 0),
-            base: Router::base_of(cluster, 0),
+            base: cluster.node_base(0),
         }
     }
 
-    fn base_of(cluster: &Cluster, node: usize) -> u32 {
-        cluster.node_links(node).next().map_or(0, |l| l.0)
-    }
-
     fn route(&self, a: usize, b: usize) -> Vec<LinkId> {
-        let (ba, bb) = (Router::base_of(self.cluster, a), Router::base_of(self.cluster, b));
+        let (ba, bb) = (self.cluster.node_base(a), self.cluster.node_base(b));
         let shift = |l: &LinkId, to: u32| LinkId(l.0 - self.base + to);
         let mut p: Vec<LinkId> = self.to_nic.iter().map(|l| shift(l, ba)).collect();
         p.extend(self.cluster.nic_to_nic((a, self.nic), (b, self.nic)));
@@ -77,7 +73,7 @@ pub(crate) fn time(call: &Call<'_>) -> Time {
     }
     let block = bytes as f64 / n as f64;
     let links = cluster.links();
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let caps = cluster.capacities();
     let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     let router = Router::new(cluster, comm);
     let route = |a: usize, b: usize| router.route(a, b);
@@ -95,7 +91,7 @@ pub(crate) fn time(call: &Call<'_>) -> Time {
         let flows: Vec<Vec<LinkId>> = (0..n).map(|r| route(r, (r + dist) % n)).collect();
         let raw: Vec<Vec<u32>> = flows.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
         let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-        let rates = steady_rates(&caps, &refs, call.load);
+        let rates = steady_rates(caps, &refs, call.load);
         let t = flows
             .iter()
             .zip(&rates)

@@ -431,9 +431,9 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     })
                 })
                 .collect();
-            let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+            let caps = cluster.capacities();
             let refs: Vec<&[u32]> = all.iter().map(|p| p.as_slice()).collect();
-            let all_rates = steady_rates(&caps, &refs, call.load);
+            let all_rates = steady_rates(caps, &refs, call.load);
             // Position i of channel c on node n is flow (n * nch + c) * ppn + i. Channels can
             // differ (NICs shared unevenly when a node's GPUs are not all used), and the call
             // ends with its slowest channel: each position runs at its slowest rate.

@@ -7,11 +7,13 @@
 //! call and carries the algorithm's own typed [`Signal`]). Background traffic ([`Load`]) sits in
 //! the network as flows that never end.
 
+use std::borrow::Cow;
+
 use super::{Collective, Mode, TimingParams, chain, nvls, p2p, pat, ring, tree};
 use crate::comm::{Algo, Communicator, Proto, Selection};
 use crate::engine::{Happening, Simulation};
 use crate::hw::Cluster;
-use crate::net::solver::{FlowSpec, max_min_rates};
+use crate::net::solver::{FlowSpec, equal_shares, max_min_rates};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
@@ -290,7 +292,7 @@ pub fn simulate_inspected(
     let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
     algo.start(&mut cx);
     let mut algos = [algo];
-    drive(&mut sim, &mut algos, |_, _| {}, &mut inspect);
+    drive(&mut sim, &mut algos, &mut inspect);
     let end = algos[0].finished().unwrap_or_else(|| algos[0].last());
     CallRun {
         time: call.params.call_overhead + end,
@@ -321,7 +323,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         algos.push(a);
         shapes.push((p, c));
     }
-    drive(&mut sim, &mut algos, |_, _| {}, &mut |_| {});
+    drive(&mut sim, &mut algos, &mut |_| {});
     let events = sim.handled();
     calls
         .iter()
@@ -340,11 +342,11 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
 /// Takes the load's steady-state rates (beside the call's steady flows) off the links it
 /// crosses.
 fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
-    let caps: Vec<f64> = call.cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let caps = call.cluster.capacities();
     let own: Vec<Vec<u32>> =
         steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
-    let rates = max_min_with_load(&caps, &refs, call.load);
+    let rates = max_min_with_load(caps, &refs, call.load);
     for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         sim.reserve(LinkId(l), amount);
     }
@@ -364,20 +366,15 @@ fn post_load(sim: &mut Simulation<Token>, load: &[Load]) {
 }
 
 /// Runs the simulation until nothing is left, handing each completion to the call that posted
-/// it; `watch` sees each call that has just finished.
+/// it (background traffic's tokens name no call) and the network to `inspect` after each step.
 fn drive(
     sim: &mut Simulation<Token>,
     calls: &mut [Box<dyn Algorithm>],
-    mut watch: impl FnMut(usize, Time),
     inspect: &mut dyn FnMut(&mut crate::net::Network<Token>),
 ) {
     let mut deliver = |sim: &mut Simulation<Token>, tok: Token| {
-        let i = tok.call.0 as usize;
-        let Some(a) = calls.get_mut(i) else { return };
-        let was = a.finished().is_some();
-        a.on(&mut Ctx { sim, call: tok.call }, tok.signal);
-        if !was && let Some(t) = a.finished() {
-            watch(i, t);
+        if let Some(a) = calls.get_mut(tok.call.0 as usize) {
+            a.on(&mut Ctx { sim, call: tok.call }, tok.signal);
         }
     };
     while let Some(h) = sim.step() {
@@ -398,7 +395,7 @@ fn drive(
 /// [`EXACT_STEADY_MAX`] flows without load.
 pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
     if paths.len() > EXACT_STEADY_MAX && load.is_empty() {
-        dense_equal_shares(caps, paths)
+        equal_shares(caps, paths)
     } else {
         solve_max_min(caps, paths, load)
     }
@@ -444,70 +441,16 @@ fn held_by(load: &[Load], rates: &[f64]) -> std::collections::BTreeMap<u32, f64>
 /// (2,048 nodes) took a second.
 pub(crate) const EXACT_STEADY_MAX: usize = 150_000;
 
-/// Equal shares (see [`crate::net::solver::equal_shares`]) counted in a dense array over every
-/// link: the same numbers, fast for millions of flows.
-pub(crate) fn dense_equal_shares(caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
-    let mut count = vec![0u32; caps.len()];
-    for p in paths {
-        for &l in *p {
-            count[l as usize] += 1;
-        }
-    }
-    paths
-        .iter()
-        .map(|p| {
-            p.iter()
-                .map(|&l| caps[l as usize] / count[l as usize] as f64)
-                .fold(f64::INFINITY, f64::min)
-        })
-        .collect()
-}
-
-/// Equal shares of a few flows at a time over a dense, reused count of every link (the same
-/// numbers as [`crate::net::solver::equal_shares`], without hashing).
-pub(crate) struct ShareCounter {
-    count: Vec<u32>,
-}
-
-impl ShareCounter {
-    /// A counter over `links` links.
-    pub(crate) fn new(links: usize) -> ShareCounter {
-        ShareCounter { count: vec![0; links] }
-    }
-
-    pub(crate) fn shares(&mut self, caps: &[f64], paths: &[&[u32]]) -> Vec<f64> {
-        for p in paths {
-            for &l in *p {
-                self.count[l as usize] += 1;
-            }
-        }
-        let out = paths
-            .iter()
-            .map(|p| {
-                p.iter()
-                    .map(|&l| caps[l as usize] / self.count[l as usize] as f64)
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .collect();
-        for p in paths {
-            for &l in *p {
-                self.count[l as usize] = 0;
-            }
-        }
-        out
-    }
-}
-
 /// The steady state of `paths` beside `load` (max-min over both, as [`steady_rates`]), and the
 /// link capacities the load leaves: what a pipeline's fill shares once the load holds its
 /// steady rate.
-pub(crate) fn steady_with_reserved(
-    caps: &[f64],
+pub(crate) fn steady_with_reserved<'c>(
+    caps: &'c [f64],
     paths: &[&[u32]],
     load: &[Load],
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Cow<'c, [f64]>) {
     if load.is_empty() {
-        return (steady_rates(caps, paths, load), caps.to_vec());
+        return (steady_rates(caps, paths, load), Cow::Borrowed(caps));
     }
     let mut rates = max_min_with_load(caps, paths, load);
     let mut left = caps.to_vec();
@@ -516,7 +459,7 @@ pub(crate) fn steady_with_reserved(
         *c = (*c - amount).max(caps[x as usize] * 1e-6);
     }
     rates.truncate(paths.len());
-    (rates, left)
+    (rates, Cow::Owned(left))
 }
 
 /// Every link path of the call's steady state (each connection of each channel busy at once),
@@ -545,10 +488,10 @@ pub fn steady_load(call: &Call<'_>, duty: f64) -> Vec<Load> {
             .map(|path| Load { path, cap: f64::INFINITY, weight: 1.0 })
             .collect();
     }
-    let caps: Vec<f64> = call.cluster.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let caps = call.cluster.capacities();
     let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-    let rates = steady_rates(&caps, &refs, call.load);
+    let rates = steady_rates(caps, &refs, call.load);
     paths
         .into_iter()
         .zip(rates)
@@ -577,10 +520,10 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
         return None;
     }
     let links = call.cluster.links();
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
+    let caps = call.cluster.capacities();
     let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-    let rates = steady_rates(&caps, &refs, call.load);
+    let rates = steady_rates(caps, &refs, call.load);
     let mut load = vec![0.0f64; links.len()];
     let mut count = vec![0usize; links.len()];
     for (p, r) in raw.iter().zip(&rates) {

@@ -17,11 +17,14 @@
 
 use super::Mode;
 use super::run::{
-    Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Load, ShareCounter, Signal, dense_equal_shares,
-    solve_max_min, steady_with_reserved,
+    Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Load, Signal, solve_max_min,
+    steady_with_reserved,
 };
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::hw::{Cluster, Vertex};
+use std::borrow::Cow;
+
+use crate::net::solver::{EqualShares, equal_shares};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
@@ -370,7 +373,7 @@ impl LocalPaths {
                     }
                 })
                 .collect(),
-            base: cluster.node_links(0).next().map_or(0, |l| l.0),
+            base: cluster.node_base(0),
         }
     }
 }
@@ -435,8 +438,7 @@ impl Layout {
         let (nvls_tree, collnet, head_pairs) = (self.nvls_tree, self.collnet, &self.head_pairs);
         let lp = &self.local;
         let rank = |node: usize, pos: usize| node * rpn + pos;
-        let node_base: Vec<u32> =
-            (0..nnodes).map(|n| cluster.node_links(n).next().map_or(0, |l| l.0)).collect();
+        let node_base: Vec<u32> = (0..nnodes).map(|n| cluster.node_base(n)).collect();
         let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
         let tree = usize::from(c >= self.nch.div_ceil(2));
         let head_order: Vec<usize>;
@@ -654,7 +656,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let sync = gpu.sync[p];
     let arch = cluster.spec().gpu.arch;
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
-    let links = cluster.links();
     let nvls_eff = if direct {
         params.efficiency(arch, HopClass::Nvlink, Proto::Simple)
     } else {
@@ -724,7 +725,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         let t = pipeline_estimate(
             &channels,
             &arena,
-            links,
+            cluster.capacities(),
             call.load,
             chunks,
             unit,
@@ -940,7 +941,7 @@ impl Algorithm for Tree {
 fn pipeline_estimate(
     channels: &[Channel],
     arena: &Arena,
-    links: &[crate::net::Link],
+    caps: &[f64],
     load: &[Load],
     chunks: usize,
     unit: f64,
@@ -948,7 +949,6 @@ fn pipeline_estimate(
     sync: Time,
     exact_max: usize,
 ) -> Time {
-    let caps: Vec<f64> = links.iter().map(|l| l.capacity.bytes_per_sec()).collect();
     // Steady state: every edge of every channel busy both ways.
     let all: Vec<&[u32]> = channels
         .iter()
@@ -957,14 +957,12 @@ fn pipeline_estimate(
         .collect();
     // With other traffic the load takes its steady-state rate on every link, and the fill
     // shares what it leaves.
-    let (steady, caps) = if all.len() > exact_max && load.is_empty() {
-        (dense_equal_shares(&caps, &all), caps)
-    } else if load.is_empty() {
-        (solve_max_min(&caps, &all, load), caps)
-    } else {
-        steady_with_reserved(&caps, &all, load)
+    let (steady, caps) = match (load.is_empty(), all.len() > exact_max) {
+        (true, true) => (equal_shares(caps, &all), Cow::Borrowed(caps)),
+        (true, false) => (solve_max_min(caps, &all, load), Cow::Borrowed(caps)),
+        (false, _) => steady_with_reserved(caps, &all, load),
     };
-    let mut counter = ShareCounter::new(caps.len());
+    let mut counter = EqualShares::new(caps.len());
     // Filling the pipeline, channels move in step: edge e of every channel at once, one way.
     let nedges = channels.iter().map(|c| c.edges.len()).max().unwrap_or(0);
     let mut fill_up = vec![vec![0.0; nedges]; channels.len()];
@@ -1115,7 +1113,7 @@ mod tests {
                 pipeline_estimate(
                     &channels,
                     &arena,
-                    cluster.links(),
+                    cluster.capacities(),
                     &[],
                     512,
                     1e6,

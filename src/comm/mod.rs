@@ -443,16 +443,15 @@ impl Communicator {
     }
 
     /// What NCCL would run for `coll` on `bytes` (NCCL's count × element size; the total for
-    /// AllGather and ReduceScatter), and what collsim runs: NCCL's choice when `modelled` says
+    /// AllGather and ReduceScatter), and what collsim runs: NCCL's choice when `simulated` says
     /// collsim runs that algorithm on this many nodes, else the best choice among the ones it
     /// runs. (`crate::collective::select` passes the simulator's own list.)
     pub fn select_among(
         &self,
         coll: Collective,
         bytes: u64,
-        modelled: impl Fn(Collective, Algo, usize) -> bool,
+        simulated: impl Fn(Collective, Algo, usize) -> bool,
     ) -> Selection {
-        let simulated = modelled;
         let allowed: Vec<Algo> = self
             .env
             .algos

@@ -1,8 +1,6 @@
 //! `[[job]]` and `[[background]]` tables: several jobs on one cluster, each on its own nodes,
 //! and traffic beside them.
 
-use toml::Spanned;
-
 use super::placement::nodes_per_rack;
 use super::raw::{RawBackground, RawJob};
 use super::scenario::{parse_nccl, parse_workload};
@@ -12,10 +10,9 @@ use crate::units::Bandwidth;
 use crate::workload::jobs::{BackgroundSpec, JobSpec, LINK_CLASSES, Pattern, Rate};
 
 /// Node indices in `v`, each below `nodes`, none twice.
-fn node_list(v: &[Spanned<i64>], nodes: usize) -> Result<Vec<usize>, String> {
+fn node_list(v: &[i64], nodes: usize) -> Result<Vec<usize>, String> {
     let mut out: Vec<usize> = Vec::new();
-    for n in v {
-        let n = *n.get_ref();
+    for &n in v {
         if n < 0 || n as usize >= nodes {
             return Err(format!(
                 "node {n} does not exist (the cluster has nodes 0..{})",
@@ -96,8 +93,7 @@ pub(crate) fn parse_jobs(
                         "job.nodes: a list of nodes places the job itself; job.placement is for a node count",
                     ));
                 }
-                let ints: Option<Vec<Spanned<i64>>> =
-                    items.iter().map(|v| v.as_integer().map(|i| Spanned::new(0..0, i))).collect();
+                let ints: Option<Vec<i64>> = items.iter().map(|v| v.as_integer()).collect();
                 let ints = ints.ok_or_else(|| {
                     src.error_at(at, "job.nodes: give a node count or a list of node indices")
                 })?;
@@ -194,10 +190,7 @@ pub(crate) fn parse_background(
     let mut out = Vec::new();
     for b in raw {
         let chosen = match &b.nodes {
-            Some(v) => src.check("background.nodes", v, |v| {
-                let spanned: Vec<Spanned<i64>> = v.iter().map(|&i| Spanned::new(0..0, i)).collect();
-                node_list(&spanned, nodes)
-            })?,
+            Some(v) => src.check("background.nodes", v, |v| node_list(v, nodes))?,
             None => Vec::new(),
         };
         let rate = match (&b.load, &b.rate_per_node) {

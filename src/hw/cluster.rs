@@ -18,6 +18,8 @@ pub struct Cluster {
     gpus_per_node: usize,
     graph: NodeGraph,
     links: Arc<[Link]>,
+    /// Every link's capacity in bytes/s, as the max-min solver takes them.
+    capacities: Arc<[f64]>,
     /// Links per node copy; node `n`'s local link `l` is global `n * per_node + l`.
     per_node: usize,
     fabric: Arc<Fabric>,
@@ -68,6 +70,7 @@ impl Cluster {
             nodes,
             gpus_per_node,
             graph,
+            capacities: links.iter().map(|l| l.capacity.bytes_per_sec()).collect(),
             links: links.into(),
             per_node,
             fabric: Arc::new(fabric),
@@ -87,8 +90,14 @@ impl Cluster {
 
     /// The ids of node `n`'s own links (inside the node: NVLink, PCIe, the socket link).
     pub fn node_links(&self, n: usize) -> impl Iterator<Item = LinkId> + use<> {
-        let base = self.machine_node(n) * self.per_node;
+        let base = self.node_base(n) as usize;
         (base..base + self.per_node).map(|l| LinkId(l as u32))
+    }
+
+    /// The id of node `n`'s first link: node `n`'s copy of a node-local link `l` of node 0 is
+    /// `l - node_base(0) + node_base(n)` (the nodes are copies).
+    pub fn node_base(&self, n: usize) -> u32 {
+        (self.machine_node(n) * self.per_node) as u32
     }
 
     /// The machine's node index of this view's node `n`.
@@ -131,6 +140,11 @@ impl Cluster {
     /// GPUs used per node.
     pub fn gpus_per_node(&self) -> usize {
         self.gpus_per_node
+    }
+
+    /// Every link's capacity, bytes/s, indexed by [`LinkId`].
+    pub fn capacities(&self) -> &[f64] {
+        &self.capacities
     }
 
     /// All links, indexed by [`LinkId`].

@@ -208,28 +208,29 @@ impl<T: Copy> Network<T> {
         if self.dirty {
             self.resolve();
         }
-        if !self.flows.iter().any(|f| f.finish <= t) {
-            return Vec::new();
-        }
-        // Drain up to `t` first: the finishing flows' last bytes are moved by then.
-        self.advance_rates(t);
+        // One pass: a finishing flow moves its last bytes and leaves; the others are drained
+        // to `t` only if something finished (the clock of rates moves with completions).
+        let dt = (t.max(self.last_update) - self.last_update).as_secs_f64();
         let mut done = Vec::new();
-        let (mut delivered, mut early) = (0.0, self.early);
-        self.flows.retain(|f| {
-            if f.finish <= t {
-                done.push(f.token);
-                delivered += f.bytes * f.weight;
-                if f.bytes > 0.0 {
-                    early = early.max(f.remaining / f.bytes);
-                }
-                false
-            } else {
-                true
+        let (mut delivered, mut moved, mut early) = (0.0, 0.0, self.early);
+        self.flows.retain_mut(|f| {
+            if f.finish > t {
+                return true;
             }
+            let step = (f.rate * dt).min(f.remaining);
+            moved += step * f.weight;
+            delivered += f.bytes * f.weight;
+            if f.bytes > 0.0 {
+                early = early.max((f.remaining - step) / f.bytes);
+            }
+            done.push(f.token);
+            false
         });
-        self.delivered += delivered;
-        self.early = early;
         if !done.is_empty() {
+            self.moved += moved;
+            self.delivered += delivered;
+            self.early = early;
+            self.advance_rates(t);
             self.dirty = true;
         }
         done

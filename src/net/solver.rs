@@ -48,22 +48,46 @@ impl Ord for Share {
 
 /// Equal shares: each flow's rate is the smallest capacity/flow-count along its path. Exact
 /// max-min when every flow's bottleneck is shared only with flows bottlenecked there too (the
-/// symmetric sets the pipeline estimates use), and cheap: it touches only the links used.
+/// symmetric sets the pipeline estimates use), and always exact for the slowest flow.
 pub fn equal_shares(capacities: &[f64], paths: &[&[u32]]) -> Vec<f64> {
-    let mut count: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-    for p in paths {
-        for &l in *p {
-            *count.entry(l).or_insert(0) += 1;
-        }
+    EqualShares::new(capacities.len()).shares(capacities, paths)
+}
+
+/// [`equal_shares`] with its per-link count kept between calls (zeroed after each), for many
+/// small sets of flows over one large set of links.
+#[derive(Debug, Clone)]
+pub struct EqualShares {
+    count: Vec<u32>,
+}
+
+impl EqualShares {
+    /// A counter over `links` links.
+    pub fn new(links: usize) -> EqualShares {
+        EqualShares { count: vec![0; links] }
     }
-    paths
-        .iter()
-        .map(|p| {
-            p.iter()
-                .map(|l| capacities[*l as usize] / count[l] as f64)
-                .fold(f64::INFINITY, f64::min)
-        })
-        .collect()
+
+    /// Equal shares of `paths` over links of `capacities` (at most the counter's links).
+    pub fn shares(&mut self, capacities: &[f64], paths: &[&[u32]]) -> Vec<f64> {
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] += 1;
+            }
+        }
+        let out = paths
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .map(|&l| capacities[l as usize] / self.count[l as usize] as f64)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
+        for p in paths {
+            for &l in *p {
+                self.count[l as usize] = 0;
+            }
+        }
+        out
+    }
 }
 
 /// Max-min fair rates (bytes/s per unit of weight) for `flows` over links of `capacities`.
