@@ -377,12 +377,18 @@ pub fn simulate_jobs_with(
         }
         built.push(Built { cluster, comm, scenario: job_scenario, summary });
     }
-    let run = |b: &Built, load: &dyn Fn(usize) -> Vec<Load>| -> Result<JobOutcome, Error> {
+    /// One run of a job's workload beside some traffic.
+    enum Ran {
+        Rows(Vec<Row>),
+        Step(Box<workload::ddp::StepResult>),
+        Idle,
+    }
+    let run = |b: &Built, load: &dyn Fn(usize) -> Vec<Load>| -> Result<Ran, Error> {
         Ok(match &b.scenario.workload {
             Workload::Sweep(s) => {
                 let n = workload::sweep::sizes(s).len();
                 let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
-                let rows = workload::sweep::run_beside(
+                Ran::Rows(workload::sweep::run_beside(
                     &b.cluster,
                     &b.comm,
                     s,
@@ -390,26 +396,25 @@ pub fn simulate_jobs_with(
                     mode,
                     |i| &loads[i],
                     tick,
-                )?;
-                JobOutcome::Sweep { alone: Vec::new(), rows }
+                )?)
             }
             Workload::Ddp(d) => {
                 let l = load(0);
                 let step = ddp_step(&b.cluster, &b.comm, &b.scenario, d, params, mode, &l)?;
                 tick();
-                JobOutcome::Ddp { alone: Box::new(step.clone()), step: Box::new(step) }
+                Ran::Step(Box::new(step))
             }
-            Workload::Idle => JobOutcome::Idle,
+            Workload::Idle => Ran::Idle,
         })
     };
-    let alone: Vec<JobOutcome> =
+    let alone: Vec<Ran> =
         built.par_iter().map(|b| run(b, &|_| bg.clone())).collect::<Result<_, _>>()?;
     // What each job puts on the network, from its run alone.
     let traffic: Vec<Traffic> = built
         .par_iter()
         .zip(&alone)
         .map(|(b, out)| match (&b.scenario.workload, out) {
-            (Workload::Sweep(s), JobOutcome::Sweep { rows, .. }) => Traffic::PerSize(
+            (Workload::Sweep(s), Ran::Rows(rows)) => Traffic::PerSize(
                 workload::sweep::sizes(s)
                     .into_iter()
                     .zip(rows)
@@ -420,7 +425,7 @@ pub fn simulate_jobs_with(
                     })
                     .collect(),
             ),
-            (Workload::Ddp(d), JobOutcome::Ddp { alone, .. }) => {
+            (Workload::Ddp(d), Ran::Step(alone)) => {
                 let duty = (alone.comm_ms / alone.iteration_time_ms).clamp(0.0, 1.0);
                 let largest = alone.buckets.iter().map(|k| k.wire_bytes).max().unwrap_or(0);
                 let spec = workload::sweep::SweepSpec {
@@ -457,14 +462,9 @@ pub fn simulate_jobs_with(
             }
             l
         };
-        let shared = run(b, &beside)?;
-        let outcome = match (shared, alone) {
-            (JobOutcome::Sweep { rows, .. }, JobOutcome::Sweep { rows: a, .. }) => {
-                JobOutcome::Sweep { rows, alone: a }
-            }
-            (JobOutcome::Ddp { step, .. }, JobOutcome::Ddp { step: a, .. }) => {
-                JobOutcome::Ddp { step, alone: a }
-            }
+        let outcome = match (run(b, &beside)?, alone) {
+            (Ran::Rows(rows), Ran::Rows(alone)) => JobOutcome::Sweep { rows, alone },
+            (Ran::Step(step), Ran::Step(alone)) => JobOutcome::Ddp { step, alone },
             _ => JobOutcome::Idle,
         };
         let job = &scenario.jobs[j];
