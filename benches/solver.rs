@@ -29,8 +29,10 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20);
     for n in [1_000usize, 10_000, 100_000] {
         let (caps, paths) = problem(n);
-        let specs: Vec<FlowSpec<'_>> =
-            paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+        let specs: Vec<FlowSpec<'_>> = paths
+            .iter()
+            .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0, link_weights: None })
+            .collect();
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::from_parameter(n), &specs, |b, s| {
             b.iter(|| max_min_rates(&caps, s))

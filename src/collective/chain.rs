@@ -10,7 +10,7 @@
 //! the pace of the slowest hop when every hop of every channel is busy.
 
 use super::ring::stream_unit;
-use super::run::{Algorithm, Call, Closed, Ctx, Load, Signal, steady_with_reserved};
+use super::run::{Algorithm, Call, Closed, Ctx, Form, Load, Signal, steady_with_reserved};
 use super::{Collective, Mode};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
@@ -263,8 +263,8 @@ impl Chain {
 }
 
 impl Algorithm for Chain {
-    fn detailed(&self) -> bool {
-        true
+    fn form(&self) -> Form {
+        Form::Detailed
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

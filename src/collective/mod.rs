@@ -9,11 +9,12 @@ pub mod p2p;
 pub mod pat;
 pub mod ring;
 pub mod run;
+pub(crate) mod symmetry;
 pub mod tree;
 
 pub use run::{
-    Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Load, Signal, Token, bottleneck, is_p2p,
-    is_simulated, select, simulate, simulate_inspected, simulate_together, steady_load,
+    Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Form, Load, Signal, Token, bottleneck,
+    is_p2p, is_simulated, select, simulate, simulate_inspected, simulate_together, steady_load,
     steady_paths,
 };
 

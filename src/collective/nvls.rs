@@ -10,7 +10,7 @@
 //! share the links by max-min fairness. Wire bytes are payload / NVLS efficiency.
 
 use super::Mode;
-use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use crate::comm::env::NcclEnv;
 use crate::comm::{HopClass, Proto};
 use crate::hw::{Cluster, Vertex};
@@ -167,8 +167,8 @@ impl Nvls {
 }
 
 impl Algorithm for Nvls {
-    fn detailed(&self) -> bool {
-        matches!(self.carrier, Carrier::Network(_))
+    fn form(&self) -> Form {
+        if matches!(self.carrier, Carrier::Network(_)) { Form::Detailed } else { Form::Aggregated }
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

@@ -8,7 +8,7 @@
 //! every flow at its steady-state rate. Detailed: the flows run on the network, their rates
 //! re-shared as each finishes.
 
-use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, PathType};
@@ -158,8 +158,8 @@ struct Flows {
 }
 
 impl Algorithm for Flows {
-    fn detailed(&self) -> bool {
-        true
+    fn form(&self) -> Form {
+        Form::Detailed
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

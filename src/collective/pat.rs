@@ -9,7 +9,7 @@
 //! latency-equivalent skeleton.
 
 use super::Collective;
-use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
 use crate::net::LinkId;
@@ -132,8 +132,8 @@ impl Steps {
 }
 
 impl Algorithm for Steps {
-    fn detailed(&self) -> bool {
-        true
+    fn form(&self) -> Form {
+        Form::Detailed
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

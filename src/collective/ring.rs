@@ -21,7 +21,7 @@
 //! last one sending to the first through the network stand for all — and gives each hop the
 //! steady-state max-min rate it gets when every connection of every channel sends at once.
 
-use super::run::{Algorithm, Call, Ctx, Signal, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use super::{Collective, Mode};
 use crate::comm::{HopClass, Proto, RingChannel};
 use crate::net::{LinkId, PathId};
@@ -288,8 +288,8 @@ impl Ring {
 }
 
 impl Algorithm for Ring {
-    fn detailed(&self) -> bool {
-        matches!(self.carrier, Carrier::Network(_))
+    fn form(&self) -> Form {
+        if matches!(self.carrier, Carrier::Network(_)) { Form::Detailed } else { Form::Aggregated }
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

@@ -65,8 +65,32 @@ pub struct CallRun {
     pub proto: Proto,
     /// Channels used (for point-to-point calls, the most any peer pair uses).
     pub channels: usize,
-    /// Whether it ran in detail (else in an aggregated form).
-    pub detailed: bool,
+    /// How it was simulated.
+    pub form: Form,
+}
+
+/// How a call was simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Every rank, channel and chunk on the network.
+    Detailed,
+    /// One representative per class of equivalent ranks or pipelines on the network, each
+    /// standing for its images (checked to be equivalent): the detailed result, from less
+    /// work.
+    Symmetric,
+    /// Steady-state rates or a closed-form estimate.
+    Aggregated,
+}
+
+impl Form {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Detailed => "detailed",
+            Form::Symmetric => "symmetric",
+            Form::Aggregated => "aggregated",
+        }
+    }
 }
 
 /// A call's index within one simulation.
@@ -118,6 +142,17 @@ impl Ctx<'_> {
         self.sim.add_path(links)
     }
 
+    /// Registers the reduced path of a flow that stands for its images (see
+    /// [`symmetry`](super::symmetry)), with its own latency.
+    pub fn add_weighted_path(
+        &mut self,
+        links: &[LinkId],
+        weights: &[f64],
+        latency: Time,
+    ) -> PathId {
+        self.sim.add_weighted_path(links, weights, latency)
+    }
+
     /// Starts a transfer of `bytes` on `path`, sharing links with everything else in flight.
     pub fn flow(&mut self, path: PathId, bytes: Bytes, signal: impl Into<Signal>) {
         let token = Token { call: self.call, signal: signal.into() };
@@ -147,10 +182,9 @@ pub trait Algorithm {
     fn finished(&self) -> Option<Time>;
     /// The latest completion so far (what `finished` will say, if nothing more happens).
     fn last(&self) -> Time;
-    /// Whether this call is simulated in detail (every rank, channel and chunk on the
-    /// network), rather than in an aggregated form.
-    fn detailed(&self) -> bool {
-        false
+    /// How this call is simulated.
+    fn form(&self) -> Form {
+        Form::Aggregated
     }
 }
 
@@ -158,12 +192,18 @@ pub trait Algorithm {
 pub(crate) struct Closed {
     duration: Time,
     end: Option<Time>,
+    form: Form,
 }
 
 impl Closed {
-    /// A call that ends `duration` after it starts.
+    /// A call that ends `duration` after it starts (an aggregated form's result).
     pub(crate) fn new(duration: Time) -> Closed {
-        Closed { duration, end: None }
+        Closed { duration, end: None, form: Form::Aggregated }
+    }
+
+    /// A call timed elsewhere, in `form`.
+    pub(crate) fn timed(duration: Time, form: Form) -> Closed {
+        Closed { duration, end: None, form }
     }
 }
 
@@ -179,6 +219,9 @@ impl Algorithm for Closed {
     }
     fn last(&self) -> Time {
         self.end.unwrap_or(Time::ZERO)
+    }
+    fn form(&self) -> Form {
+        self.form
     }
 }
 
@@ -299,7 +342,7 @@ pub fn simulate_inspected(
         events: sim.handled(),
         proto,
         channels,
-        detailed: algos[0].detailed(),
+        form: algos[0].form(),
     }
 }
 
@@ -334,7 +377,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
             events,
             proto,
             channels,
-            detailed: a.detailed(),
+            form: a.form(),
         })
         .collect()
 }
@@ -390,6 +433,38 @@ fn drive(
     }
 }
 
+/// Runs one call's algorithm alone, on a simulation of its own over `links`, until it
+/// finishes: its duration. `None` if the rate solves visit more than `budget` links first, or
+/// are on course to, the call being expected to end about `expected` (an aggregated form that
+/// turned out too costly; the caller falls back to an estimate).
+pub(crate) fn run_alone(
+    links: &[crate::net::Link],
+    budget: u64,
+    expected: Time,
+    build: impl FnOnce(&mut Ctx<'_>) -> Box<dyn Algorithm>,
+) -> Option<Time> {
+    let mut sim: Simulation<Token> = Simulation::new(links);
+    let mut algo = build(&mut Ctx { sim: &mut sim, call: CallId(0) });
+    algo.start(&mut Ctx { sim: &mut sim, call: CallId(0) });
+    while let Some(h) = sim.step() {
+        let toks = match h {
+            Happening::Flows(_, toks) => toks,
+            Happening::Event(_, tok) => vec![tok],
+        };
+        for tok in toks {
+            algo.on(&mut Ctx { sim: &mut sim, call: tok.call }, tok.signal);
+        }
+        let (work, now) = (sim.network().work() as f64, sim.now().as_secs_f64());
+        let course = work * expected.as_secs_f64() / now.max(f64::MIN_POSITIVE);
+        if work > budget as f64
+            || (now * 8.0 > expected.as_secs_f64() && course > 2.0 * budget as f64)
+        {
+            return None;
+        }
+    }
+    Some(algo.finished().unwrap_or_else(|| algo.last()))
+}
+
 /// The steady-state rates of `paths` (bytes/s) when they all send at once beside `load`: the
 /// rates the aggregated models pace themselves by. Max-min, or equal shares above
 /// [`EXACT_STEADY_MAX`] flows without load.
@@ -412,12 +487,15 @@ pub(crate) fn solve_max_min(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Ve
 /// order.
 fn max_min_with_load(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
     let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
-    let mut specs: Vec<FlowSpec<'_>> =
-        paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    let mut specs: Vec<FlowSpec<'_>> = paths
+        .iter()
+        .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0, link_weights: None })
+        .collect();
     specs.extend(raw.iter().zip(load).map(|(p, l)| FlowSpec {
         path: p,
         cap: l.cap,
         weight: l.weight,
+        link_weights: None,
     }));
     max_min_rates(caps, &specs)
 }

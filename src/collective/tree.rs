@@ -15,11 +15,11 @@
 //! transfers) use a pipeline estimate instead: steady-state max-min rates of every edge busy at
 //! once set the pace, and the first chunk's longest path up and down the fill.
 
-use super::Mode;
 use super::run::{
-    Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Load, Signal, solve_max_min,
+    Algorithm, Call, Closed, Ctx, EXACT_STEADY_MAX, Form, Load, Signal, solve_max_min,
     steady_with_reserved,
 };
+use super::{Mode, run, symmetry};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
 use crate::hw::{Cluster, Vertex};
 use std::borrow::Cow;
@@ -33,6 +33,128 @@ use crate::units::{Bytes, Time};
 /// which simulate every size dozens of times; at 100,000 the estimate takes over from 4 GiB
 /// there, 0.3–0.5 % slower than the events (its fill is a little pessimistic).
 const AGGREGATE_ABOVE: usize = 100_000;
+
+/// Aggregated mode's budget for the representatives' event simulation: at most this many flows
+/// (every edge of the representative pipelines, both ways), and at most [`REDUCED_WORK`] links
+/// visited by its rate solves; beyond, the pipeline estimate.
+const REDUCED_FLOWS: usize = 2_048;
+/// About 0.25 s of solving on this repository's 2-core machine.
+const REDUCED_WORK: u64 = 4_000_000;
+
+/// One representative pipeline per class of equivalent ones, and the reduced paths of its
+/// edges (up and down for each edge of each representative, in order).
+struct Reduction {
+    reps: Vec<usize>,
+    paths: Vec<symmetry::Reduced>,
+}
+
+/// Splits the call's pipelines into classes of equivalent ones, each standing for the others
+/// with its nodes renumbered where a pipeline on tree 1 stands for one on tree 0, and gives
+/// their reduced paths; `None` when that takes more than `max_flows` representative flows.
+///
+/// It starts from one class, every pipeline an image of the first, and refines: a pipeline
+/// whose tree does not map onto its representative's, whose edges' timing differs, or whose
+/// flows cross other link types ([`symmetry::reduce`]) moves to a class of its own kind, until
+/// every image matches its representative.
+fn reduce_pipelines(
+    lay: &Layout,
+    channels: &[Channel],
+    arena: &Arena,
+    caps: &[f64],
+    max_flows: usize,
+) -> Option<Reduction> {
+    let (nnodes, rpn) = (lay.nnodes, lay.rpn);
+    let tree: Vec<bool> =
+        lay.reps.iter().map(|&(c, _)| !lay.collnet && c >= lay.nch.div_ceil(2)).collect();
+    // Ranks of a pipeline on one tree as the other tree's (the double binary tree's renumbering).
+    let map_rank = |renumber: bool, r: usize| {
+        if !renumber || r >= nnodes * rpn {
+            return r;
+        }
+        let (node, pos) = (r / rpn, r % rpn);
+        let n =
+            if nnodes.is_multiple_of(2) { nnodes - 1 - node } else { (node + nnodes - 1) % nnodes };
+        n * rpn + pos
+    };
+    // The edge of `rep` that edge `e` of a pipeline maps onto, if its tree and timing match.
+    let image_of = |rep: &Channel, renumber: bool, e: &Edge| {
+        let re = rep.parent(map_rank(renumber, e.child))?;
+        let r = &rep.edges[re];
+        let same = r.parent == map_rank(renumber, e.parent)
+            && (r.up_delay, r.down_delay, r.up_p2p, r.down_p2p)
+                == (e.up_delay, e.down_delay, e.up_p2p, e.down_p2p)
+            && (r.up_eff, r.down_eff) == (e.up_eff, e.down_eff);
+        same.then_some(re)
+    };
+    let mut class = vec![0usize; channels.len()];
+    let mut reps = vec![0usize];
+    loop {
+        // A pipeline that does not map onto its representative at all starts a class.
+        for p in 0..channels.len() {
+            let rep = reps[class[p]];
+            let renumber = tree[p] != tree[rep];
+            if channels[p].edges.iter().any(|e| image_of(&channels[rep], renumber, e).is_none()) {
+                match reps.iter().position(|&r| {
+                    let renumber = tree[p] != tree[r];
+                    channels[p].edges.iter().all(|e| image_of(&channels[r], renumber, e).is_some())
+                }) {
+                    Some(k) => class[p] = k,
+                    None => {
+                        class[p] = reps.len();
+                        reps.push(p);
+                    }
+                }
+            }
+        }
+        let flows_per = channels.first().map_or(0, |c| 2 * c.edges.len());
+        if reps.len() * flows_per > max_flows {
+            return None;
+        }
+        let mut first = Vec::with_capacity(reps.len());
+        let mut own: Vec<&[u32]> = Vec::new();
+        for &p in &reps {
+            first.push(own.len());
+            for e in &channels[p].edges {
+                own.push(arena.get(e.up_links));
+                own.push(arena.get(e.down_links));
+            }
+        }
+        let mut images = Vec::with_capacity(channels.len() * flows_per);
+        for (p, ch) in channels.iter().enumerate() {
+            let (k, rep) = (class[p], reps[class[p]]);
+            for e in &ch.edges {
+                let re = image_of(&channels[rep], tree[p] != tree[rep], e)?;
+                let id = (first[k] + 2 * re) as u32;
+                images.push(symmetry::Image { path: arena.get(e.up_links), rep: id });
+                images.push(symmetry::Image { path: arena.get(e.down_links), rep: id + 1 });
+            }
+        }
+        match symmetry::reduce(caps, &own, &images) {
+            Ok(paths) => return Some(Reduction { reps, paths }),
+            Err(signatures) => {
+                // Split each class by its pipelines' signatures, edge by edge.
+                let mut keys: Vec<(usize, &[u32])> = Vec::new();
+                let mut next_class = Vec::with_capacity(channels.len());
+                let mut next_reps = Vec::new();
+                for p in 0..channels.len() {
+                    let key = (class[p], &signatures[p * flows_per..(p + 1) * flows_per]);
+                    let k = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+                        keys.push(key);
+                        next_reps.push(p);
+                        keys.len() - 1
+                    });
+                    next_class.push(k);
+                }
+                if next_reps.len() == reps.len() {
+                    // Nothing split: cannot happen when the check failed, but never loop.
+                    return None;
+                }
+                class = next_class;
+                reps = next_reps;
+            }
+        }
+    }
+}
 
 /// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).
 pub fn btree(n: usize, rank: usize) -> (Option<usize>, Option<usize>, Option<usize>) {
@@ -167,6 +289,7 @@ impl From<Ev> for Signal {
     }
 }
 
+#[derive(Clone)]
 struct Channel {
     edges: Vec<Edge>,
     /// Per rank: the edge to its parent ([`NO_EDGE`] at the root).
@@ -712,56 +835,78 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         channels.push(Channel::new(nranks, edges));
     }
 
-    // Aggregated mode runs the event simulation while it is small, and the pipeline estimate
-    // beyond (large trees of many chunks, where fill effects are small).
+    // Aggregated mode simulates one representative per class of equivalent pipelines, alone,
+    // when the call is symmetric and that is cheap enough; else the pipeline estimate. Auto runs
+    // small calls in full detail.
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
-    let estimate = match call.mode {
-        Mode::Aggregated => true,
-        Mode::Auto => work > AGGREGATE_ABOVE,
-        Mode::Detailed => false,
-    };
-    if estimate {
-        let unit = per_channel as f64 / chunks as f64;
-        let t = pipeline_estimate(
-            &channels,
-            &arena,
-            cluster.capacities(),
-            call.load,
-            chunks,
-            unit,
-            units_per_step,
-            sync,
-            EXACT_STEADY_MAX,
-        );
-        return Box::new(Closed::new(t));
-    }
-    for ch in &mut channels {
-        ch.delivered = vec![0; ch.edges.len()];
-        ch.ranks = vec![RankState { arrived_up: vec![0; chunks], ..RankState::default() }; nranks];
-        for e in &mut ch.edges {
-            let up: Vec<LinkId> = arena.get(e.up_links).iter().map(|&l| LinkId(l)).collect();
-            let down: Vec<LinkId> = arena.get(e.down_links).iter().map(|&l| LinkId(l)).collect();
-            e.up = cx.add_path(&up);
-            e.down = cx.add_path(&down);
+    let shape = Shape { chunks, chunk, last, units_per_step, sync, nranks };
+    if call.mode == Mode::Detailed || (call.mode == Mode::Auto && work <= AGGREGATE_ABOVE) {
+        for ch in &mut channels {
+            for e in &mut ch.edges {
+                let up: Vec<LinkId> = arena.get(e.up_links).iter().map(|&l| LinkId(l)).collect();
+                let down: Vec<LinkId> =
+                    arena.get(e.down_links).iter().map(|&l| LinkId(l)).collect();
+                e.up = cx.add_path(&up);
+                e.down = cx.add_path(&down);
+            }
         }
+        return Box::new(Tree::new(channels, shape, true));
     }
-    let total_done = nranks * channels.len();
-    Box::new(Tree {
-        channels,
+    let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
+    let found = if call.load.is_empty() && flows <= REDUCED_FLOWS {
+        reduce_pipelines(&lay, &channels, &arena, cluster.capacities(), REDUCED_FLOWS)
+    } else {
+        None
+    };
+    let estimate = pipeline_estimate(
+        &channels,
+        &arena,
+        cluster.capacities(),
+        call.load,
         chunks,
-        chunk,
-        last,
+        per_channel as f64 / chunks as f64,
         units_per_step,
         sync,
-        nranks,
-        finish: Time::ZERO,
-        done: 0,
-        total_done,
-    })
+        EXACT_STEADY_MAX,
+    );
+    let t = found.and_then(|Reduction { reps, paths }| {
+        // The representatives alone, each flow on its reduced path.
+        let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
+        run::run_alone(cluster.links(), REDUCED_WORK, estimate, |cx| {
+            let mut k = 0;
+            for ch in &mut reps {
+                for e in &mut ch.edges {
+                    let (up, down) = (&paths[k], &paths[k + 1]);
+                    e.up = cx.add_weighted_path(&up.links, &up.weights, Time::ZERO);
+                    e.down = cx.add_weighted_path(&down.links, &down.weights, Time::ZERO);
+                    k += 2;
+                }
+            }
+            Box::new(Tree::new(reps, shape, false))
+        })
+    });
+    match t {
+        Some(t) => Box::new(Closed::timed(t, Form::Symmetric)),
+        None => Box::new(Closed::new(estimate)),
+    }
+}
+
+/// How a Tree-family call's pipelines cut their bytes.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    chunks: usize,
+    /// Payload of every chunk but the last, and of the last.
+    chunk: u64,
+    last: u64,
+    units_per_step: usize,
+    sync: Time,
+    nranks: usize,
 }
 
 /// A running Tree-family call.
 struct Tree {
+    /// Every pipeline (else one representative per class of equivalent ones).
+    detailed: bool,
     channels: Vec<Channel>,
     chunks: usize,
     /// Payload of every chunk but the last, and of the last.
@@ -777,6 +922,31 @@ struct Tree {
 }
 
 impl Tree {
+    /// A call over `channels`, their paths registered; `detailed` when they are every pipeline
+    /// (else representatives).
+    fn new(mut channels: Vec<Channel>, shape: Shape, detailed: bool) -> Tree {
+        let Shape { chunks, chunk, last, units_per_step, sync, nranks } = shape;
+        for ch in &mut channels {
+            ch.delivered = vec![0; ch.edges.len()];
+            ch.ranks =
+                vec![RankState { arrived_up: vec![0; chunks], ..RankState::default() }; nranks];
+        }
+        let total_done = nranks * channels.len();
+        Tree {
+            detailed,
+            channels,
+            chunks,
+            chunk,
+            last,
+            units_per_step,
+            sync,
+            nranks,
+            finish: Time::ZERO,
+            done: 0,
+            total_done,
+        }
+    }
+
     /// Whether chunk `k` ends a step (a CTA post, after which it pays its sync).
     fn boundary(&self, k: usize) -> bool {
         (k + 1).is_multiple_of(self.units_per_step) || k + 1 == self.chunks
@@ -879,8 +1049,8 @@ impl Tree {
 }
 
 impl Algorithm for Tree {
-    fn detailed(&self) -> bool {
-        true
+    fn form(&self) -> Form {
+        if self.detailed { Form::Detailed } else { Form::Symmetric }
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {

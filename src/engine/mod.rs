@@ -176,6 +176,17 @@ impl<T: Copy> Simulation<T> {
         self.net.add_path(links)
     }
 
+    /// Registers a path whose flows stand for several copies, `weights[k]` of them on
+    /// `links[k]` (a symmetry-reduced simulation), with latency `latency`.
+    pub fn add_weighted_path(
+        &mut self,
+        links: &[LinkId],
+        weights: &[f64],
+        latency: Time,
+    ) -> PathId {
+        self.net.add_weighted_path(links, weights, latency)
+    }
+
     /// Starts a transfer of `bytes` now on `path`, uncapped; `token` comes back when it ends.
     pub fn start_flow(&mut self, path: PathId, bytes: Bytes, token: T) {
         let now = self.now();

@@ -64,6 +64,9 @@ pub struct Network<T> {
     capacity: Vec<f64>,
     latency: Vec<Time>,
     paths: Vec<Vec<u32>>,
+    /// Per path: how many copies of a flow on it cross each of its links (symmetry-reduced
+    /// simulations), or `None` for one on every link.
+    path_weights: Vec<Option<Vec<f64>>>,
     path_latency: Vec<Time>,
     flows: Vec<ActiveFlow<T>>,
     /// Flows that never finish (background traffic): solved with the others, never scanned
@@ -72,6 +75,8 @@ pub struct Network<T> {
     last_update: Time,
     dirty: bool,
     solves: u64,
+    /// Links visited by all solves so far (each solve visits every active flow's links).
+    work: u64,
     /// Bytes (× weight) moved by finishing flows at their rates so far.
     moved: f64,
     /// Bytes (× weight) of the flows that have finished.
@@ -87,12 +92,14 @@ impl<T: Copy> Network<T> {
             capacity: links.iter().map(|l| l.capacity.bytes_per_sec()).collect(),
             latency: links.iter().map(|l| l.latency).collect(),
             paths: Vec::new(),
+            path_weights: Vec::new(),
             path_latency: Vec::new(),
             flows: Vec::new(),
             persistent: Vec::new(),
             last_update: Time::ZERO,
             dirty: false,
             solves: 0,
+            work: 0,
             moved: 0.0,
             delivered: 0.0,
             early: 0.0,
@@ -104,6 +111,24 @@ impl<T: Copy> Network<T> {
     pub fn add_path(&mut self, links: &[LinkId]) -> PathId {
         let latency = links.iter().fold(Time::ZERO, |t, l| t + self.latency[l.0 as usize]);
         self.paths.push(links.iter().map(|l| l.0).collect());
+        self.path_weights.push(None);
+        self.path_latency.push(latency);
+        PathId(self.paths.len() as u32 - 1)
+    }
+
+    /// Registers a path whose flows stand for several copies, `weights[k]` of them crossing
+    /// `links[k]` (a symmetry-reduced simulation: one flow for all its images, which meet
+    /// other flows' images on some links and not on others). Its latency is `latency`: the
+    /// links include ones the flow itself does not cross.
+    pub fn add_weighted_path(
+        &mut self,
+        links: &[LinkId],
+        weights: &[f64],
+        latency: Time,
+    ) -> PathId {
+        debug_assert_eq!(links.len(), weights.len());
+        self.paths.push(links.iter().map(|l| l.0).collect());
+        self.path_weights.push(Some(weights.to_vec()));
         self.path_latency.push(latency);
         PathId(self.paths.len() as u32 - 1)
     }
@@ -166,6 +191,11 @@ impl<T: Copy> Network<T> {
         self.solves
     }
 
+    /// Links visited by the rate solves so far: the network's share of a run's cost.
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
     /// The time at which the next active flow finishes, recomputing rates first if flows
     /// started or ended since the last call. Persistent flows never finish, and neither does a
     /// flow that gets no bandwidth at all (its finish is [`Time::MAX`]).
@@ -176,17 +206,21 @@ impl<T: Copy> Network<T> {
         self.flows.iter().map(|f| f.finish).filter(|&t| t < Time::MAX).min()
     }
 
-    /// The current rate of every active flow (bytes/s per unit of weight) with its path and
-    /// weight, recomputing rates first if needed: for checks that no link is over capacity.
-    pub fn rates(&mut self) -> Vec<(&[u32], f64, f64)> {
+    /// The load on every link (bytes/s): each active flow's rate times the copies of it that
+    /// cross the link, recomputing rates first if needed. For checks that no link is over
+    /// capacity.
+    pub fn link_loads(&mut self) -> Vec<f64> {
         if self.dirty {
             self.resolve();
         }
-        self.flows
-            .iter()
-            .chain(&self.persistent)
-            .map(|f| (self.paths[f.path.0 as usize].as_slice(), f.rate, f.weight))
-            .collect()
+        let mut load = vec![0.0f64; self.capacity.len()];
+        for f in self.flows.iter().chain(&self.persistent) {
+            let weights = self.path_weights[f.path.0 as usize].as_deref();
+            for (k, &l) in self.paths[f.path.0 as usize].iter().enumerate() {
+                load[l as usize] += f.rate * f.weight * weights.map_or(1.0, |w| w[k]);
+            }
+        }
+        load
     }
 
     /// Byte accounting of the finishing flows: (bytes moved at their rates, bytes of the flows
@@ -261,10 +295,12 @@ impl<T: Copy> Network<T> {
                 path: &self.paths[f.path.0 as usize],
                 cap: f.cap,
                 weight: f.weight,
+                link_weights: self.path_weights[f.path.0 as usize].as_deref(),
             })
             .collect();
         let rates = solver::max_min_rates(&self.capacity, &specs);
         self.solves += 1;
+        self.work += specs.iter().map(|f| f.path.len() as u64).sum::<u64>();
         let now = self.last_update;
         for (f, r) in self.flows.iter_mut().chain(self.persistent.iter_mut()).zip(rates) {
             f.rate = r;

@@ -22,6 +22,17 @@ pub struct FlowSpec<'a> {
     pub cap: f64,
     /// How many identical flows this entry stands for (≥ 1 in practice; must be > 0).
     pub weight: f64,
+    /// Per link of `path`, a multiplier of `weight` on that link: how many copies of the flow
+    /// cross it (a symmetry-reduced simulation, where one flow stands for its images and the
+    /// images of different flows meet on different links). `None`: 1 on every link.
+    pub link_weights: Option<&'a [f64]>,
+}
+
+impl FlowSpec<'_> {
+    /// The weight the flow puts on the `k`-th link of its path.
+    fn on_link(&self, k: usize) -> f64 {
+        self.link_weights.map_or(self.weight, |w| self.weight * w[k])
+    }
 }
 
 /// Relative tolerance under which two fair-share levels count as equal.
@@ -113,7 +124,7 @@ pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
         .map(|f| {
             let path = &renumbered[at..at + f.path.len()];
             at += f.path.len();
-            FlowSpec { path, cap: f.cap, weight: f.weight }
+            FlowSpec { path, cap: f.cap, weight: f.weight, link_weights: f.link_weights }
         })
         .collect();
     max_min_dense(&caps, &specs)
@@ -128,9 +139,9 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
     // link -> flows crossing it (CSR layout).
     let mut count = vec![0u32; n_links + 1];
     for f in flows {
-        for &l in f.path {
+        for (k, &l) in f.path.iter().enumerate() {
             count[l as usize + 1] += 1;
-            weight[l as usize] += f.weight;
+            weight[l as usize] += f.on_link(k);
         }
     }
     for i in 0..n_links {
@@ -157,6 +168,8 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
     let mut rate = vec![f64::NAN; flows.len()];
     let mut unfrozen = flows.len();
     let mut batch: Vec<u32> = Vec::new();
+    let mut touched = vec![false; n_links];
+    let mut touched_list: Vec<u32> = Vec::new();
     while unfrozen > 0 {
         while let Some(top) = heap.peek() {
             let l = top.link as usize;
@@ -208,24 +221,33 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
             }
         }
         unfrozen -= batch.len();
+        // Take the frozen flows off their links, then give each link touched its new share
+        // once (a batch of symmetric flows touches the same links many times).
         for &f in &batch {
             let spec = &flows[f as usize];
-            for &l in spec.path {
+            for (k, &l) in spec.path.iter().enumerate() {
                 let l = l as usize;
-                rem[l] = (rem[l] - level * spec.weight).max(0.0);
-                weight[l] -= spec.weight;
-                version[l] = version[l].wrapping_add(1);
-                if weight[l] > spec.weight * 1e-9 {
-                    heap.push(Share {
-                        level: rem[l] / weight[l],
-                        link: l as u32,
-                        version: version[l],
-                    });
-                } else {
+                let w = spec.on_link(k);
+                rem[l] = (rem[l] - level * w).max(0.0);
+                weight[l] -= w;
+                if weight[l] <= w * 1e-9 {
                     weight[l] = 0.0;
+                }
+                if !touched[l] {
+                    touched[l] = true;
+                    touched_list.push(l as u32);
                 }
             }
         }
+        for &l in &touched_list {
+            let l = l as usize;
+            touched[l] = false;
+            version[l] = version[l].wrapping_add(1);
+            if weight[l] > 0.0 {
+                heap.push(Share { level: rem[l] / weight[l], link: l as u32, version: version[l] });
+            }
+        }
+        touched_list.clear();
     }
     rate
 }
@@ -239,10 +261,10 @@ pub fn max_min_rates_reference(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Ve
         let mut left = capacities.to_vec();
         let mut rising = vec![0.0; capacities.len()];
         for (f, spec) in flows.iter().enumerate() {
-            for &l in spec.path {
+            for (k, &l) in spec.path.iter().enumerate() {
                 match rate[f] {
-                    Some(r) => left[l as usize] -= r * spec.weight,
-                    None => rising[l as usize] += spec.weight,
+                    Some(r) => left[l as usize] -= r * spec.on_link(k),
+                    None => rising[l as usize] += spec.on_link(k),
                 }
             }
         }
@@ -292,8 +314,22 @@ mod tests {
             .iter()
             .zip(caps)
             .zip(weights)
-            .map(|((p, &cap), &weight)| FlowSpec { path: p, cap, weight })
+            .map(|((p, &cap), &weight)| FlowSpec { path: p, cap, weight, link_weights: None })
             .collect()
+    }
+
+    /// `specs` with per-link weights where `lw` has them.
+    fn weighted<'a>(
+        paths: &'a [Vec<u32>],
+        caps: &[f64],
+        weights: &[f64],
+        lw: &'a [Option<Vec<f64>>],
+    ) -> Vec<FlowSpec<'a>> {
+        let mut f = specs(paths, caps, weights);
+        for (spec, w) in f.iter_mut().zip(lw) {
+            spec.link_weights = w.as_deref();
+        }
+        f
     }
 
     #[test]
@@ -316,7 +352,25 @@ mod tests {
         assert_eq!(max_min_rates(&[], &f), vec![f64::INFINITY]);
     }
 
-    fn problem() -> impl Strategy<Value = (Vec<f64>, Vec<Vec<u32>>, Vec<f64>, Vec<f64>)> {
+    type Problem = (Vec<f64>, Vec<Vec<u32>>, Vec<f64>, Vec<f64>);
+
+    #[test]
+    fn link_weights_count_copies_per_link() {
+        // Flow A stands for 3 copies on link 0 and 1 on link 1; B is alone on link 1. Link 0
+        // (cap 6) holds A at 2; link 1 (cap 10) gives B the remaining 8.
+        let paths = vec![vec![0, 1], vec![1]];
+        let lw = vec![Some(vec![3.0, 1.0]), None];
+        let f = weighted(&paths, &[f64::INFINITY; 2], &[1.0; 2], &lw);
+        assert_eq!(max_min_rates(&[6.0, 10.0], &f), vec![2.0, 8.0]);
+        assert_eq!(max_min_rates_reference(&[6.0, 10.0], &f), vec![2.0, 8.0]);
+        // The same multiplier on every link is a weight.
+        let lw = vec![Some(vec![2.0, 2.0]), None];
+        let g = weighted(&paths, &[f64::INFINITY; 2], &[1.0; 2], &lw);
+        let h = specs(&paths, &[f64::INFINITY; 2], &[2.0, 1.0]);
+        assert_eq!(max_min_rates(&[6.0, 10.0], &g), max_min_rates(&[6.0, 10.0], &h));
+    }
+
+    fn problem() -> impl Strategy<Value = Problem> {
         (1usize..12).prop_flat_map(|n_links| {
             let caps = prop::collection::vec(1.0f64..100.0, n_links);
             let flows = prop::collection::vec(
@@ -372,8 +426,17 @@ mod tests {
         }
 
         #[test]
-        fn fast_matches_reference_and_is_max_min((caps, paths, fcaps, w) in problem()) {
-            let f = specs(&paths, &fcaps, &w);
+        fn fast_matches_reference_and_is_max_min(
+            (caps, paths, fcaps, w) in problem(),
+            multipliers in prop::collection::vec(prop::option::of(prop::collection::vec(1u8..5, 4)), 25),
+        ) {
+            // Some flows stand for a different number of copies on each link they cross.
+            let lw: Vec<Option<Vec<f64>>> = paths
+                .iter()
+                .zip(&multipliers)
+                .map(|(p, m)| m.as_ref().map(|m| p.iter().zip(m).map(|(_, &k)| f64::from(k)).collect()))
+                .collect();
+            let f = weighted(&paths, &fcaps, &w, &lw);
             let fast = max_min_rates(&caps, &f);
             let slow = max_min_rates_reference(&caps, &f);
             for (a, b) in fast.iter().zip(&slow) {
@@ -382,7 +445,7 @@ mod tests {
             // No link over capacity.
             let mut load = vec![0.0; caps.len()];
             for (spec, r) in f.iter().zip(&fast) {
-                for &l in spec.path { load[l as usize] += r * spec.weight; }
+                for (k, &l) in spec.path.iter().enumerate() { load[l as usize] += r * spec.on_link(k); }
             }
             for (l, c) in load.iter().zip(&caps) {
                 prop_assert!(*l <= c * (1.0 + 1e-9), "load {l} over capacity {c}");

@@ -39,12 +39,25 @@ impl SimFormat for Table {
             r.profile.name,
             r.mode.name(),
             {
-                let detailed = r.rows.iter().filter(|x| x.simulated == "detailed").count();
-                let aggregated = r.rows.len() - detailed;
-                match (detailed, aggregated) {
-                    (_, 0) => "every size detailed".to_string(),
-                    (0, _) => "every size aggregated".to_string(),
-                    (d, a) => format!("{d} size(s) detailed, {a} aggregated"),
+                let count = |form: &str| r.rows.iter().filter(|x| x.simulated == form).count();
+                let forms: Vec<(usize, &str)> = ["detailed", "symmetric", "aggregated"]
+                    .into_iter()
+                    .map(|f| (count(f), f))
+                    .filter(|&(n, _)| n > 0)
+                    .collect();
+                match forms.as_slice() {
+                    [] => "every size detailed".to_string(),
+                    [(_, f)] => format!("every size {f}"),
+                    _ => {
+                        forms
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (n, f))| {
+                                if i == 0 { format!("{n} size(s) {f}") } else { format!("{n} {f}") }
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
                 }
             }
         )?;

@@ -221,7 +221,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
             sel.nccl_choice
                 .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name()))
         },
-        simulated: if run.detailed { "detailed" } else { "aggregated" },
+        simulated: run.form.name(),
     }
 }
 

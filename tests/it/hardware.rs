@@ -15,8 +15,10 @@ fn rates(c: &Cluster, pairs: &[(usize, usize)]) -> Vec<f64> {
     let paths: Vec<Vec<u32>> =
         pairs.iter().map(|&(a, b)| c.gpu_to_gpu(0, a, b).iter().map(|l| l.0).collect()).collect();
     let caps: Vec<f64> = c.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
-    let specs: Vec<FlowSpec<'_>> =
-        paths.iter().map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0 }).collect();
+    let specs: Vec<FlowSpec<'_>> = paths
+        .iter()
+        .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0, link_weights: None })
+        .collect();
     max_min_rates(&caps, &specs).iter().map(|r| r / 1e9).collect()
 }
 
