@@ -21,8 +21,8 @@
 //! last one sending to the first through the network stand for all — and gives each hop the
 //! steady-state max-min rate it gets when every connection of every channel sends at once.
 
-use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
-use super::{Collective, Mode};
+use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
+use super::{Collective, Mode, symmetry};
 use crate::comm::{HopClass, Proto, RingChannel};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
@@ -377,6 +377,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         Mode::Auto => Mode::Aggregated,
         m => m,
     };
+    let ring_plan = plan.clone();
     let ring = |ranks, channels, eff, hold, delay, carrier| Ring {
         plan,
         eff,
@@ -412,6 +413,10 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             Box::new(ring(nranks, nch, eff, hold, delay, Carrier::Network(paths)))
         }
         Mode::Aggregated | Mode::Auto => {
+            let built = Built { plan: ring_plan.clone(), sync, proto: sel.proto, work };
+            if let Some(t) = symmetric(call, nch, &built) {
+                return Box::new(Closed::timed(t, Form::Symmetric));
+            }
             // Steady state: every hop of every channel sending at once. On a uniform network
             // every node sees the same, so node 0's hops stand for all, its last hop leaving
             // through its NIC and, by symmetry, re-entering node 0. Where racks, oversubscribed
@@ -460,6 +465,165 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             Box::new(ring(ppn, 1, eff, hold, delay, Carrier::Fixed(rates)))
         }
     }
+}
+
+/// What a ring call's shape is, for its symmetric run.
+struct Built {
+    plan: Plan,
+    sync: Time,
+    proto: Proto,
+    /// Slice transfers of the whole call.
+    work: usize,
+}
+
+/// Budget of the symmetric run: representative flows, and links visited by its rate solves
+/// (about 0.25 s on this repository's 2-core machine).
+const SYMMETRIC_FLOWS: usize = 4_096;
+const SYMMETRIC_WORK: u64 = 4_000_000;
+
+/// The ring on one node's ranks standing for every node's, one representative channel per
+/// class of equivalent channels, each connection's flows standing for their images on the links
+/// they share ([`symmetry`]): the detailed result, when the check finds the call symmetric and
+/// the run fits its budget; else `None`.
+fn symmetric(call: &Call<'_>, nch: usize, built: &Built) -> Option<Time> {
+    let (cluster, comm, params) = (call.cluster, call.comm, call.params);
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    let arch = cluster.spec().gpu.arch;
+    let links = cluster.links();
+    let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+    // Each round of slices re-shares the representative flows a few times: its cost is their
+    // links plus a fixed cost per flow (events, bookkeeping), about 16 links' worth. At least
+    // one representative channel of one link per flow: too costly even so, do not check.
+    let per_conn = built.work / (nnodes * ppn * nch).max(1);
+    let cost = |entries: usize, flows: usize| (per_conn * (entries + 16 * flows)) as u64;
+    if cost(ppn, ppn) > SYMMETRIC_WORK {
+        return None;
+    }
+    // Every connection of the whole call: (node, position, channel) in that order.
+    struct Hop {
+        path: Vec<u32>,
+        delay: Time,
+        eff: f64,
+        hold: bool,
+    }
+    let mut conns = Vec::with_capacity(nnodes * ppn * nch);
+    for node in 0..nnodes {
+        for i in 0..ppn {
+            for ch in &comm.channels()[..nch] {
+                let (p, class) = comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes);
+                conns.push(Hop {
+                    delay: latency(&p) + params.step(class, built.proto),
+                    eff: params.efficiency(arch, class, built.proto),
+                    hold: class != HopClass::Net,
+                    path: p.iter().map(|l| l.0).collect(),
+                });
+            }
+        }
+    }
+    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
+    let same = |a: &Hop, b: &Hop| (a.delay, a.eff, a.hold) == (b.delay, b.eff, b.hold);
+    // Classes of channels, refined until every connection is an image of its representative:
+    // position i of channel c on any node stands for position i of its class's representative
+    // on node 0.
+    // Other traffic holds its steady-state share of each link, as in a detailed run.
+    let caps = run::capacities_beside_load(call);
+    let mut class = vec![0usize; nch];
+    let mut reps = vec![0usize];
+    let reduced = loop {
+        if reps.len() * ppn > SYMMETRIC_FLOWS {
+            return None;
+        }
+        // Timing first: a channel whose hops differ from its representative's starts a class.
+        let mut timing: Vec<usize> = vec![0; nch];
+        for c in 0..nch {
+            let r = reps[class[c]];
+            let odd = (0..nnodes)
+                .flat_map(|n| (0..ppn).map(move |i| (n, i)))
+                .any(|(n, i)| !same(&conns[at(n, i, c)], &conns[at(0, i, r)]));
+            timing[c] = usize::from(odd);
+        }
+        let own: Vec<&[u32]> = (0..ppn)
+            .flat_map(|i| reps.iter().map(move |&r| (i, r)))
+            .map(|(i, r)| conns[at(0, i, r)].path.as_slice())
+            .collect();
+        let images: Vec<symmetry::Image<'_>> = (0..nnodes)
+            .flat_map(|n| (0..ppn).flat_map(move |i| (0..nch).map(move |c| (n, i, c))))
+            .map(|(n, i, c)| symmetry::Image {
+                path: &conns[at(n, i, c)].path,
+                rep: (i * reps.len() + class[c]) as u32,
+            })
+            .collect();
+        let result = if timing.iter().any(|&t| t > 0) {
+            Err(vec![0; images.len()])
+        } else {
+            symmetry::reduce(&caps, &own, &images)
+        };
+        match result {
+            Ok(paths) => break paths,
+            Err(signatures) => {
+                // Split each class by its channels' timing and signatures at every position of
+                // every node.
+                let key = |c: usize| {
+                    let sig: Vec<u32> = (0..nnodes)
+                        .flat_map(|n| (0..ppn).map(move |i| (n * ppn + i) * nch + c))
+                        .map(|k| signatures[k])
+                        .collect();
+                    (class[c], timing[c], sig)
+                };
+                let mut keys = Vec::new();
+                let mut next_class = Vec::with_capacity(nch);
+                let mut next_reps = Vec::new();
+                for c in 0..nch {
+                    let k = key(c);
+                    let pos = keys.iter().position(|x| *x == k).unwrap_or_else(|| {
+                        keys.push(k);
+                        next_reps.push(c);
+                        keys.len() - 1
+                    });
+                    next_class.push(pos);
+                }
+                if next_reps.len() == reps.len() {
+                    return None;
+                }
+                class = next_class;
+                reps = next_reps;
+            }
+        }
+    };
+    let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
+    if cost(entries, reduced.len()) > SYMMETRIC_WORK {
+        return None;
+    }
+    let nreps = reps.len();
+    run::run_alone(links, &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
+        let mut paths = Vec::with_capacity(ppn * nreps);
+        let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..ppn {
+            for &r in &reps {
+                let c = &conns[at(0, i, r)];
+                let red = &reduced[paths.len()];
+                paths.push(cx.add_weighted_path(&red.links, &red.weights, c.delay));
+                delay.push(c.delay);
+                eff.push(c.eff);
+                hold.push(c.hold);
+            }
+        }
+        Box::new(Ring {
+            plan: built.plan.clone(),
+            eff,
+            hold,
+            sync: built.sync,
+            sync_every_slice: built.proto == Proto::Simple,
+            ranks: ppn,
+            channels: nreps,
+            conns: vec![Conn::default(); ppn * nreps],
+            delay,
+            carrier: Carrier::Network(paths),
+            finish: Time::ZERO,
+            done: 0,
+            empty: false,
+        })
+    })
 }
 
 /// Every hop of every channel of every node busy at once.

@@ -382,6 +382,26 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         .collect()
 }
 
+/// The link capacities a call's flows share (bytes/s): what its load leaves of each link in
+/// the call's steady state (as [`reserve_load`] sets them for a detailed run), or the links'
+/// own without load.
+pub(crate) fn capacities_beside_load<'c>(call: &Call<'c>) -> Cow<'c, [f64]> {
+    let caps = call.cluster.capacities();
+    if call.load.is_empty() {
+        return Cow::Borrowed(caps);
+    }
+    let own: Vec<Vec<u32>> =
+        steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
+    let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
+    let rates = max_min_with_load(caps, &refs, call.load);
+    let mut left = caps.to_vec();
+    for (l, amount) in held_by(call.load, &rates[own.len()..]) {
+        let c = &mut left[l as usize];
+        *c = (*c - amount).max(*c * 1e-6);
+    }
+    Cow::Owned(left)
+}
+
 /// Takes the load's steady-state rates (beside the call's steady flows) off the links it
 /// crosses.
 fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
@@ -439,11 +459,17 @@ fn drive(
 /// turned out too costly; the caller falls back to an estimate).
 pub(crate) fn run_alone(
     links: &[crate::net::Link],
+    caps: &[f64],
     budget: u64,
     expected: Time,
     build: impl FnOnce(&mut Ctx<'_>) -> Box<dyn Algorithm>,
 ) -> Option<Time> {
     let mut sim: Simulation<Token> = Simulation::new(links);
+    for (l, (link, &c)) in links.iter().zip(caps).enumerate() {
+        if c != link.capacity.bytes_per_sec() {
+            sim.network().set_capacity(LinkId(l as u32), c);
+        }
+    }
     let mut algo = build(&mut Ctx { sim: &mut sim, call: CallId(0) });
     algo.start(&mut Ctx { sim: &mut sim, call: CallId(0) });
     while let Some(h) = sim.step() {

@@ -853,8 +853,10 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         return Box::new(Tree::new(channels, shape, true));
     }
     let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
-    let found = if call.load.is_empty() && flows <= REDUCED_FLOWS {
-        reduce_pipelines(&lay, &channels, &arena, cluster.capacities(), REDUCED_FLOWS)
+    // Other traffic holds its steady-state share of each link, as in a detailed run.
+    let caps = run::capacities_beside_load(call);
+    let found = if flows <= REDUCED_FLOWS {
+        reduce_pipelines(&lay, &channels, &arena, &caps, REDUCED_FLOWS)
     } else {
         None
     };
@@ -872,7 +874,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let t = found.and_then(|Reduction { reps, paths }| {
         // The representatives alone, each flow on its reduced path.
         let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
-        run::run_alone(cluster.links(), REDUCED_WORK, estimate, |cx| {
+        run::run_alone(cluster.links(), &caps, REDUCED_WORK, estimate, |cx| {
             let mut k = 0;
             for ch in &mut reps {
                 for e in &mut ch.edges {

@@ -169,6 +169,12 @@ impl<T: Copy> Network<T> {
         self.dirty = true;
     }
 
+    /// Sets link `l`'s capacity (bytes/s): a link of which others' traffic holds part.
+    pub fn set_capacity(&mut self, l: LinkId, capacity: f64) {
+        self.capacity[l.0 as usize] = capacity;
+        self.dirty = true;
+    }
+
     /// Whether any path has been registered (a simulation whose calls all run on fixed rates
     /// never needs the network).
     pub fn has_paths(&self) -> bool {
