@@ -10,8 +10,8 @@
 //! the pace of the slowest hop when every hop of every channel is busy.
 
 use super::ring::stream_unit;
-use super::run::{Algorithm, Call, Closed, Ctx, Form, Load, Signal, steady_with_reserved};
-use super::{Collective, Mode};
+use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Load, Signal, steady_with_reserved};
+use super::{Collective, Mode, symmetry};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::Cluster;
 use crate::net::solver::EqualShares;
@@ -109,8 +109,31 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 .collect()
         })
         .collect();
+    let build = |channels: &[Vec<Hop>], paths: Vec<Vec<PathId>>| {
+        let nh = channels.first().map_or(0, |c| c.len());
+        let nc = channels.len();
+        Chain {
+            delay: channels.iter().map(|c| c.iter().map(|h| h.delay).collect()).collect(),
+            eff: channels.iter().map(|c| c.iter().map(|h| h.eff).collect()).collect(),
+            p2p: channels.iter().map(|c| c.iter().map(|h| h.p2p).collect()).collect(),
+            paths,
+            chunks,
+            unit,
+            last,
+            sync,
+            nh,
+            sent: vec![vec![0; nh]; nc],
+            arrived: vec![vec![0; nh]; nc],
+            busy: vec![vec![false; nh]; nc],
+            finish: Time::ZERO,
+            done: 0,
+        }
+    };
     match call.mode {
         Mode::Aggregated | Mode::Auto => {
+            if let Some(t) = symmetric(call, &channels, chunks, &build) {
+                return Box::new(Closed::timed(t, Form::Symmetric));
+            }
             let unit = per_channel as f64 / chunks as f64;
             Box::new(Closed::new(estimate(
                 &channels,
@@ -126,26 +149,74 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 .iter()
                 .map(|c| c.iter().map(|h| cx.add_path(&h.links)).collect())
                 .collect();
-            let nh = channels.first().map_or(0, |c| c.len());
-            let nc = channels.len();
-            Box::new(Chain {
-                delay: channels.iter().map(|c| c.iter().map(|h| h.delay).collect()).collect(),
-                eff: channels.iter().map(|c| c.iter().map(|h| h.eff).collect()).collect(),
-                p2p: channels.iter().map(|c| c.iter().map(|h| h.p2p).collect()).collect(),
-                paths,
-                chunks,
-                unit,
-                last,
-                sync,
-                nh,
-                sent: vec![vec![0; nh]; nc],
-                arrived: vec![vec![0; nh]; nc],
-                busy: vec![vec![false; nh]; nc],
-                finish: Time::ZERO,
-                done: 0,
-            })
+            Box::new(build(&channels, paths))
         }
     }
+}
+
+/// Builds a running chain over some channels' hops and their registered paths.
+type Build<'a> = dyn Fn(&[Vec<Hop>], Vec<Vec<PathId>>) -> Chain + 'a;
+
+/// Budget of the symmetric run: representative flows, and links visited by its rate solves
+/// (about 0.25 s on this repository's 2-core machine).
+const SYMMETRIC_FLOWS: usize = 4_096;
+const SYMMETRIC_WORK: u64 = 4_000_000;
+
+/// One representative channel per class of equivalent channels, each hop's flows standing for
+/// their images on the links they share ([`symmetry`]): the detailed result, when the check
+/// finds the channels equivalent and the run fits its budget; else `None`.
+fn symmetric(
+    call: &Call<'_>,
+    channels: &[Vec<Hop>],
+    chunks: usize,
+    build: &Build<'_>,
+) -> Option<Time> {
+    let nh = channels.first().map_or(0, |c| c.len());
+    // Each chunk crosses every hop; a few solves per crossing, each over the flows' links plus
+    // a fixed cost per flow, about 16 links' worth. At least one channel of one link per hop.
+    let cost = |entries: usize, flows: usize| (chunks * (entries + 16 * flows)) as u64;
+    if cost(nh, nh) > SYMMETRIC_WORK {
+        return None;
+    }
+    let raw: Vec<Vec<Vec<u32>>> = channels
+        .iter()
+        .map(|c| c.iter().map(|h| h.links.iter().map(|l| l.0).collect()).collect())
+        .collect();
+    let same = |a: &Hop, b: &Hop| (a.delay, a.eff, a.p2p) == (b.delay, b.eff, b.p2p);
+    let images = |c: usize, r: usize| {
+        (0..nh)
+            .map(|h| same(&channels[c][h], &channels[r][h]).then(|| (raw[c][h].as_slice(), h)))
+            .collect::<Option<Vec<_>>>()
+    };
+    let own = |r: usize| raw[r].iter().map(Vec::as_slice).collect::<Vec<_>>();
+    let caps = run::capacities_beside_load(call);
+    let (reps, reduced) = symmetry::refine(channels.len(), &caps, SYMMETRIC_FLOWS, images, own)?;
+    let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
+    if cost(entries, reduced.len()) > SYMMETRIC_WORK {
+        return None;
+    }
+    let rep_channels: Vec<Vec<Hop>> = reps
+        .iter()
+        .map(|&r| {
+            channels[r]
+                .iter()
+                .map(|h| Hop { links: h.links.clone(), delay: h.delay, eff: h.eff, p2p: h.p2p })
+                .collect()
+        })
+        .collect();
+    run::run_alone(call.cluster.links(), &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
+        let paths = (0..reps.len())
+            .map(|k| {
+                (0..nh)
+                    .map(|h| {
+                        let red = &reduced[k * nh + h];
+                        cx.add_weighted_path(&red.links, &red.weights, rep_channels[k][h].delay)
+                    })
+                    .collect()
+            })
+            .collect();
+        Box::new(build(&rep_channels, paths))
+    })
 }
 
 fn estimate(

@@ -527,69 +527,23 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built) -> Option<Time> {
     // on node 0.
     // Other traffic holds its steady-state share of each link, as in a detailed run.
     let caps = run::capacities_beside_load(call);
-    let mut class = vec![0usize; nch];
-    let mut reps = vec![0usize];
-    let reduced = loop {
-        if reps.len() * ppn > SYMMETRIC_FLOWS {
-            return None;
-        }
-        // Timing first: a channel whose hops differ from its representative's starts a class.
-        let mut timing: Vec<usize> = vec![0; nch];
-        for c in 0..nch {
-            let r = reps[class[c]];
-            let odd = (0..nnodes)
-                .flat_map(|n| (0..ppn).map(move |i| (n, i)))
-                .any(|(n, i)| !same(&conns[at(n, i, c)], &conns[at(0, i, r)]));
-            timing[c] = usize::from(odd);
-        }
-        let own: Vec<&[u32]> = (0..ppn)
-            .flat_map(|i| reps.iter().map(move |&r| (i, r)))
-            .map(|(i, r)| conns[at(0, i, r)].path.as_slice())
-            .collect();
-        let images: Vec<symmetry::Image<'_>> = (0..nnodes)
-            .flat_map(|n| (0..ppn).flat_map(move |i| (0..nch).map(move |c| (n, i, c))))
-            .map(|(n, i, c)| symmetry::Image {
-                path: &conns[at(n, i, c)].path,
-                rep: (i * reps.len() + class[c]) as u32,
-            })
-            .collect();
-        let result = if timing.iter().any(|&t| t > 0) {
-            Err(vec![0; images.len()])
-        } else {
-            symmetry::reduce(&caps, &own, &images)
-        };
-        match result {
-            Ok(paths) => break paths,
-            Err(signatures) => {
-                // Split each class by its channels' timing and signatures at every position of
-                // every node.
-                let key = |c: usize| {
-                    let sig: Vec<u32> = (0..nnodes)
-                        .flat_map(|n| (0..ppn).map(move |i| (n * ppn + i) * nch + c))
-                        .map(|k| signatures[k])
-                        .collect();
-                    (class[c], timing[c], sig)
-                };
-                let mut keys = Vec::new();
-                let mut next_class = Vec::with_capacity(nch);
-                let mut next_reps = Vec::new();
-                for c in 0..nch {
-                    let k = key(c);
-                    let pos = keys.iter().position(|x| *x == k).unwrap_or_else(|| {
-                        keys.push(k);
-                        next_reps.push(c);
-                        keys.len() - 1
-                    });
-                    next_class.push(pos);
-                }
-                if next_reps.len() == reps.len() {
+    // Position i of channel c on any node stands for position i of its class's representative
+    // on node 0.
+    let images = |c: usize, r: usize| {
+        let mut out = Vec::with_capacity(nnodes * ppn);
+        for n in 0..nnodes {
+            for i in 0..ppn {
+                let hop = &conns[at(n, i, c)];
+                if !same(hop, &conns[at(0, i, r)]) {
                     return None;
                 }
-                class = next_class;
-                reps = next_reps;
+                out.push((hop.path.as_slice(), i));
             }
         }
+        Some(out)
     };
+    let own = |r: usize| (0..ppn).map(|i| conns[at(0, i, r)].path.as_slice()).collect::<Vec<_>>();
+    let (reps, reduced) = symmetry::refine(nch, &caps, SYMMETRIC_FLOWS, images, own)?;
     let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
     if cost(entries, reduced.len()) > SYMMETRIC_WORK {
         return None;
@@ -599,9 +553,9 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built) -> Option<Time> {
         let mut paths = Vec::with_capacity(ppn * nreps);
         let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..ppn {
-            for &r in &reps {
+            for (k, &r) in reps.iter().enumerate() {
                 let c = &conns[at(0, i, r)];
-                let red = &reduced[paths.len()];
+                let red = &reduced[k * ppn + i];
                 paths.push(cx.add_weighted_path(&red.links, &red.weights, c.delay));
                 delay.push(c.delay);
                 eff.push(c.eff);

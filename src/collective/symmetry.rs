@@ -131,6 +131,87 @@ pub(crate) fn reduce(
     Ok(out)
 }
 
+/// Classes of equivalent units (channels, pipelines) and their representatives' reduced
+/// paths, found by refinement.
+///
+/// A unit's flows are images of its class representative's: `images(u, r)` gives unit `u`'s
+/// flows as images of unit `r`'s — each its path and the index of the flow of `r` it stands
+/// for — or `None` when `u` cannot stand for `r` at all (its structure or timing differs);
+/// `own(r)` gives `r`'s flows' paths, in index order. Starting from one class, a unit that
+/// cannot map onto its representative joins the first class it maps onto or starts one, and
+/// classes split by their units' flow signatures ([`reduce`]) until every image matches.
+/// `None` when that takes more than `max_flows` representative flows, or cannot be made to
+/// hold.
+pub(crate) fn refine<'p>(
+    units: usize,
+    caps: &[f64],
+    max_flows: usize,
+    images: impl Fn(usize, usize) -> Option<Vec<(&'p [u32], usize)>>,
+    own: impl Fn(usize) -> Vec<&'p [u32]>,
+) -> Option<(Vec<usize>, Vec<Reduced>)> {
+    let mut class = vec![0usize; units];
+    let mut reps = vec![0usize];
+    loop {
+        // Units that do not map onto their representative move to one they map onto.
+        for u in 0..units {
+            if images(u, reps[class[u]]).is_none() {
+                match reps.iter().position(|&r| images(u, r).is_some()) {
+                    Some(k) => class[u] = k,
+                    None => {
+                        class[u] = reps.len();
+                        reps.push(u);
+                    }
+                }
+            }
+        }
+        let owns: Vec<Vec<&'p [u32]>> = reps.iter().map(|&r| own(r)).collect();
+        if owns.iter().map(Vec::len).sum::<usize>() > max_flows {
+            return None;
+        }
+        let first: Vec<usize> = owns
+            .iter()
+            .scan(0, |at, o| {
+                let f = *at;
+                *at += o.len();
+                Some(f)
+            })
+            .collect();
+        let mut all = Vec::new();
+        let mut span = Vec::with_capacity(units + 1);
+        span.push(0);
+        for (u, &k) in class.iter().enumerate() {
+            for (path, i) in images(u, reps[k])? {
+                all.push(Image { path, rep: (first[k] + i) as u32 });
+            }
+            span.push(all.len());
+        }
+        let flat: Vec<&[u32]> = owns.iter().flatten().copied().collect();
+        match reduce(caps, &flat, &all) {
+            Ok(paths) => return Some((reps, paths)),
+            Err(signatures) => {
+                // Split each class by its units' signatures, flow by flow.
+                let mut keys: Vec<(usize, &[u32])> = Vec::new();
+                let mut next_class = Vec::with_capacity(units);
+                let mut next_reps = Vec::new();
+                for u in 0..units {
+                    let key = (class[u], &signatures[span[u]..span[u + 1]]);
+                    let k = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+                        keys.push(key);
+                        next_reps.push(u);
+                        keys.len() - 1
+                    });
+                    next_class.push(k);
+                }
+                if next_reps.len() == reps.len() {
+                    return None;
+                }
+                class = next_class;
+                reps = next_reps;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

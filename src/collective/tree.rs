@@ -52,10 +52,10 @@ struct Reduction {
 /// with its nodes renumbered where a pipeline on tree 1 stands for one on tree 0, and gives
 /// their reduced paths; `None` when that takes more than `max_flows` representative flows.
 ///
-/// It starts from one class, every pipeline an image of the first, and refines: a pipeline
-/// whose tree does not map onto its representative's, whose edges' timing differs, or whose
-/// flows cross other link types ([`symmetry::reduce`]) moves to a class of its own kind, until
-/// every image matches its representative.
+/// It starts from one class, every pipeline an image of the first, and refines
+/// ([`symmetry::refine`]): a pipeline whose tree does not map onto its representative's, whose
+/// edges' timing differs, or whose flows cross other link types moves to a class of its own
+/// kind, until every image matches its representative.
 fn reduce_pipelines(
     lay: &Layout,
     channels: &[Channel],
@@ -86,74 +86,25 @@ fn reduce_pipelines(
             && (r.up_eff, r.down_eff) == (e.up_eff, e.down_eff);
         same.then_some(re)
     };
-    let mut class = vec![0usize; channels.len()];
-    let mut reps = vec![0usize];
-    loop {
-        // A pipeline that does not map onto its representative at all starts a class.
-        for p in 0..channels.len() {
-            let rep = reps[class[p]];
-            let renumber = tree[p] != tree[rep];
-            if channels[p].edges.iter().any(|e| image_of(&channels[rep], renumber, e).is_none()) {
-                match reps.iter().position(|&r| {
-                    let renumber = tree[p] != tree[r];
-                    channels[p].edges.iter().all(|e| image_of(&channels[r], renumber, e).is_some())
-                }) {
-                    Some(k) => class[p] = k,
-                    None => {
-                        class[p] = reps.len();
-                        reps.push(p);
-                    }
-                }
-            }
+    let images = |p: usize, r: usize| {
+        let renumber = tree[p] != tree[r];
+        let mut out = Vec::with_capacity(2 * channels[p].edges.len());
+        for e in &channels[p].edges {
+            let re = image_of(&channels[r], renumber, e)?;
+            out.push((arena.get(e.up_links), 2 * re));
+            out.push((arena.get(e.down_links), 2 * re + 1));
         }
-        let flows_per = channels.first().map_or(0, |c| 2 * c.edges.len());
-        if reps.len() * flows_per > max_flows {
-            return None;
-        }
-        let mut first = Vec::with_capacity(reps.len());
-        let mut own: Vec<&[u32]> = Vec::new();
-        for &p in &reps {
-            first.push(own.len());
-            for e in &channels[p].edges {
-                own.push(arena.get(e.up_links));
-                own.push(arena.get(e.down_links));
-            }
-        }
-        let mut images = Vec::with_capacity(channels.len() * flows_per);
-        for (p, ch) in channels.iter().enumerate() {
-            let (k, rep) = (class[p], reps[class[p]]);
-            for e in &ch.edges {
-                let re = image_of(&channels[rep], tree[p] != tree[rep], e)?;
-                let id = (first[k] + 2 * re) as u32;
-                images.push(symmetry::Image { path: arena.get(e.up_links), rep: id });
-                images.push(symmetry::Image { path: arena.get(e.down_links), rep: id + 1 });
-            }
-        }
-        match symmetry::reduce(caps, &own, &images) {
-            Ok(paths) => return Some(Reduction { reps, paths }),
-            Err(signatures) => {
-                // Split each class by its pipelines' signatures, edge by edge.
-                let mut keys: Vec<(usize, &[u32])> = Vec::new();
-                let mut next_class = Vec::with_capacity(channels.len());
-                let mut next_reps = Vec::new();
-                for p in 0..channels.len() {
-                    let key = (class[p], &signatures[p * flows_per..(p + 1) * flows_per]);
-                    let k = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
-                        keys.push(key);
-                        next_reps.push(p);
-                        keys.len() - 1
-                    });
-                    next_class.push(k);
-                }
-                if next_reps.len() == reps.len() {
-                    // Nothing split: cannot happen when the check failed, but never loop.
-                    return None;
-                }
-                class = next_class;
-                reps = next_reps;
-            }
-        }
-    }
+        Some(out)
+    };
+    let own = |r: usize| {
+        channels[r]
+            .edges
+            .iter()
+            .flat_map(|e| [arena.get(e.up_links), arena.get(e.down_links)])
+            .collect::<Vec<_>>()
+    };
+    let (reps, paths) = symmetry::refine(channels.len(), caps, max_flows, images, own)?;
+    Some(Reduction { reps, paths })
 }
 
 /// NCCL's binary tree over `n` ranks (`ncclGetBtree`): (parent, child 0, child 1).

@@ -213,7 +213,7 @@ fn aggregated_is_the_detailed_result_where_they_disagreed() {
     }
 }
 
-/// Ring, Tree, NVLSTree and CollNet on 4 and 5 nodes (the second tree mirrored, and shifted)
+/// Ring, Broadcast/Reduce chains, Tree, NVLSTree and CollNet on 4 and 5 nodes (the second tree mirrored, and shifted)
 /// at sizes where the detailed run moves more than 100k transfers: the aggregated form claims
 /// symmetry on these uniform machines, and is the detailed result to rounding.
 #[test]
@@ -222,6 +222,8 @@ fn symmetric_runs_are_exact_where_they_aggregate() {
         ("dgx-a100", "Ring", "LL128", 64u64 << 20),
         ("dgx-h100", "Ring", "Simple", 512 << 20),
         ("aws-p5", "Ring", "LL", 8 << 20),
+        ("dgx-a100", "Broadcast", "LL128", 256 << 20),
+        ("dgx-h100", "Reduce", "Simple", 1 << 30),
         ("dgx-a100", "Tree", "LL128", 16 << 20),
         ("dgx-a100", "Tree", "Simple", 512 << 20),
         ("dgx-h100", "Tree", "LL128", 8 << 20),
@@ -235,10 +237,15 @@ fn symmetric_runs_are_exact_where_they_aggregate() {
     for (preset, algo, proto, bytes) in grid {
         for nodes in [4, 5] {
             let node = if preset == "sharp" { sharp() } else { spec(preset) };
+            let (coll, algo) = match algo {
+                "Broadcast" => (Collective::Broadcast, "Ring"),
+                "Reduce" => (Collective::Reduce, "Ring"),
+                a => (Collective::AllReduce, a),
+            };
             let env = [("NCCL_ALGO", algo), ("NCCL_PROTO", proto), ("NCCL_COLLNET_ENABLE", "1")];
-            let c = case("tree", node, (nodes, 8), Collective::AllReduce, bytes, &env);
+            let c = case("symmetric", node, (nodes, 8), coll, bytes, &env);
             let (rel, events, form) = gap(&c);
-            report.push(format!("{preset} {algo}/{proto} {nodes} nodes {bytes} B: {form:?} {rel:.2e} ({events} transfers)"));
+            report.push(format!("{preset} {coll:?} {algo}/{proto} {nodes} nodes {bytes} B: {form:?} {rel:.2e} ({events} transfers)"));
             assert!(events > 100_000, "{}", report.last().unwrap());
             assert_eq!(form, Form::Symmetric, "{}", report.last().unwrap());
             assert!(rel < 1e-6, "{}", report.last().unwrap());
