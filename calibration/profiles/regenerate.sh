@@ -5,7 +5,7 @@
 # tests/it/calibrate.rs reruns the aws-p5 and dgx-h100 commands and compares the bytes.
 # dgx-a100 is fitted on one cluster (CRUSOE) for use on others (checked on ALCF Sophia), so it
 # keeps the fitted parameters only (--no-correction): CRUSOE's size-band factors doubled the
-# held-out error there (7.2 -> 14.4 % median on Sophia's all_reduce).
+# held-out error there (7.4 -> 14.4 % median on Sophia's all_reduce).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 d=calibration/data

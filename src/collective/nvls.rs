@@ -9,8 +9,8 @@
 //! The two stages pipeline over the chunks of a channel; all GPUs and channels run at once and
 //! share the links by max-min fairness. Wire bytes are payload / NVLS efficiency.
 
-use super::Mode;
-use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
+use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
+use super::{Mode, symmetry};
 use crate::comm::env::NcclEnv;
 use crate::comm::{HopClass, Proto};
 use crate::hw::{Cluster, Vertex};
@@ -261,6 +261,24 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let last = share - (chunks as u64 - 1) * chunk;
     // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
     // GPU and channel reducing and storing at once, by symmetry the same for all.
+    let nvls = |pipes: usize, carrier: Carrier| Nvls {
+        pipes: vec![Pipe::default(); pipes],
+        chunks,
+        chunk,
+        last,
+        eff: params.nvls_efficiency(comm.arch()),
+        lat: params.step(HopClass::Nvlink, Proto::Simple),
+        extra: params.gpu(cluster.spec().gpu.arch).nvls_call,
+        carrier,
+        finish: Time::ZERO,
+        done: 0,
+        empty: false,
+    };
+    if call.mode != Mode::Detailed
+        && let Some(t) = symmetric(call, n, nch, &nvls)
+    {
+        return Box::new(Closed::timed(t, Form::Symmetric));
+    }
     let (pipes, carrier) = match call.mode {
         Mode::Aggregated | Mode::Auto => {
             let paths: Vec<Vec<u32>> = (0..n)
@@ -289,17 +307,55 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             (n * nch, Carrier::Network(paths))
         }
     };
-    Box::new(Nvls {
-        pipes: vec![Pipe::default(); pipes],
-        chunks,
-        chunk,
-        last,
-        eff: params.nvls_efficiency(comm.arch()),
-        lat: params.step(HopClass::Nvlink, Proto::Simple),
-        extra: params.gpu(cluster.spec().gpu.arch).nvls_call,
-        carrier,
-        empty: false,
-        ..empty
+    Box::new(nvls(pipes, carrier))
+}
+
+/// Budget of the symmetric run: links visited by its rate solves (about 0.25 s on this
+/// repository's 2-core machine).
+const SYMMETRIC_WORK: u64 = 4_000_000;
+
+/// One representative per class of equivalent GPU-channel pipelines (on one NVSwitch node,
+/// usually one for all), its stages standing for their images on the links they share
+/// ([`symmetry`]): the detailed result, when the check holds and the run fits its budget.
+fn symmetric(
+    call: &Call<'_>,
+    n: usize,
+    nch: usize,
+    nvls: &dyn Fn(usize, Carrier) -> Nvls,
+) -> Option<Time> {
+    let raw: Vec<(Vec<u32>, Vec<u32>)> = (0..n)
+        .map(|g| {
+            let (r, s) = stage_paths(call.cluster, n, g);
+            (r.iter().map(|l| l.0).collect(), s.iter().map(|l| l.0).collect())
+        })
+        .collect();
+    let caps = run::capacities_beside_load(call);
+    let images = |u: usize, _| {
+        let (r, s) = &raw[u / nch];
+        Some(vec![(r.as_slice(), 0), (s.as_slice(), 1)])
+    };
+    let own = |u: usize| {
+        let (r, s) = &raw[u / nch];
+        vec![r.as_slice(), s.as_slice()]
+    };
+    let (reps, reduced) = symmetry::refine(n * nch, &caps, 4 * n * nch, images, own)?;
+    let chunks = nvls(0, Carrier::Fixed(1.0, 1.0)).chunks;
+    let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
+    if (chunks * (entries + 16 * reduced.len())) as u64 > SYMMETRIC_WORK {
+        return None;
+    }
+    let links = call.cluster.links();
+    run::run_alone(links, &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
+        let paths = (0..reps.len())
+            .map(|k| {
+                let (r, s) = (&reduced[2 * k], &reduced[2 * k + 1]);
+                (
+                    cx.add_weighted_path(&r.links, &r.weights, Time::ZERO),
+                    cx.add_weighted_path(&s.links, &s.weights, Time::ZERO),
+                )
+            })
+            .collect();
+        Box::new(nvls(reps.len(), Carrier::Network(paths)))
     })
 }
 

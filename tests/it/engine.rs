@@ -251,6 +251,22 @@ fn symmetric_runs_are_exact_where_they_aggregate() {
             assert!(rel < 1e-6, "{}", report.last().unwrap());
         }
     }
+    // NVLS runs on one node only: its GPUs' pipelines stand for each other.
+    let c = case(
+        "nvls",
+        spec("dgx-h100"),
+        (1, 8),
+        Collective::AllReduce,
+        8 << 30,
+        &[("NCCL_ALGO", "NVLS")],
+    );
+    let (rel, events, form) = gap(&c);
+    report.push(format!("dgx-h100 NVLS 1 node 8 GiB: {form:?} {rel:.2e} ({events} transfers)"));
+    assert!(
+        events > 100_000 && form == Form::Symmetric && rel < 1e-6,
+        "{}",
+        report.last().unwrap()
+    );
     println!("{}", report.join("\n"));
 }
 
@@ -285,5 +301,29 @@ fn symmetric_runs_beside_other_traffic_are_the_detailed_result() {
         let rel = (a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0).abs();
         assert!(rel < 1e-6, "{algo}: aggregated {} detailed {}", a.time, d.time);
         assert!(d.time > alone.time, "{algo}: the load slows nothing");
+    }
+}
+
+#[test]
+fn steady_state_p2p_and_pat_agree_with_detailed_where_they_aggregate() {
+    // Their flows all start together (each PAT step's, every peer pair's), so every flow at its
+    // steady-state rate is what the detailed run gives: on an all-to-all of over 100k flows,
+    // and PAT on 1,024 nodes (its log-many steps keep the transfers fewer).
+    let cases = [
+        case("alltoall", spec("dgx-h100"), (24, 8), Collective::AllToAll, 1 << 30, &[]),
+        case(
+            "pat all_gather",
+            spec("aws-p5"),
+            (1024, 1),
+            Collective::AllGather,
+            1 << 30,
+            &[("NCCL_ALGO", "PAT")],
+        ),
+    ];
+    for c in &cases {
+        let (rel, events, form) = gap(c);
+        println!("{}: {form:?} {rel:.2e} ({events} transfers)", c.what);
+        assert_eq!(form, Form::Aggregated, "{}", c.what);
+        assert!(rel < 0.01, "{}: aggregated {rel} from detailed", c.what);
     }
 }
