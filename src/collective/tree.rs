@@ -498,6 +498,14 @@ impl Layout {
         }
     }
 
+    /// What pipeline `(c, hp)`'s edges depend on: its ring (unless the heads set the order), its
+    /// tree (unless CollNet) and its head.
+    fn pipeline_key(&self, comm: &Communicator, (c, hp): (usize, usize)) -> (usize, usize, usize) {
+        let ring = if self.nvls_tree { 0 } else { c % comm.channels().len().max(1) };
+        let tree = usize::from(!self.collnet && c >= self.nch.div_ceil(2));
+        (ring, tree, hp)
+    }
+
     /// The edges of pipeline `(c, hp)`, their links appended to `arena`: the chains inside
     /// nodes, the NVLS edges, then the edges between nodes (the double binary tree, or every
     /// head to the SHARP switch).
@@ -738,7 +746,17 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let step = |class: HopClass| params.step(class, sel.proto);
     let mut channels: Vec<Channel> = Vec::new();
     let mut arena = Arena::default();
+    // Pipelines that differ only in their channel number are the same pipeline again (NVLSTree
+    // and CollNetDirect heads do not depend on the ring; CollNet has no tree): built once.
+    let mut built_for: Vec<((usize, usize, usize), usize)> = Vec::new();
     for &rep in &lay.reps {
+        let key = lay.pipeline_key(comm, rep);
+        if let Some(&(_, at)) = built_for.iter().find(|(k, _)| *k == key) {
+            let again = channels[at].clone();
+            channels.push(again);
+            continue;
+        }
+        built_for.push((key, channels.len()));
         let built = lay.channel_edges(cluster, comm, rep, &mut arena);
         let mut edges = Vec::with_capacity(built.len());
         for e in built {
