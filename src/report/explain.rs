@@ -57,6 +57,8 @@ pub struct Explanation {
     pub nccl_choice: Option<String>,
     /// What collsim simulates: algorithm, protocol, channels.
     pub simulated: (String, String, usize),
+    /// How: "detailed", "symmetric" or "aggregated".
+    pub form: &'static str,
     /// Simulated time, µs.
     pub time_us: f64,
     /// The time of the same call with a near-empty buffer: call overhead and latency steps.
@@ -133,6 +135,7 @@ impl Explanation {
                 run.proto.name().to_string(),
                 run.channels,
             ),
+            form: run.form.name(),
             time_us,
             latency_part_us,
             bandwidth_part_us: time_us - latency_part_us,
@@ -165,7 +168,15 @@ impl Explanation {
             self.write_cost_table(out)?;
         }
         let (a, p, ch) = &self.simulated;
-        writeln!(out, "collsim simulates: {a}/{p} on {ch} channel(s)")?;
+        let how = match self.form {
+            "detailed" => "every rank, channel and chunk",
+            "symmetric" => {
+                "one representative per checked class of equivalent ranks, channels or pipelines: \
+                 the detailed result"
+            }
+            _ => "steady-state rates or a pipeline estimate",
+        };
+        writeln!(out, "collsim simulates: {a}/{p} on {ch} channel(s), {} ({how})", self.form)?;
         writeln!(out)?;
         writeln!(
             out,
