@@ -115,7 +115,21 @@ fn flows(
     (flows, max_ch)
 }
 
-/// Every flow of the call at once, for `explain`'s bottleneck.
+/// Every flow of the call at once, each with how many flows it stands for (on a uniform
+/// network, node 0's AllToAll flows stand for all), for `explain`'s bottleneck.
+pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+    if is_uniform_alltoall(call) && per_peer(call.coll, call.comm.nranks(), call.bytes.get()) > 0 {
+        let (flows, weight, _) = uniform_alltoall_flows(call);
+        return flows
+            .into_iter()
+            .zip(weight)
+            .map(|(f, w)| (f.path.into_iter().map(LinkId).collect(), w))
+            .collect();
+    }
+    steady_paths(call).into_iter().map(|p| (p, 1.0)).collect()
+}
+
+/// Every flow of the call at once (explain's bottleneck; the load's steady state).
 pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     let (coll, comm, bytes) = (call.coll, call.comm, call.bytes.get());
     if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
@@ -144,11 +158,7 @@ pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
     if n < 2 || per_peer == 0 {
         return (Time::ZERO, proto, 1);
     }
-    if coll == Collective::AllToAll
-        && comm.nnodes() > 2
-        && cluster.network_is_uniform()
-        && call.load.is_empty()
-    {
+    if is_uniform_alltoall(call) {
         let (t, max_ch) = uniform_alltoall(call);
         return (t, proto, max_ch);
     }
@@ -176,6 +186,32 @@ fn worst(flows: &[Flow], rates: &[f64]) -> Time {
 /// nnodes − 1): the load on each of node 0's links, and so every rate, is the whole call's,
 /// from ppn² pairs instead of n² (n² flows on 16,384 GPUs took 24 GB).
 fn uniform_alltoall(call: &Call<'_>) -> (Time, usize) {
+    let (flows, weight, max_ch) = uniform_alltoall_flows(call);
+    let specs: Vec<FlowSpec<'_>> = flows
+        .iter()
+        .zip(&weight)
+        .map(|(f, &w)| FlowSpec {
+            path: &f.path,
+            cap: f64::INFINITY,
+            weight: w,
+            link_weights: None,
+        })
+        .collect();
+    let rates = max_min_rates(call.cluster.capacities(), &specs);
+    (worst(&flows, &rates), max_ch)
+}
+
+/// Whether [`uniform_alltoall`] times `call`.
+fn is_uniform_alltoall(call: &Call<'_>) -> bool {
+    call.coll == Collective::AllToAll
+        && call.comm.nnodes() > 2
+        && call.cluster.network_is_uniform()
+        && call.load.is_empty()
+}
+
+/// Node 0's flows standing for a uniform AllToAll, each with how many flows it stands for, and
+/// the most channels a pair uses.
+fn uniform_alltoall_flows(call: &Call<'_>) -> (Vec<Flow>, Vec<f64>, usize) {
     let (cluster, comm) = (call.cluster, call.comm);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let reps: Vec<(usize, usize)> =
@@ -204,18 +240,7 @@ fn uniform_alltoall(call: &Call<'_>) -> (Time, usize) {
         }
         weight.push(if remote { (nnodes - 1) as f64 } else { 1.0 });
     }
-    let specs: Vec<FlowSpec<'_>> = flows
-        .iter()
-        .zip(&weight)
-        .map(|(f, &w)| FlowSpec {
-            path: &f.path,
-            cap: f64::INFINITY,
-            weight: w,
-            link_weights: None,
-        })
-        .collect();
-    let rates = max_min_rates(cluster.capacities(), &specs);
-    (worst(&flows, &rates), max_ch)
+    (flows, weight, max_ch)
 }
 
 /// A point-to-point call with every flow on the network (detailed mode).

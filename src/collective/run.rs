@@ -619,31 +619,45 @@ pub struct Bottleneck {
 /// The link that bounds `call` when every connection sends at once: the most loaded link (load
 /// over capacity) on the path of the slowest flow, at the steady-state rates.
 pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
-    let paths = steady_paths(call);
-    if paths.is_empty() {
+    // Each flow with how many it stands for (uniform AllToAll: node 0's for all).
+    let flows: Vec<(Vec<u32>, f64)> = match kind(call) {
+        Kind::P2p => p2p::steady_weighted(call),
+        _ => steady_paths(call).into_iter().map(|p| (p, 1.0)).collect(),
+    }
+    .into_iter()
+    .map(|(p, w)| (p.iter().map(|l| l.0).collect(), w))
+    .collect();
+    if flows.is_empty() {
         return None;
     }
     let links = call.cluster.links();
     let caps = call.cluster.capacities();
-    let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
-    let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-    let rates = steady_rates(caps, &refs, call.load);
+    let rates = if flows.iter().all(|(_, w)| *w == 1.0) {
+        let refs: Vec<&[u32]> = flows.iter().map(|(p, _)| p.as_slice()).collect();
+        steady_rates(caps, &refs, call.load)
+    } else {
+        let specs: Vec<FlowSpec<'_>> = flows
+            .iter()
+            .map(|(p, w)| FlowSpec { path: p, cap: f64::INFINITY, weight: *w, link_weights: None })
+            .collect();
+        max_min_rates(caps, &specs)
+    };
     let mut load = vec![0.0f64; links.len()];
-    let mut count = vec![0usize; links.len()];
-    for (p, r) in raw.iter().zip(&rates) {
+    let mut count = vec![0.0f64; links.len()];
+    for ((p, w), r) in flows.iter().zip(&rates) {
         for &l in p {
-            load[l as usize] += r;
-            count[l as usize] += 1;
+            load[l as usize] += r * w;
+            count[l as usize] += w;
         }
     }
     let slowest = (0..rates.len()).min_by(|&a, &b| rates[a].total_cmp(&rates[b]))?;
-    let l = raw[slowest].iter().copied().max_by(|&a, &b| {
+    let l = flows[slowest].0.iter().copied().max_by(|&a, &b| {
         (load[a as usize] / caps[a as usize]).total_cmp(&(load[b as usize] / caps[b as usize]))
     })? as usize;
     Some(Bottleneck {
         class: links[l].class,
         capacity: caps[l],
-        flows: count[l],
+        flows: count[l].round() as usize,
         per_flow: rates[slowest],
     })
 }
