@@ -131,8 +131,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     };
     match call.mode {
         Mode::Aggregated | Mode::Auto => {
-            if let Some(t) = symmetric(call, &channels, chunks, &build) {
-                return Box::new(Closed::timed(t, Form::Symmetric));
+            if let Some((t, form)) = symmetric(call, &channels, chunks, &build) {
+                return Box::new(Closed::timed(t, form));
             }
             let unit = per_channel as f64 / chunks as f64;
             Box::new(Closed::new(estimate(
@@ -170,7 +170,7 @@ fn symmetric(
     channels: &[Vec<Hop>],
     chunks: usize,
     build: &Build<'_>,
-) -> Option<Time> {
+) -> Option<(Time, Form)> {
     let nh = channels.first().map_or(0, |c| c.len());
     // Each chunk crosses every hop; a few solves per crossing, each over the flows' links plus
     // a fixed cost per flow, about 16 links' worth. At least one channel of one link per hop.
@@ -204,7 +204,9 @@ fn symmetric(
                 .collect()
         })
         .collect();
-    run::run_alone(call.cluster.links(), &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
+    // Every channel its own representative is the detailed run, and says so.
+    let form = if reps.len() == channels.len() { Form::Detailed } else { Form::Symmetric };
+    let t = run::run_alone(call.cluster.links(), &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
         let paths = (0..reps.len())
             .map(|k| {
                 (0..nh)
@@ -216,7 +218,8 @@ fn symmetric(
             })
             .collect();
         Box::new(build(&rep_channels, paths))
-    })
+    })?;
+    Some((t, form))
 }
 
 fn estimate(

@@ -139,9 +139,10 @@ pub(crate) fn reduce(
 /// for — or `None` when `u` cannot stand for `r` at all (its structure or timing differs);
 /// `own(r)` gives `r`'s flows' paths, in index order. Starting from one class, a unit that
 /// cannot map onto its representative joins the first class it maps onto or starts one, and
-/// classes split by their units' flow signatures ([`reduce`]) until every image matches.
-/// `None` when that takes more than `max_flows` representative flows, or cannot be made to
-/// hold.
+/// classes split by their units' flow signatures ([`reduce`]) until every image matches; when
+/// no split helps, every unit stands for itself (the detailed run). `None` when that takes more
+/// than `max_flows` representative flows, or cannot hold even then (the units do not cover the
+/// asymmetry, as a ring's channels do not cover differences between its nodes).
 pub(crate) fn refine<'p>(
     units: usize,
     caps: &[f64],
@@ -203,7 +204,13 @@ pub(crate) fn refine<'p>(
                     next_class.push(k);
                 }
                 if next_reps.len() == reps.len() {
-                    return None;
+                    if reps.len() == units {
+                        return None;
+                    }
+                    // No split helps: every unit its own representative, the detailed run.
+                    class = (0..units).collect();
+                    reps = (0..units).collect();
+                    continue;
                 }
                 class = next_class;
                 reps = next_reps;

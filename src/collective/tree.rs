@@ -840,6 +840,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         sync,
         EXACT_STEADY_MAX,
     );
+    let all_own = found.as_ref().is_some_and(|r| r.reps.len() == channels.len());
     let t = found.and_then(|Reduction { reps, paths }| {
         // The representatives alone, each flow on its reduced path.
         let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
@@ -856,7 +857,9 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             Box::new(Tree::new(reps, shape, false))
         })
     });
+    // Every pipeline its own representative is the detailed run, and says so.
     match t {
+        Some(t) if all_own => Box::new(Closed::timed(t, Form::Detailed)),
         Some(t) => Box::new(Closed::timed(t, Form::Symmetric)),
         None => Box::new(Closed::new(estimate)),
     }
