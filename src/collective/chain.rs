@@ -5,9 +5,10 @@
 //! holding at most 8 chunks in flight.
 //!
 //! [`Mode::Detailed`] moves every chunk as a flow with max-min rates re-shared as flows come
-//! and go. [`Mode::Aggregated`] uses the pipeline estimate: the first chunk crosses every hop
-//! at the rate it gets while all channels cross that hop together, and the others follow at
-//! the pace of the slowest hop when every hop of every channel is busy.
+//! and go. [`Mode::Aggregated`] runs one channel per class of equivalent ones on the network
+//! ([`symmetry`]); where that is too costly, the pipeline estimate: the first chunk crosses
+//! every hop at the rate it gets while all channels cross that hop together, and the others
+//! follow at the pace of the slowest hop when every hop of every channel is busy.
 
 use super::ring::stream_unit;
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Load, Signal, steady_with_reserved};

@@ -9,7 +9,7 @@ pub mod p2p;
 pub mod pat;
 pub mod ring;
 pub mod run;
-pub(crate) mod symmetry;
+pub mod symmetry;
 pub mod tree;
 
 pub use run::{
@@ -168,9 +168,10 @@ pub enum Mode {
     /// Every rank and channel, every chunk a flow, rates re-shared whenever a flow starts or
     /// ends — for every algorithm.
     Detailed,
-    /// Every algorithm in its aggregated form: symmetry (one node's ranks and one channel where
-    /// nodes and channels are alike) and the steady-state max-min rates of all flows, or a
-    /// pipeline estimate from them.
+    /// Every algorithm in its aggregated form: a symmetric run (one representative per checked
+    /// class of equivalent ranks, channels or pipelines, on the network: the detailed result;
+    /// see [`symmetry`]) where it applies within its budget, else steady-state max-min rates
+    /// or a pipeline estimate from them.
     Aggregated,
     /// Detailed where the event simulation is small (ring and tree calls of at most 100,000
     /// transfers), aggregated beyond and for the algorithms timed in closed form.

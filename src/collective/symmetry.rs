@@ -6,7 +6,7 @@
 //! representative then runs on the real network as a flow that counts, on each link, how many
 //! images of it cross that link ([`Network::add_weighted_path`](crate::net::Network)). Max-min
 //! shares on that reduced network are exactly those of the whole call, provided the images
-//! really are equivalent — which [`reduce`] checks rather than assumes:
+//! really are equivalent — which `reduce` checks rather than assumes:
 //!
 //! Give each link a *type*: its capacity and, for every representative, how many of its images
 //! cross the link. If every image crosses the same multiset of link types as its
@@ -15,7 +15,7 @@
 //! representative meets, and giving it the representative's rate is the max-min allocation:
 //! it is feasible, and each image is held by a saturated link of the same type as its
 //! representative's bottleneck, on which no flow is faster. When the check fails (racks,
-//! oversubscription, a partial node), [`reduce`] says so and the caller simulates more.
+//! oversubscription, a partial node), `reduce` says so and `refine` splits the classes.
 //!
 //! The check covers the links; the caller checks the rest of what makes images equivalent
 //! (their position in the algorithm's dependency structure, delays, efficiencies).
@@ -139,7 +139,7 @@ pub(crate) fn reduce(
 /// for — or `None` when `u` cannot stand for `r` at all (its structure or timing differs);
 /// `own(r)` gives `r`'s flows' paths, in index order. Starting from one class, a unit that
 /// cannot map onto its representative joins the first class it maps onto or starts one, and
-/// classes split by their units' flow signatures ([`reduce`]) until every image matches; when
+/// classes split by their units' flow signatures (`reduce`) until every image matches; when
 /// no split helps, every unit stands for itself (the detailed run). `None` when that takes more
 /// than `max_flows` representative flows, or cannot hold even then (the units do not cover the
 /// asymmetry, as a ring's channels do not cover differences between its nodes).

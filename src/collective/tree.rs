@@ -11,8 +11,9 @@
 //! Every transfer is a flow on the hop's links; arrivals lag by the path and protocol latency.
 //!
 //! Channels differ in their NICs and in which tree they follow, so every channel is built. In
-//! [`Mode::Aggregated`], calls too big for the event simulation (more than `AGGREGATE_ABOVE`
-//! transfers) use a pipeline estimate instead: steady-state max-min rates of every edge busy at
+//! [`Mode::Aggregated`] (and [`Mode::Auto`] above `AGGREGATE_ABOVE` transfers) one pipeline per
+//! class of equivalent ones runs on the network, standing for the others ([`symmetry`]); where
+//! that is too costly, a pipeline estimate: steady-state max-min rates of every edge busy at
 //! once set the pace, and the first chunk's longest path up and down the fill.
 
 use super::run::{
