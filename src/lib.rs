@@ -162,11 +162,21 @@ pub fn simulate_ddp(
         .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
-    Ok((ddp_step(&cluster, &comm, scenario, spec, params, mode, &load)?, summary))
+    let world = comm.nranks();
+    let step = with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, |gpu, coll| {
+        workload::ddp::simulate_step(spec, world, gpu, coll)
+    })?;
+    Ok((step, summary))
 }
 
-/// One DDP step of `spec` on `cluster`, every collective beside `load`.
-fn ddp_step(
+/// A collective's time as the model gives it: (collective, nccl-tests size, dtype).
+type CollTimer<'a> =
+    dyn Fn(collective::Collective, u64, workload::DataType) -> workload::ddp::CollTime + Sync + 'a;
+
+/// Hands `f` the GPU facts of `scenario`'s GPU for `spec` and a timer of collectives on
+/// `cluster` beside `load` (each distinct call simulated once).
+#[allow(clippy::too_many_arguments)]
+fn with_ddp<R>(
     cluster: &Cluster,
     comm: &Communicator,
     scenario: &Scenario,
@@ -174,7 +184,8 @@ fn ddp_step(
     params: &TimingParams,
     mode: Mode,
     load: &[Load],
-) -> Result<workload::ddp::StepResult, Error> {
+    f: impl FnOnce(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
+) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     let model = &scenario.node.gpu.model;
     let flops = match &spec.rate {
@@ -227,8 +238,7 @@ fn ddp_step(
         }
         t
     };
-    let world = comm.nranks();
-    Ok(workload::ddp::simulate_step(spec, world, &gpu, &coll))
+    Ok(f(&gpu, &coll))
 }
 
 /// What one job of a multi-job scenario did.
@@ -312,7 +322,9 @@ enum Traffic {
 /// of the same row, back to back, as nccl-tests loops; a DDP step: its largest bucket's
 /// collective, each flow at the step's communication duty cycle times its steady rate) and the
 /// scenario's background traffic; those flows take their max-min share of every link for the
-/// whole call. Neighbours are taken as they run alone (one pass, no fixed point).
+/// whole call. Neighbours are taken as they run alone (one pass, no fixed point). DDP jobs run
+/// their steps together in one shared network instead, each collective posted as its NCCL
+/// stream reaches it (`workload::jobs::run_shared`); sweeps are steady traffic there.
 pub fn simulate_jobs(
     scenario: &Scenario,
     params: &TimingParams,
@@ -383,7 +395,32 @@ pub fn simulate_jobs_with(
         Step(Box<workload::ddp::StepResult>),
         Idle,
     }
-    let run = |b: &Built, load: &dyn Fn(usize) -> Vec<Load>| -> Result<Ran, Error> {
+    // DDP jobs' steps, ready to post their collectives into a shared network.
+    let plans: Vec<Option<workload::ddp::StepPlan>> = built
+        .par_iter()
+        .map(|b| match &b.scenario.workload {
+            Workload::Ddp(d) => {
+                let world = b.comm.nranks();
+                let s = &b.scenario;
+                with_ddp(&b.cluster, &b.comm, s, d, params, mode, &bg, |gpu, coll| {
+                    Some(workload::ddp::plan_step(d, world, gpu, coll))
+                })
+            }
+            _ => Ok(None),
+        })
+        .collect::<Result<_, _>>()?;
+    let shared = |j: usize| {
+        plans[j].as_ref().map(|plan| workload::jobs::SharedStep {
+            cluster: &built[j].cluster,
+            comm: &built[j].comm,
+            params,
+            plan,
+            mode,
+        })
+    };
+    let links = whole.links();
+    let run = |j: usize, load: &dyn Fn(usize) -> Vec<Load>| -> Result<Ran, Error> {
+        let b = &built[j];
         Ok(match &b.scenario.workload {
             Workload::Sweep(s) => {
                 let n = workload::sweep::sizes(s).len();
@@ -398,17 +435,19 @@ pub fn simulate_jobs_with(
                     tick,
                 )?)
             }
-            Workload::Ddp(d) => {
-                let l = load(0);
-                let step = ddp_step(&b.cluster, &b.comm, &b.scenario, d, params, mode, &l)?;
-                tick();
-                Ran::Step(Box::new(step))
+            // Alone: its step in a network of its own (with the background).
+            Workload::Ddp(_) => {
+                let steps: Vec<_> = shared(j).into_iter().collect();
+                let mut r = workload::jobs::run_shared(&steps, links, &load(0), tick);
+                Ran::Step(Box::new(r.remove(0)))
             }
             Workload::Idle => Ran::Idle,
         })
     };
-    let alone: Vec<Ran> =
-        built.par_iter().map(|b| run(b, &|_| bg.clone())).collect::<Result<_, _>>()?;
+    let alone: Vec<Ran> = (0..built.len())
+        .into_par_iter()
+        .map(|j| run(j, &|_| bg.clone()))
+        .collect::<Result<_, _>>()?;
     // What each job puts on the network, from its run alone.
     let traffic: Vec<Traffic> = built
         .par_iter()
@@ -445,6 +484,24 @@ pub fn simulate_jobs_with(
             _ => Traffic::None,
         })
         .collect();
+    // Every DDP job together in one network: their collectives meet as they run, beside the
+    // background and the sweep jobs (each running its largest size back to back).
+    let ddp_jobs: Vec<usize> = (0..built.len()).filter(|&j| plans[j].is_some()).collect();
+    let mut together = {
+        let steps: Vec<_> = ddp_jobs.iter().filter_map(|&j| shared(j)).collect();
+        let mut load = bg.clone();
+        for t in &traffic {
+            if let Traffic::PerSize(rows) = t {
+                load.extend(rows.last().into_iter().flatten().cloned());
+            }
+        }
+        let done = if steps.is_empty() {
+            Vec::new()
+        } else {
+            workload::jobs::run_shared(&steps, links, &load, tick)
+        };
+        ddp_jobs.iter().copied().zip(done).collect::<std::collections::BTreeMap<_, _>>()
+    };
     let mut out = Vec::new();
     for (j, (b, alone)) in built.iter().zip(alone).enumerate() {
         let beside = |i: usize| -> Vec<Load> {
@@ -462,7 +519,11 @@ pub fn simulate_jobs_with(
             }
             l
         };
-        let outcome = match (run(b, &beside)?, alone) {
+        let ran = match together.remove(&j) {
+            Some(step) => Ran::Step(Box::new(step)),
+            None => run(j, &beside)?,
+        };
+        let outcome = match (ran, alone) {
             (Ran::Rows(rows), Ran::Rows(alone)) => JobOutcome::Sweep { rows, alone },
             (Ran::Step(step), Ran::Step(alone)) => JobOutcome::Ddp { step, alone },
             _ => JobOutcome::Idle,

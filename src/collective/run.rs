@@ -114,6 +114,10 @@ pub enum Signal {
     Flow(u32),
     /// Background traffic (never completes).
     Load,
+    /// A call posted into a [`Shared`] network starts (after its call overhead).
+    Start,
+    /// A timer an issuer of calls set on a [`Shared`] network, with its tag.
+    Wake(u32),
 }
 
 /// A flow's or timer's owner and meaning.
@@ -381,6 +385,219 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         })
         .collect()
 }
+
+/// A network that calls are posted into over time by issuers outside the engine (a DDP step's
+/// NCCL stream, several jobs' streams): each call runs in detail from the moment it is posted
+/// and shares every link by max-min with whatever else is in flight; background load sits in
+/// it as flows that never end. The issuers step it with [`Shared::advance`], which reports calls
+/// finishing and their own timers.
+pub struct Shared {
+    sim: Simulation<Token>,
+    calls: Vec<Posted>,
+    forms: Vec<(Time, Vec<(PathId, Bytes)>)>,
+    notices: std::collections::VecDeque<(Time, Notice)>,
+}
+
+/// A call posted into a [`Shared`] network.
+struct Posted {
+    algo: Box<dyn Algorithm>,
+    done: bool,
+}
+
+/// What a [`Shared`] network reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// A posted call has finished (its call overhead included).
+    Done(CallId),
+    /// A timer set with [`Shared::wake`] is due.
+    Wake(u32),
+}
+
+impl Shared {
+    /// An empty network over `links`, carrying `load` for as long as it runs.
+    pub fn new(links: &[crate::net::Link], load: &[Load]) -> Shared {
+        let mut sim = Simulation::new(links);
+        post_load(&mut sim, load);
+        let notices = std::collections::VecDeque::new();
+        Shared { sim, calls: Vec::new(), forms: Vec::new(), notices }
+    }
+
+    /// The current time.
+    pub fn now(&self) -> Time {
+        self.sim.now()
+    }
+
+    /// Posts `call` now: its flows start after its call overhead (the launch, as nccl-tests
+    /// counts it) and run in detail beside everything else on the network (the call's own
+    /// [`Call::load`] is not used: the network carries the load). Returns its id and the
+    /// protocol and channels it runs with.
+    pub fn post(&mut self, call: &Call<'_>) -> (CallId, Proto, usize) {
+        let call = Call { mode: Mode::Detailed, load: &[], ..*call };
+        if call.bytes.get() == 0 {
+            // Nothing to move: the call's overhead and latencies, as alone.
+            let run = simulate(&call);
+            return (self.post_timed(run.time, run.form), run.proto, run.channels);
+        }
+        let id = CallId(self.calls.len() as u32);
+        let (algo, proto, channels) = instantiate(&call, &mut Ctx { sim: &mut self.sim, call: id });
+        let at = self.sim.now().saturating_add(call.params.call_overhead);
+        self.sim.schedule(at, Token { call: id, signal: Signal::Start });
+        self.calls.push(Posted { algo, done: false });
+        (id, proto, channels)
+    }
+
+    /// Registers a call's steady form, to post it (as often as needed) with
+    /// [`Shared::post_steady`].
+    pub fn register(&mut self, form: &SteadyForm) -> FormId {
+        let flows = form
+            .flows
+            .iter()
+            .map(|(p, b)| (self.sim.add_weighted_path(p, &vec![1.0; p.len()], Time::ZERO), *b))
+            .collect();
+        self.forms.push((form.latency, flows));
+        FormId(self.forms.len() as u32 - 1)
+    }
+
+    /// Posts a registered call in its steady form now: its latency, then its flows beside
+    /// everything else on the network.
+    pub fn post_steady(&mut self, form: FormId) -> CallId {
+        let (latency, flows) = self.forms[form.0 as usize].clone();
+        let id = CallId(self.calls.len() as u32);
+        let left = flows.len();
+        let mut algo: Box<dyn Algorithm> = Box::new(SteadyRun { latency, flows, left, end: None });
+        algo.start(&mut Ctx { sim: &mut self.sim, call: id });
+        self.calls.push(Posted { algo, done: false });
+        id
+    }
+
+    /// Posts a call timed elsewhere: it ends `duration` from now and touches no link.
+    pub fn post_timed(&mut self, duration: Time, form: Form) -> CallId {
+        let id = CallId(self.calls.len() as u32);
+        let mut algo: Box<dyn Algorithm> = Box::new(Closed::timed(duration, form));
+        algo.start(&mut Ctx { sim: &mut self.sim, call: id });
+        self.calls.push(Posted { algo, done: false });
+        id
+    }
+
+    /// Sets a timer: `tag` comes back from [`Shared::advance`] at `at`.
+    pub fn wake(&mut self, at: Time, tag: u32) {
+        self.sim.schedule(at, Token { call: CallId(u32::MAX), signal: Signal::Wake(tag) });
+    }
+
+    /// Rate solves' work so far (links visited), for budgets.
+    pub fn work(&mut self) -> u64 {
+        self.sim.network().work()
+    }
+
+    /// Runs until a call finishes or a timer is due, and says which and when; `None` when
+    /// nothing is left to happen (background load alone never ends, and does not count).
+    pub fn advance(&mut self) -> Option<(Time, Notice)> {
+        while self.notices.is_empty() {
+            let (t, toks) = match self.sim.step()? {
+                Happening::Flows(t, toks) => (t, toks),
+                Happening::Event(t, tok) => (t, vec![tok]),
+            };
+            for tok in toks {
+                if let Signal::Wake(tag) = tok.signal {
+                    self.notices.push_back((t, Notice::Wake(tag)));
+                    continue;
+                }
+                let Some(p) = self.calls.get_mut(tok.call.0 as usize) else { continue };
+                let cx = &mut Ctx { sim: &mut self.sim, call: tok.call };
+                match tok.signal {
+                    Signal::Start => p.algo.start(cx),
+                    s => p.algo.on(cx, s),
+                }
+                if !p.done && p.algo.finished().is_some() {
+                    p.done = true;
+                    self.notices.push_back((t, Notice::Done(tok.call)));
+                }
+            }
+        }
+        self.notices.pop_front()
+    }
+}
+
+/// A call in its steady form, for a [`Shared`] network: its latency (the same call on an almost
+/// empty buffer: call overhead and per-step latencies), then every steady-state flow at once,
+/// each carrying what it moves at its steady rate over the call's moving time. Alone on the
+/// network every flow keeps its rate and they all end together, at the call's own time; beside
+/// other traffic the flows on shared links slow down and the call ends when its last flow does.
+#[derive(Debug, Clone)]
+pub struct SteadyForm {
+    /// The protocol the call runs with.
+    pub proto: Proto,
+    latency: Time,
+    /// Each steady path and the bytes it carries.
+    flows: Vec<(Vec<LinkId>, Bytes)>,
+}
+
+impl SteadyForm {
+    /// `call`'s steady form (simulated alone, without its load, in its own mode). Its moving
+    /// time is what the bytes add at the margin: twice the time over the same call on half the
+    /// bytes (a large call hides its per-step latencies under the transfers, so they are not
+    /// part of what stretches when links are shared; a small one is nearly all latency), at
+    /// most the call's time less its call overhead.
+    pub fn of(call: &Call<'_>) -> SteadyForm {
+        let call = Call { load: &[], ..*call };
+        let run = simulate(&call);
+        let whole = run.time;
+        let elt = call.elt.get().max(1);
+        let half = Bytes::new(call.bytes.get() / 2 / elt * elt);
+        let half = simulate(&Call { bytes: half, ..call }).time.min(whole);
+        let most = whole.as_secs_f64() - call.params.call_overhead.as_secs_f64();
+        let moving = (2.0 * (whole - half).as_secs_f64()).clamp(0.0, most.max(0.0));
+        let latency = whole - Time::from_secs_f64_ceil(moving).min(whole);
+        let paths = steady_paths(&call);
+        let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+        let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
+        let rates = steady_rates(call.cluster.capacities(), &refs, &[]);
+        let flows = paths
+            .into_iter()
+            .zip(rates)
+            .map(|(p, r)| (p, Bytes::new((r * moving).round() as u64)))
+            .filter(|(_, b)| b.get() > 0)
+            .collect();
+        SteadyForm { proto: run.proto, latency, flows }
+    }
+}
+
+/// A call in its steady form on a [`Shared`] network: its flows start after its latency.
+struct SteadyRun {
+    latency: Time,
+    flows: Vec<(PathId, Bytes)>,
+    left: usize,
+    end: Option<Time>,
+}
+
+impl Algorithm for SteadyRun {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        cx.at(cx.now().saturating_add(self.latency), Signal::End);
+    }
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        match signal {
+            Signal::End => {
+                for (i, &(p, b)) in self.flows.iter().enumerate() {
+                    cx.flow(p, b, Signal::Flow(i as u32));
+                }
+            }
+            _ => self.left -= 1,
+        }
+        if self.left == 0 {
+            self.end = Some(cx.now());
+        }
+    }
+    fn finished(&self) -> Option<Time> {
+        self.end
+    }
+    fn last(&self) -> Time {
+        self.end.unwrap_or(Time::ZERO)
+    }
+}
+
+/// A [`SteadyForm`] registered on one [`Shared`] network (its paths added once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FormId(u32);
 
 /// The link capacities a call's flows share (bytes/s): what its load leaves of each link in
 /// the call's steady state (as [`reserve_load`] sets them for a detailed run), or the links'

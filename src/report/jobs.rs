@@ -18,14 +18,33 @@ pub fn table(
     mode: Mode,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let ddp = runs.iter().any(|r| matches!(r.outcome, JobOutcome::Ddp { .. }));
+    let sweeps = runs.iter().any(|r| matches!(r.outcome, JobOutcome::Sweep { .. }));
     writeln!(
         out,
-        "{} jobs on {} x {}; {} background pattern(s). Beside a job, every other job runs its concurrent call (same sweep row, back to back; a DDP step: its largest bucket at its communication duty cycle) as steady traffic.",
+        "{} jobs on {} x {}; {} background pattern(s).",
         runs.len(),
         scenario.nodes,
         scenario.node.name,
         scenario.background.len()
     )?;
+    if ddp {
+        let form = if mode == Mode::Detailed {
+            "in full detail"
+        } else {
+            "in steady form: its latency, then its steady-state flows; --mode detailed for full detail"
+        };
+        writeln!(
+            out,
+            "DDP steps run together in one network, all starting at 0: each collective is posted as its job's NCCL stream reaches it ({form}); a sweep job is steady traffic there (its largest size, back to back)."
+        )?;
+    }
+    if sweeps {
+        writeln!(
+            out,
+            "Beside a sweep job's call, every other job runs its concurrent call (same sweep row, back to back; a DDP step: its largest bucket at its communication duty cycle) as steady traffic."
+        )?;
+    }
     for r in runs {
         writeln!(out)?;
         let nodes: Vec<String> = r.nodes.iter().map(|n| n.to_string()).collect();

@@ -21,6 +21,7 @@
 
 use super::DataType;
 use super::models::Model;
+use super::timeline::{self, Batch, Op, Timeline, Work};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -469,41 +470,6 @@ pub struct StepResult {
     pub timeline: Vec<Span>,
 }
 
-/// The NCCL stream's work so far: (start, end, compute rate factor while it runs).
-struct Stream {
-    segments: Vec<(f64, f64, f64)>,
-    free: f64,
-    cursor: usize,
-}
-
-impl Stream {
-    /// Runs `d` seconds of compute-stream work from `t`, slowed or stopped where the NCCL
-    /// stream's segments say; returns when it ends.
-    fn advance(&mut self, mut t: f64, d: f64) -> f64 {
-        let mut left = d;
-        while left > 1e-15 {
-            while self.cursor < self.segments.len() && self.segments[self.cursor].1 <= t {
-                self.cursor += 1;
-            }
-            let Some(&(s, e, f)) = self.segments.get(self.cursor) else { return t + left };
-            if t < s {
-                if s - t >= left {
-                    return t + left;
-                }
-                left -= s - t;
-                t = s;
-            }
-            let room = (e - t) * f;
-            if room >= left {
-                return t + left / f;
-            }
-            left -= room;
-            t = e;
-        }
-        t
-    }
-}
-
 /// Simulates one optimizer step of `spec` on `world` ranks; `coll` times a collective
 /// (collective, nccl-tests size, dtype).
 pub fn simulate_step(
@@ -512,6 +478,70 @@ pub fn simulate_step(
     gpu: &GpuFacts,
     coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
 ) -> StepResult {
+    let plan = plan_step(spec, world, gpu, coll);
+    let mut step = plan.timeline();
+    timeline::run_alone(&mut step, 0.0, coll);
+    plan.result(&step)
+}
+
+/// A step ready to run: its timeline not yet started, and what its result needs besides.
+#[derive(Clone)]
+pub(crate) struct StepPlan {
+    steady: Timeline,
+    /// The first iteration's end, s (run alone, with `coll`'s times).
+    first_end: f64,
+    k: u64,
+    fwd_s: f64,
+    bwd_s: f64,
+    copies: f64,
+    slowdown: f64,
+    world: usize,
+    micro_batch: u64,
+}
+
+impl StepPlan {
+    /// The step's timeline, to start at time zero (or where the previous step ended).
+    pub(crate) fn timeline(&self) -> Timeline {
+        self.steady.clone()
+    }
+
+    /// The step's result from its timeline, run from time zero.
+    pub(crate) fn result(&self, step: &Timeline) -> StepResult {
+        let StepPlan { first_end, k, fwd_s, bwd_s, copies, slowdown, world, .. } = *self;
+        let end = step.end.unwrap_or(0.0);
+        let comm = step.comm_before + step.comm;
+        let compute = k as f64 * (fwd_s + bwd_s) + copies + step.hook_compute;
+        let exposed = (end - compute).max(0.0);
+        let single = k as f64 * (fwd_s + bwd_s);
+        let samples = (self.micro_batch * k * world as u64) as f64;
+        StepResult {
+            world,
+            iteration_time_ms: end * 1e3,
+            first_iteration_ms: first_end * 1e3,
+            forward_ms: k as f64 * fwd_s * 1e3,
+            backward_ms: k as f64 * bwd_s * 1e3,
+            compute_ms: compute * 1e3,
+            comm_ms: comm * 1e3,
+            exposed_comm_ms: exposed * 1e3,
+            overlap_fraction: if comm > 0.0 { (1.0 - exposed / comm).clamp(0.0, 1.0) } else { 1.0 },
+            compute_slowdown: slowdown,
+            samples_per_s: samples / end,
+            single_gpu_ms: single * 1e3,
+            scaling_efficiency: single / end,
+            buckets: step.rows.clone(),
+            timeline: step.spans.clone(),
+        }
+    }
+}
+
+/// Everything of a step but running it: its timeline, and the first iteration run alone with
+/// `coll`'s times.
+pub(crate) fn plan_step(
+    spec: &DdpSpec,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+) -> StepPlan {
     use crate::collective::Collective;
     let m = &spec.model;
     let batch = spec.micro_batch as f64;
@@ -544,141 +574,95 @@ pub fn simulate_step(
         if spec.gradient_as_bucket_view && hooked { 0.0 } else { pass(2.0 * bytes as f64) }
     };
 
-    // Timing of each distinct collective, and the slowdown from the busiest one's channels.
-    let time_steps = |hook: &CommHook, b: &Bucket| -> Vec<(HookStep, f64, Option<CollTime>)> {
-        hook_steps(hook, m, b, world as u64)
-            .into_iter()
-            .map(|s| match s {
-                HookStep::Compute { bytes, flops, launches } => {
-                    (s, compute_secs(bytes, flops, launches), None)
-                }
-                HookStep::Collective { collective, bytes, dtype } => {
-                    let t = coll(collective, bytes, dtype);
-                    (s, t.secs, Some(t))
-                }
+    // A bucket's hook as NCCL-stream work, and its row.
+    let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: f64| -> Vec<Batch> {
+        let blocking = matches!(hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
+        let factor = if blocking { 0.0 } else { 1.0 - slowdown };
+        buckets
+            .iter()
+            .enumerate()
+            .map(|(bi, b)| {
+                let steps = hook_steps(hook, m, b, world as u64);
+                let ops = steps
+                    .iter()
+                    .map(|s| match *s {
+                        HookStep::Compute { bytes, flops, launches } => Op::Hold {
+                            secs: compute_secs(bytes, flops, launches),
+                            name: format!("bucket {bi} hook"),
+                        },
+                        HookStep::Collective { collective, bytes, dtype } => Op::Coll {
+                            collective,
+                            bytes,
+                            dtype,
+                            name: format!("bucket {bi} {}", collective.name()),
+                        },
+                    })
+                    .collect();
+                let row = BucketRow {
+                    index: bi,
+                    bytes: b.bytes,
+                    wire_bytes: wire_bytes(&steps),
+                    tensors: b.tensors.len(),
+                    ready_ms: 0.0,
+                    start_ms: 0.0,
+                    end_ms: 0.0,
+                    collectives: 0,
+                    algo: String::new(),
+                };
+                Batch { ops, factor, row: Some(row), early: false }
             })
             .collect()
     };
-
-    let run_backward =
-        |hook: &CommHook, buckets: &[Bucket], t0: f64, slowdown: f64, spans: &mut Vec<Span>| {
-            let blocking =
-                matches!(hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
-            let mut owner = vec![0usize; tensors.len()];
-            for (bi, b) in buckets.iter().enumerate() {
-                for &i in &b.tensors {
-                    owner[i] = bi;
-                }
+    // The backward: each layer, then its gradients' copies into their buckets (reverse order);
+    // the local_used_map all-reduce; finalize_backward (wait for every bucket, copy out).
+    let backward = |hook: &CommHook, buckets: &[Bucket], slowdown: f64, mut work: Vec<Work>| {
+        let mut owner = vec![0usize; tensors.len()];
+        for (bi, b) in buckets.iter().enumerate() {
+            for &i in &b.tensors {
+                owner[i] = bi;
             }
-            let mut pending: Vec<usize> = buckets.iter().map(|b| b.tensors.len()).collect();
-            let mut stream = Stream { segments: Vec::new(), free: t0, cursor: 0 };
-            let mut rows = Vec::with_capacity(buckets.len());
-            let mut next = 0usize;
-            let mut t = t0;
-            let mut hook_compute = 0.0;
-            let mut comm = 0.0;
-            let mut ready_at = vec![0.0f64; buckets.len()];
-            let mut launch =
-                |bi: usize, at: f64, ready: f64, stream: &mut Stream, spans: &mut Vec<Span>| {
-                    let b = &buckets[bi];
-                    let steps = time_steps(hook, b);
-                    let mut s = at.max(stream.free);
-                    let start = s;
-                    let mut largest: Option<(u64, String)> = None;
-                    let mut collectives = 0;
-                    for (step, d, ct) in &steps {
-                        let (factor, lane, name, moved) = match step {
-                            HookStep::Compute { .. } => {
-                                hook_compute += d;
-                                (0.0, "compute", format!("bucket {bi} hook"), 0)
-                            }
-                            HookStep::Collective { collective, bytes, .. } => {
-                                comm += d;
-                                collectives += 1;
-                                if largest.as_ref().is_none_or(|(w, _)| bytes > w) {
-                                    let c = ct.as_ref().map_or(String::new(), |c| {
-                                        format!("{}/{}", c.algo, c.proto)
-                                    });
-                                    largest = Some((*bytes, c));
-                                }
-                                let f = if blocking { 0.0 } else { 1.0 - slowdown };
-                                (f, "nccl", format!("bucket {bi} {}", collective.name()), *bytes)
-                            }
-                        };
-                        stream.segments.push((s, s + d, factor));
-                        let (start_ms, end_ms) = (s * 1e3, (s + d) * 1e3);
-                        spans.push(Span { lane, name, start_ms, end_ms, bytes: moved });
-                        s += d;
-                    }
-                    stream.free = s;
-                    rows.push(BucketRow {
-                        index: bi,
-                        bytes: b.bytes,
-                        wire_bytes: wire_bytes(&steps.iter().map(|x| x.0).collect::<Vec<_>>()),
-                        tensors: b.tensors.len(),
-                        ready_ms: ready * 1e3,
-                        start_ms: start * 1e3,
-                        end_ms: s * 1e3,
-                        collectives,
-                        algo: largest.map(|l| l.1).unwrap_or_default(),
-                    });
-                };
-            for (li, layer) in m.layers.iter().enumerate().rev() {
-                let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
-                let s0 = t;
-                t = stream.advance(t, bwd[li]);
-                spans.push(Span {
-                    lane: "compute",
-                    name: format!("bwd {}", layer.name),
-                    start_ms: s0 * 1e3,
-                    end_ms: t * 1e3,
-                    bytes: 0,
+        }
+        for (li, layer) in m.layers.iter().enumerate().rev() {
+            let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
+            work.push(Work::Run {
+                secs: bwd[li],
+                name: Some(format!("bwd {}", layer.name)),
+                grad: None,
+            });
+            for k in (0..layer.tensors.len()).rev() {
+                let i = first + k;
+                work.push(Work::Run {
+                    secs: copy_in(m.grad_bytes(tensors[i])),
+                    name: None,
+                    grad: Some(i),
                 });
-                for k in (0..layer.tensors.len()).rev() {
-                    let i = first + k;
-                    t = stream.advance(t, copy_in(m.grad_bytes(tensors[i])));
-                    let bi = owner[i];
-                    pending[bi] -= 1;
-                    if pending[bi] == 0 {
-                        ready_at[bi] = t;
-                    }
-                    while next < buckets.len() && pending[next] == 0 {
-                        launch(next, t, ready_at[next], &mut stream, spans);
-                        next += 1;
-                    }
-                }
             }
-            // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
-            // parameter, at the end of backward.
-            if spec.find_unused_parameters && !spec.static_graph {
-                let c = coll(Collective::AllReduce, 4 * tensors.len() as u64, DataType::Int32);
-                let s0 = t.max(stream.free);
-                stream.segments.push((s0, s0 + c.secs, 1.0 - slowdown));
-                stream.free = s0 + c.secs;
-                comm += c.secs;
-                spans.push(Span {
-                    lane: "nccl",
-                    name: "local_used_map all_reduce".into(),
-                    start_ms: s0 * 1e3,
-                    end_ms: (s0 + c.secs) * 1e3,
+        }
+        // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
+        // parameter, at the end of backward.
+        if spec.find_unused_parameters && !spec.static_graph {
+            work.push(Work::Post(Batch {
+                ops: vec![Op::Coll {
+                    collective: Collective::AllReduce,
                     bytes: 4 * tensors.len() as u64,
-                });
-            }
-            // finalize_backward: wait for every bucket, then copy the averaged gradients out.
-            let mut end = t.max(stream.free);
-            if !spec.gradient_as_bucket_view {
-                let s0 = end;
-                end += pass(2.0 * grad_bytes as f64);
-                spans.push(Span {
-                    lane: "compute",
-                    name: "copy-out".into(),
-                    start_ms: s0 * 1e3,
-                    end_ms: end * 1e3,
-                    bytes: 0,
-                });
-            }
-            (end, rows, hook_compute, comm)
-        };
+                    dtype: DataType::Int32,
+                    name: "local_used_map all_reduce".into(),
+                }],
+                factor: 1.0 - slowdown,
+                row: None,
+                early: false,
+            }));
+        }
+        work.push(Work::Drain);
+        if !spec.gradient_as_bucket_view {
+            work.push(Work::Run {
+                secs: pass(2.0 * grad_bytes as f64),
+                name: Some("copy-out".into()),
+                grad: None,
+            });
+        }
+        Timeline::new(work, owner, batches(hook, buckets, slowdown))
+    };
 
     let steady = buckets(m, spec.bucket_cap, phase);
     let rebuilt_first = buckets(m, spec.bucket_cap, Phase::FirstIteration);
@@ -719,64 +703,39 @@ pub fn simulate_step(
     });
 
     let k = spec.grad_accumulation.max(1);
-    let mut spans = Vec::new();
-    let mut t = 0.0;
+    let broadcast = spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1;
+    let mut before = Vec::new();
     // no_sync micro-steps: compute only, gradients accumulate in place.
     for _ in 1..k {
-        spans.push(Span {
-            lane: "compute",
-            name: "fwd (no_sync)".into(),
-            start_ms: t * 1e3,
-            end_ms: (t + fwd_s) * 1e3,
-            bytes: 0,
-        });
-        t += fwd_s;
-        spans.push(Span {
-            lane: "compute",
-            name: "bwd (no_sync)".into(),
-            start_ms: t * 1e3,
-            end_ms: (t + bwd_s) * 1e3,
-            bytes: 0,
-        });
-        t += bwd_s;
+        before.push(Work::Run { secs: fwd_s, name: Some("fwd (no_sync)".into()), grad: None });
+        before.push(Work::Run { secs: bwd_s, name: Some("bwd (no_sync)".into()), grad: None });
     }
     // Buffers are broadcast at the start of a forward that follows a synchronised step: every
     // step without accumulation; with it, the first micro-step's (its time is moved here).
-    let mut comm = 0.0;
-    if spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1 {
-        let b = coll(Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8).secs;
-        spans.push(Span {
-            lane: "nccl",
-            name: "buffer broadcast".into(),
-            start_ms: t * 1e3,
-            end_ms: (t + b) * 1e3,
-            bytes: m.buffer_bytes,
-        });
-        t += b;
-        comm += b;
+    if broadcast {
+        before.push(Work::Post(Batch {
+            ops: vec![Op::Coll {
+                collective: Collective::Broadcast,
+                bytes: m.buffer_bytes,
+                dtype: DataType::Uint8,
+                name: "buffer broadcast".into(),
+            }],
+            factor: 1.0 - slowdown,
+            row: None,
+            early: true,
+        }));
+        before.push(Work::Drain);
     }
-    spans.push(Span {
-        lane: "compute",
-        name: "forward".into(),
-        start_ms: t * 1e3,
-        end_ms: (t + fwd_s) * 1e3,
-        bytes: 0,
-    });
-    t += fwd_s;
-    let (end, rows, hook_compute, bucket_comm) =
-        run_backward(&spec.hook, &steady, t, slowdown, &mut spans);
-    comm += bucket_comm;
+    before.push(Work::Run { secs: fwd_s, name: Some("forward".into()), grad: None });
+    let steady_line = backward(&spec.hook, &steady, slowdown, before);
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
-    let compute = k as f64 * (fwd_s + bwd_s) + copies + hook_compute;
-    let exposed = (end - compute).max(0.0);
 
     // The first step: one bucket of everything, launched when backward is done (current
     // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
     let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
-    let mut scratch = Vec::new();
-    let b0 = if spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1 {
-        coll(Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8).secs
+    let b0 = if broadcast {
+        coll(Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs
     } else {
         0.0
     };
@@ -791,27 +750,18 @@ pub fn simulate_step(
         }
         h => h,
     };
-    let (first_end, ..) =
-        run_backward(&first_hook, &first_buckets, first_start, slowdown, &mut scratch);
-
-    let single = k as f64 * (fwd_s + bwd_s);
-    let samples = (spec.micro_batch * k * world as u64) as f64;
-    StepResult {
+    let mut first = backward(&first_hook, &first_buckets, slowdown, Vec::new());
+    timeline::run_alone(&mut first, first_start, coll);
+    StepPlan {
+        steady: steady_line,
+        first_end: first.end.unwrap_or(first_start),
+        k,
+        fwd_s,
+        bwd_s,
+        copies,
+        slowdown,
         world,
-        iteration_time_ms: end * 1e3,
-        first_iteration_ms: first_end * 1e3,
-        forward_ms: k as f64 * fwd_s * 1e3,
-        backward_ms: k as f64 * bwd_s * 1e3,
-        compute_ms: compute * 1e3,
-        comm_ms: comm * 1e3,
-        exposed_comm_ms: exposed * 1e3,
-        overlap_fraction: if comm > 0.0 { (1.0 - exposed / comm).clamp(0.0, 1.0) } else { 1.0 },
-        compute_slowdown: slowdown,
-        samples_per_s: samples / end,
-        single_gpu_ms: single * 1e3,
-        scaling_efficiency: single / end,
-        buckets: rows,
-        timeline: spans,
+        micro_batch: spec.micro_batch,
     }
 }
 

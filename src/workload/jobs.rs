@@ -6,6 +6,11 @@
 //! nccl-tests does) or its training step; those calls' steady flows sit in the network for the
 //! whole call, as background traffic does, and take their max-min share of every link they
 //! cross. A job's slowdown is its time alone over its time beside the others.
+//!
+//! DDP jobs do better than steady traffic for each other: `run_shared` runs their steps
+//! together in one [`Shared`](crate::collective::Shared) network, each collective posted when
+//! its job's NCCL stream reaches it (in detail, or in its steady form), so buckets meet only
+//! where they really overlap.
 
 use crate::collective::Load;
 use crate::hw::Cluster;
@@ -188,3 +193,165 @@ impl BackgroundSpec {
 
 /// The link classes a `links` background may name.
 pub const LINK_CLASSES: [&str; 4] = ["nvlink", "pcie", "sys", "net"];
+
+/// One DDP job's step, to run in a shared network.
+pub(crate) struct SharedStep<'a> {
+    /// The job's nodes (the machine's link ids).
+    pub cluster: &'a Cluster,
+    /// Its communicator.
+    pub comm: &'a crate::comm::Communicator,
+    /// Timing parameters.
+    pub params: &'a crate::collective::TimingParams,
+    /// Its step.
+    pub plan: &'a super::ddp::StepPlan,
+    /// How its collectives run: in detail with [`Mode::Detailed`](crate::collective::Mode),
+    /// else in their steady form ([`SteadyForm`](crate::collective::SteadyForm)).
+    pub mode: crate::collective::Mode,
+}
+
+/// Steady forms registered on a shared network, by job and call, with their labels.
+type Forms = std::collections::BTreeMap<
+    (usize, crate::collective::Collective, u64, super::DataType),
+    (crate::collective::FormId, String),
+>;
+
+/// A job's collectives, posted into the shared network.
+struct Posting<'n, 'a> {
+    net: &'n mut crate::collective::Shared,
+    job: usize,
+    /// Which job each posted call belongs to (by call id).
+    owners: &'n mut Vec<usize>,
+    /// Each timer's job, the job's step count when it was set, and the timeline's own tag.
+    tags: &'n mut Vec<(usize, u32, u32)>,
+    epoch: u32,
+    step: &'n SharedStep<'a>,
+    forms: &'n mut Forms,
+}
+
+impl super::timeline::Comms for Posting<'_, '_> {
+    fn launch(
+        &mut self,
+        _now: f64,
+        collective: crate::collective::Collective,
+        bytes: u64,
+        dtype: super::DataType,
+    ) -> super::timeline::Launched {
+        let spec = super::sweep::SweepSpec {
+            collective,
+            min_bytes: crate::units::Bytes::new(bytes),
+            max_bytes: crate::units::Bytes::new(bytes),
+            factor: 2,
+            dtype,
+            op: super::ReduceOp::Sum,
+        };
+        use crate::collective::{Mode, SteadyForm};
+        let s = self.step;
+        let call = super::sweep::call(s.cluster, s.comm, &spec, bytes, s.params, s.mode, &[]);
+        let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
+        let (id, label) = if s.mode == Mode::Detailed {
+            let (id, proto, _) = self.net.post(&call);
+            (id, format!("{algo}/{}", proto.name()))
+        } else {
+            let key = (self.job, collective, bytes, dtype);
+            if !self.forms.contains_key(&key) {
+                let form = SteadyForm::of(&call);
+                let label = format!("{algo}/{}", form.proto.name());
+                self.forms.insert(key, (self.net.register(&form), label));
+            }
+            let (form, label) = &self.forms[&key];
+            (self.net.post_steady(*form), label.clone())
+        };
+        self.owners.push(self.job);
+        super::timeline::Launched { handle: id.0, label, secs: None }
+    }
+
+    fn hold(&mut self, _now: f64, secs: f64) -> u32 {
+        let d = crate::units::Time::from_secs_f64_ceil(secs);
+        let id = self.net.post_timed(d, crate::collective::Form::Aggregated);
+        self.owners.push(self.job);
+        id.0
+    }
+
+    fn wake(&mut self, at: f64, tag: u32) {
+        self.tags.push((self.job, self.epoch, tag));
+        let t = crate::units::Time::from_secs_f64_ceil(at);
+        self.net.wake(t, (self.tags.len() - 1) as u32);
+    }
+}
+
+/// Runs every job's step in one network over `links` that carries `load` throughout: all start
+/// at time zero, each collective is posted when its NCCL stream reaches it and shares every
+/// link by max-min with the other jobs' collectives in flight. A job that finishes before the
+/// others starts its next step at once (its traffic goes on, as in training); each job's first
+/// step is its result. `tick` is called as each job's first step ends.
+pub(crate) fn run_shared(
+    steps: &[SharedStep<'_>],
+    links: &[crate::net::Link],
+    load: &[Load],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<super::ddp::StepResult> {
+    use super::timeline::Event;
+    use crate::collective::{Notice, Shared};
+    let mut net = Shared::new(links, load);
+    let mut owners: Vec<usize> = Vec::new();
+    let mut tags: Vec<(usize, u32, u32)> = Vec::new();
+    let mut epochs = vec![0u32; steps.len()];
+    let mut lines: Vec<_> = steps.iter().map(|s| s.plan.timeline()).collect();
+    let mut first: Vec<Option<super::ddp::StepResult>> = vec![None; steps.len()];
+    let mut started = vec![0.0f64; steps.len()];
+    let mut forms = Forms::new();
+    macro_rules! posting {
+        ($j:expr) => {
+            &mut Posting {
+                net: &mut net,
+                job: $j,
+                owners: &mut owners,
+                tags: &mut tags,
+                epoch: epochs[$j],
+                step: &steps[$j],
+                forms: &mut forms,
+            }
+        };
+    }
+    for j in 0..steps.len() {
+        lines[j].start(0.0, posting!(j));
+    }
+    loop {
+        // Steps that ended: record the first, start the next (unless it took no time at all).
+        for j in 0..steps.len() {
+            let Some(end) = lines[j].end else { continue };
+            if first[j].is_none() {
+                first[j] = Some(steps[j].plan.result(&lines[j]));
+                tick();
+            }
+            if first.iter().all(Option::is_some) || end <= started[j] {
+                continue;
+            }
+            epochs[j] += 1;
+            started[j] = end;
+            lines[j] = steps[j].plan.timeline();
+            lines[j].start(end, posting!(j));
+        }
+        if first.iter().all(Option::is_some) {
+            break;
+        }
+        let Some((t, notice)) = net.advance() else { break };
+        let (j, event) = match notice {
+            Notice::Done(id) => (owners[id.0 as usize], Event::Done(id.0)),
+            Notice::Wake(k) => {
+                let (j, epoch, tag) = tags[k as usize];
+                if epoch != epochs[j] {
+                    continue;
+                }
+                (j, Event::Wake(tag))
+            }
+        };
+        lines[j].on(t.as_secs_f64(), event, posting!(j));
+    }
+    first
+        .into_iter()
+        .zip(steps)
+        .zip(&lines)
+        .map(|((r, s), line)| r.unwrap_or_else(|| s.plan.result(line)))
+        .collect()
+}

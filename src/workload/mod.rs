@@ -5,6 +5,7 @@ pub mod ddp;
 pub mod jobs;
 pub mod models;
 pub mod sweep;
+pub mod timeline;
 
 /// What a scenario (or one of its jobs) runs.
 #[derive(Debug, Clone, PartialEq)]

@@ -327,3 +327,112 @@ fn steady_state_p2p_and_pat_agree_with_detailed_where_they_aggregate() {
         assert!(rel < 0.01, "{}: aggregated {rel} from detailed", c.what);
     }
 }
+
+/// The times of calls posted into one shared network at `offsets` (µs), in detail or in their
+/// steady form.
+fn posted(calls: &[Call<'_>], offsets: &[u64], steady: bool) -> Vec<f64> {
+    use collective::{Notice, Shared, SteadyForm};
+    let mut net = Shared::new(calls[0].cluster.links(), &[]);
+    let forms: Vec<_> = calls.iter().map(|c| net.register(&SteadyForm::of(c))).collect();
+    let mut order: Vec<usize> = (0..calls.len()).collect();
+    order.sort_by_key(|&i| offsets[i]);
+    let mut start = vec![0.0; calls.len()];
+    let mut ids = vec![u32::MAX; calls.len()];
+    let mut out = vec![0.0; calls.len()];
+    for &i in &order {
+        net.wake(collsim::units::Time::from_ns(offsets[i] * 1000), i as u32);
+    }
+    while let Some((t, n)) = net.advance() {
+        match n {
+            Notice::Wake(i) => {
+                let i = i as usize;
+                start[i] = t.as_secs_f64();
+                let id = if steady { net.post_steady(forms[i]) } else { net.post(&calls[i]).0 };
+                ids[i] = id.0;
+            }
+            Notice::Done(id) => {
+                let i = ids.iter().position(|&x| x == id.0).unwrap();
+                out[i] = t.as_secs_f64() - start[i];
+            }
+        }
+    }
+    out
+}
+
+/// A 64-GPU AllReduce of `bytes` on `cluster`'s nodes.
+fn all_reduce<'a>(
+    cluster: &'a Cluster,
+    comm: &'a Communicator,
+    p: &'a TimingParams,
+    bytes: u64,
+) -> Call<'a> {
+    Call {
+        cluster,
+        comm,
+        coll: Collective::AllReduce,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(2),
+        sel: collective::select(comm, Collective::AllReduce, bytes),
+        params: p,
+        mode: Mode::Auto,
+        load: &[],
+    }
+}
+
+#[test]
+fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
+    // Two 8-node jobs on a 2:1 spine (16 DGX-H100s in two racks of 8), each posting one
+    // AllReduce into one shared network, the second `off` µs after the first. Spread over the
+    // racks every ring hop crosses the spine; compact, the jobs share no link.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/user/dgx-h100-spine-2to1.toml"
+    ))
+    .unwrap();
+    let whole = Cluster::new(&parse_topology("spine.toml", &text).unwrap(), 16, 8);
+    let p = params();
+    let spread = |first: usize| -> Vec<usize> {
+        (0..8).map(|i| if i % 2 == 0 { first + i / 2 } else { 8 + first + i / 2 }).collect()
+    };
+    // (algorithm, placement, MiB, offset µs, how close the steady form comes to detailed)
+    let cases = [
+        ("Ring", "spread", 256, 0, 0.01),
+        ("Ring", "spread", 256, 100, 0.01),
+        ("Ring", "spread", 25, 0, 0.12),
+        ("Ring", "compact", 256, 0, 1e-6),
+        ("Tree", "spread", 256, 0, 0.01),
+    ];
+    for (algo, place, mib, off, tol) in cases {
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).unwrap();
+        let (a, b) = match place {
+            "spread" => (spread(0), spread(4)),
+            _ => ((0..8).collect(), (8..16).collect()),
+        };
+        let (ca, cb) = (whole.subset(&a, 8), whole.subset(&b, 8));
+        let (ma, mb) =
+            (Communicator::new(&ca, &env).unwrap(), Communicator::new(&cb, &env).unwrap());
+        let calls = [all_reduce(&ca, &ma, &p, mib << 20), all_reduce(&cb, &mb, &p, mib << 20)];
+        let what = format!("{algo} {place} {mib} MiB, {off} us apart");
+        // Alone, the steady form is the call's own time.
+        let alone = collective::simulate(&Call { mode: Mode::Detailed, ..calls[0] }).time;
+        let one = posted(&calls[..1], &[0], true)[0];
+        assert!((one / alone.as_secs_f64() - 1.0).abs() < 1e-6, "{what}: {one} vs {alone}");
+        let d = posted(&calls, &[0, off], false);
+        let s = posted(&calls, &[0, off], true);
+        for k in 0..2 {
+            let gap = (s[k] - d[k]).abs() / d[k];
+            assert!(
+                gap <= tol,
+                "{what}: call {k} steady {} vs detailed {} us",
+                s[k] * 1e6,
+                d[k] * 1e6
+            );
+        }
+        if place == "compact" {
+            assert!((d[0] - alone.as_secs_f64()).abs() < 1e-9, "{what}: compact jobs met");
+        } else if algo == "Ring" && mib == 256 && off == 0 {
+            // Each gets half the spine: about twice as long.
+            assert!((d[0] / alone.as_secs_f64() - 2.0).abs() < 0.05, "{what}: {}", d[0]);
+        }
+    }
+}

@@ -140,9 +140,14 @@ fn background_on_a_sweep_slows_bandwidth_bound_sizes() {
 #[test]
 fn jobs_run_the_same_whatever_the_thread_count() {
     let path = write("threads", &ONE_JOB.replace("TOPO", SPINE).replace("nodes = 8", "nodes = 4"));
+    same_bytes_with_1_and_2_threads(&path);
+}
+
+/// Simulates `path` with 1 and 2 threads: the same JSON.
+fn same_bytes_with_1_and_2_threads(path: &str) {
     let run = |threads: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"))
-            .args(["simulate", &path, "--format", "json"])
+            .args(["simulate", path, "--format", "json"])
             .env("RAYON_NUM_THREADS", threads)
             .output()
             .unwrap();
@@ -273,4 +278,95 @@ fn all_to_all_background_on_many_nodes_stays_cheap() {
     for i in 0..3 {
         assert!(t(&busy, i) >= t(&quiet, i), "size {i}: {} < {}", t(&busy, i), t(&quiet, i));
     }
+}
+
+/// scenarios/two-ddp-jobs-shared-spine.toml placed `policy`, with `extra` arguments: each
+/// job's JSON.
+fn two_ddp_jobs(policy: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-ddp-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
+    .replace("placement = \"spread\"", &format!("placement = \"{policy}\""));
+    let path = write(&format!("ddp-{policy}"), &text);
+    let mut args = vec!["simulate", &path, "--format", "json"];
+    args.extend_from_slice(extra);
+    json(&args)["jobs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn ddp_jobs_post_their_buckets_into_one_network() {
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    // Spread: every ring hop crosses the 2:1 spine, and where the two jobs' all-reduces overlap
+    // they share it. The added step time is added communication: compute is the same.
+    for j in two_ddp_jobs("spread", &[]) {
+        let speed = j["relative_speed"][0].as_f64().unwrap();
+        let (step, alone) = (&j["step"], &j["alone"]);
+        assert!(speed < 0.97 && speed > 0.5, "spread: {speed}");
+        assert!(f(step, "comm_ms") > 1.1 * f(alone, "comm_ms"));
+        assert_eq!(f(step, "compute_ms"), f(alone, "compute_ms"));
+        let added = f(step, "iteration_time_ms") - f(alone, "iteration_time_ms");
+        let exposed = f(step, "exposed_comm_ms") - f(alone, "exposed_comm_ms");
+        assert!((added - exposed).abs() <= 1e-9 * f(step, "iteration_time_ms"));
+        // Buckets still run one at a time, in order, on the job's NCCL stream.
+        let rows = step["buckets"].as_array().unwrap();
+        for w in rows.windows(2) {
+            assert!(f(&w[1], "start_ms") >= f(&w[0], "end_ms"));
+        }
+    }
+    // Compact: each job inside its own rack, nothing meets: the step is the step alone.
+    for j in two_ddp_jobs("compact", &[]) {
+        assert_eq!(j["step"], j["alone"]);
+        assert_eq!(j["relative_speed"][0].as_f64(), Some(1.0));
+    }
+}
+
+#[test]
+fn a_ddp_job_alone_in_the_shared_network_is_the_plain_ddp_step() {
+    // The same training as a one-workload scenario on the job's nodes: its collectives timed
+    // alone, the timeline stepped with known times. In the shared network, each collective is
+    // posted and ends when its flows do.
+    let jobs = two_ddp_jobs("compact", &[]);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-ddp-jobs-shared-spine.toml"
+    ))
+    .unwrap();
+    let job =
+        &text[text.find("[job.workload]").unwrap()..text.find("[[job]]\nname = \"b\"").unwrap()];
+    let plain = format!(
+        "[cluster]\ntopology = \"{SPINE}\"\nnodes = 8\n[nccl]\nNCCL_ALGO = \"Ring\"\n{}",
+        job.replace("[job.workload]", "[workload]").replace("[job.workload.ddp]", "[workload.ddp]")
+    );
+    let p = json(&["simulate", &write("ddp-plain", &plain), "--format", "json"]);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let alone = &jobs[0]["alone"];
+    for k in ["iteration_time_ms", "comm_ms", "exposed_comm_ms", "compute_ms"] {
+        let (a, b) = (f(alone, k), f(&p, k));
+        assert!((a - b).abs() <= 1e-6 * b, "{k}: job alone {a}, plain {b}");
+    }
+    assert_eq!(alone["buckets"].as_array().unwrap().len(), p["buckets"].as_array().unwrap().len());
+}
+
+#[test]
+fn a_ddp_job_beside_an_idle_one_is_a_ddp_job_alone() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-ddp-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE);
+    let cut = text.find("[[job]]\nname = \"b\"").unwrap();
+    let alone = &text[..cut];
+    let idle = format!(
+        "{alone}[[job]]\nname = \"b\"\nnodes = 8\nplacement = \"spread\"\n[job.workload]\nkind = \"idle\"\n"
+    );
+    let a = json(&["simulate", &write("ddp-one", alone), "--format", "json"]);
+    let b = json(&["simulate", &write("ddp-idle", &idle), "--format", "json"]);
+    assert_eq!(a["jobs"][0]["step"], b["jobs"][0]["step"]);
+    assert_eq!(a["jobs"][0]["step"], a["jobs"][0]["alone"]);
+    // And the same bytes whatever the thread count.
+    same_bytes_with_1_and_2_threads(&write("ddp-threads", &text));
 }

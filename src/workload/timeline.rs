@@ -1,0 +1,496 @@
+//! A DDP step as it unfolds in time: the compute stream and the NCCL stream, stepped by events.
+//!
+//! The compute stream runs a list of `Work` items (forward, each layer's backward, each
+//! gradient's copy into its bucket, the copy-out); the NCCL stream runs `Batch`es FIFO (a
+//! bucket's hook: collectives and hook compute; the buffer broadcast; the `local_used_map`
+//! all-reduce). While a collective runs, compute goes at its batch's `factor` of full speed (the
+//! SMs NCCL's CTAs take; 0 where the hook synchronises); while hook compute runs, compute
+//! waits. A bucket joins the NCCL stream once its last gradient is in and every lower-index
+//! bucket has joined.
+//!
+//! The timeline does not know how long a collective takes: it asks a [`Comms`] to start one and
+//! hears when it is done. Alone (`run_alone`) each collective's time is known at launch;
+//! posted into a shared network ([`crate::collective::run::Shared`]) it is known only when its
+//! last byte arrives, because other jobs' traffic shares the links meanwhile.
+
+use std::collections::VecDeque;
+
+use super::DataType;
+use super::ddp::{BucketRow, CollTime, Span};
+use crate::collective::Collective;
+
+/// Below this many seconds of work left, a compute item is done (rounding).
+const DONE: f64 = 1e-15;
+
+/// Work on the NCCL stream.
+#[derive(Debug, Clone)]
+pub(crate) enum Op {
+    /// Hook compute: the GPU runs it in the hook's place, so the compute stream waits.
+    Hold {
+        /// Seconds.
+        secs: f64,
+        /// Its span's name.
+        name: String,
+    },
+    /// A collective.
+    Coll {
+        /// Which.
+        collective: Collective,
+        /// nccl-tests' size.
+        bytes: u64,
+        /// Element type.
+        dtype: DataType,
+        /// Its span's name.
+        name: String,
+    },
+}
+
+/// Work the NCCL stream runs in order, as one launch.
+#[derive(Debug, Clone)]
+pub(crate) struct Batch {
+    /// What it runs.
+    pub ops: Vec<Op>,
+    /// Compute's speed (a fraction of full) while one of its collectives runs.
+    pub factor: f64,
+    /// The row of the bucket it reduces (start, end, collectives and algorithm filled in as it
+    /// runs).
+    pub row: Option<BucketRow>,
+    /// Whether it runs before the backward (its collectives count in `comm_before`).
+    pub early: bool,
+}
+
+/// Work on the compute stream.
+#[derive(Debug, Clone)]
+pub(crate) enum Work {
+    /// `secs` of compute at full speed; a span named `name` if any; gradient `grad` is in its
+    /// bucket once it ends.
+    Run {
+        /// Seconds at full speed.
+        secs: f64,
+        /// Its span's name.
+        name: Option<String>,
+        /// The tensor whose gradient it copies.
+        grad: Option<usize>,
+    },
+    /// Puts a batch on the NCCL stream (and goes on).
+    Post(Batch),
+    /// Waits until the NCCL stream is idle.
+    Drain,
+}
+
+/// What a timeline hears back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The collective or hold with this handle is done.
+    Done(u32),
+    /// The timer with this tag is due.
+    Wake(u32),
+}
+
+/// A collective started for a timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launched {
+    /// Its handle (comes back in [`Event::Done`]).
+    pub handle: u32,
+    /// "ALGO/PROTO".
+    pub label: String,
+    /// Its duration, when known at launch.
+    pub secs: Option<f64>,
+}
+
+/// Where a timeline's collectives run.
+pub trait Comms {
+    /// Starts a collective at `now` (s).
+    fn launch(&mut self, now: f64, collective: Collective, bytes: u64, dtype: DataType)
+    -> Launched;
+    /// Starts `secs` of hook compute at `now`; returns its handle.
+    fn hold(&mut self, now: f64, secs: f64) -> u32;
+    /// Sets a timer at `at` (s) with `tag`.
+    fn wake(&mut self, at: f64, tag: u32);
+}
+
+/// The batch the NCCL stream is running.
+#[derive(Clone)]
+struct Running {
+    batch: Batch,
+    /// Its row's and its spans' places in the output.
+    row: Option<usize>,
+    spans: Vec<usize>,
+    /// The op running, when it started, its handle and, if known, its duration.
+    op: usize,
+    started: f64,
+    handle: u32,
+    secs: Option<f64>,
+    /// The largest collective so far (bytes, label) and the count.
+    largest: Option<(u64, String)>,
+    collectives: usize,
+}
+
+/// One step's (or one backward's) timeline.
+#[derive(Clone)]
+pub(crate) struct Timeline {
+    work: VecDeque<Work>,
+    /// The current run: when it began, what is left of it (full-speed seconds) as of `since`.
+    began: f64,
+    left: f64,
+    since: f64,
+    /// The current timer's tag and time.
+    tag: u32,
+    due: f64,
+    /// Buckets: each tensor's, gradients still to come, the next to launch, when each was
+    /// ready, and the batches not yet launched.
+    owner: Vec<usize>,
+    pending: Vec<usize>,
+    next: usize,
+    ready: Vec<f64>,
+    buckets: Vec<Option<Batch>>,
+    /// The NCCL stream: waiting batches (with their row and span places) and the running one.
+    fifo: VecDeque<(Batch, Option<usize>, Vec<usize>)>,
+    running: Option<Running>,
+    /// Output.
+    pub spans: Vec<Span>,
+    pub rows: Vec<BucketRow>,
+    /// Collective time before the backward (the buffer broadcast) and in it, s.
+    pub comm_before: f64,
+    pub comm: f64,
+    /// Hook compute, s.
+    pub hook_compute: f64,
+    /// When the last item ended.
+    pub end: Option<f64>,
+}
+
+impl Timeline {
+    /// A timeline of `work`, whose gradients go to `buckets` (`owner[i]`: tensor i's bucket).
+    pub(crate) fn new(work: Vec<Work>, owner: Vec<usize>, buckets: Vec<Batch>) -> Timeline {
+        let mut pending = vec![0usize; buckets.len()];
+        for &b in &owner {
+            pending[b] += 1;
+        }
+        Timeline {
+            work: work.into(),
+            began: 0.0,
+            left: 0.0,
+            since: 0.0,
+            tag: 0,
+            due: f64::NAN,
+            owner,
+            pending,
+            next: 0,
+            ready: vec![0.0; buckets.len()],
+            buckets: buckets.into_iter().map(Some).collect(),
+            fifo: VecDeque::new(),
+            running: None,
+            spans: Vec::new(),
+            rows: Vec::new(),
+            comm_before: 0.0,
+            comm: 0.0,
+            hook_compute: 0.0,
+            end: None,
+        }
+    }
+
+    /// Starts at `t0`.
+    pub(crate) fn start(&mut self, t0: f64, io: &mut dyn Comms) {
+        self.since = t0;
+        self.begin(t0);
+        self.settle(t0, io);
+    }
+
+    /// Reacts to `event` at `now` (s).
+    pub(crate) fn on(&mut self, now: f64, event: Event, io: &mut dyn Comms) {
+        let now = match event {
+            // A stale timer (the run's speed changed since it was set).
+            Event::Wake(tag) if tag != self.tag => return,
+            // The time the timer was set for, exactly (the network's clock is rounded).
+            Event::Wake(_) => self.due,
+            Event::Done(h) => match &self.running {
+                Some(r) if r.handle == h => r.secs.map_or(now, |d| r.started + d),
+                _ => return,
+            },
+        };
+        self.catch_up(now);
+        match event {
+            // The timer was set for the current run's end, and its speed has not changed since:
+            // it has ended (what is left is rounding).
+            Event::Wake(_) => self.left = 0.0,
+            Event::Done(_) => self.op_done(now, io),
+        }
+        self.settle(now, io);
+    }
+
+    /// Compute's speed now.
+    fn factor(&self) -> f64 {
+        match &self.running {
+            None => 1.0,
+            Some(r) => match r.batch.ops[r.op] {
+                Op::Hold { .. } => 0.0,
+                Op::Coll { .. } => r.batch.factor,
+            },
+        }
+    }
+
+    /// Brings the current run's work left up to `now`.
+    fn catch_up(&mut self, now: f64) {
+        if now > self.since {
+            self.left -= (now - self.since) * self.factor();
+        }
+        self.since = now;
+    }
+
+    /// Makes the front item current at `now`.
+    fn begin(&mut self, now: f64) {
+        if let Some(Work::Run { secs, .. }) = self.work.front() {
+            self.left = *secs;
+            self.began = now;
+            self.since = now;
+        }
+    }
+
+    /// Does everything that can happen at `now`, then sets a timer for the current run's end.
+    fn settle(&mut self, now: f64, io: &mut dyn Comms) {
+        loop {
+            let mut moved = false;
+            match self.work.front() {
+                Some(Work::Run { .. }) if self.left <= DONE => {
+                    if let Some(Work::Run { name, grad, .. }) = self.work.pop_front() {
+                        if let Some(name) = name {
+                            let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
+                            self.spans.push(Span {
+                                lane: "compute",
+                                name,
+                                start_ms,
+                                end_ms,
+                                bytes: 0,
+                            });
+                        }
+                        if let Some(i) = grad {
+                            self.gradient(i, now);
+                        }
+                    }
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Post(_)) => {
+                    if let Some(Work::Post(b)) = self.work.pop_front() {
+                        self.enqueue(b);
+                    }
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Drain) if self.running.is_none() && self.fifo.is_empty() => {
+                    self.work.pop_front();
+                    self.begin(now);
+                    moved = true;
+                }
+                None if self.end.is_none() && self.running.is_none() && self.fifo.is_empty() => {
+                    self.end = Some(now);
+                }
+                _ => {}
+            }
+            if self.running.is_none() && !self.fifo.is_empty() {
+                self.start_batch(now, io);
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+        // Any earlier timer is stale now; a run that goes on at some speed gets a new one.
+        self.tag = self.tag.wrapping_add(1);
+        let f = self.factor();
+        if matches!(self.work.front(), Some(Work::Run { .. })) && f > 0.0 {
+            self.due = now + self.left / f;
+            io.wake(self.due, self.tag);
+        }
+    }
+
+    /// Gradient `i` is in its bucket at `now`: launch every bucket that is ready, in order.
+    fn gradient(&mut self, i: usize, now: f64) {
+        let b = self.owner[i];
+        self.pending[b] -= 1;
+        if self.pending[b] == 0 {
+            self.ready[b] = now;
+        }
+        while self.next < self.pending.len() && self.pending[self.next] == 0 {
+            if let Some(mut batch) = self.buckets[self.next].take() {
+                if let Some(r) = &mut batch.row {
+                    r.ready_ms = self.ready[self.next] * 1e3;
+                }
+                self.enqueue(batch);
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Puts `batch` on the NCCL stream, with its row and spans in the output now (their times
+    /// come as it runs).
+    fn enqueue(&mut self, mut batch: Batch) {
+        let row = batch.row.take().map(|r| {
+            self.rows.push(r);
+            self.rows.len() - 1
+        });
+        let spans = batch
+            .ops
+            .iter()
+            .map(|op| {
+                let (lane, name, bytes) = match op {
+                    Op::Hold { name, .. } => ("compute", name.clone(), 0),
+                    Op::Coll { name, bytes, .. } => ("nccl", name.clone(), *bytes),
+                };
+                self.spans.push(Span { lane, name, start_ms: 0.0, end_ms: 0.0, bytes });
+                self.spans.len() - 1
+            })
+            .collect();
+        self.fifo.push_back((batch, row, spans));
+    }
+
+    /// Starts the next waiting batch's first op at `now`.
+    fn start_batch(&mut self, now: f64, io: &mut dyn Comms) {
+        let Some((batch, row, spans)) = self.fifo.pop_front() else { return };
+        if let Some(r) = row {
+            self.rows[r].start_ms = now * 1e3;
+        }
+        self.running = Some(Running {
+            batch,
+            row,
+            spans,
+            op: 0,
+            started: now,
+            handle: 0,
+            secs: None,
+            largest: None,
+            collectives: 0,
+        });
+        self.start_op(now, io);
+    }
+
+    /// Starts the running batch's current op at `now`.
+    fn start_op(&mut self, now: f64, io: &mut dyn Comms) {
+        let Some(r) = &mut self.running else { return };
+        r.started = now;
+        match &r.batch.ops[r.op] {
+            Op::Hold { secs, .. } => {
+                r.handle = io.hold(now, *secs);
+                r.secs = Some(*secs);
+            }
+            Op::Coll { collective, bytes, dtype, .. } => {
+                let l = io.launch(now, *collective, *bytes, *dtype);
+                r.collectives += 1;
+                if r.largest.as_ref().is_none_or(|(w, _)| bytes > w) {
+                    r.largest = Some((*bytes, l.label));
+                }
+                r.handle = l.handle;
+                r.secs = l.secs;
+            }
+        }
+    }
+
+    /// The running op ended at `now`: account for it and start the next.
+    fn op_done(&mut self, now: f64, io: &mut dyn Comms) {
+        let Some(r) = &mut self.running else { return };
+        let d = r.secs.unwrap_or(now - r.started);
+        let span = &mut self.spans[r.spans[r.op]];
+        span.start_ms = r.started * 1e3;
+        span.end_ms = (r.started + d) * 1e3;
+        match r.batch.ops[r.op] {
+            Op::Hold { .. } => self.hook_compute += d,
+            Op::Coll { .. } if r.batch.early => self.comm_before += d,
+            Op::Coll { .. } => self.comm += d,
+        }
+        r.op += 1;
+        if r.op < r.batch.ops.len() {
+            self.start_op(now, io);
+            return;
+        }
+        if let Some(i) = r.row {
+            let row = &mut self.rows[i];
+            row.end_ms = now * 1e3;
+            row.collectives = r.collectives;
+            row.algo = r.largest.take().map(|l| l.1).unwrap_or_default();
+        }
+        self.running = None;
+    }
+}
+
+/// Runs `timeline` from `t0` with each collective taking the time `coll` gives it, nothing
+/// else on the network.
+pub(crate) fn run_alone(
+    timeline: &mut Timeline,
+    t0: f64,
+    coll: &(dyn Fn(Collective, u64, DataType) -> CollTime + Sync),
+) {
+    /// Pending completions and timers, earliest first (then in the order they were set).
+    struct Local<'c> {
+        due: std::collections::BTreeMap<(u64, u64), (f64, Event)>,
+        seq: u64,
+        coll: &'c (dyn Fn(Collective, u64, DataType) -> CollTime + Sync),
+    }
+    impl Local<'_> {
+        fn push(&mut self, at: f64, e: Event) -> u32 {
+            // Non-negative floats order as their bits.
+            self.due.insert((at.max(0.0).to_bits(), self.seq), (at, e));
+            self.seq += 1;
+            (self.seq - 1) as u32
+        }
+    }
+    impl Comms for Local<'_> {
+        fn launch(&mut self, now: f64, c: Collective, bytes: u64, dtype: DataType) -> Launched {
+            let t = (self.coll)(c, bytes, dtype);
+            let handle = self.seq as u32;
+            self.push(now + t.secs, Event::Done(handle));
+            Launched { handle, label: format!("{}/{}", t.algo, t.proto), secs: Some(t.secs) }
+        }
+        fn hold(&mut self, now: f64, secs: f64) -> u32 {
+            let handle = self.seq as u32;
+            self.push(now + secs, Event::Done(handle))
+        }
+        fn wake(&mut self, at: f64, tag: u32) {
+            self.push(at, Event::Wake(tag));
+        }
+    }
+    let mut io = Local { due: std::collections::BTreeMap::new(), seq: 0, coll };
+    timeline.start(t0, &mut io);
+    while let Some((_, (at, e))) = io.due.pop_first() {
+        timeline.on(at, e, &mut io);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coll(secs: f64) -> impl Fn(Collective, u64, DataType) -> CollTime + Sync {
+        move |_, _, _| CollTime { secs, algo: "RING", proto: "SIMPLE", channels: 1 }
+    }
+
+    fn all_reduce() -> Op {
+        let (collective, bytes, dtype) = (Collective::AllReduce, 1, DataType::Float);
+        Op::Coll { collective, bytes, dtype, name: "ar".into() }
+    }
+
+    fn run(secs: f64) -> Work {
+        Work::Run { secs, name: Some("run".into()), grad: None }
+    }
+
+    #[test]
+    fn compute_slows_under_a_collective_and_stops_under_hook_compute() {
+        // A 0.5 s collective (compute at 0.8 of full speed), then 1 s of hook compute (compute
+        // waits), beside 1 s of compute: 0.4 s of work by 0.5, none until 1.5, 0.6 s more.
+        let hold = Op::Hold { secs: 1.0, name: "hook".into() };
+        let batch = Batch { ops: vec![all_reduce(), hold], factor: 0.8, row: None, early: false };
+        let mut t = Timeline::new(vec![Work::Post(batch), run(1.0)], Vec::new(), Vec::new());
+        run_alone(&mut t, 0.0, &coll(0.5));
+        assert!((t.end.unwrap() - 2.1).abs() < 1e-12, "{:?}", t.end);
+        assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
+        assert_eq!((t.comm, t.hook_compute), (0.5, 1.0));
+    }
+
+    #[test]
+    fn long_steps_end_though_their_clock_is_coarse() {
+        // At 10^6 s a float's resolution is far above the 1e-15 s threshold.
+        let work = (0..1000).map(|_| run(1e3 + 1e-7)).collect();
+        let mut t = Timeline::new(work, Vec::new(), Vec::new());
+        run_alone(&mut t, 1e6, &coll(0.0));
+        assert!((t.end.unwrap() - 2e6).abs() < 1e-3);
+    }
+}
