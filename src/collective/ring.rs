@@ -104,6 +104,11 @@ impl Plan {
             loops.push(slices);
             remaining -= remaining.min(n * real);
         }
+        Plan::of(loops, steps, window)
+    }
+
+    /// The plan whose loops' chunks are cut as `loops`, each loop `steps` ring steps long.
+    fn of(loops: Vec<Vec<u64>>, steps: usize, window: usize) -> Plan {
         let mut chunk_end = Vec::with_capacity(loops.len() * steps);
         let mut chunk_slices = Vec::with_capacity(loops.len() * steps);
         let mut end = 0;
@@ -416,8 +421,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         }
         Mode::Aggregated | Mode::Auto => {
             let built = Built { plan: ring_plan.clone(), sync, proto: sel.proto, work };
-            if let Some(t) = symmetric(call, nch, &built) {
-                return Box::new(Closed::timed(t, Form::Symmetric));
+            if let Some((t, form)) = symmetric(call, nch, &built, Budget::DEFAULT) {
+                return Box::new(Closed::timed(t, form));
             }
             // Steady state: every hop of every channel sending at once. On a uniform network
             // every node sees the same, so node 0's hops stand for all, its last hop leaving
@@ -456,10 +461,16 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     .unwrap_or_else(|| comm.hop_path(cluster, ch, 0, i, 0))
             };
             let ch0 = &comm.channels()[0];
+            // A chunk crosses every hop of the ring in turn, so the call's latency is the sum
+            // of all nodes' hop delays: position i's delay is its mean over the nodes (on racks
+            // only the hops that leave a rack pay the spine's latency).
             let delay = (0..ppn)
                 .map(|i| {
-                    let (p, class) = hop(ch0, i);
-                    path_latency(&p) + params.step(class, sel.proto)
+                    let total = (0..span).fold(0u64, |t, n| {
+                        let (p, class) = comm.hop_path(cluster, ch0, n, i, (n + to) % nnodes);
+                        t + (path_latency(&p) + params.step(class, sel.proto)).as_ps()
+                    });
+                    Time::from_ps(total / span as u64)
                 })
                 .collect();
             let eff = (0..ppn).map(|i| efficiency(hop(ch0, i).1)).collect();
@@ -478,36 +489,39 @@ struct Built {
     work: usize,
 }
 
-/// Budget of the symmetric run: representative flows, and links visited by its rate solves
-/// (about 0.25 s on this repository's 2-core machine).
+/// Most representative flows of a symmetric run.
 const SYMMETRIC_FLOWS: usize = 4_096;
-const SYMMETRIC_WORK: u64 = 4_000_000;
 
-/// The ring on one node's ranks standing for every node's, one representative channel per
-/// class of equivalent channels, each connection's flows standing for their images on the links
-/// they share ([`symmetry`]): the detailed result, when the check finds the call symmetric and
-/// the run fits its budget; else `None`.
-fn symmetric(call: &Call<'_>, nch: usize, built: &Built) -> Option<Time> {
+/// The ring with one representative channel per class of equivalent channels, each
+/// connection's flows standing for their images on the links they share ([`symmetry`]), and
+/// the fewest nodes standing for all: one node's ranks for every node's where nodes are alike,
+/// a rack's for every rack's where racks are (`span` nodes, the ring's period), every node its
+/// own where nothing repeats. Its time ([`whole_or_extrapolated`]): the detailed result
+/// (symmetric) when the check finds the call symmetric and the run fits `budget`, an
+/// extrapolation from its first turns (aggregated) when it is too long; `None` when the check
+/// fails or even that does not fit.
+fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Option<(Time, Form)> {
     let (cluster, comm, params) = (call.cluster, call.comm, call.params);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let arch = cluster.spec().gpu.arch;
     let links = cluster.links();
     let latency = |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     // Each round of slices re-shares the representative flows a few times: its cost is their
-    // links plus a fixed cost per flow (events, bookkeeping), about 16 links' worth. At least
-    // one representative channel of one link per flow: too costly even so, do not check.
+    // links plus a fixed cost per flow (events, bookkeeping), about 16 links' worth (a rough
+    // guess, off by up to 10x either way; the runs measure their real cost). At least one
+    // representative channel of one link per flow: too costly even so, do not check.
     let per_conn = built.work / (nnodes * ppn * nch).max(1);
     let cost = |entries: usize, flows: usize| (per_conn * (entries + 16 * flows)) as u64;
-    if cost(ppn, ppn) > SYMMETRIC_WORK {
+    // What the cheapest run costs: the whole call, or the turns an extrapolation needs (at
+    // least three turns of a ring of `ranks`).
+    let steps = built.plan.steps;
+    let least = |entries: usize, flows: usize, ranks: usize| {
+        cost(entries, flows) / steps as u64 * steps.min(3 * ranks) as u64
+    };
+    if least(ppn, ppn, ppn) > budget.total {
         return None;
     }
     // Every connection of the whole call: (node, position, channel) in that order.
-    struct Hop {
-        path: Vec<u32>,
-        delay: Time,
-        eff: f64,
-        hold: bool,
-    }
     let mut conns = Vec::with_capacity(nnodes * ppn * nch);
     for node in 0..nnodes {
         for i in 0..ppn {
@@ -522,64 +536,190 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built) -> Option<Time> {
             }
         }
     }
-    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
-    let same = |a: &Hop, b: &Hop| (a.delay, a.eff, a.hold) == (b.delay, b.eff, b.hold);
-    // Classes of channels, refined until every connection is an image of its representative:
-    // position i of channel c on any node stands for position i of its class's representative
-    // on node 0.
     // Other traffic holds its steady-state share of each link, as in a detailed run.
     let caps = run::capacities_beside_load(call);
-    // Position i of channel c on any node stands for position i of its class's representative
-    // on node 0.
+    // The ring shifted by `span` nodes is the ring itself: where every node's connections look
+    // like those of the node `span` before it (racks of `span` nodes filled alike), nodes
+    // 0..span stand for all. Try the periods that divide the ring, shortest first.
+    let looks = node_looks(&conns, (nnodes, ppn, nch), &caps);
+    let (span, reps, reduced) = (1..=nnodes)
+        .filter(|&d| nnodes % d == 0 && (d..nnodes).all(|n| looks[n] == looks[n - d]))
+        .take_while(|&d| least(d * ppn, d * ppn, d * ppn) <= budget.total)
+        .find_map(|d| {
+            let (reps, red) = reduced_ring(&conns, (nnodes, ppn, nch), d, &caps)?;
+            Some((d, reps, red))
+        })?;
+    let nreps = reps.len();
+    let ranks = span * ppn;
+    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
+    // The reduced ring over `steps` ring steps per loop, within `budget`.
+    let run = |steps: usize, budget: u64| {
+        run::run_alone_counted(links, &caps, budget, Time::MAX, |cx| {
+            let mut paths = Vec::with_capacity(ranks * nreps);
+            let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
+            for rank in 0..ranks {
+                for (k, &r) in reps.iter().enumerate() {
+                    let c = &conns[at(rank / ppn, rank % ppn, r)];
+                    let red = &reduced[k * ranks + rank];
+                    paths.push(cx.add_weighted_path(&red.links, &red.weights, c.delay));
+                    delay.push(c.delay);
+                    eff.push(c.eff);
+                    hold.push(c.hold);
+                }
+            }
+            let plan = Plan::of(built.plan.loops.clone(), steps, built.plan.window);
+            Box::new(Ring {
+                plan,
+                eff,
+                hold,
+                sync: built.sync,
+                sync_every_slice: built.proto == Proto::Simple,
+                ranks,
+                channels: nreps,
+                conns: vec![Conn::default(); ranks * nreps],
+                delay,
+                carrier: Carrier::Network(paths),
+                finish: Time::ZERO,
+                done: 0,
+                empty: false,
+            })
+        })
+    };
+    whole_or_extrapolated(steps, ranks, budget, run)
+}
+
+/// What a reduced ring's runs may cost, in links visited by rate solves plus 16 per event.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// The most a ring may cost run whole, judged from its first turn; longer rings
+    /// extrapolate.
+    whole: u64,
+    /// What all its runs may cost.
+    total: u64,
+}
+
+impl Budget {
+    /// About 0.1 s whole and 0.2 s in all on this repository's 2-core machine.
+    const DEFAULT: Budget = Budget { whole: 8_000_000, total: 16_000_000 };
+}
+
+/// Most turns of the reduced ring an extrapolation runs before its last doubling.
+const EXTRAPOLATE_TURNS: usize = 64;
+
+/// The reduced ring's time: run whole where that fits the budget (the detailed result), else
+/// from shorter runs of it (an estimate).
+///
+/// Every `turn` steps (one turn of the reduced ring) each connection does again what it did a
+/// turn before, so once the pipeline has filled, the time grows by about the same amount per
+/// turn (not exactly: flows sharing links drift in phase, and each run's last turn ends a
+/// little differently). A run of `rem + 1` turns (`rem` the steps left over from whole turns)
+/// measures the work per turn; where the whole ring would not fit the budget, runs of
+/// `rem + m` and `rem + 2m` turns, for `m` doubling up to [`EXTRAPOLATE_TURNS`] while the
+/// budget lasts, give the rest of the turns at the last pair's rate. `run(steps, budget)` runs
+/// `steps` steps and says the work it took.
+fn whole_or_extrapolated(
+    steps: usize,
+    turn: usize,
+    budget: Budget,
+    run: impl Fn(usize, u64) -> Option<(Time, u64)>,
+) -> Option<(Time, Form)> {
+    let (turns, rem) = (steps / turn, steps % turn);
+    let whole = |budget| run(steps, budget).map(|(t, _)| (t, Form::Symmetric));
+    if turns < 4 {
+        return whole(budget.total);
+    }
+    let mut left = budget.total;
+    let mut m = 1;
+    let (mut at_m, mut work) = run(rem + turn, left)?;
+    left = left.saturating_sub(work);
+    if work as f64 * steps as f64 / (rem + turn) as f64 <= budget.whole as f64 {
+        return whole(left);
+    }
+    let mut pair = None;
+    // Each doubling costs about twice the last run.
+    while 2 * work <= left && 4 * m <= turns {
+        let (at_2m, w) = run(rem + 2 * m * turn, left)?;
+        left = left.saturating_sub(w);
+        pair = Some((m, at_m, at_2m));
+        if m >= EXTRAPOLATE_TURNS {
+            break;
+        }
+        (m, at_m, work) = (2 * m, at_2m, w);
+    }
+    let (m, a, b) = pair?;
+    let (a, b) = (a.as_ps() as i128, b.as_ps() as i128);
+    let more = (turns - 2 * m) as i128;
+    let t = b + (more * (b - a) + m as i128 / 2) / m as i128;
+    u64::try_from(t).ok().map(|t| (Time::from_ps(t), Form::Aggregated))
+}
+
+/// One connection of a ring call: its path, arrival delay, efficiency and whether its CTA
+/// moves the data itself.
+struct Hop {
+    path: Vec<u32>,
+    delay: Time,
+    eff: f64,
+    hold: bool,
+}
+
+/// What each node's connections look like, to compare nodes quickly: per position, the sorted
+/// (delay, efficiency, hold, link capacities) of its channels' hops, hashed. Equal looks are
+/// necessary for nodes to stand for each other; [`symmetry::refine`] checks the rest.
+fn node_looks(conns: &[Hop], (nnodes, ppn, nch): (usize, usize, usize), caps: &[f64]) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    (0..nnodes)
+        .map(|n| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for i in 0..ppn {
+                let mut hops: Vec<(u64, u64, bool, Vec<u64>)> = conns
+                    [(n * ppn + i) * nch..(n * ppn + i + 1) * nch]
+                    .iter()
+                    .map(|c| {
+                        let caps = c.path.iter().map(|&l| caps[l as usize].to_bits()).collect();
+                        (c.delay.as_ps(), c.eff.to_bits(), c.hold, caps)
+                    })
+                    .collect();
+                hops.sort_unstable();
+                hops.hash(&mut h);
+            }
+            h.finish()
+        })
+        .collect()
+}
+
+/// Classes of channels and their representatives' reduced paths, refined until every
+/// connection is an image of its representative: position `i` of channel `c` on node `n` stands
+/// for position `i` of its class's representative on node `n mod span` (nodes `0..span` run,
+/// the ring closing from node `span - 1` onto node 0). Representative flows are numbered
+/// `(class, node, position)`.
+fn reduced_ring(
+    conns: &[Hop],
+    (nnodes, ppn, nch): (usize, usize, usize),
+    span: usize,
+    caps: &[f64],
+) -> Option<(Vec<usize>, Vec<symmetry::Reduced>)> {
+    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
+    let same = |a: &Hop, b: &Hop| (a.delay, a.eff, a.hold) == (b.delay, b.eff, b.hold);
     let images = |c: usize, r: usize| {
         let mut out = Vec::with_capacity(nnodes * ppn);
         for n in 0..nnodes {
+            let m = n % span;
             for i in 0..ppn {
                 let hop = &conns[at(n, i, c)];
-                if !same(hop, &conns[at(0, i, r)]) {
+                if !same(hop, &conns[at(m, i, r)]) {
                     return None;
                 }
-                out.push((hop.path.as_slice(), i));
+                out.push((hop.path.as_slice(), m * ppn + i));
             }
         }
         Some(out)
     };
-    let own = |r: usize| (0..ppn).map(|i| conns[at(0, i, r)].path.as_slice()).collect::<Vec<_>>();
-    let (reps, reduced) = symmetry::refine(nch, &caps, SYMMETRIC_FLOWS, images, own)?;
-    let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
-    if cost(entries, reduced.len()) > SYMMETRIC_WORK {
-        return None;
-    }
-    let nreps = reps.len();
-    run::run_alone(links, &caps, SYMMETRIC_WORK, Time::MAX, |cx| {
-        let mut paths = Vec::with_capacity(ppn * nreps);
-        let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..ppn {
-            for (k, &r) in reps.iter().enumerate() {
-                let c = &conns[at(0, i, r)];
-                let red = &reduced[k * ppn + i];
-                paths.push(cx.add_weighted_path(&red.links, &red.weights, c.delay));
-                delay.push(c.delay);
-                eff.push(c.eff);
-                hold.push(c.hold);
-            }
-        }
-        Box::new(Ring {
-            plan: built.plan.clone(),
-            eff,
-            hold,
-            sync: built.sync,
-            sync_every_slice: built.proto == Proto::Simple,
-            ranks: ppn,
-            channels: nreps,
-            conns: vec![Conn::default(); ppn * nreps],
-            delay,
-            carrier: Carrier::Network(paths),
-            finish: Time::ZERO,
-            done: 0,
-            empty: false,
-        })
-    })
+    let own = |r: usize| {
+        (0..span)
+            .flat_map(|n| (0..ppn).map(move |i| conns[at(n, i, r)].path.as_slice()))
+            .collect::<Vec<_>>()
+    };
+    symmetry::refine(nch, caps, SYMMETRIC_FLOWS, images, own)
 }
 
 /// Every hop of every channel of every node busy at once.
@@ -594,4 +734,60 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Collective, Mode};
+    use crate::comm::Communicator;
+    use crate::comm::env::NcclEnv;
+    use crate::config::{DEFAULT_PROFILE, parse_profile, resolve_topology};
+    use crate::hw::Cluster;
+
+    /// The time of a ring AllReduce of `bytes` on `nodes` DGX-H100s, reduced within `budget`.
+    fn reduced(nodes: usize, bytes: u64, budget: Budget) -> Option<(Time, Form)> {
+        let (_, spec) = resolve_topology("dgx-h100", None).unwrap();
+        let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+        let cluster = Cluster::new(&spec, nodes, 8);
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "Ring")]).unwrap();
+        let comm = Communicator::new(&cluster, &env).unwrap();
+        let call = Call {
+            cluster: &cluster,
+            comm: &comm,
+            coll: Collective::AllReduce,
+            bytes: Bytes::new(bytes),
+            elt: Bytes::new(4),
+            sel: crate::collective::select(&comm, Collective::AllReduce, bytes),
+            params: &params,
+            mode: Mode::Aggregated,
+            load: &[],
+        };
+        let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
+        let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
+        let steps = 2 * (comm.nranks() - 1);
+        let plan =
+            Plan::new(per_channel, comm.nranks(), steps, call.sel.proto, comm.env().buffsize, 4);
+        let work = comm.nranks() * nch * plan.total_chunks() * plan.loops[0].len();
+        let gpu = params.gpu(spec.gpu.arch);
+        let built =
+            Built { plan, sync: gpu.sync[call.sel.proto as usize], proto: call.sel.proto, work };
+        symmetric(&call, nch, &built, budget)
+    }
+
+    /// On 2,048 DGX-H100 nodes (16,384 ranks, 32,766 steps) the ring is too long to run whole
+    /// within the default budget: its first turns, extrapolated, come within 0.5 % of the whole
+    /// symmetric run (itself the detailed result), where the steady-state rates were 4-27 % slow.
+    #[test]
+    fn long_rings_extrapolate_within_half_a_percent_of_the_whole_run() {
+        let unlimited = Budget { whole: u64::MAX, total: u64::MAX };
+        for bytes in [256u64 << 20, 8 << 30] {
+            let (whole, form) = reduced(2048, bytes, unlimited).unwrap();
+            assert_eq!(form, Form::Symmetric);
+            let (short, form) = reduced(2048, bytes, Budget::DEFAULT).unwrap();
+            assert_eq!(form, Form::Aggregated, "{bytes} B ran whole");
+            let rel = short.as_secs_f64() / whole.as_secs_f64() - 1.0;
+            assert!(rel.abs() < 0.005, "{bytes} B: extrapolated {short} vs whole {whole}");
+        }
+    }
 }

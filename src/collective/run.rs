@@ -78,7 +78,8 @@ pub enum Form {
     /// standing for its images (checked to be equivalent): the detailed result, from less
     /// work.
     Symmetric,
-    /// Steady-state rates or a closed-form estimate.
+    /// Steady-state rates, a closed-form estimate, or a symmetric run too long to run whole
+    /// extrapolated from its first part.
     Aggregated,
 }
 
@@ -681,6 +682,22 @@ pub(crate) fn run_alone(
     expected: Time,
     build: impl FnOnce(&mut Ctx<'_>) -> Box<dyn Algorithm>,
 ) -> Option<Time> {
+    run_alone_counted(links, caps, budget, expected, build).map(|(t, _)| t)
+}
+
+/// What handling one event costs, in links visited by a rate solve: the bookkeeping around it
+/// (queues, the algorithm's reaction).
+const EVENT_COST: u64 = 16;
+
+/// As [`run_alone`], with what it cost: the links its rate solves visited (the budget's unit),
+/// plus [`EVENT_COST`] per event handled.
+pub(crate) fn run_alone_counted(
+    links: &[crate::net::Link],
+    caps: &[f64],
+    budget: u64,
+    expected: Time,
+    build: impl FnOnce(&mut Ctx<'_>) -> Box<dyn Algorithm>,
+) -> Option<(Time, u64)> {
     let mut sim: Simulation<Token> = Simulation::new(links);
     for (l, (link, &c)) in links.iter().zip(caps).enumerate() {
         if c != link.capacity.bytes_per_sec() {
@@ -705,7 +722,8 @@ pub(crate) fn run_alone(
             return None;
         }
     }
-    Some(algo.finished().unwrap_or_else(|| algo.last()))
+    let cost = sim.network().work() + EVENT_COST * sim.handled();
+    Some((algo.finished().unwrap_or_else(|| algo.last()), cost))
 }
 
 /// The steady-state rates of `paths` (bytes/s) when they all send at once beside `load`: the
