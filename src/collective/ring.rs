@@ -588,7 +588,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     whole_or_extrapolated(steps, ranks, budget, run)
 }
 
-/// What a reduced ring's runs may cost, in links visited by rate solves plus 16 per event.
+/// What a reduced ring's runs may cost, in [`run::run_alone_counted`]'s units.
 #[derive(Debug, Clone, Copy)]
 struct Budget {
     /// The most a ring may cost run whole, judged from its first turn; longer rings
@@ -603,20 +603,10 @@ impl Budget {
     const DEFAULT: Budget = Budget { whole: 8_000_000, total: 16_000_000 };
 }
 
-/// Most turns of the reduced ring an extrapolation runs before its last doubling.
-const EXTRAPOLATE_TURNS: usize = 64;
-
 /// The reduced ring's time: run whole where that fits the budget (the detailed result), else
-/// from shorter runs of it (an estimate).
-///
-/// Every `turn` steps (one turn of the reduced ring) each connection does again what it did a
-/// turn before, so once the pipeline has filled, the time grows by about the same amount per
-/// turn (not exactly: flows sharing links drift in phase, and each run's last turn ends a
-/// little differently). A run of `rem + 1` turns (`rem` the steps left over from whole turns)
-/// measures the work per turn; where the whole ring would not fit the budget, runs of
-/// `rem + m` and `rem + 2m` turns, for `m` doubling up to [`EXTRAPOLATE_TURNS`] while the
-/// budget lasts, give the rest of the turns at the last pair's rate. `run(steps, budget)` runs
-/// `steps` steps and says the work it took.
+/// extrapolated from its first turns ([`run::extrapolated`]: every `turn` steps, one turn of
+/// the reduced ring, each connection does again what it did a turn before). A run of one turn
+/// measures the cost per turn. `run(steps, budget)` runs `steps` steps and says what it cost.
 fn whole_or_extrapolated(
     steps: usize,
     turn: usize,
@@ -628,29 +618,12 @@ fn whole_or_extrapolated(
     if turns < 4 {
         return whole(budget.total);
     }
-    let mut left = budget.total;
-    let mut m = 1;
-    let (mut at_m, mut work) = run(rem + turn, left)?;
-    left = left.saturating_sub(work);
+    let (_, work) = run(rem + turn, budget.total)?;
     if work as f64 * steps as f64 / (rem + turn) as f64 <= budget.whole as f64 {
-        return whole(left);
+        return whole(budget.total - work.min(budget.total));
     }
-    let mut pair = None;
-    // Each doubling costs about twice the last run.
-    while 2 * work <= left && 4 * m <= turns {
-        let (at_2m, w) = run(rem + 2 * m * turn, left)?;
-        left = left.saturating_sub(w);
-        pair = Some((m, at_m, at_2m));
-        if m >= EXTRAPOLATE_TURNS {
-            break;
-        }
-        (m, at_m, work) = (2 * m, at_2m, w);
-    }
-    let (m, a, b) = pair?;
-    let (a, b) = (a.as_ps() as i128, b.as_ps() as i128);
-    let more = (turns - 2 * m) as i128;
-    let t = b + (more * (b - a) + m as i128 / 2) / m as i128;
-    u64::try_from(t).ok().map(|t| (Time::from_ps(t), Form::Aggregated))
+    let t = run::extrapolated(steps, turn, budget.total.saturating_sub(work), run)?;
+    Some((t, Form::Aggregated))
 }
 
 /// One connection of a ring call: its path, arrival delay, efficiency and whether its CTA

@@ -726,6 +726,50 @@ pub(crate) fn run_alone_counted(
     Some((algo.finished().unwrap_or_else(|| algo.last()), cost))
 }
 
+/// Most periods an extrapolation runs before its last doubling.
+const EXTRAPOLATE_PERIODS: usize = 64;
+
+/// The time of a call that repeats itself every `period` units (a ring's turns of steps, a
+/// pipeline's steps of chunks), `units` long, from shorter runs of it: once its pipeline has
+/// filled, the time grows by about the same amount per period (not exactly: flows sharing links
+/// drift in phase, and each run ends a little differently). Runs of `rem + m` and `rem + 2m`
+/// periods (`rem` the units left over from whole periods), for `m` doubling from 1 up to
+/// [`EXTRAPOLATE_PERIODS`] while `budget` lasts, give the rest at the last pair's rate per
+/// period. `run(units, budget)` runs that many units within the budget and says what it cost
+/// ([`run_alone_counted`]'s units). `None` when the call is under four periods long or not
+/// even the first pair fits.
+pub(crate) fn extrapolated(
+    units: usize,
+    period: usize,
+    budget: u64,
+    run: impl Fn(usize, u64) -> Option<(Time, u64)>,
+) -> Option<Time> {
+    let (periods, rem) = (units / period, units % period);
+    if periods < 4 {
+        return None;
+    }
+    let mut left = budget;
+    let mut m = 1;
+    let (mut at_m, mut cost) = run(rem + period, left)?;
+    left = left.saturating_sub(cost);
+    let mut pair = None;
+    // Each doubling costs about twice the last run.
+    while 2 * cost <= left && 4 * m <= periods {
+        let (at_2m, c) = run(rem + 2 * m * period, left)?;
+        left = left.saturating_sub(c);
+        pair = Some((m, at_m, at_2m));
+        if m >= EXTRAPOLATE_PERIODS {
+            break;
+        }
+        (m, at_m, cost) = (2 * m, at_2m, c);
+    }
+    let (m, a, b) = pair?;
+    let (a, b) = (i128::from(a.as_ps()), i128::from(b.as_ps()));
+    let more = (periods - 2 * m) as i128;
+    let t = b + (more * (b - a) + m as i128 / 2) / m as i128;
+    u64::try_from(t).ok().map(Time::from_ps)
+}
+
 /// The steady-state rates of `paths` (bytes/s) when they all send at once beside `load`: the
 /// rates the aggregated models pace themselves by. Max-min, or equal shares above
 /// [`EXACT_STEADY_MAX`] flows without load.
