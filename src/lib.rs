@@ -40,7 +40,7 @@ use collective::{Load, Mode, TimingParams};
 use comm::env::{EnvError, NcclEnv};
 use comm::{CommError, Communicator};
 use config::Scenario;
-use hw::Cluster;
+use hw::{Cluster, NodeId};
 use report::CommSummary;
 use workload::sweep::{Row, SweepError};
 
@@ -249,7 +249,7 @@ pub struct JobRun {
     /// Its name.
     pub name: String,
     /// The machine's nodes it ran on.
-    pub nodes: Vec<usize>,
+    pub nodes: Vec<NodeId>,
     /// How they were chosen.
     pub placement: &'static str,
     /// Its communicator.

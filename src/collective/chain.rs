@@ -10,7 +10,7 @@
 //! every hop at the rate it gets while all channels cross that hop together, and the others
 //! follow at the pace of the slowest hop when every hop of every channel is busy.
 
-use super::ring::stream_unit;
+use super::ring::{ring_hop, stream_unit};
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Load, Signal, steady_with_reserved};
 use super::{Collective, Mode, symmetry};
 use crate::comm::{Communicator, HopClass, Proto};
@@ -51,7 +51,7 @@ fn hop_paths(
                 .iter()
                 .map(|&j| {
                     let (node, i) = (j / ppn, j % ppn);
-                    comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes)
+                    ring_hop(cluster, comm, ch, node, i)
                 })
                 .collect()
         })

@@ -13,7 +13,7 @@ use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates}
 use super::{Mode, symmetry};
 use crate::comm::env::NcclEnv;
 use crate::comm::{HopClass, Proto};
-use crate::hw::{Cluster, Vertex};
+use crate::hw::{Cluster, GpuId, NodeId, Vertex};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
@@ -92,15 +92,15 @@ impl From<Ev> for Signal {
     }
 }
 
-/// The links of GPU `g`'s load-reduce (every GPU's up-link, then its own down-link) and store
-/// (its up-link, then every down-link) through the node's NVSwitch.
-fn stage_paths(cluster: &Cluster, n: usize, g: usize) -> (Vec<LinkId>, Vec<LinkId>) {
-    let up = |g: usize| cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0[0];
-    let down = |g: usize| cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0[0];
-    let mut reduce: Vec<LinkId> = (0..n).map(up).collect();
+/// The links of GPU `g`'s load-reduce (every one of the `n` GPUs' up-link, then its own
+/// down-link) and store (its up-link, then every down-link) through the node's NVSwitch.
+fn stage_paths(cluster: &Cluster, n: usize, g: GpuId) -> (Vec<LinkId>, Vec<LinkId>) {
+    let up = |g: GpuId| cluster.route(NodeId(0), Vertex::Gpu(g), Vertex::NvSwitch).0[0];
+    let down = |g: GpuId| cluster.route(NodeId(0), Vertex::NvSwitch, Vertex::Gpu(g)).0[0];
+    let mut reduce: Vec<LinkId> = (0..n).map(|x| up(GpuId(x))).collect();
     reduce.push(down(g));
     let mut store = vec![up(g)];
-    store.extend((0..n).map(down));
+    store.extend((0..n).map(|x| down(GpuId(x))));
     (reduce, store)
 }
 
@@ -109,7 +109,7 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     let n = call.comm.ppn();
     (0..n)
         .flat_map(|g| {
-            let (r, s) = stage_paths(call.cluster, n, g);
+            let (r, s) = stage_paths(call.cluster, n, GpuId(g));
             (0..call.sel.nchannels).flat_map(move |_| [r.clone(), s.clone()])
         })
         .collect()
@@ -283,7 +283,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         Mode::Aggregated | Mode::Auto => {
             let paths: Vec<Vec<u32>> = (0..n)
                 .flat_map(|g| {
-                    let (r, s) = stage_paths(cluster, n, g);
+                    let (r, s) = stage_paths(cluster, n, GpuId(g));
                     (0..nch).flat_map(move |_| {
                         [
                             r.iter().map(|l| l.0).collect::<Vec<u32>>(),
@@ -300,7 +300,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         Mode::Detailed => {
             let paths = (0..n * nch)
                 .map(|i| {
-                    let (r, s) = stage_paths(cluster, n, i / nch);
+                    let (r, s) = stage_paths(cluster, n, GpuId(i / nch));
                     (cx.add_path(&r), cx.add_path(&s))
                 })
                 .collect();
@@ -325,7 +325,7 @@ fn symmetric(
 ) -> Option<Time> {
     let raw: Vec<(Vec<u32>, Vec<u32>)> = (0..n)
         .map(|g| {
-            let (r, s) = stage_paths(call.cluster, n, g);
+            let (r, s) = stage_paths(call.cluster, n, GpuId(g));
             (r.iter().map(|l| l.0).collect(), s.iter().map(|l| l.0).collect())
         })
         .collect();

@@ -11,7 +11,7 @@
 use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
-use crate::hw::{Cluster, PathType};
+use crate::hw::{Cluster, GpuId, NicId, NodeId, PathType};
 use crate::net::LinkId;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Bytes;
@@ -81,7 +81,8 @@ fn flows(
     let mut flows = Vec::new();
     let mut max_ch = 1;
     for &(s, d) in pairs {
-        let (sn, sg, dn, dg) = (s / ppn, s % ppn, d / ppn, d % ppn);
+        let (sn, sg) = (NodeId(s / ppn), GpuId(s % ppn));
+        let (dn, dg) = (NodeId(d / ppn), GpuId(d % ppn));
         let (route, class, chans, chunk) = if sn == dn {
             let hop = paths.gpu_hop(cluster, sn, sg, dg);
             let nvl = hop.ty <= PathType::Nvb;
@@ -90,8 +91,8 @@ fn flows(
             let chunk = if nvl { 512 * 1024 } else { 128 * 1024 };
             (hop.links, hop.class, ch, chunk)
         } else {
-            let (snic, dnic) =
-                (cluster.local_nic(sg).unwrap_or(0), cluster.local_nic(dg).unwrap_or(0));
+            let nic = |g: GpuId| cluster.local_nic(g).unwrap_or(NicId(0));
+            let (snic, dnic) = (nic(sg), nic(dg));
             let mut p = paths.to_nic(cluster, sn, sg, snic);
             p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));
             p.extend(paths.from_nic(cluster, dn, dnic, dg));
@@ -219,12 +220,13 @@ fn uniform_alltoall_flows(call: &Call<'_>) -> (Vec<Flow>, Vec<f64>, usize) {
     let (mut flows, max_ch) =
         flows(Collective::AllToAll, cluster, comm, call.bytes.get(), call.params, &reps);
     // Node 1's links as node 0's: its own links shifted, its NICs' fabric links by NIC.
-    let (b0, b1) = (cluster.node_base(0), cluster.node_base(1));
+    let (b0, b1) = (cluster.node_base(NodeId(0)), cluster.node_base(NodeId(1)));
     let local = b1..b1 + (b1 - b0);
     let nics = cluster.spec().nic.as_ref().map_or(0, |n| n.count);
     let mut fabric = std::collections::HashMap::new();
-    for x in 0..nics {
-        let ((t0, r0), (t1, r1)) = (cluster.nic_links(0, x), cluster.nic_links(1, x));
+    for x in (0..nics).map(NicId) {
+        let ((t0, r0), (t1, r1)) =
+            (cluster.nic_links(NodeId(0), x), cluster.nic_links(NodeId(1), x));
         fabric.insert(t1.0, t0.0);
         fabric.insert(r1.0, r0.0);
     }

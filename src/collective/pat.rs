@@ -11,7 +11,7 @@
 use super::Collective;
 use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use crate::comm::{Communicator, HopClass, Proto};
-use crate::hw::Cluster;
+use crate::hw::{Cluster, GpuId, NicId, NodeId};
 use crate::net::LinkId;
 use crate::units::Bytes;
 use crate::units::Time;
@@ -20,7 +20,7 @@ use crate::units::Time;
 /// computed once (every node is a copy: node `n`'s are node 0's shifted by its first link id).
 struct Router<'a> {
     cluster: &'a Cluster,
-    nic: usize,
+    nic: NicId,
     to_nic: Vec<LinkId>,
     from_nic: Vec<LinkId>,
     base: u32,
@@ -29,17 +29,20 @@ struct Router<'a> {
 impl<'a> Router<'a> {
     fn new(cluster: &'a Cluster, comm: &Communicator) -> Router<'a> {
         let paths = comm.paths();
-        let nic = cluster.local_nic(0).unwrap_or(0);
+        let (node, gpu) = (NodeId(0), GpuId(0));
+        let nic = cluster.local_nic(gpu).unwrap_or(NicId(0));
         Router {
             cluster,
             nic,
-            to_nic: paths.to_nic(cluster, 0, 0, nic),
-            from_nic: paths.from_nic(cluster, 0, nic, 0),
-            base: cluster.node_base(0),
+            to_nic: paths.to_nic(cluster, node, gpu, nic),
+            from_nic: paths.from_nic(cluster, node, nic, gpu),
+            base: cluster.node_base(node),
         }
     }
 
+    /// Rank `a` to rank `b` (one GPU per node: rank `r` is node `r`).
     fn route(&self, a: usize, b: usize) -> Vec<LinkId> {
+        let (a, b) = (NodeId(a), NodeId(b));
         let (ba, bb) = (self.cluster.node_base(a), self.cluster.node_base(b));
         let shift = |l: &LinkId, to: u32| LinkId(l.0 - self.base + to);
         let mut p: Vec<LinkId> = self.to_nic.iter().map(|l| shift(l, ba)).collect();

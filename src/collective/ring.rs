@@ -25,7 +25,8 @@
 
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
 use super::{Collective, Mode, symmetry};
-use crate::comm::{HopClass, Proto, RingChannel};
+use crate::comm::{Communicator, HopClass, Proto, RingChannel};
+use crate::hw::{Cluster, NodeId};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
 
@@ -44,6 +45,19 @@ struct Plan {
     chunk_slices: Vec<usize>,
     /// Chunks that fit in the 8-slot FIFO.
     window: usize,
+}
+
+/// The links and class of hop `i` of `ch` on node `node` of the ring of the job's nodes (the
+/// last position's hop crosses to the next node).
+pub(crate) fn ring_hop(
+    cluster: &Cluster,
+    comm: &Communicator,
+    ch: &RingChannel,
+    node: usize,
+    i: usize,
+) -> (Vec<LinkId>, HopClass) {
+    let next = (node + 1) % comm.nnodes();
+    comm.hop_path(cluster, ch, NodeId(node), i, NodeId(next))
 }
 
 /// Payload bytes of one store round of a CTA under a streaming protocol: LL stores 8 B of data
@@ -409,7 +423,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             for node in 0..nnodes {
                 for i in 0..ppn {
                     for ch in &comm.channels()[..nch] {
-                        let (p, class) = comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes);
+                        let (p, class) = ring_hop(cluster, comm, ch, node, i);
                         delay.push(path_latency(&p) + params.step(class, sel.proto));
                         eff.push(efficiency(class));
                         hold.push(class != HopClass::Net);
@@ -434,7 +448,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             let (span, to) = if uniform { (1, 0) } else { (nnodes, 1) };
             let hop = |ch: &RingChannel, node: usize, i: usize| {
                 let next = if uniform { 0 } else { (node + to) % nnodes };
-                comm.hop_path(cluster, ch, node, i, next)
+                comm.hop_path(cluster, ch, NodeId(node), i, NodeId(next))
             };
             let all: Vec<Vec<u32>> = (0..span)
                 .flat_map(|node| {
@@ -458,7 +472,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 (0..span)
                     .map(|n| hop(ch, n, i))
                     .max_by_key(|(p, _)| path_latency(p))
-                    .unwrap_or_else(|| comm.hop_path(cluster, ch, 0, i, 0))
+                    .unwrap_or_else(|| comm.hop_path(cluster, ch, NodeId(0), i, NodeId(0)))
             };
             let ch0 = &comm.channels()[0];
             // A chunk crosses every hop of the ring in turn, so the call's latency is the sum
@@ -467,7 +481,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             let delay = (0..ppn)
                 .map(|i| {
                     let total = (0..span).fold(0u64, |t, n| {
-                        let (p, class) = comm.hop_path(cluster, ch0, n, i, (n + to) % nnodes);
+                        let next = NodeId((n + to) % nnodes);
+                        let (p, class) = comm.hop_path(cluster, ch0, NodeId(n), i, next);
                         t + (path_latency(&p) + params.step(class, sel.proto)).as_ps()
                     });
                     Time::from_ps(total / span as u64)
@@ -526,7 +541,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     for node in 0..nnodes {
         for i in 0..ppn {
             for ch in &comm.channels()[..nch] {
-                let (p, class) = comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes);
+                let (p, class) = ring_hop(cluster, comm, ch, node, i);
                 conns.push(Hop {
                     delay: latency(&p) + params.step(class, built.proto),
                     eff: params.efficiency(arch, class, built.proto),
@@ -702,9 +717,9 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
     (0..nnodes)
         .flat_map(|node| {
-            comm.channels()[..nch].iter().flat_map(move |ch| {
-                (0..ppn).map(move |i| comm.hop_path(cluster, ch, node, i, (node + 1) % nnodes).0)
-            })
+            comm.channels()[..nch]
+                .iter()
+                .flat_map(move |ch| (0..ppn).map(move |i| ring_hop(cluster, comm, ch, node, i).0))
         })
         .collect()
 }

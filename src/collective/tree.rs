@@ -22,7 +22,7 @@ use super::run::{
 };
 use super::{Mode, run, symmetry};
 use crate::comm::{Communicator, HopClass, Proto, RingChannel, Selection};
-use crate::hw::{Cluster, Vertex};
+use crate::hw::{Cluster, GpuId, NicId, NodeId, Vertex};
 use std::borrow::Cow;
 
 use crate::net::solver::{EqualShares, equal_shares};
@@ -350,7 +350,7 @@ struct Layout {
     nvls_tree: bool,
     /// NVLSTree: the heads — a GPU with one of its NICs — every channel serves in turn (NCCL's
     /// NVLS graph has one head per NIC).
-    head_pairs: Vec<(usize, usize)>,
+    head_pairs: Vec<(GpuId, NicId)>,
     /// Every (channel, head) pipeline: channels differ in their NICs and trees.
     reps: Vec<(usize, usize)>,
     /// Node-local paths, computed once.
@@ -382,12 +382,13 @@ struct EdgeLinks {
 }
 
 /// The links inside one node that the tree's edges use, as node 0 of the job sees them; any
-/// other node's are the same shifted by its first link id (the nodes are copies).
+/// other node's are the same shifted by its first link id (the nodes are copies). Every table
+/// is indexed by the raw [`GpuId`] (and [`NicId`]).
 struct LocalPaths {
     /// Per GPU: its NICs, in the order it uses them.
-    nics: Vec<Vec<usize>>,
+    nics: Vec<Vec<NicId>>,
     /// Per GPU: the NIC the tree uses from it.
-    local_nic: Vec<usize>,
+    local_nic: Vec<NicId>,
     /// GPU a to GPU b: links and hop class.
     hop: Vec<Vec<(Vec<u32>, HopClass)>>,
     /// GPU to NIC and NIC to GPU, by (gpu, nic).
@@ -411,44 +412,47 @@ impl LocalPaths {
         let nics = cluster.spec().nic.as_ref().map_or(0, |n| n.count);
         let raw = |v: Vec<LinkId>| v.into_iter().map(|l| l.0).collect::<Vec<u32>>();
         let nvswitch = cluster.spec().nvswitch.is_some();
+        let node = NodeId(0);
+        let gpus = || (0..ppn).map(GpuId);
+        let all_nics = || (0..nics).map(NicId);
         LocalPaths {
-            nics: (0..ppn).map(|g| cluster.gpu_nics(g)).collect(),
-            local_nic: (0..ppn).map(|g| cluster.local_nic(g).unwrap_or(0)).collect(),
-            hop: (0..ppn)
+            nics: gpus().map(|g| cluster.gpu_nics(g)).collect(),
+            local_nic: gpus().map(|g| cluster.local_nic(g).unwrap_or(NicId(0))).collect(),
+            hop: gpus()
                 .map(|a| {
-                    (0..ppn)
+                    gpus()
                         .map(|b| {
-                            let h = paths.gpu_hop(cluster, 0, a, b);
+                            let h = paths.gpu_hop(cluster, node, a, b);
                             (raw(h.links), h.class)
                         })
                         .collect()
                 })
                 .collect(),
-            to_nic: (0..ppn)
-                .map(|g| (0..nics).map(|n| raw(paths.to_nic(cluster, 0, g, n))).collect())
+            to_nic: gpus()
+                .map(|g| all_nics().map(|n| raw(paths.to_nic(cluster, node, g, n))).collect())
                 .collect(),
-            from_nic: (0..ppn)
-                .map(|g| (0..nics).map(|n| raw(paths.from_nic(cluster, 0, n, g))).collect())
+            from_nic: gpus()
+                .map(|g| all_nics().map(|n| raw(paths.from_nic(cluster, node, n, g))).collect())
                 .collect(),
-            up: (0..ppn)
+            up: gpus()
                 .map(|g| {
                     if nvswitch {
-                        raw(cluster.route(0, Vertex::Gpu(g), Vertex::NvSwitch).0)
+                        raw(cluster.route(node, Vertex::Gpu(g), Vertex::NvSwitch).0)
                     } else {
                         Vec::new()
                     }
                 })
                 .collect(),
-            down: (0..ppn)
+            down: gpus()
                 .map(|g| {
                     if nvswitch {
-                        raw(cluster.route(0, Vertex::NvSwitch, Vertex::Gpu(g)).0)
+                        raw(cluster.route(node, Vertex::NvSwitch, Vertex::Gpu(g)).0)
                     } else {
                         Vec::new()
                     }
                 })
                 .collect(),
-            base: cluster.node_base(0),
+            base: cluster.node_base(node),
         }
     }
 }
@@ -471,18 +475,19 @@ impl Layout {
             matches!(sel.algo, crate::comm::Algo::NvlsTree | crate::comm::Algo::CollNetDirect);
         let rpn = if nvls_tree { 2 } else { ppn };
         let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
-        let head_pairs: Vec<(usize, usize)> = if nvls_tree {
+        let head_pairs: Vec<(GpuId, NicId)> = if nvls_tree {
             let mut v = Vec::new();
-            for g in 0..ppn {
+            for g in (0..ppn).map(GpuId) {
                 for nic in cluster.gpu_nics(g) {
                     if !v.iter().any(|&(_, n)| n == nic) {
                         v.push((g, nic));
                     }
                 }
             }
-            if v.is_empty() { vec![(0, 0)] } else { v }
+            if v.is_empty() { vec![(GpuId(0), NicId(0))] } else { v }
         } else {
-            vec![(usize::MAX, usize::MAX)]
+            // One pipeline per channel, with no head.
+            vec![(GpuId(usize::MAX), NicId(usize::MAX))]
         };
         let reps = (0..nch).flat_map(|c| (0..head_pairs.len()).map(move |h| (c, h))).collect();
         Layout {
@@ -521,25 +526,26 @@ impl Layout {
         let (nvls_tree, collnet, head_pairs) = (self.nvls_tree, self.collnet, &self.head_pairs);
         let lp = &self.local;
         let rank = |node: usize, pos: usize| node * rpn + pos;
-        let node_base: Vec<u32> = (0..nnodes).map(|n| cluster.node_base(n)).collect();
+        let node_base: Vec<u32> = (0..nnodes).map(|n| cluster.node_base(NodeId(n))).collect();
         let ring: &RingChannel = &comm.channels()[c % comm.channels().len()];
         let tree = usize::from(c >= self.nch.div_ceil(2));
-        let head_order: Vec<usize>;
-        let g: &Vec<usize> = if nvls_tree {
+        let head_order: Vec<GpuId>;
+        let g: &Vec<GpuId> = if nvls_tree {
             let h = head_pairs[hp].0;
-            head_order = std::iter::once(h).chain((0..ppn).filter(|&x| x != h)).collect();
+            head_order =
+                std::iter::once(h).chain((0..ppn).map(GpuId).filter(|&x| x != h)).collect();
             &head_order
         } else {
             &ring.gpus
         };
         // The GPU's NICs in turn over the channels (NVLSTree heads with several NICs each).
-        let nic_of = |gpu: usize| {
+        let nic_of = |gpu: GpuId| {
             if nvls_tree && gpu == head_pairs[hp].0 {
                 head_pairs[hp].1
-            } else if nvls_tree && !lp.nics[gpu].is_empty() {
-                lp.nics[gpu][0]
+            } else if nvls_tree && !lp.nics[gpu.0].is_empty() {
+                lp.nics[gpu.0][0]
             } else {
-                lp.local_nic[gpu]
+                lp.local_nic[gpu.0]
             }
         };
         let mut out = Vec::new();
@@ -552,10 +558,10 @@ impl Layout {
             lp.to_nic.iter().map(|row| row.iter().map(|p| lat(p)).collect()).collect();
         let from_lat: Vec<Vec<Time>> =
             lp.from_nic.iter().map(|row| row.iter().map(|p| lat(p)).collect()).collect();
-        let nvls_lat = |h: usize| {
+        let nvls_lat = |h: GpuId| {
             let ups: Time = (0..ppn).fold(Time::ZERO, |t, x| t + lat(&lp.up[x]));
             let downs: Time = (0..ppn).fold(Time::ZERO, |t, x| t + lat(&lp.down[x]));
-            (ups + lat(&lp.down[h]), lat(&lp.up[h]) + downs)
+            (ups + lat(&lp.down[h.0]), lat(&lp.up[h.0]) + downs)
         };
         let range = |arena: &mut Arena, f: &mut dyn FnMut(&mut Vec<u32>)| {
             let start = arena.links.len() as u32;
@@ -564,8 +570,9 @@ impl Layout {
         };
         for (node, &nb) in node_base.iter().enumerate() {
             for pos in (1..ppn).filter(|_| !nvls_tree) {
-                let (up_l, up_c) = &lp.hop[g[pos]][g[pos - 1]];
-                let (down_l, down_c) = &lp.hop[g[pos - 1]][g[pos]];
+                let (a, b) = (g[pos].0, g[pos - 1].0);
+                let (up_l, up_c) = &lp.hop[a][b];
+                let (down_l, down_c) = &lp.hop[b][a];
                 let up = range(arena, &mut |v| shifted(v, up_l, lp.base, nb));
                 let down = range(arena, &mut |v| shifted(v, down_l, lp.base, nb));
                 out.push(EdgeLinks {
@@ -574,8 +581,8 @@ impl Layout {
                     kind: EdgeKind::Hop(*up_c, *down_c),
                     up,
                     down,
-                    up_lat: hop_lat[g[pos]][g[pos - 1]],
-                    down_lat: hop_lat[g[pos - 1]][g[pos]],
+                    up_lat: hop_lat[a][b],
+                    down_lat: hop_lat[b][a],
                 });
             }
         }
@@ -586,10 +593,10 @@ impl Layout {
                     for x in 0..ppn {
                         shifted(v, &lp.up[x], lp.base, nb);
                     }
-                    shifted(v, &lp.down[h], lp.base, nb);
+                    shifted(v, &lp.down[h.0], lp.base, nb);
                 });
                 let down = range(arena, &mut |v| {
-                    shifted(v, &lp.up[h], lp.base, nb);
+                    shifted(v, &lp.up[h.0], lp.base, nb);
                     for x in 0..ppn {
                         shifted(v, &lp.down[x], lp.base, nb);
                     }
@@ -613,7 +620,8 @@ impl Layout {
             for (node, &nb) in node_base.iter().enumerate() {
                 let cg = g[0];
                 let cn = nic_of(cg);
-                let (tx, rx) = cluster.nic_links(node, cn);
+                let (tx, rx) = cluster.nic_links(NodeId(node), cn);
+                let (cg, cn) = (cg.0, cn.0);
                 let up = range(arena, &mut |v| {
                     shifted(v, &lp.to_nic[cg][cn], lp.base, nb);
                     v.push(tx.0);
@@ -643,10 +651,10 @@ impl Layout {
                 let (cg, pg) = (g[0], g[at]);
                 let (cn, pnic) = (nic_of(cg), nic_of(pg));
                 let (nb, pb) = (node_base[node], node_base[pn]);
-                let (fab_up, fab_down) = (
-                    cluster.nic_to_nic((node, cn), (pn, pnic)),
-                    cluster.nic_to_nic((pn, pnic), (node, cn)),
-                );
+                let (child, parent) = ((NodeId(node), cn), (NodeId(pn), pnic));
+                let (fab_up, fab_down) =
+                    (cluster.nic_to_nic(child, parent), cluster.nic_to_nic(parent, child));
+                let (cg, pg, cn, pnic) = (cg.0, pg.0, cn.0, pnic.0);
                 let fab_lat =
                     |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + all[l.0 as usize].latency);
                 let up = range(arena, &mut |v| {

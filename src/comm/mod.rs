@@ -9,7 +9,7 @@ pub mod env;
 pub mod search;
 pub mod tuning;
 
-use crate::hw::{Arch, Cluster, PathType};
+use crate::hw::{Arch, Cluster, GpuId, NicId, NodeId, PathType};
 use crate::net::LinkId;
 use env::NcclEnv;
 pub use search::{Hop, Paths};
@@ -206,12 +206,12 @@ pub struct Graph {
 /// enters by (at the first GPU) and leaves by (from the last GPU).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingChannel {
-    /// Local GPU indices in ring order.
-    pub gpus: Vec<usize>,
+    /// The node's GPUs in ring order (the same on every node).
+    pub gpus: Vec<GpuId>,
     /// NIC receiving from the previous node (multi-node only).
-    pub nic_in: Option<usize>,
+    pub nic_in: Option<NicId>,
     /// NIC sending to the next node (multi-node only).
-    pub nic_out: Option<usize>,
+    pub nic_out: Option<NicId>,
 }
 
 /// The kind of link a hop crosses, for per-step protocol latency.
@@ -328,6 +328,7 @@ impl Communicator {
                     .unwrap_or(intra)
             } else {
                 let nic = (0..ppn)
+                    .map(GpuId)
                     .filter_map(|g| cluster.local_nic(g).map(|n| (g, n)))
                     .map(|(g, n)| cluster.nic_path_bandwidth(g, n).gbyte_per_s())
                     .fold(0.0, f64::max);
@@ -589,15 +590,16 @@ impl Communicator {
         (self.type_intra, self.type_inter)
     }
 
-    /// The links of hop `i` of `channel` on `node`: from ring position `i` to `i + 1`; the last
-    /// position crosses to the next node (`to_node`) through the NICs, or wraps on one node.
+    /// The links of hop `i` of `channel` on `node`: from ring position `i` (an index into
+    /// `channel.gpus`, not a GPU) to `i + 1`; the last position crosses to the next node
+    /// (`to_node`) through the NICs, or wraps on one node.
     pub fn hop_path(
         &self,
         cluster: &Cluster,
         channel: &RingChannel,
-        node: usize,
+        node: NodeId,
         i: usize,
-        to_node: usize,
+        to_node: NodeId,
     ) -> (Vec<LinkId>, HopClass) {
         let g = &channel.gpus;
         if i + 1 < g.len() {
@@ -661,7 +663,7 @@ mod tests {
         assert_eq!(a4.channels().len(), 16);
         // Every NIC carries as many channels in as out.
         let ins: Vec<_> = h2.channels().iter().map(|c| c.nic_in.unwrap()).collect();
-        for nic in 0..8 {
+        for nic in (0..8).map(NicId) {
             assert_eq!(ins.iter().filter(|&&n| n == nic).count(), 4);
         }
     }

@@ -8,7 +8,7 @@
 
 use super::env::NcclEnv;
 use super::{HopClass, RingChannel};
-use crate::hw::{Arch, Cluster, CpuVendor, PathType, Vertex};
+use crate::hw::{Arch, Cluster, CpuVendor, GpuId, NicId, NodeId, PathType, Vertex};
 use crate::net::LinkId;
 
 /// One hop's route: links, NCCL path type, and the class that picks its protocol latency.
@@ -58,7 +58,7 @@ impl Paths {
     }
 
     /// GPU `a` to GPU `b` of `node`.
-    pub fn gpu_hop(&self, cluster: &Cluster, node: usize, a: usize, b: usize) -> Hop {
+    pub fn gpu_hop(&self, cluster: &Cluster, node: NodeId, a: GpuId, b: GpuId) -> Hop {
         let (links, ty) = cluster.route(node, Vertex::Gpu(a), Vertex::Gpu(b));
         let nvlink = ty <= PathType::Nvb;
         let p2p = ty <= self.p2p_level && (nvlink || self.pcie_p2p);
@@ -76,7 +76,7 @@ impl Paths {
     }
 
     /// Whether `gpu` reaches `nic` by GPUDirect RDMA.
-    pub fn uses_gdr(&self, cluster: &Cluster, gpu: usize, nic: usize) -> bool {
+    pub fn uses_gdr(&self, cluster: &Cluster, gpu: GpuId, nic: NicId) -> bool {
         let ty = cluster
             .graph()
             .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
@@ -86,15 +86,15 @@ impl Paths {
 
     /// The NVLink peer whose NIC path `gpu` would borrow to reach `nic` (PXN, §3.3): when
     /// `gpu`'s own path crosses the CPU and a peer reaches the NIC under a PCIe switch.
-    pub fn pxn_peer(&self, cluster: &Cluster, gpu: usize, nic: usize) -> Option<usize> {
+    pub fn pxn_peer(&self, cluster: &Cluster, gpu: GpuId, nic: NicId) -> Option<GpuId> {
         let graph = cluster.graph();
-        let ty = |g: usize| {
+        let ty = |g: GpuId| {
             graph.route(Vertex::Gpu(g), Vertex::Nic(nic)).map_or(PathType::Net, |r| r.ty)
         };
         if !self.pxn || ty(gpu) <= PathType::Pxb {
             return None;
         }
-        (0..cluster.spec().gpu.count).find(|&p| {
+        (0..cluster.spec().gpu.count).map(GpuId).find(|&p| {
             p != gpu
                 && graph
                     .route(Vertex::Gpu(gpu), Vertex::Gpu(p))
@@ -106,7 +106,7 @@ impl Paths {
 
     /// GPU to NIC (sending): GPUDirect, through an NVLink peer (PXN), or staged through the
     /// GPU's host memory.
-    pub fn to_nic(&self, cluster: &Cluster, node: usize, gpu: usize, nic: usize) -> Vec<LinkId> {
+    pub fn to_nic(&self, cluster: &Cluster, node: NodeId, gpu: GpuId, nic: NicId) -> Vec<LinkId> {
         if let Some(peer) = self.pxn_peer(cluster, gpu, nic) {
             let mut p = cluster.gpu_to_gpu(node, gpu, peer);
             p.extend(cluster.gpu_to_nic(node, peer, nic));
@@ -120,7 +120,7 @@ impl Paths {
     }
 
     /// NIC to GPU (receiving), GPUDirect or staged through the GPU's host memory.
-    pub fn from_nic(&self, cluster: &Cluster, node: usize, nic: usize, gpu: usize) -> Vec<LinkId> {
+    pub fn from_nic(&self, cluster: &Cluster, node: NodeId, nic: NicId, gpu: GpuId) -> Vec<LinkId> {
         if self.uses_gdr(cluster, gpu, nic) {
             cluster.nic_to_gpu(node, nic, gpu)
         } else {
@@ -173,6 +173,9 @@ pub fn speeds(arch: Arch, inter: bool) -> &'static [f64] {
 /// Most search channels NCCL builds (MAXCHANNELS / 2).
 const MAX_SEARCH_CHANNELS: usize = 32;
 
+/// The node the search packs rings on (every node is a copy of it).
+const NODE: NodeId = NodeId(0);
+
 struct Packer<'a> {
     cluster: &'a Cluster,
     paths: Paths,
@@ -195,17 +198,18 @@ impl Packer<'_> {
     }
 
     /// Node 0's hop from GPU `a` to `b`.
-    fn hop(&self, a: usize, b: usize) -> Vec<LinkId> {
-        self.paths.gpu_hop(self.cluster, 0, a, b).links
+    fn hop(&self, a: GpuId, b: GpuId) -> Vec<LinkId> {
+        self.paths.gpu_hop(self.cluster, NODE, a, b).links
     }
 
-    /// Extends `order` to a full ring by depth-first search, consuming as it goes.
+    /// Extends `order` to a full ring by depth-first search, consuming as it goes (`used` is
+    /// indexed by GPU). Found: the NIC the ring leaves by, none when it closes on its node.
     fn dfs(
         &mut self,
-        order: &mut Vec<usize>,
+        order: &mut Vec<GpuId>,
         used: &mut [bool],
-        nic_in: Option<usize>,
-    ) -> Option<usize> {
+        nic_in: Option<NicId>,
+    ) -> Option<Option<NicId>> {
         let last = *order.last()?;
         if order.len() == self.ppn {
             return match nic_in {
@@ -213,14 +217,14 @@ impl Packer<'_> {
                     let close = self.hop(last, order[0]);
                     if self.ppn == 1 || self.fits(&close, 1.0) {
                         self.take(&close, 1.0);
-                        Some(usize::MAX)
+                        Some(None)
                     } else {
                         None
                     }
                 }
                 Some(nin) => {
                     let own = self.cluster.gpu_nics(last);
-                    let mut outs: Vec<usize> = Vec::new();
+                    let mut outs: Vec<NicId> = Vec::new();
                     if own.contains(&nin) {
                         outs.push(nin);
                     }
@@ -230,13 +234,12 @@ impl Packer<'_> {
                         }
                     }
                     for nout in outs {
-                        let mut p = self.paths.to_nic(self.cluster, 0, last, nout);
-                        p.extend(
-                            self.cluster.nic_to_nic((0, nout), (0, nout))[..1].iter().copied(),
-                        );
+                        let mut p = self.paths.to_nic(self.cluster, NODE, last, nout);
+                        let end = (NODE, nout);
+                        p.extend(self.cluster.nic_to_nic(end, end)[..1].iter().copied());
                         if self.fits(&p, 1.0) {
                             self.take(&p, 1.0);
-                            return Some(nout);
+                            return Some(Some(nout));
                         }
                     }
                     None
@@ -244,8 +247,8 @@ impl Packer<'_> {
             };
         }
         for k in 1..=self.ppn {
-            let next = (last + k) % self.ppn;
-            if used[next] {
+            let next = GpuId((last.0 + k) % self.ppn);
+            if used[next.0] {
                 continue;
             }
             let h = self.hop(last, next);
@@ -253,29 +256,32 @@ impl Packer<'_> {
                 continue;
             }
             self.take(&h, 1.0);
-            used[next] = true;
+            used[next.0] = true;
             order.push(next);
             if let Some(out) = self.dfs(order, used, nic_in) {
                 return Some(out);
             }
             order.pop();
-            used[next] = false;
+            used[next.0] = false;
             self.take(&h, -1.0);
         }
         None
     }
 
     /// One more ring entering by `nic_in` (multi-node) or over the node's GPUs, if it fits.
-    fn ring(&mut self, nic_in: Option<usize>) -> Option<RingChannel> {
-        let firsts: Vec<usize> = match nic_in {
-            None => vec![0],
-            Some(n) => (0..self.ppn).filter(|&g| self.cluster.gpu_nics(g).contains(&n)).collect(),
+    fn ring(&mut self, nic_in: Option<NicId>) -> Option<RingChannel> {
+        let firsts: Vec<GpuId> = match nic_in {
+            None => vec![GpuId(0)],
+            Some(n) => (0..self.ppn)
+                .map(GpuId)
+                .filter(|&g| self.cluster.gpu_nics(g).contains(&n))
+                .collect(),
         };
         for first in firsts {
             let mut entry = Vec::new();
             if let Some(n) = nic_in {
-                entry = self.cluster.nic_to_nic((0, n), (0, n))[1..].to_vec();
-                entry.extend(self.paths.from_nic(self.cluster, 0, n, first));
+                entry = self.cluster.nic_to_nic((NODE, n), (NODE, n))[1..].to_vec();
+                entry.extend(self.paths.from_nic(self.cluster, NODE, n, first));
                 if !self.fits(&entry, 1.0) {
                     continue;
                 }
@@ -283,12 +289,12 @@ impl Packer<'_> {
             }
             let mut order = vec![first];
             let mut used = vec![false; self.ppn];
-            used[first] = true;
+            used[first.0] = true;
             if let Some(out) = self.dfs(&mut order, &mut used, nic_in) {
                 return Some(RingChannel {
                     gpus: order,
                     nic_in,
-                    nic_out: if self.multi { Some(out) } else { None },
+                    nic_out: if self.multi { out } else { None },
                 });
             }
             self.take(&entry, -1.0);
@@ -303,15 +309,16 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
     let multi = cluster.nodes() > 1;
     let spec = cluster.spec();
     // The NICs the used GPUs would use, in order.
-    let mut nics: Vec<usize> = (0..ppn).flat_map(|g| cluster.gpu_nics(g)).collect();
+    let mut nics: Vec<NicId> = (0..ppn).flat_map(|g| cluster.gpu_nics(GpuId(g))).collect();
     nics.sort_unstable();
     nics.dedup();
 
     // A GPU's total NVLink bandwidth: the distinct first links of its NVLink routes.
-    let nvl_total = |g: usize| -> f64 {
+    let nvl_total = |g: GpuId| -> f64 {
         (0..ppn)
+            .map(GpuId)
             .filter(|&h| h != g)
-            .map(|h| cluster.route(0, Vertex::Gpu(g), Vertex::Gpu(h)))
+            .map(|h| cluster.route(NODE, Vertex::Gpu(g), Vertex::Gpu(h)))
             .filter(|(p, ty)| *ty <= PathType::Nvl && !p.is_empty())
             .map(|(p, _)| p[0])
             .collect::<std::collections::BTreeSet<_>>()
@@ -319,40 +326,42 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
             .map(|l| cluster.links()[l.0 as usize].capacity.gbyte_per_s())
             .sum::<f64>()
     };
-    let gpu_pcie = |g: usize| {
+    let gpu_pcie = |g: GpuId| {
         cluster
-            .route(0, Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))))
+            .route(NODE, Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))))
             .0
             .first()
             .map_or(0.0, |l| cluster.links()[l.0 as usize].capacity.gbyte_per_s())
     };
     let (max_bw, total_bw) = if multi {
-        let path = |g: usize| {
+        let path = |g: GpuId| {
             cluster
                 .local_nics(g)
                 .iter()
                 .map(|&n| cluster.nic_path_bandwidth(g, n).gbyte_per_s())
                 .fold(0.0, f64::max)
         };
-        let max_bw = (0..ppn).map(path).fold(0.0, f64::max);
+        let max_bw = (0..ppn).map(|g| path(GpuId(g))).fold(0.0, f64::max);
         let total = if ppn > 1 && spec.nvlink.is_some() {
-            nvl_total(0)
+            nvl_total(GpuId(0))
         } else {
             nics.iter()
-                .map(|&n| cluster.nic_path_bandwidth(0, n).gbyte_per_s())
+                .map(|&n| cluster.nic_path_bandwidth(GpuId(0), n).gbyte_per_s())
                 .sum::<f64>()
                 .max(max_bw)
         };
         (max_bw, total)
     } else {
         let max_bw = (0..ppn)
-            .flat_map(|a| (0..ppn).filter(move |&b| b != a).map(move |b| (a, b)))
+            .flat_map(|a| (0..ppn).filter(move |&b| b != a).map(move |b| (GpuId(a), GpuId(b))))
             .map(|(a, b)| {
-                cluster.path_bandwidth(&paths.gpu_hop(cluster, 0, a, b).links).gbyte_per_s()
+                let hop = paths.gpu_hop(cluster, NODE, a, b);
+                cluster.path_bandwidth(&hop.links).gbyte_per_s()
             })
             .fold(0.0, f64::max);
+        let g0 = GpuId(0);
         let total =
-            if spec.nvlink.is_some() && nvl_total(0) > 0.0 { nvl_total(0) } else { gpu_pcie(0) };
+            if spec.nvlink.is_some() && nvl_total(g0) > 0.0 { nvl_total(g0) } else { gpu_pcie(g0) };
         (if ppn == 1 { total } else { max_bw }, total)
     };
 
@@ -395,7 +404,7 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
         // NCCL's fallback: one channel in PCI order at 0.1 GB/s.
         let nic = nics.first().copied();
         let ring = RingChannel {
-            gpus: (0..ppn).collect(),
+            gpus: (0..ppn).map(GpuId).collect(),
             nic_in: if multi { nic } else { None },
             nic_out: if multi { nic } else { None },
         };
@@ -403,12 +412,12 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
     });
     let type_intra = channels
         .iter()
-        .flat_map(|c| c.gpus.windows(2).map(|w| paths.gpu_hop(cluster, 0, w[0], w[1]).ty))
+        .flat_map(|c| c.gpus.windows(2).map(|w| paths.gpu_hop(cluster, NODE, w[0], w[1]).ty))
         .chain(
             channels
                 .iter()
                 .filter(|c| !multi && c.gpus.len() > 1)
-                .map(|c| paths.gpu_hop(cluster, 0, c.gpus[c.gpus.len() - 1], c.gpus[0]).ty),
+                .map(|c| paths.gpu_hop(cluster, NODE, c.gpus[c.gpus.len() - 1], c.gpus[0]).ty),
         )
         .max()
         .unwrap_or(PathType::Loc);

@@ -5,7 +5,7 @@ use super::placement::nodes_per_rack;
 use super::raw::{RawBackground, RawJob};
 use super::scenario::{parse_nccl, parse_workload};
 use super::{ConfigError, PlacementSpec, Source};
-use crate::hw::NodeSpec;
+use crate::hw::{NodeId, NodeSpec};
 use crate::units::Bandwidth;
 use crate::workload::jobs::{BackgroundSpec, JobSpec, LINK_CLASSES, Pattern, Rate};
 
@@ -175,7 +175,8 @@ pub(crate) fn parse_jobs(
         }
         let placement =
             if matches!(r.nodes.get_ref(), toml::Value::Array(_)) { "list" } else { policy };
-        jobs.push(JobSpec { name, nodes: chosen, placement, gpus_per_node, workload, nccl });
+        let nodes = chosen.into_iter().map(NodeId).collect();
+        jobs.push(JobSpec { name, nodes, placement, gpus_per_node, workload, nccl });
     }
     Ok(jobs)
 }
@@ -248,7 +249,7 @@ pub(crate) fn parse_background(
                     })?,
                     None => 0,
                 };
-                Pattern::Incast { target }
+                Pattern::Incast { target: NodeId(target) }
             }
             "links" => {
                 let class = match &b.class {
@@ -315,7 +316,8 @@ pub(crate) fn parse_background(
                 ));
             }
         }
-        out.push(BackgroundSpec { pattern, nodes: chosen, rate });
+        let nodes = chosen.into_iter().map(NodeId).collect();
+        out.push(BackgroundSpec { pattern, nodes, rate });
     }
     Ok(out)
 }

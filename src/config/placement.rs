@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::raw::{RawPlacement, RawTier};
 use super::{ConfigError, Source};
-use crate::hw::{FabricKind, NodeSpec, Placement};
+use crate::hw::{FabricKind, NodeId, NodeSpec, Placement};
 use crate::units::{Bandwidth, Time};
 
 const TIERS: (&str, &str) =
@@ -28,8 +28,8 @@ pub struct PlacementSpec {
     pub policy: Policy,
     /// What separates the groups, if there are groups.
     pub tier: Option<String>,
-    /// Named groups of node indices.
-    pub groups: Vec<(String, Vec<usize>)>,
+    /// Named groups of the machine's nodes.
+    pub groups: Vec<(String, Vec<NodeId>)>,
     /// One-way latency between groups.
     #[serde(serialize_with = "ser_display")]
     pub latency: Time,
@@ -108,7 +108,7 @@ impl PlacementSpec {
                             nodes - 1
                         ));
                     }
-                    out.push(n as usize);
+                    out.push(NodeId(n as usize));
                 }
                 if out.is_empty() {
                     return Err("a group needs at least one node".into());
@@ -142,7 +142,7 @@ impl PlacementSpec {
         p.bandwidth_per_node = p.bandwidth.map(|b| b.to_string());
         let mut seen = BTreeMap::new();
         for (name, members) in &p.groups {
-            for &n in members {
+            for &NodeId(n) in members {
                 if let Some(other) = seen.insert(n, name.clone()) {
                     return Err(src.error(format!(
                         "placement.group: node {n} is in both {other:?} and {name:?}"
@@ -156,21 +156,21 @@ impl PlacementSpec {
     /// The placement of `nodes` nodes of `node`: groups (every node in exactly one; nodes not
     /// listed form a group of their own) and the order in which nodes fill the racks.
     pub fn resolve(&self, node: &NodeSpec, nodes: usize) -> Result<Placement, String> {
-        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut groups: Vec<Vec<NodeId>> = Vec::new();
         let mut listed = vec![false; nodes];
         for (name, members) in &self.groups {
-            if let Some(&n) = members.iter().find(|&&n| n >= nodes) {
+            if let Some(&NodeId(n)) = members.iter().find(|n| n.0 >= nodes) {
                 return Err(format!(
                     "placement.group {name:?}: node {n} does not exist (nodes 0..{})",
                     nodes - 1
                 ));
             }
-            for &n in members {
+            for &NodeId(n) in members {
                 listed[n] = true;
             }
             groups.push(members.clone());
         }
-        let rest: Vec<usize> = (0..nodes).filter(|&n| !listed[n]).collect();
+        let rest: Vec<NodeId> = (0..nodes).filter(|&n| !listed[n]).map(NodeId).collect();
         if !rest.is_empty() {
             groups.push(rest);
         }

@@ -12,8 +12,8 @@ use super::raw::{RawGpuModel, RawNetwork, RawOversub, RawTopology, RawTransport}
 use super::{ConfigError, Source, load_text};
 use crate::hw::gpus::{self, nccl_nvlink_bandwidth};
 use crate::hw::{
-    Arch, CpuSpec, CpuVendor, FabricKind, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeSpec,
-    NvlinkSpec, NvswitchSpec, Parent, PcieSpec, PcieSwitch, Price, Transport,
+    Arch, CpuSpec, CpuVendor, FabricKind, GpuId, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeId,
+    NodeSpec, NvlinkSpec, NvswitchSpec, Parent, PcieSpec, PcieSwitch, Price, Transport,
 };
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -343,7 +343,7 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
             oversubscription: ratios(1)?[0],
         },
         "links" => {
-            let mut switches: Vec<(String, Vec<usize>)> = Vec::new();
+            let mut switches: Vec<(String, Vec<NodeId>)> = Vec::new();
             for sw in n.switch.iter().flatten() {
                 if switches.iter().any(|(id, _)| id == sw.id.get_ref()) {
                     return Err(src.error_at(
@@ -356,9 +356,10 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
                         v.iter()
                             .map(|&x| {
                                 usize::try_from(x)
+                                    .map(NodeId)
                                     .map_err(|_| format!("node indices are 0 or more (got {x})"))
                             })
-                            .collect::<Result<Vec<usize>, String>>()
+                            .collect::<Result<Vec<NodeId>, String>>()
                     })?,
                     None => Vec::new(),
                 };
@@ -440,7 +441,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 let per = links_per_gpu / (gpus as u32 - 1).max(1);
                 for a in 0..gpus {
                     for b in a + 1..gpus {
-                        pairs.push((a, b, per));
+                        pairs.push((GpuId(a), GpuId(b), per));
                     }
                 }
             }
@@ -451,7 +452,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                             && (0..gpus as i64).contains(a)
                             && (0..gpus as i64).contains(b) =>
                     {
-                        Ok((*a as usize, *b as usize))
+                        Ok((GpuId(*a as usize), GpuId(*b as usize)))
                     }
                     _ => Err(format!("two different GPU indices below {gpus} expected, got {v:?}")),
                 })?;
@@ -459,7 +460,8 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 pairs.push((a.min(b), a.max(b), links));
             }
             for g in 0..gpus {
-                let used: u32 = pairs.iter().filter(|p| p.0 == g || p.1 == g).map(|p| p.2).sum();
+                let used: u32 =
+                    pairs.iter().filter(|p| p.0 == GpuId(g) || p.1 == GpuId(g)).map(|p| p.2).sum();
                 if used > links_per_gpu {
                     return Err(src.error_at(
                         n.links_per_gpu.span().start,

@@ -1,12 +1,13 @@
 //! `nodes` copies of a node graph joined by the network: global link ids and routes. A
 //! [`Cluster::subset`] is one job's view of some of those nodes: its own node numbering, the
-//! whole machine's links (so jobs side by side share them).
+//! whole machine's links (so jobs side by side share them). Every [`NodeId`] a cluster takes is
+//! in its own numbering; [`Cluster::machine_node`] gives the machine's.
 
 use std::sync::Arc;
 
-use super::NodeSpec;
 use super::fabric::{Fabric, Placement};
 use super::graph::{NodeGraph, PathType, Vertex};
+use super::{GpuId, NicId, NodeId, NodeSpec};
 use crate::net::{Link, LinkId};
 use crate::units::{Bandwidth, Time};
 
@@ -26,7 +27,7 @@ pub struct Cluster {
     placement: Placement,
     /// For a job's view: the machine's node behind each of the view's nodes (empty: the
     /// machine itself).
-    members: Vec<usize>,
+    members: Vec<NodeId>,
     /// Nodes in the whole machine.
     machine_nodes: usize,
 }
@@ -80,29 +81,30 @@ impl Cluster {
         }
     }
 
-    /// A job's view of `members` (the machine's node indices, in the job's order) with
-    /// `gpus_per_node` GPUs used on each: node `i` of the view is machine node `members[i]`,
-    /// and every link keeps its id, so flows of jobs side by side meet on shared links.
-    pub fn subset(&self, members: &[usize], gpus_per_node: usize) -> Cluster {
-        let members: Vec<usize> = members.iter().map(|&n| self.machine_node(n)).collect();
+    /// A job's view of `members` (this cluster's nodes, in the job's order; on the machine
+    /// itself, the machine's) with `gpus_per_node` GPUs used on each: node `i` of the view is
+    /// node `members[i]` here, and every link keeps its id, so flows of jobs side by side meet
+    /// on shared links.
+    pub fn subset(&self, members: &[NodeId], gpus_per_node: usize) -> Cluster {
+        let members: Vec<NodeId> = members.iter().map(|&n| self.machine_node(n)).collect();
         Cluster { nodes: members.len(), gpus_per_node, members, ..self.clone() }
     }
 
     /// The ids of node `n`'s own links (inside the node: NVLink, PCIe, the socket link).
-    pub fn node_links(&self, n: usize) -> impl Iterator<Item = LinkId> + use<> {
+    pub fn node_links(&self, n: NodeId) -> impl Iterator<Item = LinkId> + use<> {
         let base = self.node_base(n) as usize;
         (base..base + self.per_node).map(|l| LinkId(l as u32))
     }
 
     /// The id of node `n`'s first link: node `n`'s copy of a node-local link `l` of node 0 is
-    /// `l - node_base(0) + node_base(n)` (the nodes are copies).
-    pub fn node_base(&self, n: usize) -> u32 {
-        (self.machine_node(n) * self.per_node) as u32
+    /// `l - node_base(NodeId(0)) + node_base(n)` (the nodes are copies).
+    pub fn node_base(&self, n: NodeId) -> u32 {
+        (self.machine_node(n).0 * self.per_node) as u32
     }
 
-    /// The machine's node index of this view's node `n`.
-    pub fn machine_node(&self, n: usize) -> usize {
-        if self.members.is_empty() { n } else { self.members[n] }
+    /// The machine's id of this view's node `n` (`n` itself on the machine).
+    pub fn machine_node(&self, n: NodeId) -> NodeId {
+        if self.members.is_empty() { n } else { self.members[n.0] }
     }
 
     /// Nodes in the whole machine this view is part of.
@@ -153,8 +155,8 @@ impl Cluster {
     }
 
     /// The links and path type of the route between two devices of `node`.
-    pub fn route(&self, node: usize, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
-        let base = (self.machine_node(node) * self.per_node) as u32;
+    pub fn route(&self, node: NodeId, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
+        let base = self.node_base(node);
         match self.graph.route(from, to) {
             Some(r) => (r.links.iter().map(|&l| LinkId(base + l)).collect(), r.ty),
             None => (Vec::new(), PathType::Loc),
@@ -163,7 +165,7 @@ impl Cluster {
 
     /// The route from `from` to `to` bounced through host memory of `from`'s NUMA domain (NCCL's
     /// SHM transport between GPUs without P2P, and network staging without GPUDirect RDMA).
-    pub fn route_via_host(&self, node: usize, from: Vertex, to: Vertex) -> Vec<LinkId> {
+    pub fn route_via_host(&self, node: NodeId, from: Vertex, to: Vertex) -> Vec<LinkId> {
         let numa = Vertex::Numa(self.numa_of(from));
         let mut p = self.route(node, from, numa).0;
         p.extend(self.route(node, numa, to).0);
@@ -173,8 +175,8 @@ impl Cluster {
     /// The NUMA domain a GPU or NIC hangs off.
     pub fn numa_of(&self, v: Vertex) -> usize {
         match v {
-            Vertex::Gpu(i) => self.spec.numa_of(self.spec.gpu_parent[i]),
-            Vertex::Nic(i) => self.spec.numa_of(self.spec.nic_parent[i]),
+            Vertex::Gpu(i) => self.spec.numa_of(self.spec.gpu_parent[i.0]),
+            Vertex::Nic(i) => self.spec.numa_of(self.spec.nic_parent[i.0]),
             Vertex::Switch(i) => self.spec.numa_of(super::Parent::Switch(i)),
             Vertex::Numa(i) => i,
             Vertex::NvSwitch => 0,
@@ -182,69 +184,69 @@ impl Cluster {
     }
 
     /// Links from a GPU to another GPU of the same node, on the best route.
-    pub fn gpu_to_gpu(&self, node: usize, a: usize, b: usize) -> Vec<LinkId> {
+    pub fn gpu_to_gpu(&self, node: NodeId, a: GpuId, b: GpuId) -> Vec<LinkId> {
         self.route(node, Vertex::Gpu(a), Vertex::Gpu(b)).0
     }
 
     /// Links from a GPU to a NIC of its node.
-    pub fn gpu_to_nic(&self, node: usize, gpu: usize, nic: usize) -> Vec<LinkId> {
+    pub fn gpu_to_nic(&self, node: NodeId, gpu: GpuId, nic: NicId) -> Vec<LinkId> {
         self.route(node, Vertex::Gpu(gpu), Vertex::Nic(nic)).0
     }
 
     /// Links from a NIC to a GPU of its node.
-    pub fn nic_to_gpu(&self, node: usize, nic: usize, gpu: usize) -> Vec<LinkId> {
+    pub fn nic_to_gpu(&self, node: NodeId, nic: NicId, gpu: GpuId) -> Vec<LinkId> {
         self.route(node, Vertex::Nic(nic), Vertex::Gpu(gpu)).0
     }
 
     /// Links from a NIC out through the network into a NIC of another node.
-    pub fn nic_to_nic(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
-        let node = |(n, nic): (usize, usize)| (self.machine_node(n), nic);
+    pub fn nic_to_nic(&self, from: (NodeId, NicId), to: (NodeId, NicId)) -> Vec<LinkId> {
+        let node = |(n, nic): (NodeId, NicId)| (self.machine_node(n), nic);
         self.fabric.route(node(from), node(to))
     }
 
     /// A NIC's link into the network and its link back (where an in-network reduction such as
     /// IB SHARP meets the NIC's traffic).
-    pub fn nic_links(&self, node: usize, nic: usize) -> (LinkId, LinkId) {
+    pub fn nic_links(&self, node: NodeId, nic: NicId) -> (LinkId, LinkId) {
         self.fabric.nic_links(self.machine_node(node), nic)
     }
 
     /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).
-    pub fn nic_path_bandwidth(&self, gpu: usize, nic: usize) -> Bandwidth {
+    pub fn nic_path_bandwidth(&self, gpu: GpuId, nic: NicId) -> Bandwidth {
         let speed = self.spec.nic.as_ref().map_or(Bandwidth::from_bits_per_sec(0), |n| n.speed);
         self.graph.route(Vertex::Gpu(gpu), Vertex::Nic(nic)).map_or(speed, |r| r.bw.min(speed))
     }
 
     /// The NICs local to `gpu` (`nccl-model.md` §3.8): highest path bandwidth, then best path
     /// type.
-    pub fn local_nics(&self, gpu: usize) -> Vec<usize> {
+    pub fn local_nics(&self, gpu: GpuId) -> Vec<NicId> {
         let n = self.spec.nic.as_ref().map_or(0, |n| n.count);
-        let key = |nic: usize| {
+        let key = |nic: NicId| {
             let ty = self
                 .graph
                 .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
                 .map_or(PathType::Net, |r| r.ty);
             (std::cmp::Reverse(self.nic_path_bandwidth(gpu, nic)), ty)
         };
-        let Some(best) = (0..n).map(key).min() else { return Vec::new() };
-        (0..n).filter(|&nic| key(nic) == best).collect()
+        let Some(best) = (0..n).map(|i| key(NicId(i))).min() else { return Vec::new() };
+        (0..n).map(NicId).filter(|&nic| key(nic) == best).collect()
     }
 
     /// The NICs `gpu` uses (`nccl-model.md` §3.8): if k GPUs share m local NICs, each takes
     /// ceil(m/k) of them, in turn.
-    pub fn gpu_nics(&self, gpu: usize) -> Vec<usize> {
+    pub fn gpu_nics(&self, gpu: GpuId) -> Vec<NicId> {
         let local = self.local_nics(gpu);
         if local.is_empty() {
             return Vec::new();
         }
-        let sharing: Vec<usize> =
-            (0..self.spec.gpu.count).filter(|&g| self.local_nics(g) == local).collect();
+        let sharing: Vec<GpuId> =
+            (0..self.spec.gpu.count).map(GpuId).filter(|&g| self.local_nics(g) == local).collect();
         let pos = sharing.iter().position(|&g| g == gpu).unwrap_or(0);
         let share = local.len().div_ceil(sharing.len().max(1));
         (0..share).map(|k| local[(pos * share + k) % local.len()]).collect()
     }
 
     /// The first NIC `gpu` uses.
-    pub fn local_nic(&self, gpu: usize) -> Option<usize> {
+    pub fn local_nic(&self, gpu: GpuId) -> Option<NicId> {
         self.gpu_nics(gpu).first().copied()
     }
 

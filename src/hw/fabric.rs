@@ -8,7 +8,7 @@
 //! the oversubscription. A route climbs to the lowest tier where source and destination share a
 //! group and comes down again; each switch crossed adds the network's switch latency.
 
-use super::{FabricKind, NodeSpec};
+use super::{FabricKind, NicId, NodeId, NodeSpec};
 use crate::net::{Link, LinkId};
 use crate::units::{Bandwidth, Time};
 
@@ -17,8 +17,8 @@ use crate::units::{Bandwidth, Time};
 pub struct Placement {
     /// What separates the groups ("rack", "zone", "region"; "compact" for one group).
     pub tier: String,
-    /// Node indices of each group.
-    pub groups: Vec<Vec<usize>>,
+    /// The machine's nodes in each group.
+    pub groups: Vec<Vec<NodeId>>,
     /// One-way latency between two nodes of different groups.
     #[serde(serialize_with = "super::ser_display")]
     pub latency: Time,
@@ -34,7 +34,7 @@ impl Placement {
     pub fn compact(nodes: usize) -> Placement {
         Placement {
             tier: "compact".into(),
-            groups: vec![(0..nodes).collect()],
+            groups: vec![(0..nodes).map(NodeId).collect()],
             latency: Time::ZERO,
             bandwidth_per_node: None,
             slots: (0..nodes).collect(),
@@ -75,7 +75,7 @@ pub fn check(spec: &NodeSpec, nodes: usize) -> Result<(), String> {
     let FabricKind::Links { switches, links } = &spec.network.fabric else { return Ok(()) };
     let mut home = vec![None; nodes];
     for (s, (id, members)) in switches.iter().enumerate() {
-        for &n in members {
+        for &NodeId(n) in members {
             if n >= nodes {
                 return Err(format!(
                     "network.switch {id:?}: node {n} does not exist (nodes 0..{})",
@@ -180,7 +180,7 @@ impl Fabric {
             FabricKind::Links { switches, links: between } => {
                 let mut node_switch = vec![0; nodes];
                 for (s, (_, members)) in switches.iter().enumerate() {
-                    for &n in members {
+                    for &NodeId(n) in members {
                         if n < nodes {
                             node_switch[n] = s;
                         }
@@ -216,7 +216,7 @@ impl Fabric {
         }
         let mut node_group = vec![0; nodes];
         for (g, members) in placement.groups.iter().enumerate() {
-            for &n in members {
+            for &NodeId(n) in members {
                 if n < nodes {
                     node_group[n] = g;
                 }
@@ -250,14 +250,16 @@ impl Fabric {
         (node * self.nics + nic) / self.tiers[t].0.max(1)
     }
 
-    /// The link from NIC `(node, nic)` into the network, and the one back out of it.
-    pub fn nic_links(&self, node: usize, nic: usize) -> (LinkId, LinkId) {
+    /// The link from NIC `(node, nic)` (the machine's node) into the network, and the one
+    /// back out of it.
+    pub fn nic_links(&self, NodeId(node): NodeId, NicId(nic): NicId) -> (LinkId, LinkId) {
         let i = node * self.nics + nic;
         (self.tx[i], self.rx[i])
     }
 
-    /// Links from NIC `from` to NIC `to` (each `(node, nic)`).
-    pub fn route(&self, from: (usize, usize), to: (usize, usize)) -> Vec<LinkId> {
+    /// Links from NIC `from` to NIC `to` (each `(node, nic)`, the machine's nodes).
+    pub fn route(&self, from: (NodeId, NicId), to: (NodeId, NicId)) -> Vec<LinkId> {
+        let (from, to) = ((from.0.0, from.1.0), (to.0.0, to.1.0));
         let a = from.0 * self.nics + from.1;
         let b = to.0 * self.nics + to.1;
         let mut p = vec![self.tx[a]];

@@ -10,7 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::{NodeSpec, Parent, pcie_bandwidth};
+use super::{GpuId, NicId, NodeSpec, Parent, pcie_bandwidth};
 use crate::net::Link;
 use crate::units::{Bandwidth, Time};
 
@@ -18,10 +18,10 @@ use crate::units::{Bandwidth, Time};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Vertex {
-    /// A GPU, by index.
-    Gpu(usize),
-    /// A NIC, by index.
-    Nic(usize),
+    /// A GPU of the node.
+    Gpu(GpuId),
+    /// A NIC of the node.
+    Nic(NicId),
     /// A PCIe switch, by index.
     Switch(usize),
     /// A NUMA domain (CPU root complex and host memory), by index.
@@ -119,8 +119,8 @@ impl NodeGraph {
         let nics = spec.nic.as_ref().map_or(0, |n| n.count);
         let switches = spec.pcie.switches.len();
         let numas = spec.cpu.numa_domains();
-        let mut vertices: Vec<Vertex> = (0..gpus).map(Vertex::Gpu).collect();
-        vertices.extend((0..nics).map(Vertex::Nic));
+        let mut vertices: Vec<Vertex> = (0..gpus).map(|g| Vertex::Gpu(GpuId(g))).collect();
+        vertices.extend((0..nics).map(|n| Vertex::Nic(NicId(n))));
         vertices.extend((0..switches).map(Vertex::Switch));
         vertices.extend((0..numas).map(Vertex::Numa));
         if spec.nvswitch.is_some() {
@@ -145,10 +145,10 @@ impl NodeGraph {
         let model = &spec.gpu.model;
         let gpu_pcie = pcie_bandwidth(model.pcie_generation, model.pcie_lanes).min(pcie);
         for (i, &p) in spec.gpu_parent.iter().enumerate() {
-            g.connect(Vertex::Gpu(i), parent(p), gpu_pcie, lat, "pcie");
+            g.connect(Vertex::Gpu(GpuId(i)), parent(p), gpu_pcie, lat, "pcie");
         }
         for (i, &p) in spec.nic_parent.iter().enumerate() {
-            g.connect(Vertex::Nic(i), parent(p), pcie, lat, "pcie");
+            g.connect(Vertex::Nic(NicId(i)), parent(p), pcie, lat, "pcie");
         }
         for (i, sw) in spec.pcie.switches.iter().enumerate() {
             g.connect(Vertex::Switch(i), parent(sw.parent), pcie, lat, "pcie");
@@ -171,7 +171,7 @@ impl NodeGraph {
                 let half = Time::from_ps(nv.latency.as_ps() / 2);
                 for i in 0..gpus {
                     g.connect(
-                        Vertex::Gpu(i),
+                        Vertex::Gpu(GpuId(i)),
                         Vertex::NvSwitch,
                         bw(nv.links_per_gpu),
                         half,
@@ -191,8 +191,8 @@ impl NodeGraph {
     fn index(&self, v: Vertex) -> usize {
         let (g, n, s) = (self.gpus, self.nics, self.switches);
         match v {
-            Vertex::Gpu(i) => i,
-            Vertex::Nic(i) => g + i,
+            Vertex::Gpu(i) => i.0,
+            Vertex::Nic(i) => g + i.0,
             Vertex::Switch(i) => g + n + i,
             Vertex::Numa(i) => g + n + s + i,
             Vertex::NvSwitch => self.vertices.len() - 1,
@@ -339,14 +339,15 @@ mod tests {
     #[test]
     fn dgx_h100_path_types() {
         let g = graph("dgx-h100");
-        let r = g.route(Vertex::Gpu(0), Vertex::Gpu(5)).unwrap();
+        let (gpu, nic) = (|i| Vertex::Gpu(GpuId(i)), |i| Vertex::Nic(NicId(i)));
+        let r = g.route(gpu(0), gpu(5)).unwrap();
         assert_eq!((r.ty, r.links.len()), (PathType::Nvl, 2));
         assert!((r.bw.gbyte_per_s() - 18.0 * 20.6).abs() < 1e-6);
         // Each GPU shares a PCIe switch with its NIC; the others of its socket are NODE to
         // nvidia-smi, PHB to NCCL; the other socket's are SYS.
-        assert_eq!(g.route(Vertex::Gpu(0), Vertex::Nic(0)).unwrap().ty, PathType::Pix);
-        assert_eq!(g.route(Vertex::Gpu(0), Vertex::Nic(1)).unwrap().ty, PathType::Phb);
-        assert_eq!(g.route(Vertex::Gpu(0), Vertex::Nic(7)).unwrap().ty, PathType::Sys);
+        assert_eq!(g.route(gpu(0), nic(0)).unwrap().ty, PathType::Pix);
+        assert_eq!(g.route(gpu(0), nic(1)).unwrap().ty, PathType::Phb);
+        assert_eq!(g.route(gpu(0), nic(7)).unwrap().ty, PathType::Sys);
     }
 
     #[test]
@@ -355,7 +356,7 @@ mod tests {
         for a in 0..4 {
             for b in 0..4 {
                 if a != b {
-                    let r = g.route(Vertex::Gpu(a), Vertex::Gpu(b)).unwrap();
+                    let r = g.route(Vertex::Gpu(GpuId(a)), Vertex::Gpu(GpuId(b))).unwrap();
                     assert_eq!((r.ty, r.links.len()), (PathType::Nvl, 1), "{a}->{b}");
                 }
             }

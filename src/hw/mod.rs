@@ -8,16 +8,21 @@
 //! domain; NUMA domains are joined pairwise by the inter-socket link (UPI, xGMI). NVLink is either
 //! an NVSwitch (each GPU one up-link and one down-link of its NVLink count × per-link bandwidth)
 //! or direct GPU–GPU links (bridges, meshes).
+//!
+//! Nodes, and GPUs and NICs within a node, are named by typed ids ([`NodeId`], [`GpuId`],
+//! [`NicId`]) everywhere a layer above asks for a route or a link.
 
 mod cluster;
 pub mod fabric;
 pub mod gpus;
 pub mod graph;
+mod ids;
 
 pub use cluster::Cluster;
 pub use fabric::Placement;
 pub use gpus::GpuModel;
 pub use graph::{NodeGraph, PathType, Route, Vertex};
+pub use ids::{GpuId, NicId, NodeId};
 
 use crate::units::{Bandwidth, Time};
 
@@ -103,7 +108,7 @@ pub struct NvlinkSpec {
     #[serde(serialize_with = "ser_display")]
     pub latency: Time,
     /// Direct GPU–GPU links when there is no NVSwitch: (GPU a, GPU b, links).
-    pub pairs: Vec<(usize, usize, u32)>,
+    pub pairs: Vec<(GpuId, GpuId, u32)>,
 }
 
 /// NVSwitches of a node.
@@ -257,7 +262,7 @@ pub enum FabricKind {
     /// one (ECMP).
     Links {
         /// Switch ids and the nodes whose NICs plug into each.
-        switches: Vec<(String, Vec<usize>)>,
+        switches: Vec<(String, Vec<NodeId>)>,
         /// Links between switches (by index), each way, with capacity and latency.
         links: Vec<(usize, usize, Bandwidth, Time)>,
     },
@@ -294,9 +299,9 @@ pub struct NodeSpec {
     pub cpu: CpuSpec,
     /// Compute NICs.
     pub nic: Option<NicSpec>,
-    /// Where each GPU hangs off.
+    /// Where each GPU hangs off, indexed by [`GpuId`].
     pub gpu_parent: Vec<Parent>,
-    /// Where each NIC hangs off.
+    /// Where each NIC hangs off, indexed by [`NicId`].
     pub nic_parent: Vec<Parent>,
     /// Inter-node network.
     pub network: NetworkSpec,
@@ -342,7 +347,7 @@ impl NodeSpec {
 
     /// NVLinks between two GPUs as `nvidia-smi topo -m` counts them (through the NVSwitch: all
     /// of a GPU's links).
-    pub fn nvlinks_between(&self, a: usize, b: usize) -> u32 {
+    pub fn nvlinks_between(&self, a: GpuId, b: GpuId) -> u32 {
         let Some(nv) = &self.nvlink else { return 0 };
         if a == b {
             return 0;

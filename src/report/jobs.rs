@@ -47,7 +47,7 @@ pub fn table(
     }
     for r in runs {
         writeln!(out)?;
-        let nodes: Vec<String> = r.nodes.iter().map(|n| n.to_string()).collect();
+        let nodes: Vec<String> = r.nodes.iter().map(|n| n.0.to_string()).collect();
         writeln!(
             out,
             "== job {:?}: {} node(s) ({}: {}), {} ranks ==",

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::hw::{Cluster, FabricKind, NodeSpec, Parent, PathType, Vertex};
+use crate::hw::{Cluster, FabricKind, GpuId, NicId, NodeSpec, Parent, PathType, Vertex};
 
 /// One node and its network, ready to print.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -96,18 +96,20 @@ impl TopoView {
         let spec = cluster.spec();
         let gpus = spec.gpu.count;
         let nics = spec.nic.as_ref().map_or(0, |n| n.count);
-        let devices: Vec<Vertex> =
-            (0..gpus).map(Vertex::Gpu).chain((0..nics).map(Vertex::Nic)).collect();
+        let devices: Vec<Vertex> = (0..gpus)
+            .map(|g| Vertex::Gpu(GpuId(g)))
+            .chain((0..nics).map(|n| Vertex::Nic(NicId(n))))
+            .collect();
         let parent = |v: Vertex| match v {
-            Vertex::Gpu(i) => spec.gpu_parent[i],
-            Vertex::Nic(i) => spec.nic_parent[i],
+            Vertex::Gpu(GpuId(i)) => spec.gpu_parent[i],
+            Vertex::Nic(NicId(i)) => spec.nic_parent[i],
             _ => Parent::Numa(0),
         };
         let labels: Vec<String> = devices
             .iter()
             .map(|v| match v {
-                Vertex::Gpu(i) => format!("GPU{i}"),
-                Vertex::Nic(i) => format!("NIC{i}"),
+                Vertex::Gpu(GpuId(i)) => format!("GPU{i}"),
+                Vertex::Nic(NicId(i)) => format!("NIC{i}"),
                 _ => String::new(),
             })
             .collect();
@@ -140,7 +142,7 @@ impl TopoView {
             bws.push(brow);
         }
         let numa_affinity: Vec<usize> =
-            (0..gpus).map(|g| cluster.numa_of(Vertex::Gpu(g))).collect();
+            (0..gpus).map(|g| cluster.numa_of(Vertex::Gpu(GpuId(g)))).collect();
         let nic_legend = (0..nics)
             .map(|i| {
                 let n = spec.nic.as_ref().map(|n| {

@@ -13,7 +13,7 @@
 //! where they really overlap.
 
 use crate::collective::Load;
-use crate::hw::Cluster;
+use crate::hw::{Cluster, NicId, NodeId};
 use crate::units::Bandwidth;
 
 use super::Workload;
@@ -24,7 +24,7 @@ pub struct JobSpec {
     /// Its name in reports.
     pub name: String,
     /// The machine's nodes it runs on, in its rank order.
-    pub nodes: Vec<usize>,
+    pub nodes: Vec<NodeId>,
     /// How they were chosen: "compact", "spread" or "list".
     pub placement: &'static str,
     /// GPUs it uses on each node (the first ones).
@@ -44,7 +44,7 @@ pub enum Pattern {
     /// Every node sends to one target node.
     Incast {
         /// The receiving node.
-        target: usize,
+        target: NodeId,
     },
     /// Every link of a class on the chosen nodes gives up a fraction of its capacity before
     /// anything else is shared (for `net`: each NIC's link into the network and back).
@@ -75,7 +75,7 @@ pub struct BackgroundSpec {
     /// Who sends to whom.
     pub pattern: Pattern,
     /// The machine's nodes that send (and, for all-to-all, receive); empty: every node.
-    pub nodes: Vec<usize>,
+    pub nodes: Vec<NodeId>,
     /// How much each sends.
     pub rate: Rate,
 }
@@ -95,7 +95,7 @@ impl BackgroundSpec {
         let nics = machine.spec().nic.as_ref().map_or(0, |n| n.count);
         let links = machine.links();
         // Bytes/s one NIC of a node sends under this rate.
-        let per_nic = |node: usize, nic: usize| -> f64 {
+        let per_nic = |node: NodeId, nic: NicId| -> f64 {
             match self.rate {
                 Rate::Fraction(f) => {
                     let (tx, _) = machine.nic_links(node, nic);
@@ -104,7 +104,7 @@ impl BackgroundSpec {
                 Rate::PerNode(b) => b.bytes_per_sec() / nics.max(1) as f64,
             }
         };
-        let all: Vec<usize> = (0..machine.nodes()).collect();
+        let all: Vec<NodeId> = (0..machine.nodes()).map(NodeId).collect();
         let nodes = if self.nodes.is_empty() { &all } else { &self.nodes };
         let mut out = Vec::new();
         match &self.pattern {
@@ -116,7 +116,7 @@ impl BackgroundSpec {
                         // Destinations 1..m-1 places further along, evenly spaced.
                         let step = 1 + k * (m - 1) / fan;
                         let b = nodes[(ia + step) % m];
-                        for nic in 0..nics {
+                        for nic in (0..nics).map(NicId) {
                             out.push(Load {
                                 path: machine.nic_to_nic((a, nic), (b, nic)),
                                 cap: per_nic(a, nic) / fan as f64,
@@ -128,7 +128,7 @@ impl BackgroundSpec {
             }
             Pattern::Incast { target } => {
                 for &a in nodes.iter().filter(|&&a| a != *target) {
-                    for nic in 0..nics {
+                    for nic in (0..nics).map(NicId) {
                         out.push(Load {
                             path: machine.nic_to_nic((a, nic), (*target, nic)),
                             cap: per_nic(a, nic),
@@ -145,6 +145,7 @@ impl BackgroundSpec {
                 for &node in nodes {
                     let ids: Vec<crate::net::LinkId> = if class == "net" {
                         (0..nics)
+                            .map(NicId)
                             .flat_map(|nic| {
                                 let (tx, rx) = machine.nic_links(node, nic);
                                 [tx, rx]
@@ -181,8 +182,8 @@ impl BackgroundSpec {
             Pattern::Incast { target } => Some(target),
             _ => None,
         };
-        match self.nodes.iter().copied().chain(target).find(|&n| n >= nodes) {
-            Some(n) => Err(format!(
+        match self.nodes.iter().copied().chain(target).find(|&n| n.0 >= nodes) {
+            Some(NodeId(n)) => Err(format!(
                 "background: node {n} does not exist (the cluster has nodes 0..{})",
                 nodes - 1
             )),

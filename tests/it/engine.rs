@@ -6,7 +6,7 @@ use collsim::collective::{self, Call, Collective, Form, Mode, TimingParams};
 use collsim::comm::Communicator;
 use collsim::comm::env::NcclEnv;
 use collsim::config::{DEFAULT_PROFILE, parse_profile, parse_topology, resolve_topology};
-use collsim::hw::{Cluster, NodeSpec};
+use collsim::hw::{Cluster, NicId, NodeId, NodeSpec};
 use collsim::units::Bytes;
 
 fn spec(preset: &str) -> NodeSpec {
@@ -309,7 +309,10 @@ fn symmetric_runs_beside_other_traffic_are_the_detailed_result() {
     let node = spec("dgx-h100");
     let cluster = Cluster::new(&node, 4, 8);
     let load: Vec<collective::Load> = (0..4)
-        .map(|n| collective::Load { path: vec![cluster.nic_links(n, 0).0], cap: 20e9, weight: 1.0 })
+        .map(|n| {
+            let tx = cluster.nic_links(NodeId(n), NicId(0)).0;
+            collective::Load { path: vec![tx], cap: 20e9, weight: 1.0 }
+        })
         .collect();
     let p = params();
     for (algo, proto, bytes) in [("Ring", "LL128", 64u64 << 20), ("Tree", "LL128", 2 << 20)] {
@@ -423,8 +426,8 @@ fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
     .unwrap();
     let whole = Cluster::new(&parse_topology("spine.toml", &text).unwrap(), 16, 8);
     let p = params();
-    let spread = |first: usize| -> Vec<usize> {
-        (0..8).map(|i| if i % 2 == 0 { first + i / 2 } else { 8 + first + i / 2 }).collect()
+    let spread = |first: usize| -> Vec<NodeId> {
+        (0..8).map(|i| NodeId(if i % 2 == 0 { first + i / 2 } else { 8 + first + i / 2 })).collect()
     };
     // (algorithm, placement, MiB, offset µs, how close the steady form comes to detailed)
     let cases = [
@@ -438,7 +441,7 @@ fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
         let env = NcclEnv::from_pairs([("NCCL_ALGO", algo)]).unwrap();
         let (a, b) = match place {
             "spread" => (spread(0), spread(4)),
-            _ => ((0..8).collect(), (8..16).collect()),
+            _ => ((0..8).map(NodeId).collect(), (8..16).map(NodeId).collect()),
         };
         let (ca, cb) = (whole.subset(&a, 8), whole.subset(&b, 8));
         let (ma, mb) =

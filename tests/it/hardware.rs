@@ -1,8 +1,19 @@
 //! The node graph: routes, path types and contention on shared host links.
 
 use collsim::config::resolve_topology;
-use collsim::hw::{Cluster, PathType, Vertex};
+use collsim::hw::{Cluster, GpuId, NicId, NodeId, PathType, Vertex};
 use collsim::net::solver::{FlowSpec, max_min_rates};
+
+/// Node 0 of a cluster.
+const N0: NodeId = NodeId(0);
+
+fn gpu(i: usize) -> Vertex {
+    Vertex::Gpu(GpuId(i))
+}
+
+fn nic(i: usize) -> Vertex {
+    Vertex::Nic(NicId(i))
+}
 
 fn cluster(preset: &str, nodes: usize) -> Cluster {
     let (_, spec) = resolve_topology(preset, None).unwrap();
@@ -12,8 +23,10 @@ fn cluster(preset: &str, nodes: usize) -> Cluster {
 
 /// Max-min rates (GB/s) of flows between GPU pairs of node 0.
 fn rates(c: &Cluster, pairs: &[(usize, usize)]) -> Vec<f64> {
-    let paths: Vec<Vec<u32>> =
-        pairs.iter().map(|&(a, b)| c.gpu_to_gpu(0, a, b).iter().map(|l| l.0).collect()).collect();
+    let paths: Vec<Vec<u32>> = pairs
+        .iter()
+        .map(|&(a, b)| c.gpu_to_gpu(N0, GpuId(a), GpuId(b)).iter().map(|l| l.0).collect())
+        .collect();
     let caps: Vec<f64> = c.links().iter().map(|l| l.capacity.bytes_per_sec()).collect();
     let specs: Vec<FlowSpec<'_>> = paths
         .iter()
@@ -26,7 +39,7 @@ fn rates(c: &Cluster, pairs: &[(usize, usize)]) -> Vec<f64> {
 fn two_flows_across_the_upi_link_get_half_each() {
     // pcie-8gpu-2socket: GPUs 0-3 on socket 0, 4-7 on socket 1, a 10 GB/s UPI link between.
     let c = cluster("pcie-8gpu-2socket", 1);
-    assert_eq!(c.route(0, Vertex::Gpu(0), Vertex::Gpu(4)).1, PathType::Sys);
+    assert_eq!(c.route(N0, gpu(0), gpu(4)).1, PathType::Sys);
     let alone = rates(&c, &[(0, 4)]);
     assert!((alone[0] - 10.0).abs() < 1e-6, "{alone:?}");
     let both = rates(&c, &[(0, 4), (1, 5)]);
@@ -41,8 +54,8 @@ fn two_flows_through_one_pcie_switch_uplink_get_half_each() {
     // GPUs 0 and 1 share switch sw0, GPUs 2 and 3 share sw1, both switches on socket 0: flows
     // 0->2 and 1->3 both climb sw0's gen4 x16 uplink (24 GB/s) and both get 12.
     let c = cluster("pcie-8gpu-2socket", 1);
-    assert_eq!(c.route(0, Vertex::Gpu(0), Vertex::Gpu(2)).1, PathType::Phb);
-    assert_eq!(c.route(0, Vertex::Gpu(0), Vertex::Gpu(1)).1, PathType::Pix);
+    assert_eq!(c.route(N0, gpu(0), gpu(2)).1, PathType::Phb);
+    assert_eq!(c.route(N0, gpu(0), gpu(1)).1, PathType::Pix);
     let both = rates(&c, &[(0, 2), (1, 3)]);
     assert!(both.iter().all(|r| (r - 12.0).abs() < 1e-6), "{both:?}");
     // Inside one switch the uplink is not crossed: each pair gets its GPU link.
@@ -53,14 +66,14 @@ fn two_flows_through_one_pcie_switch_uplink_get_half_each() {
 #[test]
 fn nvlink_meshes_route_directly_and_nvswitch_through_the_switch() {
     let c = cluster("polaris-a100-4gpu", 1);
-    let (links, ty) = c.route(0, Vertex::Gpu(0), Vertex::Gpu(3));
+    let (links, ty) = c.route(N0, gpu(0), gpu(3));
     assert_eq!((ty, links.len()), (PathType::Nvl, 1));
     // 12 links over 3 peers: 4 links = 80 GB/s per pair for NCCL.
     assert!((c.path_bandwidth(&links).gbyte_per_s() - 80.0).abs() < 1e-9);
     // Each GPU's NICs: Polaris GPUs 0 and 2 share a NUMA domain with a NIC (PHB); 1 and 3 reach
     // one across the socket's NUMA links (SYS).
-    assert_eq!(c.route(0, Vertex::Gpu(0), Vertex::Nic(0)).1, PathType::Phb);
-    assert_eq!(c.route(0, Vertex::Gpu(1), Vertex::Nic(0)).1, PathType::Sys);
+    assert_eq!(c.route(N0, gpu(0), nic(0)).1, PathType::Phb);
+    assert_eq!(c.route(N0, gpu(1), nic(0)).1, PathType::Sys);
 }
 
 /// The GPU rows of `collsim topo show NAME` (device columns only).
@@ -269,15 +282,16 @@ fn pxn_sends_through_the_nvlink_peer_next_to_the_nic() {
     let c = cluster("dgx-h100", 2);
     // GPU0 to NIC7 crosses the sockets (SYS); GPU7 shares a PCIe switch with NIC7 (PIX).
     let paths = Paths::new(&c, &NcclEnv::default());
-    assert_eq!(paths.pxn_peer(&c, 0, 7), Some(7));
-    let route = paths.to_nic(&c, 0, 0, 7);
-    let mut expected = c.gpu_to_gpu(0, 0, 7);
-    expected.extend(c.gpu_to_nic(0, 7, 7));
+    let (g0, g7, n0, n7) = (GpuId(0), GpuId(7), NicId(0), NicId(7));
+    assert_eq!(paths.pxn_peer(&c, g0, n7), Some(g7));
+    let route = paths.to_nic(&c, N0, g0, n7);
+    let mut expected = c.gpu_to_gpu(N0, g0, g7);
+    expected.extend(c.gpu_to_nic(N0, g7, n7));
     assert_eq!(route, expected);
     assert_eq!(c.links()[route[0].0 as usize].class, "nvlink");
     // A local NIC needs no peer, and NCCL_PXN_DISABLE=1 turns the detour off.
-    assert_eq!(paths.pxn_peer(&c, 0, 0), None);
+    assert_eq!(paths.pxn_peer(&c, g0, n0), None);
     let off = Paths::new(&c, &NcclEnv::from_pairs([("NCCL_PXN_DISABLE", "1")]).unwrap());
-    assert_eq!(off.pxn_peer(&c, 0, 7), None);
-    assert_eq!(off.to_nic(&c, 0, 0, 7), c.gpu_to_nic(0, 0, 7));
+    assert_eq!(off.pxn_peer(&c, g0, n7), None);
+    assert_eq!(off.to_nic(&c, N0, g0, n7), c.gpu_to_nic(N0, g0, n7));
 }
