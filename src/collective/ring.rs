@@ -18,9 +18,11 @@
 //! Two ways to run it: [`Mode::Detailed`] simulates every rank and channel with max-min rates
 //! re-shared at every flow start and end; [`Mode::Aggregated`] uses the symmetry of identical
 //! nodes and channels — a ring over identical nodes is periodic, so one node's ranks with the
-//! last one sending to the first through the network stand for all. It runs them on the
-//! network with one representative per class of equivalent channels, each flow standing for its
-//! images ([`symmetry`]); where the check fails or that is too costly, each hop gets the
+//! last one sending to the first through the network stand for all (over racks, one rack's
+//! nodes; where nothing repeats, every node's). It runs them on the network with one
+//! representative per class of equivalent channels, each flow standing for its images
+//! ([`symmetry`]); a ring too long to run whole runs its first turns and extrapolates
+//! (`run::extrapolated`); where the check fails or even that is too costly, each hop gets the
 //! steady-state max-min rate it gets when every connection of every channel sends at once.
 
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
