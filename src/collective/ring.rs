@@ -558,14 +558,18 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     // The ring shifted by `span` nodes is the ring itself: where every node's connections look
     // like those of the node `span` before it (racks of `span` nodes filled alike), nodes
     // 0..span stand for all. Try the periods that divide the ring, shortest first.
-    let looks = node_looks(&conns, (nnodes, ppn, nch), &caps);
-    let (span, reps, reduced) = (1..=nnodes)
-        .filter(|&d| nnodes % d == 0 && (d..nnodes).all(|n| looks[n] == looks[n - d]))
-        .take_while(|&d| least(d * ppn, d * ppn, d * ppn) <= budget.total)
-        .find_map(|d| {
-            let (reps, red) = reduced_ring(&conns, (nnodes, ppn, nch), d, &caps)?;
-            Some((d, reps, red))
-        })?;
+    // One node standing for all is tried first, without comparing nodes (the check decides).
+    let reduce = |d: usize| {
+        let (reps, red) = reduced_ring(&conns, (nnodes, ppn, nch), d, &caps)?;
+        Some((d, reps, red))
+    };
+    let (span, reps, reduced) = reduce(1).or_else(|| {
+        let looks = node_looks(&conns, (nnodes, ppn, nch), &caps);
+        (2..=nnodes)
+            .filter(|&d| nnodes % d == 0 && (d..nnodes).all(|n| looks[n] == looks[n - d]))
+            .take_while(|&d| least(d * ppn, d * ppn, d * ppn) <= budget.total)
+            .find_map(reduce)
+    })?;
     let nreps = reps.len();
     let ranks = span * ppn;
     let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
@@ -635,11 +639,12 @@ fn whole_or_extrapolated(
     if turns < 4 {
         return whole(budget.total);
     }
-    let (_, work) = run(rem + turn, budget.total)?;
+    let first = run(rem + turn, budget.total)?;
+    let work = first.1;
     if work as f64 * steps as f64 / (rem + turn) as f64 <= budget.whole as f64 {
         return whole(budget.total - work.min(budget.total));
     }
-    let t = run::extrapolated(steps, turn, budget.total.saturating_sub(work), run)?;
+    let t = run::extrapolated(steps, turn, budget.total.saturating_sub(work), first, run)?;
     Some((t, Form::Aggregated))
 }
 

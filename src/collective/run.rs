@@ -736,22 +736,24 @@ const EXTRAPOLATE_PERIODS: usize = 64;
 /// periods (`rem` the units left over from whole periods), for `m` doubling from 1 up to
 /// [`EXTRAPOLATE_PERIODS`] while `budget` lasts, give the rest at the last pair's rate per
 /// period. `run(units, budget)` runs that many units within the budget and says what it cost
-/// ([`run_alone_counted`]'s units). `None` when the call is under four periods long or not
-/// even the first pair fits.
+/// ([`run_alone_counted`]'s units); `first` is its result for `rem + 1` periods, already run
+/// (the caller's probe), not counted in `budget`. `None` when the call is under four periods
+/// long or not even the first pair fits.
 pub(crate) fn extrapolated(
     units: usize,
     period: usize,
     budget: u64,
+    first: (Time, u64),
     run: impl Fn(usize, u64) -> Option<(Time, u64)>,
 ) -> Option<Time> {
-    let (periods, rem) = (units / period, units % period);
+    let periods = units / period;
+    let rem = units % period;
     if periods < 4 {
         return None;
     }
     let mut left = budget;
     let mut m = 1;
-    let (mut at_m, mut cost) = run(rem + period, left)?;
-    left = left.saturating_sub(cost);
+    let (mut at_m, mut cost) = first;
     let mut pair = None;
     // Each doubling costs about twice the last run.
     while 2 * cost <= left && 4 * m <= periods {
