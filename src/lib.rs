@@ -32,6 +32,7 @@ pub mod config;
 pub mod engine;
 pub mod hw;
 pub mod net;
+pub mod plan;
 pub mod report;
 pub mod units;
 pub mod workload;
@@ -154,6 +155,27 @@ pub fn simulate_ddp(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    simulate_ddp_cached(scenario, params, mode, &CollCache::default())
+}
+
+/// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
+/// and mode), by (collective, nccl-tests size, dtype): DDP steps on the same cluster share
+/// them.
+pub type CollCache = std::sync::Mutex<
+    std::collections::BTreeMap<
+        (collective::Collective, u64, workload::DataType),
+        workload::ddp::CollTime,
+    >,
+>;
+
+/// As [`simulate_ddp`], taking collective times from `cache` and adding those it simulates.
+/// The cache must belong to this scenario's cluster (see [`CollCache`]).
+pub fn simulate_ddp_cached(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
         return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
     }
@@ -163,9 +185,10 @@ pub fn simulate_ddp(
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();
-    let step = with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, |gpu, coll| {
-        workload::ddp::simulate_step(spec, world, gpu, coll)
-    })?;
+    let step =
+        with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, cache, |gpu, coll| {
+            workload::ddp::simulate_step(spec, world, gpu, coll)
+        })?;
     Ok((step, summary))
 }
 
@@ -184,6 +207,7 @@ fn with_ddp<R>(
     params: &TimingParams,
     mode: Mode,
     load: &[Load],
+    cache: &CollCache,
     f: impl FnOnce(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
 ) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
@@ -212,7 +236,6 @@ fn with_ddp<R>(
         multiprocessors: model.multiprocessors,
         launch: KERNEL_LAUNCH_SECS,
     };
-    let cache = std::sync::Mutex::new(std::collections::BTreeMap::new());
     let coll = |c: collective::Collective, bytes: u64, dtype: workload::DataType| -> CollTime {
         if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(c, bytes, dtype)).cloned()) {
             return t;
@@ -402,9 +425,17 @@ pub fn simulate_jobs_with(
             Workload::Ddp(d) => {
                 let world = b.comm.nranks();
                 let s = &b.scenario;
-                with_ddp(&b.cluster, &b.comm, s, d, params, mode, &bg, |gpu, coll| {
-                    Some(workload::ddp::plan_step(d, world, gpu, coll))
-                })
+                with_ddp(
+                    &b.cluster,
+                    &b.comm,
+                    s,
+                    d,
+                    params,
+                    mode,
+                    &bg,
+                    &CollCache::default(),
+                    |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
+                )
             }
             _ => Ok(None),
         })

@@ -92,6 +92,76 @@ enum Command {
     Calibrate(CalibrateArgs),
     /// Compare the model with a real nccl-tests log.
     Validate(ValidateArgs),
+    /// Size a cluster: every candidate instance × nodes × placement × knobs of a plan file,
+    /// checked for memory, quota and budget, simulated, priced and ranked by time and cost to
+    /// train (`collsim plan merge` joins the results of sharded runs).
+    Plan(PlanArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PlanFmt {
+    Table,
+    Json,
+    Csv,
+}
+
+/// How a plan's report is written.
+#[derive(clap::Args, Clone)]
+struct PlanOut {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: PlanFmt,
+    /// Draw cost against time to train, the Pareto front highlighted, into this SVG file.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+}
+
+/// `collsim plan`.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct PlanArgs {
+    #[command(subcommand)]
+    command: Option<PlanCommand>,
+    /// Plan TOML (scenarios/plan-gpt2xl.toml documents every key).
+    #[arg(required = true)]
+    plan: Option<PathBuf>,
+    /// Evaluate only the K-th of N disjoint slices of the candidates (1-based, "2/3"), appending
+    /// one JSON line per candidate to the -o file; "auto" reads a Slurm job array's
+    /// SLURM_ARRAY_TASK_ID/COUNT or a Kubernetes Indexed Job's JOB_COMPLETION_INDEX.
+    #[arg(long, value_name = "K/N|auto")]
+    shard: Option<String>,
+    /// With --shard auto on Kubernetes (or to override Slurm's count): how many shards.
+    #[arg(long, value_name = "N")]
+    shard_count: Option<usize>,
+    /// With --shard: keep the candidates already in the -o file and evaluate only the rest.
+    #[arg(long, requires = "shard")]
+    resume: bool,
+    /// Timing profile TOML (default: the built-in calibration/profiles/default.toml).
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// How collectives are simulated (as for simulate).
+    #[arg(long, value_enum, default_value = "auto")]
+    mode: ModeArg,
+    #[command(flatten)]
+    out: PlanOut,
+    /// Write the report to PATH instead of stdout; with --shard, the results file (JSON lines).
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum PlanCommand {
+    /// Join the results files of a sharded plan into the report a single run prints.
+    Merge {
+        /// Results files written by `collsim plan --shard`.
+        #[arg(required = true, num_args = 1..)]
+        results: Vec<PathBuf>,
+        #[command(flatten)]
+        out: PlanOut,
+        /// Write the report to PATH instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `collsim simulate`.
@@ -715,6 +785,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Explain(args) => explain(args)?,
         Command::Calibrate(args) => calibrate(args)?,
         Command::Validate(args) => validate(args)?,
+        Command::Plan(args) => plan(args)?,
     }
     Ok(())
 }
@@ -779,11 +850,19 @@ fn simulate(
             bail!("{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep", f.0);
         }
         let profile = load_profile(common.profile.as_deref())?;
+        let mem = collsim::workload::memory::ddp_memory(&spec);
+        if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
+            eprintln!(
+                "collsim: warning: the model does not fit a {} under plain DDP with {}: {why}",
+                s.node.gpu.model.name,
+                spec.optimizer.name()
+            );
+        }
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
         let mut out = open_output(common.output.as_deref())?;
         match format {
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
-            SimFmt::Json => report::ddp::json(&r, &mut out)?,
+            SimFmt::Json => report::ddp::json(&spec, &r, &mut out)?,
             SimFmt::Nccl | SimFmt::Csv => {
                 bail!("--format: a DDP step prints as table or json")
             }
@@ -1013,5 +1092,165 @@ fn topo(command: TopoCommand) -> Result<()> {
             out.flush()?;
         }
     }
+    Ok(())
+}
+
+/// Ranks a plan's outcomes and writes the report; fails (exit 1) when no candidate meets the
+/// plan, after the report, naming the closest candidates.
+fn plan_report(
+    summary: &collsim::plan::shard::Summary,
+    outcomes: Vec<collsim::plan::Outcome>,
+    out: &PlanOut,
+    output: Option<&Path>,
+) -> Result<()> {
+    let ranking = collsim::plan::rank(summary.minimise(), outcomes);
+    let mut w = open_output(output)?;
+    match out.format {
+        PlanFmt::Table => report::plan::table(summary, &ranking, &mut w)?,
+        PlanFmt::Json => report::plan::json(summary, &ranking, &mut w)?,
+        PlanFmt::Csv => report::plan::csv(&ranking, &mut w)?,
+    }
+    w.flush()?;
+    if let Some(p) = &out.plot {
+        report::plan::pareto_svg(p, summary, &ranking)
+            .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+    }
+    if ranking.ranked.is_empty() {
+        bail!("{}", collsim::plan::no_solution(&summary.plan, &ranking, summary.minimise()));
+    }
+    Ok(())
+}
+
+/// `collsim plan` and `collsim plan merge`.
+fn plan(args: PlanArgs) -> Result<()> {
+    use collsim::plan::shard::{self, Shard, Summary};
+    if let Some(PlanCommand::Merge { results, out, output }) = args.command {
+        let mut files = Vec::new();
+        for p in &results {
+            let name = p.display().to_string();
+            let text = config::load_text(p)?;
+            files.push((name.clone(), shard::read(&name, &text).map_err(|e| anyhow!(e))?));
+        }
+        let (summary, outcomes) = shard::merge(&files).map_err(|e| anyhow!(e))?;
+        return plan_report(&summary, outcomes, &out, output.as_deref());
+    }
+    let path = args.plan.ok_or_else(|| anyhow!("plan needs a plan file"))?;
+    let plan = config::parse_plan(&path.display().to_string(), &config::load_text(&path)?)?;
+    let profile = load_profile(args.profile.as_deref())?;
+    let m = mode(args.mode);
+    let cands = collsim::plan::candidates(&plan);
+    let summary = Summary::of(&plan, cands.len());
+    let Some(sh) = &args.shard else {
+        if args.shard_count.is_some() {
+            bail!("--shard-count goes with --shard auto");
+        }
+        let progress = Progress::new(cands.len() as u64, "candidates");
+        let outcomes =
+            collsim::plan::evaluate_all(&plan, &cands, &profile, m, &|_| progress.tick());
+        drop(progress);
+        return plan_report(&summary, outcomes, &args.out, args.output.as_deref());
+    };
+    let shard = match sh.as_str() {
+        "auto" => Shard::from_env(|k| std::env::var(k).ok(), args.shard_count),
+        s => {
+            if args.shard_count.is_some() {
+                bail!("--shard-count goes with --shard auto (K/N names the count)");
+            }
+            Shard::parse(s)
+        }
+    }
+    .map_err(|e| anyhow!(e))?;
+    if args.out.plot.is_some() || !matches!(args.out.format, PlanFmt::Table) {
+        bail!(
+            "--shard writes results (JSON lines) to -o; --format and --plot go to `collsim plan merge`"
+        );
+    }
+    let out_path = args.output.ok_or_else(|| {
+        anyhow!("--shard needs -o RESULTS.jsonl (the file this shard appends to)")
+    })?;
+    let out_name = out_path.display().to_string();
+    // What the file already holds: resume from it, or refuse to add to it.
+    let mut done = std::collections::BTreeSet::new();
+    let existing = match std::fs::read_to_string(&out_path) {
+        Ok(t) if !t.is_empty() => Some(t),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => bail!("{out_name}: cannot read: {e}"),
+    };
+    let mut file = match existing {
+        Some(text) => {
+            if !args.resume {
+                bail!(
+                    "{out_name}: exists; pass --resume to continue this shard from it, or remove it"
+                );
+            }
+            let f = shard::read(&out_name, &text).map_err(|e| anyhow!(e))?;
+            if f.summary.fingerprint != summary.fingerprint
+                || f.summary.candidates != summary.candidates
+            {
+                bail!(
+                    "{out_name}: results of another plan ({}), not {}",
+                    f.summary.plan,
+                    summary.plan
+                );
+            }
+            for o in &f.outcomes {
+                if !shard.owns(o.index) {
+                    bail!(
+                        "{out_name}: candidate {} is not shard {}/{}'s",
+                        o.index,
+                        shard.k + 1,
+                        shard.n
+                    );
+                }
+                done.insert(o.index);
+            }
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&out_path)
+                .with_context(|| format!("{out_name}: cannot write"))?;
+            // Drop a line a killed run left half-written.
+            file.set_len(f.complete as u64).with_context(|| format!("{out_name}: cannot write"))?;
+            drop(file);
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&out_path)
+                .with_context(|| format!("{out_name}: cannot write"))?
+        }
+        None => {
+            let mut f = std::fs::File::create(&out_path)
+                .with_context(|| format!("{out_name}: cannot create"))?;
+            f.write_all(shard::header_line(&summary).as_bytes())
+                .with_context(|| format!("{out_name}: cannot write"))?;
+            f
+        }
+    };
+    file.flush()?;
+    let mine: Vec<_> =
+        cands.into_iter().filter(|c| shard.owns(c.index) && !done.contains(&c.index)).collect();
+    let progress = Progress::new(mine.len() as u64, "candidates");
+    let sink = std::sync::Mutex::new((file, None::<std::io::Error>));
+    collsim::plan::evaluate_all(&plan, &mine, &profile, m, &|o| {
+        progress.tick();
+        let line = shard::outcome_line(o);
+        let mut g = sink.lock().unwrap_or_else(|e| e.into_inner());
+        if g.1.is_none()
+            && let Err(e) = g.0.write_all(line.as_bytes()).and_then(|()| g.0.flush())
+        {
+            g.1 = Some(e);
+        }
+    });
+    drop(progress);
+    let (_, failed) = sink.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = failed {
+        bail!("{out_name}: cannot write: {e}");
+    }
+    eprintln!(
+        "collsim: shard {}/{}: {} candidates evaluated, {} already in {out_name}",
+        shard.k + 1,
+        shard.n,
+        mine.len(),
+        done.len()
+    );
     Ok(())
 }

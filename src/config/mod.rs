@@ -8,12 +8,14 @@
 pub mod import;
 mod jobs;
 mod placement;
+pub mod plan;
 mod profile;
 mod raw;
 mod scenario;
 mod topology;
 
-pub use placement::{PlacementSpec, Policy};
+pub use placement::{PlacementSpec, Policy, nodes_per_rack};
+pub use plan::{PlanSpec, parse_plan};
 pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
 pub use scenario::{Scenario, Workload, parse_scenario};
 pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
@@ -176,4 +178,20 @@ pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String>
         table.insert(last, item);
     }
     Ok(doc.to_string())
+}
+
+/// Checks a date as price tables give it: YYYY-MM or YYYY-MM-DD.
+pub(crate) fn check_date(d: &str) -> Result<(), String> {
+    let parts: Vec<&str> = d.split('-').collect();
+    let ok = matches!(parts.len(), 2 | 3)
+        && parts[0].len() == 4
+        && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts[1..].iter().all(|p| p.len() == 2)
+        && (1..=12).contains(&parts[1].parse::<u32>().unwrap_or(0))
+        && parts.get(2).is_none_or(|p| (1..=31).contains(&p.parse::<u32>().unwrap_or(0)));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("expected a date like \"2025-06\" or \"2025-06-05\", got {d:?}"))
+    }
 }

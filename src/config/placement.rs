@@ -57,7 +57,7 @@ impl Default for PlacementSpec {
 }
 
 /// Nodes under one leaf switch of the fabric (None: one switch holds them all).
-pub(crate) fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
+pub fn nodes_per_rack(node: &NodeSpec) -> Option<usize> {
     let nics = node.nic.as_ref().map_or(1, |n| n.count).max(1);
     let down = |radix: usize, o: f64| ((radix as f64 * o / (1.0 + o)).floor() as usize).max(1);
     match &node.network.fabric {
@@ -149,6 +149,27 @@ impl PlacementSpec {
                     )));
                 }
             }
+        }
+        Ok(p)
+    }
+
+    /// A placement made in code: nodes fill racks by `policy`; where `groups` are given,
+    /// `tier` (a tier of `topologies/placement.toml`: rack, zone, region) separates them.
+    pub fn tiered(
+        policy: Policy,
+        tier: Option<&str>,
+        groups: Vec<(String, Vec<NodeId>)>,
+    ) -> Result<PlacementSpec, ConfigError> {
+        let mut p = PlacementSpec { policy, groups, ..PlacementSpec::default() };
+        if let Some(t) = tier {
+            let (lat, bw) = tier_library()?.get(t).copied().ok_or_else(|| ConfigError::File {
+                file: TIERS.0.into(),
+                msg: format!("no tier {t:?}"),
+            })?;
+            p.tier = Some(t.to_string());
+            p.latency = lat;
+            p.bandwidth = bw;
+            p.bandwidth_per_node = bw.map(|b| b.to_string());
         }
         Ok(p)
     }

@@ -32,6 +32,7 @@ pub struct RawPrice {
     pub on_demand: S<String>,
     pub spot: Option<S<String>>,
     pub source: String,
+    pub date: S<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -252,6 +253,7 @@ pub struct RawWorkload {
     pub micro_batch: Option<S<i64>>,
     pub grad_accumulation: Option<S<i64>>,
     pub grad_dtype: Option<S<String>>,
+    pub optimizer: Option<S<String>>,
     pub precision: Option<S<String>>,
     pub efficiency: Option<S<f64>>,
     pub tflops: Option<S<f64>>,
@@ -284,6 +286,7 @@ pub struct RawLayer {
     pub bwd_ms: Option<S<f64>>,
     pub dtype: Option<S<String>>,
     pub params: S<Vec<Vec<i64>>>,
+    pub activations: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -140,6 +140,7 @@ fn ddp_workload(
     node: &NodeSpec,
 ) -> Result<DdpSpec, ConfigError> {
     use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec};
+    use crate::workload::memory::Optimizer;
     use crate::workload::models::{self, Layer, Model, tensor};
     for (name, present) in [
         ("collective", w.collective.is_some()),
@@ -228,11 +229,18 @@ fn ddp_workload(
                         })
                         .collect::<Result<Vec<_>, String>>()
                 })?;
+                let act_bytes = match &l.activations {
+                    Some(a) => src
+                        .check(&f("activations"), a, |q| q.parse_with(Bytes::parse))?
+                        .get() as f64,
+                    None => 0.0,
+                };
                 out.push(Layer {
                     name: l.name.get_ref().clone(),
                     tensors,
                     fwd_macs: gflops * 1e9 / 2.0,
                     times,
+                    act_bytes,
                 });
             }
             Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }
@@ -310,6 +318,16 @@ fn ddp_workload(
         Some(v) => Some(fraction("workload.compute_slowdown", v, false)?),
         None => None,
     };
+    let optimizer = match &w.optimizer {
+        Some(o) => src.check("workload.optimizer", o, |o| {
+            Optimizer::parse(o)
+                .ok_or_else(|| format!("unknown optimizer {o:?} ({})", Optimizer::NAMES))
+        })?,
+        None => Optimizer::Adam,
+    };
+    // Tokens per sample: the transformer presets' sequence (their usual one if not given).
+    let sequence =
+        seq.or_else(|| w.model.as_ref().and_then(|m| models::default_sequence(m.get_ref())));
     let none = super::raw::RawDdp::default();
     let d = w.ddp.as_ref().unwrap_or(&none);
     let bucket_cap = match &d.bucket_cap_mb {
@@ -371,6 +389,8 @@ fn ddp_workload(
         broadcast_buffers: d.broadcast_buffers.unwrap_or(true),
         hook,
         compute_slowdown,
+        optimizer,
+        sequence,
     })
 }
 

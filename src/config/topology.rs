@@ -661,6 +661,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 None => None,
             },
             source: p.source.clone(),
+            date: src.check("price.date", &p.date, |d| super::check_date(d).map(|()| d.clone()))?,
         }),
     };
     Ok(NodeSpec {

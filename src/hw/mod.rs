@@ -318,6 +318,8 @@ pub struct Price {
     pub spot_usd_per_hour: Option<f64>,
     /// Where the figures come from.
     pub source: String,
+    /// When they were published or read (YYYY-MM or YYYY-MM-DD).
+    pub date: String,
 }
 
 fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use crate::config::Scenario;
 use crate::units::Bytes;
 use crate::workload::ddp::{DdpSpec, StepResult};
+use crate::workload::memory::{GIB, ddp_memory};
 
 /// Writes the human-readable report.
 pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
@@ -51,6 +52,19 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         "scaling efficiency",
         format!("{:.3} (one GPU without DDP: {:.3} ms)", r.scaling_efficiency, r.single_gpu_ms),
     )?;
+    let mem = ddp_memory(spec);
+    row(
+        out,
+        "memory per GPU",
+        format!(
+            "{:.1} of {:.1} GiB, optimizer {} ({}{})",
+            mem.total / GIB,
+            s.node.gpu.model.memory.get() as f64 / GIB,
+            spec.optimizer.name(),
+            mem.parts(),
+            if mem.activations_known { "" } else { "; activations not given" }
+        ),
+    )?;
     writeln!(out)?;
     writeln!(
         out,
@@ -75,11 +89,15 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     Ok(())
 }
 
-/// Writes the result as JSON (the timeline is left to `--trace`).
-pub fn json(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+/// Writes the result as JSON (the timeline is left to `--trace`), with the memory per GPU
+/// (`memory`, bytes).
+pub fn json(spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+    let mem = serde_json::to_value(ddp_memory(spec)).map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
+        o.insert("optimizer".into(), spec.optimizer.name().into());
+        o.insert("memory".into(), mem);
     }
     serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
     writeln!(out)

@@ -7,6 +7,7 @@ pub mod explain;
 pub mod jobs;
 pub mod json;
 pub mod nccl;
+pub mod plan;
 pub mod plot;
 pub mod table;
 pub mod topo;

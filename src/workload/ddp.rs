@@ -368,6 +368,10 @@ pub struct DdpSpec {
     /// Fraction by which compute slows while an NCCL kernel runs (None: the SMs NCCL's channels
     /// take, one CTA each, over the GPU's SMs).
     pub compute_slowdown: Option<f64>,
+    /// The optimizer whose state every GPU holds (memory only; its step is not timed).
+    pub optimizer: super::memory::Optimizer,
+    /// Tokens per sample, for transformers (their sequence length).
+    pub sequence: Option<u64>,
 }
 
 /// The GPU facts the step needs.
@@ -937,6 +941,8 @@ mod tests {
             broadcast_buffers: true,
             hook: CommHook::None,
             compute_slowdown: Some(0.0),
+            optimizer: crate::workload::memory::Optimizer::Adam,
+            sequence: None,
         }
     }
 
@@ -967,6 +973,7 @@ mod tests {
             tensors: shapes.iter().map(|&(r, c)| tensor(n, r, c)).collect(),
             fwd_macs: gflop * 1e9 / 2.0,
             times: None,
+            act_bytes: 0.0,
         };
         let m = Model {
             name: "toy".into(),
@@ -1018,6 +1025,7 @@ mod tests {
                 ],
                 fwd_macs: 0.0,
                 times: None,
+                act_bytes: 0.0,
             }],
             grad_dtype: DataType::Float,
             buffer_bytes: 0,

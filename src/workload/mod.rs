@@ -3,6 +3,7 @@
 
 pub mod ddp;
 pub mod jobs;
+pub mod memory;
 pub mod models;
 pub mod sweep;
 pub mod timeline;

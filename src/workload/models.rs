@@ -30,6 +30,10 @@ pub struct Layer {
     /// Measured forward and backward time of one micro-batch, s, where given: they replace
     /// the times from `fwd_macs` and the compute rate.
     pub times: Option<(f64, f64)>,
+    /// Activation bytes per sample that forward keeps for backward, with 16-bit activations
+    /// (mixed precision); fp32 activations take twice as much. An estimate: see
+    /// [`activation_bytes`] for how the presets count.
+    pub act_bytes: f64,
 }
 
 /// A model: layers in forward order, and the dtype of its gradients.
@@ -71,6 +75,29 @@ impl Model {
     pub fn fwd_macs(&self) -> f64 {
         self.layers.iter().map(|l| l.fwd_macs).sum()
     }
+
+    /// Activation bytes per sample kept for backward, with 16-bit activations.
+    pub fn act_bytes(&self) -> f64 {
+        self.layers.iter().map(|l| l.act_bytes).sum()
+    }
+}
+
+/// How the presets estimate the activations forward keeps for backward, per sample, with
+/// 16-bit activations (mixed precision) and no recomputation:
+///
+/// * a transformer layer of hidden size h on s tokens keeps 34·s·h bytes (Korthikanti et al.,
+///   "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1, without its
+///   5·a·s² term: PyTorch's scaled-dot-product attention, flash or memory-efficient, does not
+///   keep the attention matrix);
+/// * a language-model head over a vocabulary V keeps its logits, 16-bit, and the fp32 copy the
+///   cross-entropy takes: 6·s·V bytes;
+/// * a convolution block keeps each convolution's output, its batch norm's output and its
+///   ReLU's output (which is the next convolution's input): 3 × 2 bytes per output element.
+///
+/// Per-preset figures (per sample): GPT-2 XL 2.98 GB at s = 1024, BERT-large 0.130 GB at
+/// s = 128, Llama-7B 9.52 GB at s = 2048, ResNet-50 67 MB at 224 × 224.
+pub fn activation_bytes(model: &Model) -> f64 {
+    model.act_bytes()
 }
 
 /// A tensor of `rows` × `cols` (a vector: `cols` = 1).
@@ -81,11 +108,36 @@ pub fn tensor(name: impl Into<String>, rows: u64, cols: u64) -> Tensor {
 use tensor as t;
 
 fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer {
-    Layer { name: name.into(), tensors, fwd_macs, times: None }
+    Layer { name: name.into(), tensors, fwd_macs, times: None, act_bytes: 0.0 }
+}
+
+/// A layer that keeps `act_bytes` per sample for backward.
+fn layer_acts(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64, act: f64) -> Layer {
+    Layer { act_bytes: act, ..layer(name, tensors, fwd_macs) }
+}
+
+/// A transformer layer's kept activations per sample: 34·s·h bytes (see [`activation_bytes`]).
+fn transformer_acts(s: u64, h: u64) -> f64 {
+    34.0 * (s * h) as f64
+}
+
+/// A language-model head's logits per sample: 16-bit and an fp32 copy, 6·s·V bytes.
+fn logits_acts(s: u64, vocab: u64) -> f64 {
+    6.0 * (s * vocab) as f64
 }
 
 /// The preset names.
 pub const PRESETS: [&str; 4] = ["resnet50", "bert-large", "gpt2-xl", "llama-7b"];
+
+/// A transformer preset's usual sequence length (None for other models).
+pub fn default_sequence(name: &str) -> Option<u64> {
+    match name {
+        "bert-large" => Some(128),
+        "gpt2-xl" => Some(1024),
+        "llama-7b" => Some(2048),
+        _ => None,
+    }
+}
 
 /// A preset by name, at sequence length `seq` for the transformers (their usual one if None),
 /// with gradients of `grad_dtype`.
@@ -95,9 +147,9 @@ pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Mode
     // int64 each). GPT-2's and Llama's are left out (they depend on the transformers version).
     let (layers, buffer_bytes) = match name {
         "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
-        "bert-large" => (bert_large(seq.unwrap_or(128)), 2 * 512 * 8),
-        "gpt2-xl" => (gpt2_xl(seq.unwrap_or(1024)), 0),
-        "llama-7b" => (llama_7b(seq.unwrap_or(2048)), 0),
+        "bert-large" => (bert_large(seq.or(default_sequence(name))?), 2 * 512 * 8),
+        "gpt2-xl" => (gpt2_xl(seq.or(default_sequence(name))?), 0),
+        "llama-7b" => (llama_7b(seq.or(default_sequence(name))?), 0),
         _ => return None,
     };
     Some(Model { name: name.to_string(), layers, grad_dtype, buffer_bytes })
@@ -125,10 +177,13 @@ fn resnet50() -> Vec<Layer> {
     let conv = |name: String, k: u64, cin: u64, cout: u64, hw: u64| {
         (t(name, cout, k * k * cin), (k * k * cin * cout * hw * hw) as f64)
     };
+    // Kept per output element: the convolution's output, its batch norm's and its ReLU's,
+    // 2 bytes each.
+    let acts = |elems: u64| 6.0 * elems as f64;
     let (w, macs) = conv("conv1.weight".into(), 7, 3, 64, 112);
     let mut stem = vec![w];
     stem.extend(bn("bn1", 64));
-    let mut out = vec![layer("stem", stem, macs)];
+    let mut out = vec![layer_acts("stem", stem, macs, acts(64 * 112 * 112))];
     let mut cin = 64;
     let mut hw = 56; // after the stem's max-pool
     for (stage, (planes, blocks)) in
@@ -139,6 +194,7 @@ fn resnet50() -> Vec<Layer> {
             let out_hw = if b == 0 && stage > 0 { hw / 2 } else { hw };
             let mut tensors = Vec::new();
             let mut macs = 0.0;
+            let mut elems = 0;
             let convs = [
                 (1, cin, planes, hw),
                 (3, planes, planes, out_hw),
@@ -149,14 +205,16 @@ fn resnet50() -> Vec<Layer> {
                 tensors.push(w);
                 tensors.extend(bn(&format!("{p}.bn{}", i + 1), co));
                 macs += m;
+                elems += co * h * h;
             }
             if b == 0 {
                 let (w, m) = conv(format!("{p}.downsample.0.weight"), 1, cin, 4 * planes, out_hw);
                 tensors.push(w);
                 tensors.extend(bn(&format!("{p}.downsample.1"), 4 * planes));
                 macs += m;
+                elems += 4 * planes * out_hw * out_hw;
             }
-            out.push(layer(p, tensors, macs));
+            out.push(layer_acts(p, tensors, macs, acts(elems)));
             cin = 4 * planes;
             hw = out_hw;
         }
@@ -193,13 +251,18 @@ fn bert_large(s: u64) -> Vec<Layer> {
         v.extend(linear(&format!("{p}.output.dense"), ff, d));
         v.extend(bn(&format!("{p}.output.LayerNorm"), d));
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
-        out.push(layer(p, v, macs));
+        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
     }
     out.push(layer("bert.pooler", linear("bert.pooler.dense", d, d).to_vec(), (d * d) as f64));
     let mut head = vec![t("cls.predictions.bias", vocab, 1)];
     head.extend(linear("cls.predictions.transform.dense", d, d));
     head.extend(bn("cls.predictions.transform.LayerNorm", d));
-    out.push(layer("cls.predictions", head, (d * d + d * vocab) as f64 * sf));
+    out.push(layer_acts(
+        "cls.predictions",
+        head,
+        (d * d + d * vocab) as f64 * sf,
+        logits_acts(s, vocab),
+    ));
     out.push(layer(
         "cls.seq_relationship",
         linear("cls.seq_relationship", d, 2).to_vec(),
@@ -223,12 +286,13 @@ fn gpt2_xl(s: u64) -> Vec<Layer> {
         v.extend(conv1d(&format!("{p}.mlp.c_fc"), d, 4 * d));
         v.extend(conv1d(&format!("{p}.mlp.c_proj"), 4 * d, d));
         let macs = (12 * d * d + 2 * s * d) as f64 * sf;
-        out.push(layer(p, v, macs));
+        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
     }
-    out.push(layer(
+    out.push(layer_acts(
         "transformer.ln_f+lm_head",
         bn("transformer.ln_f", d).to_vec(),
         (d * vocab) as f64 * sf,
+        logits_acts(s, vocab),
     ));
     out
 }
@@ -251,10 +315,15 @@ fn llama_7b(s: u64) -> Vec<Layer> {
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (4 * d * d + 3 * d * ff + 2 * s * d) as f64 * sf;
-        out.push(layer(p, v, macs));
+        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
     }
     out.push(layer("model.norm", vec![t("model.norm.weight", d, 1)], 0.0));
-    out.push(layer("lm_head", vec![t("lm_head.weight", vocab, d)], (d * vocab) as f64 * sf));
+    out.push(layer_acts(
+        "lm_head",
+        vec![t("lm_head.weight", vocab, d)],
+        (d * vocab) as f64 * sf,
+        logits_acts(s, vocab),
+    ));
     out
 }
 
@@ -279,5 +348,17 @@ mod tests {
             assert!((got / macs - 1.0).abs() < 0.005, "{name}: {got} vs {macs}");
         }
         assert!(preset("gpt5", None, DataType::Float).is_none());
+    }
+
+    #[test]
+    fn preset_activations_match_the_documented_estimates() {
+        // The figures activation_bytes documents, per sample, to 2 %.
+        for (name, gb) in
+            [("gpt2-xl", 2.98), ("bert-large", 0.130), ("llama-7b", 9.52), ("resnet50", 0.0667)]
+        {
+            let m = preset(name, None, DataType::Float).unwrap();
+            let got = activation_bytes(&m) / 1e9;
+            assert!((got / gb - 1.0).abs() < 0.02, "{name}: {got} GB vs {gb}");
+        }
     }
 }

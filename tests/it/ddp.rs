@@ -21,6 +21,7 @@ fn model(layers: &[(Vec<(u64, u64)>, f64)]) -> Model {
                 tensors: shapes.iter().map(|&(r, c)| tensor(format!("l{i}"), r, c)).collect(),
                 fwd_macs: gflop * 1e9 / 2.0,
                 times: None,
+                act_bytes: 0.0,
             })
             .collect(),
         grad_dtype: DataType::Float,
@@ -70,6 +71,8 @@ proptest! {
             broadcast_buffers: true,
             hook,
             compute_slowdown: Some(slowdown),
+            optimizer: collsim::workload::memory::Optimizer::Adam,
+            sequence: None,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6 };
         // Free communication: the step is its compute.

@@ -10,6 +10,7 @@ mod hardware;
 mod import;
 mod jobs;
 mod model;
+mod plan;
 mod scenarios;
 mod selection;
 

@@ -1,0 +1,655 @@
+//! Capacity planning (`collsim plan`): every candidate cluster of a plan — instance type ×
+//! node count × placement × knobs — checked for memory fit, quota and budget, simulated,
+//! priced, and ranked, with the time/cost Pareto front marked.
+//!
+//! Candidates are numbered in a fixed order (instance, then nodes, placement, bucket cap,
+//! hook, NCCL_ALGO, micro-batch), so that shards ([`shard`]) can split them and a merge gives
+//! back exactly the single-process result: the outcome of a candidate depends on nothing but
+//! the plan and the candidate.
+
+pub mod shard;
+
+use std::sync::Arc;
+
+use crate::collective::{Mode, TimingParams};
+use crate::config::plan::{Amount, Instance, Minimise, PlacementKind, PlanSpec};
+use crate::config::{PlacementSpec, Policy, Scenario, Workload};
+use crate::hw::NodeId;
+use crate::units::Bytes;
+use crate::workload::ddp::{CommHook, DdpSpec};
+use crate::workload::memory::{GIB, ddp_memory};
+
+/// One point of the candidate space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Its number in the plan's fixed order.
+    pub index: usize,
+    /// Index into the plan's instances.
+    pub instance: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Placement.
+    pub placement: PlacementKind,
+    /// `bucket_cap_mb`, if the plan sets it.
+    pub bucket_cap_mb: Option<f64>,
+    /// Communication hook, if the plan sets it.
+    pub comm_hook: Option<String>,
+    /// NCCL_ALGO, if the plan sets it.
+    pub nccl_algo: Option<String>,
+    /// Micro-batch, if the plan sets it.
+    pub micro_batch: Option<u64>,
+}
+
+/// Every candidate of `plan`, in its fixed order.
+pub fn candidates(plan: &PlanSpec) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for instance in 0..plan.instances.len() {
+        for &nodes in &plan.nodes {
+            for &placement in &plan.placements {
+                for bucket in &plan.bucket_cap_mb {
+                    for hook in &plan.comm_hook {
+                        for algo in &plan.nccl_algo {
+                            for mb in &plan.micro_batch {
+                                out.push(Candidate {
+                                    index: out.len(),
+                                    instance,
+                                    nodes,
+                                    placement,
+                                    bucket_cap_mb: *bucket,
+                                    comm_hook: hook.clone(),
+                                    nccl_algo: algo.clone(),
+                                    micro_batch: *mb,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Evaluates `cands` in parallel (rayon), calling `each` as each finishes (from any thread);
+/// the outcomes come back in the order of `cands`.
+pub fn evaluate_all(
+    plan: &PlanSpec,
+    cands: &[Candidate],
+    params: &TimingParams,
+    mode: Mode,
+    each: &(dyn Fn(&Outcome) + Sync),
+) -> Vec<Outcome> {
+    use rayon::prelude::*;
+    let caches = Caches::default();
+    cands
+        .par_iter()
+        .map(|c| {
+            let o = evaluate_cached(plan, c, params, mode, &caches);
+            each(&o);
+            o
+        })
+        .collect()
+}
+
+/// Collective times per cluster (instance, nodes, placement, NCCL_ALGO): candidates that
+/// differ only in DDP knobs share their cluster's. A cached time is the one the simulation
+/// gives, so outcomes do not depend on what ran before.
+#[derive(Default)]
+pub struct Caches(std::sync::Mutex<std::collections::HashMap<ClusterKey, Arc<crate::CollCache>>>);
+
+/// What makes two candidates' clusters the same: instance, nodes, placement, NCCL_ALGO.
+type ClusterKey = (usize, usize, PlacementKind, Option<String>);
+
+impl Caches {
+    fn of(&self, c: &Candidate) -> Arc<crate::CollCache> {
+        let key = (c.instance, c.nodes, c.placement, c.nccl_algo.clone());
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(key).or_default().clone()
+    }
+}
+
+/// What a simulated candidate achieves and costs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Metrics {
+    /// One optimizer step (a sweep: one call), ms.
+    pub step_ms: f64,
+    /// Samples per second over the cluster (a sweep: calls per second).
+    pub samples_per_s: f64,
+    /// Tokens per second, for transformers.
+    pub tokens_per_s: Option<f64>,
+    /// One GPU's step time over this step time (1.0: perfect overlap).
+    pub scaling_efficiency: f64,
+    /// Compute of the step, ms.
+    pub compute_ms: f64,
+    /// Communication the step waits for, ms.
+    pub exposed_comm_ms: f64,
+    /// What bounds the step: "compute", or "comm: " and the tier the traffic crosses.
+    pub bound: String,
+    /// Memory per GPU, GiB (0 for a sweep).
+    pub memory_gib: f64,
+    /// USD per hour for the whole cluster, if priced.
+    pub usd_per_hour: Option<f64>,
+    /// USD per million samples, if priced.
+    pub usd_per_m_samples: Option<f64>,
+    /// Hours to train.
+    pub train_hours: f64,
+    /// USD to train, if priced.
+    pub train_usd: Option<f64>,
+}
+
+/// A candidate's outcome: one line of a results file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Outcome {
+    /// The candidate's number.
+    pub index: usize,
+    /// Instance name.
+    pub instance: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs.
+    pub gpus: usize,
+    /// Placement.
+    pub placement: PlacementKind,
+    /// The knobs the plan set, "bucket 25 MiB, hook fp16" (empty: none).
+    pub knobs: String,
+    /// What it achieves, when it was simulated.
+    pub metrics: Option<Metrics>,
+    /// Why it is not a solution, if it is not.
+    pub rejected: Option<String>,
+}
+
+/// The knobs a candidate sets, for its label.
+fn knob_label(c: &Candidate, accumulation: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = c.bucket_cap_mb {
+        parts.push(format!("bucket {b} MiB"));
+    }
+    if let Some(h) = &c.comm_hook {
+        parts.push(format!("hook {h}"));
+    }
+    if let Some(a) = &c.nccl_algo {
+        parts.push(format!("algo {a}"));
+    }
+    if let Some(m) = c.micro_batch {
+        parts.push(format!("mb {m}"));
+    }
+    if let Some(k) = accumulation.filter(|&k| k > 1) {
+        parts.push(format!("accum {k}"));
+    }
+    parts.join(", ")
+}
+
+/// The hook named `name`, keeping the options of `current` where it is the same kind.
+fn hook_named(name: &str, current: &CommHook) -> CommHook {
+    let rank = match *current {
+        CommHook::PowerSgd { rank, .. } | CommHook::BatchedPowerSgd { rank, .. } => rank,
+        _ => 1,
+    };
+    match name {
+        "fp16" => CommHook::Fp16,
+        "bf16" => CommHook::Bf16,
+        "powersgd" => match *current {
+            h @ CommHook::PowerSgd { .. } => h,
+            _ => CommHook::PowerSgd {
+                rank,
+                error_feedback: true,
+                warm_start: true,
+                start_iter: 1000,
+            },
+        },
+        "batched_powersgd" => match *current {
+            h @ CommHook::BatchedPowerSgd { .. } => h,
+            _ => CommHook::BatchedPowerSgd { rank, error_feedback: true, start_iter: 1000 },
+        },
+        "quantize_per_tensor" => CommHook::QuantizePerTensor,
+        "quantize_per_channel" => CommHook::QuantizePerChannel,
+        _ => CommHook::None,
+    }
+}
+
+/// The placement of `nodes` nodes as `kind` says.
+fn placement(kind: PlacementKind, nodes: usize, zones: usize) -> Result<PlacementSpec, String> {
+    let spec = match kind {
+        PlacementKind::Compact => PlacementSpec::tiered(Policy::Compact, None, Vec::new()),
+        PlacementKind::Spread => PlacementSpec::tiered(
+            Policy::Spread,
+            Some("rack"),
+            (0..nodes).map(|n| (format!("node{n}"), vec![NodeId(n)])).collect(),
+        ),
+        PlacementKind::Zones => PlacementSpec::tiered(
+            Policy::Compact,
+            Some("zone"),
+            (0..zones)
+                .map(|z| {
+                    let members =
+                        (z * nodes / zones..(z + 1) * nodes / zones).map(NodeId).collect();
+                    (format!("zone{z}"), members)
+                })
+                .collect(),
+        ),
+    };
+    spec.map_err(|e| e.to_string())
+}
+
+/// The tier a candidate's traffic crosses: the node's own links on one node, else the
+/// network ("net"), and what separates its nodes: nothing more in a compact placement, the
+/// rack tier when they are scattered over the zone, the zone tier across zones.
+fn tier(inst: &Instance, nodes: usize, kind: PlacementKind) -> &'static str {
+    if nodes == 1 {
+        return if inst.node.nvlink.is_some() { "nvlink" } else { "pcie" };
+    }
+    match kind {
+        PlacementKind::Compact => "net",
+        PlacementKind::Spread => "net, scattered",
+        PlacementKind::Zones => "net, cross-zone",
+    }
+}
+
+/// A step counts as compute-bound while the communication it waits for is under this
+/// fraction of it.
+pub const COMPUTE_BOUND: f64 = 0.05;
+
+/// Evaluates one candidate: the checks that need no simulation first, then the simulation,
+/// then the constraints on what it achieves.
+pub fn evaluate(plan: &PlanSpec, c: &Candidate, params: &TimingParams, mode: Mode) -> Outcome {
+    evaluate_cached(plan, c, params, mode, &Caches::default())
+}
+
+/// As [`evaluate`], sharing collective times through `caches`.
+pub fn evaluate_cached(
+    plan: &PlanSpec,
+    c: &Candidate,
+    params: &TimingParams,
+    mode: Mode,
+    caches: &Caches,
+) -> Outcome {
+    let inst = &plan.instances[c.instance];
+    let gpus = c.nodes * inst.node.gpu.count;
+    let mut out = Outcome {
+        index: c.index,
+        instance: inst.name.clone(),
+        nodes: c.nodes,
+        gpus,
+        placement: c.placement,
+        knobs: knob_label(c, None),
+        metrics: None,
+        rejected: None,
+    };
+    match run(plan, c, inst, params, mode, &caches.of(c), &mut out) {
+        Ok(m) => {
+            out.rejected = constraint(plan, &m);
+            out.metrics = Some(m);
+        }
+        Err(why) => out.rejected = Some(why),
+    }
+    out
+}
+
+/// The first constraint `m` breaks, if any.
+fn constraint(plan: &PlanSpec, m: &Metrics) -> Option<String> {
+    let o = &plan.objective;
+    if let Some(t) = o.throughput.filter(|&t| m.samples_per_s < t) {
+        return Some(format!("{:.1} samples/s, below the target {t}", m.samples_per_s));
+    }
+    if let Some(d) = o.deadline_h.filter(|&d| m.train_hours > d) {
+        return Some(format!("trains in {}, past the deadline {}", hours(m.train_hours), hours(d)));
+    }
+    if let (Some(b), Some(cost)) = (o.budget_usd, m.train_usd)
+        && cost > b
+    {
+        return Some(format!("costs {}, over the budget {}", usd(cost), usd(b)));
+    }
+    None
+}
+
+/// "37.2 h" or "2.3 d".
+pub fn hours(h: f64) -> String {
+    if h >= 48.0 { format!("{:.1} d", h / 24.0) } else { format!("{h:.1} h") }
+}
+
+/// "$12,345".
+pub fn usd(x: f64) -> String {
+    let whole = x.round() as u64;
+    let s = whole.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    format!("${out}")
+}
+
+fn run(
+    plan: &PlanSpec,
+    c: &Candidate,
+    inst: &Instance,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &crate::CollCache,
+    out: &mut Outcome,
+) -> Result<Metrics, String> {
+    let o = &plan.objective;
+    let workload = inst.workload.clone()?;
+    if let Some(q) = o.max_nodes.filter(|&q| c.nodes > q) {
+        return Err(format!("over the node quota ({q})"));
+    }
+    match c.placement {
+        PlacementKind::Compact => {
+            if let Some(m) = inst.compact_max_nodes.filter(|&m| c.nodes > m) {
+                return Err(format!("one compact placement group holds at most {m} nodes"));
+            }
+        }
+        PlacementKind::Spread if c.nodes == 1 => {
+            return Err("one node: the same as compact".into());
+        }
+        PlacementKind::Zones if c.nodes < plan.zones => {
+            return Err(format!("{} zones need at least {} nodes", plan.zones, plan.zones));
+        }
+        _ => {}
+    }
+    let usd_per_hour = inst.price.as_ref().map(|(p, _)| p * c.nodes as f64);
+    if let (Some(b), Some(cost)) = (o.budget_usd_per_hour, usd_per_hour)
+        && cost > b
+    {
+        return Err(format!("{}/h, over the budget {}/h", usd(cost), usd(b)));
+    }
+    let mut nccl = plan.nccl.clone();
+    if let Some(a) = &c.nccl_algo {
+        nccl.retain(|(k, _)| k != "NCCL_ALGO");
+        nccl.push(("NCCL_ALGO".into(), a.clone()));
+    }
+    let mut scenario = Scenario {
+        topology: inst.topology.clone(),
+        node: inst.node.clone(),
+        nodes: c.nodes,
+        gpus_per_node: inst.node.gpu.count,
+        workload,
+        nccl,
+        placement: placement(c.placement, c.nodes, plan.zones)?,
+        jobs: Vec::new(),
+        background: Vec::new(),
+    };
+    let capacity = inst.node.gpu.model.memory.get() as f64;
+    match &mut scenario.workload {
+        Workload::Ddp(spec) => {
+            let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
+            out.knobs = knob_label(c, accumulation);
+            let mem = ddp_memory(spec);
+            if let Some(why) = mem.misfit(capacity) {
+                return Err(format!("does not fit: {why}"));
+            }
+            let (r, _) = crate::simulate_ddp_cached(&scenario, params, mode, cache)
+                .map_err(|e| e.to_string())?;
+            let spec = scenario.ddp().expect("a DDP workload");
+            let tokens = spec.sequence.map(|s| r.samples_per_s * s as f64);
+            let step_s = r.iteration_time_ms * 1e-3;
+            let train_hours = match plan.amount {
+                Amount::Samples(n) => n / r.samples_per_s / 3600.0,
+                Amount::Tokens(n) => match tokens {
+                    Some(t) => n / t / 3600.0,
+                    None => return Err("train.tokens: the model has no sequence length".into()),
+                },
+                Amount::Steps(n) => n as f64 * step_s / 3600.0,
+            };
+            let bound = if r.exposed_comm_ms < COMPUTE_BOUND * r.iteration_time_ms {
+                "compute".to_string()
+            } else {
+                format!("comm: {}", tier(inst, c.nodes, c.placement))
+            };
+            Ok(Metrics {
+                step_ms: r.iteration_time_ms,
+                samples_per_s: r.samples_per_s,
+                tokens_per_s: tokens,
+                scaling_efficiency: r.scaling_efficiency,
+                compute_ms: r.compute_ms,
+                exposed_comm_ms: r.exposed_comm_ms,
+                bound,
+                memory_gib: mem.total / GIB,
+                usd_per_hour,
+                usd_per_m_samples: usd_per_hour.map(|p| p / (r.samples_per_s * 3600.0) * 1e6),
+                train_hours,
+                train_usd: usd_per_hour.map(|p| p * train_hours),
+            })
+        }
+        Workload::Sweep(sweep) => {
+            if c.bucket_cap_mb.is_some() || c.comm_hook.is_some() || c.micro_batch.is_some() {
+                return Err("bucket_cap_mb, comm_hook and micro_batch are DDP knobs; the workload is a collective".into());
+            }
+            // One call of the sweep's largest size is the unit of work.
+            sweep.min_bytes = sweep.max_bytes;
+            let (rows, _) = crate::simulate(&scenario, params, mode).map_err(|e| e.to_string())?;
+            let row = rows.last().ok_or("the sweep has no sizes")?;
+            let step_s = row.time_us * 1e-6;
+            let per_s = 1.0 / step_s;
+            let train_hours = match plan.amount {
+                Amount::Steps(n) => n as f64 * step_s / 3600.0,
+                _ => {
+                    return Err(
+                        "a collective workload trains in steps (calls): give train.steps".into()
+                    );
+                }
+            };
+            Ok(Metrics {
+                step_ms: step_s * 1e3,
+                samples_per_s: per_s,
+                tokens_per_s: None,
+                scaling_efficiency: 1.0,
+                compute_ms: 0.0,
+                exposed_comm_ms: step_s * 1e3,
+                bound: format!(
+                    "comm: {} ({} at {} GB/s busbw)",
+                    tier(inst, c.nodes, c.placement),
+                    Bytes::new(row.size_bytes),
+                    (row.busbw * 10.0).round() / 10.0
+                ),
+                memory_gib: 0.0,
+                usd_per_hour,
+                usd_per_m_samples: usd_per_hour.map(|p| p / (per_s * 3600.0) * 1e6),
+                train_hours,
+                train_usd: usd_per_hour.map(|p| p * train_hours),
+            })
+        }
+        Workload::Idle => Err("an idle workload has nothing to size".into()),
+    }
+}
+
+/// Applies a candidate's DDP knobs to `spec`; returns the gradient accumulation the global
+/// batch asks for (None without one).
+fn edit_ddp(
+    plan: &PlanSpec,
+    c: &Candidate,
+    spec: &mut DdpSpec,
+    gpus: usize,
+) -> Result<Option<u64>, String> {
+    if let Some(mb) = c.bucket_cap_mb {
+        spec.bucket_cap = Some((mb * 1048576.0) as u64);
+    }
+    if let Some(h) = &c.comm_hook {
+        spec.hook = hook_named(h, &spec.hook);
+    }
+    if let Some(m) = c.micro_batch {
+        spec.micro_batch = m;
+    }
+    let Some(g) = plan.global_batch else { return Ok(None) };
+    let per_step = gpus as u64 * spec.micro_batch;
+    if g % per_step != 0 {
+        return Err(format!(
+            "global batch {g} is not a multiple of {gpus} GPUs x micro-batch {}",
+            spec.micro_batch
+        ));
+    }
+    spec.grad_accumulation = g / per_step;
+    Ok(Some(spec.grad_accumulation))
+}
+
+/// The ranked plan: solutions best first, the Pareto front marked, the rejected after.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Ranking {
+    /// Solutions, best first.
+    pub ranked: Vec<Ranked>,
+    /// Rejected candidates, in candidate order.
+    pub rejected: Vec<Outcome>,
+    /// The recommendation, one line.
+    pub recommendation: Option<String>,
+}
+
+/// A solution with its rank.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Ranked {
+    /// 1 for the best.
+    pub rank: usize,
+    /// On the time/cost Pareto front (no other solution is as fast and as cheap, and better
+    /// in one).
+    pub pareto: bool,
+    /// The outcome.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The sort key of a solution under `minimise`: priced before unpriced for cost, then the
+/// objective, the other measure, and the candidate number.
+fn order(minimise: Minimise, a: &Outcome, b: &Outcome) -> std::cmp::Ordering {
+    let (ma, mb) = (a.metrics.as_ref().expect("solution"), b.metrics.as_ref().expect("solution"));
+    let cost = |m: &Metrics| m.train_usd.unwrap_or(f64::INFINITY);
+    let key = |m: &Metrics| match minimise {
+        Minimise::Cost => (m.train_usd.is_none(), cost(m), m.train_hours),
+        Minimise::Time => (false, m.train_hours, cost(m)),
+    };
+    let (ka, kb) = (key(ma), key(mb));
+    ka.0.cmp(&kb.0)
+        .then(ka.1.total_cmp(&kb.1))
+        .then(ka.2.total_cmp(&kb.2))
+        .then(a.index.cmp(&b.index))
+}
+
+/// Ranks outcomes (any order; each candidate once) by the plan's objective.
+pub fn rank(minimise: Minimise, mut outcomes: Vec<Outcome>) -> Ranking {
+    outcomes.sort_by_key(|o| o.index);
+    let (mut ok, rejected): (Vec<Outcome>, Vec<Outcome>) =
+        outcomes.into_iter().partition(|o| o.rejected.is_none() && o.metrics.is_some());
+    ok.sort_by(|a, b| order(minimise, a, b));
+    let point = |o: &Outcome| {
+        let m = o.metrics.as_ref().expect("solution");
+        (m.train_hours, m.train_usd)
+    };
+    let pareto: Vec<bool> = ok
+        .iter()
+        .map(|o| {
+            let (t, c) = point(o);
+            let Some(c) = c else { return false };
+            !ok.iter().any(|p| {
+                let (pt, pc) = point(p);
+                pc.is_some_and(|pc| pt <= t && pc <= c && (pt < t || pc < c))
+            })
+        })
+        .collect();
+    let ranked: Vec<Ranked> = ok
+        .into_iter()
+        .zip(pareto)
+        .enumerate()
+        .map(|(i, (outcome, pareto))| Ranked { rank: i + 1, pareto, outcome })
+        .collect();
+    let recommendation = recommend(minimise, &ranked);
+    Ranking { ranked, rejected, recommendation }
+}
+
+/// "16 × aws-p5 compact: …": a label for a solution.
+pub fn label(o: &Outcome) -> String {
+    let knobs = if o.knobs.is_empty() { String::new() } else { format!(" ({})", o.knobs) };
+    format!("{} x {} {}{knobs}", o.nodes, o.instance, o.placement.name())
+}
+
+/// One line on the best solution and why, with the nearest faster point of the front.
+fn recommend(minimise: Minimise, ranked: &[Ranked]) -> Option<String> {
+    let best = ranked.first()?;
+    let m = best.outcome.metrics.as_ref()?;
+    let why = match (minimise, m.train_usd) {
+        (Minimise::Cost, Some(c)) => format!(
+            "meets every constraint at the lowest cost to train ({}, {})",
+            usd(c),
+            hours(m.train_hours)
+        ),
+        (Minimise::Cost, None) => format!(
+            "no candidate that meets the constraints has a price; fastest ({})",
+            hours(m.train_hours)
+        ),
+        (Minimise::Time, c) => format!(
+            "meets every constraint in the shortest time to train ({}{})",
+            hours(m.train_hours),
+            c.map_or(String::new(), |c| format!(", {}", usd(c)))
+        ),
+    };
+    // The other side of the trade: for cost, the nearest faster point of the front; for time,
+    // the nearest cheaper one.
+    let front = ranked.iter().filter(|r| r.pareto && r.rank != best.rank);
+    let alt = match minimise {
+        Minimise::Cost => front
+            .filter(|r| r.outcome.metrics.as_ref().is_some_and(|x| x.train_hours < m.train_hours))
+            .max_by(|a, b| {
+                let t = |r: &Ranked| r.outcome.metrics.as_ref().map_or(0.0, |x| x.train_hours);
+                t(a).total_cmp(&t(b)).then(b.rank.cmp(&a.rank))
+            }),
+        Minimise::Time => front
+            .filter(|r| {
+                r.outcome
+                    .metrics
+                    .as_ref()
+                    .and_then(|x| x.train_usd)
+                    .zip(m.train_usd)
+                    .is_some_and(|(a, b)| a < b)
+            })
+            .min_by(|a, b| {
+                let t = |r: &Ranked| r.outcome.metrics.as_ref().map_or(0.0, |x| x.train_hours);
+                t(a).total_cmp(&t(b)).then(a.rank.cmp(&b.rank))
+            }),
+    };
+    let trade = alt.and_then(|a| {
+        let x = a.outcome.metrics.as_ref()?;
+        let cost = match (x.train_usd, m.train_usd) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x the cost", a / b),
+            _ => "an unknown cost".into(),
+        };
+        Some(match minimise {
+            Minimise::Cost => format!(
+                "; {} would be {:.2}x faster for {cost}",
+                label(&a.outcome),
+                m.train_hours / x.train_hours
+            ),
+            Minimise::Time => format!(
+                "; {} would take {:.2}x as long for {cost}",
+                label(&a.outcome),
+                x.train_hours / m.train_hours
+            ),
+        })
+    });
+    Some(format!("{}: {why}{}", label(&best.outcome), trade.unwrap_or_default()))
+}
+
+/// Why no candidate is a solution, naming the closest ones (those rejected only for what
+/// they achieve, nearest the objective first).
+pub fn no_solution(plan_name: &str, ranking: &Ranking, minimise: Minimise) -> String {
+    let mut near: Vec<&Outcome> = ranking.rejected.iter().filter(|o| o.metrics.is_some()).collect();
+    near.sort_by(|a, b| {
+        let (ma, mb) =
+            (a.metrics.as_ref().expect("simulated"), b.metrics.as_ref().expect("simulated"));
+        match minimise {
+            Minimise::Cost => ma.train_hours.total_cmp(&mb.train_hours),
+            Minimise::Time => ma.train_hours.total_cmp(&mb.train_hours),
+        }
+        .then(a.index.cmp(&b.index))
+    });
+    let closest: Vec<String> = near
+        .iter()
+        .take(3)
+        .map(|o| format!("{} ({})", label(o), o.rejected.as_deref().unwrap_or("")))
+        .collect();
+    if closest.is_empty() {
+        format!(
+            "{plan_name}: no candidate meets the plan; none could even be simulated (see the rejected list)"
+        )
+    } else {
+        format!("{plan_name}: no candidate meets the plan; the closest: {}", closest.join("; "))
+    }
+}

@@ -1,0 +1,286 @@
+//! Sharding a plan over a Slurm job array or a Kubernetes Indexed Job: which candidates a
+//! shard owns, the results file each shard appends to (one JSON line per finished candidate,
+//! after a header line naming the plan), resuming a killed shard, and merging the files.
+
+use std::collections::BTreeMap;
+
+use super::Outcome;
+use crate::config::plan::{Amount, Minimise, Objective, PlanSpec};
+
+/// One of `n` disjoint slices of a plan's candidates: candidate i belongs to slice i mod n
+/// (dealt round-robin, so that slow and fast candidates spread evenly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based slice.
+    pub k: usize,
+    /// Slices.
+    pub n: usize,
+}
+
+impl Shard {
+    /// "K/N", 1-based as people count shards ("1/3", "2/3", "3/3").
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard {s}: expected K/N with 1 <= K <= N (e.g. 2/3), or auto");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n): (usize, usize) =
+            (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if k == 0 || n == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { k: k - 1, n })
+    }
+
+    /// The shard a Slurm array task or a Kubernetes Indexed Job pod is: Slurm's
+    /// SLURM_ARRAY_TASK_ID (counted from SLURM_ARRAY_TASK_MIN) of SLURM_ARRAY_TASK_COUNT, or
+    /// Kubernetes' JOB_COMPLETION_INDEX (0-based) of `count` (the Job's `completions`, which
+    /// Kubernetes does not pass to the pod).
+    pub fn from_env(
+        env: impl Fn(&str) -> Option<String>,
+        count: Option<usize>,
+    ) -> Result<Shard, String> {
+        let num = |k: &str| -> Result<Option<usize>, String> {
+            env(k)
+                .map(|v| {
+                    v.trim().parse::<usize>().map_err(|_| format!("{k}={v:?}: not a whole number"))
+                })
+                .transpose()
+        };
+        if let Some(id) = num("SLURM_ARRAY_TASK_ID")? {
+            let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let n = match (num("SLURM_ARRAY_TASK_COUNT")?, count) {
+                (_, Some(c)) => c,
+                (Some(c), None) => c,
+                (None, None) => return Err("--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; give --shard-count".into()),
+            };
+            let k = id.checked_sub(min).ok_or_else(|| {
+                format!(
+                    "--shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"
+                )
+            })?;
+            if k >= n || n == 0 {
+                return Err(format!(
+                    "--shard auto: array task {id} (from {min}) is not one of {n} shards; the array must be {min}-{}",
+                    min + n.saturating_sub(1)
+                ));
+            }
+            return Ok(Shard { k, n });
+        }
+        if let Some(k) = num("JOB_COMPLETION_INDEX")? {
+            let n = count.ok_or("--shard auto: JOB_COMPLETION_INDEX is set; give --shard-count (the Job's completions)")?;
+            if k >= n {
+                return Err(format!(
+                    "--shard auto: JOB_COMPLETION_INDEX {k} is not one of {n} shards (0..{})",
+                    n.saturating_sub(1)
+                ));
+            }
+            return Ok(Shard { k, n });
+        }
+        Err("--shard auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set".into())
+    }
+
+    /// Whether candidate `index` is this shard's.
+    pub fn owns(&self, index: usize) -> bool {
+        index % self.n == self.k
+    }
+}
+
+/// What a results file says about its plan (its first line), and all that ranking and
+/// reporting need besides the outcomes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// The plan file, as given.
+    pub plan: String,
+    /// The plan's fingerprint: files of different plans do not merge.
+    pub fingerprint: String,
+    /// Candidates in the whole plan.
+    pub candidates: usize,
+    /// How much training.
+    pub amount: Amount,
+    /// The objective and constraints.
+    pub objective: Objective,
+    /// Whether the workload is a collective (its unit of work is a call).
+    pub collective: bool,
+    /// Per instance: its name, USD per node-hour at the plan's pricing (None: no price), and
+    /// where the price comes from.
+    pub prices: Vec<(String, Option<f64>, String)>,
+}
+
+impl Summary {
+    /// The summary of `plan`.
+    pub fn of(plan: &PlanSpec, candidates: usize) -> Summary {
+        let collective = plan
+            .instances
+            .iter()
+            .filter_map(|i| i.workload.as_ref().ok())
+            .any(|w| matches!(w, crate::config::Workload::Sweep(_)));
+        Summary {
+            plan: plan.name.clone(),
+            fingerprint: plan.fingerprint.clone(),
+            candidates,
+            amount: plan.amount,
+            objective: plan.objective.clone(),
+            collective,
+            prices: plan
+                .instances
+                .iter()
+                .map(|i| match &i.price {
+                    Some((p, src)) => (i.name.clone(), Some(*p), src.clone()),
+                    None => (i.name.clone(), None, String::new()),
+                })
+                .collect(),
+        }
+    }
+
+    /// What to minimise.
+    pub fn minimise(&self) -> Minimise {
+        self.objective.minimise
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct HeaderLine {
+    collsim_plan: Summary,
+}
+
+/// The header line of a results file (with its newline).
+pub fn header_line(s: &Summary) -> String {
+    let mut l =
+        serde_json::to_string(&HeaderLine { collsim_plan: s.clone() }).expect("serialisable");
+    l.push('\n');
+    l
+}
+
+/// One outcome's line (with its newline).
+pub fn outcome_line(o: &Outcome) -> String {
+    let mut l = serde_json::to_string(o).expect("serialisable");
+    l.push('\n');
+    l
+}
+
+/// A results file read back: its summary, its outcomes, and the length of its complete
+/// lines (a shard killed mid-write leaves a partial last line, which is not an outcome).
+#[derive(Debug, Clone)]
+pub struct ResultsFile {
+    /// From the header line.
+    pub summary: Summary,
+    /// Outcomes, in file order.
+    pub outcomes: Vec<Outcome>,
+    /// Bytes of complete lines.
+    pub complete: usize,
+}
+
+/// Reads a results file's text; `name` names it in errors.
+pub fn read(name: &str, text: &str) -> Result<ResultsFile, String> {
+    // A last line without its newline was cut off mid-write.
+    let complete = text.rfind('\n').map_or(0, |p| p + 1);
+    let mut lines = text[..complete].lines().enumerate();
+    let summary = match lines.next() {
+        Some((_, l)) => {
+            serde_json::from_str::<HeaderLine>(l)
+                .map_err(|e| format!("{name}:1: not a collsim plan results file ({e})"))?
+                .collsim_plan
+        }
+        None => {
+            return Err(format!(
+                "{name}: empty (no header line: was it written by `collsim plan --shard`?)"
+            ));
+        }
+    };
+    let mut outcomes = Vec::new();
+    for (i, l) in lines {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let o: Outcome = serde_json::from_str(l)
+            .map_err(|e| format!("{name}:{}: not a candidate's outcome ({e})", i + 1))?;
+        if o.index >= summary.candidates {
+            return Err(format!(
+                "{name}:{}: candidate {} of a plan of {}",
+                i + 1,
+                o.index,
+                summary.candidates
+            ));
+        }
+        outcomes.push(o);
+    }
+    Ok(ResultsFile { summary, outcomes, complete })
+}
+
+/// Merges results files into one plan's outcomes, each candidate once; an error names what
+/// is missing or inconsistent.
+pub fn merge(files: &[(String, ResultsFile)]) -> Result<(Summary, Vec<Outcome>), String> {
+    let Some((first_name, first)) = files.first() else {
+        return Err("plan merge: no results files".into());
+    };
+    let mut by_index: BTreeMap<usize, (&str, &Outcome)> = BTreeMap::new();
+    for (name, f) in files {
+        if f.summary.fingerprint != first.summary.fingerprint
+            || f.summary.candidates != first.summary.candidates
+        {
+            return Err(format!(
+                "{name}: results of another plan than {first_name} ({} with {} candidates, fingerprint {}, against {} with {}, {})",
+                f.summary.plan,
+                f.summary.candidates,
+                f.summary.fingerprint,
+                first.summary.plan,
+                first.summary.candidates,
+                first.summary.fingerprint
+            ));
+        }
+        for o in &f.outcomes {
+            if let Some((other, prev)) = by_index.insert(o.index, (name, o))
+                && prev != o
+            {
+                return Err(format!("candidate {} differs between {other} and {name}", o.index));
+            }
+        }
+    }
+    let missing: Vec<usize> =
+        (0..first.summary.candidates).filter(|i| !by_index.contains_key(i)).collect();
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing.iter().take(8).map(|i| i.to_string()).collect();
+        return Err(format!(
+            "plan merge: {} of {} candidates missing (#{}{}): a shard has not finished or its file is not listed; resume it with --resume",
+            missing.len(),
+            first.summary.candidates,
+            shown.join(", #"),
+            if missing.len() > 8 { ", ..." } else { "" }
+        ));
+    }
+    Ok((first.summary.clone(), by_index.into_values().map(|(_, o)| o.clone()).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_every_candidate_once() {
+        let shards: Vec<Shard> =
+            (1..=3).map(|k| Shard::parse(&format!("{k}/3")).unwrap()).collect();
+        for i in 0..100 {
+            assert_eq!(shards.iter().filter(|s| s.owns(i)).count(), 1);
+        }
+        for bad in ["0/3", "4/3", "1/0", "x/3", "3"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn auto_shards_read_slurm_and_kubernetes() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let slurm = env(&[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        assert_eq!(Shard::from_env(slurm, None), Ok(Shard { k: 2, n: 4 }));
+        let k8s = env(&[("JOB_COMPLETION_INDEX", "0")]);
+        assert_eq!(Shard::from_env(k8s, Some(5)), Ok(Shard { k: 0, n: 5 }));
+        assert!(Shard::from_env(env(&[("JOB_COMPLETION_INDEX", "0")]), None).is_err());
+        assert!(Shard::from_env(env(&[("JOB_COMPLETION_INDEX", "5")]), Some(5)).is_err());
+        assert!(Shard::from_env(env(&[]), Some(5)).is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! `collsim plan`: the ranked table, JSON, CSV, and the time/cost Pareto plot.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::config::plan::{Amount, Minimise, Pricing};
+use crate::plan::shard::Summary;
+use crate::plan::{Outcome, Ranking, hours, label, usd};
+
+fn amount(a: &Amount) -> String {
+    match a {
+        Amount::Samples(n) => format!("{n:.3e} samples"),
+        Amount::Tokens(n) => format!("{n:.3e} tokens"),
+        Amount::Steps(n) => format!("{n} steps"),
+    }
+}
+
+fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    x.map_or("no price".into(), f)
+}
+
+/// Writes the ranked table, the recommendation and the rejected candidates.
+pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
+    let o = &s.objective;
+    let rate = if s.collective { "calls/s" } else { "samples/s" };
+    writeln!(
+        out,
+        "plan {}: {} candidates, {} solutions, {} rejected",
+        s.plan,
+        s.candidates,
+        r.ranked.len(),
+        r.rejected.len()
+    )?;
+    let mut goal = format!(
+        "minimise {} to train {} at {} prices",
+        match o.minimise {
+            Minimise::Cost => "cost",
+            Minimise::Time => "time",
+        },
+        amount(&s.amount),
+        match o.pricing {
+            Pricing::OnDemand => "on-demand",
+            Pricing::Spot => "spot",
+        }
+    );
+    if let Some(t) = o.throughput {
+        goal += &format!("; at least {t} {rate}");
+    }
+    if let Some(d) = o.deadline_h {
+        goal += &format!("; deadline {}", hours(d));
+    }
+    if let Some(b) = o.budget_usd {
+        goal += &format!("; budget {}", usd(b));
+    }
+    if let Some(b) = o.budget_usd_per_hour {
+        goal += &format!("; budget {}/h", usd(b));
+    }
+    if let Some(q) = o.max_nodes {
+        goal += &format!("; quota {q} nodes");
+    }
+    writeln!(out, "{goal}")?;
+    for p in &s.prices {
+        match &p.1 {
+            Some(x) => writeln!(out, "  price {}: {x:.2} USD/h per node ({})", p.0, p.2)?,
+            None => writeln!(
+                out,
+                "  price {}: no price (give [instance.\"{}\"] hourly in the plan)",
+                p.0, p.0
+            )?,
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9} {:>10} {:>5} {:<22} {:>7} {:>9} {:>8} {:>9} {:>10}",
+        "rank",
+        "P",
+        "instance",
+        "nodes",
+        "GPUs",
+        "place",
+        "knobs",
+        "step ms",
+        rate,
+        "eff",
+        "bound",
+        "mem GiB",
+        "$/h",
+        "$/1M smp",
+        "time",
+        "cost"
+    )?;
+    for k in &r.ranked {
+        let c = &k.outcome;
+        let m = c.metrics.as_ref().expect("a ranked candidate has metrics");
+        writeln!(
+            out,
+            "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9.2} {:>10.1} {:>5.3} {:<22} {:>7.1} {:>9} {:>8} {:>9} {:>10}",
+            k.rank,
+            if k.pareto { "*" } else { "" },
+            c.instance,
+            c.nodes,
+            c.gpus,
+            c.placement.name(),
+            if c.knobs.is_empty() { "-" } else { &c.knobs },
+            m.step_ms,
+            m.samples_per_s,
+            m.scaling_efficiency,
+            m.bound,
+            m.memory_gib,
+            opt(m.usd_per_hour, |x| format!("{x:.2}")),
+            opt(m.usd_per_m_samples, |x| format!("{x:.2}")),
+            hours(m.train_hours),
+            opt(m.train_usd, usd),
+        )?;
+    }
+    if !r.ranked.is_empty() {
+        writeln!(out, "\n(P *: on the Pareto front of time and cost to train)")?;
+    }
+    if let Some(rec) = &r.recommendation {
+        writeln!(out, "\nrecommendation: {rec}")?;
+    }
+    if !r.rejected.is_empty() {
+        writeln!(out, "\nrejected ({}):", r.rejected.len())?;
+        for c in &r.rejected {
+            writeln!(out, "  {}: {}", label(c), c.rejected.as_deref().unwrap_or(""))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the summary, the ranked solutions, the rejected candidates and the recommendation
+/// as one JSON document.
+pub fn json(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
+    let v = serde_json::json!({
+        "plan": s,
+        "ranked": r.ranked,
+        "rejected": r.rejected,
+        "recommendation": r.recommendation,
+    });
+    serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+#[derive(serde::Serialize)]
+struct CsvRow<'a> {
+    rank: Option<usize>,
+    pareto: bool,
+    index: usize,
+    instance: &'a str,
+    nodes: usize,
+    gpus: usize,
+    placement: &'a str,
+    knobs: &'a str,
+    step_ms: Option<f64>,
+    samples_per_s: Option<f64>,
+    tokens_per_s: Option<f64>,
+    scaling_efficiency: Option<f64>,
+    compute_ms: Option<f64>,
+    exposed_comm_ms: Option<f64>,
+    bound: Option<&'a str>,
+    memory_gib: Option<f64>,
+    usd_per_hour: Option<f64>,
+    usd_per_m_samples: Option<f64>,
+    train_hours: Option<f64>,
+    train_usd: Option<f64>,
+    rejected: Option<&'a str>,
+}
+
+fn csv_row(rank: Option<usize>, pareto: bool, o: &Outcome) -> CsvRow<'_> {
+    let m = o.metrics.as_ref();
+    CsvRow {
+        rank,
+        pareto,
+        index: o.index,
+        instance: &o.instance,
+        nodes: o.nodes,
+        gpus: o.gpus,
+        placement: o.placement.name(),
+        knobs: &o.knobs,
+        step_ms: m.map(|m| m.step_ms),
+        samples_per_s: m.map(|m| m.samples_per_s),
+        tokens_per_s: m.and_then(|m| m.tokens_per_s),
+        scaling_efficiency: m.map(|m| m.scaling_efficiency),
+        compute_ms: m.map(|m| m.compute_ms),
+        exposed_comm_ms: m.map(|m| m.exposed_comm_ms),
+        bound: m.map(|m| m.bound.as_str()),
+        memory_gib: m.map(|m| m.memory_gib),
+        usd_per_hour: m.and_then(|m| m.usd_per_hour),
+        usd_per_m_samples: m.and_then(|m| m.usd_per_m_samples),
+        train_hours: m.map(|m| m.train_hours),
+        train_usd: m.and_then(|m| m.train_usd),
+        rejected: o.rejected.as_deref(),
+    }
+}
+
+/// One line per candidate, solutions in rank order, then the rejected (rank empty).
+pub fn csv(r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    for k in &r.ranked {
+        w.serialize(csv_row(Some(k.rank), k.pareto, &k.outcome)).map_err(io::Error::other)?;
+    }
+    for o in &r.rejected {
+        w.serialize(csv_row(None, false, o)).map_err(io::Error::other)?;
+    }
+    w.flush()
+}
+
+/// Draws cost to train against time to train for every priced solution, the Pareto front
+/// highlighted, joined and labelled, into an SVG file.
+pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let pts: Vec<(f64, f64, bool, &Outcome)> = r
+        .ranked
+        .iter()
+        .filter_map(|k| {
+            let m = k.outcome.metrics.as_ref()?;
+            Some((m.train_hours, m.train_usd?, k.pareto, &k.outcome))
+        })
+        .collect();
+    if pts.is_empty() {
+        return Err("no priced solution to plot".into());
+    }
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y, _, _) in &pts {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    // Log axes: node counts spread points over decades.
+    let pad = |a: f64, b: f64| {
+        let (la, lb) = (a.max(1e-9).log10(), b.max(1e-9).log10());
+        let p = ((lb - la) * 0.08).max(0.05);
+        (10f64.powf(la - p), 10f64.powf(lb + p))
+    };
+    let (x0, x1) = pad(x0, x1);
+    let (y0, y1) = pad(y0, y1);
+    let root = SVGBackend::new(path, (1100, 700)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let title = format!("{}: cost against time to train ({} solutions)", s.plan, pts.len());
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("time to train (hours)")
+        .y_desc("cost to train (USD)")
+        .y_label_formatter(&|v| usd(*v))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let grey = RGBColor(150, 150, 150);
+    chart
+        .draw_series(pts.iter().filter(|p| !p.2).map(|p| Circle::new((p.0, p.1), 3, grey.filled())))
+        .map_err(|e| err(&e))?
+        .label("other solutions")
+        .legend(move |(a, b)| Circle::new((a + 10, b), 3, grey.filled()));
+    let mut front: Vec<&(f64, f64, bool, &Outcome)> = pts.iter().filter(|p| p.2).collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    chart
+        .draw_series(LineSeries::new(front.iter().map(|p| (p.0, p.1)), RED.stroke_width(2)))
+        .map_err(|e| err(&e))?
+        .label("Pareto front (time vs cost)")
+        .legend(|(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], RED.stroke_width(2)));
+    chart
+        .draw_series(front.iter().map(|p| Circle::new((p.0, p.1), 5, RED.filled())))
+        .map_err(|e| err(&e))?;
+    if let Some(best) = r.ranked.first().and_then(|k| {
+        let m = k.outcome.metrics.as_ref()?;
+        Some((m.train_hours, m.train_usd?))
+    }) {
+        chart
+            .draw_series(std::iter::once(Circle::new(best, 9, BLUE.stroke_width(2))))
+            .map_err(|e| err(&e))?
+            .label("recommended")
+            .legend(|(a, b)| Circle::new((a + 10, b), 6, BLUE.stroke_width(2)));
+    }
+    // Label the front's points, alternating above and below so neighbours do not collide.
+    for (i, p) in front.iter().enumerate() {
+        let o = p.3;
+        let text = format!("{}x{} {}", o.nodes, o.instance, o.placement.name());
+        let dy = if i % 2 == 0 { -18 } else { 8 };
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((p.0, p.1))
+                    + Text::new(text, (8, dy), ("sans-serif", 12).into_font().color(&BLACK)),
+            ))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

@@ -1,0 +1,194 @@
+//! Memory per GPU of a DDP step: what must fit in one GPU's device memory for the step to run.
+//!
+//! Plain DDP keeps a whole replica on every GPU (`../shared/reference/ddp.md` §3.4):
+//!
+//! * **parameters** and **gradients**, each in the parameter's dtype (PyTorch gives a gradient
+//!   its parameter's dtype; `grad_dtype` is both);
+//! * **fp32 master weights** (4 bytes per parameter) where the parameters are 16-bit and an
+//!   optimizer updates them: the mixed-precision optimizers of Megatron-LM, DeepSpeed and
+//!   Apex keep them;
+//! * **optimizer state** in fp32: Adam, AdamW and LAMB two moments (8 bytes per parameter),
+//!   SGD with momentum one buffer (4), plain SGD none;
+//! * **DDP's buckets**: a second copy of every gradient, unless `gradient_as_bucket_view`;
+//! * **autocast's weight cache**: under 16-bit autocast with fp32 parameters, a 16-bit copy of
+//!   every weight used in forward lives until backward has used it (2 bytes per parameter);
+//! * **activations** for one micro-batch (the model's estimate, [`super::models::activation_bytes`];
+//!   twice that with fp32/tf32 activations);
+//! * a **runtime reserve** of 1.5 GiB: the CUDA context (about 0.5 GiB on A100/H100) and NCCL's
+//!   channel buffers (about 1 GiB with 32 channels of 2 peers at the default NCCL_BUFFSIZE and
+//!   the LL/LL128/Simple protocols). An assumption, not a measurement.
+//!
+//! Left out: the caching allocator's fragmentation, temporary buffers of communication hooks,
+//! and workspace of cuBLAS/cuDNN. The estimate is a floor.
+
+use super::DataType;
+use super::ddp::{ComputeRate, DdpSpec};
+
+/// A gibibyte, bytes.
+pub const GIB: f64 = 1073741824.0;
+
+/// The runtime reserve (CUDA context and NCCL buffers), bytes.
+pub const RUNTIME_RESERVE: f64 = 1.5 * GIB;
+
+/// The optimizer whose state each GPU holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    /// `torch.optim.Adam`: two fp32 moments.
+    Adam,
+    /// `torch.optim.AdamW`: two fp32 moments.
+    AdamW,
+    /// LAMB: two fp32 moments.
+    Lamb,
+    /// SGD with momentum: one fp32 buffer.
+    SgdMomentum,
+    /// Plain SGD: no state.
+    Sgd,
+    /// No optimizer state on the GPU (held elsewhere, e.g. sharded); no master weights.
+    None,
+}
+
+impl Optimizer {
+    /// The names scenario and plan files use.
+    pub const NAMES: &'static str = "adam, adamw, lamb, sgd_momentum, sgd, none";
+
+    /// Parses a name as scenario files spell it.
+    pub fn parse(s: &str) -> Option<Optimizer> {
+        Some(match s {
+            "adam" => Optimizer::Adam,
+            "adamw" => Optimizer::AdamW,
+            "lamb" => Optimizer::Lamb,
+            "sgd_momentum" => Optimizer::SgdMomentum,
+            "sgd" => Optimizer::Sgd,
+            "none" => Optimizer::None,
+            _ => return None,
+        })
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::Adam => "adam",
+            Optimizer::AdamW => "adamw",
+            Optimizer::Lamb => "lamb",
+            Optimizer::SgdMomentum => "sgd_momentum",
+            Optimizer::Sgd => "sgd",
+            Optimizer::None => "none",
+        }
+    }
+
+    /// fp32 state bytes per parameter.
+    pub fn state_bytes(self) -> u64 {
+        match self {
+            Optimizer::Adam | Optimizer::AdamW | Optimizer::Lamb => 8,
+            Optimizer::SgdMomentum => 4,
+            Optimizer::Sgd | Optimizer::None => 0,
+        }
+    }
+}
+
+/// Memory per GPU of a DDP step, bytes, by what holds it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DdpMemory {
+    /// Parameters.
+    pub params: f64,
+    /// Gradients.
+    pub grads: f64,
+    /// fp32 master weights of 16-bit parameters.
+    pub master: f64,
+    /// Optimizer state.
+    pub optimizer: f64,
+    /// DDP's bucket copies of the gradients.
+    pub buckets: f64,
+    /// Autocast's 16-bit weight cache.
+    pub autocast: f64,
+    /// Activations of one micro-batch.
+    pub activations: f64,
+    /// CUDA context and NCCL buffers.
+    pub runtime: f64,
+    /// The sum.
+    pub total: f64,
+    /// Whether the model's activations are known (custom layers without `activations` count
+    /// 0).
+    pub activations_known: bool,
+}
+
+/// Whether the step's math runs in 16 bits (activations and autocast): the compute rate's
+/// precision, or 16-bit gradients when only a rate is given.
+fn sixteen_bit(spec: &DdpSpec) -> bool {
+    match &spec.rate {
+        ComputeRate::Peak { precision, .. } => !matches!(precision.as_str(), "fp32" | "tf32"),
+        ComputeRate::Tflops(_) => spec.model.grad_dtype != DataType::Float,
+    }
+}
+
+/// Memory per GPU of `spec` under plain DDP.
+pub fn ddp_memory(spec: &DdpSpec) -> DdpMemory {
+    let m = &spec.model;
+    let half = sixteen_bit(spec);
+    let (mut params, mut master, mut autocast, mut numel) = (0.0, 0.0, 0.0, 0.0);
+    for t in m.tensors() {
+        let n = t.numel as f64;
+        numel += n;
+        params += m.grad_bytes(t) as f64;
+        let fp32 = m.dtype_of(t) == DataType::Float;
+        if !fp32 && spec.optimizer != Optimizer::None {
+            master += 4.0 * n;
+        }
+        if fp32 && half {
+            autocast += 2.0 * n;
+        }
+    }
+    let grads = params;
+    let optimizer = spec.optimizer.state_bytes() as f64 * numel;
+    let buckets = if spec.gradient_as_bucket_view { 0.0 } else { grads };
+    let activations = m.act_bytes() * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let runtime = RUNTIME_RESERVE;
+    let total = params + grads + master + optimizer + buckets + autocast + activations + runtime;
+    DdpMemory {
+        params,
+        grads,
+        master,
+        optimizer,
+        buckets,
+        autocast,
+        activations,
+        runtime,
+        total,
+        activations_known: m.act_bytes() > 0.0,
+    }
+}
+
+impl DdpMemory {
+    /// "params 5.8 + grads 5.8 + …": the non-zero parts, GiB.
+    pub fn parts(&self) -> String {
+        let parts = [
+            ("params", self.params),
+            ("grads", self.grads),
+            ("fp32 master", self.master),
+            ("optimizer", self.optimizer),
+            ("buckets", self.buckets),
+            ("autocast cache", self.autocast),
+            ("activations", self.activations),
+            ("runtime", self.runtime),
+        ];
+        parts
+            .iter()
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(n, b)| format!("{n} {:.1}", b / GIB))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
+    /// Why it does not fit in `capacity` bytes of device memory, or None if it fits.
+    pub fn misfit(&self, capacity: f64) -> Option<String> {
+        (self.total > capacity).then(|| {
+            format!(
+                "needs {:.1} GiB per GPU ({} GiB), the GPU has {:.1} GiB",
+                self.total / GIB,
+                self.parts(),
+                capacity / GIB
+            )
+        })
+    }
+}

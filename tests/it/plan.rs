@@ -1,0 +1,350 @@
+//! `collsim plan`: sharding and merging, resuming a killed shard, memory fit, the scaling
+//! knee, deadlines no candidate meets, bad plan files, and the shipped Slurm and Kubernetes
+//! files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{collsim, collsim_ok, scratch};
+
+const SMALL: &str = "tests/data/plan/small.toml";
+
+/// A fresh scratch directory for one test.
+fn dir(name: &str) -> PathBuf {
+    let d = scratch().join(format!("plan-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Writes a plan file into `d` and returns its path.
+fn plan_file(d: &Path, name: &str, text: &str) -> PathBuf {
+    let p = d.join(name);
+    std::fs::write(&p, text).expect("write plan");
+    p
+}
+
+#[test]
+fn three_shards_merged_equal_the_single_run_in_every_format() {
+    let d = dir("shards");
+    let files: Vec<PathBuf> = (1..=3).map(|k| d.join(format!("s{k}.jsonl"))).collect();
+    for (k, f) in files.iter().enumerate() {
+        collsim_ok(&["plan", SMALL, "--shard", &format!("{}/3", k + 1), "-o", path(f)]);
+    }
+    for fmt in ["table", "json", "csv"] {
+        let single = collsim_ok(&["plan", SMALL, "--format", fmt]);
+        let mut args = vec!["plan", "merge"];
+        args.extend(files.iter().map(|f| path(f)));
+        args.extend(["--format", fmt]);
+        let merged = collsim_ok(&args);
+        assert_eq!(single, merged, "--format {fmt}");
+    }
+    // A shard missing is an error that says so.
+    let out = collsim(&["plan", "merge", path(&files[0]), path(&files[1])]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("candidates missing"), "{err}");
+}
+
+#[test]
+fn a_killed_shard_resumes_without_evaluating_a_candidate_twice() {
+    let d = dir("resume");
+    let whole = d.join("whole.jsonl");
+    collsim_ok(&["plan", SMALL, "--shard", "1/2", "-o", path(&whole)]);
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let owned = lines.len() - 1;
+    assert!(owned >= 6, "{owned} candidates in shard 1/2");
+    // Killed after three candidates, in the middle of writing the fourth.
+    let cut = d.join("cut.jsonl");
+    let partial = &lines[4][..lines[4].len() / 2];
+    std::fs::write(&cut, format!("{}\n{partial}", lines[..4].join("\n"))).unwrap();
+    // Without --resume the file is not touched.
+    let out = collsim(&["plan", SMALL, "--shard", "1/2", "-o", path(&cut)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+    let out = collsim(&["plan", SMALL, "--shard", "1/2", "--resume", "-o", path(&cut)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{} candidates evaluated, 3 already", owned - 3)), "{err}");
+    // Every candidate once, each line whole, and the same outcomes as the uninterrupted run.
+    let resumed = std::fs::read_to_string(&cut).unwrap();
+    let mut got: Vec<&str> = resumed.lines().collect();
+    let mut want = lines.clone();
+    assert_eq!(got.len(), want.len());
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    // A resumed shard with nothing left does nothing.
+    let out = collsim(&["plan", SMALL, "--shard", "1/2", "--resume", "-o", path(&cut)]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 candidates evaluated"));
+    assert_eq!(std::fs::read_to_string(&cut).unwrap(), resumed);
+    // Merged with shard 2, it gives the single run's report.
+    let other = d.join("two.jsonl");
+    collsim_ok(&["plan", SMALL, "--shard", "2/2", "-o", path(&other)]);
+    let merged = collsim_ok(&["plan", "merge", path(&cut), path(&other)]);
+    assert_eq!(merged, collsim_ok(&["plan", SMALL]));
+}
+
+/// The CSV rows of a plan run, as maps from column to value.
+fn csv_rows(out: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut r = csv::Reader::from_reader(out.as_bytes());
+    let head: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    r.records()
+        .map(|rec| head.iter().cloned().zip(rec.unwrap().iter().map(String::from)).collect())
+        .collect()
+}
+
+#[test]
+fn more_nodes_never_beat_compute_and_cost_per_sample_turns_up_at_the_knee() {
+    // A fixed per-GPU workload (no global batch) on p5 instances: compute-bound on a few
+    // nodes, communication-bound on many.
+    let d = dir("knee");
+    let p = plan_file(
+        &d,
+        "knee.toml",
+        r#"
+[workload]
+kind = "ddp"
+model = "gpt2-xl"
+micro_batch = 8
+precision = "bf16"
+efficiency = 0.4
+
+[train]
+samples = 1e6
+
+[candidates]
+instances = ["aws-p5"]
+nodes = { from = 1, to = 64, factor = 2 }
+"#,
+    );
+    let rows = csv_rows(&collsim_ok(&["plan", path(&p), "--format", "csv"]));
+    let mut by_nodes: Vec<(usize, f64, f64, f64, String)> = rows
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].parse::<f64>().unwrap();
+            // The step never gets shorter than its compute.
+            assert!(f("step_ms") >= f("compute_ms"), "{r:?}");
+            (
+                r["nodes"].parse().unwrap(),
+                f("step_ms"),
+                f("usd_per_m_samples"),
+                f("compute_ms"),
+                r["bound"].clone(),
+            )
+        })
+        .collect();
+    by_nodes.sort_by_key(|r| r.0);
+    assert_eq!(by_nodes.len(), 7, "{rows:?}");
+    for r in &by_nodes {
+        // Nor shorter than one GPU's compute of the same micro-batch.
+        assert!(r.1 >= by_nodes[0].3, "{} nodes: {} ms < {} ms", r.0, r.1, by_nodes[0].3);
+    }
+    // Past the knee (communication exposed), each doubling costs more per sample.
+    let knee = by_nodes.iter().position(|r| r.4.starts_with("comm")).expect("a comm-bound point");
+    assert!(knee >= 1 && knee < by_nodes.len() - 1, "{by_nodes:?}");
+    for w in by_nodes[knee..].windows(2) {
+        assert!(w[1].2 > w[0].2, "cost per sample falls past the knee: {by_nodes:?}");
+    }
+    assert!(by_nodes[6].2 > 1.2 * by_nodes[0].2, "{by_nodes:?}");
+}
+
+#[test]
+fn llama_7b_with_adam_fits_no_80_gb_gpu_and_gpt2_xl_does() {
+    let d = dir("memory");
+    let gpus80 = r#"instances = ["aws-p5", "dgx-h100", "dgx-a100", "gcp-a3-highgpu-8g", "gcp-a3-megagpu-8g", "gcp-a2-ultragpu-8g", "hgx-h100-roce"]"#;
+    let plan = |model: &str, mb: u32| {
+        format!(
+            "[workload]\nkind = \"ddp\"\nmodel = \"{model}\"\nmicro_batch = {mb}\nprecision = \"bf16\"\nefficiency = 0.4\n\
+             grad_dtype = \"bfloat16\"\noptimizer = \"adam\"\n\n[train]\nsteps = 100\n\n[candidates]\n{gpus80}\nnodes = [1]\n"
+        )
+    };
+    let llama = plan_file(&d, "llama.toml", &plan("llama-7b", 1));
+    let out = collsim(&["plan", path(&llama)]);
+    assert_eq!(out.status.code(), Some(1), "no candidate fits: exit 1");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let fits: Vec<&str> = report.lines().filter(|l| l.contains("does not fit")).collect();
+    assert_eq!(fits.len(), 7, "{report}");
+    for l in fits {
+        // bf16 weights and gradients, fp32 master weights and two Adam moments: 16 bytes per
+        // parameter, 100.4 GiB for 6.74 B, before activations.
+        assert!(l.contains("params 12.6 + grads 12.6 + fp32 master 25.1 + optimizer 50.2"), "{l}");
+        assert!(l.contains("the GPU has 80.0 GiB"), "{l}");
+    }
+    let gpt = plan_file(&d, "gpt.toml", &plan("gpt2-xl", 8));
+    let out = collsim_ok(&["plan", path(&gpt), "--format", "csv"]);
+    let rows = csv_rows(&out);
+    assert_eq!(rows.len(), 7);
+    for r in &rows {
+        assert_eq!(r["rejected"], "", "{r:?}");
+        assert!(r["memory_gib"].parse::<f64>().unwrap() < 80.0, "{r:?}");
+    }
+    // simulate warns about the shipped Llama-7B scenario.
+    let out = collsim(&["simulate", "scenarios/llama7b-dgx-h100-16node.toml"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not fit") && err.contains("the GPU has 80.0 GiB"), "{err}");
+}
+
+#[test]
+fn a_deadline_no_candidate_meets_names_the_closest_and_exits_1() {
+    let d = dir("deadline");
+    let text = std::fs::read_to_string(SMALL)
+        .unwrap()
+        .replace("minimise = \"cost\"", "minimise = \"cost\"\ndeadline = \"1 min\"");
+    let p = plan_file(&d, "deadline.toml", &text);
+    let out = collsim(&["plan", path(&p)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no candidate meets the plan; the closest: 4 x dgx-h100 compact"),
+        "{err}"
+    );
+    assert!(err.contains("past the deadline"), "{err}");
+}
+
+#[test]
+fn bad_plan_files_are_one_line_errors_with_file_and_line() {
+    let d = dir("bad");
+    let base = std::fs::read_to_string(SMALL).unwrap();
+    let cases = [
+        (
+            "unknown-instance",
+            base.replace("\"aws-p5\",", "\"aws-p9\","),
+            "candidates.instances: \"aws-p9\": unknown topology preset",
+        ),
+        (
+            "empty-nodes",
+            base.replace("nodes = [1, 2, 4]", "nodes = []"),
+            "candidates.nodes: no node counts",
+        ),
+        (
+            "negative-budget",
+            base.replace("minimise = \"cost\"", "minimise = \"cost\"\nbudget = \"-5 USD\""),
+            "objective.budget: must not be negative",
+        ),
+        (
+            "price-no-unit",
+            base.replace("hourly = \"15 USD/h\"", "hourly = \"15\""),
+            "instance.dgx-h100.hourly: expected an amount like \"100 USD/h\"",
+        ),
+        (
+            "price-no-date",
+            base.replace("date = \"2025-06\"\n", ""),
+            "instance.dgx-h100.date: a price needs the date",
+        ),
+        ("unknown-key", base.replace("[train]", "[train]\nsamplez = 3"), "unknown field `samplez`"),
+        (
+            "stranger",
+            format!(
+                "{base}\n[instance.\"aws-p4d\"]\nhourly = \"1 USD/h\"\nsource = \"x\"\ndate = \"2025-06\"\n"
+            ),
+            "instance.aws-p4d: not in candidates.instances",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = plan_file(&d, &format!("{name}.toml"), &text);
+        let out = collsim(&["plan", path(&p)]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        let at = format!("{}:", path(&p));
+        assert!(err.contains(&at), "{name}: no file name: {err}");
+        // file:line:col
+        let line = err
+            .split(&at)
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        assert!(line.is_some(), "{name}: no line: {err}");
+        assert!(err.contains(want), "{name}: {err}");
+    }
+}
+
+/// Splits a shell command line on spaces, dropping double quotes (enough for the shipped
+/// script's one command).
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(|w| w.replace('"', "")).collect()
+}
+
+#[test]
+fn the_shipped_slurm_array_script_runs_one_shard_each() {
+    let script = std::fs::read_to_string("scenarios/plan-gpt2xl.slurm.sh").unwrap();
+    let array = script.lines().find_map(|l| l.strip_prefix("#SBATCH --array=")).expect("--array");
+    let (lo, hi) = array.split_once('-').unwrap();
+    let (lo, hi): (usize, usize) = (lo.parse().unwrap(), hi.parse().unwrap());
+    let cmd = script.lines().find(|l| l.starts_with("collsim plan")).expect("a collsim line");
+    let d = dir("slurm");
+    let plan = std::fs::canonicalize(SMALL).unwrap().display().to_string();
+    let mut outs = Vec::new();
+    for task in lo..=hi {
+        let out = d.join(format!("results-{task}.jsonl"));
+        let line =
+            cmd.replace("$PLAN", &plan).replace("results-${SLURM_ARRAY_TASK_ID}.jsonl", path(&out));
+        let w = words(&line);
+        assert_eq!(w[0], "collsim");
+        let run = Command::new(env!("CARGO_BIN_EXE_collsim"))
+            .args(&w[1..])
+            .env("SLURM_ARRAY_TASK_ID", task.to_string())
+            .env("SLURM_ARRAY_TASK_MIN", lo.to_string())
+            .env("SLURM_ARRAY_TASK_COUNT", (hi - lo + 1).to_string())
+            .env_remove("JOB_COMPLETION_INDEX")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{line}: {}", String::from_utf8_lossy(&run.stderr));
+        outs.push(out);
+    }
+    let mut args = vec!["plan", "merge"];
+    args.extend(outs.iter().map(|p| path(p)));
+    assert_eq!(collsim_ok(&args), collsim_ok(&["plan", &plan]));
+}
+
+#[test]
+fn the_shipped_kubernetes_indexed_job_runs_one_shard_per_index() {
+    let yaml = std::fs::read_to_string("scenarios/plan-gpt2xl.k8s.yaml").unwrap();
+    let field = |k: &str| {
+        yaml.lines().find_map(|l| l.trim().strip_prefix(k)).map(|v| v.trim().to_string()).unwrap()
+    };
+    assert_eq!(field("completionMode:"), "Indexed");
+    let completions: usize = field("completions:").parse().unwrap();
+    assert!(yaml.contains("batch.kubernetes.io/job-completion-index"));
+    let command: Vec<String> =
+        serde_json::from_str(&field("command:")).expect("command is a flow sequence");
+    let count = command
+        .iter()
+        .position(|a| a == "--shard-count")
+        .map(|i| command[i + 1].parse::<usize>().unwrap());
+    assert_eq!(count, Some(completions), "--shard-count must equal completions");
+    let d = dir("k8s");
+    let mut outs = Vec::new();
+    for index in 0..completions {
+        let out = d.join(format!("results-{index}.jsonl"));
+        let args: Vec<String> = command[1..]
+            .iter()
+            .map(|a| match a.as_str() {
+                "/plan/plan-gpt2xl.toml" => SMALL.to_string(),
+                a if a.starts_with("/results/") => path(&out).to_string(),
+                a => a.to_string(),
+            })
+            .collect();
+        assert_eq!(command[0], "collsim");
+        let run = Command::new(env!("CARGO_BIN_EXE_collsim"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{args:?}: {}", String::from_utf8_lossy(&run.stderr));
+        outs.push(out);
+    }
+    let mut args = vec!["plan", "merge"];
+    args.extend(outs.iter().map(|p| path(p)));
+    assert_eq!(collsim_ok(&args), collsim_ok(&["plan", SMALL]));
+}
