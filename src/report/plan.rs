@@ -281,7 +281,7 @@ pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
     // Label the front's points, alternating above and below so neighbours do not collide.
     for (i, p) in front.iter().enumerate() {
         let o = p.3;
-        let text = format!("{}x{} {}", o.nodes, o.instance, o.placement.name());
+        let text = format!("{} x {} {}", o.nodes, o.instance, o.placement.name());
         let dy = if i % 2 == 0 { -18 } else { 8 };
         chart
             .draw_series(std::iter::once(
