@@ -1095,6 +1095,17 @@ fn topo(command: TopoCommand) -> Result<()> {
     Ok(())
 }
 
+/// An error if `out` is one of `inputs` (or the two of them would be one file).
+fn refuse_overwrite(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    if let Some(o) = canon(out)
+        && let Some(i) = inputs.iter().find(|i| canon(i).as_ref() == Some(&o))
+    {
+        bail!("{}: is an input of this run ({}); write somewhere else", out.display(), i.display());
+    }
+    Ok(())
+}
+
 /// Ranks a plan's outcomes and writes the report; fails (exit 1) when no candidate meets the
 /// plan, after the report, naming the closest candidates.
 fn plan_report(
@@ -1111,13 +1122,14 @@ fn plan_report(
         PlanFmt::Csv => report::plan::csv(&ranking, &mut w)?,
     }
     w.flush()?;
+    if ranking.ranked.is_empty() {
+        bail!("{}", collsim::plan::no_solution(&summary.plan, &ranking, &summary.objective));
+    }
     if let Some(p) = &out.plot {
         report::plan::pareto_svg(p, summary, &ranking)
             .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     }
-    if ranking.ranked.is_empty() {
-        bail!("{}", collsim::plan::no_solution(&summary.plan, &ranking, summary.minimise()));
-    }
+
     Ok(())
 }
 
@@ -1131,15 +1143,38 @@ fn plan(args: PlanArgs) -> Result<()> {
             let text = config::load_text(p)?;
             files.push((name.clone(), shard::read(&name, &text).map_err(|e| anyhow!(e))?));
         }
+        for o in output.iter().chain(&out.plot) {
+            refuse_overwrite(o, &results)?;
+        }
         let (summary, outcomes) = shard::merge(&files).map_err(|e| anyhow!(e))?;
         return plan_report(&summary, outcomes, &out, output.as_deref());
     }
     let path = args.plan.ok_or_else(|| anyhow!("plan needs a plan file"))?;
     let plan = config::parse_plan(&path.display().to_string(), &config::load_text(&path)?)?;
+    // The files the run reads, which its outputs must not replace.
+    let mut inputs = vec![path.clone()];
+    inputs.extend(args.profile.clone());
+    inputs.extend(plan.instances.iter().filter_map(|i| match &i.topology {
+        config::TopologySource::File(f) => Some(f.clone()),
+        config::TopologySource::Preset(_) => None,
+    }));
+    inputs.extend(plan.scenario.clone());
+    for o in args.output.iter().filter(|_| args.shard.is_none()).chain(&args.out.plot) {
+        refuse_overwrite(o, &inputs)?;
+        // Fail now, not after the evaluation, where the output cannot be written.
+        let dir = o.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            bail!("{}: no such directory {}", o.display(), dir.display());
+        }
+    }
+    let profile_text = match args.profile.as_deref() {
+        Some(p) => config::load_text(p)?,
+        None => config::DEFAULT_PROFILE.1.to_string(),
+    };
     let profile = load_profile(args.profile.as_deref())?;
     let m = mode(args.mode);
     let cands = collsim::plan::candidates(&plan);
-    let summary = Summary::of(&plan, cands.len());
+    let summary = Summary::of(&plan, cands.len(), &format!("{profile_text}\0{m:?}"));
     let Some(sh) = &args.shard else {
         if args.shard_count.is_some() {
             bail!("--shard-count goes with --shard auto");
@@ -1171,6 +1206,10 @@ fn plan(args: PlanArgs) -> Result<()> {
     let out_name = out_path.display().to_string();
     // What the file already holds: resume from it, or refuse to add to it.
     let mut done = std::collections::BTreeSet::new();
+    if out_path.exists() && !out_path.is_file() {
+        bail!("{out_name}: not a regular file; give a results file path");
+    }
+    refuse_overwrite(&out_path, &inputs)?;
     let existing = match std::fs::read_to_string(&out_path) {
         Ok(t) if !t.is_empty() => Some(t),
         Ok(_) => None,

@@ -13,6 +13,17 @@ use crate::hw::NodeSpec;
 
 type S<T> = Spanned<T>;
 
+/// Most nodes one candidate may have: a plan simulates every candidate, and a cluster this big
+/// takes seconds per collective already.
+pub const MAX_NODES: usize = 16_384;
+
+/// Most candidates one plan may have.
+pub const MAX_CANDIDATES: usize = 1_000_000;
+
+/// Most gradient-accumulation micro-steps a global batch may ask for (a scenario's
+/// grad_accumulation limit).
+pub const MAX_ACCUMULATION: u64 = 1 << 16;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPlan {
@@ -196,10 +207,18 @@ pub struct PlanSpec {
     pub objective: Objective,
     /// NCCL_* variables every candidate runs with.
     pub nccl: Vec<(String, String)>,
+    /// The scenario file the workload comes from, if it does.
+    pub scenario: Option<std::path::PathBuf>,
 }
 
-/// A plan's `[instance.X]`: its price and source, and its compact_max_nodes.
-type Override = (Option<(f64, String)>, Option<usize>);
+/// A plan's `[instance.X]`: its on-demand (or amortised) and spot prices with where they come
+/// from, and its compact_max_nodes.
+#[derive(Default)]
+struct Override {
+    base: Option<(f64, String)>,
+    spot: Option<(f64, String)>,
+    compact: Option<usize>,
+}
 
 /// A USD figure: "500 USD" (`unit` "USD") or "32.77 USD/h" (`unit` "USD/h").
 fn usd(t: &str, unit: &str) -> Result<f64, String> {
@@ -209,26 +228,24 @@ fn usd(t: &str, unit: &str) -> Result<f64, String> {
         .map(str::trim)
         .ok_or_else(|| format!("expected an amount like \"100 {unit}\", got {t:?}"))?;
     match num.replace('_', "").parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(x) if (0.0..=1e12).contains(&x) => Ok(x),
+        Ok(x) if x > 1e12 => Err(format!("{t:?}: at most 1e12 {unit}")),
         Ok(x) if x < 0.0 => Err(format!("must not be negative (got {t:?})")),
         _ => Err(format!("expected a non-negative number of {unit}, got {t:?}")),
     }
 }
 
-/// A duration in hours: "72 h", "3 d", "90 min", "3600 s".
+/// A duration in hours: "72 h", "3 d", "90 min", "3600 s" (at most 100 years).
 fn hours(t: &str) -> Result<f64, String> {
     let t = t.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale = match unit.trim() {
-        "s" => 1.0 / 3600.0,
-        "min" => 1.0 / 60.0,
-        "h" => 1.0,
-        "d" => 24.0,
-        _ => return Err(format!("expected a duration like \"72 h\" (s, min, h, d), got {t:?}")),
+    let units = [("min", 1.0 / 60.0), ("h", 1.0), ("d", 24.0), ("s", 1.0 / 3600.0)];
+    let Some((num, scale)) = units.iter().find_map(|(u, k)| t.strip_suffix(u).map(|n| (n, *k)))
+    else {
+        return Err(format!("expected a duration like \"72 h\" (s, min, h, d), got {t:?}"));
     };
     match num.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x * scale),
+        Ok(x) if x.is_finite() && x > 0.0 && x * scale <= 876_000.0 => Ok(x * scale),
+        Ok(x) if x.is_finite() && x > 0.0 => Err(format!("{t:?}: at most 100 years")),
         _ => Err(format!("expected a positive duration like \"72 h\", got {t:?}")),
     }
 }
@@ -247,7 +264,7 @@ fn positive(src: &Source<'_>, field: &str, v: &S<i64>, max: i64) -> Result<usize
 
 /// The node counts: a list, or `{ from, to, step }` / `{ from, to, factor }`.
 fn node_counts(src: &Source<'_>, v: &S<toml::Value>) -> Result<Vec<usize>, ConfigError> {
-    const MAX: i64 = 1 << 20;
+    const MAX: i64 = MAX_NODES as i64;
     let field = "candidates.nodes";
     let out = src.check(field, v, |val| {
         let int = |x: &toml::Value, what: &str| match x.as_integer() {
@@ -255,6 +272,9 @@ fn node_counts(src: &Source<'_>, v: &S<toml::Value>) -> Result<Vec<usize>, Confi
             _ => Err(format!("{what} must be a whole number of nodes from 1 to {MAX} (got {x})")),
         };
         match val {
+            toml::Value::Array(a) if a.len() > 4096 => {
+                Err(format!("{} node counts: at most 4096", a.len()))
+            }
             toml::Value::Array(a) => a.iter().map(|x| int(x, "each count")).collect(),
             toml::Value::Table(t) => {
                 if let Some(k) =
@@ -305,7 +325,7 @@ fn node_counts(src: &Source<'_>, v: &S<toml::Value>) -> Result<Vec<usize>, Confi
 }
 
 /// A list knob: each value checked by `f`; absent, one None (the workload's own).
-fn knob<T, U>(
+fn knob<T, U: PartialEq + std::fmt::Debug>(
     src: &Source<'_>,
     field: &str,
     v: &Option<S<Vec<T>>>,
@@ -320,10 +340,42 @@ fn knob<T, U>(
             format!("{field}: empty list (leave it out to keep the workload's own)"),
         ));
     }
+    no_repeats(src, field, v.span().start, &out)?;
     Ok(out)
 }
 
-/// The `[workload]` of a scenario file, parsed for `node`, with the scenario's `[nccl]`.
+/// An error if a list names a value twice (it would be two identical candidates).
+fn no_repeats<U: PartialEq + std::fmt::Debug>(
+    src: &Source<'_>,
+    field: &str,
+    at: usize,
+    xs: &[U],
+) -> Result<(), ConfigError> {
+    for (i, x) in xs.iter().enumerate() {
+        if xs[..i].contains(x) {
+            return Err(src.error_at(at, format!("{field}: {x:?} is listed twice")));
+        }
+    }
+    Ok(())
+}
+
+/// An `[nccl]` table's variables, each value checked as NCCL would read it (errors at its
+/// line).
+fn checked_nccl(
+    src: &Source<'_>,
+    table: Option<&BTreeMap<String, S<toml::Value>>>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let pairs = super::scenario::parse_nccl(src, table)?;
+    for (k, v) in &pairs {
+        if let Err(e) = crate::comm::env::NcclEnv::from_pairs([(k.as_str(), v.as_str())]) {
+            let at = table.and_then(|t| t.get(k)).map_or(0, |x| x.span().start);
+            return Err(src.error_at(at, format!("nccl.{k}: {e}")));
+        }
+    }
+    Ok(pairs)
+}
+
+/// The `[workload]` of a scenario file, parsed for `node`.
 fn scenario_workload(file: &str, text: &str, node: &NodeSpec) -> Result<Workload, ConfigError> {
     let src = Source { name: file, text };
     let raw: RawScenario = src.parse()?;
@@ -336,7 +388,7 @@ fn scenario_workload(file: &str, text: &str, node: &NodeSpec) -> Result<Workload
 }
 
 /// A stable hash of `parts` (FNV-1a, 64 bits), as 16 hex digits.
-fn fingerprint(parts: &[&str]) -> String {
+pub fn fingerprint(parts: &[&str]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for p in parts {
         for b in p.bytes().chain([0xff]) {
@@ -361,6 +413,12 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                 Some(b) if Path::new(p.get_ref()).is_relative() => b.join(p.get_ref()),
                 _ => Path::new(p.get_ref()).to_path_buf(),
             };
+            if !path.is_file() {
+                return Err(src.error_at(
+                    p.span().start,
+                    format!("scenario: {}: not a file", path.display()),
+                ));
+            }
             let text = std::fs::read_to_string(&path).map_err(|e| {
                 src.error_at(
                     p.span().start,
@@ -442,49 +500,57 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         let i = inst.get_ref();
         let f = |k: &str| format!("instance.{name}.{k}");
         let price = |v: &S<String>, k: &str| src.check(&f(k), v, |t| usd(t, "USD/h"));
-        let chosen = match (objective.pricing, &i.spot, &i.on_demand, &i.hourly) {
-            (_, _, Some(_), Some(h)) => {
-                return Err(src.error_at(h.span().start, format!("{}: give on_demand (a cloud price) or hourly (an amortised cost), not both", f("hourly"))));
-            }
-            (Pricing::Spot, Some(s), _, _) => Some(price(s, "spot")?),
-            (_, _, Some(d), None) => Some(price(d, "on_demand")?),
-            (_, _, None, Some(h)) => Some(price(h, "hourly")?),
-            _ => None,
-        };
-        // Every given price is checked, used or not.
-        for (k, v) in [("on_demand", &i.on_demand), ("spot", &i.spot), ("hourly", &i.hourly)] {
-            if let Some(v) = v {
-                price(v, k)?;
-            }
+        if let (Some(_), Some(h)) = (&i.on_demand, &i.hourly) {
+            return Err(src.error_at(
+                h.span().start,
+                format!(
+                    "{}: give on_demand (a cloud price) or hourly (an amortised cost), not both",
+                    f("hourly")
+                ),
+            ));
         }
-        let source = match (&chosen, &i.source) {
-            (Some(_), Some(s)) => {
-                let date = match &i.date {
-                    Some(d) => {
-                        src.check(&f("date"), d, |d| super::check_date(d).map(|()| d.clone()))?
-                    }
-                    None => {
-                        return Err(src.error_at(
-                            inst.span().start,
-                            format!(
-                                "{}: a price needs the date it was read (\"2025-06\")",
-                                f("date")
-                            ),
-                        ));
-                    }
-                };
-                format!("{s} ({date})")
+        let opt_price =
+            |v: &Option<S<String>>, k: &str| v.as_ref().map(|v| price(v, k)).transpose();
+        let on_demand = opt_price(&i.on_demand, "on_demand")?;
+        let hourly = opt_price(&i.hourly, "hourly")?;
+        let spot = opt_price(&i.spot, "spot")?;
+        let date = match &i.date {
+            Some(d) => {
+                Some(src.check(&f("date"), d, |d| super::check_date(d).map(|()| d.clone()))?)
             }
-            (Some(_), None) => {
-                return Err(src.error_at(inst.span().start, format!("{}: a price needs its source (a price page, or how the amortised cost was worked out)", f("source"))));
-            }
-            (None, _) => String::new(),
-        };
-        let compact = match &i.compact_max_nodes {
-            Some(m) => Some(positive(&src, &f("compact_max_nodes"), m, 1 << 20)?),
             None => None,
         };
-        overrides.insert(name.clone(), (chosen.map(|p| (p, source)), compact));
+        let priced = on_demand.is_some() || hourly.is_some() || spot.is_some();
+        let source = match (priced, &i.source, date) {
+            (true, Some(s), Some(d)) => format!("{s} ({d})"),
+            (true, None, _) => {
+                return Err(src.error_at(inst.span().start, format!("{}: a price needs its source (a price page, or how the amortised cost was worked out)", f("source"))));
+            }
+            (true, Some(_), None) => {
+                return Err(src.error_at(
+                    inst.span().start,
+                    format!("{}: a price needs the date it was read (\"2025-06\")", f("date")),
+                ));
+            }
+            (false, Some(_), _) | (false, None, Some(_)) => {
+                return Err(src.error_at(
+                    inst.span().start,
+                    format!("instance.{name}: source and date go with a price (on_demand, spot or hourly)"),
+                ));
+            }
+            (false, None, None) => String::new(),
+        };
+        let base = match (on_demand, hourly) {
+            (Some(p), _) => Some((p, format!("on-demand: {source}"))),
+            (None, Some(p)) => Some((p, format!("amortised: {source}"))),
+            _ => None,
+        };
+        let spot = spot.map(|p| (p, format!("spot: {source}")));
+        let compact = match &i.compact_max_nodes {
+            Some(m) => Some(positive(&src, &f("compact_max_nodes"), m, MAX_NODES as i64)?),
+            None => None,
+        };
+        overrides.insert(name.clone(), Override { base, spot, compact });
     }
 
     let compact_max_nodes = match &c.compact_max_nodes {
@@ -506,24 +572,35 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             };
             src.error_at(c.instances.span().start, format!("candidates.instances: {name:?}: {msg}"))
         })?;
-        if instances.iter().any(|i: &Instance| i.name == *name) {
+        // The same topology twice, by name or by two spellings of one path.
+        let same = |a: &TopologySource, b: &TopologySource| match (a, b) {
+            (TopologySource::File(x), TopologySource::File(y)) => {
+                std::fs::canonicalize(x).ok() == std::fs::canonicalize(y).ok()
+            }
+            _ => a == b,
+        };
+        if instances.iter().any(|i: &Instance| i.name == *name || same(&i.topology, &topology)) {
             return Err(src.error_at(
                 c.instances.span().start,
                 format!("candidates.instances: {name:?} is listed twice"),
             ));
         }
-        let (over_price, over_compact) = overrides.remove(name).unwrap_or((None, None));
-        let price = over_price.or_else(|| {
-            node.price.as_ref().map(|p| {
-                let spot =
-                    (objective.pricing == Pricing::Spot).then_some(p.spot_usd_per_hour).flatten();
-                let (usd, kind) = match spot {
-                    Some(s) => (s, "spot"),
-                    None => (p.on_demand_usd_per_hour, "on-demand"),
-                };
-                (usd, format!("{kind}: {} ({})", p.source, p.date))
-            })
+        let over = overrides.remove(name).unwrap_or_default();
+        // The plan's figures first, then the topology's; spot where asked for and published.
+        let listed = node.price.as_ref().map(|p| {
+            let from = format!("{} ({})", p.source, p.date);
+            (
+                (p.on_demand_usd_per_hour, format!("on-demand: {from}")),
+                p.spot_usd_per_hour.map(|s| (s, format!("spot: {from}"))),
+            )
         });
+        let base = over.base.clone().or_else(|| listed.as_ref().map(|l| l.0.clone()));
+        let spot = over.spot.clone().or_else(|| listed.as_ref().and_then(|l| l.1.clone()));
+        let price = match objective.pricing {
+            Pricing::OnDemand => base,
+            Pricing::Spot => spot.or_else(|| base.map(|(p, s)| (p, format!("no spot price; {s}")))),
+        };
+        let over_compact = over.compact;
         let workload = match &scenario {
             Some((f, t)) => scenario_workload(f, t, &node),
             None => super::scenario::parse_workload(
@@ -565,6 +642,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     }
 
     let nodes = node_counts(&src, &c.nodes)?;
+    no_repeats(&src, "candidates.nodes", c.nodes.span().start, &nodes)?;
     let placements = match &c.placements {
         Some(p) => {
             let out = src.check("candidates.placements", p, |ps| {
@@ -580,6 +658,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             if out.is_empty() {
                 return Err(src.error_at(p.span().start, "candidates.placements: empty list"));
             }
+            no_repeats(&src, "candidates.placements", p.span().start, &out)?;
             out
         }
         None => vec![PlacementKind::Compact],
@@ -611,58 +690,147 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             Err(format!("unknown hook {h:?} ({})", hooks.join(", ")))
         }
     })?;
+    // "auto" is NCCL's own choice, whatever [nccl] says.
     let nccl_algo = knob(&src, "candidates.nccl_algo", &c.nccl_algo, |a| {
         if a == "auto" {
-            return Ok(String::new());
+            return Ok(a.clone());
+        }
+        if a.contains(';') || a.contains(':') {
+            return Err(format!(
+                "{a:?}: one algorithm list per value (Ring, Tree, \"Ring,Tree\", NVLS, ...), without per-collective parts"
+            ));
         }
         crate::comm::env::NcclEnv::from_pairs([("NCCL_ALGO", a.as_str())])
             .map(|_| a.clone())
             .map_err(|e| e.to_string())
-    })?
-    .into_iter()
-    .map(|a| a.filter(|a| !a.is_empty()))
-    .collect::<Vec<_>>();
+    })?;
     let micro_batch = knob(&src, "candidates.micro_batch", &c.micro_batch, |&m| {
         if (1..=1 << 24).contains(&m) {
             Ok(m as u64)
         } else {
-            Err(format!("must be at least 1 (got {m})"))
+            Err(format!("must be from 1 to {} (got {m})", 1 << 24))
         }
     })?;
 
     let train = raw.train.as_ref();
     let amount = match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
         Some((Some(s), None, None)) => Amount::Samples(src.check("train.samples", s, |&x| {
-            if x.is_finite() && x > 0.0 {
+            if x.is_finite() && x > 0.0 && x <= 1e18 {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number of samples (got {x})"))
+                Err(format!("must be a positive number of samples, at most 1e18 (got {x})"))
             }
         })?),
         Some((None, Some(t), None)) => Amount::Tokens(src.check("train.tokens", t, |&x| {
-            if x.is_finite() && x > 0.0 {
+            if x.is_finite() && x > 0.0 && x <= 1e18 {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number of tokens (got {x})"))
+                Err(format!("must be a positive number of tokens, at most 1e18 (got {x})"))
             }
         })?),
         Some((None, None, Some(n))) => {
-            Amount::Steps(positive(&src, "train.steps", n, i64::MAX)? as u64)
+            Amount::Steps(positive(&src, "train.steps", n, 1_000_000_000_000)? as u64)
         }
         Some((None, None, None)) | None => {
             return Err(src.error("train: missing how much to train (samples, tokens or steps), for time and cost to train"));
         }
-        Some(_) => return Err(src.error("train: give one of samples, tokens, steps")),
+        Some(_) => {
+            let at = train
+                .and_then(|t| {
+                    t.steps
+                        .as_ref()
+                        .map(|x| x.span().start)
+                        .or(t.tokens.as_ref().map(|x| x.span().start))
+                })
+                .unwrap_or(0);
+            return Err(src.error_at(at, "train: give one of samples, tokens, steps"));
+        }
     };
     let global_batch = match train.and_then(|t| t.global_batch.as_ref()) {
         Some(g) => Some(positive(&src, "train.global_batch", g, 1 << 40)? as u64),
         None => None,
     };
-    let nccl = super::scenario::parse_nccl(&src, raw.nccl.as_ref())?;
+    // The scenario's [nccl], then the plan's over it.
+    let mut nccl = match &scenario {
+        Some((f, t)) => {
+            let ssrc = Source { name: f, text: t };
+            let raw: RawScenario = ssrc.parse()?;
+            checked_nccl(&ssrc, raw.nccl.as_ref())?
+        }
+        None => Vec::new(),
+    };
+    for (k, v) in checked_nccl(&src, raw.nccl.as_ref())? {
+        nccl.retain(|(key, _)| *key != k);
+        nccl.push((k, v));
+    }
+    // What the workload allows: checked once here, not rejected candidate by candidate.
+    let span = |v: Option<usize>| v.unwrap_or(0);
+    let t_at = |f: fn(&RawTrain) -> Option<usize>| span(train.and_then(f));
+    match instances.iter().find_map(|i| i.workload.as_ref().ok()) {
+        Some(Workload::Ddp(spec))
+            if matches!(amount, Amount::Tokens(_)) && spec.sequence.is_none() =>
+        {
+            return Err(src.error_at(
+                t_at(|t| t.tokens.as_ref().map(|x| x.span().start)),
+                format!(
+                    "train.tokens: {} has no sequence length; give samples or steps",
+                    spec.model.name
+                ),
+            ));
+        }
+        Some(Workload::Sweep(_)) => {
+            if !matches!(amount, Amount::Steps(_)) {
+                let at = t_at(|t| t.samples.as_ref().or(t.tokens.as_ref()).map(|x| x.span().start));
+                return Err(src.error_at(at, "train: a collective workload trains in steps (one call each): give train.steps"));
+            }
+            if let Some(g) = train.and_then(|t| t.global_batch.as_ref()) {
+                return Err(
+                    src.error_at(g.span().start, "train.global_batch: only for a DDP workload")
+                );
+            }
+            for (k, at) in [
+                ("bucket_cap_mb", c.bucket_cap_mb.as_ref().map(|x| x.span().start)),
+                ("comm_hook", c.comm_hook.as_ref().map(|x| x.span().start)),
+                ("micro_batch", c.micro_batch.as_ref().map(|x| x.span().start)),
+            ] {
+                if let Some(at) = at {
+                    return Err(src.error_at(
+                        at,
+                        format!("candidates.{k}: a DDP knob; the workload is a collective"),
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    let total = [
+        instances.len(),
+        nodes.len(),
+        placements.len(),
+        bucket_cap_mb.len(),
+        comm_hook.len(),
+        nccl_algo.len(),
+        micro_batch.len(),
+    ]
+    .iter()
+    .try_fold(1usize, |a, &n| a.checked_mul(n))
+    .filter(|&n| n <= MAX_CANDIDATES);
+    if total.is_none() {
+        return Err(src.error_at(
+            c.instances.span().start,
+            format!("candidates: more than {MAX_CANDIDATES} combinations; split the plan"),
+        ));
+    }
     let scenario_text = scenario.as_ref().map_or("", |(_, t)| t.as_str());
     Ok(PlanSpec {
         name: file.to_string(),
-        fingerprint: fingerprint(&[text, scenario_text]),
+        fingerprint: {
+            // The topologies as read (a file edited between shards is another plan).
+            let nodes: Vec<String> = instances.iter().map(|i| format!("{:?}", i.node)).collect();
+            let mut parts = vec![text, scenario_text];
+            parts.extend(nodes.iter().map(String::as_str));
+            fingerprint(&parts)
+        },
         instances,
         nodes,
         placements,
@@ -675,5 +843,6 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         amount,
         objective,
         nccl,
+        scenario: scenario.as_ref().map(|(f, _)| std::path::PathBuf::from(f)),
     })
 }

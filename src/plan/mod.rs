@@ -289,7 +289,7 @@ pub fn evaluate_cached(
 fn constraint(plan: &PlanSpec, m: &Metrics) -> Option<String> {
     let o = &plan.objective;
     if let Some(t) = o.throughput.filter(|&t| m.samples_per_s < t) {
-        return Some(format!("{:.1} samples/s, below the target {t}", m.samples_per_s));
+        return Some(format!("{:.1} samples/s, below the target {t} samples/s", m.samples_per_s));
     }
     if let Some(d) = o.deadline_h.filter(|&d| m.train_hours > d) {
         return Some(format!("trains in {}, past the deadline {}", hours(m.train_hours), hours(d)));
@@ -302,13 +302,26 @@ fn constraint(plan: &PlanSpec, m: &Metrics) -> Option<String> {
     None
 }
 
-/// "37.2 h" or "2.3 d".
+/// "42 s", "12.5 min", "37.2 h", "2.3 d" or "3.1 y".
 pub fn hours(h: f64) -> String {
-    if h >= 48.0 { format!("{:.1} d", h / 24.0) } else { format!("{h:.1} h") }
+    if h < 1.0 / 60.0 {
+        format!("{:.0} s", h * 3600.0)
+    } else if h < 1.0 {
+        format!("{:.1} min", h * 60.0)
+    } else if h < 48.0 {
+        format!("{h:.1} h")
+    } else if h < 24.0 * 365.0 {
+        format!("{:.1} d", h / 24.0)
+    } else {
+        format!("{:.3e} y", h / (24.0 * 365.0))
+    }
 }
 
-/// "$12,345".
+/// "$12,345" (above a trillion: "$1.234e15").
 pub fn usd(x: f64) -> String {
+    if x.is_nan() || x >= 1e12 {
+        return format!("${x:.3e}");
+    }
     let whole = x.round() as u64;
     let s = whole.to_string();
     let mut out = String::new();
@@ -347,9 +360,23 @@ fn run(
         PlacementKind::Zones if c.nodes < plan.zones => {
             return Err(format!("{} zones need at least {} nodes", plan.zones, plan.zones));
         }
+        PlacementKind::Zones if !c.nodes.is_multiple_of(plan.zones) => {
+            return Err(format!("{} nodes do not split evenly over {} zones", c.nodes, plan.zones));
+        }
+        PlacementKind::Zones => {
+            let per = c.nodes / plan.zones;
+            if let Some(m) = inst.compact_max_nodes.filter(|&m| per > m) {
+                return Err(format!(
+                    "{per} nodes per zone; one compact placement group holds at most {m}"
+                ));
+            }
+        }
         _ => {}
     }
     let usd_per_hour = inst.price.as_ref().map(|(p, _)| p * c.nodes as f64);
+    if usd_per_hour.is_none() && (o.budget_usd.is_some() || o.budget_usd_per_hour.is_some()) {
+        return Err("no price, so the budget cannot be checked (give [instance] hourly)".into());
+    }
     if let (Some(b), Some(cost)) = (o.budget_usd_per_hour, usd_per_hour)
         && cost > b
     {
@@ -357,8 +384,11 @@ fn run(
     }
     let mut nccl = plan.nccl.clone();
     if let Some(a) = &c.nccl_algo {
+        // "auto": NCCL's own choice, whatever [nccl] says.
         nccl.retain(|(k, _)| k != "NCCL_ALGO");
-        nccl.push(("NCCL_ALGO".into(), a.clone()));
+        if a != "auto" {
+            nccl.push(("NCCL_ALGO".into(), a.clone()));
+        }
     }
     let mut scenario = Scenario {
         topology: inst.topology.clone(),
@@ -478,6 +508,14 @@ fn edit_ddp(
         return Err(format!(
             "global batch {g} is not a multiple of {gpus} GPUs x micro-batch {}",
             spec.micro_batch
+        ));
+    }
+    if g / per_step > crate::config::plan::MAX_ACCUMULATION {
+        return Err(format!(
+            "global batch {g} needs {} micro-steps of {gpus} GPUs x {}; at most {}",
+            g / per_step,
+            spec.micro_batch,
+            crate::config::plan::MAX_ACCUMULATION
         ));
     }
     spec.grad_accumulation = g / per_step;
@@ -627,23 +665,39 @@ fn recommend(minimise: Minimise, ranked: &[Ranked]) -> Option<String> {
     Some(format!("{}: {why}{}", label(&best.outcome), trade.unwrap_or_default()))
 }
 
-/// Why no candidate is a solution, naming the closest ones (those rejected only for what
-/// they achieve, nearest the objective first).
-pub fn no_solution(plan_name: &str, ranking: &Ranking, minimise: Minimise) -> String {
-    let mut near: Vec<&Outcome> = ranking.rejected.iter().filter(|o| o.metrics.is_some()).collect();
-    near.sort_by(|a, b| {
-        let (ma, mb) =
-            (a.metrics.as_ref().expect("simulated"), b.metrics.as_ref().expect("simulated"));
-        match minimise {
-            Minimise::Cost => ma.train_hours.total_cmp(&mb.train_hours),
-            Minimise::Time => ma.train_hours.total_cmp(&mb.train_hours),
-        }
-        .then(a.index.cmp(&b.index))
-    });
+/// How far a simulated candidate is from meeting `o`: the largest ratio of what it needs over
+/// what the constraints allow (1 or less: it meets them all).
+fn shortfall(o: &crate::config::plan::Objective, m: &Metrics) -> f64 {
+    let mut r: f64 = 0.0;
+    if let Some(t) = o.throughput {
+        r = r.max(t / m.samples_per_s);
+    }
+    if let Some(d) = o.deadline_h {
+        r = r.max(m.train_hours / d);
+    }
+    if let (Some(b), Some(c)) = (o.budget_usd, m.train_usd) {
+        r = r.max(if b > 0.0 { c / b } else { f64::INFINITY });
+    }
+    r
+}
+
+/// Why no candidate is a solution, naming the closest ones: those that were simulated, least
+/// short of the constraints first.
+pub fn no_solution(
+    plan_name: &str,
+    ranking: &Ranking,
+    o: &crate::config::plan::Objective,
+) -> String {
+    let mut near: Vec<(&Outcome, f64)> = ranking
+        .rejected
+        .iter()
+        .filter_map(|c| Some((c, shortfall(o, c.metrics.as_ref()?))))
+        .collect();
+    near.sort_by(|a, b| a.1.total_cmp(&b.1).then(order(o.minimise, a.0, b.0)));
     let closest: Vec<String> = near
         .iter()
         .take(3)
-        .map(|o| format!("{} ({})", label(o), o.rejected.as_deref().unwrap_or("")))
+        .map(|(c, _)| format!("{} ({})", label(c), c.rejected.as_deref().unwrap_or("")))
         .collect();
     if closest.is_empty() {
         format!(

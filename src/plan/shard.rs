@@ -57,7 +57,10 @@ impl Shard {
                     "--shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"
                 )
             })?;
-            if k >= n || n == 0 {
+            if n == 0 {
+                return Err("--shard auto: SLURM_ARRAY_TASK_COUNT is 0".into());
+            }
+            if k >= n {
                 return Err(format!(
                     "--shard auto: array task {id} (from {min}) is not one of {n} shards; the array must be {min}-{}",
                     min + n.saturating_sub(1)
@@ -106,8 +109,9 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The summary of `plan`.
-    pub fn of(plan: &PlanSpec, candidates: usize) -> Summary {
+    /// The summary of `plan` evaluated under `run` (what else decides the outcomes: the
+    /// profile's text and the simulation mode), which the fingerprint takes in.
+    pub fn of(plan: &PlanSpec, candidates: usize, run: &str) -> Summary {
         let collective = plan
             .instances
             .iter()
@@ -115,7 +119,11 @@ impl Summary {
             .any(|w| matches!(w, crate::config::Workload::Sweep(_)));
         Summary {
             plan: plan.name.clone(),
-            fingerprint: plan.fingerprint.clone(),
+            fingerprint: crate::config::plan::fingerprint(&[
+                &plan.fingerprint,
+                run,
+                env!("CARGO_PKG_VERSION"),
+            ]),
             candidates,
             amount: plan.amount,
             objective: plan.objective.clone(),

@@ -348,3 +348,79 @@ fn the_shipped_kubernetes_indexed_job_runs_one_shard_per_index() {
     args.extend(outs.iter().map(|p| path(p)));
     assert_eq!(collsim_ok(&args), collsim_ok(&["plan", SMALL]));
 }
+
+#[test]
+fn what_decides_the_numbers_is_checked_before_they_are_trusted() {
+    let d = dir("checks");
+    // A scenario's [nccl] is the plan's too, and its errors name the scenario's line.
+    let scen = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").unwrap();
+    std::fs::write(d.join("s.toml"), format!("{scen}\n[nccl]\nNCCL_ALGO = \"Rong\"\n")).unwrap();
+    let plan = "scenario = \"s.toml\"\n[train]\nsamples = 1e6\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\n";
+    let p = plan_file(&d, "p.toml", plan);
+    let out = collsim(&["plan", path(&p)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("s.toml:") && err.contains("nccl.NCCL_ALGO"), "{err}");
+    // Shards run with another mode (or profile) are another plan: they do not merge.
+    let (a, b) = (d.join("a.jsonl"), d.join("b.jsonl"));
+    collsim_ok(&["plan", SMALL, "--shard", "1/2", "-o", path(&a)]);
+    collsim_ok(&["plan", SMALL, "--shard", "2/2", "--mode", "aggregated", "-o", path(&b)]);
+    let out = collsim(&["plan", "merge", path(&a), path(&b)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("results of another plan"));
+    // Outputs never replace inputs, and a results file is a regular file.
+    let out = collsim(&["plan", SMALL, "-o", SMALL]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is an input of this run"));
+    let out = collsim(&["plan", SMALL, "--shard", "1/2", "-o", path(&d)]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    // A budget rejects what cannot be priced; a global batch too big for accumulation and an
+    // uneven split over zones are rejected with their reason; "auto" is NCCL's own choice even
+    // where [nccl] names an algorithm.
+    let text = std::fs::read_to_string(SMALL).unwrap();
+    let text = text
+        .replace("[train]", "[nccl]\nNCCL_ALGO = \"Tree\"\n\n[train]\nglobal_batch = 1099511627776")
+        .replace("nodes = [1, 2, 4]", "nodes = [1, 2, 3]\nnccl_algo = [\"auto\", \"Tree\"]")
+        .replace("placements = [\"compact\", \"spread\"]", "placements = [\"compact\", \"zones\"]")
+        .replace("[instance.\"dgx-h100\"]\nhourly = \"15 USD/h\"\nsource = \"test figure\"\ndate = \"2025-06\"\n", "")
+        .replace("minimise = \"cost\"", "minimise = \"cost\"\nbudget = \"1000000 USD\"");
+    let p = plan_file(&d, "r.toml", &text);
+    let out = collsim(&["plan", path(&p)]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("micro-steps of 8 GPUs x 8; at most 65536"), "{report}");
+    assert!(report.contains("3 nodes do not split evenly over 2 zones"), "{report}");
+    assert!(
+        report
+            .contains("x dgx-h100 compact (algo auto): no price, so the budget cannot be checked"),
+        "{report}"
+    );
+    let small = text.replace("global_batch = 1099511627776", "");
+    let p = plan_file(&d, "auto.toml", &small);
+    let rows = csv_rows(&collsim_ok(&["plan", path(&p), "--format", "csv"]));
+    let step = |knobs: &str| {
+        rows.iter()
+            .find(|r| {
+                r["instance"] == "aws-p5"
+                    && r["nodes"] == "2"
+                    && r["placement"] == "compact"
+                    && r["knobs"] == knobs
+            })
+            .map(|r| r["step_ms"].parse::<f64>().unwrap())
+            .unwrap()
+    };
+    assert!(
+        step("algo Tree") > 1.05 * step("algo auto"),
+        "{} vs {}",
+        step("algo Tree"),
+        step("algo auto")
+    );
+    // A DDP step on an NCCL_ALGO NCCL would refuse is an error, not a silent ring.
+    let out = collsim(&[
+        "simulate",
+        "scenarios/resnet50-dgx-a100-4node.toml",
+        "--nccl",
+        "NCCL_ALGO=NVLS",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NCCL would refuse"));
+}
