@@ -10,7 +10,7 @@
 //! O(Σ path lengths · log links). [`max_min_rates_reference`] is the slow, obviously correct
 //! version it is tested against.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// One flow as the solver sees it.
@@ -38,23 +38,20 @@ impl FlowSpec<'_> {
 /// Relative tolerance under which two fair-share levels count as equal.
 const REL_EPS: f64 = 1e-12;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Share {
-    level: f64,
-    link: u32,
-    version: u32,
+/// A link's fair share in the heap, as one integer ordered as (level, link, version): the
+/// level's bits (a non-negative float orders as its bits), the link, and the version that
+/// tells a stale entry. The heap pops the smallest share first; ties by link index for
+/// determinism. (An integer compares faster than a float and a tie-break.)
+fn share(level: f64, link: u32, version: u32) -> Reverse<u128> {
+    // +0.0 for a -0.0, which would order as the largest.
+    let bits = (level + 0.0).to_bits() as u128;
+    Reverse(bits << 64 | (link as u128) << 32 | version as u128)
 }
-impl Eq for Share {}
-impl PartialOrd for Share {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Share {
-    // Reversed: the heap pops the smallest share first; ties by link index for determinism.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.level.total_cmp(&self.level).then_with(|| other.link.cmp(&self.link))
-    }
+
+/// The level, link and version of a heap entry.
+fn unshare(s: Reverse<u128>) -> (f64, u32, u32) {
+    let k = s.0;
+    (f64::from_bits((k >> 64) as u64), (k >> 32) as u32, k as u32)
 }
 
 /// Equal shares: each flow's rate is the smallest capacity/flow-count along its path. Exact
@@ -111,12 +108,32 @@ pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
     if touched.saturating_mul(4) >= capacities.len() {
         return max_min_dense(capacities, flows);
     }
-    let mut used: Vec<u32> = flows.iter().flat_map(|f| f.path.iter().copied()).collect();
-    used.sort_unstable();
-    used.dedup();
-    let local = |l: u32| used.binary_search(&l).unwrap_or(0) as u32;
-    let renumbered: Vec<u32> =
-        flows.iter().flat_map(|f| f.path.iter().map(|&l| local(l))).collect();
+    // Each link's local number (its rank among the used links), through a per-thread map
+    // over all links that is left all-unset after each solve.
+    let (used, renumbered) = LOCAL.with_borrow_mut(|map| {
+        if map.len() < capacities.len() {
+            map.resize(capacities.len(), u32::MAX);
+        }
+        let mut used: Vec<u32> = Vec::new();
+        for f in flows {
+            for &l in f.path {
+                if map[l as usize] == u32::MAX {
+                    map[l as usize] = 0;
+                    used.push(l);
+                }
+            }
+        }
+        used.sort_unstable();
+        for (i, &l) in used.iter().enumerate() {
+            map[l as usize] = i as u32;
+        }
+        let renumbered: Vec<u32> =
+            flows.iter().flat_map(|f| f.path.iter().map(|&l| map[l as usize])).collect();
+        for &l in &used {
+            map[l as usize] = u32::MAX;
+        }
+        (used, renumbered)
+    });
     let caps: Vec<f64> = used.iter().map(|&l| capacities[l as usize]).collect();
     let mut at = 0;
     let specs: Vec<FlowSpec<'_>> = flows
@@ -128,6 +145,11 @@ pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
         })
         .collect();
     max_min_dense(&caps, &specs)
+}
+
+thread_local! {
+    /// [`max_min_rates`]' map from a link to its local number (u32::MAX: unset).
+    static LOCAL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// [`max_min_rates`] over every link.
@@ -155,9 +177,9 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
             fill[l as usize] += 1;
         }
     }
-    let mut heap: BinaryHeap<Share> = (0..n_links)
+    let mut heap: BinaryHeap<Reverse<u128>> = (0..n_links)
         .filter(|&l| weight[l] > 0.0)
-        .map(|l| Share { level: rem[l] / weight[l], link: l as u32, version: 0 })
+        .map(|l| share(rem[l] / weight[l], l as u32, 0))
         .collect();
     let mut by_cap: Vec<u32> =
         (0..flows.len() as u32).filter(|&f| flows[f as usize].cap.is_finite()).collect();
@@ -171,9 +193,10 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
     let mut touched = vec![false; n_links];
     let mut touched_list: Vec<u32> = Vec::new();
     while unfrozen > 0 {
-        while let Some(top) = heap.peek() {
-            let l = top.link as usize;
-            if top.version != version[l] || weight[l] <= 0.0 {
+        while let Some(&top) = heap.peek() {
+            let (_, link, v) = unshare(top);
+            let l = link as usize;
+            if v != version[l] || weight[l] <= 0.0 {
                 heap.pop();
             } else {
                 break;
@@ -182,7 +205,7 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
         while cap_pos < by_cap.len() && !rate[by_cap[cap_pos] as usize].is_nan() {
             cap_pos += 1;
         }
-        let link_level = heap.peek().map_or(f64::INFINITY, |s| s.level);
+        let link_level = heap.peek().map_or(f64::INFINITY, |&s| unshare(s).0);
         let cap_level = by_cap.get(cap_pos).map_or(f64::INFINITY, |&f| flows[f as usize].cap);
         let level = link_level.min(cap_level);
         if level.is_infinite() {
@@ -203,13 +226,14 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
             }
             cap_pos += 1;
         }
-        while let Some(top) = heap.peek().copied() {
-            let l = top.link as usize;
-            if top.version != version[l] || weight[l] <= 0.0 {
+        while let Some(&top) = heap.peek() {
+            let (top_level, link, v) = unshare(top);
+            let l = link as usize;
+            if v != version[l] || weight[l] <= 0.0 {
                 heap.pop();
                 continue;
             }
-            if top.level > limit {
+            if top_level > limit {
                 break;
             }
             heap.pop();
@@ -244,7 +268,7 @@ fn max_min_dense(capacities: &[f64], flows: &[FlowSpec<'_>]) -> Vec<f64> {
             touched[l] = false;
             version[l] = version[l].wrapping_add(1);
             if weight[l] > 0.0 {
-                heap.push(Share { level: rem[l] / weight[l], link: l as u32, version: version[l] });
+                heap.push(share(rem[l] / weight[l], l as u32, version[l]));
             }
         }
         touched_list.clear();
