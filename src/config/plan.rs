@@ -8,6 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::raw::{RawScenario, RawWorkload};
+use super::scenario::positive;
 use super::{ConfigError, Source, TopologySource, Workload, resolve_topology};
 use crate::hw::NodeSpec;
 
@@ -248,18 +249,6 @@ fn hours(t: &str) -> Result<f64, String> {
         Ok(x) if x.is_finite() && x > 0.0 => Err(format!("{t:?}: at most 100 years")),
         _ => Err(format!("expected a positive duration like \"72 h\", got {t:?}")),
     }
-}
-
-fn positive(src: &Source<'_>, field: &str, v: &S<i64>, max: i64) -> Result<usize, ConfigError> {
-    src.check(field, v, |&n| {
-        if n < 1 {
-            Err(format!("must be at least 1 (got {n})"))
-        } else if n > max {
-            Err(format!("must be at most {max} (got {n})"))
-        } else {
-            Ok(n as usize)
-        }
-    })
 }
 
 /// The node counts: a list, or `{ from, to, step }` / `{ from, to, factor }`.

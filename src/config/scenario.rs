@@ -68,7 +68,8 @@ impl Scenario {
     }
 }
 
-fn positive(
+/// A whole number from 1 to `max`.
+pub(crate) fn positive(
     src: &Source<'_>,
     field: &str,
     v: &Spanned<i64>,

@@ -208,6 +208,25 @@ pub fn csv(r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
+/// Tick positions for a log axis from `lo` to `hi`: 1-2-5 in each decade, or every integer
+/// multiple of the decade where that leaves fewer than four.
+fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let decades = lo.log10().floor() as i32..=hi.log10().ceil() as i32;
+    let within = |steps: &[f64]| -> Vec<f64> {
+        decades
+            .clone()
+            .flat_map(|d| steps.iter().map(move |m| m * 10f64.powi(d)))
+            .filter(|&v| v >= lo && v <= hi)
+            .collect()
+    };
+    let coarse = within(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        coarse
+    } else {
+        within(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
+}
+
 /// Draws cost to train against time to train for every priced solution, the Pareto front
 /// highlighted, joined and labelled, into an SVG file.
 pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
@@ -243,13 +262,20 @@ pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(80)
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(ticks(x0, x1)),
+            (y0..y1).log_scale().with_key_points(ticks(y0, y1)),
+        )
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc("time to train (hours)")
         .y_desc("cost to train (USD)")
         .y_label_formatter(&|v| usd(*v))
+        .x_label_formatter(&|v| {
+            let t = format!("{v:.3}");
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        })
         .draw()
         .map_err(|e| err(&e))?;
     let grey = RGBColor(150, 150, 150);

@@ -43,6 +43,19 @@ fn three_shards_merged_equal_the_single_run_in_every_format() {
         let merged = collsim_ok(&args);
         assert_eq!(single, merged, "--format {fmt}");
     }
+    // The Pareto plot: the same from the merge as from the single run, with its legend,
+    // labels on the front and ticks on both axes.
+    let (one, all) = (d.join("one.svg"), d.join("all.svg"));
+    collsim_ok(&["plan", SMALL, "--plot", path(&one)]);
+    let mut args = vec!["plan", "merge", "--plot", path(&all)];
+    args.extend(files.iter().map(|f| path(f)));
+    collsim_ok(&args);
+    let svg = std::fs::read_to_string(&one).unwrap();
+    assert_eq!(svg, std::fs::read_to_string(&all).unwrap());
+    for want in ["Pareto front (time vs cost)", "recommended", "1 x dgx-h100 compact", "$20", "0.5"]
+    {
+        assert!(svg.contains(want), "{want} not in the plot");
+    }
     // A shard missing is an error that says so.
     let out = collsim(&["plan", "merge", path(&files[0]), path(&files[1])]);
     assert_eq!(out.status.code(), Some(1));
