@@ -818,7 +818,37 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // small calls in full detail.
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
     let shape = Shape { chunks, chunk, last, units_per_step, sync, nranks };
-    if call.mode == Mode::Detailed || (call.mode == Mode::Auto && work <= AGGREGATE_ABOVE) {
+    let small_auto = call.mode == Mode::Auto && work <= AGGREGATE_ABOVE;
+    // Auto, alone on the network: where equivalent pipelines reduce to fewer representatives,
+    // those run (the detailed result, on fewer flows) with no budget, as the detailed run
+    // would have run whole.
+    if small_auto && call.load.is_empty() {
+        let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
+        let caps = run::capacities_beside_load(call);
+        let found = (flows <= REDUCED_FLOWS)
+            .then(|| reduce_pipelines(&lay, &channels, &arena, &caps, REDUCED_FLOWS))
+            .flatten()
+            .filter(|r| r.reps.len() < channels.len());
+        if let Some(Reduction { reps, paths }) = found {
+            let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
+            let t = run::run_alone(cluster.links(), &caps, u64::MAX, Time::MAX, |cx| {
+                let mut k = 0;
+                for ch in &mut reps {
+                    for e in &mut ch.edges {
+                        let (up, down) = (&paths[k], &paths[k + 1]);
+                        e.up = cx.add_weighted_path(&up.links, &up.weights, Time::ZERO);
+                        e.down = cx.add_weighted_path(&down.links, &down.weights, Time::ZERO);
+                        k += 2;
+                    }
+                }
+                Box::new(Tree::new(reps, shape, false))
+            });
+            if let Some(t) = t {
+                return Box::new(Closed::timed(t, Form::Symmetric));
+            }
+        }
+    }
+    if call.mode == Mode::Detailed || small_auto {
         for ch in &mut channels {
             for e in &mut ch.edges {
                 let up: Vec<LinkId> = arena.get(e.up_links).iter().map(|&l| LinkId(l)).collect();
