@@ -213,6 +213,47 @@ fn aggregated_is_the_detailed_result_where_they_disagreed() {
     }
 }
 
+/// Auto runs Tree-family calls under 100,000 transfers symmetric where their pipelines reduce
+/// (alone on the network): the detailed result, on cases that really reduce (16 channels of
+/// 16 nodes; NVLSTree on p5; two channels of 64 single-NIC nodes).
+#[test]
+fn auto_runs_small_trees_symmetric_and_gets_the_detailed_result() {
+    let cases = [
+        case(
+            "dgx-h100 16 nodes tree",
+            spec("dgx-h100"),
+            (16, 8),
+            Collective::AllReduce,
+            1 << 20,
+            &[("NCCL_ALGO", "Tree")],
+        ),
+        case(
+            "p5 4 nodes nvlstree",
+            spec("aws-p5"),
+            (4, 8),
+            Collective::AllReduce,
+            16 << 20,
+            &[("NCCL_ALGO", "NVLSTree")],
+        ),
+        case(
+            "a2-ultra 64 nodes tree",
+            spec("gcp-a2-ultragpu-8g"),
+            (64, 8),
+            Collective::AllReduce,
+            40_985_600,
+            &[],
+        ),
+    ];
+    for c in &cases {
+        let d = run(c, Mode::Detailed, |_| {});
+        let a = run(c, Mode::Auto, |_| {});
+        assert!(d.events > 10_000, "{}: only {} transfers", c.what, d.events);
+        assert_eq!(a.form, Form::Symmetric, "{}", c.what);
+        let rel = (a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0).abs();
+        assert!(rel < 1e-6, "{}: auto {:?} against detailed {:?}", c.what, a.time, d.time);
+    }
+}
+
 /// Ring, Broadcast/Reduce chains, Tree, NVLSTree and CollNet on 4 and 5 nodes (the second tree mirrored, and shifted)
 /// at sizes where the detailed run moves more than 100k transfers: the aggregated form claims
 /// symmetry on these uniform machines, and is the detailed result to rounding.
