@@ -829,23 +829,11 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             .then(|| reduce_pipelines(&lay, &channels, &arena, &caps, REDUCED_FLOWS))
             .flatten()
             .filter(|r| r.reps.len() < channels.len());
-        if let Some(Reduction { reps, paths }) = found {
-            let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
-            let t = run::run_alone(cluster.links(), &caps, u64::MAX, Time::MAX, |cx| {
-                let mut k = 0;
-                for ch in &mut reps {
-                    for e in &mut ch.edges {
-                        let (up, down) = (&paths[k], &paths[k + 1]);
-                        e.up = cx.add_weighted_path(&up.links, &up.weights, Time::ZERO);
-                        e.down = cx.add_weighted_path(&down.links, &down.weights, Time::ZERO);
-                        k += 2;
-                    }
-                }
-                Box::new(Tree::new(reps, shape, false))
-            });
-            if let Some(t) = t {
-                return Box::new(Closed::timed(t, Form::Symmetric));
-            }
+        let links = cluster.links();
+        if let Some(t) =
+            found.and_then(|r| run_reps(links, &caps, &channels, r, shape, u64::MAX, Time::MAX))
+        {
+            return Box::new(Closed::timed(t, Form::Symmetric));
         }
     }
     if call.mode == Mode::Detailed || small_auto {
@@ -880,28 +868,40 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         EXACT_STEADY_MAX,
     );
     let all_own = found.as_ref().is_some_and(|r| r.reps.len() == channels.len());
-    let t = found.and_then(|Reduction { reps, paths }| {
-        // The representatives alone, each flow on its reduced path.
-        let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
-        run::run_alone(cluster.links(), &caps, REDUCED_WORK, estimate, |cx| {
-            let mut k = 0;
-            for ch in &mut reps {
-                for e in &mut ch.edges {
-                    let (up, down) = (&paths[k], &paths[k + 1]);
-                    e.up = cx.add_weighted_path(&up.links, &up.weights, Time::ZERO);
-                    e.down = cx.add_weighted_path(&down.links, &down.weights, Time::ZERO);
-                    k += 2;
-                }
-            }
-            Box::new(Tree::new(reps, shape, false))
-        })
-    });
+    let links = cluster.links();
+    let t = found.and_then(|r| run_reps(links, &caps, &channels, r, shape, REDUCED_WORK, estimate));
     // Every pipeline its own representative is the detailed run, and says so.
     match t {
         Some(t) if all_own => Box::new(Closed::timed(t, Form::Detailed)),
         Some(t) => Box::new(Closed::timed(t, Form::Symmetric)),
         None => Box::new(Closed::new(estimate)),
     }
+}
+
+/// The representative pipelines of `r` alone on links of `caps`, each flow on its reduced
+/// path: the call's time, or None past `budget` ([`run::run_alone`]).
+fn run_reps(
+    links: &[crate::net::Link],
+    caps: &[f64],
+    channels: &[Channel],
+    Reduction { reps, paths }: Reduction,
+    shape: Shape,
+    budget: u64,
+    expected: Time,
+) -> Option<Time> {
+    let mut reps: Vec<Channel> = reps.iter().map(|&p| channels[p].clone()).collect();
+    run::run_alone(links, caps, budget, expected, |cx| {
+        let mut k = 0;
+        for ch in &mut reps {
+            for e in &mut ch.edges {
+                let (up, down) = (&paths[k], &paths[k + 1]);
+                e.up = cx.add_weighted_path(&up.links, &up.weights, Time::ZERO);
+                e.down = cx.add_weighted_path(&down.links, &down.weights, Time::ZERO);
+                k += 2;
+            }
+        }
+        Box::new(Tree::new(reps, shape, false))
+    })
 }
 
 /// How a Tree-family call's pipelines cut their bytes.
