@@ -1029,6 +1029,28 @@ fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs
     let log_name = log.display().to_string();
     let (test, coll) = read_log(&log, collective.as_deref(), &s)?;
     let test = &test;
+    // The ranks and hosts the log's "Using devices" block lists are the default layout; flags
+    // that say otherwise win, with a warning.
+    let s = match test.layout() {
+        Some((ranks, hosts)) if common.nodes.is_none() && common.gpus_per_node.is_none() => {
+            let own = log_scenario(&s, &log_name, test)?;
+            if own.nodes != s.nodes || own.gpus_per_node != s.gpus_per_node {
+                eprintln!(
+                    "collsim: {log_name}: {ranks} ranks on {hosts} host(s): validating on {} nodes x {} GPUs (give --nodes/--gpus-per-node to override)",
+                    own.nodes, own.gpus_per_node
+                );
+            }
+            own
+        }
+        Some((ranks, hosts)) if ranks != s.nodes * s.gpus_per_node || hosts != s.nodes => {
+            eprintln!(
+                "collsim: warning: {log_name} lists {ranks} ranks on {hosts} host(s); validating on {} nodes x {} GPUs as the flags say",
+                s.nodes, s.gpus_per_node
+            );
+            s
+        }
+        _ => s,
+    };
     let profile = load_profile(common.profile.as_deref())?;
     let (cluster, comm, _) = collsim::build(&s)?;
     let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))

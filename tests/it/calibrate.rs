@@ -247,3 +247,33 @@ fn logs_at_another_gpu_count_run_on_their_own_layout_and_are_held_out() {
     // Uncalibrated, on 4 GPUs, the model is within 2.2 % (median) of that run.
     assert_eq!(cols[4], "2.2", "{line}");
 }
+
+#[test]
+fn validate_takes_the_layout_the_log_lists_unless_the_flags_say_otherwise() {
+    // 80 ranks on 10 hosts: without --nodes/--gpus-per-node the log's layout is used, the same
+    // as giving it; flags that disagree win, with a warning.
+    let log = "calibration/data/H100_10N8G_ALL_REDUCE_XXRJUN.log";
+    let inferred = collsim(&["validate", "--log", log, "--topology", "dgx-h100"]);
+    assert!(inferred.status.success());
+    assert!(
+        String::from_utf8_lossy(&inferred.stderr)
+            .contains("80 ranks on 10 host(s): validating on 10 nodes x 8 GPUs")
+    );
+    let given = collsim_ok(&[
+        "validate",
+        "--log",
+        log,
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "10",
+        "--gpus-per-node",
+        "8",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&inferred.stdout), given);
+    let out = collsim(&["validate", "--log", log, "--topology", "dgx-h100", "--nodes", "1"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning") && err.contains("lists 80 ranks on 10 host(s)"), "{err}");
+    assert_ne!(String::from_utf8_lossy(&out.stdout), given);
+}
