@@ -210,23 +210,9 @@ fn with_ddp<R>(
     cache: &CollCache,
     f: impl FnOnce(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
 ) -> Result<R, Error> {
-    use workload::ddp::{CollTime, CommHook, ComputeRate, GpuFacts};
+    use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
-    let grads = match spec.hook {
-        CommHook::QuantizePerTensor | CommHook::QuantizePerChannel => {
-            collective::Collective::AllGather
-        }
-        _ => collective::Collective::AllReduce,
-    };
-    let probe = workload::sweep::SweepSpec {
-        collective: grads,
-        min_bytes: units::Bytes::new(8),
-        max_bytes: units::Bytes::new(8),
-        factor: 2,
-        dtype: spec.model.grad_dtype,
-        op: workload::ReduceOp::Sum,
-    };
-    workload::sweep::check_supported(&probe, comm)?;
+    workload::sweep::check_supported(spec.hook.grad_collective(), comm)?;
     let model = &scenario.node.gpu.model;
     let flops = match &spec.rate {
         ComputeRate::Tflops(t) => t * 1e12,
@@ -423,7 +409,7 @@ pub fn simulate_jobs_with(
             ..scenario.clone()
         };
         if let Workload::Sweep(s) = &job.workload {
-            workload::sweep::check_supported(s, &comm)
+            workload::sweep::check_supported(s.collective, &comm)
                 .map_err(|e| Error::Ddp(format!("job {:?}: {e}", job.name)))?;
         }
         built.push(Built { cluster, comm, scenario: job_scenario, summary });

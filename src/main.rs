@@ -321,11 +321,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
+/// A profile's name and text: the file given, or the built-in default.
+fn profile_source(path: Option<&Path>) -> Result<(String, String)> {
     Ok(match path {
-        Some(p) => config::parse_profile(&p.display().to_string(), &config::load_text(p)?)?,
-        None => config::parse_profile(config::DEFAULT_PROFILE.0, config::DEFAULT_PROFILE.1)?,
+        Some(p) => (p.display().to_string(), config::load_text(p)?),
+        None => (config::DEFAULT_PROFILE.0.to_string(), config::DEFAULT_PROFILE.1.to_string()),
     })
+}
+
+fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
+    let (name, text) = profile_source(path)?;
+    Ok(config::parse_profile(&name, &text)?)
 }
 
 fn open_output(path: Option<&Path>) -> Result<Box<dyn Write>> {
@@ -489,10 +495,10 @@ fn mode(m: ModeArg) -> Mode {
 }
 
 /// The scenario a log ran on: `s`, or, where the log's "Using devices" block lists another
-/// number of ranks, `s` with that many nodes (its distinct hosts) and GPUs per node.
+/// number of ranks or hosts, `s` with that many nodes (its distinct hosts) and GPUs per node.
 fn log_scenario(s: &Scenario, name: &str, test: &nccl_log::LogTest) -> Result<Scenario> {
     let Some((ranks, hosts)) = test.layout() else { return Ok(s.clone()) };
-    if ranks == s.nodes * s.gpus_per_node {
+    if ranks == s.nodes * s.gpus_per_node && hosts == s.nodes {
         return Ok(s.clone());
     }
     let gpn = ranks / hosts;
@@ -524,10 +530,7 @@ fn calibrate_logs(
     factors: bool,
 ) -> Result<()> {
     use collsim::calibrate::pipeline::{self, LogInput};
-    let (base_name, base_text) = match common.profile.as_deref() {
-        Some(p) => (p.display().to_string(), config::load_text(p)?),
-        None => (config::DEFAULT_PROFILE.0.to_string(), config::DEFAULT_PROFILE.1.to_string()),
-    };
+    let (base_name, base_text) = profile_source(common.profile.as_deref())?;
     // The base profile's errors come first, before any log is read.
     config::parse_profile(&base_name, &base_text)?;
     let mut inputs = Vec::new();
@@ -760,7 +763,8 @@ fn read_log(
         None => {
             // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
             // size = count x element size x ranks. Refuse to guess those as all_reduce.
-            let nranks = (s.nodes * s.gpus_per_node) as u64;
+            // The ranks the log lists, else those of the scenario.
+            let nranks = test.layout().map_or(s.nodes * s.gpus_per_node, |(r, _)| r) as u64;
             let per_rank = nranks > 1
                 && test.rows.iter().all(|r| {
                     DataType::parse(&r.dtype)
@@ -956,7 +960,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
     };
     let profile = load_profile(common.profile.as_deref())?;
     let (cluster, comm, _) = collsim::build(&s)?;
-    collsim::workload::sweep::check_supported(&spec, &comm)?;
+    collsim::workload::sweep::check_supported(spec.collective, &comm)?;
     let elt = dt.size();
     let n = comm.nranks() as u64;
     // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.
@@ -1189,11 +1193,9 @@ fn plan(args: PlanArgs) -> Result<()> {
             bail!("{}: no such directory {}", o.display(), dir.display());
         }
     }
-    let profile_text = match args.profile.as_deref() {
-        Some(p) => config::load_text(p)?,
-        None => config::DEFAULT_PROFILE.1.to_string(),
-    };
-    let profile = load_profile(args.profile.as_deref())?;
+    // One read of the profile: what the candidates run with is what the fingerprint takes in.
+    let (profile_name, profile_text) = profile_source(args.profile.as_deref())?;
+    let profile = config::parse_profile(&profile_name, &profile_text)?;
     let m = mode(args.mode);
     let cands = collsim::plan::candidates(&plan);
     let summary = Summary::of(&plan, cands.len(), &format!("{profile_text}\0{m:?}"));
@@ -1267,16 +1269,12 @@ fn plan(args: PlanArgs) -> Result<()> {
                 done.insert(o.index);
             }
             let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&out_path)
-                .with_context(|| format!("{out_name}: cannot write"))?;
-            // Drop a line a killed run left half-written.
-            file.set_len(f.complete as u64).with_context(|| format!("{out_name}: cannot write"))?;
-            drop(file);
-            std::fs::OpenOptions::new()
                 .append(true)
                 .open(&out_path)
-                .with_context(|| format!("{out_name}: cannot write"))?
+                .with_context(|| format!("{out_name}: cannot write"))?;
+            // Drop a line a killed run left half-written; appends go after what is left.
+            file.set_len(f.complete as u64).with_context(|| format!("{out_name}: cannot write"))?;
+            file
         }
         None => {
             let mut f = std::fs::File::create(&out_path)

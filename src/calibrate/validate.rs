@@ -113,7 +113,7 @@ pub fn compare(
             dtype,
             op: ReduceOp::parse(&r.redop).unwrap_or(ReduceOp::Sum),
         };
-        sweep::check_supported(&spec, comm)?;
+        sweep::check_supported(spec.collective, comm)?;
         specs.push(spec);
     }
     // Sizes run in parallel; the rows keep the log's order.

@@ -470,28 +470,25 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     (0..span * nch).map(|k| all_rates[k * ppn + i]).fold(f64::INFINITY, f64::min)
                 })
                 .collect();
-            let hop = |ch: &RingChannel, i: usize| {
-                (0..span)
-                    .map(|n| hop(ch, n, i))
-                    .max_by_key(|(p, _)| path_latency(p))
-                    .unwrap_or_else(|| comm.hop_path(cluster, ch, NodeId(0), i, NodeId(0)))
-            };
-            let ch0 = &comm.channels()[0];
             // A chunk crosses every hop of the ring in turn, so the call's latency is the sum
             // of all nodes' hop delays: position i's delay is its mean over the nodes (on racks
-            // only the hops that leave a rack pay the spine's latency).
-            let delay = (0..ppn)
-                .map(|i| {
-                    let total = (0..span).fold(0u64, |t, n| {
-                        let next = NodeId((n + to) % nnodes);
-                        let (p, class) = comm.hop_path(cluster, ch0, NodeId(n), i, next);
-                        t + (path_latency(&p) + params.step(class, sel.proto)).as_ps()
-                    });
-                    Time::from_ps(total / span as u64)
-                })
-                .collect();
-            let eff = (0..ppn).map(|i| efficiency(hop(ch0, i).1)).collect();
-            let hold = (0..ppn).map(|i| hop(ch0, i).1 != HopClass::Net).collect();
+            // only the hops that leave a rack pay the spine's latency). Its efficiency and
+            // whether it holds the chunk come from its slowest hop.
+            let ch0 = &comm.channels()[0];
+            let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..ppn {
+                let hops: Vec<_> = (0..span).map(|n| hop(ch0, n, i)).collect();
+                let total = hops.iter().fold(0u64, |t, (p, class)| {
+                    t + (path_latency(p) + params.step(*class, sel.proto)).as_ps()
+                });
+                delay.push(Time::from_ps(total / span as u64));
+                let class = hops.iter().max_by_key(|(p, _)| path_latency(p)).map_or_else(
+                    || comm.hop_path(cluster, ch0, NodeId(0), i, NodeId(0)).1,
+                    |h| h.1,
+                );
+                eff.push(efficiency(class));
+                hold.push(class != HopClass::Net);
+            }
             Box::new(ring(ppn, 1, eff, hold, delay, Carrier::Fixed(rates)))
         }
     }

@@ -815,24 +815,31 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
 
     // Aggregated mode simulates one representative per class of equivalent pipelines, alone,
     // when the call is symmetric and that is cheap enough; else the pipeline estimate. Auto runs
-    // small calls in full detail.
+    // small calls in full detail, or, alone on the network, their representatives where they
+    // are fewer.
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
     let shape = Shape { chunks, chunk, last, units_per_step, sync, nranks };
     let small_auto = call.mode == Mode::Auto && work <= AGGREGATE_ABOVE;
+    let links = cluster.links();
+    // The classes of equivalent pipelines, if there are few enough flows to look; other traffic
+    // holds its steady-state share of each link, as in a detailed run.
+    let reduce = |channels: &[Channel]| {
+        let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
+        let caps = run::capacities_beside_load(call);
+        let found = (flows <= REDUCED_FLOWS)
+            .then(|| reduce_pipelines(&lay, channels, &arena, &caps, REDUCED_FLOWS))
+            .flatten();
+        (caps, found)
+    };
     // Auto, alone on the network: where equivalent pipelines reduce to fewer representatives,
     // those run (the detailed result, on fewer flows) with no budget, as the detailed run
     // would have run whole.
     if small_auto && call.load.is_empty() {
-        let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
-        let caps = run::capacities_beside_load(call);
-        let found = (flows <= REDUCED_FLOWS)
-            .then(|| reduce_pipelines(&lay, &channels, &arena, &caps, REDUCED_FLOWS))
-            .flatten()
-            .filter(|r| r.reps.len() < channels.len());
-        let links = cluster.links();
-        if let Some(t) =
-            found.and_then(|r| run_reps(links, &caps, &channels, r, shape, u64::MAX, Time::MAX))
-        {
+        let (caps, found) = reduce(&channels);
+        let t = found
+            .filter(|r| r.reps.len() < channels.len())
+            .and_then(|r| run_reps(links, &caps, &channels, r, shape, u64::MAX, Time::MAX));
+        if let Some(t) = t {
             return Box::new(Closed::timed(t, Form::Symmetric));
         }
     }
@@ -848,14 +855,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         }
         return Box::new(Tree::new(channels, shape, true));
     }
-    let flows = channels.first().map_or(0, |c| c.edges.len()) * 2;
-    // Other traffic holds its steady-state share of each link, as in a detailed run.
-    let caps = run::capacities_beside_load(call);
-    let found = if flows <= REDUCED_FLOWS {
-        reduce_pipelines(&lay, &channels, &arena, &caps, REDUCED_FLOWS)
-    } else {
-        None
-    };
+    let (caps, found) = reduce(&channels);
     let estimate = pipeline_estimate(
         &channels,
         &arena,
@@ -868,7 +868,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         EXACT_STEADY_MAX,
     );
     let all_own = found.as_ref().is_some_and(|r| r.reps.len() == channels.len());
-    let links = cluster.links();
     let t = found.and_then(|r| run_reps(links, &caps, &channels, r, shape, REDUCED_WORK, estimate));
     // Every pipeline its own representative is the detailed run, and says so.
     match t {

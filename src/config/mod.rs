@@ -17,7 +17,9 @@ mod topology;
 pub use placement::{PlacementSpec, Policy, nodes_per_rack};
 pub use plan::{PlanSpec, parse_plan};
 pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
-pub use scenario::{Scenario, Workload, parse_scenario};
+pub use scenario::{
+    MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, Scenario, Workload, bucket_cap_bytes, parse_scenario,
+};
 pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
 
 use std::path::Path;

@@ -212,8 +212,17 @@ impl PlacementSpec {
     }
 }
 
-/// The tiers in `topologies/placement.toml`: latency and optional bandwidth cap.
-fn tier_library() -> Result<BTreeMap<String, (Time, Option<Bandwidth>)>, ConfigError> {
+/// A tier's latency and optional bandwidth cap, by name.
+type Tiers = BTreeMap<String, (Time, Option<Bandwidth>)>;
+
+/// The tiers in `topologies/placement.toml`, read once (a plan places thousands of candidates).
+fn tier_library() -> Result<&'static Tiers, ConfigError> {
+    static TIERS_READ: std::sync::LazyLock<Result<Tiers, ConfigError>> =
+        std::sync::LazyLock::new(read_tiers);
+    TIERS_READ.as_ref().map_err(Clone::clone)
+}
+
+fn read_tiers() -> Result<Tiers, ConfigError> {
     let src = Source { name: TIERS.0, text: TIERS.1 };
     let raw: BTreeMap<String, RawTier> = src.parse()?;
     raw.iter()

@@ -8,9 +8,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::raw::{RawScenario, RawWorkload};
-use super::scenario::positive;
+use super::scenario::{MAX_MICRO_BATCH, bucket_cap_mb, positive};
 use super::{ConfigError, Source, TopologySource, Workload, resolve_topology};
 use crate::hw::NodeSpec;
+use crate::workload::ddp::{CommHook, PowerSgdOptions};
 
 type S<T> = Spanned<T>;
 
@@ -20,10 +21,6 @@ pub const MAX_NODES: usize = 16_384;
 
 /// Most candidates one plan may have.
 pub const MAX_CANDIDATES: usize = 1_000_000;
-
-/// Most gradient-accumulation micro-steps a global batch may ask for (a scenario's
-/// grad_accumulation limit).
-pub const MAX_ACCUMULATION: u64 = 1 << 16;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -364,18 +361,6 @@ fn checked_nccl(
     Ok(pairs)
 }
 
-/// The `[workload]` of a scenario file, parsed for `node`.
-fn scenario_workload(file: &str, text: &str, node: &NodeSpec) -> Result<Workload, ConfigError> {
-    let src = Source { name: file, text };
-    let raw: RawScenario = src.parse()?;
-    match &raw.workload {
-        Some(w) => super::scenario::parse_workload(&src, w, node, false),
-        None => Err(src.error(
-            "workload: missing (a plan sizes one [workload]; [[job]] scenarios are not plannable)",
-        )),
-    }
-}
-
 /// A stable hash of `parts` (FNV-1a, 64 bits), as 16 hex digits.
 pub fn fingerprint(parts: &[&str]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
@@ -427,6 +412,25 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             return Err(src.error("workload: missing (scenario = \"a DDP scenario.toml\", or a [workload] table as in a scenario)"));
         }
     };
+    // The scenario file read once: its [workload] and [nccl]; or the plan's own [workload].
+    let scenario_raw: Option<RawScenario> = match &scenario {
+        Some((f, t)) => Some(Source { name: f, text: t }.parse()?),
+        None => None,
+    };
+    let wsrc = match &scenario {
+        Some((f, t)) => Source { name: f, text: t },
+        None => src,
+    };
+    let raw_workload = match &scenario_raw {
+        Some(r) => r.workload.as_ref().ok_or_else(|| {
+            wsrc.error(
+                "workload: missing (a plan sizes one [workload]; [[job]] scenarios are not plannable)",
+            )
+        })?,
+        None => raw.workload.as_ref().expect("checked above"),
+    };
+    // The first instance's workload error, which is the plan's if every instance has one.
+    let mut first_error: Option<ConfigError> = None;
 
     let objective = {
         let o = raw.objective.as_ref();
@@ -590,15 +594,10 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             Pricing::Spot => spot.or_else(|| base.map(|(p, s)| (p, format!("no spot price; {s}")))),
         };
         let over_compact = over.compact;
-        let workload = match &scenario {
-            Some((f, t)) => scenario_workload(f, t, &node),
-            None => super::scenario::parse_workload(
-                &src,
-                raw.workload.as_ref().expect("checked above"),
-                &node,
-                false,
-            ),
-        };
+        let workload = super::scenario::parse_workload(&wsrc, raw_workload, &node, false);
+        if let (Err(e), None) = (&workload, &first_error) {
+            first_error = Some(e.clone());
+        }
         instances.push(Instance {
             name: name.clone(),
             topology,
@@ -613,21 +612,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         return Err(src.error_at(at, format!("instance.{name}: not in candidates.instances")));
     }
     // A workload error every instance shares is the plan's error, not a rejection.
-    if instances.iter().all(|i| i.workload.is_err()) {
-        let first = &instances[0];
-        let err = match &scenario {
-            Some((f, t)) => scenario_workload(f, t, &first.node),
-            None => super::scenario::parse_workload(
-                &src,
-                raw.workload.as_ref().expect("checked above"),
-                &first.node,
-                false,
-            ),
-        };
-        err?;
-    }
-    if let Some(Ok(Workload::Idle)) = instances.iter().map(|i| &i.workload).find(|w| w.is_ok()) {
-        return Err(src.error("workload.kind: an idle workload has nothing to size"));
+    if let Some(e) = first_error.filter(|_| instances.iter().all(|i| i.workload.is_err())) {
+        return Err(e);
     }
 
     let nodes = node_counts(&src, &c.nodes)?;
@@ -656,27 +642,12 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         Some(z) => positive(&src, "candidates.zones", z, 64)?,
         None => 2,
     };
-    let bucket_cap_mb = knob(&src, "candidates.bucket_cap_mb", &c.bucket_cap_mb, |&mb| {
-        if mb.is_finite() && mb > 0.0 {
-            Ok(mb)
-        } else {
-            Err(format!("must be a positive number of MiB (got {mb})"))
-        }
-    })?;
-    let hooks = [
-        "none",
-        "fp16",
-        "bf16",
-        "powersgd",
-        "batched_powersgd",
-        "quantize_per_tensor",
-        "quantize_per_channel",
-    ];
+    let bucket_cap_mb =
+        knob(&src, "candidates.bucket_cap_mb", &c.bucket_cap_mb, |&mb| bucket_cap_mb(mb))?;
     let comm_hook = knob(&src, "candidates.comm_hook", &c.comm_hook, |h| {
-        if hooks.contains(&h.as_str()) {
-            Ok(h.clone())
-        } else {
-            Err(format!("unknown hook {h:?} ({})", hooks.join(", ")))
+        match CommHook::parse(h, PowerSgdOptions::default()) {
+            Some(_) => Ok(h.clone()),
+            None => Err(format!("unknown hook {h:?} ({})", CommHook::NAMES)),
         }
     })?;
     // "auto" is NCCL's own choice, whatever [nccl] says.
@@ -694,10 +665,10 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             .map_err(|e| e.to_string())
     })?;
     let micro_batch = knob(&src, "candidates.micro_batch", &c.micro_batch, |&m| {
-        if (1..=1 << 24).contains(&m) {
+        if (1..=MAX_MICRO_BATCH as i64).contains(&m) {
             Ok(m as u64)
         } else {
-            Err(format!("must be from 1 to {} (got {m})", 1 << 24))
+            Err(format!("must be from 1 to {MAX_MICRO_BATCH} (got {m})"))
         }
     })?;
 
@@ -740,12 +711,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         None => None,
     };
     // The scenario's [nccl], then the plan's over it.
-    let mut nccl = match &scenario {
-        Some((f, t)) => {
-            let ssrc = Source { name: f, text: t };
-            let raw: RawScenario = ssrc.parse()?;
-            checked_nccl(&ssrc, raw.nccl.as_ref())?
-        }
+    let mut nccl = match &scenario_raw {
+        Some(r) => checked_nccl(&wsrc, r.nccl.as_ref())?,
         None => Vec::new(),
     };
     for (k, v) in checked_nccl(&src, raw.nccl.as_ref())? {

@@ -68,6 +68,26 @@ impl Scenario {
     }
 }
 
+/// Most samples per GPU per micro-step.
+pub const MAX_MICRO_BATCH: u64 = 1 << 24;
+
+/// Most micro-steps of gradient accumulation.
+pub const MAX_GRAD_ACCUMULATION: u64 = 1 << 16;
+
+/// A `bucket_cap_mb` value, checked.
+pub(crate) fn bucket_cap_mb(mb: f64) -> Result<f64, String> {
+    if mb.is_finite() && mb > 0.0 {
+        Ok(mb)
+    } else {
+        Err(format!("must be a positive number of MiB (got {mb})"))
+    }
+}
+
+/// `bucket_cap_mb` in bytes, as PyTorch takes it: `int(bucket_cap_mb * 1024 * 1024)`.
+pub fn bucket_cap_bytes(mb: f64) -> u64 {
+    (mb * 1048576.0) as u64
+}
+
 /// A whole number from 1 to `max`.
 pub(crate) fn positive(
     src: &Source<'_>,
@@ -140,7 +160,7 @@ fn ddp_workload(
     w: &RawWorkload,
     node: &NodeSpec,
 ) -> Result<DdpSpec, ConfigError> {
-    use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec};
+    use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec, PowerSgdOptions};
     use crate::workload::memory::Optimizer;
     use crate::workload::models::{self, Layer, Model, tensor};
     for (name, present) in [
@@ -258,11 +278,13 @@ fn ddp_workload(
         return Err(src.error("workload.layer: the model has no parameters"));
     }
     let micro_batch = match &w.micro_batch {
-        Some(b) => positive(src, "workload.micro_batch", b, 1 << 24)? as u64,
+        Some(b) => positive(src, "workload.micro_batch", b, MAX_MICRO_BATCH as i64)? as u64,
         None => return Err(missing(src, "micro_batch", "samples per GPU per step")),
     };
     let grad_accumulation = match &w.grad_accumulation {
-        Some(k) => positive(src, "workload.grad_accumulation", k, 1 << 16)? as u64,
+        Some(k) => {
+            positive(src, "workload.grad_accumulation", k, MAX_GRAD_ACCUMULATION as i64)? as u64
+        }
         None => 1,
     };
     let fraction = |field: &str, v: &Spanned<f64>, lo_open: bool| {
@@ -333,11 +355,7 @@ fn ddp_workload(
     let d = w.ddp.as_ref().unwrap_or(&none);
     let bucket_cap = match &d.bucket_cap_mb {
         Some(c) => Some(src.check("workload.ddp.bucket_cap_mb", c, |&mb| {
-            if mb.is_finite() && mb > 0.0 {
-                Ok((mb * 1048576.0) as u64)
-            } else {
-                Err(format!("must be a positive number of MiB (got {mb})"))
-            }
+            bucket_cap_mb(mb).map(bucket_cap_bytes)
         })?),
         None => None,
     };
@@ -365,16 +383,8 @@ fn ddp_workload(
     };
     let hook = match &d.comm_hook {
         Some(h) => src.check("workload.ddp.comm_hook", h, |h| {
-            Ok(match h.as_str() {
-                "none" => CommHook::None,
-                "fp16" => CommHook::Fp16,
-                "bf16" => CommHook::Bf16,
-                "powersgd" => CommHook::PowerSgd { rank, error_feedback, warm_start, start_iter },
-                "batched_powersgd" => CommHook::BatchedPowerSgd { rank, error_feedback, start_iter },
-                "quantize_per_tensor" => CommHook::QuantizePerTensor,
-                "quantize_per_channel" => CommHook::QuantizePerChannel,
-                _ => return Err(format!("unknown hook {h:?} (none, fp16, bf16, powersgd, batched_powersgd, quantize_per_tensor, quantize_per_channel)")),
-            })
+            let o = PowerSgdOptions { rank, error_feedback, warm_start, start_iter };
+            CommHook::parse(h, o).ok_or_else(|| format!("unknown hook {h:?} ({})", CommHook::NAMES))
         })?,
         None => CommHook::None,
     };

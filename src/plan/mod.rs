@@ -16,7 +16,7 @@ use crate::config::plan::{Amount, Instance, Minimise, PlacementKind, PlanSpec};
 use crate::config::{PlacementSpec, Policy, Scenario, Workload};
 use crate::hw::NodeId;
 use crate::units::Bytes;
-use crate::workload::ddp::{CommHook, DdpSpec};
+use crate::workload::ddp::{CommHook, DdpSpec, PowerSgdOptions};
 use crate::workload::memory::{GIB, ddp_memory};
 
 /// One point of the candidate space.
@@ -84,7 +84,7 @@ pub fn evaluate_all(
     cands
         .par_iter()
         .map(|c| {
-            let o = evaluate_cached(plan, c, params, mode, &caches);
+            let o = evaluate(plan, c, params, mode, &caches);
             each(&o);
             o
         })
@@ -95,7 +95,7 @@ pub fn evaluate_all(
 /// differ only in DDP knobs share their cluster's. A cached time is the one the simulation
 /// gives, so outcomes do not depend on what ran before.
 #[derive(Default)]
-pub struct Caches(std::sync::Mutex<std::collections::HashMap<ClusterKey, Arc<crate::CollCache>>>);
+struct Caches(std::sync::Mutex<std::collections::HashMap<ClusterKey, Arc<crate::CollCache>>>);
 
 /// What makes two candidates' clusters the same: instance, nodes, placement, NCCL_ALGO.
 type ClusterKey = (usize, usize, PlacementKind, Option<String>);
@@ -179,32 +179,18 @@ fn knob_label(c: &Candidate, accumulation: Option<u64>) -> String {
     parts.join(", ")
 }
 
-/// The hook named `name`, keeping the options of `current` where it is the same kind.
+/// The hook named `name`: `current` itself where it is that hook, else with PowerSGD's
+/// defaults at `current`'s rank (rank 1 for a hook without one).
 fn hook_named(name: &str, current: &CommHook) -> CommHook {
+    if current.name() == name {
+        return *current;
+    }
     let rank = match *current {
         CommHook::PowerSgd { rank, .. } | CommHook::BatchedPowerSgd { rank, .. } => rank,
         _ => 1,
     };
-    match name {
-        "fp16" => CommHook::Fp16,
-        "bf16" => CommHook::Bf16,
-        "powersgd" => match *current {
-            h @ CommHook::PowerSgd { .. } => h,
-            _ => CommHook::PowerSgd {
-                rank,
-                error_feedback: true,
-                warm_start: true,
-                start_iter: 1000,
-            },
-        },
-        "batched_powersgd" => match *current {
-            h @ CommHook::BatchedPowerSgd { .. } => h,
-            _ => CommHook::BatchedPowerSgd { rank, error_feedback: true, start_iter: 1000 },
-        },
-        "quantize_per_tensor" => CommHook::QuantizePerTensor,
-        "quantize_per_channel" => CommHook::QuantizePerChannel,
-        _ => CommHook::None,
-    }
+    CommHook::parse(name, PowerSgdOptions { rank, ..PowerSgdOptions::default() })
+        .unwrap_or(CommHook::None)
 }
 
 /// The placement of `nodes` nodes as `kind` says.
@@ -249,14 +235,9 @@ fn tier(inst: &Instance, nodes: usize, kind: PlacementKind) -> &'static str {
 /// fraction of it.
 pub const COMPUTE_BOUND: f64 = 0.05;
 
-/// Evaluates one candidate: the checks that need no simulation first, then the simulation,
-/// then the constraints on what it achieves.
-pub fn evaluate(plan: &PlanSpec, c: &Candidate, params: &TimingParams, mode: Mode) -> Outcome {
-    evaluate_cached(plan, c, params, mode, &Caches::default())
-}
-
-/// As [`evaluate`], sharing collective times through `caches`.
-pub fn evaluate_cached(
+/// Evaluates one candidate: the checks that need no simulation first, then the simulation
+/// (collective times shared through `caches`), then the constraints on what it achieves.
+fn evaluate(
     plan: &PlanSpec,
     c: &Candidate,
     params: &TimingParams,
@@ -344,7 +325,7 @@ fn run(
     out: &mut Outcome,
 ) -> Result<Metrics, String> {
     let o = &plan.objective;
-    let workload = inst.workload.clone()?;
+    inst.workload.as_ref().map_err(Clone::clone)?;
     if let Some(q) = o.max_nodes.filter(|&q| c.nodes > q) {
         return Err(format!("over the node quota ({q})"));
     }
@@ -395,14 +376,15 @@ fn run(
         node: inst.node.clone(),
         nodes: c.nodes,
         gpus_per_node: inst.node.gpu.count,
-        workload,
+        workload: inst.workload.clone()?,
         nccl,
         placement: placement(c.placement, c.nodes, plan.zones)?,
         jobs: Vec::new(),
         background: Vec::new(),
     };
     let capacity = inst.node.gpu.model.memory.get() as f64;
-    match &mut scenario.workload {
+    // What the workload achieves (cost fields left for below), and its step in seconds.
+    let (mut m, step_s) = match &mut scenario.workload {
         Workload::Ddp(spec) => {
             let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
             out.knobs = knob_label(c, accumulation);
@@ -410,60 +392,39 @@ fn run(
             if let Some(why) = mem.misfit(capacity) {
                 return Err(format!("does not fit: {why}"));
             }
+            let sequence = spec.sequence;
             let (r, _) = crate::simulate_ddp_cached(&scenario, params, mode, cache)
                 .map_err(|e| e.to_string())?;
-            let spec = scenario.ddp().expect("a DDP workload");
-            let tokens = spec.sequence.map(|s| r.samples_per_s * s as f64);
-            let step_s = r.iteration_time_ms * 1e-3;
-            let train_hours = match plan.amount {
-                Amount::Samples(n) => n / r.samples_per_s / 3600.0,
-                Amount::Tokens(n) => match tokens {
-                    Some(t) => n / t / 3600.0,
-                    None => return Err("train.tokens: the model has no sequence length".into()),
-                },
-                Amount::Steps(n) => n as f64 * step_s / 3600.0,
-            };
             let bound = if r.exposed_comm_ms < COMPUTE_BOUND * r.iteration_time_ms {
                 "compute".to_string()
             } else {
                 format!("comm: {}", tier(inst, c.nodes, c.placement))
             };
-            Ok(Metrics {
+            let m = Metrics {
                 step_ms: r.iteration_time_ms,
                 samples_per_s: r.samples_per_s,
-                tokens_per_s: tokens,
+                tokens_per_s: sequence.map(|s| r.samples_per_s * s as f64),
                 scaling_efficiency: r.scaling_efficiency,
                 compute_ms: r.compute_ms,
                 exposed_comm_ms: r.exposed_comm_ms,
                 bound,
                 memory_gib: mem.total / GIB,
-                usd_per_hour,
-                usd_per_m_samples: usd_per_hour.map(|p| p / (r.samples_per_s * 3600.0) * 1e6),
-                train_hours,
-                train_usd: usd_per_hour.map(|p| p * train_hours),
-            })
+                usd_per_hour: None,
+                usd_per_m_samples: None,
+                train_hours: 0.0,
+                train_usd: None,
+            };
+            (m, r.iteration_time_ms * 1e-3)
         }
         Workload::Sweep(sweep) => {
-            if c.bucket_cap_mb.is_some() || c.comm_hook.is_some() || c.micro_batch.is_some() {
-                return Err("bucket_cap_mb, comm_hook and micro_batch are DDP knobs; the workload is a collective".into());
-            }
             // One call of the sweep's largest size is the unit of work.
             sweep.min_bytes = sweep.max_bytes;
             let (rows, _) = crate::simulate(&scenario, params, mode).map_err(|e| e.to_string())?;
             let row = rows.last().ok_or("the sweep has no sizes")?;
             let step_s = row.time_us * 1e-6;
-            let per_s = 1.0 / step_s;
-            let train_hours = match plan.amount {
-                Amount::Steps(n) => n as f64 * step_s / 3600.0,
-                _ => {
-                    return Err(
-                        "a collective workload trains in steps (calls): give train.steps".into()
-                    );
-                }
-            };
-            Ok(Metrics {
+            let m = Metrics {
                 step_ms: step_s * 1e3,
-                samples_per_s: per_s,
+                samples_per_s: 1.0 / step_s,
                 tokens_per_s: None,
                 scaling_efficiency: 1.0,
                 compute_ms: 0.0,
@@ -475,14 +436,28 @@ fn run(
                     (row.busbw * 10.0).round() / 10.0
                 ),
                 memory_gib: 0.0,
-                usd_per_hour,
-                usd_per_m_samples: usd_per_hour.map(|p| p / (per_s * 3600.0) * 1e6),
-                train_hours,
-                train_usd: usd_per_hour.map(|p| p * train_hours),
-            })
+                usd_per_hour: None,
+                usd_per_m_samples: None,
+                train_hours: 0.0,
+                train_usd: None,
+            };
+            (m, step_s)
         }
-        Workload::Idle => Err("an idle workload has nothing to size".into()),
-    }
+        Workload::Idle => return Err("an idle workload has nothing to size".into()),
+    };
+    // The plan file is checked for amounts the workload cannot count (tokens without a
+    // sequence, samples of a collective).
+    m.train_hours = match plan.amount {
+        Amount::Samples(n) => n / m.samples_per_s / 3600.0,
+        Amount::Tokens(n) => {
+            n / m.tokens_per_s.ok_or("train.tokens: the workload has no sequence length")? / 3600.0
+        }
+        Amount::Steps(n) => n as f64 * step_s / 3600.0,
+    };
+    m.usd_per_hour = usd_per_hour;
+    m.usd_per_m_samples = usd_per_hour.map(|p| p / (m.samples_per_s * 3600.0) * 1e6);
+    m.train_usd = usd_per_hour.map(|p| p * m.train_hours);
+    Ok(m)
 }
 
 /// Applies a candidate's DDP knobs to `spec`; returns the gradient accumulation the global
@@ -494,7 +469,7 @@ fn edit_ddp(
     gpus: usize,
 ) -> Result<Option<u64>, String> {
     if let Some(mb) = c.bucket_cap_mb {
-        spec.bucket_cap = Some((mb * 1048576.0) as u64);
+        spec.bucket_cap = Some(crate::config::bucket_cap_bytes(mb));
     }
     if let Some(h) = &c.comm_hook {
         spec.hook = hook_named(h, &spec.hook);
@@ -510,12 +485,12 @@ fn edit_ddp(
             spec.micro_batch
         ));
     }
-    if g / per_step > crate::config::plan::MAX_ACCUMULATION {
+    if g / per_step > crate::config::MAX_GRAD_ACCUMULATION {
         return Err(format!(
             "global batch {g} needs {} micro-steps of {gpus} GPUs x {}; at most {}",
             g / per_step,
             spec.micro_batch,
-            crate::config::plan::MAX_ACCUMULATION
+            crate::config::MAX_GRAD_ACCUMULATION
         ));
     }
     spec.grad_accumulation = g / per_step;
@@ -562,27 +537,44 @@ fn order(minimise: Minimise, a: &Outcome, b: &Outcome) -> std::cmp::Ordering {
         .then(a.index.cmp(&b.index))
 }
 
+/// Which of `points` (time, cost) are on the Pareto front: priced, and no other priced point
+/// is as fast and as cheap and better in one. One pass over them sorted by time: a point is on
+/// the front when it is the cheapest of its time and cheaper than everything faster.
+fn pareto_front(points: &[(f64, Option<f64>)]) -> Vec<bool> {
+    let mut priced: Vec<(f64, f64, usize)> =
+        points.iter().enumerate().filter_map(|(i, &(t, c))| Some((t, c?, i))).collect();
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut front = vec![false; points.len()];
+    let mut faster_min = f64::INFINITY;
+    let mut k = 0;
+    while k < priced.len() {
+        // Points of one time, cheapest first.
+        let t = priced[k].0;
+        let end = k + priced[k..].iter().take_while(|p| p.0 == t).count();
+        let cheapest = priced[k].1;
+        for &(_, c, i) in &priced[k..end] {
+            front[i] = c == cheapest && c < faster_min;
+        }
+        faster_min = faster_min.min(cheapest);
+        k = end;
+    }
+    front
+}
+
 /// Ranks outcomes (any order; each candidate once) by the plan's objective.
 pub fn rank(minimise: Minimise, mut outcomes: Vec<Outcome>) -> Ranking {
     outcomes.sort_by_key(|o| o.index);
     let (mut ok, rejected): (Vec<Outcome>, Vec<Outcome>) =
         outcomes.into_iter().partition(|o| o.rejected.is_none() && o.metrics.is_some());
     ok.sort_by(|a, b| order(minimise, a, b));
-    let point = |o: &Outcome| {
-        let m = o.metrics.as_ref().expect("solution");
-        (m.train_hours, m.train_usd)
-    };
-    let pareto: Vec<bool> = ok
+    let points: Vec<(f64, Option<f64>)> = ok
         .iter()
         .map(|o| {
-            let (t, c) = point(o);
-            let Some(c) = c else { return false };
-            !ok.iter().any(|p| {
-                let (pt, pc) = point(p);
-                pc.is_some_and(|pc| pt <= t && pc <= c && (pt < t || pc < c))
-            })
+            let m = o.metrics.as_ref().expect("solution");
+            (m.train_hours, m.train_usd)
         })
         .collect();
+    let pareto = pareto_front(&points);
     let ranked: Vec<Ranked> = ok
         .into_iter()
         .zip(pareto)
@@ -705,5 +697,43 @@ pub fn no_solution(
         )
     } else {
         format!("{plan_name}: no candidate meets the plan; the closest: {}", closest.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition, point by point.
+    fn front_by_definition(points: &[(f64, Option<f64>)]) -> Vec<bool> {
+        points
+            .iter()
+            .map(|&(t, c)| {
+                let Some(c) = c else { return false };
+                !points
+                    .iter()
+                    .any(|&(pt, pc)| pc.is_some_and(|pc| pt <= t && pc <= c && (pt < t || pc < c)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_one_pass_front_is_the_definition() {
+        // Coarse values, so that times and costs tie often; some unpriced.
+        let mut x: u64 = 12345;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for n in [0, 1, 2, 5, 20, 200] {
+            let points: Vec<(f64, Option<f64>)> = (0..n)
+                .map(|_| {
+                    let t = next(8) as f64;
+                    let c = (next(5) != 0).then(|| next(8) as f64);
+                    (t, c)
+                })
+                .collect();
+            assert_eq!(pareto_front(&points), front_by_definition(&points), "{points:?}");
+        }
     }
 }

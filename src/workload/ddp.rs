@@ -149,7 +149,57 @@ pub enum CommHook {
     QuantizePerChannel,
 }
 
+/// PowerSGD's options, as a scenario sets them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PowerSgdOptions {
+    /// `matrix_approximation_rank`.
+    pub rank: u64,
+    /// `use_error_feedback`.
+    pub error_feedback: bool,
+    /// `warm_start`.
+    pub warm_start: bool,
+    /// `start_powerSGD_iter`.
+    pub start_iter: u64,
+}
+
+impl Default for PowerSgdOptions {
+    /// PowerSGDState's defaults, at rank 1.
+    fn default() -> Self {
+        PowerSgdOptions { rank: 1, error_feedback: true, warm_start: true, start_iter: 1000 }
+    }
+}
+
 impl CommHook {
+    /// The names scenarios use, in this order in messages.
+    pub const NAMES: &'static str =
+        "none, fp16, bf16, powersgd, batched_powersgd, quantize_per_tensor, quantize_per_channel";
+
+    /// The hook named `name`, with PowerSGD's options `o` where it takes them.
+    pub fn parse(name: &str, o: PowerSgdOptions) -> Option<CommHook> {
+        let PowerSgdOptions { rank, error_feedback, warm_start, start_iter } = o;
+        Some(match name {
+            "none" => CommHook::None,
+            "fp16" => CommHook::Fp16,
+            "bf16" => CommHook::Bf16,
+            "powersgd" => CommHook::PowerSgd { rank, error_feedback, warm_start, start_iter },
+            "batched_powersgd" => CommHook::BatchedPowerSgd { rank, error_feedback, start_iter },
+            "quantize_per_tensor" => CommHook::QuantizePerTensor,
+            "quantize_per_channel" => CommHook::QuantizePerChannel,
+            _ => return None,
+        })
+    }
+
+    /// The collective that carries the gradients: all-gathers for the quantisation hooks,
+    /// all-reduces for the others.
+    pub fn grad_collective(&self) -> crate::collective::Collective {
+        match self {
+            CommHook::QuantizePerTensor | CommHook::QuantizePerChannel => {
+                crate::collective::Collective::AllGather
+            }
+            _ => crate::collective::Collective::AllReduce,
+        }
+    }
+
     /// Its name in scenarios.
     pub fn name(&self) -> &'static str {
         match self {

@@ -12,7 +12,7 @@
 //! * **DDP's buckets**: a second copy of every gradient, unless `gradient_as_bucket_view`;
 //! * **autocast's weight cache**: under 16-bit autocast with fp32 parameters, a 16-bit copy of
 //!   every weight used in forward lives until backward has used it (2 bytes per parameter);
-//! * **activations** for one micro-batch (the model's estimate, [`super::models::activation_bytes`];
+//! * **activations** for one micro-batch (the model's estimate, [`super::models::Model::act_bytes`];
 //!   twice that with fp32/tf32 activations);
 //! * a **runtime reserve** of 1.5 GiB: the CUDA context (about 0.5 GiB on A100/H100) and NCCL's
 //!   channel buffers (about 1 GiB with 32 channels of 2 peers at the default NCCL_BUFFSIZE and
@@ -142,7 +142,8 @@ pub fn ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let grads = params;
     let optimizer = spec.optimizer.state_bytes() as f64 * numel;
     let buckets = if spec.gradient_as_bucket_view { 0.0 } else { grads };
-    let activations = m.act_bytes() * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let per_sample = m.act_bytes();
+    let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
     let runtime = RUNTIME_RESERVE;
     let total = params + grads + master + optimizer + buckets + autocast + activations + runtime;
     DdpMemory {
@@ -155,7 +156,7 @@ pub fn ddp_memory(spec: &DdpSpec) -> DdpMemory {
         activations,
         runtime,
         total,
-        activations_known: m.act_bytes() > 0.0,
+        activations_known: per_sample > 0.0,
     }
 }
 

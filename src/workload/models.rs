@@ -32,7 +32,7 @@ pub struct Layer {
     pub times: Option<(f64, f64)>,
     /// Activation bytes per sample that forward keeps for backward, with 16-bit activations
     /// (mixed precision); fp32 activations take twice as much. An estimate: see
-    /// [`activation_bytes`] for how the presets count.
+    /// [`Model::act_bytes`] for how the presets count.
     pub act_bytes: f64,
 }
 
@@ -76,28 +76,23 @@ impl Model {
         self.layers.iter().map(|l| l.fwd_macs).sum()
     }
 
-    /// Activation bytes per sample kept for backward, with 16-bit activations.
+    /// Activation bytes per sample kept for backward, with 16-bit activations. How the presets
+    /// estimate them, with no recomputation:
+    ///
+    /// * a transformer layer of hidden size h on s tokens keeps 34·s·h bytes (Korthikanti et al.,
+    ///   "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1, without its
+    ///   5·a·s² term: PyTorch's scaled-dot-product attention, flash or memory-efficient, does not
+    ///   keep the attention matrix);
+    /// * a language-model head over a vocabulary V keeps its logits, 16-bit, and the fp32 copy the
+    ///   cross-entropy takes: 6·s·V bytes;
+    /// * a convolution block keeps each convolution's output, its batch norm's output and its
+    ///   ReLU's output (which is the next convolution's input): 3 × 2 bytes per output element.
+    ///
+    /// Per-preset figures (per sample): GPT-2 XL 2.98 GB at s = 1024, BERT-large 0.130 GB at
+    /// s = 128, Llama-7B 9.52 GB at s = 2048, ResNet-50 67 MB at 224 × 224.
     pub fn act_bytes(&self) -> f64 {
         self.layers.iter().map(|l| l.act_bytes).sum()
     }
-}
-
-/// How the presets estimate the activations forward keeps for backward, per sample, with
-/// 16-bit activations (mixed precision) and no recomputation:
-///
-/// * a transformer layer of hidden size h on s tokens keeps 34·s·h bytes (Korthikanti et al.,
-///   "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1, without its
-///   5·a·s² term: PyTorch's scaled-dot-product attention, flash or memory-efficient, does not
-///   keep the attention matrix);
-/// * a language-model head over a vocabulary V keeps its logits, 16-bit, and the fp32 copy the
-///   cross-entropy takes: 6·s·V bytes;
-/// * a convolution block keeps each convolution's output, its batch norm's output and its
-///   ReLU's output (which is the next convolution's input): 3 × 2 bytes per output element.
-///
-/// Per-preset figures (per sample): GPT-2 XL 2.98 GB at s = 1024, BERT-large 0.130 GB at
-/// s = 128, Llama-7B 9.52 GB at s = 2048, ResNet-50 67 MB at 224 × 224.
-pub fn activation_bytes(model: &Model) -> f64 {
-    model.act_bytes()
 }
 
 /// A tensor of `rows` × `cols` (a vector: `cols` = 1).
@@ -116,7 +111,7 @@ fn layer_acts(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64, act:
     Layer { act_bytes: act, ..layer(name, tensors, fwd_macs) }
 }
 
-/// A transformer layer's kept activations per sample: 34·s·h bytes (see [`activation_bytes`]).
+/// A transformer layer's kept activations per sample: 34·s·h bytes (see [`Model::act_bytes`]).
 fn transformer_acts(s: u64, h: u64) -> f64 {
     34.0 * (s * h) as f64
 }
@@ -352,12 +347,12 @@ mod tests {
 
     #[test]
     fn preset_activations_match_the_documented_estimates() {
-        // The figures activation_bytes documents, per sample, to 2 %.
+        // The figures Model::act_bytes documents, per sample, to 2 %.
         for (name, gb) in
             [("gpt2-xl", 2.98), ("bert-large", 0.130), ("llama-7b", 9.52), ("resnet50", 0.0667)]
         {
             let m = preset(name, None, DataType::Float).unwrap();
-            let got = activation_bytes(&m) / 1e9;
+            let got = m.act_bytes() / 1e9;
             assert!((got / gb - 1.0).abs() < 0.02, "{name}: {got} GB vs {gb}");
         }
     }

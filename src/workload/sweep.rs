@@ -115,17 +115,17 @@ pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
     out
 }
 
-/// Checks that `spec` can be simulated on `comm`.
-pub fn check_supported(spec: &SweepSpec, comm: &Communicator) -> Result<(), SweepError> {
-    if collective::is_p2p(spec.collective) {
+/// Checks that calls of `coll` can be simulated on `comm` (NCCL_ALGO allows one collsim runs).
+pub fn check_supported(coll: Collective, comm: &Communicator) -> Result<(), SweepError> {
+    if collective::is_p2p(coll) {
         return Ok(());
     }
     let nnodes = comm.nnodes();
     let given = comm.env().given.get("NCCL_ALGO").cloned().unwrap_or_default();
-    if let Err(why) = comm.check_algos(spec.collective) {
+    if let Err(why) = comm.check_algos(coll) {
         return Err(SweepError::Impossible(given, why));
     }
-    if !comm.env().algos.iter().any(|&a| collective::is_simulated(spec.collective, a, nnodes)) {
+    if !comm.env().algos.iter().any(|&a| collective::is_simulated(coll, a, nnodes)) {
         return Err(SweepError::NoRing(given));
     }
     Ok(())
@@ -260,7 +260,7 @@ pub fn run_beside<'l>(
     load: impl Fn(usize) -> &'l [Load] + Sync,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Row>, SweepError> {
-    check_supported(spec, comm)?;
+    check_supported(spec.collective, comm)?;
     let sizes = sizes(spec);
     Ok((0..sizes.len())
         .into_par_iter()

@@ -34,15 +34,16 @@ fn topo_with(old: &str, new: &str) -> String {
 }
 
 /// Asserts exit code 1 and a single stderr line containing every `needles`.
-pub fn fails_with(args: &[&str], needles: &[&str]) {
+pub fn fails_with(args: &[&str], needles: &[&str]) -> String {
     let out = collsim(args);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "args {args:?}: stderr {err}");
     assert!(!err.contains("panicked"), "panic: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
     for n in needles {
         assert!(err.contains(n), "{n:?} not in {err:?}");
     }
+    err
 }
 
 #[test]

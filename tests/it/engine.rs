@@ -180,11 +180,17 @@ fn calls_in_one_simulation_share_the_links_they_both_cross() {
 
 /// Relative gap of the aggregated form from the detailed run of `c`, the detailed run's
 /// transfers, and the aggregated form.
-fn gap(c: &Case) -> (f64, u64, Form) {
+/// How far `mode`'s run of `c` is from its detailed run (relative), the detailed run's
+/// transfers, and the form `mode` ran.
+fn gap_in(c: &Case, mode: Mode) -> (f64, u64, Form) {
     let d = run(c, Mode::Detailed, |_| {});
-    let a = run(c, Mode::Aggregated, |_| {});
+    let a = run(c, mode, |_| {});
     let rel = (a.time.as_secs_f64() - d.time.as_secs_f64()).abs() / d.time.as_secs_f64();
     (rel, d.events, a.form)
+}
+
+fn gap(c: &Case) -> (f64, u64, Form) {
+    gap_in(c, Mode::Aggregated)
 }
 
 #[test]
@@ -245,12 +251,10 @@ fn auto_runs_small_trees_symmetric_and_gets_the_detailed_result() {
         ),
     ];
     for c in &cases {
-        let d = run(c, Mode::Detailed, |_| {});
-        let a = run(c, Mode::Auto, |_| {});
-        assert!(d.events > 10_000, "{}: only {} transfers", c.what, d.events);
-        assert_eq!(a.form, Form::Symmetric, "{}", c.what);
-        let rel = (a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0).abs();
-        assert!(rel < 1e-6, "{}: auto {:?} against detailed {:?}", c.what, a.time, d.time);
+        let (rel, events, form) = gap_in(c, Mode::Auto);
+        assert!(events > 10_000, "{}: only {events} transfers", c.what);
+        assert_eq!(form, Form::Symmetric, "{}", c.what);
+        assert!(rel < 1e-6, "{}: auto {rel} from detailed", c.what);
     }
 }
 
@@ -460,12 +464,7 @@ fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
     // Two 8-node jobs on a 2:1 spine (16 DGX-H100s in two racks of 8), each posting one
     // AllReduce into one shared network, the second `off` µs after the first. Spread over the
     // racks every ring hop crosses the spine; compact, the jobs share no link.
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/topologies/user/dgx-h100-spine-2to1.toml"
-    ))
-    .unwrap();
-    let whole = Cluster::new(&parse_topology("spine.toml", &text).unwrap(), 16, 8);
+    let whole = Cluster::new(&spine(), 16, 8);
     let p = params();
     let spread = |first: usize| -> Vec<NodeId> {
         (0..8).map(|i| NodeId(if i % 2 == 0 { first + i / 2 } else { 8 + first + i / 2 })).collect()
