@@ -75,7 +75,7 @@ pub enum Error {
 pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     let cluster = machine(scenario, &env, scenario.gpus_per_node)?;
-    let comm = Communicator::new(&cluster, &env)?;
+    let comm = Communicator::new(&cluster, &env)?.with_gpus_per_process(scenario.gpus_per_process);
     let summary = summary(&comm, &env);
     Ok((cluster, comm, summary))
 }
@@ -397,7 +397,8 @@ pub fn simulate_jobs_with(
         }
         let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
         let cluster = whole.subset(&job.nodes, job.gpus_per_node);
-        let comm = Communicator::new(&cluster, &env)?;
+        let comm =
+            Communicator::new(&cluster, &env)?.with_gpus_per_process(scenario.gpus_per_process);
         let summary = summary(&comm, &env);
         let job_scenario = Scenario {
             nodes: job.nodes.len(),

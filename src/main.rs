@@ -57,6 +57,11 @@ struct Common {
     /// GPUs used per node (the first G of each node).
     #[arg(long)]
     gpus_per_node: Option<usize>,
+    /// GPUs each process drives, as nccl-tests `-g N` (default 1: one process per GPU, as
+    /// torchrun and mpirun run NCCL). One process launches its GPUs' kernels one after the
+    /// other, so each call costs it more.
+    #[arg(long, value_name = "N")]
+    gpus_per_process: Option<usize>,
     /// An NCCL environment variable, KEY=VALUE (repeatable).
     #[arg(long = "nccl", value_name = "KEY=VALUE")]
     nccl: Vec<String>,
@@ -371,6 +376,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
             Scenario {
                 topology,
                 gpus_per_node: node.gpu.count,
+                gpus_per_process: 1,
                 node,
                 nodes: 1,
                 workload: config::Workload::Sweep(sweep),
@@ -409,6 +415,24 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         }
         Some(g) => s.gpus_per_node = g,
         None => {}
+    }
+    if let Some(g) = c.gpus_per_process {
+        if g == 0 || s.gpus_per_node % g != 0 {
+            bail!(
+                "--gpus-per-process {g}: must divide the {} GPUs used per node (a process drives GPUs of one node)",
+                s.gpus_per_node
+            );
+        }
+        s.gpus_per_process = g;
+    } else if s.gpus_per_node % s.gpus_per_process != 0 {
+        bail!(
+            "--gpus-per-node {}: the scenario's cluster.gpus_per_process {} does not divide it",
+            s.gpus_per_node,
+            s.gpus_per_process
+        );
+    }
+    if s.gpus_per_process > 1 && matches!(s.workload, config::Workload::Ddp(_)) {
+        bail!("--gpus-per-process {}: PyTorch DDP runs one process per GPU", s.gpus_per_process);
     }
     for kv in &c.nccl {
         let (k, v) = NcclEnv::split_pair(kv).map_err(|e| anyhow!(e))?;
@@ -494,25 +518,139 @@ fn mode(m: ModeArg) -> Mode {
     }
 }
 
-/// The scenario a log ran on: `s`, or, where the log's "Using devices" block lists another
-/// number of ranks or hosts, `s` with that many nodes (its distinct hosts) and GPUs per node.
-fn log_scenario(s: &Scenario, name: &str, test: &nccl_log::LogTest) -> Result<Scenario> {
-    let Some((ranks, hosts)) = test.layout() else { return Ok(s.clone()) };
-    if ranks == s.nodes * s.gpus_per_node && hosts == s.nodes {
-        return Ok(s.clone());
-    }
-    let gpn = ranks / hosts;
-    if gpn * hosts != ranks || gpn > s.node.gpu.count {
-        bail!(
-            "{name}: {ranks} ranks on {hosts} host(s) do not fit {} nodes of {} GPUs",
-            s.node.name,
-            s.node.gpu.count
-        );
-    }
+/// The scenario a log ran on: `s` with what the log says as defaults — nodes and GPUs per node
+/// from its "Using devices" block (its distinct hosts), the GPU variant it names, the GPUs per
+/// process of its header, its NCCL release and the NCCL_* variables NCCL reports. Flags win,
+/// with a one-line warning where they disagree; every default taken is noted on stderr.
+fn log_scenario(
+    s: &Scenario,
+    common: &Common,
+    name: &str,
+    test: &nccl_log::LogTest,
+    layout_from_flags: bool,
+) -> Result<Scenario> {
     let mut own = s.clone();
-    own.nodes = hosts;
-    own.gpus_per_node = gpn;
+    let setup = &test.setup;
+    // Layout: the ranks and hosts of the "Using devices" block.
+    if let Some((ranks, hosts)) = test.layout() {
+        let flags = layout_from_flags && (common.nodes.is_some() || common.gpus_per_node.is_some());
+        if ranks != s.nodes * s.gpus_per_node || hosts != s.nodes {
+            if flags {
+                eprintln!(
+                    "collsim: warning: {name} lists {ranks} ranks on {hosts} host(s); using {} nodes x {} GPUs as the flags say",
+                    s.nodes, s.gpus_per_node
+                );
+            } else {
+                let gpn = ranks / hosts;
+                if gpn * hosts != ranks || gpn > s.node.gpu.count {
+                    bail!(
+                        "{name}: {ranks} ranks on {hosts} host(s) do not fit {} nodes of {} GPUs",
+                        s.node.name,
+                        s.node.gpu.count
+                    );
+                }
+                own.nodes = hosts;
+                own.gpus_per_node = gpn;
+                eprintln!(
+                    "collsim: {name}: {ranks} ranks on {hosts} host(s): {hosts} nodes x {gpn} GPUs (give --nodes/--gpus-per-node to override)"
+                );
+            }
+        }
+    }
+    // The GPU: a variant of the topology's own model (A100-SXM4-40GB on an 80 GB node) takes
+    // its place; another kind of GPU is only noted.
+    if let Some(gpu) = &setup.gpu_name {
+        match collsim::hw::gpus::from_reported_name(gpu) {
+            Some((model, _)) if model != own.node.gpu.model.name => {
+                let library = config::gpu_library()?;
+                match library.into_iter().find(|m| m.name == model) {
+                    Some(m) if m.sm == own.node.gpu.model.sm => {
+                        eprintln!(
+                            "collsim: {name}: the log's GPUs are {gpu}: {model} in place of the {}'s {}",
+                            own.node.name, own.node.gpu.model.name
+                        );
+                        own.node.gpu.model = m;
+                    }
+                    _ => eprintln!(
+                        "collsim: warning: {name}: the log's GPUs are {gpu}, the topology's {}",
+                        own.node.gpu.model.name
+                    ),
+                }
+            }
+            _ => {}
+        }
+    }
+    // Process layout: nccl-tests' nGpus.
+    if let Some(g) = setup.gpus_per_process {
+        match common.gpus_per_process {
+            Some(f) if f != g => eprintln!(
+                "collsim: warning: {name} ran {g} GPU(s) per process; using {f} as --gpus-per-process says"
+            ),
+            Some(_) => {}
+            None if own.gpus_per_node.is_multiple_of(g) => {
+                if g > 1 {
+                    eprintln!(
+                        "collsim: {name}: {g} GPUs per process (nccl-tests -g {g}; give --gpus-per-process to override)"
+                    );
+                }
+                own.gpus_per_process = g;
+            }
+            None => eprintln!(
+                "collsim: warning: {name} ran {g} GPUs per process, which does not divide {} GPUs per node; using 1",
+                own.gpus_per_node
+            ),
+        }
+    }
+    // NCCL's release and the variables it says it read from the environment.
+    if let Some(v) = &setup.nccl_version {
+        let flag = common.nccl_version.is_some() || own.nccl.iter().any(|(k, _)| k == "version");
+        match collsim::comm::tuning::NcclVersion::parse(v) {
+            _ if flag => {}
+            Some(_) => own.nccl.push(("version".into(), v.clone())),
+            None => eprintln!(
+                "collsim: {name}: NCCL {v}: no cost-model tables for it; using NCCL 2.30's"
+            ),
+        }
+    }
+    let mut taken = Vec::new();
+    for (k, v) in &setup.env {
+        match own.nccl.iter().find(|(key, _)| key == k) {
+            Some((_, given)) if given != v => {
+                eprintln!("collsim: warning: {name} ran with {k}={v}; using {k}={given} as given")
+            }
+            Some(_) => {}
+            None => {
+                let mut trial = own.nccl.clone();
+                trial.push((k.clone(), v.clone()));
+                match NcclEnv::from_pairs(trial.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                    Ok(env) if env.ignored.contains(k) => {}
+                    Ok(_) => {
+                        own.nccl = trial;
+                        taken.push(format!("{k}={v}"));
+                    }
+                    Err(e) => eprintln!("collsim: warning: {name}: {e}; left out"),
+                }
+            }
+        }
+    }
+    if !taken.is_empty() {
+        eprintln!("collsim: {name}: the log's NCCL environment: {}", taken.join(" "));
+    }
     Ok(own)
+}
+
+/// The topology to use for `test` when none is given: the preset of the GPU its log names.
+fn log_topology(name: &str, test: &nccl_log::LogTest, what: &str) -> Result<String> {
+    let gpu = test.setup.gpu_name.as_deref().ok_or_else(|| {
+        anyhow!("{what} needs --topology: {name} names no GPU (a preset name or a topology TOML)")
+    })?;
+    let (_, preset) = collsim::hw::gpus::from_reported_name(gpu).ok_or_else(|| {
+        anyhow!("{what} needs --topology: {name}'s GPUs are {gpu}, which no preset has (a preset name or a topology TOML)")
+    })?;
+    eprintln!(
+        "collsim: {name}: topology {preset}, the preset for its {gpu} GPUs (give --topology to override)"
+    );
+    Ok(preset.to_string())
 }
 
 /// Fits the model's physical parameters (`fit`: a `--fit` list, or None for every one the data
@@ -535,12 +673,13 @@ fn calibrate_logs(
     config::parse_profile(&base_name, &base_text)?;
     let mut inputs = Vec::new();
     for (path, coll, is_fit) in logs {
-        let (test, c) = read_log(path, coll.as_deref(), s)?;
+        let (test, c) = read_log(path, coll.as_deref(), Some(s))?;
         let name = match coll {
             Some(c) => format!("{}@{c}", path.display()),
             None => path.display().to_string(),
         };
-        let scenario = log_scenario(s, &name, &test)?;
+        // Each log runs on its own layout: calibration may mix GPU counts.
+        let scenario = log_scenario(s, common, &name, &test, false)?;
         inputs.push(LogInput { name, test, coll: c, is_fit: *is_fit, scenario });
     }
     let c = pipeline::calibrate(
@@ -729,7 +868,7 @@ fn calibrate_run(
 fn read_log(
     log: &Path,
     collective: Option<&str>,
-    s: &Scenario,
+    s: Option<&Scenario>,
 ) -> Result<(nccl_log::LogTest, Collective)> {
     let log_name = log.display().to_string();
     let text = config::load_text(log)?;
@@ -764,7 +903,9 @@ fn read_log(
             // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
             // size = count x element size x ranks. Refuse to guess those as all_reduce.
             // The ranks the log lists, else those of the scenario.
-            let nranks = test.layout().map_or(s.nodes * s.gpus_per_node, |(r, _)| r) as u64;
+            let nranks =
+                test.layout().map(|(r, _)| r).or(s.map(|s| s.nodes * s.gpus_per_node)).unwrap_or(1)
+                    as u64;
             let per_rank = nranks > 1
                 && test.rows.iter().all(|r| {
                     DataType::parse(&r.dtype)
@@ -1003,11 +1144,14 @@ fn calibrate(
             "calibrate needs --from-log LOG... (nccl-tests output), or --run on a machine with GPUs"
         );
     }
-    if common.topology.is_none() {
-        bail!("calibrate needs --topology (a preset name or a topology TOML)");
-    }
     // Without --check-log the split is made once the logs are read (None).
     let auto = check_log.is_empty() && from_log.len() >= 2;
+    let mut common = common;
+    if common.topology.is_none() {
+        let first = &from_log[0];
+        let (test, _) = read_log(first, collective.as_deref(), None)?;
+        common.topology = Some(log_topology(&first.display().to_string(), &test, "calibrate")?);
+    }
     let s = apply_common(None, &common)?;
     // LOG@collective picks that test of a file holding several.
     let pick = |p: PathBuf, is_fit: Option<bool>| match p.to_str().and_then(|t| t.rsplit_once('@'))
@@ -1026,35 +1170,24 @@ fn calibrate(
 
 /// `collsim validate`.
 fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs) -> Result<()> {
-    if common.topology.is_none() {
-        bail!("validate needs --topology (a preset name or a topology TOML)");
-    }
-    let s = apply_common(None, &common)?;
     let log_name = log.display().to_string();
-    let (test, coll) = read_log(&log, collective.as_deref(), &s)?;
-    let test = &test;
-    // The ranks and hosts the log's "Using devices" block lists are the default layout; flags
-    // that say otherwise win, with a warning.
-    let s = match test.layout() {
-        Some((ranks, hosts)) if common.nodes.is_none() && common.gpus_per_node.is_none() => {
-            let own = log_scenario(&s, &log_name, test)?;
-            if own.nodes != s.nodes || own.gpus_per_node != s.gpus_per_node {
-                eprintln!(
-                    "collsim: {log_name}: {ranks} ranks on {hosts} host(s): validating on {} nodes x {} GPUs (give --nodes/--gpus-per-node to override)",
-                    own.nodes, own.gpus_per_node
-                );
-            }
-            own
-        }
-        Some((ranks, hosts)) if ranks != s.nodes * s.gpus_per_node || hosts != s.nodes => {
-            eprintln!(
-                "collsim: warning: {log_name} lists {ranks} ranks on {hosts} host(s); validating on {} nodes x {} GPUs as the flags say",
-                s.nodes, s.gpus_per_node
-            );
-            s
-        }
-        _ => s,
+    // What the log says (its GPU's preset, layout, process layout, NCCL release and
+    // environment) is the default; flags that say otherwise win, with a warning.
+    let given = match &common.topology {
+        Some(_) => Some(apply_common(None, &common)?),
+        None => None,
     };
+    let (test, coll) = read_log(&log, collective.as_deref(), given.as_ref())?;
+    let test = &test;
+    let s = match given {
+        Some(s) => s,
+        None => {
+            let mut common = common.clone();
+            common.topology = Some(log_topology(&log_name, test, "validate")?);
+            apply_common(None, &common)?
+        }
+    };
+    let s = log_scenario(&s, &common, &log_name, test, true)?;
     let profile = load_profile(common.profile.as_deref())?;
     let (cluster, comm, _) = collsim::build(&s)?;
     let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))

@@ -40,11 +40,29 @@ pub struct LogTest {
     /// The hosts of the ranks its "Using devices" block lists, one entry per rank (empty when
     /// the log does not list them).
     pub rank_hosts: Vec<String>,
+    /// What else the log says about how it was run.
+    pub setup: LogSetup,
+}
+
+/// How a test was run, as far as its log says: read from the nccl-tests header (`nThread 1
+/// nGpus 8`, `nccl-library=22203`), the "Using devices" block (the GPU's name) and NCCL's INFO
+/// lines (`NCCL version 2.22.3+cuda12.2`, `NCCL_BUFFSIZE set by environment to 8388608.`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogSetup {
+    /// GPUs each host thread drives (`nGpus`; nccl-tests `-g`): its kernels are launched one
+    /// after the other.
+    pub gpus_per_process: Option<usize>,
+    /// The GPU name of the first rank listed ("NVIDIA H100 80GB HBM3").
+    pub gpu_name: Option<String>,
+    /// The NCCL release ("2.22.3").
+    pub nccl_version: Option<String>,
+    /// NCCL_* variables NCCL reports as set by the environment, in first-seen order.
+    pub env: Vec<(String, String)>,
 }
 
 impl LogTest {
     fn new(collective: Option<Collective>) -> LogTest {
-        LogTest { collective, rows: Vec::new(), rank_hosts: Vec::new() }
+        LogTest { collective, rows: Vec::new(), rank_hosts: Vec::new(), setup: LogSetup::default() }
     }
 
     /// Ranks and distinct hosts the log lists, if it lists them.
@@ -59,14 +77,58 @@ impl LogTest {
     }
 }
 
-/// The host of a "#  Rank  0 Group  0 Pid 1234 on HOST device ..." line.
-fn rank_host(line: &str) -> Option<String> {
+/// The host and GPU name of a "#  Rank  0 Group  0 Pid 1234 on HOST device  0 [0x07] NVIDIA
+/// A100-SXM4-40GB" line (the name is empty when the line stops at the bus id).
+fn rank_line(line: &str) -> Option<(String, String)> {
     let t: Vec<&str> = line.trim_start_matches('#').split_whitespace().collect();
     if t.first() != Some(&"Rank") {
         return None;
     }
     let on = t.iter().position(|&w| w == "on")?;
-    t.get(on + 1).filter(|_| t.contains(&"device")).map(|h| h.to_string())
+    let device = t.iter().position(|&w| w == "device")?;
+    let host = t.get(on + 1).filter(|_| device > on + 1)?.to_string();
+    // device N [bus id] NAME...
+    let name = t.iter().skip(device + 2).skip_while(|w| w.starts_with('[')).copied();
+    Some((host, name.collect::<Vec<_>>().join(" ")))
+}
+
+/// `nGpus` of an nccl-tests header line ("# nThread 1 nGpus 8 minBytes ...").
+fn header_gpus(line: &str) -> Option<usize> {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let at = t.iter().position(|&w| w == "nGpus")?;
+    t.get(at + 1)?.parse().ok().filter(|&g| g > 0)
+}
+
+/// The NCCL release of "nccl-library=22203" (2.22.3; 0 means not known) or of an INFO line's
+/// "NCCL version 2.22.3+cuda12.2".
+fn nccl_version(line: &str) -> Option<String> {
+    if let Some(at) = line.find("nccl-library=") {
+        let digits: String = line[at + 13..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let code: u64 = digits.parse().ok().filter(|&c| c > 0)?;
+        let (major, minor, patch) = if code >= 10000 {
+            (code / 10000, code % 10000 / 100, code % 100)
+        } else {
+            (code / 1000, code % 1000 / 100, code % 100)
+        };
+        return Some(format!("{major}.{minor}.{patch}"));
+    }
+    let at = line.find("NCCL version ")?;
+    let v: String =
+        line[at + 13..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    (v.split('.').count() >= 2 && !v.ends_with('.')).then_some(v)
+}
+
+/// The variable and value of an INFO line "NCCL_BUFFSIZE set by environment to 8388608.".
+fn env_setting(line: &str) -> Option<(String, String)> {
+    let at = line.find(" set by environment to ")?;
+    let key = line[..at].split_whitespace().last()?;
+    if !key.starts_with("NCCL_")
+        || !key.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return None;
+    }
+    let value = line[at + 23..].trim().trim_end_matches('.');
+    (!value.is_empty()).then(|| (key.to_string(), value.to_string()))
 }
 
 /// Removes every `[digits,digits]<stdout>:` or `<stderr>:` tag.
@@ -140,9 +202,21 @@ pub struct LogError {
 /// Splits a log into its tests.
 pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
     let mut tests: Vec<LogTest> = Vec::new();
+    // Said once for the whole file (NCCL's INFO lines, the version header): every test's.
+    let mut version: Option<String> = None;
+    let mut env: Vec<(String, String)> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let line = strip_tags(raw);
         let trimmed = line.trim();
+        if version.is_none() {
+            version = nccl_version(trimmed);
+        }
+        if let Some((k, v)) = env_setting(trimmed) {
+            if !env.iter().any(|(key, _)| *key == k) {
+                env.push((k, v));
+            }
+            continue;
+        }
         if let Some(pos) = trimmed.find("Collective test starting:") {
             let name = trimmed[pos + "Collective test starting:".len()..].trim();
             tests.push(LogTest::new(Collective::parse(name)));
@@ -152,15 +226,21 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
             if tests.last().is_none_or(|t| !t.rows.is_empty()) {
                 tests.push(LogTest::new(None));
             }
+            if let Some(t) = tests.last_mut() {
+                t.setup.gpus_per_process = header_gpus(trimmed);
+            }
             continue;
         }
-        // "Using devices": one line per rank, naming its host.
-        if let Some(host) = rank_host(trimmed) {
+        // "Using devices": one line per rank, naming its host and GPU.
+        if let Some((host, gpu)) = rank_line(trimmed) {
             if tests.is_empty() {
                 tests.push(LogTest::new(None));
             }
             if let Some(t) = tests.last_mut().filter(|t| t.rows.is_empty()) {
                 t.rank_hosts.push(host);
+                if t.setup.gpu_name.is_none() && !gpu.is_empty() {
+                    t.setup.gpu_name = Some(gpu);
+                }
             }
             continue;
         }
@@ -184,6 +264,10 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
         }
     }
     tests.retain(|t| !t.rows.is_empty());
+    for t in &mut tests {
+        t.setup.nccl_version = version.clone();
+        t.setup.env = env.clone();
+    }
     Ok(tests)
 }
 
@@ -221,6 +305,36 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
                 .collect()
         })
         .unwrap_or_default();
+    // config.ngpus, else `-g N` in the command line; the GPU of devices[0].device_info; the
+    // NCCL release (an integer code or a dotted string).
+    let args: Vec<String> = v
+        .get("args")
+        .map(|a| a.as_str().map_or_else(|| a.to_string(), String::from))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let from_flag = args
+        .iter()
+        .position(|a| a == "-g" || a == "--ngpus")
+        .and_then(|at| args.get(at + 1)?.trim_matches('"').parse::<usize>().ok());
+    let gpus_per_process = v
+        .pointer("/config/ngpus")
+        .and_then(|g| g.as_u64())
+        .map(|g| g as usize)
+        .or(from_flag)
+        .filter(|&g| g > 0);
+    let gpu_name = v
+        .pointer("/devices/0/device_info")
+        .and_then(|d| d.as_str())
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty());
+    let nccl_version = match v.get("nccl_version") {
+        Some(serde_json::Value::Number(n)) => nccl_version(&format!("nccl-library={n}")),
+        Some(serde_json::Value::String(s)) => nccl_version(&format!("NCCL version {s}")),
+        _ => None,
+    };
+    let setup = LogSetup { gpus_per_process, gpu_name, nccl_version, env: Vec::new() };
     let mut tests: Vec<LogTest> = Vec::new();
     let mut last_key: Option<(Option<Collective>, String)> = None;
     for (i, r) in results.iter().enumerate() {
@@ -274,7 +388,11 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         };
         let key = (collective, combo);
         if last_key.as_ref() != Some(&key) {
-            tests.push(LogTest { rank_hosts: hosts.clone(), ..LogTest::new(collective) });
+            tests.push(LogTest {
+                rank_hosts: hosts.clone(),
+                setup: setup.clone(),
+                ..LogTest::new(collective)
+            });
             last_key = Some(key);
         }
         if size > 0 {
@@ -397,5 +515,33 @@ mod tests {
             parse("8 2 float sum -1 1.0 0.0 0.0 0 1.0 0.0 0.0 0\n").unwrap()[0].layout(),
             None
         );
+    }
+
+    #[test]
+    fn reads_how_the_run_was_set_up() {
+        // The header's nGpus and library code, the GPU name, NCCL's INFO lines (tagged).
+        let text = "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902\n\
+            # nThread 1 nGpus 8 minBytes 8\n\
+            #  Rank  0 Group  0 Pid  25 on node0 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n\
+            [1,0]<stdout>:node0:25:25 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.\n\
+            node0:25:25 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.\n\
+            node0:25:25 [0] NCCL INFO NCCL_NVLS_CHUNKSIZE set by environment to 524288.\n\
+            8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n";
+        let setup = &parse(text).unwrap()[0].setup;
+        assert_eq!(setup.gpus_per_process, Some(8));
+        assert_eq!(setup.gpu_name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(setup.nccl_version.as_deref(), Some("2.29.2"));
+        let env: Vec<(&str, &str)> =
+            setup.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(env, [("NCCL_BUFFSIZE", "8388608"), ("NCCL_NVLS_CHUNKSIZE", "524288")]);
+        // An INFO line's release; a zero library code says nothing; old bus ids.
+        let text = "# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0\n\
+            #  Rank  0 Group  0 Pid  1 on x device  0 [0x07] NVIDIA A100-SXM4-40GB\n\
+            x:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.2\n\
+            8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n";
+        let setup = &parse(text).unwrap()[0].setup;
+        assert_eq!(setup.nccl_version.as_deref(), Some("2.21.5"));
+        assert_eq!(setup.gpu_name.as_deref(), Some("NVIDIA A100-SXM4-40GB"));
+        assert_eq!(setup.gpus_per_process, None);
     }
 }

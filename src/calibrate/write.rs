@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(back.step_latency, params.step_latency);
         assert_eq!(back.gpu, params.gpu);
         assert_eq!(back.correction, params.correction);
-        assert!(text.contains("call = \"31.25 us\"  # fitted; was 28 us"), "{text}");
+        assert!(text.contains("call = \"31.25 us\"  # fitted; was 3.04 us"), "{text}");
         assert!(text.contains("#   bandwidth.pcie: no PCIe hop"), "{text}");
         // The base profile's comments stay.
         assert!(text.contains("# Per-slice latency of one ring hop"));
@@ -247,11 +247,13 @@ mod tests {
         assert_eq!(again.matches(HEADER).count(), 1);
         assert_eq!(parse_profile("fit2.toml", &again).unwrap().correction, Some(correction()));
         // A base profile writing its tables inline keeps their other entries.
-        let inline = DEFAULT_PROFILE
-            .1
-            .replace("[overhead]\n", "overhead = { call = \"28 us\" }\n[overhead_was_here]\n");
-        let inline =
-            inline.replacen("call = \"28 us\"\n", "", 1).replace("[overhead_was_here]\n", "");
+        let inline = DEFAULT_PROFILE.1.replace(
+            "[overhead]\n",
+            "overhead = { call = \"3.04 us\", launch = \"3.12 us\" }\n[overhead_was_here]\n",
+        );
+        let inline = inline
+            .replacen("call = \"3.04 us\"\nlaunch = \"3.12 us\"\n", "", 1)
+            .replace("[overhead_was_here]\n", "");
         assert!(parse_profile("inline.toml", &inline).is_ok(), "{inline}");
         let out = write(&inline, &f).unwrap();
         assert_eq!(parse_profile("out.toml", &out).unwrap().call_overhead, params.call_overhead);

@@ -30,10 +30,15 @@ pub struct TimingParams {
     pub name: String,
     /// Where the numbers come from.
     pub source: String,
-    /// Fixed cost of one collective call as nccl-tests times it (host enqueue, kernel launch,
-    /// completion), added once per call.
+    /// Fixed cost of one collective call as nccl-tests times it, paid once per process (NCCL's
+    /// host-side enqueue of the group and the completion), added once per call.
     #[serde(serialize_with = "ser_time")]
     pub call_overhead: Time,
+    /// Host cost of launching one GPU's kernel of a call (profile `overhead.launch`). A process
+    /// driving N GPUs (nccl-tests `-g N`) launches them one after the other, so a call costs
+    /// [`TimingParams::call_cost`]: `call_overhead + N × launch`. Zero in profiles without it.
+    #[serde(serialize_with = "ser_time")]
+    pub launch: Time,
     /// Per-slice protocol latency (synchronisation, flag polling, proxy post) by hop class
     /// (NVLink, PCIe, network) and protocol (LL, LL128, Simple).
     #[serde(serialize_with = "ser_lat")]
@@ -131,6 +136,12 @@ fn ser_lat<S: serde::Serializer>(t: &[[Time; 3]; 3], s: S) -> Result<S::Ok, S::E
 }
 
 impl TimingParams {
+    /// The fixed cost of one call when each process drives `gpus_per_process` GPUs: the
+    /// per-process call overhead and one kernel launch per GPU, serialised on the host.
+    pub fn call_cost(&self, gpus_per_process: usize) -> Time {
+        self.call_overhead + self.launch.times(gpus_per_process as u64)
+    }
+
     /// The per-slice latency of a hop of `class` under `proto`.
     pub fn step(&self, class: HopClass, proto: Proto) -> Time {
         self.step_latency[class as usize][proto as usize]

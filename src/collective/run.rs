@@ -308,11 +308,17 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
 }
 
 /// A call on one rank: NCCL copies the send buffer into the receive buffer (out of place, as
-/// nccl-tests times it) — read and write at the GPU's memory bandwidth. Without a known memory
-/// bandwidth, nothing beyond the call's overhead.
+/// nccl-tests times it) — read and write at the GPU's memory bandwidth. When both buffers fit
+/// in the L2 cache they stay there from one iteration to the next, and the copy hides behind
+/// the next call's launch (one H100, calibration/data/2026-11-22-h100-single: 6.2-7.9 us flat
+/// from 8 B to 8 MiB, device-memory rate from 32 MiB). Without a known memory bandwidth,
+/// nothing beyond the call's overhead.
 fn one_rank_copy(call: &Call<'_>) -> Time {
-    match call.cluster.spec().gpu.model.memory_bandwidth {
-        Some(bw) => Time::from_secs_f64_ceil(2.0 * call.bytes.as_f64() / bw.bytes_per_sec()),
+    let model = &call.cluster.spec().gpu.model;
+    let traffic = 2.0 * call.bytes.as_f64();
+    match model.memory_bandwidth {
+        _ if model.l2_cache.is_some_and(|l2| traffic <= l2.as_f64()) => Time::ZERO,
+        Some(bw) => Time::from_secs_f64_ceil(traffic / bw.bytes_per_sec()),
         None => Time::ZERO,
     }
 }
@@ -343,7 +349,7 @@ pub fn simulate_inspected(
     drive(&mut sim, &mut algos, &mut inspect);
     let end = algos[0].finished().unwrap_or_else(|| algos[0].last());
     CallRun {
-        time: call.params.call_overhead + end,
+        time: call.params.call_cost(call.comm.gpus_per_process()) + end,
         events: sim.handled(),
         proto,
         channels,
@@ -378,7 +384,8 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         .zip(&algos)
         .zip(shapes)
         .map(|((call, a), (proto, channels))| CallRun {
-            time: call.params.call_overhead + a.finished().unwrap_or_else(|| a.last()),
+            time: call.params.call_cost(call.comm.gpus_per_process())
+                + a.finished().unwrap_or_else(|| a.last()),
             events,
             proto,
             channels,
@@ -441,7 +448,7 @@ impl Shared {
         }
         let id = CallId(self.calls.len() as u32);
         let (algo, proto, channels) = instantiate(&call, &mut Ctx { sim: &mut self.sim, call: id });
-        let at = self.sim.now().saturating_add(call.params.call_overhead);
+        let at = self.sim.now().saturating_add(call.params.call_cost(call.comm.gpus_per_process()));
         self.sim.schedule(at, Token { call: id, signal: Signal::Start });
         self.calls.push(Posted { algo, done: false });
         (id, proto, channels)
@@ -546,7 +553,8 @@ impl SteadyForm {
         let elt = call.elt.get().max(1);
         let half = Bytes::new(call.bytes.get() / 2 / elt * elt);
         let half = simulate(&Call { bytes: half, ..call }).time.min(whole);
-        let most = whole.as_secs_f64() - call.params.call_overhead.as_secs_f64();
+        let most =
+            whole.as_secs_f64() - call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
         let moving = (2.0 * (whole - half).as_secs_f64()).clamp(0.0, most.max(0.0));
         let latency = whole - Time::from_secs_f64_ceil(moving).min(whole);
         let paths = steady_paths(&call);

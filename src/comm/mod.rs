@@ -265,6 +265,8 @@ pub struct Communicator {
     type_inter: PathType,
     /// Whether the fabric's switches can reduce (IB SHARP).
     sharp: bool,
+    /// GPUs each process drives (nccl-tests `-g`; 1 under torchrun and mpirun).
+    gpus_per_process: usize,
 }
 
 impl Communicator {
@@ -390,7 +392,22 @@ impl Communicator {
             type_intra: found.type_intra,
             type_inter: found.type_inter,
             sharp: spec.network.sharp,
+            gpus_per_process: 1,
         })
+    }
+
+    /// The same communicator with each process driving `n` GPUs (clamped to 1..=GPUs per
+    /// node): what a call costs the host depends on it ([`TimingParams::call_cost`]).
+    ///
+    /// [`TimingParams::call_cost`]: crate::collective::TimingParams::call_cost
+    pub fn with_gpus_per_process(mut self, n: usize) -> Communicator {
+        self.gpus_per_process = n.clamp(1, self.ppn.max(1));
+        self
+    }
+
+    /// GPUs each process drives.
+    pub fn gpus_per_process(&self) -> usize {
+        self.gpus_per_process
     }
 
     /// Ranks.

@@ -20,7 +20,7 @@ pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
 pub use scenario::{
     MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, Scenario, Workload, bucket_cap_bytes, parse_scenario,
 };
-pub use topology::{TopologySource, parse_topology, preset_names, resolve_topology};
+pub use topology::{TopologySource, gpu_library, parse_topology, preset_names, resolve_topology};
 
 use std::path::Path;
 

@@ -130,6 +130,10 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         source: raw.source,
         call_overhead: src
             .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
+        launch: match &raw.overhead.launch {
+            Some(l) => src.check("overhead.launch", l, |q| q.parse_with(Time::parse))?,
+            None => Time::ZERO,
+        },
         correction: correction(&src, raw.correction.as_ref())?,
         bandwidth: match &raw.bandwidth {
             None => [1.0; 3],

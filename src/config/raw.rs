@@ -49,6 +49,7 @@ pub struct RawGpuModel {
     pub sm: S<i64>,
     pub memory: S<RawQuantity>,
     pub memory_bandwidth: Option<S<RawQuantity>>,
+    pub l2_cache: Option<S<RawQuantity>>,
     pub nvlink_bandwidth_per_link: Option<S<RawQuantity>>,
     pub pcie: RawPcieLink,
     pub p2p: Option<bool>,
@@ -235,6 +236,7 @@ pub struct RawCluster {
     pub topology: S<String>,
     pub nodes: Option<S<i64>>,
     pub gpus_per_node: Option<S<i64>>,
+    pub gpus_per_process: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -341,6 +343,7 @@ pub struct RawPerProtoNumber {
 #[serde(deny_unknown_fields)]
 pub struct RawOverhead {
     pub call: S<RawQuantity>,
+    pub launch: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

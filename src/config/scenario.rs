@@ -26,6 +26,9 @@ pub struct Scenario {
     pub nodes: usize,
     /// GPUs used per node (the first ones).
     pub gpus_per_node: usize,
+    /// GPUs each process drives (`cluster.gpus_per_process`, nccl-tests `-g`): 1, as torchrun
+    /// and mpirun run NCCL, unless given.
+    pub gpus_per_process: usize,
     /// What runs on it.
     #[serde(flatten)]
     pub workload: Workload,
@@ -439,6 +442,21 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         }
         None => node.gpu.count,
     };
+    let gpus_per_process = match &raw.cluster.gpus_per_process {
+        Some(g) => {
+            let n = positive(&src, "cluster.gpus_per_process", g, 1 << 20)?;
+            if gpus_per_node % n != 0 {
+                return Err(src.error_at(
+                    g.span().start,
+                    format!(
+                        "cluster.gpus_per_process: {n} does not divide the {gpus_per_node} GPUs used per node (a process drives GPUs of one node)"
+                    ),
+                ));
+            }
+            n
+        }
+        None => 1,
+    };
     let placement = match &raw.placement {
         Some(p) => PlacementSpec::parse(&src, p, nodes)?,
         None => PlacementSpec::default(),
@@ -470,12 +488,22 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         Some(b) => super::jobs::parse_background(&src, b, &node, nodes)?,
         None => Vec::new(),
     };
+    if gpus_per_process > 1 && matches!(workload, Workload::Ddp(_)) {
+        let at = raw.cluster.gpus_per_process.as_ref().map_or(0, |g| g.span().start);
+        return Err(src.error_at(
+            at,
+            format!(
+                "cluster.gpus_per_process: {gpus_per_process}, but PyTorch DDP runs one process per GPU"
+            ),
+        ));
+    }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
     Ok(Scenario {
         topology,
         node,
         nodes,
         gpus_per_node,
+        gpus_per_process,
         workload,
         nccl,
         placement,

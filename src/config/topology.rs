@@ -118,6 +118,10 @@ fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel
         Some(b) => Some(bandwidth(src, &f("memory_bandwidth"), b)?),
         None => None,
     };
+    let l2_cache = match &raw.l2_cache {
+        Some(q) => Some(src.check(&f("l2_cache"), q, |q| q.parse_with(Bytes::parse))?),
+        None => None,
+    };
     let nvlink_bandwidth_per_link = match &raw.nvlink_bandwidth_per_link {
         Some(b) => Some(bandwidth(src, &f("nvlink_bandwidth_per_link"), b)?),
         None => None,
@@ -127,6 +131,7 @@ fn gpu_model(src: &Source<'_>, name: &str, raw: &RawGpuModel) -> Result<GpuModel
         sm,
         memory,
         memory_bandwidth,
+        l2_cache,
         nvlink_bandwidth_per_link,
         pcie_generation: count(src, &f("pcie.generation"), &raw.pcie.generation, 6)? as u32,
         pcie_lanes: lanes(src, &f("pcie.lanes"), &raw.pcie.lanes)?,

@@ -21,6 +21,11 @@ pub struct GpuModel {
     /// buffer at it.
     #[serde(serialize_with = "ser_opt_display")]
     pub memory_bandwidth: Option<Bandwidth>,
+    /// L2 cache size, if known: a one-rank call whose send and receive buffers fit in it finds
+    /// them there (nccl-tests reuses its buffers every iteration) and does not reach device
+    /// memory.
+    #[serde(serialize_with = "ser_opt_display")]
+    pub l2_cache: Option<Bytes>,
     /// NCCL's effective bandwidth of one NVLink, one direction (`topo.h`), if the model has
     /// NVLink.
     #[serde(serialize_with = "ser_opt_display")]
@@ -69,4 +74,52 @@ pub fn nccl_nvlink_bandwidth(sm: u32) -> Bandwidth {
         _ => 40.1,
     };
     Bandwidth::from_gbyte_per_s_f64(gb)
+}
+
+/// The library model and the topology preset for a GPU name as nvidia-smi and nccl-tests print
+/// it ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"): the preset is the vendor's reference
+/// node for that GPU (an H200 or a PCIe card in it is the closest collsim has). None for GPUs
+/// without a preset (GeForce cards, older generations).
+pub fn from_reported_name(name: &str) -> Option<(&'static str, &'static str)> {
+    let n = name.to_ascii_uppercase();
+    let pcie = n.contains("PCIE");
+    let small = n.contains("40GB");
+    if n.contains("H200") {
+        Some(("H200-SXM-141GB", "dgx-h100"))
+    } else if n.contains("H100") {
+        Some(if pcie {
+            ("H100-PCIe-80GB", "pcie-8gpu-2socket")
+        } else {
+            ("H100-SXM5-80GB", "dgx-h100")
+        })
+    } else if n.contains("A100") {
+        Some(match (pcie, small) {
+            (true, true) => ("A100-PCIe-40GB", "pcie-8gpu-2socket"),
+            (true, false) => ("A100-PCIe-80GB", "pcie-8gpu-2socket"),
+            (false, true) => ("A100-SXM4-40GB", "dgx-a100"),
+            (false, false) => ("A100-SXM4-80GB", "dgx-a100"),
+        })
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reported_names_map_to_models_and_presets() {
+        assert_eq!(
+            from_reported_name("NVIDIA H100 80GB HBM3"),
+            Some(("H100-SXM5-80GB", "dgx-h100"))
+        );
+        assert_eq!(
+            from_reported_name("NVIDIA A100-SXM4-40GB"),
+            Some(("A100-SXM4-40GB", "dgx-a100"))
+        );
+        assert_eq!(from_reported_name("NVIDIA A100-SXM4-80GB").unwrap().0, "A100-SXM4-80GB");
+        assert_eq!(from_reported_name("NVIDIA H100 PCIe").unwrap().1, "pcie-8gpu-2socket");
+        assert_eq!(from_reported_name("NVIDIA GeForce RTX 4090"), None);
+    }
 }

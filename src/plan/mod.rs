@@ -376,6 +376,7 @@ fn run(
         node: inst.node.clone(),
         nodes: c.nodes,
         gpus_per_node: inst.node.gpu.count,
+        gpus_per_process: 1,
         workload: inst.workload.clone()?,
         nccl,
         placement: placement(c.placement, c.nodes, plan.zones)?,

@@ -45,6 +45,7 @@ fn params(step: Time) -> TimingParams {
         name: "t".into(),
         source: "test".into(),
         call_overhead: Time::ZERO,
+        launch: Time::ZERO,
         step_latency: [[step; 3]; 3],
         bandwidth: [1.0; 3],
         gpu_default: GpuParams::NOMINAL,
