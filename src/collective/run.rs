@@ -316,10 +316,10 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
 fn one_rank_copy(call: &Call<'_>) -> Time {
     let model = &call.cluster.spec().gpu.model;
     let traffic = 2.0 * call.bytes.as_f64();
+    let in_l2 = model.l2_cache.is_some_and(|l2| traffic <= l2.as_f64());
     match model.memory_bandwidth {
-        _ if model.l2_cache.is_some_and(|l2| traffic <= l2.as_f64()) => Time::ZERO,
-        Some(bw) => Time::from_secs_f64_ceil(traffic / bw.bytes_per_sec()),
-        None => Time::ZERO,
+        Some(bw) if !in_l2 => Time::from_secs_f64_ceil(traffic / bw.bytes_per_sec()),
+        _ => Time::ZERO,
     }
 }
 
