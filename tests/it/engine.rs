@@ -494,6 +494,13 @@ fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
         assert!((one / alone.as_secs_f64() - 1.0).abs() < 1e-6, "{what}: {one} vs {alone}");
         let d = posted(&calls, &[0, off], false);
         let s = posted(&calls, &[0, off], true);
+        eprintln!(
+            "{what}: steady {:.1} / {:.1} us, detailed {:.1} / {:.1} us",
+            s[0] * 1e6,
+            s[1] * 1e6,
+            d[0] * 1e6,
+            d[1] * 1e6
+        );
         for k in 0..2 {
             let gap = (s[k] - d[k]).abs() / d[k];
             assert!(
