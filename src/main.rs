@@ -265,15 +265,21 @@ struct CalibrateArgs {
 #[derive(clap::Args)]
 struct ValidateArgs {
     /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
-    #[arg(long)]
-    log: PathBuf,
+    #[arg(long, required_unless_present = "manifest", conflicts_with = "manifest")]
+    log: Option<PathBuf>,
+    /// Every curve a manifest CSV lists (calibration/data/manifest.csv), each on the setup its
+    /// row records: per-curve and pooled error by size band and algorithm, and
+    /// leave-one-cluster-out (each cluster predicted by a profile calibrated on the other
+    /// clusters of its GPU generation).
+    #[arg(long, value_name = "CSV")]
+    manifest: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
     /// Which test of the log (default: the first; its header names the collective).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "manifest")]
     collective: Option<String>,
     /// Also draw measured and predicted busbw against size into this SVG file.
-    #[arg(long, value_name = "SVG")]
+    #[arg(long, value_name = "SVG", conflicts_with = "manifest")]
     plot: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -528,7 +534,14 @@ fn log_scenario(
     name: &str,
     test: &nccl_log::LogTest,
     layout_from_flags: bool,
+    notes: bool,
 ) -> Result<Scenario> {
+    // Notes say which default came from the log; warnings (flags that disagree) always print.
+    let note = |m: String| {
+        if notes {
+            eprintln!("{m}");
+        }
+    };
     let mut own = s.clone();
     let setup = &test.setup;
     // Layout: the ranks and hosts of the "Using devices" block.
@@ -551,9 +564,9 @@ fn log_scenario(
                 }
                 own.nodes = hosts;
                 own.gpus_per_node = gpn;
-                eprintln!(
+                note(format!(
                     "collsim: {name}: {ranks} ranks on {hosts} host(s): {hosts} nodes x {gpn} GPUs (give --nodes/--gpus-per-node to override)"
-                );
+                ));
             }
         }
     }
@@ -565,10 +578,10 @@ fn log_scenario(
                 let library = config::gpu_library()?;
                 match library.into_iter().find(|m| m.name == model) {
                     Some(m) if m.sm == own.node.gpu.model.sm => {
-                        eprintln!(
+                        note(format!(
                             "collsim: {name}: the log's GPUs are {gpu}: {model} in place of the {}'s {}",
                             own.node.name, own.node.gpu.model.name
-                        );
+                        ));
                         own.node.gpu.model = m;
                     }
                     _ => eprintln!(
@@ -589,9 +602,9 @@ fn log_scenario(
             Some(_) => {}
             None if own.gpus_per_node.is_multiple_of(g) => {
                 if g > 1 {
-                    eprintln!(
+                    note(format!(
                         "collsim: {name}: {g} GPUs per process (nccl-tests -g {g}; give --gpus-per-process to override)"
-                    );
+                    ));
                 }
                 own.gpus_per_process = g;
             }
@@ -634,7 +647,7 @@ fn log_scenario(
         }
     }
     if !taken.is_empty() {
-        eprintln!("collsim: {name}: the log's NCCL environment: {}", taken.join(" "));
+        note(format!("collsim: {name}: the log's NCCL environment: {}", taken.join(" ")));
     }
     Ok(own)
 }
@@ -679,7 +692,7 @@ fn calibrate_logs(
             None => path.display().to_string(),
         };
         // Each log runs on its own layout: calibration may mix GPU counts.
-        let scenario = log_scenario(s, common, &name, &test, false)?;
+        let scenario = log_scenario(s, common, &name, &test, false, true)?;
         inputs.push(LogInput { name, test, coll: c, is_fit: *is_fit, scenario });
     }
     let c = pipeline::calibrate(
@@ -1169,7 +1182,14 @@ fn calibrate(
 }
 
 /// `collsim validate`.
-fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs) -> Result<()> {
+fn validate(
+    ValidateArgs { log, manifest, common, collective, plot, format }: ValidateArgs,
+) -> Result<()> {
+    let log = match (log, manifest) {
+        (_, Some(m)) => return validate_manifest(&m, &common, format),
+        (Some(l), None) => l,
+        (None, None) => bail!("validate needs --log LOG or --manifest CSV"),
+    };
     let log_name = log.display().to_string();
     // What the log says (its GPU's preset, layout, process layout, NCCL release and
     // environment) is the default; flags that say otherwise win, with a warning.
@@ -1187,7 +1207,7 @@ fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs
             apply_common(None, &common)?
         }
     };
-    let s = log_scenario(&s, &common, &log_name, test, true)?;
+    let s = log_scenario(&s, &common, &log_name, test, true, true)?;
     let profile = load_profile(common.profile.as_deref())?;
     let (cluster, comm, _) = collsim::build(&s)?;
     let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
@@ -1209,6 +1229,98 @@ fn validate(ValidateArgs { log, common, collective, plot, format }: ValidateArgs
         report::plot::validation_svg(&svg, &title, &v)
             .map_err(|e| anyhow!("--plot {}: {e}", svg.display()))?;
     }
+    Ok(())
+}
+
+/// `validate --manifest`: every curve of the manifest on its recorded setup, then
+/// leave-one-cluster-out.
+fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()> {
+    use collsim::calibrate::accuracy::{self, Curve};
+    use collsim::calibrate::pipeline::LogInput;
+    for (flag, given) in [
+        ("--topology", common.topology.is_some()),
+        ("--nodes", common.nodes.is_some()),
+        ("--gpus-per-node", common.gpus_per_node.is_some()),
+        ("--gpus-per-process", common.gpus_per_process.is_some()),
+    ] {
+        if given {
+            bail!(
+                "{flag}: --manifest runs each curve on the setup its row records; edit the manifest"
+            );
+        }
+    }
+    let name = path.display().to_string();
+    let rows = accuracy::read_manifest(&name, &config::load_text(path)?).map_err(|e| anyhow!(e))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (base_name, base_text) = profile_source(common.profile.as_deref())?;
+    let profile = config::parse_profile(&base_name, &base_text)?;
+    let mut curves = Vec::new();
+    for row in &rows {
+        let at = format!("{name}:{}", row.line);
+        let log = dir.join(&row.file);
+        let several = row.collectives.len() > 1;
+        for coll in &row.collectives {
+            let (test, c) = read_log(&log, Some(coll), None).map_err(|e| anyhow!("{at}: {e}"))?;
+            let topology = match &row.topology {
+                Some(t) if config::preset_names().contains(&t.as_str()) => t.clone(),
+                Some(t) => dir.join(t).display().to_string(),
+                None => {
+                    let gpu = test.setup.gpu_name.as_deref().unwrap_or("no GPU named");
+                    match collsim::hw::gpus::from_reported_name(gpu) {
+                        Some((_, preset)) => preset.to_string(),
+                        None => bail!(
+                            "{at}: collsim_topology: empty, and the log's GPUs ({gpu}) have no preset; name one"
+                        ),
+                    }
+                }
+            };
+            let mut own = Common {
+                topology: Some(topology),
+                nodes: row.nodes,
+                gpus_per_node: row.gpus_per_node,
+                output: None,
+                ..common.clone()
+            };
+            // The row's variables first; flags given to validate come after them and win.
+            own.nccl = row.nccl.iter().chain(&common.nccl).cloned().collect();
+            let s = apply_common(None, &own).map_err(|e| anyhow!("{at}: {e}"))?;
+            let id = if several { format!("{}@{coll}", row.id) } else { row.id.clone() };
+            let s = log_scenario(&s, &own, &id, &test, true, false)
+                .map_err(|e| anyhow!("{at}: {e}"))?;
+            curves.push(Curve {
+                id: id.clone(),
+                cluster: row.cluster.clone(),
+                input: LogInput { name: id, test, coll: c, is_fit: None, scenario: s },
+            });
+        }
+    }
+    let m = mode(common.mode);
+    let validations = {
+        use rayon::prelude::*;
+        curves
+            .par_iter()
+            .map(|c| accuracy::validate_curve(c, &profile, m))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow!(e))?
+    };
+    let acc = accuracy::accuracy(&curves, &validations);
+    let loo = accuracy::leave_one_cluster_out(&curves, &base_name, &base_text, m)
+        .map_err(|e| anyhow!(e))?;
+    let r = report::accuracy::AccuracyReport {
+        manifest: &name,
+        profile: &profile.name,
+        accuracy: &acc,
+        leave_one_cluster_out: &loo,
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    match format {
+        ValFmt::Table => out.write_all(report::accuracy::text(&r).as_bytes())?,
+        ValFmt::Json => {
+            serde_json::to_writer_pretty(&mut out, &r)?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! Calibration against real measurements: reading nccl-tests logs ([`nccl_log`]) and comparing
 //! the model with them ([`validate`]).
 
+pub mod accuracy;
 pub mod fit;
 pub mod nccl_log;
 pub mod params;

@@ -36,7 +36,15 @@ pub const MIN_INDEPENDENCE: f64 = 0.3;
 /// it, a model that misfits some sizes (an algorithm collsim times poorly) trades parameters
 /// that act alike against each other to extremes — the call overhead to nothing and the
 /// network latency up tenfold on an A3 Mega all_reduce — and the result carries over worse.
-pub const PRIOR_SIZES: f64 = 2.0;
+///
+/// 32 is one nccl-tests log's sizes (8 B – 16 GiB by factors of 2 is 32 of them): where the
+/// model misses a mechanism, its errors are systematic across a log, so a log is one piece of
+/// evidence rather than 32, and a parameter moves by 2× only when more than one log asks for
+/// it. Measured by leave-one-cluster-out (`validate --manifest`, issue #13): calibrating on
+/// the other clusters of a GPU generation, a prior of 2 sizes gave a held-out median of 20.1 %
+/// (the uncalibrated profile: 9.0 %) — the fit sent NVLink latencies down to 50 ns and the call
+/// cost to 20 µs on A100 — and 32 gives 10.9 %.
+pub const PRIOR_SIZES: f64 = 32.0;
 /// Step of the forward differences, in log multiplier (5 %).
 const STEP: f64 = 0.05;
 /// Most Levenberg–Marquardt iterations.
@@ -446,11 +454,11 @@ mod tests {
         let f = fit(&base(), &Param::candidates(Arch::Hopper), false, &measured, &model).unwrap();
         assert_eq!(f.fitted, vec![Param::Bandwidth(HopClass::Net), Param::CallOverhead]);
         assert!((f.params.bandwidth[2] - 0.8).abs() < 2e-3, "{}", f.params.bandwidth[2]);
-        // Huber's cost still gives the glitch a little pull (within 1 %).
-        assert!((f.params.call_overhead.as_us() - 40.0).abs() < 0.4, "{}", f.params.call_overhead);
-        // What cost is left is the glitch's: Huber's linear arm at ln 3, over 30 sizes.
+        // 13x the base's 3.04 us: the prior (one log's worth) and the glitch hold it within 3 %.
+        assert!((f.params.call_overhead.as_us() - 40.0).abs() < 1.2, "{}", f.params.call_overhead);
+        // What cost is left is mostly the glitch's: Huber's linear arm at ln 3, over 30 sizes.
         let glitch = HUBER_DELTA * (3f64.ln() - HUBER_DELTA / 2.0) / 30.0;
-        assert!(f.cost.1 < 1.05 * glitch && f.cost.0 > 5.0 * glitch, "{:?}", f.cost);
+        assert!(f.cost.1 < 1.3 * glitch && f.cost.0 > 5.0 * glitch, "{:?}", f.cost);
         // NVLink, PCIe, latencies and efficiencies do not enter the toy model.
         assert_eq!(f.held.len(), Param::candidates(Arch::Hopper).len() - 2);
         assert!(f.held.iter().all(|(_, why)| why.starts_with("the fitted times hardly depend")));

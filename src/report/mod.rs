@@ -1,5 +1,6 @@
 //! Output formats, one file each, behind one small trait. Simulation code never formats.
 
+pub mod accuracy;
 pub mod calibration;
 pub mod csv;
 pub mod ddp;

@@ -270,3 +270,21 @@ fn a_corrupt_text_log_is_one_line_with_its_line_number() {
         &["corrupt.log:3: out-of-place time \"3x.1\" is not a number"],
     );
 }
+
+#[test]
+fn bad_manifest_rows_name_their_line_and_column() {
+    let head =
+        "curve_id,file,collective,gpus_per_node,nodes,cluster,collsim_topology,collsim_nccl\n";
+    let m = tmp("m1.csv", &format!("{head}A,a.log,all_reduce,eight,2,X,,\n"));
+    let m = m.to_str().unwrap();
+    fails_with(&["validate", "--manifest", m], &["m1.csv:2: gpus_per_node: \"eight\""]);
+    let m = tmp("m2.csv", &format!("{head}A,missing.log,all_reduce,8,2,X,,\n"));
+    fails_with(&["validate", "--manifest", m.to_str().unwrap()], &["m2.csv:2: ", "missing.log"]);
+    let m = tmp("m3.csv", "curve_id,file\nA,a.log\n");
+    fails_with(&["validate", "--manifest", m.to_str().unwrap()], &["m3.csv:1: no column"]);
+    let real = "calibration/data/manifest.csv";
+    fails_with(
+        &["validate", "--manifest", real, "--topology", "dgx-h100"],
+        &["--topology: --manifest runs each curve on the setup its row records"],
+    );
+}

@@ -1,0 +1,464 @@
+//! The model's accuracy over a set of real curves (`collsim validate --manifest`): every curve
+//! run with the setup its manifest row records, its |error| per size pooled per curve, by size
+//! band and by algorithm; and leave-one-cluster-out, where each cluster is predicted by a
+//! profile calibrated on the other clusters of its GPU generation — the figure a new user meets
+//! on a cluster collsim has never seen.
+
+use std::collections::BTreeMap;
+
+use super::pipeline::{self, LogInput};
+use super::validate::{self, Validation};
+use crate::collective::{Mode, TimingParams};
+
+/// One row of a manifest: where a curve's log is and what it ran on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestRow {
+    /// Its line in the manifest (1-based, the header is line 1).
+    pub line: usize,
+    /// The curve's name.
+    pub id: String,
+    /// The log, relative to the manifest's directory.
+    pub file: String,
+    /// The collectives it holds (one test each).
+    pub collectives: Vec<String>,
+    /// Nodes, when the manifest states it.
+    pub nodes: Option<usize>,
+    /// GPUs per node, when stated.
+    pub gpus_per_node: Option<usize>,
+    /// The cluster it ran on: leave-one-cluster-out leaves out every curve of one cluster.
+    pub cluster: String,
+    /// collsim's topology for it (a preset or a path relative to the manifest); None: the
+    /// preset of the GPU the log names.
+    pub topology: Option<String>,
+    /// NCCL variables the run set that its log does not print (KEY=VALUE).
+    pub nccl: Vec<String>,
+}
+
+/// Reads a manifest CSV (`calibration/data/manifest.csv`'s columns: curve_id, file, collective,
+/// gpus_per_node, nodes, cluster, collsim_topology, collsim_nccl; others are ignored). Errors
+/// are one line naming the file, the line and the column.
+pub fn read_manifest(name: &str, text: &str) -> Result<Vec<ManifestRow>, String> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let headers = reader.headers().map_err(|e| format!("{name}:1: {e}"))?.clone();
+    let col = |h: &str| {
+        headers.iter().position(|c| c.trim() == h).ok_or_else(|| {
+            format!("{name}:1: no column {h:?} (a manifest names curve_id, file, collective, gpus_per_node, nodes, cluster, collsim_topology, collsim_nccl)")
+        })
+    };
+    let id = col("curve_id")?;
+    let file = col("file")?;
+    let coll = col("collective")?;
+    let gpn = col("gpus_per_node")?;
+    let nodes = col("nodes")?;
+    let cluster = col("cluster")?;
+    let topo = col("collsim_topology")?;
+    let nccl = col("collsim_nccl")?;
+    let mut rows = Vec::new();
+    for rec in reader.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            format!("{name}:{line}: {e}")
+        })?;
+        let line = rec.position().map_or(0, |p| p.line()) as usize;
+        let field = |i: usize| rec.get(i).unwrap_or("").trim().to_string();
+        let count = |i: usize, what: &str| -> Result<Option<usize>, String> {
+            let v = field(i);
+            match v.parse::<usize>() {
+                Ok(0) => Err(format!("{name}:{line}: {what}: 0; need at least 1")),
+                Ok(n) => Ok(Some(n)),
+                Err(_) if v.is_empty() || v.starts_with("n/a") || v.starts_with("not") => Ok(None),
+                Err(_) => Err(format!("{name}:{line}: {what}: {v:?} is not a count")),
+            }
+        };
+        let row = ManifestRow {
+            line,
+            id: field(id),
+            file: field(file),
+            collectives: field(coll)
+                .split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect(),
+            nodes: count(nodes, "nodes")?,
+            gpus_per_node: count(gpn, "gpus_per_node")?,
+            cluster: field(cluster),
+            topology: Some(field(topo)).filter(|t| !t.is_empty()),
+            nccl: field(nccl).split_whitespace().map(str::to_string).collect(),
+        };
+        for (v, what) in [(&row.id, "curve_id"), (&row.file, "file"), (&row.cluster, "cluster")] {
+            if v.is_empty() {
+                return Err(format!("{name}:{line}: {what}: empty"));
+            }
+        }
+        if row.collectives.is_empty() {
+            return Err(format!("{name}:{line}: collective: empty"));
+        }
+        if let Some(dup) = rows.iter().find(|r: &&ManifestRow| r.id == row.id) {
+            return Err(format!(
+                "{name}:{line}: curve_id: {} already on line {}",
+                row.id, dup.line
+            ));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(format!("{name}: no curves"));
+    }
+    Ok(rows)
+}
+
+/// One curve, read and set up: its log's test on its own scenario.
+#[derive(Debug, Clone)]
+pub struct Curve {
+    /// Its name ("H100_2N8G_AR_AWSP5_A", with "@all_gather" for one test of several).
+    pub id: String,
+    /// Its cluster.
+    pub cluster: String,
+    /// The log's test and the scenario it ran on.
+    pub input: LogInput,
+}
+
+impl Curve {
+    /// Its GPU generation, by compute capability ("sm90"): calibration carries over between
+    /// clusters of one generation.
+    pub fn generation(&self) -> String {
+        format!("sm{}", self.input.scenario.node.gpu.model.sm)
+    }
+
+    /// Ranks it ran on.
+    pub fn ranks(&self) -> usize {
+        self.input.scenario.nodes * self.input.scenario.gpus_per_node
+    }
+}
+
+/// Median and p95 |error| % over a set of sizes.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// Sizes.
+    pub sizes: usize,
+    /// Median |error| %.
+    pub median_abs_error_pct: f64,
+    /// 95th percentile (nearest rank) |error| %.
+    pub p95_abs_error_pct: f64,
+}
+
+impl Stats {
+    /// Of these errors (%); None when there are none.
+    pub fn of(errors: &[f64]) -> Option<Stats> {
+        if errors.is_empty() {
+            return None;
+        }
+        let (m, p) = validate::summary(errors);
+        Some(Stats { sizes: errors.len(), median_abs_error_pct: m, p95_abs_error_pct: p })
+    }
+}
+
+/// Size bands of the report: (label, largest size in it).
+pub const BANDS: [(&str, u64); 5] = [
+    ("<= 64 KiB", 64 << 10),
+    ("<= 1 MiB", 1 << 20),
+    ("<= 16 MiB", 16 << 20),
+    ("<= 256 MiB", 256 << 20),
+    ("> 256 MiB", u64::MAX),
+];
+
+/// The band index of a size.
+fn band(bytes: u64) -> usize {
+    BANDS.iter().position(|&(_, top)| bytes <= top).unwrap_or(BANDS.len() - 1)
+}
+
+/// A group of sizes and its errors.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Group {
+    /// Its name (a size band, "Ring/LL128", a curve).
+    pub name: String,
+    /// Its errors.
+    #[serde(flatten)]
+    pub stats: Stats,
+}
+
+/// One curve's accuracy.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CurveAccuracy {
+    /// The curve.
+    pub id: String,
+    /// Its cluster.
+    pub cluster: String,
+    /// Its GPU generation.
+    pub generation: String,
+    /// Its collective.
+    pub collective: &'static str,
+    /// Ranks.
+    pub ranks: usize,
+    /// Over all its sizes.
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// By size band (None: no size in it).
+    pub bands: Vec<Option<Stats>>,
+}
+
+/// A set of curves' accuracy under one profile.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Accuracy {
+    /// Per curve, in the manifest's order.
+    pub curves: Vec<CurveAccuracy>,
+    /// Every size of every curve.
+    pub pooled: Stats,
+    /// Pooled by size band.
+    pub by_band: Vec<Group>,
+    /// Pooled by the algorithm and protocol simulated.
+    pub by_algorithm: Vec<Group>,
+}
+
+/// Validates `curve` with `params`.
+pub fn validate_curve(
+    curve: &Curve,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<Validation, String> {
+    let (cluster, comm, _) =
+        crate::build(&curve.input.scenario).map_err(|e| format!("{}: {e}", curve.id))?;
+    validate::compare(&cluster, &comm, &curve.input.test, curve.input.coll, params, mode)
+        .map_err(|e| format!("{}: {e}", curve.id))
+}
+
+/// The accuracy of `validations` (one per curve, in order).
+pub fn accuracy(curves: &[Curve], validations: &[Validation]) -> Accuracy {
+    let mut all = Vec::new();
+    let mut bands: Vec<Vec<f64>> = vec![Vec::new(); BANDS.len()];
+    let mut algos: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (c, v) in curves.iter().zip(validations) {
+        let mut own: Vec<Vec<f64>> = vec![Vec::new(); BANDS.len()];
+        for r in &v.rows {
+            all.push(r.error_pct);
+            own[band(r.size_bytes)].push(r.error_pct);
+            bands[band(r.size_bytes)].push(r.error_pct);
+            algos.entry(format!("{}/{}", r.algo, r.proto)).or_default().push(r.error_pct);
+        }
+        let errors: Vec<f64> = v.rows.iter().map(|r| r.error_pct).collect();
+        out.push(CurveAccuracy {
+            id: c.id.clone(),
+            cluster: c.cluster.clone(),
+            generation: c.generation(),
+            collective: v.collective.name(),
+            ranks: c.ranks(),
+            stats: Stats::of(&errors).unwrap_or(Stats {
+                sizes: 0,
+                median_abs_error_pct: 0.0,
+                p95_abs_error_pct: 0.0,
+            }),
+            bands: own.iter().map(|e| Stats::of(e)).collect(),
+        });
+    }
+    let group =
+        |name: &str, e: &[f64]| Stats::of(e).map(|stats| Group { name: name.into(), stats });
+    Accuracy {
+        curves: out,
+        pooled: Stats::of(&all).unwrap_or(Stats {
+            sizes: 0,
+            median_abs_error_pct: 0.0,
+            p95_abs_error_pct: 0.0,
+        }),
+        by_band: BANDS.iter().zip(&bands).filter_map(|((l, _), e)| group(l, e)).collect(),
+        by_algorithm: algos.iter().filter_map(|(a, e)| group(a, e)).collect(),
+    }
+}
+
+/// One cluster predicted by a profile calibrated on the others of its generation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HeldOutCluster {
+    /// The cluster left out.
+    pub cluster: String,
+    /// Its GPU generation.
+    pub generation: String,
+    /// The clusters calibrated on (empty: none of its generation; the base profile predicts it).
+    pub calibrated_on: Vec<String>,
+    /// The parameters the calibration fitted: (name, base value, fitted value).
+    pub fitted: Vec<(String, String, String)>,
+    /// Its curves under the base profile.
+    pub base: Stats,
+    /// Its curves under the calibrated profile.
+    pub held_out: Stats,
+    /// Per curve, held out.
+    pub curves: Vec<Group>,
+}
+
+/// Leave-one-cluster-out over `curves`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LeaveOneOut {
+    /// Per cluster, in the order of first appearance.
+    pub clusters: Vec<HeldOutCluster>,
+    /// Every size of every cluster, under the base profile.
+    pub base: Stats,
+    /// Every size of every cluster, held out.
+    pub held_out: Stats,
+    /// Held out, by size band.
+    pub by_band: Vec<Group>,
+}
+
+/// For each cluster, calibrates `base` (the profile named `base_name`, its text `base_text`) on
+/// the curves of every other cluster of the same GPU generation — the physical parameters only,
+/// no size-band factors, as a profile meant for other clusters is made — and predicts the
+/// cluster's curves with it. A cluster alone in its generation is predicted by `base`.
+pub fn leave_one_cluster_out(
+    curves: &[Curve],
+    base_name: &str,
+    base_text: &str,
+    mode: Mode,
+) -> Result<LeaveOneOut, String> {
+    use rayon::prelude::*;
+    let base = crate::config::parse_profile(base_name, base_text).map_err(|e| e.to_string())?;
+    let mut clusters: Vec<&str> = Vec::new();
+    for c in curves {
+        if !clusters.contains(&c.cluster.as_str()) {
+            clusters.push(&c.cluster);
+        }
+    }
+    let held: Vec<(HeldOutCluster, Vec<f64>, Vec<Validation>)> = clusters
+        .par_iter()
+        .map(|&name| -> Result<_, String> {
+            let own: Vec<&Curve> = curves.iter().filter(|c| c.cluster == name).collect();
+            let generation = own[0].generation();
+            let others: Vec<&Curve> = curves
+                .iter()
+                .filter(|c| c.cluster != name && c.generation() == generation)
+                .collect();
+            let mut calibrated_on: Vec<String> = Vec::new();
+            for c in &others {
+                if !calibrated_on.contains(&c.cluster) {
+                    calibrated_on.push(c.cluster.clone());
+                }
+            }
+            let (params, fitted) = if others.is_empty() {
+                (base.clone(), Vec::new())
+            } else {
+                let inputs: Vec<LogInput> = others
+                    .iter()
+                    .map(|c| LogInput { is_fit: Some(true), name: c.id.clone(), ..c.input.clone() })
+                    .collect();
+                let cal = pipeline::calibrate(
+                    &others[0].input.scenario,
+                    base_name,
+                    base_text,
+                    inputs,
+                    None,
+                    false,
+                    mode,
+                )
+                .map_err(|e| format!("leaving out {name}: {e}"))?;
+                let fitted = cal
+                    .params
+                    .fitted
+                    .iter()
+                    .map(|p| (p.name(), p.show(&cal.base), p.show(&cal.params.params)))
+                    .collect();
+                let p = crate::config::parse_profile("the calibrated profile", &cal.profile)
+                    .map_err(|e| format!("leaving out {name}: {e}"))?;
+                (p, fitted)
+            };
+            let mut before = Vec::new();
+            let mut after = Vec::new();
+            let mut per_curve = Vec::new();
+            let mut validations = Vec::new();
+            for c in &own {
+                let b = validate_curve(c, &base, mode)?;
+                let a = validate_curve(c, &params, mode)?;
+                before.extend(b.rows.iter().map(|r| r.error_pct));
+                let e: Vec<f64> = a.rows.iter().map(|r| r.error_pct).collect();
+                after.extend(&e);
+                if let Some(stats) = Stats::of(&e) {
+                    per_curve.push(Group { name: c.id.clone(), stats });
+                }
+                validations.push(a);
+            }
+            let empty = || format!("{name}: no sizes");
+            Ok((
+                HeldOutCluster {
+                    cluster: name.to_string(),
+                    generation,
+                    calibrated_on,
+                    fitted,
+                    base: Stats::of(&before).ok_or_else(empty)?,
+                    held_out: Stats::of(&after).ok_or_else(empty)?,
+                    curves: per_curve,
+                },
+                before,
+                validations,
+            ))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    let mut bands: Vec<Vec<f64>> = vec![Vec::new(); BANDS.len()];
+    for (_, b, vs) in &held {
+        before.extend(b);
+        for r in vs.iter().flat_map(|v| &v.rows) {
+            after.push(r.error_pct);
+            bands[band(r.size_bytes)].push(r.error_pct);
+        }
+    }
+    let none = || "no sizes".to_string();
+    Ok(LeaveOneOut {
+        base: Stats::of(&before).ok_or_else(none)?,
+        held_out: Stats::of(&after).ok_or_else(none)?,
+        by_band: BANDS
+            .iter()
+            .zip(&bands)
+            .filter_map(|((l, _), e)| {
+                Stats::of(e).map(|stats| Group { name: l.to_string(), stats })
+            })
+            .collect(),
+        clusters: held.into_iter().map(|(h, _, _)| h).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "curve_id,file,collective,gpus_per_node,nodes,cluster,collsim_topology,collsim_nccl\n";
+
+    #[test]
+    fn reads_a_manifest() {
+        let text = format!(
+            "{HEADER}A,a.log,all_reduce,8,2,X,aws-p5,NCCL_ALGO=Ring NCCL_PROTO=Simple\nB,b.txt,\"all_reduce,all_gather\",n/a (single node),1,Y,,\n"
+        );
+        let rows = read_manifest("m.csv", &text).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].line, 2);
+        assert_eq!(rows[0].nccl, ["NCCL_ALGO=Ring", "NCCL_PROTO=Simple"]);
+        assert_eq!(rows[0].topology.as_deref(), Some("aws-p5"));
+        assert_eq!((rows[0].nodes, rows[0].gpus_per_node), (Some(2), Some(8)));
+        assert_eq!(rows[1].collectives, ["all_reduce", "all_gather"]);
+        assert_eq!((rows[1].gpus_per_node, rows[1].topology.as_deref()), (None, None));
+    }
+
+    #[test]
+    fn manifest_errors_name_the_line_and_column() {
+        let bad = format!("{HEADER}A,a.log,all_reduce,eight,2,X,,\n");
+        assert_eq!(
+            read_manifest("m.csv", &bad).unwrap_err(),
+            "m.csv:2: gpus_per_node: \"eight\" is not a count"
+        );
+        let dup = format!("{HEADER}A,a.log,all_reduce,8,2,X,,\nA,b.log,all_reduce,8,2,X,,\n");
+        assert_eq!(
+            read_manifest("m.csv", &dup).unwrap_err(),
+            "m.csv:3: curve_id: A already on line 2"
+        );
+        let no_cluster = format!("{HEADER}A,a.log,all_reduce,8,2,,,\n");
+        assert_eq!(read_manifest("m.csv", &no_cluster).unwrap_err(), "m.csv:2: cluster: empty");
+        let e = read_manifest("m.csv", "curve_id,file\nA,a.log\n").unwrap_err();
+        assert!(e.starts_with("m.csv:1: no column \"collective\""), "{e}");
+    }
+
+    #[test]
+    fn bands_hold_their_upper_edge() {
+        assert_eq!(band(8), 0);
+        assert_eq!(band(64 << 10), 0);
+        assert_eq!(band((64 << 10) + 1), 1);
+        assert_eq!(band(256 << 20), 3);
+        assert_eq!(band(1 << 30), 4);
+    }
+}
