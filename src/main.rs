@@ -1304,8 +1304,13 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
             .map_err(|e| anyhow!(e))?
     };
     let acc = accuracy::accuracy(&curves, &validations);
-    let loo = accuracy::leave_one_cluster_out(&curves, &base_name, &base_text, m)
-        .map_err(|e| anyhow!(e))?;
+    let clusters: std::collections::BTreeSet<&str> =
+        curves.iter().map(|c| c.cluster.as_str()).collect();
+    let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
+    let loo =
+        accuracy::leave_one_cluster_out(&curves, &base_name, &base_text, m, &|| progress.tick())
+            .map_err(|e| anyhow!(e))?;
+    drop(progress);
     let r = report::accuracy::AccuracyReport {
         manifest: &name,
         profile: &profile.name,

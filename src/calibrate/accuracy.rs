@@ -301,11 +301,13 @@ pub struct LeaveOneOut {
 /// the curves of every other cluster of the same GPU generation — the physical parameters only,
 /// no size-band factors, as a profile meant for other clusters is made — and predicts the
 /// cluster's curves with it. A cluster alone in its generation is predicted by `base`.
+/// `done` is called as each cluster is finished (for a progress bar).
 pub fn leave_one_cluster_out(
     curves: &[Curve],
     base_name: &str,
     base_text: &str,
     mode: Mode,
+    done: &(dyn Fn() + Sync),
 ) -> Result<LeaveOneOut, String> {
     use rayon::prelude::*;
     let base = crate::config::parse_profile(base_name, base_text).map_err(|e| e.to_string())?;
@@ -372,6 +374,7 @@ pub fn leave_one_cluster_out(
                 }
                 validations.push(a);
             }
+            done();
             let empty = || format!("{name}: no sizes");
             Ok((
                 HeldOutCluster {
