@@ -48,7 +48,7 @@ pub struct LogErrors {
 pub struct Calibration {
     /// The scenario the flags describe.
     pub machine: String,
-    /// Its nodes and GPUs per node.
+    /// Nodes and GPUs per node of the first log (each log runs on its own layout).
     pub nodes: usize,
     /// GPUs per node.
     pub gpus_per_node: usize,
@@ -109,6 +109,10 @@ pub fn calibrate(
         comm: Communicator,
         ranks: usize,
     }
+    // The layout the report names: the first log's (each log runs on its own).
+    let (nodes, gpus_per_node) = logs
+        .first()
+        .map_or((s.nodes, s.gpus_per_node), |l| (l.scenario.nodes, l.scenario.gpus_per_node));
     let mut read = Vec::new();
     let mut first_ranks = None;
     let mut same_count = 0usize;
@@ -190,8 +194,8 @@ pub fn calibrate(
     .map_err(|e| format!("{base_name}: {e}"))?;
     Ok(Calibration {
         machine: s.node.name.clone(),
-        nodes: s.nodes,
-        gpus_per_node: s.gpus_per_node,
+        nodes,
+        gpus_per_node,
         checked: read.len() - fitted_on.len(),
         fitted_on,
         fit_sizes: measured.len(),
