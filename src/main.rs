@@ -1254,13 +1254,30 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
     let dir = path.parent().unwrap_or(Path::new("."));
     let (base_name, base_text) = profile_source(common.profile.as_deref())?;
     let profile = config::parse_profile(&base_name, &base_text)?;
-    let mut curves = Vec::new();
+    let mut curves: Vec<Curve> = Vec::new();
+    let mut inputs = vec![path.to_path_buf()];
     for row in &rows {
         let at = format!("{name}:{}", row.line);
         let log = dir.join(&row.file);
+        inputs.push(log.clone());
         let several = row.collectives.len() > 1;
         for coll in &row.collectives {
-            let (test, c) = read_log(&log, Some(coll), None).map_err(|e| anyhow!("{at}: {e}"))?;
+            let (test, c) =
+                read_log(&log, Some(coll), None).map_err(|e| anyhow!("{at}: collective: {e}"))?;
+            // The row's layout must be the log's where the log lists its ranks; where the
+            // row states only one of the two counts, the log's layout is used.
+            let (nodes, gpus_per_node) = match (row.nodes, row.gpus_per_node) {
+                (Some(n), Some(g)) => (Some(n), Some(g)),
+                _ => (None, None),
+            };
+            if let (Some(n), Some(g), Some((ranks, hosts))) = (nodes, gpus_per_node, test.layout())
+                && (n * g != ranks || n != hosts)
+            {
+                bail!(
+                    "{at}: nodes/gpus_per_node: {n} x {g}, but {} lists {ranks} ranks on {hosts} host(s)",
+                    log.display()
+                );
+            }
             let topology = match &row.topology {
                 Some(t) if config::preset_names().contains(&t.as_str()) => t.clone(),
                 Some(t) => dir.join(t).display().to_string(),
@@ -1276,32 +1293,64 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
             };
             let mut own = Common {
                 topology: Some(topology),
-                nodes: row.nodes,
-                gpus_per_node: row.gpus_per_node,
+                nodes,
+                gpus_per_node,
                 output: None,
                 ..common.clone()
             };
             // The row's variables first; flags given to validate come after them and win.
+            for kv in &row.nccl {
+                let (k, v) = NcclEnv::split_pair(kv)
+                    .map_err(|e| anyhow!("{at}: collsim_nccl: {kv}: {e}"))?;
+                let env = NcclEnv::from_pairs([(k.as_str(), v.as_str())])
+                    .map_err(|e| anyhow!("{at}: collsim_nccl: {e}"))?;
+                if env.ignored.contains(&k) {
+                    bail!("{at}: collsim_nccl: {k}: not a variable the model uses");
+                }
+            }
             own.nccl = row.nccl.iter().chain(&common.nccl).cloned().collect();
             let s = apply_common(None, &own).map_err(|e| anyhow!("{at}: {e}"))?;
             let id = if several { format!("{}@{coll}", row.id) } else { row.id.clone() };
+            if curves.iter().any(|c| c.id == id) {
+                bail!("{at}: curve_id: {id} is already a curve of this manifest");
+            }
             let s = log_scenario(&s, &own, &id, &test, true, false)
                 .map_err(|e| anyhow!("{at}: {e}"))?;
+            let generation = format!("sm{}", s.node.gpu.model.sm);
+            if let Some(other) =
+                curves.iter().find(|c| c.cluster == row.cluster && c.generation() != generation)
+            {
+                bail!(
+                    "{at}: cluster: {} holds {} GPUs here and {} ones in {}; a cluster is one GPU generation",
+                    row.cluster,
+                    generation,
+                    other.generation(),
+                    other.id
+                );
+            }
             curves.push(Curve {
                 id: id.clone(),
                 cluster: row.cluster.clone(),
-                input: LogInput { name: id, test, coll: c, is_fit: None, scenario: s },
+                input: LogInput {
+                    name: format!("{at}: {}", log.display()),
+                    test,
+                    coll: c,
+                    is_fit: None,
+                    scenario: s,
+                },
             });
         }
+    }
+    if let Some(o) = &common.output {
+        refuse_overwrite(o, &inputs)?;
     }
     let m = mode(common.mode);
     let validations = {
         use rayon::prelude::*;
-        curves
-            .par_iter()
-            .map(|c| accuracy::validate_curve(c, &profile, m))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow!(e))?
+        // Every curve runs; the first failure in the manifest's order is the one reported.
+        let all: Vec<_> =
+            curves.par_iter().map(|c| accuracy::validate_curve(c, &profile, m)).collect();
+        all.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?
     };
     let acc = accuracy::accuracy(&curves, &validations);
     let clusters: std::collections::BTreeSet<&str> =

@@ -34,6 +34,9 @@ pub struct ManifestRow {
     pub nccl: Vec<String>,
 }
 
+/// The most nodes (or GPUs per node) a manifest row may state: the bound scenario files have.
+const MAX_COUNT: usize = 1 << 20;
+
 /// Reads a manifest CSV (`calibration/data/manifest.csv`'s columns: curve_id, file, collective,
 /// gpus_per_node, nodes, cluster, collsim_topology, collsim_nccl; others are ignored). Errors
 /// are one line naming the file, the line and the column.
@@ -65,8 +68,13 @@ pub fn read_manifest(name: &str, text: &str) -> Result<Vec<ManifestRow>, String>
             let v = field(i);
             match v.parse::<usize>() {
                 Ok(0) => Err(format!("{name}:{line}: {what}: 0; need at least 1")),
+                Ok(n) if n > MAX_COUNT => {
+                    Err(format!("{name}:{line}: {what}: {n}; at most {MAX_COUNT}"))
+                }
                 Ok(n) => Ok(Some(n)),
-                Err(_) if v.is_empty() || v.starts_with("n/a") || v.starts_with("not") => Ok(None),
+                Err(_) if v.is_empty() || v.starts_with("n/a") || v.starts_with("not stated") => {
+                    Ok(None)
+                }
                 Err(_) => Err(format!("{name}:{line}: {what}: {v:?} is not a count")),
             }
         };
@@ -216,10 +224,11 @@ pub fn validate_curve(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Validation, String> {
+    // The input's name says where the curve comes from (the manifest's line and the log).
     let (cluster, comm, _) =
-        crate::build(&curve.input.scenario).map_err(|e| format!("{}: {e}", curve.id))?;
+        crate::build(&curve.input.scenario).map_err(|e| format!("{}: {e}", curve.input.name))?;
     validate::compare(&cluster, &comm, &curve.input.test, curve.input.coll, params, mode)
-        .map_err(|e| format!("{}: {e}", curve.id))
+        .map_err(|e| format!("{}: {e}", curve.input.name))
 }
 
 /// The accuracy of `validations` (one per curve, in order).
@@ -284,6 +293,9 @@ pub struct HeldOutCluster {
     pub curves: Vec<Group>,
 }
 
+/// One cluster held out, its errors under the base profile, and its validations.
+type HeldOut = (HeldOutCluster, Vec<f64>, Vec<Validation>);
+
 /// Leave-one-cluster-out over `curves`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LeaveOneOut {
@@ -317,7 +329,8 @@ pub fn leave_one_cluster_out(
             clusters.push(&c.cluster);
         }
     }
-    let held: Vec<(HeldOutCluster, Vec<f64>, Vec<Validation>)> = clusters
+    // Every cluster runs; the first failure in order is the one reported.
+    let held: Vec<Result<HeldOut, String>> = clusters
         .par_iter()
         .map(|&name| -> Result<_, String> {
             let own: Vec<&Curve> = curves.iter().filter(|c| c.cluster == name).collect();
@@ -390,7 +403,8 @@ pub fn leave_one_cluster_out(
                 validations,
             ))
         })
-        .collect::<Result<_, _>>()?;
+        .collect();
+    let held: Vec<HeldOut> = held.into_iter().collect::<Result<_, _>>()?;
     let mut before = Vec::new();
     let mut after = Vec::new();
     let mut bands: Vec<Vec<f64>> = vec![Vec::new(); BANDS.len()];

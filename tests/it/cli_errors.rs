@@ -282,6 +282,24 @@ fn bad_manifest_rows_name_their_line_and_column() {
     fails_with(&["validate", "--manifest", m.to_str().unwrap()], &["m2.csv:2: ", "missing.log"]);
     let m = tmp("m3.csv", "curve_id,file\nA,a.log\n");
     fails_with(&["validate", "--manifest", m.to_str().unwrap()], &["m3.csv:1: no column"]);
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/data");
+    let four = format!("{d}/H100_1N4G_ALL_REDUCE_XXRJUN.log");
+    // A layout the log contradicts, a cluster of two GPU generations, the report over an input.
+    let m = tmp("m4.csv", &format!("{head}A,{four},all_reduce,8,2,X,,\n"));
+    fails_with(
+        &["validate", "--manifest", m.to_str().unwrap()],
+        &["m4.csv:2: nodes/gpus_per_node: 2 x 8, but ", "lists 4 ranks on 1 host(s)"],
+    );
+    let thanos = format!("{d}/A100SXM80_1N8G_AR_THANOS_G8.log");
+    let mixed = format!("{head}A,{four},all_reduce,4,1,X,,\nB,{thanos},all_reduce,8,1,X,,\n");
+    let m = tmp("m5.csv", &mixed);
+    fails_with(
+        &["validate", "--manifest", m.to_str().unwrap()],
+        &["m5.csv:3: cluster: X holds sm80"],
+    );
+    let m = tmp("m6.csv", &format!("{head}A,{four},all_reduce,4,1,X,,\n"));
+    let m = m.to_str().unwrap();
+    fails_with(&["validate", "--manifest", m, "-o", m], &["is an input of this run"]);
     let real = "calibration/data/manifest.csv";
     fails_with(
         &["validate", "--manifest", real, "--topology", "dgx-h100"],
