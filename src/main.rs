@@ -1316,19 +1316,7 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
             }
             let s = log_scenario(&s, &own, &id, &test, true, false)
                 .map_err(|e| anyhow!("{at}: {e}"))?;
-            let generation = format!("sm{}", s.node.gpu.model.sm);
-            if let Some(other) =
-                curves.iter().find(|c| c.cluster == row.cluster && c.generation() != generation)
-            {
-                bail!(
-                    "{at}: cluster: {} holds {} GPUs here and {} ones in {}; a cluster is one GPU generation",
-                    row.cluster,
-                    generation,
-                    other.generation(),
-                    other.id
-                );
-            }
-            curves.push(Curve {
+            let curve = Curve {
                 id: id.clone(),
                 cluster: row.cluster.clone(),
                 input: LogInput {
@@ -1338,7 +1326,20 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
                     is_fit: None,
                     scenario: s,
                 },
-            });
+            };
+            if let Some(other) = curves
+                .iter()
+                .find(|c| c.cluster == curve.cluster && c.generation() != curve.generation())
+            {
+                bail!(
+                    "{at}: cluster: {} holds {} GPUs here and {} ones in {}; a cluster is one GPU generation",
+                    curve.cluster,
+                    curve.generation(),
+                    other.generation(),
+                    other.id
+                );
+            }
+            curves.push(curve);
         }
     }
     if let Some(o) = &common.output {
@@ -1357,8 +1358,10 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
         curves.iter().map(|c| c.cluster.as_str()).collect();
     let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
     let loo =
-        accuracy::leave_one_cluster_out(&curves, &base_name, &base_text, m, &|| progress.tick())
-            .map_err(|e| anyhow!(e))?;
+        accuracy::leave_one_cluster_out(&curves, &validations, &base_name, &base_text, m, &|| {
+            progress.tick()
+        })
+        .map_err(|e| anyhow!(e))?;
     drop(progress);
     let r = report::accuracy::AccuracyReport {
         manifest: &name,

@@ -151,6 +151,9 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// No sizes (a figure over nothing; a log always has sizes, so it is never printed).
+    const NONE: Stats = Stats { sizes: 0, median_abs_error_pct: 0.0, p95_abs_error_pct: 0.0 };
+
     /// Of these errors (%); None when there are none.
     pub fn of(errors: &[f64]) -> Option<Stats> {
         if errors.is_empty() {
@@ -173,6 +176,15 @@ pub const BANDS: [(&str, u64); 5] = [
 /// The band index of a size.
 fn band(bytes: u64) -> usize {
     BANDS.iter().position(|&(_, top)| bytes <= top).unwrap_or(BANDS.len() - 1)
+}
+
+/// One group per size band that has sizes, from the errors gathered per band.
+fn band_groups(bands: &[Vec<f64>]) -> Vec<Group> {
+    BANDS
+        .iter()
+        .zip(bands)
+        .filter_map(|((l, _), e)| Stats::of(e).map(|stats| Group { name: l.to_string(), stats }))
+        .collect()
 }
 
 /// A group of sizes and its errors.
@@ -252,25 +264,18 @@ pub fn accuracy(curves: &[Curve], validations: &[Validation]) -> Accuracy {
             generation: c.generation(),
             collective: v.collective.name(),
             ranks: c.ranks(),
-            stats: Stats::of(&errors).unwrap_or(Stats {
-                sizes: 0,
-                median_abs_error_pct: 0.0,
-                p95_abs_error_pct: 0.0,
-            }),
+            stats: Stats::of(&errors).unwrap_or(Stats::NONE),
             bands: own.iter().map(|e| Stats::of(e)).collect(),
         });
     }
-    let group =
-        |name: &str, e: &[f64]| Stats::of(e).map(|stats| Group { name: name.into(), stats });
     Accuracy {
         curves: out,
-        pooled: Stats::of(&all).unwrap_or(Stats {
-            sizes: 0,
-            median_abs_error_pct: 0.0,
-            p95_abs_error_pct: 0.0,
-        }),
-        by_band: BANDS.iter().zip(&bands).filter_map(|((l, _), e)| group(l, e)).collect(),
-        by_algorithm: algos.iter().filter_map(|(a, e)| group(a, e)).collect(),
+        pooled: Stats::of(&all).unwrap_or(Stats::NONE),
+        by_band: band_groups(&bands),
+        by_algorithm: algos
+            .iter()
+            .filter_map(|(a, e)| Stats::of(e).map(|stats| Group { name: a.clone(), stats }))
+            .collect(),
     }
 }
 
@@ -313,16 +318,17 @@ pub struct LeaveOneOut {
 /// the curves of every other cluster of the same GPU generation — the physical parameters only,
 /// no size-band factors, as a profile meant for other clusters is made — and predicts the
 /// cluster's curves with it. A cluster alone in its generation is predicted by `base`.
-/// `done` is called as each cluster is finished (for a progress bar).
+/// `uncalibrated` are the curves' validations under `base` (as [`accuracy`] took them), in the
+/// same order. `done` is called as each cluster is finished (for a progress bar).
 pub fn leave_one_cluster_out(
     curves: &[Curve],
+    uncalibrated: &[Validation],
     base_name: &str,
     base_text: &str,
     mode: Mode,
     done: &(dyn Fn() + Sync),
 ) -> Result<LeaveOneOut, String> {
     use rayon::prelude::*;
-    let base = crate::config::parse_profile(base_name, base_text).map_err(|e| e.to_string())?;
     let mut clusters: Vec<&str> = Vec::new();
     for c in curves {
         if !clusters.contains(&c.cluster.as_str()) {
@@ -333,8 +339,9 @@ pub fn leave_one_cluster_out(
     let held: Vec<Result<HeldOut, String>> = clusters
         .par_iter()
         .map(|&name| -> Result<_, String> {
-            let own: Vec<&Curve> = curves.iter().filter(|c| c.cluster == name).collect();
-            let generation = own[0].generation();
+            let own: Vec<(&Curve, &Validation)> =
+                curves.iter().zip(uncalibrated).filter(|(c, _)| c.cluster == name).collect();
+            let generation = own[0].0.generation();
             let others: Vec<&Curve> = curves
                 .iter()
                 .filter(|c| c.cluster != name && c.generation() == generation)
@@ -346,7 +353,7 @@ pub fn leave_one_cluster_out(
                 }
             }
             let (params, fitted) = if others.is_empty() {
-                (base.clone(), Vec::new())
+                (None, Vec::new())
             } else {
                 let inputs: Vec<LogInput> = others
                     .iter()
@@ -370,15 +377,18 @@ pub fn leave_one_cluster_out(
                     .collect();
                 let p = crate::config::parse_profile("the calibrated profile", &cal.profile)
                     .map_err(|e| format!("leaving out {name}: {e}"))?;
-                (p, fitted)
+                (Some(p), fitted)
             };
             let mut before = Vec::new();
             let mut after = Vec::new();
             let mut per_curve = Vec::new();
             let mut validations = Vec::new();
-            for c in &own {
-                let b = validate_curve(c, &base, mode)?;
-                let a = validate_curve(c, &params, mode)?;
+            for &(c, b) in &own {
+                // Alone in its generation: the profile as given, already run.
+                let a = match &params {
+                    Some(p) => validate_curve(c, p, mode)?,
+                    None => b.clone(),
+                };
                 before.extend(b.rows.iter().map(|r| r.error_pct));
                 let e: Vec<f64> = a.rows.iter().map(|r| r.error_pct).collect();
                 after.extend(&e);
@@ -419,13 +429,7 @@ pub fn leave_one_cluster_out(
     Ok(LeaveOneOut {
         base: Stats::of(&before).ok_or_else(none)?,
         held_out: Stats::of(&after).ok_or_else(none)?,
-        by_band: BANDS
-            .iter()
-            .zip(&bands)
-            .filter_map(|((l, _), e)| {
-                Stats::of(e).map(|stats| Group { name: l.to_string(), stats })
-            })
-            .collect(),
+        by_band: band_groups(&bands),
         clusters: held.into_iter().map(|(h, _, _)| h).collect(),
     })
 }
