@@ -249,10 +249,11 @@ mod tests {
         // A base profile writing its tables inline keeps their other entries.
         let inline = DEFAULT_PROFILE.1.replace(
             "[overhead]\n",
-            "overhead = { call = \"3.04 us\", launch = \"3.12 us\" }\n[overhead_was_here]\n",
+            "overhead = { call = \"3.04 us\", launch = \"3.12 us\", peer = \"2.8 us\" }\n[overhead_was_here]\n",
         );
         let inline = inline
             .replacen("call = \"3.04 us\"\nlaunch = \"3.12 us\"\n", "", 1)
+            .replacen("peer = \"2.8 us\"\n", "", 1)
             .replace("[overhead_was_here]\n", "");
         assert!(parse_profile("inline.toml", &inline).is_ok(), "{inline}");
         let out = write(&inline, &f).unwrap();

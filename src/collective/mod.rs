@@ -39,6 +39,12 @@ pub struct TimingParams {
     /// [`TimingParams::call_cost`]: `call_overhead + N × launch`. Zero in profiles without it.
     #[serde(serialize_with = "ser_time")]
     pub launch: Time,
+    /// Serial cost of each peer of a point-to-point group (profile `overhead.peer`): NCCL
+    /// schedules a group's sends and receives peer by peer (one round per peer, self included),
+    /// and a SendRecv or AllToAll takes this much longer per round. Zero in profiles without
+    /// it.
+    #[serde(serialize_with = "ser_time")]
+    pub p2p_peer: Time,
     /// Per-slice protocol latency (synchronisation, flag polling, proxy post) by hop class
     /// (NVLink, PCIe, network) and protocol (LL, LL128, Simple).
     #[serde(serialize_with = "ser_lat")]

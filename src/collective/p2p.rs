@@ -11,18 +11,27 @@
 use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
 use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
-use crate::hw::{Cluster, GpuId, NicId, NodeId, PathType};
+use crate::hw::{Cluster, GpuId, NicId, NodeId, PathType, Vertex};
 use crate::net::LinkId;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Bytes;
 use crate::units::Time;
 
+/// What NCCL counts on one channel to carry to a peer on another node
+/// (`NCCL_P2P_PER_CHANNEL_NET_BW`, 14 GB/s; NVIDIA/nccl 5067397c `src/graph/paths.cc`): from
+/// 2.29 it gives a network peer enough channels at this rate to fill the GPU's NICs. A sizing
+/// figure, not a limit collsim applies: XXRJUN's 10 x 1 H100 sendrecv, one channel per peer
+/// by NCCL's rules, moves 24.9 GB/s.
+const NET_CHANNEL_GBPS: f64 = 14.0;
+
+/// NCCL_P2P_LL_THRESHOLD: a peer transfer runs LL while it carries at most this per channel.
+const LL_THRESHOLD: u64 = 16 * 1024;
+
+/// Peers one channel's work batch runs at once (NCCL_MAX_DEV_WORK_P2P_PER_BATCH).
+const PEERS_PER_BATCH: usize = 8;
+
 fn pow2_ceil(n: usize) -> usize {
     n.max(1).next_power_of_two()
-}
-
-fn pow2_floor(n: usize) -> usize {
-    if n == 0 { 1 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) }
 }
 
 /// One peer pair's share on one channel.
@@ -42,9 +51,14 @@ fn per_peer(coll: Collective, n: usize, bytes: u64) -> u64 {
     }
 }
 
-/// LL up to NCCL_P2P_LL_THRESHOLD (16 KiB per peer), else Simple.
-fn proto(per_peer: u64) -> Proto {
-    if per_peer <= 16 * 1024 { Proto::LL } else { Proto::Simple }
+/// Rounds of NCCL's P2P schedule a rank goes through (`p2pSchedule`: round r sends to rank + r
+/// and receives from rank - r): every rank, itself included, for AllToAll (nccl-tests posts
+/// the self send and receive too); one for SendRecv.
+pub(crate) fn rounds(coll: Collective, n: usize) -> u64 {
+    match coll {
+        Collective::AllToAll => n as u64,
+        _ => 1,
+    }
 }
 
 /// Every peer pair of a call: (source rank, destination rank).
@@ -57,8 +71,135 @@ fn pairs(coll: Collective, n: usize) -> Vec<(usize, usize)> {
     }
 }
 
-/// The flows of `pairs` (each peer pair on each of its channels) and the most channels a pair
-/// uses.
+/// NCCL's P2P channels on a communicator (NVIDIA/nccl 5067397c: `src/graph/paths.cc`
+/// ncclTopoGetNchannels and ncclTopoComputeP2pChannels, `src/enqueue.cc`
+/// scheduleP2pTasksToPlan and addP2pToPlan, `src/init.cc` for the chunk; `nccl-model.md`
+/// §3.9). One figure per communicator, the fewest any peer wants: on several nodes every
+/// pair, NVLink ones too, gets the network peer's count.
+struct Layout {
+    /// p2pnChannelsPerPeer: the most channels one peer transfer is striped over.
+    per_peer: usize,
+    /// nChannelsMin: what a transfer starts from, before large ones double towards `per_peer`.
+    min: usize,
+    /// p2pChunkSize: 128 KiB across nodes, 512 KiB on one all-NVLink node, 128 KiB on PCIe;
+    /// at most NCCL_BUFFSIZE/8.
+    chunk: u64,
+    multi_node: bool,
+}
+
+impl Layout {
+    fn new(cluster: &Cluster, comm: &Communicator) -> Layout {
+        let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+        let nranks = nnodes * ppn;
+        let env = comm.env();
+        let paths = comm.paths();
+        // p2pnChannels: the communicator's channels, rounded up to a power of two (at most 64).
+        let total = pow2_ceil(comm.channels().len().min(64)).min(64);
+        let per_link =
+            cluster.spec().nvlink.as_ref().map_or(1.0, |n| n.bandwidth_per_link.gbyte_per_s());
+        let mut fewest = usize::MAX;
+        let mut all_nvlink = true;
+        for g in (0..ppn).map(GpuId) {
+            for h in (0..ppn).map(GpuId).filter(|&h| h != g) {
+                let hop = paths.gpu_hop(cluster, NodeId(0), g, h);
+                let ch = if hop.ty <= PathType::Nvb {
+                    let bw = cluster.path_bandwidth(&hop.links).gbyte_per_s();
+                    2 * ((bw / per_link).floor() as usize).max(1)
+                } else {
+                    all_nvlink = false;
+                    2
+                };
+                fewest = fewest.min(ch);
+            }
+            if nnodes > 1 {
+                fewest = fewest.min(net_peer_channels(cluster, comm, g, total));
+            }
+        }
+        let mut per_peer = pow2_ceil(fewest.min(64));
+        if nnodes > 1 && env.minor >= 29 && env.nchannels_per_net_peer.is_none() {
+            // So that every peer fits in one round of the channels' work batches.
+            while per_peer * nranks.div_ceil(PEERS_PER_BATCH) > total && per_peer > 1 {
+                per_peer /= 2;
+            }
+        }
+        let per_peer = per_peer.min(total);
+        let mut min = per_peer;
+        while min * nranks > total && min > 1 {
+            min /= 2;
+        }
+        let chunk: u64 = if nnodes == 1 && all_nvlink { 512 << 10 } else { 128 << 10 };
+        let chunk = chunk.min(env.buffsize.get() / 8);
+        Layout { per_peer, min, chunk, multi_node: nnodes > 1 }
+    }
+
+    /// The channels and protocol of one peer transfer of `bytes`: from nChannelsMin parts of at
+    /// least half a chunk (an eighth on one node), doubled while parts exceed a chunk (32 on
+    /// one node); LL while each channel carries at most NCCL_P2P_LL_THRESHOLD. A transfer of
+    /// nothing still runs one step on one channel (NCCL's synchronisation).
+    fn op(&self, bytes: u64) -> (usize, Proto) {
+        let n = if bytes == 0 {
+            1
+        } else {
+            let (min_part, max_part) = if self.multi_node {
+                (self.chunk / 2, self.chunk)
+            } else {
+                (self.chunk / 8, self.chunk * 32)
+            };
+            let mut n = self.min.min(bytes.div_ceil(min_part.max(1)) as usize).max(1);
+            let mut part = min_part.max(bytes.div_ceil(n as u64));
+            while part > max_part && n <= self.per_peer / 2 {
+                n *= 2;
+                part = bytes.div_ceil(n as u64);
+            }
+            n
+        };
+        let proto = if bytes <= n as u64 * LL_THRESHOLD { Proto::LL } else { Proto::Simple };
+        (n, proto)
+    }
+}
+
+/// Channels NCCL wants to a peer on another node from GPU `g`, by release: 2 before 2.20
+/// (NCCL_NCHANNELS_PER_NET_PEER's default); 2.20-2.28, 2 halved while 2 x ranks exceeds 4 x
+/// the P2P channels, but at least the NICs it takes to match the GPU's own link to the CPU
+/// (none where a PCIe switch sits between them); from 2.29, one per NIC the GPU uses and
+/// enough at [`NET_CHANNEL_RATE`] to fill them.
+fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: usize) -> usize {
+    let env = comm.env();
+    if let Some(n) = env.nchannels_per_net_peer {
+        return n;
+    }
+    if env.minor < 20 {
+        return 2;
+    }
+    let graph = cluster.graph();
+    let cpu = graph.route(Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))));
+    let gpu_bw = match cpu {
+        Some(r) if env.minor >= 29 || r.links.len() == 1 => r.bw.gbyte_per_s(),
+        _ => 0.0,
+    };
+    // The GPU's NICs, in the order its channels take them, until they match its CPU link.
+    let (mut count, mut bw) = (0usize, 0.0f64);
+    for nic in cluster.gpu_nics(g) {
+        if count > 0 && bw >= gpu_bw {
+            break;
+        }
+        if env.minor < 29 && bw >= gpu_bw {
+            break;
+        }
+        bw += cluster.nic_path_bandwidth(g, nic).gbyte_per_s();
+        count += 1;
+    }
+    if env.minor < 29 {
+        let mut n = 2;
+        while n * comm.nranks() > total * 4 && n > 1 {
+            n /= 2;
+        }
+        return n.max(count);
+    }
+    if count == 0 { 2 } else { count.max((bw / NET_CHANNEL_GBPS).ceil() as usize) }
+}
+
+/// The flows of `pairs` (each peer pair on each of its channels) and the channels a pair uses.
 fn flows(
     coll: Collective,
     cluster: &Cluster,
@@ -67,53 +208,40 @@ fn flows(
     params: &TimingParams,
     pairs: &[(usize, usize)],
 ) -> (Vec<Flow>, usize) {
-    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
-    let n = nnodes * ppn;
+    let ppn = comm.ppn();
+    let n = comm.nnodes() * ppn;
     let per_peer = per_peer(coll, n, bytes);
-    let proto = proto(per_peer);
-    let spec = cluster.spec();
+    let (chans, proto) = Layout::new(cluster, comm).op(per_peer);
     let paths = comm.paths();
-    let total = pow2_floor(comm.channels().len().min(64));
-    let per_link = spec.nvlink.as_ref().map_or(1.0, |n| n.bandwidth_per_link.gbyte_per_s());
     let links = cluster.links();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
     let mut flows = Vec::new();
-    let mut max_ch = 1;
     for &(s, d) in pairs {
         let (sn, sg) = (NodeId(s / ppn), GpuId(s % ppn));
         let (dn, dg) = (NodeId(d / ppn), GpuId(d % ppn));
-        let (route, class, chans, chunk) = if sn == dn {
+        let (route, class) = if sn == dn {
             let hop = paths.gpu_hop(cluster, sn, sg, dg);
-            let nvl = hop.ty <= PathType::Nvb;
-            let bw = cluster.path_bandwidth(&hop.links).gbyte_per_s();
-            let ch = if nvl { 2 * ((bw / per_link).floor() as usize).max(1) } else { 2 };
-            let chunk = if nvl { 512 * 1024 } else { 128 * 1024 };
-            (hop.links, hop.class, ch, chunk)
+            (hop.links, hop.class)
         } else {
             let nic = |g: GpuId| cluster.local_nic(g).unwrap_or(NicId(0));
             let (snic, dnic) = (nic(sg), nic(dg));
             let mut p = paths.to_nic(cluster, sn, sg, snic);
             p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));
             p.extend(paths.from_nic(cluster, dn, dnic, dg));
-            let nics = cluster.gpu_nics(sg).len().max(1);
-            let net_bw = cluster.nic_path_bandwidth(sg, snic).gbyte_per_s();
-            (p, HopClass::Net, nics.max((net_bw / 14.0).ceil() as usize), 128 * 1024)
+            (p, HopClass::Net)
         };
-        let chans = pow2_ceil(chans).min(total).max(1);
-        max_ch = max_ch.max(chans);
-        // Chunks pipeline behind the first one: only its latency shows (NCCL's p2p chunk is
-        // 512 KiB over NVLink, 128 KiB otherwise, at most NCCL_BUFFSIZE/8).
-        let _chunk = chunk.min(comm.env().buffsize.get() / 8);
+        // Chunks pipeline behind the first one: only its latency shows.
         let eff = params.efficiency(cluster.spec().gpu.arch, class, proto);
         let per_flow = per_peer as f64 / chans as f64;
-        let delay = latency(&route) + params.step(class, proto);
+        let delay =
+            latency(&route) + params.step(class, proto) + params.p2p_peer.times(rounds(coll, n));
         let path: Vec<u32> = route.iter().map(|l| l.0).collect();
         for _ in 0..chans {
             flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff });
         }
     }
-    (flows, max_ch)
+    (flows, chans)
 }
 
 /// Every flow of the call at once, each with how many flows it stands for (on a uniform
@@ -141,11 +269,16 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     flows.into_iter().map(|f| f.path.into_iter().map(LinkId).collect()).collect()
 }
 
-/// The protocol a p2p call runs (LL up to NCCL_P2P_LL_THRESHOLD, 16 KiB per peer, else
-/// Simple) and the most channels a peer pair uses, without timing it.
+/// The protocol a p2p call runs and the channels a peer pair uses, without timing it. One rank
+/// sends to itself: Simple (NCCL keeps LL for real peers).
 pub(crate) fn shape(call: &Call<'_>) -> (Proto, usize) {
-    let per_peer = per_peer(call.coll, call.comm.nranks(), call.bytes.get());
-    (proto(per_peer), 1)
+    let n = call.comm.nranks();
+    if n < 2 {
+        return (Proto::Simple, 1);
+    }
+    let (ch, proto) =
+        Layout::new(call.cluster, call.comm).op(per_peer(call.coll, n, call.bytes.get()));
+    (proto, ch)
 }
 
 /// One SendRecv or AllToAll; `call.bytes` is nccl-tests' size (per rank: the message for
@@ -154,20 +287,18 @@ pub(crate) fn shape(call: &Call<'_>) -> (Proto, usize) {
 pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
     let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
     let n = comm.nranks();
-    let per_peer = per_peer(coll, n, bytes);
-    let proto = proto(per_peer);
-    if n < 2 || per_peer == 0 {
+    let (proto, chans) = shape(call);
+    if n < 2 {
         return (Time::ZERO, proto, 1);
     }
     if is_uniform_alltoall(call) {
-        let (t, max_ch) = uniform_alltoall(call);
-        return (t, proto, max_ch);
+        return (uniform_alltoall(call), proto, chans);
     }
-    let (flows, max_ch) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
+    let (flows, _) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
     let caps = cluster.capacities();
     let paths: Vec<&[u32]> = flows.iter().map(|f| f.path.as_slice()).collect();
     let rates = steady_rates(caps, &paths, call.load);
-    (worst(&flows, &rates), proto, max_ch)
+    (worst(&flows, &rates), proto, chans)
 }
 
 /// The slowest flow's time: its wire bytes at its rate, plus its first chunk's latency.
@@ -186,8 +317,8 @@ fn worst(flows: &[Flow], rates: &[f64]) -> Time {
 /// node 1's links mapped onto node 0's stand for its flows to every other node (weight
 /// nnodes − 1): the load on each of node 0's links, and so every rate, is the whole call's,
 /// from ppn² pairs instead of n² (n² flows on 16,384 GPUs took 24 GB).
-fn uniform_alltoall(call: &Call<'_>) -> (Time, usize) {
-    let (flows, weight, max_ch) = uniform_alltoall_flows(call);
+fn uniform_alltoall(call: &Call<'_>) -> Time {
+    let (flows, weight, _) = uniform_alltoall_flows(call);
     let specs: Vec<FlowSpec<'_>> = flows
         .iter()
         .zip(&weight)
@@ -199,7 +330,7 @@ fn uniform_alltoall(call: &Call<'_>) -> (Time, usize) {
         })
         .collect();
     let rates = max_min_rates(call.cluster.capacities(), &specs);
-    (worst(&flows, &rates), max_ch)
+    worst(&flows, &rates)
 }
 
 /// Whether [`uniform_alltoall`] times `call`.
@@ -286,12 +417,11 @@ impl Algorithm for Flows {
 pub(crate) fn detailed(call: &Call<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
     let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
     let n = comm.nranks();
-    let per_peer = per_peer(coll, n, bytes);
-    let proto = proto(per_peer);
-    if n < 2 || per_peer == 0 {
+    let (proto, chans) = shape(call);
+    if n < 2 {
         return (Box::new(Flows { flows: Vec::new(), left: 0, finish: Time::ZERO }), proto, 1);
     }
-    let (flows, max_ch) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
+    let (flows, _) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
     let flows: Vec<(Vec<LinkId>, Bytes, Time)> = flows
         .into_iter()
         .map(|f| {
@@ -300,5 +430,5 @@ pub(crate) fn detailed(call: &Call<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
         })
         .collect();
     let left = flows.len();
-    (Box::new(Flows { flows, left, finish: Time::ZERO }), proto, max_ch)
+    (Box::new(Flows { flows, left, finish: Time::ZERO }), proto, chans)
 }

@@ -287,11 +287,14 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
     let (proto, channels) = (call.sel.proto, call.sel.nchannels);
     match kind(call) {
         Kind::OneRank => {
-            let (p, c) = match call.coll {
-                Collective::AllToAll | Collective::SendRecv => p2p::shape(call),
-                _ => (proto, channels),
+            let (p, c, serial) = match call.coll {
+                Collective::AllToAll | Collective::SendRecv => {
+                    let (p, c) = p2p::shape(call);
+                    (p, c, call.params.p2p_peer.times(p2p::rounds(call.coll, 1)))
+                }
+                _ => (proto, channels, Time::ZERO),
             };
-            (Box::new(Closed::new(one_rank_copy(call))), p, c)
+            (Box::new(Closed::new(serial + one_rank_copy(call))), p, c)
         }
         Kind::P2p if call.mode == Mode::Detailed => p2p::detailed(call),
         Kind::P2p => {

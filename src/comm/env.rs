@@ -36,6 +36,12 @@ pub struct NcclEnv {
     pub gdr_level: Option<PathType>,
     /// Which NCCL release's cost-model tables to use (scenario `nccl.version`).
     pub version: NcclVersion,
+    /// The 2.x release's minor number (scenario `nccl.version`; 30 by default): mechanisms that
+    /// changed inside one range of cost-model tables (P2P channels per network peer, 2.29).
+    pub minor: u32,
+    /// NCCL_NCHANNELS_PER_NET_PEER: P2P channels to each peer on another node (None: NCCL's
+    /// rule for the release).
+    pub nchannels_per_net_peer: Option<usize>,
     /// NCCL_NTHREADS (Simple and LL threads per CTA) and NCCL_LL128_NTHREADS.
     pub nthreads: Option<u64>,
     /// NCCL_LL128_NTHREADS.
@@ -92,6 +98,8 @@ impl Default for NcclEnv {
             nvls_chunksize: Bytes::from_kib(128),
             nvlstree_max_chunksize: None,
             version: NcclVersion::V2_28,
+            minor: 30,
+            nchannels_per_net_peer: None,
             nthreads: None,
             ll128_nthreads: None,
             collnet_enable: false,
@@ -230,6 +238,9 @@ impl NcclEnv {
                     env.buffsize = Bytes::new(b as u64);
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
+                "NCCL_NCHANNELS_PER_NET_PEER" => {
+                    env.nchannels_per_net_peer = Some(parse_int(k, v, 1, 64)? as usize);
+                }
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
                 "version" => {
                     env.version = NcclVersion::parse(v).ok_or_else(|| EnvError {
@@ -237,6 +248,8 @@ impl NcclEnv {
                         value: v.into(),
                         reason: "unknown NCCL version (2.18 to 2.30)".into(),
                     })?;
+                    env.minor =
+                        v.trim().split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(30);
                 }
                 "NCCL_NTHREADS" | "NCCL_LL128_NTHREADS" => {
                     let (lo, hi) = if k == "NCCL_NTHREADS" { (64, 512) } else { (160, 640) };

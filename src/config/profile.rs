@@ -134,6 +134,10 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
             Some(l) => src.check("overhead.launch", l, |q| q.parse_with(Time::parse))?,
             None => Time::ZERO,
         },
+        p2p_peer: match &raw.overhead.peer {
+            Some(l) => src.check("overhead.peer", l, |q| q.parse_with(Time::parse))?,
+            None => Time::ZERO,
+        },
         correction: correction(&src, raw.correction.as_ref())?,
         bandwidth: match &raw.bandwidth {
             None => [1.0; 3],

@@ -344,6 +344,7 @@ pub struct RawPerProtoNumber {
 pub struct RawOverhead {
     pub call: S<RawQuantity>,
     pub launch: Option<S<RawQuantity>>,
+    pub peer: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

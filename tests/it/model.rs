@@ -46,6 +46,7 @@ fn params(step: Time) -> TimingParams {
         source: "test".into(),
         call_overhead: Time::ZERO,
         launch: Time::ZERO,
+        p2p_peer: Time::ZERO,
         step_latency: [[step; 3]; 3],
         bandwidth: [1.0; 3],
         gpu_default: GpuParams::NOMINAL,
@@ -454,4 +455,56 @@ fn aggregated_vs_detailed_gap_distribution() {
     for w in worst.iter().take(15) {
         println!("{:+.4} {} {}x{} 2^{} {}", w.1, w.2, w.3, w.4, w.5, w.6);
     }
+}
+
+#[test]
+fn a_p2p_group_pays_its_rounds_one_after_the_other() {
+    // NCCL schedules an AllToAll's sends and receives one peer after the other, self included
+    // (16 rounds on 16 ranks); a SendRecv is one round. A transfer of nothing still runs one
+    // step to each peer (NCCL's synchronisation), so it is not free.
+    let (cluster, comm) = setup("dgx-a100", 2, 8, &[]);
+    let mut with = params(Time::ZERO);
+    with.p2p_peer = Time::from_us_f64(2.0);
+    for (coll, rounds) in [(Collective::AllToAll, 16.0), (Collective::SendRecv, 1.0)] {
+        for bytes in [0u64, 4096, 64 << 20] {
+            let sel = collsim::collective::select(&comm, coll, bytes);
+            for mode in [Mode::Aggregated, Mode::Detailed] {
+                let run = |p: &TimingParams| {
+                    run_call(coll, &cluster, &comm, bytes, 4, &sel, p, mode).time.as_us()
+                };
+                let (a, b) = (run(&params(Time::ZERO)), run(&with));
+                assert!((b - a - 2.0 * rounds).abs() < 1e-3, "{coll:?} {bytes} {mode:?}: {a} {b}");
+                if bytes == 0 {
+                    // One network hop's link latencies, at least.
+                    assert!(a > 0.5, "{coll:?} of nothing: {a} us");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn p2p_channels_per_peer_follow_nccls_release() {
+    // 10 x 1 H100 (one 400 Gb/s NIC per GPU, one ring channel pair): from 2.29 a network peer
+    // wants ceil(50 / 14) = 4 channels, halved while 4 x ceil(10 / 8) exceeds the P2P channels;
+    // before, 2. Large transfers double their channels up to that; small ones start from
+    // nChannelsMin and run LL while each channel carries at most 16 KiB.
+    let channels = |version: &str, nodes: usize, g: usize, coll: Collective, bytes: u64| {
+        let (cluster, comm) = setup("dgx-h100", nodes, g, &[("version", version)]);
+        let sel = collsim::collective::select(&comm, coll, bytes);
+        let r =
+            run_call(coll, &cluster, &comm, bytes, 4, &sel, &params(Time::ZERO), Mode::Aggregated);
+        (r.channels, r.proto)
+    };
+    // A SendRecv of 16 KiB on one channel is LL; 64 MiB on two nodes is Simple on every
+    // channel a peer may have.
+    assert_eq!(channels("2.30", 2, 8, Collective::SendRecv, 16 << 10), (1, Proto::LL));
+    let (big, proto) = channels("2.30", 2, 8, Collective::SendRecv, 64 << 20);
+    assert_eq!(proto, Proto::Simple);
+    let (old, _) = channels("2.22", 2, 8, Collective::SendRecv, 64 << 20);
+    assert_eq!(old, 2, "2.20-2.28: two per network peer (the GPUs sit behind PCIe switches)");
+    assert!(big >= old, "2.29+ fills the NIC at 14 GB/s a channel: {big} vs {old}");
+    // On one all-NVLink node every peer may take 2 x (NVLink links) channels, rounded.
+    let (one_node, _) = channels("2.30", 1, 8, Collective::SendRecv, 1 << 30);
+    assert!(one_node > big, "{one_node} vs {big}");
 }
