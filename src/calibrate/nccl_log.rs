@@ -77,8 +77,8 @@ impl LogTest {
     }
 }
 
-/// The host and GPU name of a "#  Rank  0 Group  0 Pid 1234 on HOST device  0 [0x07] NVIDIA
-/// A100-SXM4-40GB" line (the name is empty when the line stops at the bus id).
+/// The host and GPU name of a `#  Rank  0 Group  0 Pid 1234 on HOST device  0 [0x07] NVIDIA
+/// A100-SXM4-40GB` line (the name is empty when the line stops at the bus id).
 fn rank_line(line: &str) -> Option<(String, String)> {
     let t: Vec<&str> = line.trim_start_matches('#').split_whitespace().collect();
     if t.first() != Some(&"Rank") {

@@ -8,8 +8,8 @@
 //! every flow at its steady-state rate. Detailed: the flows run on the network, their rates
 //! re-shared as each finishes.
 
+use super::Collective;
 use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
-use super::{Collective, TimingParams};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, GpuId, NicId, NodeId, PathType, Vertex};
 use crate::net::LinkId;
@@ -162,7 +162,7 @@ impl Layout {
 /// (NCCL_NCHANNELS_PER_NET_PEER's default); 2.20-2.28, 2 halved while 2 x ranks exceeds 4 x
 /// the P2P channels, but at least the NICs it takes to match the GPU's own link to the CPU
 /// (none where a PCIe switch sits between them); from 2.29, one per NIC the GPU uses and
-/// enough at [`NET_CHANNEL_RATE`] to fill them.
+/// enough at [`NET_CHANNEL_GBPS`] to fill them.
 fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: usize) -> usize {
     let env = comm.env();
     if let Some(n) = env.nchannels_per_net_peer {
@@ -180,10 +180,8 @@ fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: us
     // The GPU's NICs, in the order its channels take them, until they match its CPU link.
     let (mut count, mut bw) = (0usize, 0.0f64);
     for nic in cluster.gpu_nics(g) {
-        if count > 0 && bw >= gpu_bw {
-            break;
-        }
-        if env.minor < 29 && bw >= gpu_bw {
+        // 2.29 counts the first NIC whatever the CPU link; earlier releases may count none.
+        if bw >= gpu_bw && (count > 0 || env.minor < 29) {
             break;
         }
         bw += cluster.nic_path_bandwidth(g, nic).gbyte_per_s();
@@ -199,19 +197,13 @@ fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: us
     if count == 0 { 2 } else { count.max((bw / NET_CHANNEL_GBPS).ceil() as usize) }
 }
 
-/// The flows of `pairs` (each peer pair on each of its channels) and the channels a pair uses.
-fn flows(
-    coll: Collective,
-    cluster: &Cluster,
-    comm: &Communicator,
-    bytes: u64,
-    params: &TimingParams,
-    pairs: &[(usize, usize)],
-) -> (Vec<Flow>, usize) {
+/// The flows of `pairs` (each peer pair on each of its `chans` channels, under `proto`: what
+/// [`shape`] says of the call).
+fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usize)) -> Vec<Flow> {
+    let (coll, cluster, comm, params) = (call.coll, call.cluster, call.comm, call.params);
     let ppn = comm.ppn();
     let n = comm.nnodes() * ppn;
-    let per_peer = per_peer(coll, n, bytes);
-    let (chans, proto) = Layout::new(cluster, comm).op(per_peer);
+    let per_peer = per_peer(coll, n, call.bytes.get());
     let paths = comm.paths();
     let links = cluster.links();
     let latency =
@@ -241,14 +233,14 @@ fn flows(
             flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff });
         }
     }
-    (flows, chans)
+    flows
 }
 
 /// Every flow of the call at once, each with how many flows it stands for (on a uniform
 /// network, node 0's AllToAll flows stand for all), for `explain`'s bottleneck.
 pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
     if is_uniform_alltoall(call) && per_peer(call.coll, call.comm.nranks(), call.bytes.get()) > 0 {
-        let (flows, weight, _) = uniform_alltoall_flows(call);
+        let (flows, weight) = uniform_alltoall_flows(call, shape(call));
         return flows
             .into_iter()
             .zip(weight)
@@ -264,8 +256,7 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
         return Vec::new();
     }
-    let (flows, _) =
-        flows(coll, call.cluster, comm, bytes, call.params, &pairs(coll, comm.nranks()));
+    let flows = flows(call, &pairs(coll, comm.nranks()), shape(call));
     flows.into_iter().map(|f| f.path.into_iter().map(LinkId).collect()).collect()
 }
 
@@ -285,16 +276,15 @@ pub(crate) fn shape(call: &Call<'_>) -> (Proto, usize) {
 /// SendRecv, the whole send buffer for AllToAll). Returns the time beyond the call overhead,
 /// the protocol, and the most channels a peer pair uses.
 pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
-    let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
-    let n = comm.nranks();
+    let (cluster, n) = (call.cluster, call.comm.nranks());
     let (proto, chans) = shape(call);
     if n < 2 {
         return (Time::ZERO, proto, 1);
     }
     if is_uniform_alltoall(call) {
-        return (uniform_alltoall(call), proto, chans);
+        return (uniform_alltoall(call, (proto, chans)), proto, chans);
     }
-    let (flows, _) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
+    let flows = flows(call, &pairs(call.coll, n), (proto, chans));
     let caps = cluster.capacities();
     let paths: Vec<&[u32]> = flows.iter().map(|f| f.path.as_slice()).collect();
     let rates = steady_rates(caps, &paths, call.load);
@@ -317,8 +307,8 @@ fn worst(flows: &[Flow], rates: &[f64]) -> Time {
 /// node 1's links mapped onto node 0's stand for its flows to every other node (weight
 /// nnodes − 1): the load on each of node 0's links, and so every rate, is the whole call's,
 /// from ppn² pairs instead of n² (n² flows on 16,384 GPUs took 24 GB).
-fn uniform_alltoall(call: &Call<'_>) -> Time {
-    let (flows, weight, _) = uniform_alltoall_flows(call);
+fn uniform_alltoall(call: &Call<'_>, shape: (Proto, usize)) -> Time {
+    let (flows, weight) = uniform_alltoall_flows(call, shape);
     let specs: Vec<FlowSpec<'_>> = flows
         .iter()
         .zip(&weight)
@@ -341,15 +331,14 @@ fn is_uniform_alltoall(call: &Call<'_>) -> bool {
         && call.load.is_empty()
 }
 
-/// Node 0's flows standing for a uniform AllToAll, each with how many flows it stands for, and
-/// the most channels a pair uses.
-fn uniform_alltoall_flows(call: &Call<'_>) -> (Vec<Flow>, Vec<f64>, usize) {
+/// Node 0's flows standing for a uniform AllToAll (of [`shape`]'s channels and protocol), each
+/// with how many flows it stands for.
+fn uniform_alltoall_flows(call: &Call<'_>, shape: (Proto, usize)) -> (Vec<Flow>, Vec<f64>) {
     let (cluster, comm) = (call.cluster, call.comm);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let reps: Vec<(usize, usize)> =
         (0..ppn).flat_map(|s| (0..2 * ppn).filter(move |&d| d != s).map(move |d| (s, d))).collect();
-    let (mut flows, max_ch) =
-        flows(Collective::AllToAll, cluster, comm, call.bytes.get(), call.params, &reps);
+    let mut flows = flows(call, &reps, shape);
     // Node 1's links as node 0's: its own links shifted, its NICs' fabric links by NIC.
     let (b0, b1) = (cluster.node_base(NodeId(0)), cluster.node_base(NodeId(1)));
     let local = b1..b1 + (b1 - b0);
@@ -373,7 +362,7 @@ fn uniform_alltoall_flows(call: &Call<'_>) -> (Vec<Flow>, Vec<f64>, usize) {
         }
         weight.push(if remote { (nnodes - 1) as f64 } else { 1.0 });
     }
-    (flows, weight, max_ch)
+    (flows, weight)
 }
 
 /// A point-to-point call with every flow on the network (detailed mode).
@@ -415,14 +404,12 @@ impl Algorithm for Flows {
 
 /// The detailed form of a SendRecv or AllToAll: every peer pair's flows on the network.
 pub(crate) fn detailed(call: &Call<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
-    let (coll, cluster, comm, bytes) = (call.coll, call.cluster, call.comm, call.bytes.get());
-    let n = comm.nranks();
+    let n = call.comm.nranks();
     let (proto, chans) = shape(call);
     if n < 2 {
         return (Box::new(Flows { flows: Vec::new(), left: 0, finish: Time::ZERO }), proto, 1);
     }
-    let (flows, _) = flows(coll, cluster, comm, bytes, call.params, &pairs(coll, n));
-    let flows: Vec<(Vec<LinkId>, Bytes, Time)> = flows
+    let flows: Vec<(Vec<LinkId>, Bytes, Time)> = flows(call, &pairs(call.coll, n), (proto, chans))
         .into_iter()
         .map(|f| {
             let wire = Bytes::new((f.bytes / f.eff).ceil() as u64);

@@ -248,8 +248,7 @@ impl NcclEnv {
                         value: v.into(),
                         reason: "unknown NCCL version (2.18 to 2.30)".into(),
                     })?;
-                    env.minor =
-                        v.trim().split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(30);
+                    env.minor = NcclVersion::minor(v).unwrap_or(30);
                 }
                 "NCCL_NTHREADS" | "NCCL_LL128_NTHREADS" => {
                     let (lo, hi) = if k == "NCCL_NTHREADS" { (64, 512) } else { (160, 640) };

@@ -26,12 +26,7 @@ pub enum NcclVersion {
 impl NcclVersion {
     /// Parses "2.26", "2.18.6", "2.30.7".
     pub fn parse(s: &str) -> Option<NcclVersion> {
-        let mut it = s.trim().split('.');
-        let (major, minor) = (it.next()?.parse::<u32>().ok()?, it.next()?.parse::<u32>().ok()?);
-        if major != 2 {
-            return None;
-        }
-        Some(match minor {
+        Some(match NcclVersion::minor(s)? {
             0..18 => return None,
             18..=20 => NcclVersion::V2_18,
             21 | 22 => NcclVersion::V2_21,
@@ -39,6 +34,13 @@ impl NcclVersion {
             28..=30 => NcclVersion::V2_28,
             _ => return None,
         })
+    }
+
+    /// The minor number of a 2.x release ("2.29.2" → 29); None for anything else.
+    pub fn minor(s: &str) -> Option<u32> {
+        let mut it = s.trim().split('.');
+        let (major, minor) = (it.next()?.parse::<u32>().ok()?, it.next()?.parse::<u32>().ok()?);
+        (major == 2).then_some(minor)
     }
 
     /// The release whose tables stand for this range.

@@ -105,7 +105,7 @@ pub struct NodeGraph {
     links: Vec<Link>,
     ends: Vec<(usize, usize)>,
     out: Vec<Vec<usize>>,
-    /// routes[src][dst], for every pair of vertices.
+    /// `routes[src][dst]`, for every pair of vertices.
     routes: Vec<Vec<Option<Route>>>,
     gpus: usize,
     nics: usize,
