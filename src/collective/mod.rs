@@ -105,6 +105,12 @@ pub struct GpuParams {
     /// Fixed cost of an NVLS call beyond the chunk pipeline (the barriers through the switch
     /// at its start and end).
     pub nvls_call: Time,
+    /// The most one channel moves of a point-to-point transfer between two GPUs of a node
+    /// (bytes/s; infinity where unmeasured): the channel's CTA splits its warps between its
+    /// sends and receives, and what their loads and stores keep in flight over the hop's
+    /// latency bounds its rate (profile `p2p_channel`).
+    #[serde(serialize_with = "ser_rate")]
+    pub p2p_channel: f64,
 }
 
 impl GpuParams {
@@ -117,7 +123,16 @@ impl GpuParams {
             Proto::Simple.payload_efficiency(),
         ],
         nvls_call: Time::ZERO,
+        p2p_channel: f64::INFINITY,
     };
+}
+
+fn ser_rate<S: serde::Serializer>(r: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if r.is_finite() {
+        s.collect_str(&format_args!("{} GB/s", r / 1e9))
+    } else {
+        s.serialize_none()
+    }
 }
 
 fn by_proto(t: &[Time; 3]) -> std::collections::BTreeMap<&'static str, String> {

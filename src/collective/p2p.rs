@@ -9,20 +9,13 @@
 //! re-shared as each finishes.
 
 use super::Collective;
-use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates};
+use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates_capped};
 use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, GpuId, NicId, NodeId, PathType, Vertex};
 use crate::net::LinkId;
 use crate::net::solver::{FlowSpec, max_min_rates};
 use crate::units::Bytes;
 use crate::units::Time;
-
-/// What NCCL counts on one channel to carry to a peer on another node
-/// (`NCCL_P2P_PER_CHANNEL_NET_BW`, 14 GB/s; NVIDIA/nccl 5067397c `src/graph/paths.cc`): from
-/// 2.29 it gives a network peer enough channels at this rate to fill the GPU's NICs. A sizing
-/// figure, not a limit collsim applies: XXRJUN's 10 x 1 H100 sendrecv, one channel per peer
-/// by NCCL's rules, moves 24.9 GB/s.
-const NET_CHANNEL_GBPS: f64 = 14.0;
 
 /// NCCL_P2P_LL_THRESHOLD: a peer transfer runs LL while it carries at most this per channel.
 const LL_THRESHOLD: u64 = 16 * 1024;
@@ -40,6 +33,8 @@ struct Flow {
     bytes: f64,
     delay: Time,
     eff: f64,
+    /// The most the channel moves (bytes/s of data): see [`channel_cap`].
+    cap: f64,
 }
 
 /// Bytes each peer pair moves: the message for SendRecv, a 1/n share of the send buffer for
@@ -162,7 +157,7 @@ impl Layout {
 /// (NCCL_NCHANNELS_PER_NET_PEER's default); 2.20-2.28, 2 halved while 2 x ranks exceeds 4 x
 /// the P2P channels, but at least the NICs it takes to match the GPU's own link to the CPU
 /// (none where a PCIe switch sits between them); from 2.29, one per NIC the GPU uses and
-/// enough at [`NET_CHANNEL_GBPS`] to fill them.
+/// enough at NCCL_P2P_PER_CHANNEL_NET_BW to fill them.
 fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: usize) -> usize {
     let env = comm.env();
     if let Some(n) = env.nchannels_per_net_peer {
@@ -194,7 +189,21 @@ fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: us
         }
         return n.max(count);
     }
-    if count == 0 { 2 } else { count.max((bw / NET_CHANNEL_GBPS).ceil() as usize) }
+    if count == 0 { 2 } else { count.max((bw / env.p2p_per_channel_net_bw).ceil() as usize) }
+}
+
+/// The most one channel of a peer transfer moves (data bytes/s): across nodes, what NCCL counts
+/// on one channel to carry (NCCL_P2P_PER_CHANNEL_NET_BW, 14 GB/s: from 2.29 NCCL gives a
+/// network peer enough channels at this rate to fill its NICs, NVIDIA/nccl 5067397c
+/// `src/graph/paths.cc`; XXRJUN's 10 x 1 H100 sendrecv moves 12.4 GB/s per channel); inside a
+/// node, the profile's per-CTA rate of the GPU generation ([`GpuParams::p2p_channel`]).
+///
+/// [`GpuParams::p2p_channel`]: super::GpuParams::p2p_channel
+fn channel_cap(call: &Call<'_>, class: HopClass) -> f64 {
+    match class {
+        HopClass::Net => call.comm.env().p2p_per_channel_net_bw * 1e9,
+        _ => call.params.gpu(call.cluster.spec().gpu.arch).p2p_channel,
+    }
 }
 
 /// The flows of `pairs` (each peer pair on each of its `chans` channels, under `proto`: what
@@ -229,8 +238,9 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
         let delay =
             latency(&route) + params.step(class, proto) + params.p2p_peer.times(rounds(coll, n));
         let path: Vec<u32> = route.iter().map(|l| l.0).collect();
+        let cap = channel_cap(call, class);
         for _ in 0..chans {
-            flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff });
+            flows.push(Flow { path: path.clone(), bytes: per_flow, delay, eff, cap });
         }
     }
     flows
@@ -287,7 +297,8 @@ pub(crate) fn time(call: &Call<'_>) -> (Time, Proto, usize) {
     let flows = flows(call, &pairs(call.coll, n), (proto, chans));
     let caps = cluster.capacities();
     let paths: Vec<&[u32]> = flows.iter().map(|f| f.path.as_slice()).collect();
-    let rates = steady_rates(caps, &paths, call.load);
+    let wire_caps: Vec<f64> = flows.iter().map(|f| f.cap / f.eff).collect();
+    let rates = steady_rates_capped(caps, &paths, Some(&wire_caps), call.load);
     (worst(&flows, &rates), proto, chans)
 }
 
@@ -314,7 +325,7 @@ fn uniform_alltoall(call: &Call<'_>, shape: (Proto, usize)) -> Time {
         .zip(&weight)
         .map(|(f, &w)| FlowSpec {
             path: &f.path,
-            cap: f64::INFINITY,
+            cap: f.cap / f.eff,
             weight: w,
             link_weights: None,
         })
@@ -367,8 +378,9 @@ fn uniform_alltoall_flows(call: &Call<'_>, shape: (Proto, usize)) -> (Vec<Flow>,
 
 /// A point-to-point call with every flow on the network (detailed mode).
 struct Flows {
-    /// Per flow: its wire bytes, path and the latency after its last byte.
-    flows: Vec<(Vec<LinkId>, Bytes, Time)>,
+    /// Per flow: its wire bytes, path, the latency after its last byte and its cap (wire
+    /// bytes/s).
+    flows: Vec<(Vec<LinkId>, Bytes, Time, f64)>,
     left: usize,
     finish: Time,
 }
@@ -380,9 +392,9 @@ impl Algorithm for Flows {
 
     fn start(&mut self, cx: &mut Ctx<'_>) {
         self.finish = cx.now();
-        for (i, (path, bytes, _)) in self.flows.iter().enumerate() {
+        for (i, (path, bytes, _, cap)) in self.flows.iter().enumerate() {
             let p = cx.add_path(path);
-            cx.flow(p, *bytes, Signal::Flow(i as u32));
+            cx.capped_flow(p, *bytes, *cap, Signal::Flow(i as u32));
         }
     }
 
@@ -409,13 +421,14 @@ pub(crate) fn detailed(call: &Call<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
     if n < 2 {
         return (Box::new(Flows { flows: Vec::new(), left: 0, finish: Time::ZERO }), proto, 1);
     }
-    let flows: Vec<(Vec<LinkId>, Bytes, Time)> = flows(call, &pairs(call.coll, n), (proto, chans))
-        .into_iter()
-        .map(|f| {
-            let wire = Bytes::new((f.bytes / f.eff).ceil() as u64);
-            (f.path.into_iter().map(LinkId).collect(), wire, f.delay)
-        })
-        .collect();
+    let flows: Vec<(Vec<LinkId>, Bytes, Time, f64)> =
+        flows(call, &pairs(call.coll, n), (proto, chans))
+            .into_iter()
+            .map(|f| {
+                let wire = Bytes::new((f.bytes / f.eff).ceil() as u64);
+                (f.path.into_iter().map(LinkId).collect(), wire, f.delay, f.cap / f.eff)
+            })
+            .collect();
     let left = flows.len();
     (Box::new(Flows { flows, left, finish: Time::ZERO }), proto, chans)
 }

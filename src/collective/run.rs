@@ -160,8 +160,14 @@ impl Ctx<'_> {
 
     /// Starts a transfer of `bytes` on `path`, sharing links with everything else in flight.
     pub fn flow(&mut self, path: PathId, bytes: Bytes, signal: impl Into<Signal>) {
+        self.capped_flow(path, bytes, f64::INFINITY, signal);
+    }
+
+    /// Starts a transfer of `bytes` on `path` that never runs faster than `cap` bytes/s (what
+    /// the one CTA or proxy driving it can move), sharing links with everything else.
+    pub fn capped_flow(&mut self, path: PathId, bytes: Bytes, cap: f64, signal: impl Into<Signal>) {
         let token = Token { call: self.call, signal: signal.into() };
-        self.sim.start_flow(path, bytes, token);
+        self.sim.start_capped_flow(path, bytes, cap, token);
     }
 
     /// Starts a transfer that takes `duration` (its rate already known).
@@ -622,7 +628,7 @@ pub(crate) fn capacities_beside_load<'c>(call: &Call<'c>) -> Cow<'c, [f64]> {
     let own: Vec<Vec<u32>> =
         steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
-    let rates = max_min_with_load(caps, &refs, call.load);
+    let rates = max_min_with_load(caps, &refs, None, call.load);
     let mut left = caps.to_vec();
     for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         let c = &mut left[l as usize];
@@ -638,7 +644,7 @@ fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
     let own: Vec<Vec<u32>> =
         steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
-    let rates = max_min_with_load(caps, &refs, call.load);
+    let rates = max_min_with_load(caps, &refs, None, call.load);
     for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         sim.reserve(LinkId(l), amount);
     }
@@ -787,27 +793,56 @@ pub(crate) fn extrapolated(
 /// rates the aggregated models pace themselves by. Max-min, or equal shares above
 /// [`EXACT_STEADY_MAX`] flows without load.
 pub(crate) fn steady_rates(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+    steady_rates_capped(caps, paths, None, load)
+}
+
+/// [`steady_rates`] with each flow held under its own cap (bytes/s, one per path) where
+/// `flow_caps` gives them. Beyond [`EXACT_STEADY_MAX`] flows the equal shares are cut to the
+/// caps (what a capped flow leaves unused is not handed to the others).
+pub(crate) fn steady_rates_capped(
+    caps: &[f64],
+    paths: &[&[u32]],
+    flow_caps: Option<&[f64]>,
+    load: &[Load],
+) -> Vec<f64> {
     if paths.len() > EXACT_STEADY_MAX && load.is_empty() {
-        equal_shares(caps, paths)
+        let mut r = equal_shares(caps, paths);
+        if let Some(fc) = flow_caps {
+            r.iter_mut().zip(fc).for_each(|(r, c)| *r = r.min(*c));
+        }
+        r
     } else {
-        solve_max_min(caps, paths, load)
+        let mut r = max_min_with_load(caps, paths, flow_caps, load);
+        r.truncate(paths.len());
+        r
     }
 }
 
 /// The max-min rates of `paths` beside `load`.
 pub(crate) fn solve_max_min(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
-    let mut r = max_min_with_load(caps, paths, load);
+    let mut r = max_min_with_load(caps, paths, None, load);
     r.truncate(paths.len());
     r
 }
 
-/// Max-min over `paths` (uncapped, one flow each) and then `load`: the rates of both, in that
-/// order.
-fn max_min_with_load(caps: &[f64], paths: &[&[u32]], load: &[Load]) -> Vec<f64> {
+/// Max-min over `paths` (one flow each, under `flow_caps` where given, else uncapped) and then
+/// `load`: the rates of both, in that order.
+fn max_min_with_load(
+    caps: &[f64],
+    paths: &[&[u32]],
+    flow_caps: Option<&[f64]>,
+    load: &[Load],
+) -> Vec<f64> {
     let raw: Vec<Vec<u32>> = load.iter().map(|l| l.path.iter().map(|x| x.0).collect()).collect();
     let mut specs: Vec<FlowSpec<'_>> = paths
         .iter()
-        .map(|p| FlowSpec { path: p, cap: f64::INFINITY, weight: 1.0, link_weights: None })
+        .enumerate()
+        .map(|(i, p)| FlowSpec {
+            path: p,
+            cap: flow_caps.map_or(f64::INFINITY, |c| c[i]),
+            weight: 1.0,
+            link_weights: None,
+        })
         .collect();
     specs.extend(raw.iter().zip(load).map(|(p, l)| FlowSpec {
         path: p,
@@ -848,7 +883,7 @@ pub(crate) fn steady_with_reserved<'c>(
     if load.is_empty() {
         return (steady_rates(caps, paths, load), Cow::Borrowed(caps));
     }
-    let mut rates = max_min_with_load(caps, paths, load);
+    let mut rates = max_min_with_load(caps, paths, None, load);
     let mut left = caps.to_vec();
     for (x, amount) in held_by(load, &rates[paths.len()..]) {
         let c = &mut left[x as usize];

@@ -42,6 +42,10 @@ pub struct NcclEnv {
     /// NCCL_NCHANNELS_PER_NET_PEER: P2P channels to each peer on another node (None: NCCL's
     /// rule for the release).
     pub nchannels_per_net_peer: Option<usize>,
+    /// NCCL_P2P_PER_CHANNEL_NET_BW (GB/s, 14 by default): what one P2P channel carries to a
+    /// peer on another node. NCCL sizes a network peer's channels by it (from 2.29) and
+    /// collsim caps each such channel at it (the proxy's per-channel rate).
+    pub p2p_per_channel_net_bw: f64,
     /// NCCL_NTHREADS (Simple and LL threads per CTA) and NCCL_LL128_NTHREADS.
     pub nthreads: Option<u64>,
     /// NCCL_LL128_NTHREADS.
@@ -100,6 +104,7 @@ impl Default for NcclEnv {
             version: NcclVersion::V2_28,
             minor: 30,
             nchannels_per_net_peer: None,
+            p2p_per_channel_net_bw: 14.0,
             nthreads: None,
             ll128_nthreads: None,
             collnet_enable: false,
@@ -240,6 +245,9 @@ impl NcclEnv {
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_NCHANNELS_PER_NET_PEER" => {
                     env.nchannels_per_net_peer = Some(parse_int(k, v, 1, 64)? as usize);
+                }
+                "NCCL_P2P_PER_CHANNEL_NET_BW" => {
+                    env.p2p_per_channel_net_bw = parse_int(k, v, 1, 10_000)? as f64;
                 }
                 "NCCL_P2P_DISABLE" => env.p2p_disable = parse_int(k, v, 0, 1)? == 1,
                 "version" => {

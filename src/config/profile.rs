@@ -5,7 +5,7 @@ use super::raw::{RawCorrection, RawGpuParams, RawPerProto, RawProfile};
 use super::{ConfigError, Source};
 use crate::collective::{GpuParams, SizeCorrection, TimingParams};
 use crate::hw::Arch;
-use crate::units::{Bytes, Time};
+use crate::units::{Bandwidth, Bytes, Time};
 
 /// The profile used when none is given (compiled in from `calibration/profiles/default.toml`).
 pub const DEFAULT_PROFILE: (&str, &str) =
@@ -37,6 +37,12 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
                 src.check(&format!("gpu.{key}.nvls_call"), t, |q| q.parse_with(Time::parse))?
             }
             None => Time::ZERO,
+        },
+        p2p_channel: match &raw.p2p_channel {
+            Some(r) => src
+                .check(&format!("gpu.{key}.p2p_channel"), r, |q| q.parse_with(Bandwidth::parse))?
+                .bytes_per_sec(),
+            None => f64::INFINITY,
         },
     })
 }
@@ -199,5 +205,17 @@ mod tests {
         assert!(e.contains("gpu.default.sync.Simple"), "{e}");
         let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
         assert_eq!(line, with_gpu_tables(DEFAULT_TABLE).lines().count() - 1);
+        for bad in ["\"fast\"", "\"0 GB/s\"", "\"20\""] {
+            let e = err(&with_gpu_tables(&format!("{DEFAULT_TABLE}p2p_channel = {bad}\n")));
+            assert!(e.starts_with("p.toml:") && e.contains("gpu.default.p2p_channel"), "{e}");
+        }
+        let ok = parse_profile(
+            "p.toml",
+            &with_gpu_tables(&format!("{DEFAULT_TABLE}p2p_channel = \"20 GB/s\"\n")),
+        )
+        .unwrap();
+        assert_eq!(ok.gpu_default.p2p_channel, 20e9);
+        let none = parse_profile("p.toml", &with_gpu_tables(DEFAULT_TABLE)).unwrap();
+        assert_eq!(none.gpu_default.p2p_channel, f64::INFINITY, "absent: uncapped");
     }
 }

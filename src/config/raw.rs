@@ -326,6 +326,7 @@ pub struct RawGpuParams {
     pub sync: RawPerProto,
     pub nvlink_efficiency: RawPerProtoNumber,
     pub nvls_call: Option<S<RawQuantity>>,
+    pub p2p_channel: Option<S<RawQuantity>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -189,8 +189,14 @@ impl<T: Copy> Simulation<T> {
 
     /// Starts a transfer of `bytes` now on `path`, uncapped; `token` comes back when it ends.
     pub fn start_flow(&mut self, path: PathId, bytes: Bytes, token: T) {
+        self.start_capped_flow(path, bytes, f64::INFINITY, token);
+    }
+
+    /// Starts a transfer of `bytes` now on `path` that never runs faster than `cap` bytes/s
+    /// (infinity for none); `token` comes back when it ends.
+    pub fn start_capped_flow(&mut self, path: PathId, bytes: Bytes, cap: f64, token: T) {
         let now = self.now();
-        self.net.start_flow(now, path, bytes, f64::INFINITY, 1.0, token);
+        self.net.start_flow(now, path, bytes, cap, 1.0, token);
     }
 
     /// Starts background traffic on `path` that never ends: `weight` identical flows, each

@@ -221,15 +221,42 @@ fn one_rank_alltoall_and_sendrecv_pay_their_p2p_round() {
 
 #[test]
 fn h100_alltoall_and_sendrecv_held_out() {
-    for (log, coll, median_bound) in [
-        ("H100_1N8G_ALLTOALL_XXRJUN", "alltoall", 11.0),
-        ("H100_1N8G_SENDRECV_XXRJUN", "sendrecv", 3.0),
+    // The sendrecv's 32-256 MiB run on 4-16 channels, each at the profile's per-channel rate
+    // (fitted there: p95 76.4 % without it); its alltoall is held out.
+    for (log, coll, median_bound, p95_bound) in [
+        ("H100_1N8G_ALLTOALL_XXRJUN", "alltoall", 11.0, 15.5),
+        ("H100_1N8G_SENDRECV_XXRJUN", "sendrecv", 3.0, 6.0),
     ] {
         let v = validate_coll(log, coll);
         assert_eq!(rows(&v).len(), 10, "{log}");
         let m = v["median_abs_error_pct"].as_f64().unwrap();
         assert!(m <= median_bound, "{log}: {m}");
+        let p = v["p95_abs_error_pct"].as_f64().unwrap();
+        assert!(p <= p95_bound, "{log}: p95 {p}");
     }
+}
+
+#[test]
+fn a_network_p2p_channel_carries_what_nccl_counts_on() {
+    // XXRJUN's 10 x 1 H100 sendrecv (not in the manifest; the same file as its all_reduce):
+    // two channels to the next node moving 24.9 GB/s where the NIC gives 50. At NCCL's own
+    // per-channel figure (NCCL_P2P_PER_CHANNEL_NET_BW, 14 GB/s; nothing fitted) collsim
+    // predicts 28 GB/s: -11 %, where uncapped channels gave -48 %.
+    let args = [
+        "validate",
+        "--log",
+        "calibration/data/H100_10N1G_ALL_REDUCE_XXRJUN.log",
+        "--topology",
+        "dgx-h100",
+        "--collective",
+        "sendrecv",
+        "--format",
+        "json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+    assert_eq!(rows(&v).len(), 10);
+    let p = v["p95_abs_error_pct"].as_f64().unwrap();
+    assert!(p <= 12.0, "p95 {p}");
 }
 
 #[test]
@@ -505,11 +532,11 @@ fn the_pooled_and_held_out_figures_do_not_get_worse() {
     assert_eq!(pooled["sizes"], 771);
     let (m, p) = figure(pooled);
     eprintln!("pooled: median {m:.1} %, p95 {p:.1} %");
-    assert!(m <= 9.3 && p <= 69.3, "pooled median {m:.1} %, p95 {p:.1} %");
+    assert!(m <= 9.2 && p <= 67.2, "pooled median {m:.1} %, p95 {p:.1} %");
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
-    assert!(hm <= 10.5 && hp <= 68.0, "held out: median {hm:.1} %, p95 {hp:.1} %");
+    assert!(hm <= 10.5 && hp <= 67.2, "held out: median {hm:.1} %, p95 {hp:.1} %");
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);

@@ -508,3 +508,51 @@ fn p2p_channels_per_peer_follow_nccls_release() {
     let (one_node, _) = channels("2.30", 1, 8, Collective::SendRecv, 1 << 30);
     assert!(one_node > big, "{one_node} vs {big}");
 }
+
+#[test]
+fn a_p2p_channel_moves_no_more_than_its_cta_or_proxy_can() {
+    // Inside a node, a peer transfer's channel is one CTA whose warps keep a bounded number of
+    // bytes in flight: with the GPU generation's per-channel rate set, a 32 MiB SendRecv on one
+    // H100 node takes its bytes over (channels x rate), both simulated in detail and
+    // aggregated; without it, NVLink alone bounds it and it runs several times faster.
+    let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
+    let mut capped = params(Time::ZERO);
+    let hopper = GpuParams { p2p_channel: 20e9, ..GpuParams::NOMINAL };
+    capped.gpu = vec![(Arch::Hopper, hopper)];
+    let bytes = 32u64 << 20;
+    let sel = collsim::collective::select(&comm, Collective::SendRecv, bytes);
+    for mode in [Mode::Aggregated, Mode::Detailed] {
+        let r = run_call(Collective::SendRecv, &cluster, &comm, bytes, 4, &sel, &capped, mode);
+        let want = bytes as f64 / (r.channels as f64 * 20e9) * 1e6;
+        let got = r.time.as_us();
+        assert!((got / want - 1.0).abs() < 0.01, "{mode:?}: {got} us vs {want} us");
+        let free = run_call(
+            Collective::SendRecv,
+            &cluster,
+            &comm,
+            bytes,
+            4,
+            &sel,
+            &params(Time::ZERO),
+            mode,
+        );
+        assert!(free.time.as_us() < got / 3.0, "{mode:?}: {} vs {got}", free.time.as_us());
+    }
+    // Across nodes a channel carries NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s by default) whatever
+    // the GPU: 10 x 1 H100, two channels to the next node's GPU; raised to 20, the same two
+    // channels move 40 GB/s, under the 400 Gb/s NIC.
+    for mode in [Mode::Aggregated, Mode::Detailed] {
+        let net = |nccl: &[(&str, &str)]| {
+            let (cluster, comm) = setup("dgx-h100", 10, 1, nccl);
+            let sel = collsim::collective::select(&comm, Collective::SendRecv, bytes);
+            let r = run_call(Collective::SendRecv, &cluster, &comm, bytes, 4, &sel, &capped, mode);
+            (r.channels, bytes as f64 / r.time.as_us() / 1e3)
+        };
+        let (ch, gbs) = net(&[("version", "2.29")]);
+        assert_eq!(ch, 2);
+        assert!((gbs / 28.0 - 1.0).abs() < 0.01, "{mode:?}: {gbs} GB/s");
+        let (ch, gbs) = net(&[("version", "2.29"), ("NCCL_P2P_PER_CHANNEL_NET_BW", "20")]);
+        assert_eq!(ch, 2, "ceil(50 / 20) = 3 channels, a power of two, halved to fit the batch");
+        assert!((gbs / 40.0 - 1.0).abs() < 0.01, "{mode:?}: {gbs} GB/s");
+    }
+}
