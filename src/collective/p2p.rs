@@ -247,27 +247,41 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
 }
 
 /// Every flow of the call at once, each with how many flows it stands for (on a uniform
-/// network, node 0's AllToAll flows stand for all), for `explain`'s bottleneck.
-pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
-    if is_uniform_alltoall(call) && per_peer(call.coll, call.comm.nranks(), call.bytes.get()) > 0 {
-        let (flows, weight) = uniform_alltoall_flows(call, shape(call));
-        return flows
-            .into_iter()
-            .zip(weight)
-            .map(|(f, w)| (f.path.into_iter().map(LinkId).collect(), w))
-            .collect();
+/// network, node 0's AllToAll flows stand for all) and its cap (wire bytes/s, see
+/// [`channel_cap`]), for `explain`'s bottleneck.
+pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64, f64)> {
+    let (coll, comm, bytes) = (call.coll, call.comm, call.bytes.get());
+    if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
+        return Vec::new();
     }
-    steady_paths(call).into_iter().map(|p| (p, 1.0)).collect()
+    let (flows, weight) = if is_uniform_alltoall(call) {
+        uniform_alltoall_flows(call, shape(call))
+    } else {
+        let flows = flows(call, &pairs(coll, comm.nranks()), shape(call));
+        let weight = vec![1.0; flows.len()];
+        (flows, weight)
+    };
+    flows
+        .into_iter()
+        .zip(weight)
+        .map(|(f, w)| (f.path.into_iter().map(LinkId).collect(), w, f.cap / f.eff))
+        .collect()
 }
 
-/// Every flow of the call at once (explain's bottleneck; the load's steady state).
+/// Every flow of the call at once (the load's steady state).
 pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    steady_capped(call).into_iter().map(|(p, _)| p).collect()
+}
+
+/// Every flow of the call at once with its cap (wire bytes/s, see [`channel_cap`]): what the
+/// call loads the network with beside other calls.
+pub(crate) fn steady_capped(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
     let (coll, comm, bytes) = (call.coll, call.comm, call.bytes.get());
     if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
         return Vec::new();
     }
     let flows = flows(call, &pairs(coll, comm.nranks()), shape(call));
-    flows.into_iter().map(|f| f.path.into_iter().map(LinkId).collect()).collect()
+    flows.into_iter().map(|f| (f.path.into_iter().map(LinkId).collect(), f.cap / f.eff)).collect()
 }
 
 /// The protocol a p2p call runs and the channels a peer pair uses, without timing it. One rank

@@ -912,17 +912,22 @@ pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
 /// call's own load), so a job busy with communication a fraction `duty` of the time loads the
 /// network by that fraction on average. `duty` ≥ 1: uncapped (a call repeated back to back).
 pub fn steady_load(call: &Call<'_>, duty: f64) -> Vec<Load> {
-    let paths = steady_paths(call);
+    // Point-to-point channels carry their own caps; every other flow is uncapped.
+    let (paths, flow_caps): (Vec<Vec<LinkId>>, Vec<f64>) = match kind(call) {
+        Kind::P2p => p2p::steady_capped(call).into_iter().unzip(),
+        _ => steady_paths(call).into_iter().map(|p| (p, f64::INFINITY)).unzip(),
+    };
     if duty >= 1.0 {
         return paths
             .into_iter()
-            .map(|path| Load { path, cap: f64::INFINITY, weight: 1.0 })
+            .zip(flow_caps)
+            .map(|(path, cap)| Load { path, cap, weight: 1.0 })
             .collect();
     }
     let caps = call.cluster.capacities();
     let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
     let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-    let rates = steady_rates(caps, &refs, call.load);
+    let rates = steady_rates_capped(caps, &refs, Some(&flow_caps), call.load);
     paths
         .into_iter()
         .zip(rates)
@@ -941,37 +946,42 @@ pub struct Bottleneck {
     pub flows: usize,
     /// The slowest flow's rate, bytes/s.
     pub per_flow: f64,
+    /// Whether that rate is its channel's cap (a point-to-point channel moves no more than its
+    /// CTA, or across nodes NCCL_P2P_PER_CHANNEL_NET_BW) rather than its share of the link.
+    pub channel_capped: bool,
 }
 
 /// The link that bounds `call` when every connection sends at once: the most loaded link (load
 /// over capacity) on the path of the slowest flow, at the steady-state rates.
 pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
-    // Each flow with how many it stands for (uniform AllToAll: node 0's for all).
-    let flows: Vec<(Vec<u32>, f64)> = match kind(call) {
+    // Each flow with how many it stands for (uniform AllToAll: node 0's for all) and its cap
+    // (point-to-point channels).
+    let flows: Vec<(Vec<u32>, f64, f64)> = match kind(call) {
         Kind::P2p => p2p::steady_weighted(call),
-        _ => steady_paths(call).into_iter().map(|p| (p, 1.0)).collect(),
+        _ => steady_paths(call).into_iter().map(|p| (p, 1.0, f64::INFINITY)).collect(),
     }
     .into_iter()
-    .map(|(p, w)| (p.iter().map(|l| l.0).collect(), w))
+    .map(|(p, w, c)| (p.iter().map(|l| l.0).collect(), w, c))
     .collect();
     if flows.is_empty() {
         return None;
     }
     let links = call.cluster.links();
     let caps = call.cluster.capacities();
-    let rates = if flows.iter().all(|(_, w)| *w == 1.0) {
-        let refs: Vec<&[u32]> = flows.iter().map(|(p, _)| p.as_slice()).collect();
-        steady_rates(caps, &refs, call.load)
+    let flow_caps: Vec<f64> = flows.iter().map(|f| f.2).collect();
+    let rates = if flows.iter().all(|(_, w, _)| *w == 1.0) {
+        let refs: Vec<&[u32]> = flows.iter().map(|(p, _, _)| p.as_slice()).collect();
+        steady_rates_capped(caps, &refs, Some(&flow_caps), call.load)
     } else {
         let specs: Vec<FlowSpec<'_>> = flows
             .iter()
-            .map(|(p, w)| FlowSpec { path: p, cap: f64::INFINITY, weight: *w, link_weights: None })
+            .map(|(p, w, c)| FlowSpec { path: p, cap: *c, weight: *w, link_weights: None })
             .collect();
         max_min_rates(caps, &specs)
     };
     let mut load = vec![0.0f64; links.len()];
     let mut count = vec![0.0f64; links.len()];
-    for ((p, w), r) in flows.iter().zip(&rates) {
+    for ((p, w, _), r) in flows.iter().zip(&rates) {
         for &l in p {
             load[l as usize] += r * w;
             count[l as usize] += w;
@@ -986,6 +996,7 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
         capacity: caps[l],
         flows: count[l].round() as usize,
         per_flow: rates[slowest],
+        channel_capped: rates[slowest] >= flows[slowest].2 * (1.0 - 1e-9),
     })
 }
 

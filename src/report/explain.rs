@@ -38,6 +38,8 @@ pub struct Bottleneck {
     pub flows: usize,
     /// Each flow's share, GB/s.
     pub per_flow_gbps: f64,
+    /// Whether the slowest flow runs at its channel's cap, below its share of the link.
+    pub channel_capped: bool,
 }
 
 /// Everything `explain` prints.
@@ -144,6 +146,7 @@ impl Explanation {
                 capacity_gbps: b.capacity / 1e9,
                 flows: b.flows,
                 per_flow_gbps: b.per_flow / 1e9,
+                channel_capped: b.channel_capped,
             }),
         }
     }
@@ -184,6 +187,11 @@ impl Explanation {
             self.time_us, self.latency_part_us, self.bandwidth_part_us
         )?;
         match &self.bottleneck {
+            Some(b) if b.channel_capped => writeln!(
+                out,
+                "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; across nodes NCCL_P2P_PER_CHANNEL_NET_BW), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",
+                b.per_flow_gbps, b.class, b.capacity_gbps, b.flows
+            ),
             Some(b) => writeln!(
                 out,
                 "bottleneck: a {} link of {:.1} GB/s shared by {} flow(s), {:.2} GB/s each, when every connection sends",

@@ -538,6 +538,20 @@ fn a_p2p_channel_moves_no_more_than_its_cta_or_proxy_can() {
         );
         assert!(free.time.as_us() < got / 3.0, "{mode:?}: {} vs {got}", free.time.as_us());
     }
+    // Beside other calls it loads the links by no more than that either.
+    let call = Call {
+        cluster: &cluster,
+        comm: &comm,
+        coll: Collective::SendRecv,
+        bytes: Bytes::new(bytes),
+        elt: Bytes::new(4),
+        sel,
+        params: &capped,
+        mode: Mode::Aggregated,
+        load: &[],
+    };
+    let load = collsim::collective::steady_load(&call, 1.0);
+    assert!(!load.is_empty() && load.iter().all(|l| l.cap == 20e9), "{:?}", load[0].cap);
     // Across nodes a channel carries NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s by default) whatever
     // the GPU: 10 x 1 H100, two channels to the next node's GPU; raised to 20, the same two
     // channels move 40 GB/s, under the 400 Gb/s NIC.

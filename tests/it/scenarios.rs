@@ -183,6 +183,25 @@ fn explain_names_a_bottleneck_for_every_algorithm() {
     ]);
     assert!(text.contains("point-to-point: NCCL selects no algorithm"), "{text}");
     assert!(text.contains("collsim simulates: P2P/SIMPLE"), "{text}");
+    // A 32 MiB SendRecv on one H100 node runs 4 channels, each at the profile's 20 GB/s per
+    // CTA, far under NVLink: the channel is what bounds it, and explain says so; at 1 GiB (32
+    // channels) NVLink is.
+    for (bytes, capped) in [("32MiB", true), ("1GiB", false)] {
+        let v = explain_json(&[
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "1",
+            "--collective",
+            "sendrecv",
+            "--bytes",
+            bytes,
+        ]);
+        assert_eq!(v["bottleneck"]["channel_capped"], capped, "{bytes}");
+        if capped {
+            assert_eq!(v["bottleneck"]["per_flow_gbps"].as_f64().unwrap(), 20.0, "{bytes}");
+        }
+    }
 }
 
 #[test]
