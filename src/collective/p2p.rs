@@ -268,11 +268,6 @@ pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64, f64)> {
         .collect()
 }
 
-/// Every flow of the call at once (the load's steady state).
-pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
-    steady_capped(call).into_iter().map(|(p, _)| p).collect()
-}
-
 /// Every flow of the call at once with its cap (wire bytes/s, see [`channel_cap`]): what the
 /// call loads the network with beside other calls.
 pub(crate) fn steady_capped(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {

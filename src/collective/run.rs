@@ -411,7 +411,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
 pub struct Shared {
     sim: Simulation<Token>,
     calls: Vec<Posted>,
-    forms: Vec<(Time, Vec<(PathId, Bytes)>)>,
+    forms: Vec<(Time, Vec<SteadyFlow>)>,
     notices: std::collections::VecDeque<(Time, Notice)>,
 }
 
@@ -469,7 +469,9 @@ impl Shared {
         let flows = form
             .flows
             .iter()
-            .map(|(p, b)| (self.sim.add_weighted_path(p, &vec![1.0; p.len()], Time::ZERO), *b))
+            .map(|(p, b, cap)| {
+                (self.sim.add_weighted_path(p, &vec![1.0; p.len()], Time::ZERO), *b, *cap)
+            })
             .collect();
         self.forms.push((form.latency, flows));
         FormId(self.forms.len() as u32 - 1)
@@ -545,8 +547,8 @@ pub struct SteadyForm {
     /// The protocol the call runs with.
     pub proto: Proto,
     latency: Time,
-    /// Each steady path and the bytes it carries.
-    flows: Vec<(Vec<LinkId>, Bytes)>,
+    /// Each steady path, the bytes it carries and its cap (wire bytes/s; infinity for none).
+    flows: Vec<(Vec<LinkId>, Bytes, f64)>,
 }
 
 impl SteadyForm {
@@ -566,24 +568,29 @@ impl SteadyForm {
             whole.as_secs_f64() - call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
         let moving = (2.0 * (whole - half).as_secs_f64()).clamp(0.0, most.max(0.0));
         let latency = whole - Time::from_secs_f64_ceil(moving).min(whole);
-        let paths = steady_paths(&call);
-        let raw: Vec<Vec<u32>> = paths.iter().map(|p| p.iter().map(|l| l.0).collect()).collect();
+        let flows = steady_flows(&call);
+        let raw: Vec<Vec<u32>> =
+            flows.iter().map(|(p, _)| p.iter().map(|l| l.0).collect()).collect();
         let refs: Vec<&[u32]> = raw.iter().map(|p| p.as_slice()).collect();
-        let rates = steady_rates(call.cluster.capacities(), &refs, &[]);
-        let flows = paths
+        let flow_caps: Vec<f64> = flows.iter().map(|(_, c)| *c).collect();
+        let rates = steady_rates_capped(call.cluster.capacities(), &refs, Some(&flow_caps), &[]);
+        let flows = flows
             .into_iter()
             .zip(rates)
-            .map(|(p, r)| (p, Bytes::new((r * moving).round() as u64)))
-            .filter(|(_, b)| b.get() > 0)
+            .map(|((p, cap), r)| (p, Bytes::new((r * moving).round() as u64), cap))
+            .filter(|(_, b, _)| b.get() > 0)
             .collect();
         SteadyForm { proto: run.proto, latency, flows }
     }
 }
 
+/// A steady form's flow on a [`Shared`] network: its path, bytes and cap (wire bytes/s).
+type SteadyFlow = (PathId, Bytes, f64);
+
 /// A call in its steady form on a [`Shared`] network: its flows start after its latency.
 struct SteadyRun {
     latency: Time,
-    flows: Vec<(PathId, Bytes)>,
+    flows: Vec<SteadyFlow>,
     left: usize,
     end: Option<Time>,
 }
@@ -595,8 +602,8 @@ impl Algorithm for SteadyRun {
     fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
         match signal {
             Signal::End => {
-                for (i, &(p, b)) in self.flows.iter().enumerate() {
-                    cx.flow(p, b, Signal::Flow(i as u32));
+                for (i, &(p, b, cap)) in self.flows.iter().enumerate() {
+                    cx.capped_flow(p, b, cap, Signal::Flow(i as u32));
                 }
             }
             _ => self.left -= 1,
@@ -625,10 +632,9 @@ pub(crate) fn capacities_beside_load<'c>(call: &Call<'c>) -> Cow<'c, [f64]> {
     if call.load.is_empty() {
         return Cow::Borrowed(caps);
     }
-    let own: Vec<Vec<u32>> =
-        steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
+    let (own, own_caps) = steady_raw(call);
     let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
-    let rates = max_min_with_load(caps, &refs, None, call.load);
+    let rates = max_min_with_load(caps, &refs, Some(&own_caps), call.load);
     let mut left = caps.to_vec();
     for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         let c = &mut left[l as usize];
@@ -641,10 +647,9 @@ pub(crate) fn capacities_beside_load<'c>(call: &Call<'c>) -> Cow<'c, [f64]> {
 /// crosses.
 fn reserve_load(sim: &mut Simulation<Token>, call: &Call<'_>) {
     let caps = call.cluster.capacities();
-    let own: Vec<Vec<u32>> =
-        steady_paths(call).into_iter().map(|p| p.into_iter().map(|l| l.0).collect()).collect();
+    let (own, own_caps) = steady_raw(call);
     let refs: Vec<&[u32]> = own.iter().map(|p| p.as_slice()).collect();
-    let rates = max_min_with_load(caps, &refs, None, call.load);
+    let rates = max_min_with_load(caps, &refs, Some(&own_caps), call.load);
     for (l, amount) in held_by(call.load, &rates[own.len()..]) {
         sim.reserve(LinkId(l), amount);
     }
@@ -896,15 +901,28 @@ pub(crate) fn steady_with_reserved<'c>(
 /// Every link path of the call's steady state (each connection of each channel busy at once),
 /// for `explain`'s bottleneck.
 pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+    steady_flows(call).into_iter().map(|(p, _)| p).collect()
+}
+
+/// [`steady_paths`] with each flow's cap (wire bytes/s): a point-to-point channel's rate (see
+/// `p2p`), infinity for every other algorithm's flows.
+fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+    let uncapped =
+        |paths: Vec<Vec<LinkId>>| paths.into_iter().map(|p| (p, f64::INFINITY)).collect();
     match kind(call) {
         Kind::OneRank => Vec::new(),
-        Kind::P2p => p2p::steady_paths(call),
-        Kind::Pat => pat::steady_paths(call),
-        Kind::Ring => ring::steady_paths(call),
-        Kind::Chain => chain::steady_paths(call),
-        Kind::Tree => tree::steady_paths(call),
-        Kind::Nvls => nvls::steady_paths(call),
+        Kind::P2p => p2p::steady_capped(call),
+        Kind::Pat => uncapped(pat::steady_paths(call)),
+        Kind::Ring => uncapped(ring::steady_paths(call)),
+        Kind::Chain => uncapped(chain::steady_paths(call)),
+        Kind::Tree => uncapped(tree::steady_paths(call)),
+        Kind::Nvls => uncapped(nvls::steady_paths(call)),
     }
+}
+
+/// [`steady_flows`] as the solver takes them: link indices and caps.
+fn steady_raw(call: &Call<'_>) -> (Vec<Vec<u32>>, Vec<f64>) {
+    steady_flows(call).into_iter().map(|(p, c)| (p.into_iter().map(|l| l.0).collect(), c)).unzip()
 }
 
 /// The traffic `call` puts on the network while it runs, as [`Load`] for calls beside it: its
@@ -912,11 +930,7 @@ pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
 /// call's own load), so a job busy with communication a fraction `duty` of the time loads the
 /// network by that fraction on average. `duty` ≥ 1: uncapped (a call repeated back to back).
 pub fn steady_load(call: &Call<'_>, duty: f64) -> Vec<Load> {
-    // Point-to-point channels carry their own caps; every other flow is uncapped.
-    let (paths, flow_caps): (Vec<Vec<LinkId>>, Vec<f64>) = match kind(call) {
-        Kind::P2p => p2p::steady_capped(call).into_iter().unzip(),
-        _ => steady_paths(call).into_iter().map(|p| (p, f64::INFINITY)).unzip(),
-    };
+    let (paths, flow_caps): (Vec<Vec<LinkId>>, Vec<f64>) = steady_flows(call).into_iter().unzip();
     if duty >= 1.0 {
         return paths
             .into_iter()
@@ -958,7 +972,7 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
     // (point-to-point channels).
     let flows: Vec<(Vec<u32>, f64, f64)> = match kind(call) {
         Kind::P2p => p2p::steady_weighted(call),
-        _ => steady_paths(call).into_iter().map(|p| (p, 1.0, f64::INFINITY)).collect(),
+        _ => steady_flows(call).into_iter().map(|(p, c)| (p, 1.0, c)).collect(),
     }
     .into_iter()
     .map(|(p, w, c)| (p.iter().map(|l| l.0).collect(), w, c))
