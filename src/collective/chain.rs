@@ -191,7 +191,8 @@ fn symmetric(
     };
     let own = |r: usize| raw[r].iter().map(Vec::as_slice).collect::<Vec<_>>();
     let caps = run::capacities_beside_load(call);
-    let (reps, reduced) = symmetry::refine(channels.len(), &caps, SYMMETRIC_FLOWS, images, own)?;
+    let symmetry::Classes { reps, paths: reduced, .. } =
+        symmetry::refine(channels.len(), &caps, SYMMETRIC_FLOWS, images, own)?;
     let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
     if cost(entries, reduced.len()) > SYMMETRIC_WORK {
         return None;

@@ -338,7 +338,8 @@ fn symmetric(
         let (r, s) = &raw[u / nch];
         vec![r.as_slice(), s.as_slice()]
     };
-    let (reps, reduced) = symmetry::refine(n * nch, &caps, 4 * n * nch, images, own)?;
+    let symmetry::Classes { reps, paths: reduced, .. } =
+        symmetry::refine(n * nch, &caps, 4 * n * nch, images, own)?;
     let chunks = nvls(0, Carrier::Fixed(1.0, 1.0)).chunks;
     let entries: usize = reduced.iter().map(|r| r.links.len()).sum();
     if (chunks * (entries + 16 * reduced.len())) as u64 > SYMMETRIC_WORK {

@@ -175,12 +175,23 @@ pub enum Ev {
     Arrive(u32),
     /// Connection `i`'s CTA is done with its post-send work and may send again.
     Release(u32),
+    /// A network message of connection `i` has reached its receiver's proxy.
+    Landed(u32),
 }
 
 impl From<Ev> for Signal {
     fn from(e: Ev) -> Signal {
         Signal::Ring(e)
     }
+}
+
+/// A connection that crosses the network: the proxies of its sender's and receiver's GPUs,
+/// and how many operations each of its messages stands for on them.
+#[derive(Debug, Clone, Copy)]
+struct NetConn {
+    from: usize,
+    to: usize,
+    weight: f64,
 }
 
 /// A running ring call.
@@ -194,11 +205,20 @@ struct Ring {
     sync: Time,
     /// Whether every slice is a post (Simple) or only the last slice of each step.
     sync_every_slice: bool,
+    /// Whether a network step arrives as one message (LL) or streams (LL128).
+    whole_messages: bool,
     ranks: usize,
     channels: usize,
     conns: Vec<Conn>,
     /// Arrival delay of each hop: path latency + per-step protocol latency.
     delay: Vec<Time>,
+    /// Per connection crossing the network: the proxies of its sender and receiver.
+    net: Vec<Option<NetConn>>,
+    proxies: run::Proxies,
+    /// Per connection crossing the network: slices sent but not yet in a message, and the
+    /// slices of each message in flight.
+    unsent: Vec<usize>,
+    landing: Vec<std::collections::VecDeque<usize>>,
     carrier: Carrier,
     finish: Time,
     /// Connections that have consumed everything.
@@ -292,7 +312,23 @@ impl Ring {
             cx.at(now + self.sync, Ev::Release(i as u32));
         }
         let succ = self.idx((rank + 1) % self.ranks, ch);
-        cx.at(now + self.delay[i], Ev::Arrive(succ as u32));
+        match self.net[i] {
+            // The GPU's proxy sends a step (Simple: a slice) over the network once all of it
+            // is written, as one message: its post goes through the sender's proxy, then the
+            // receiver's. Under LL the receiving GPU sees none of the step before that; LL128's
+            // 600 KB steps are kept streaming as on other hops (whole-step messages put XXRJUN's
+            // 10 x 1 GPU ring at 32 MiB 61 % slow, streaming 2 %).
+            Some(net) if posted || self.whole_messages => {
+                self.unsent[i] += 1;
+                if posted {
+                    let msg = std::mem::take(&mut self.unsent[i]);
+                    self.landing[i].push_back(msg);
+                    let t = self.proxies.serve(net.from, now, net.weight);
+                    cx.at(t + self.delay[i], Ev::Landed(i as u32));
+                }
+            }
+            _ => cx.at(now + self.delay[i], Ev::Arrive(succ as u32)),
+        }
         if self.advance_consumed(rank, ch, now) {
             self.try_start(cx, pred, ch);
         }
@@ -332,6 +368,19 @@ impl Algorithm for Ring {
         match ev {
             Ev::Sent(i) => self.on_sent(cx, i as usize),
             Ev::Arrive(i) => self.on_arrive(cx, i as usize),
+            Ev::Landed(i) => {
+                let i = i as usize;
+                let (rank, ch) = (i / self.channels, i % self.channels);
+                let succ = self.idx((rank + 1) % self.ranks, ch);
+                let msg = self.landing[i].pop_front().unwrap_or(0);
+                let t = match self.net[i] {
+                    Some(net) => self.proxies.serve(net.to, cx.now(), net.weight),
+                    None => cx.now(),
+                };
+                for _ in 0..msg {
+                    cx.at(t, Ev::Arrive(succ as u32));
+                }
+            }
             Ev::Release(i) => {
                 let i = i as usize;
                 self.conns[i].busy = false;
@@ -370,10 +419,15 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             hold: Vec::new(),
             sync: Time::ZERO,
             sync_every_slice: false,
+            whole_messages: false,
             ranks: 0,
             channels: 0,
             conns: Vec::new(),
             delay: Vec::new(),
+            net: Vec::new(),
+            proxies: run::Proxies::default(),
+            unsent: Vec::new(),
+            landing: Vec::new(),
             carrier: Carrier::Fixed(Vec::new()),
             finish: Time::ZERO,
             done: 0,
@@ -401,16 +455,22 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         m => m,
     };
     let ring_plan = plan.clone();
-    let ring = |ranks, channels, eff, hold, delay, carrier| Ring {
+    let proxy_op = proxy_op(cluster);
+    let ring = |ranks, channels, eff, hold, delay, net: Vec<Option<NetConn>>, carrier| Ring {
         plan,
         eff,
         hold,
         sync,
         sync_every_slice: sel.proto == Proto::Simple,
+        whole_messages: sel.proto == Proto::LL,
         ranks,
         channels,
         conns: vec![Conn::default(); ranks * channels],
         delay,
+        proxies: run::Proxies::new(proxy_op, ranks),
+        unsent: vec![0; net.len()],
+        landing: vec![Default::default(); net.len()],
+        net,
         carrier,
         finish: Time::ZERO,
         done: 0,
@@ -422,10 +482,17 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             let mut delay = Vec::new();
             let mut eff = Vec::new();
             let mut hold = Vec::new();
+            let mut net = Vec::new();
             for node in 0..nnodes {
                 for i in 0..ppn {
                     for ch in &comm.channels()[..nch] {
                         let (p, class) = ring_hop(cluster, comm, ch, node, i);
+                        // The GPUs' own proxies: rank (node, GPU g) is node * ppn + g.
+                        net.push((class == HopClass::Net).then(|| NetConn {
+                            from: node * ppn + ch.gpus[i].0,
+                            to: (node + 1) % nnodes * ppn + ch.gpus[0].0,
+                            weight: 1.0,
+                        }));
                         delay.push(path_latency(&p) + params.step(class, sel.proto));
                         eff.push(efficiency(class));
                         hold.push(class != HopClass::Net);
@@ -433,7 +500,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     }
                 }
             }
-            Box::new(ring(nranks, nch, eff, hold, delay, Carrier::Network(paths)))
+            Box::new(ring(nranks, nch, eff, hold, delay, net, Carrier::Network(paths)))
         }
         Mode::Aggregated | Mode::Auto => {
             let built = Built { plan: ring_plan.clone(), sync, proto: sel.proto, work };
@@ -489,9 +556,37 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 eff.push(efficiency(class));
                 hold.push(class != HopClass::Net);
             }
-            Box::new(ring(ppn, 1, eff, hold, delay, Carrier::Fixed(rates)))
+            // One channel stands for all: its network messages load each end's proxy as much
+            // as the busiest GPU's proxy is loaded over all channels.
+            let busiest = busiest_proxy(comm, nch) as f64;
+            let net = (0..ppn)
+                .map(|i| {
+                    (!hold[i]).then(|| NetConn { from: i, to: (i + 1) % ppn, weight: busiest })
+                })
+                .collect();
+            Box::new(ring(ppn, 1, eff, hold, delay, net, Carrier::Fixed(rates)))
         }
     }
+}
+
+/// How long each network send or receive keeps a GPU's proxy thread busy (none on one node).
+pub(crate) fn proxy_op(cluster: &Cluster) -> Time {
+    cluster.spec().nic.as_ref().map_or(Time::ZERO, |nic| nic.transport.proxy_op)
+}
+
+/// The most network sends and receives one GPU's proxy handles per ring step over the first
+/// `nch` channels: each channel's ring leaves a node from its last GPU and enters the next
+/// node through its first.
+fn busiest_proxy(comm: &Communicator, nch: usize) -> usize {
+    let mut ops = vec![0usize; comm.ppn()];
+    for ch in &comm.channels()[..nch] {
+        for g in [ch.gpus.first(), ch.gpus.last()].into_iter().flatten() {
+            if let Some(n) = ops.get_mut(g.0) {
+                *n += 1;
+            }
+        }
+    }
+    ops.into_iter().max().unwrap_or(0)
 }
 
 /// What a ring call's shape is, for its symmetric run.
@@ -556,25 +651,28 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     // like those of the node `span` before it (racks of `span` nodes filled alike), nodes
     // 0..span stand for all. Try the periods that divide the ring, shortest first.
     // One node standing for all is tried first, without comparing nodes (the check decides).
-    let reduce = |d: usize| {
-        let (reps, red) = reduced_ring(&conns, (nnodes, ppn, nch), d, &caps)?;
-        Some((d, reps, red))
-    };
-    let (span, reps, reduced) = reduce(1).or_else(|| {
+    let reduce = |d: usize| Some((d, reduced_ring(&conns, (nnodes, ppn, nch), d, &caps)?));
+    let (span, classes) = reduce(1).or_else(|| {
         let looks = node_looks(&conns, (nnodes, ppn, nch), &caps);
         (2..=nnodes)
             .filter(|&d| nnodes % d == 0 && (d..nnodes).all(|n| looks[n] == looks[n - d]))
             .take_while(|&d| least(d * ppn, d * ppn, d * ppn) <= budget.total)
             .find_map(reduce)
     })?;
+    let (reps, reduced) = (&classes.reps, &classes.paths);
     let nreps = reps.len();
     let ranks = span * ppn;
+    // A representative's network messages load each end's proxy with its class's share of the
+    // busiest GPU's proxy operations.
+    let (sizes, busiest) = (classes.sizes(), busiest_proxy(comm, nch) as f64);
+    let op = proxy_op(cluster);
     let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
     // The reduced ring over `steps` ring steps per loop, within `budget`.
     let run = |steps: usize, budget: u64| {
         run::run_alone_counted(links, &caps, budget, Time::MAX, |cx| {
             let mut paths = Vec::with_capacity(ranks * nreps);
-            let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut delay, mut eff, mut hold, mut net) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for rank in 0..ranks {
                 for (k, &r) in reps.iter().enumerate() {
                     let c = &conns[at(rank / ppn, rank % ppn, r)];
@@ -583,6 +681,11 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                     delay.push(c.delay);
                     eff.push(c.eff);
                     hold.push(c.hold);
+                    net.push((!c.hold).then(|| NetConn {
+                        from: rank,
+                        to: (rank + 1) % ranks,
+                        weight: sizes[k] as f64 * busiest / nch as f64,
+                    }));
                 }
             }
             let plan = Plan::of(built.plan.loops.clone(), steps, built.plan.window);
@@ -592,10 +695,15 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                 hold,
                 sync: built.sync,
                 sync_every_slice: built.proto == Proto::Simple,
+                whole_messages: built.proto == Proto::LL,
                 ranks,
                 channels: nreps,
                 conns: vec![Conn::default(); ranks * nreps],
                 delay,
+                unsent: vec![0; net.len()],
+                landing: vec![Default::default(); net.len()],
+                net,
+                proxies: run::Proxies::new(op, ranks),
                 carrier: Carrier::Network(paths),
                 finish: Time::ZERO,
                 done: 0,
@@ -689,7 +797,7 @@ fn reduced_ring(
     (nnodes, ppn, nch): (usize, usize, usize),
     span: usize,
     caps: &[f64],
-) -> Option<(Vec<usize>, Vec<symmetry::Reduced>)> {
+) -> Option<symmetry::Classes> {
     let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
     let same = |a: &Hop, b: &Hop| (a.delay, a.eff, a.hold) == (b.delay, b.eff, b.hold);
     let images = |c: usize, r: usize| {

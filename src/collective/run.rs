@@ -1018,3 +1018,29 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
 pub fn is_p2p(coll: Collective) -> bool {
     matches!(coll, Collective::AllToAll | Collective::SendRecv)
 }
+
+/// Each GPU's proxy thread, which posts and completes every network send and receive of the
+/// GPU's connections, one after another across all its channels (the transport's `proxy_op`
+/// each): an operation asked for at `t` is handled once the proxy is free.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Proxies {
+    op: Time,
+    free: Vec<Time>,
+}
+
+impl Proxies {
+    /// `n` proxies, each busy `op` per operation.
+    pub(crate) fn new(op: Time, n: usize) -> Proxies {
+        Proxies { op, free: vec![Time::ZERO; if op > Time::ZERO { n } else { 0 }] }
+    }
+
+    /// When an operation asked of proxy `p` at `t` starts (in the order asked: ask at the
+    /// current time). It keeps the proxy busy `weight` operations' time: a representative
+    /// connection's operation stands for those of its images on the same GPU.
+    pub(crate) fn serve(&mut self, p: usize, t: Time, weight: f64) -> Time {
+        let Some(free) = self.free.get_mut(p) else { return t };
+        let start = t.max(*free);
+        *free = start + Time::from_secs_f64_ceil(self.op.as_secs_f64() * weight);
+        start
+    }
+}

@@ -131,6 +131,25 @@ pub(crate) fn reduce(
     Ok(out)
 }
 
+/// What [`refine`] found: each class's representative unit and their flows' reduced paths (in
+/// representative order), and each unit's class.
+pub(crate) struct Classes {
+    pub reps: Vec<usize>,
+    pub paths: Vec<Reduced>,
+    pub class: Vec<usize>,
+}
+
+impl Classes {
+    /// Units in each class.
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut n = vec![0; self.reps.len()];
+        for &k in &self.class {
+            n[k] += 1;
+        }
+        n
+    }
+}
+
 /// Classes of equivalent units (channels, pipelines) and their representatives' reduced
 /// paths, found by refinement.
 ///
@@ -149,7 +168,7 @@ pub(crate) fn refine<'p>(
     max_flows: usize,
     images: impl Fn(usize, usize) -> Option<Vec<(&'p [u32], usize)>>,
     own: impl Fn(usize) -> Vec<&'p [u32]>,
-) -> Option<(Vec<usize>, Vec<Reduced>)> {
+) -> Option<Classes> {
     let mut class = vec![0usize; units];
     let mut reps = vec![0usize];
     loop {
@@ -188,7 +207,7 @@ pub(crate) fn refine<'p>(
         }
         let flat: Vec<&[u32]> = owns.iter().flatten().copied().collect();
         match reduce(caps, &flat, &all) {
-            Ok(paths) => return Some((reps, paths)),
+            Ok(paths) => return Some(Classes { reps, paths, class }),
             Err(signatures) => {
                 // Split each class by its units' signatures, flow by flow.
                 let mut keys: Vec<(usize, &[u32])> = Vec::new();

@@ -104,7 +104,8 @@ fn reduce_pipelines(
             .flat_map(|e| [arena.get(e.up_links), arena.get(e.down_links)])
             .collect::<Vec<_>>()
     };
-    let (reps, paths) = symmetry::refine(channels.len(), caps, max_flows, images, own)?;
+    let symmetry::Classes { reps, paths, .. } =
+        symmetry::refine(channels.len(), caps, max_flows, images, own)?;
     Some(Reduction { reps, paths })
 }
 

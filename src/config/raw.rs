@@ -169,6 +169,7 @@ pub enum RawOversub {
 pub struct RawTransport {
     pub efficiency: S<f64>,
     pub message_overhead: S<RawQuantity>,
+    pub proxy_op: Option<S<RawQuantity>>,
     pub per_stream: Option<S<RawQuantity>>,
     pub default_streams: Option<S<i64>>,
 }

@@ -274,6 +274,10 @@ pub fn transport_library() -> Result<Vec<Transport>, ConfigError> {
                     &format!("{name}.message_overhead"),
                     &t.message_overhead,
                 )?,
+                proxy_op: match &t.proxy_op {
+                    Some(q) => time(&src, &format!("{name}.proxy_op"), q)?,
+                    None => Time::ZERO,
+                },
                 per_stream: match &t.per_stream {
                     Some(b) => Some(bandwidth(&src, &format!("{name}.per_stream"), b)?),
                     None => None,

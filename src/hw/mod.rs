@@ -225,6 +225,11 @@ pub struct Transport {
     /// Added latency of every message (a slice) through the NIC, beyond the wire.
     #[serde(serialize_with = "ser_display")]
     pub message_overhead: Time,
+    /// How long each network send or receive keeps the GPU's proxy thread busy (posting it,
+    /// polling its completion and, for providers that match tags in software, matching it).
+    /// One proxy thread serves all of a GPU's network connections, one operation after another.
+    #[serde(serialize_with = "ser_display")]
+    pub proxy_op: Time,
     /// For socket transports: the rate of one TCP stream (NCCL opens NCCL_SOCKET_NTHREADS ×
     /// NCCL_NSOCKS_PERTHREAD per connection).
     #[serde(serialize_with = "ser_opt_display")]

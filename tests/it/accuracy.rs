@@ -120,17 +120,37 @@ fn a100_held_out_two_node_curves_where_nccl_runs_the_ring() {
 
 #[test]
 fn polaris_slingshot_fit_and_held_out() {
-    // Slingshot efficiency fitted on the 2-node ring sizes >= 32 MiB; 8 nodes held out. Below
-    // those sizes NCCL runs Tree, or the libfabric path adds ~0.3-1.5 ms per call that the model
-    // does not have (see the issue notes).
+    // Slingshot efficiency fitted on the 2-node ring sizes >= 32 MiB; 8 nodes held out.
     let big_ring =
         |r: &serde_json::Value| ring_chosen(r) && r["size_bytes"].as_u64().unwrap() >= 32 << 20;
     let v = validate("A100SXM40_2N4G_ALL_REDUCE_POLARIS", "polaris-a100-4gpu", "2", "4", &[]);
     assert!(worst(&v, big_ring) <= 3.0, "fit: {}", worst(&v, big_ring));
+    // Its proxy cost per network message fitted on the ring sizes 128 KiB-1 MiB (median 7.4 %,
+    // worst 20.6 %), and no latency beyond the NICs' own on its Tree sizes <= 1 KiB (-1..+14 %;
+    // a 10 us message overhead put them at +107..+139 %).
+    let mid =
+        |r: &serde_json::Value| (128 << 10..=1 << 20).contains(&r["size_bytes"].as_u64().unwrap());
+    assert!(worst(&v, mid) <= 21.0, "fit: {}", worst(&v, mid));
+    let tiny = |r: &serde_json::Value| r["size_bytes"].as_u64().unwrap() <= 1 << 10;
+    assert!(worst(&v, tiny) <= 15.0, "tree: {}", worst(&v, tiny));
     let v = validate("A100SXM40_8N4G_ALL_REDUCE_POLARIS", "polaris-a100-4gpu", "8", "4", &[]);
     let from_128m =
         |r: &serde_json::Value| ring_chosen(r) && r["size_bytes"].as_u64().unwrap() >= 128 << 20;
     assert!(worst(&v, from_128m) <= 3.0, "held out: {}", worst(&v, from_128m));
+    // Held out from both: the 8-node ring AllGather, whose 1, 2 and 4 channels at small and mid
+    // sizes take 265, 594 and 903-1,013 us as the proxies' messages add up (3.0 / 22.3 %; with
+    // a 10 us latency per message instead of the proxy cost, 8.4 / 68.0 %).
+    let v = validate_json(&[
+        "--log",
+        "calibration/data/A100SXM40_8N4G_ALL_GATHER_POLARIS.log",
+        "--topology",
+        "polaris-a100-4gpu",
+        "--collective",
+        "all_gather",
+    ]);
+    let (median, p95) =
+        (v["median_abs_error_pct"].as_f64().unwrap(), v["p95_abs_error_pct"].as_f64().unwrap());
+    assert!(median <= 4.0 && p95 <= 23.5, "all_gather held out: {median} / {p95}");
 }
 
 #[test]
@@ -486,8 +506,9 @@ fn one_rank_calls_copy_at_the_memory_bandwidth() {
 /// `validate --manifest`: every curve of the repository's manifest on its recorded setup, and
 /// leave-one-cluster-out. The pooled figures are the README's; a change that makes either worse
 /// by more than one point fails here (issue #13). Measured when set: 771 sizes over 37 curves,
-/// median 8.2 %, p95 66.2 %; held out 9.5 % / 66.2 % (before the P2P per-channel caps: 8.3 /
-/// 68.3 and 9.5 / 67.0; before the P2P rounds: 9.0 / 71.7 and 10.8 / 71.3).
+/// median 7.8 %, p95 48.1 %; held out 9.2 % / 45.4 % (before the network proxy's cost per
+/// message: 8.2 / 66.2 and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 /
+/// 67.0; before the P2P rounds: 9.0 / 71.7 and 10.8 / 71.3).
 #[test]
 fn the_pooled_and_held_out_figures_do_not_get_worse() {
     let v = validate_json(&["--manifest", "calibration/data/manifest.csv"]);
@@ -500,11 +521,11 @@ fn the_pooled_and_held_out_figures_do_not_get_worse() {
     assert_eq!(pooled["sizes"], 771);
     let (m, p) = figure(pooled);
     eprintln!("pooled: median {m:.1} %, p95 {p:.1} %");
-    assert!(m <= 9.2 && p <= 67.2, "pooled median {m:.1} %, p95 {p:.1} %");
+    assert!(m <= 8.8 && p <= 49.1, "pooled median {m:.1} %, p95 {p:.1} %");
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
-    assert!(hm <= 10.5 && hp <= 67.2, "held out: median {hm:.1} %, p95 {hp:.1} %");
+    assert!(hm <= 10.2 && hp <= 46.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);

@@ -570,3 +570,36 @@ fn a_p2p_channel_moves_no_more_than_its_cta_or_proxy_can() {
         assert!((gbs / 40.0 - 1.0).abs() < 0.01, "{mode:?}: {gbs} GB/s");
     }
 }
+
+#[test]
+fn a_gpus_proxy_handles_its_network_messages_one_at_a_time() {
+    // Slingshot's proxy thread spends 8 us on every network send and receive (topologies/
+    // transports.toml). A ring AllGather on 8 Polaris nodes (32 ranks, 31 steps) on one channel
+    // takes at least 31 x 8 us; on four, each entry GPU's proxy receives on two channels and
+    // sends on the two others, four messages a step, and the call takes about four times as
+    // long (Polaris measured 265 and 903-1,013 us).
+    let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let (cluster, comm) = setup("polaris-a100-4gpu", 8, 4, &[]);
+    let run = |nchannels: usize, proto: Proto, bytes: u64, mode: Mode| {
+        let sel = Selection { algo: Algo::Ring, proto, nchannels, nccl_choice: None };
+        run_call(Collective::AllGather, &cluster, &comm, bytes, 4, &sel, &p, mode)
+    };
+    let one = run(1, Proto::LL, 64 << 10, Mode::Detailed).time.as_us();
+    let four = run(4, Proto::LL, 64 << 10, Mode::Detailed).time.as_us();
+    assert!(one >= 31.0 * 8.0, "{one} us");
+    assert!((3.5..4.5).contains(&(four / one)), "{four} vs {one} us");
+    // Aggregated, one representative standing for the channels of its class loads each proxy
+    // as much: it agrees with the detailed run on calls where it really aggregates.
+    for (proto, bytes) in [(Proto::LL, 1u64 << 20), (Proto::Simple, 16 << 20)] {
+        let d = run(4, proto, bytes, Mode::Detailed);
+        let a = run(4, proto, bytes, Mode::Aggregated);
+        let rel = a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0;
+        assert!(
+            rel.abs() < 0.03,
+            "{proto:?} {bytes} B: aggregated {} vs detailed {}",
+            a.time,
+            d.time
+        );
+        assert!(a.events < d.events, "{proto:?} {bytes} B: {} vs {} events", a.events, d.events);
+    }
+}
