@@ -577,7 +577,8 @@ pub(crate) fn proxy_op(cluster: &Cluster) -> Time {
 /// The most network sends and receives one GPU's proxy handles per ring step over the first
 /// `nch` channels: each channel's ring leaves a node from its last GPU and enters the next
 /// node through its first.
-fn busiest_proxy(comm: &Communicator, nch: usize) -> usize {
+pub(crate) fn busiest_proxy(comm: &Communicator, nch: usize) -> usize {
+    let nch = nch.clamp(1, comm.channels().len().max(1));
     let mut ops = vec![0usize; comm.ppn()];
     for ch in &comm.channels()[..nch] {
         for g in [ch.gpus.first(), ch.gpus.last()].into_iter().flatten() {

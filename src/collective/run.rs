@@ -965,6 +965,16 @@ pub struct Bottleneck {
     pub channel_capped: bool,
 }
 
+/// What the network proxies cost a ring call that crosses nodes on a transport whose proxy
+/// thread is slow (`proxy_op` > 0): the cost of one send or receive and how many the busiest
+/// GPU's proxy handles per ring step (every channel's network sends and receives add up).
+/// `None` for other algorithms, which do not model it yet, or where it is free.
+pub fn proxy_load(call: &Call<'_>) -> Option<(Time, usize)> {
+    let op = ring::proxy_op(call.cluster);
+    let ring = matches!(kind(call), Kind::Ring) && call.comm.nnodes() > 1;
+    (ring && op > Time::ZERO).then(|| (op, ring::busiest_proxy(call.comm, call.sel.nchannels)))
+}
+
 /// The link that bounds `call` when every connection sends at once: the most loaded link (load
 /// over capacity) on the path of the slowest flow, at the steady-state rates.
 pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {

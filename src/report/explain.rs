@@ -69,6 +69,18 @@ pub struct Explanation {
     pub bandwidth_part_us: f64,
     /// The bounding link, where collsim can say.
     pub bottleneck: Option<Bottleneck>,
+    /// A ring across nodes on a transport with a costly network proxy: its cost per network
+    /// send or receive (µs) and how many the busiest GPU's proxy handles per ring step.
+    pub network_proxy: Option<NetworkProxy>,
+}
+
+/// The network proxies' part of a call (see `collsim::collective::proxy_load`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NetworkProxy {
+    /// One network send or receive, µs.
+    pub op_us: f64,
+    /// Sends and receives the busiest GPU's proxy handles per ring step, over all channels.
+    pub ops_per_step: usize,
 }
 
 impl Explanation {
@@ -137,6 +149,8 @@ impl Explanation {
                 run.proto.name().to_string(),
                 run.channels,
             ),
+            network_proxy: collective::proxy_load(&call)
+                .map(|(op, n)| NetworkProxy { op_us: op.as_us(), ops_per_step: n }),
             form: run.form.name(),
             time_us,
             latency_part_us,
@@ -186,6 +200,13 @@ impl Explanation {
             "simulated time {:.2} us = {:.2} us latency (the same call on an almost empty buffer: call overhead and per-step latencies) + {:.2} us moving the bytes",
             self.time_us, self.latency_part_us, self.bandwidth_part_us
         )?;
+        if let Some(p) = &self.network_proxy {
+            writeln!(
+                out,
+                "network proxy: each network send or receive keeps its GPU's proxy thread busy {:.2} us, one after another: the busiest handles {} per ring step over its channels (in the latency above)",
+                p.op_us, p.ops_per_step
+            )?;
+        }
         match &self.bottleneck {
             Some(b) if b.channel_capped => writeln!(
                 out,

@@ -127,6 +127,35 @@ fn explain_takes_a_call_apart() {
     );
 }
 
+#[test]
+fn explain_shows_what_the_network_proxies_cost_a_ring() {
+    // Slingshot's proxy thread spends 8 us on each network send or receive; on 2 Polaris nodes
+    // each ring-entry GPU receives on two of the four channels and sends on the other two.
+    let v = explain_json(&["--topology", "polaris-a100-4gpu", "--nodes", "2", "--bytes", "1M"]);
+    assert_eq!(v["simulated"][0], "RING");
+    assert_eq!(v["network_proxy"]["op_us"], 8.0);
+    assert_eq!(v["network_proxy"]["ops_per_step"], 4);
+    // 14 steps of 4 operations at 8 us (448 us, less where the first and last steps overlap)
+    // are the latency part, not the bytes.
+    let lat = v["latency_part_us"].as_f64().unwrap();
+    assert!(lat >= 0.9 * 14.0 * 4.0 * 8.0 && lat > 10.0 * v["bandwidth_part_us"].as_f64().unwrap());
+    let text = collsim_ok(&[
+        "explain",
+        "--topology",
+        "polaris-a100-4gpu",
+        "--nodes",
+        "2",
+        "--bytes",
+        "1M",
+    ]);
+    assert!(text.contains("network proxy: each network send or receive"), "{text}");
+    // Nothing to say where the proxy is cheap (InfiniBand) or the call stays on one node.
+    for (topo, nodes) in [("dgx-h100", "2"), ("polaris-a100-4gpu", "1")] {
+        let v = explain_json(&["--topology", topo, "--nodes", nodes, "--bytes", "1M"]);
+        assert!(v["network_proxy"].is_null(), "{topo} x {nodes}: {}", v["network_proxy"]);
+    }
+}
+
 fn explain_json(args: &[&str]) -> serde_json::Value {
     let out = collsim_ok(&[&["explain", "--format", "json"], args].concat());
     serde_json::from_str(&out).unwrap()
