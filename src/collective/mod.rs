@@ -13,9 +13,9 @@ pub mod symmetry;
 pub mod tree;
 
 pub use run::{
-    Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Form, FormId, Load, Notice, Shared, Signal,
-    SteadyForm, Token, bottleneck, is_p2p, is_simulated, proxy_load, select, simulate,
-    simulate_inspected, simulate_together, steady_load, steady_paths,
+    Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Form, FormId, Load, Notice, ProxyLoad,
+    Shared, Signal, SteadyForm, Token, bottleneck, is_p2p, is_simulated, proxy_load, select,
+    simulate, simulate_inspected, simulate_together, steady_load, steady_paths,
 };
 
 pub use crate::comm::Collective;

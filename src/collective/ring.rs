@@ -13,7 +13,10 @@
 //! takes 4, an LL/LL128 chunk 1, and a slot is freed when the receiver has consumed the chunk
 //! (forwarded it, or, at the last step, copied it out). Every slice is a flow of
 //! `payload / efficiency` bytes on the hop's links, the efficiency being the protocol's on that
-//! link class (per architecture on NVLink).
+//! link class (per architecture on NVLink). Across nodes a step (Simple: a slice) is one network
+//! message, posted by the sending GPU's proxy thread and completed by the receiving GPU's, each
+//! busy the transport's `proxy_op` per message over all its channels ([`run::Proxies`]); an LL
+//! step is seen by the receiving GPU only once its message has landed.
 //!
 //! Two ways to run it: [`Mode::Detailed`] simulates every rank and channel with max-min rates
 //! re-shared at every flow start and end; [`Mode::Aggregated`] uses the symmetry of identical
@@ -205,7 +208,11 @@ struct Ring {
     sync: Time,
     /// Whether every slice is a post (Simple) or only the last slice of each step.
     sync_every_slice: bool,
-    /// Whether a network step arrives as one message (LL) or streams (LL128).
+    /// Whether a network step arrives as one message, or its slices stream as on other hops:
+    /// streaming for Simple's slices (each its own message) and, where the proxies cost
+    /// nothing, for LL128, whose 600 KB steps as whole messages put XXRJUN's 10 x 1 GPU ring at
+    /// 32 MiB 61 % slow (streaming 2 %); where they cost something, LL128 steps are whole
+    /// messages too, so that no slice overtakes the message of an earlier step.
     whole_messages: bool,
     ranks: usize,
     channels: usize,
@@ -314,11 +321,12 @@ impl Ring {
         let succ = self.idx((rank + 1) % self.ranks, ch);
         match self.net[i] {
             // The GPU's proxy sends a step (Simple: a slice) over the network once all of it
-            // is written, as one message: its post goes through the sender's proxy, then the
-            // receiver's. Under LL the receiving GPU sees none of the step before that; LL128's
-            // 600 KB steps are kept streaming as on other hops (whole-step messages put XXRJUN's
-            // 10 x 1 GPU ring at 32 MiB 61 % slow, streaming 2 %).
-            Some(net) if posted || self.whole_messages => {
+            // is written, as one message (NCCL 2.21 src/transport/net.cc, sendProxyProgress:
+            // one isend per step, under LL once every line's flag is set): its post goes through
+            // the sender's proxy, then the receiver's. See `whole_messages` for what the
+            // receiving GPU sees before that; where the proxies cost nothing, a streaming
+            // step's slices arrive by themselves.
+            Some(net) if (posted && self.proxies.costly()) || self.whole_messages => {
                 self.unsent[i] += 1;
                 if posted {
                     let msg = std::mem::take(&mut self.unsent[i]);
@@ -372,7 +380,9 @@ impl Algorithm for Ring {
                 let i = i as usize;
                 let (rank, ch) = (i / self.channels, i % self.channels);
                 let succ = self.idx((rank + 1) % self.ranks, ch);
-                let msg = self.landing[i].pop_front().unwrap_or(0);
+                let msg = self.landing[i].pop_front();
+                debug_assert!(msg.is_some(), "a message landed that was never sent");
+                let msg = msg.unwrap_or(0);
                 let t = match self.net[i] {
                     Some(net) => self.proxies.serve(net.to, cx.now(), net.weight),
                     None => cx.now(),
@@ -462,7 +472,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         hold,
         sync,
         sync_every_slice: sel.proto == Proto::Simple,
-        whole_messages: sel.proto == Proto::LL,
+        whole_messages: whole_messages(sel.proto, proxy_op),
         ranks,
         channels,
         conns: vec![Conn::default(); ranks * channels],
@@ -556,22 +566,67 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 eff.push(efficiency(class));
                 hold.push(class != HopClass::Net);
             }
-            // One channel stands for all: its network messages load each end's proxy as much
-            // as the busiest GPU's proxy is loaded over all channels.
-            let busiest = busiest_proxy(comm, nch) as f64;
-            let net = (0..ppn)
-                .map(|i| {
-                    (!hold[i]).then(|| NetConn { from: i, to: (i + 1) % ppn, weight: busiest })
-                })
-                .collect();
+            // One channel stands for all: its network messages load the busiest of its
+            // positions' proxies as much as the busiest GPU's proxy is loaded over all channels.
+            let ends: Vec<_> = (0..ppn).filter(|&i| !hold[i]).map(|i| (i, (i + 1) % ppn)).collect();
+            let scale = proxy_scale(ends.iter().map(|&(a, b)| (a, b, 1.0)), ppn, comm, nch);
+            let mut net = vec![None; ppn];
+            for (from, to) in ends {
+                net[from] = Some(NetConn { from, to, weight: scale });
+            }
             Box::new(ring(ppn, 1, eff, hold, delay, net, Carrier::Fixed(rates)))
         }
     }
 }
 
-/// How long each network send or receive keeps a GPU's proxy thread busy (none on one node).
+/// How long each network send or receive keeps a GPU's proxy thread busy: the transport's
+/// `proxy_op` (a call on one node has no network hops to pay it).
 pub(crate) fn proxy_op(cluster: &Cluster) -> Time {
     cluster.spec().nic.as_ref().map_or(Time::ZERO, |nic| nic.transport.proxy_op)
+}
+
+/// Network messages each connection of a ring call sends: one per step under LL and LL128,
+/// one per slice under Simple.
+pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
+    let (comm, sel) = (call.comm, &call.sel);
+    let nranks = comm.nranks();
+    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
+    let steps = match call.coll {
+        Collective::AllReduce => 2 * (nranks - 1).max(1),
+        _ => (nranks - 1).max(1),
+    };
+    let per_channel = call.bytes.get().div_ceil(nch as u64).div_ceil(16) * 16;
+    let plan =
+        Plan::new(per_channel, nranks, steps, sel.proto, comm.env().buffsize, call.elt.get());
+    match sel.proto {
+        Proto::Simple => plan.chunk_slices.iter().sum(),
+        _ => plan.total_chunks(),
+    }
+}
+
+/// Under `proto`, whether a network step arrives as one message ([`Ring::whole_messages`]).
+fn whole_messages(proto: Proto, proxy_op: Time) -> bool {
+    proto == Proto::LL || (proto == Proto::LL128 && proxy_op > Time::ZERO)
+}
+
+/// How many operations a representative's message stands for, per channel it stands for, so
+/// that the busiest of the representatives' proxies handles as many per ring step as the
+/// busiest GPU's proxy of the whole call. `ends`: each representative network connection's
+/// sender and receiver proxy (among `n`) and how many channels it stands for. One GPU per node
+/// sends and receives on its own proxy, and counts both.
+fn proxy_scale(
+    ends: impl Iterator<Item = (usize, usize, f64)>,
+    n: usize,
+    comm: &Communicator,
+    nch: usize,
+) -> f64 {
+    let mut ops = vec![0.0; n];
+    for (from, to, m) in ends {
+        ops[from] += m;
+        ops[to] += m;
+    }
+    let stood = ops.into_iter().fold(0.0, f64::max);
+    if stood > 0.0 { busiest_proxy(comm, nch) as f64 / stood } else { 1.0 }
 }
 
 /// The most network sends and receives one GPU's proxy handles per ring step over the first
@@ -663,11 +718,19 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     let (reps, reduced) = (&classes.reps, &classes.paths);
     let nreps = reps.len();
     let ranks = span * ppn;
+    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
     // A representative's network messages load each end's proxy with its class's share of the
     // busiest GPU's proxy operations.
-    let (sizes, busiest) = (classes.sizes(), busiest_proxy(comm, nch) as f64);
+    let sizes = classes.sizes();
     let op = proxy_op(cluster);
-    let at = |node: usize, i: usize, ch: usize| (node * ppn + i) * nch + ch;
+    let (hops, sizes_of) = (&conns, &sizes);
+    let ends = (0..ranks).flat_map(|rank| {
+        reps.iter().enumerate().filter_map(move |(k, &r)| {
+            let net = !hops[at(rank / ppn, rank % ppn, r)].hold;
+            net.then(|| (rank, (rank + 1) % ranks, sizes_of[k] as f64))
+        })
+    });
+    let scale = proxy_scale(ends, ranks, comm, nch);
     // The reduced ring over `steps` ring steps per loop, within `budget`.
     let run = |steps: usize, budget: u64| {
         run::run_alone_counted(links, &caps, budget, Time::MAX, |cx| {
@@ -685,7 +748,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                     net.push((!c.hold).then(|| NetConn {
                         from: rank,
                         to: (rank + 1) % ranks,
-                        weight: sizes[k] as f64 * busiest / nch as f64,
+                        weight: sizes[k] as f64 * scale,
                     }));
                 }
             }
@@ -696,7 +759,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                 hold,
                 sync: built.sync,
                 sync_every_slice: built.proto == Proto::Simple,
-                whole_messages: built.proto == Proto::LL,
+                whole_messages: whole_messages(built.proto, op),
                 ranks,
                 channels: nreps,
                 conns: vec![Conn::default(); ranks * nreps],

@@ -81,6 +81,10 @@ pub struct NetworkProxy {
     pub op_us: f64,
     /// Sends and receives the busiest GPU's proxy handles per ring step, over all channels.
     pub ops_per_step: usize,
+    /// Network messages each connection sends (a step each, a slice under Simple).
+    pub messages_per_connection: usize,
+    /// The busiest proxy's time over the call, µs: a lower bound on the call's.
+    pub busy_us: f64,
 }
 
 impl Explanation {
@@ -149,8 +153,12 @@ impl Explanation {
                 run.proto.name().to_string(),
                 run.channels,
             ),
-            network_proxy: collective::proxy_load(&call)
-                .map(|(op, n)| NetworkProxy { op_us: op.as_us(), ops_per_step: n }),
+            network_proxy: collective::proxy_load(&call).map(|l| NetworkProxy {
+                op_us: l.op.as_us(),
+                ops_per_step: l.per_step,
+                messages_per_connection: l.messages,
+                busy_us: l.busy().as_us(),
+            }),
             form: run.form.name(),
             time_us,
             latency_part_us,
@@ -203,11 +211,24 @@ impl Explanation {
         if let Some(p) = &self.network_proxy {
             writeln!(
                 out,
-                "network proxy: each network send or receive keeps its GPU's proxy thread busy {:.2} us, one after another: the busiest handles {} per ring step over its channels (in the latency above)",
-                p.op_us, p.ops_per_step
+                "network proxy: each network send or receive keeps its GPU's proxy thread busy {:.2} us, one after another: the busiest handles {} per ring step over its channels, {} steps' worth, {:.2} us in all",
+                p.op_us, p.ops_per_step, p.messages_per_connection, p.busy_us
             )?;
         }
         match &self.bottleneck {
+            // The proxies' work takes longer than moving the bytes: they bound the call.
+            Some(_)
+                if self
+                    .network_proxy
+                    .as_ref()
+                    .is_some_and(|p| p.busy_us > self.bandwidth_part_us) =>
+            {
+                writeln!(
+                    out,
+                    "bottleneck: the network proxies (the busiest GPU's, {:.2} us of sends and receives), not a link",
+                    self.network_proxy.as_ref().map_or(0.0, |p| p.busy_us)
+                )
+            }
             Some(b) if b.channel_capped => writeln!(
                 out,
                 "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; across nodes NCCL_P2P_PER_CHANNEL_NET_BW), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",

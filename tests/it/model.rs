@@ -588,18 +588,28 @@ fn a_gpus_proxy_handles_its_network_messages_one_at_a_time() {
     let four = run(4, Proto::LL, 64 << 10, Mode::Detailed).time.as_us();
     assert!(one >= 31.0 * 8.0, "{one} us");
     assert!((3.5..4.5).contains(&(four / one)), "{four} vs {one} us");
-    // Aggregated, one representative standing for the channels of its class loads each proxy
-    // as much: it agrees with the detailed run on calls where it really aggregates.
-    for (proto, bytes) in [(Proto::LL, 1u64 << 20), (Proto::Simple, 16 << 20)] {
-        let d = run(4, proto, bytes, Mode::Detailed);
-        let a = run(4, proto, bytes, Mode::Aggregated);
-        let rel = a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0;
-        assert!(
-            rel.abs() < 0.03,
-            "{proto:?} {bytes} B: aggregated {} vs detailed {}",
-            a.time,
-            d.time
-        );
-        assert!(a.events < d.events, "{proto:?} {bytes} B: {} vs {} events", a.events, d.events);
+    // Aggregated, one representative standing for the channels of its class loads the busiest
+    // proxy as much: it agrees with the detailed run on calls where it really aggregates,
+    // whatever the GPUs per node (one GPU sends and receives on its own proxy; two split the
+    // channels' entries and exits).
+    for g in [1, 2, 3, 4] {
+        let (cluster, comm) = setup("polaris-a100-4gpu", 8, g, &[("NCCL_ALGO", "Ring")]);
+        for (coll, proto, bytes) in [
+            (Collective::AllGather, Proto::LL, 1u64 << 20),
+            (Collective::AllReduce, Proto::LL, 1 << 20),
+            (Collective::AllGather, Proto::Simple, 16 << 20),
+        ] {
+            let nchannels = comm.channels().len();
+            let sel = Selection { algo: Algo::Ring, proto, nchannels, nccl_choice: None };
+            let run = |mode| run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, mode);
+            let (d, a) = (run(Mode::Detailed), run(Mode::Aggregated));
+            let rel = a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0;
+            let case = format!("8 x {g} {coll:?} {proto:?} {bytes} B");
+            // One GPU a node: its proxy interleaves the channels' sends and receives, which a
+            // representative serves at their middle (7 % slow on Simple at 16 MiB).
+            let tol = if g == 1 { 0.08 } else { 0.05 };
+            assert!(rel.abs() < tol, "{case}: aggregated {} vs detailed {}", a.time, d.time);
+            assert!(a.events < d.events, "{case}: {} vs {} events", a.events, d.events);
+        }
     }
 }

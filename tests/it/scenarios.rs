@@ -149,6 +149,12 @@ fn explain_shows_what_the_network_proxies_cost_a_ring() {
         "1M",
     ]);
     assert!(text.contains("network proxy: each network send or receive"), "{text}");
+    // 14 messages a connection, 4 a step on the busiest proxy: 448 us, more than the bytes take.
+    assert_eq!(v["network_proxy"]["busy_us"], 448.0);
+    assert!(text.contains("bottleneck: the network proxies"), "{text}");
+    // At 1 GiB the link bounds it again.
+    let big = ["explain", "--topology", "polaris-a100-4gpu", "--nodes", "2", "--bytes", "1G"];
+    assert!(collsim_ok(&big).contains("bottleneck: a net link"));
     // Nothing to say where the proxy is cheap (InfiniBand) or the call stays on one node.
     for (topo, nodes) in [("dgx-h100", "2"), ("polaris-a100-4gpu", "1")] {
         let v = explain_json(&["--topology", topo, "--nodes", nodes, "--bytes", "1M"]);
