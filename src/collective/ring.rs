@@ -414,15 +414,9 @@ impl Algorithm for Ring {
 /// selection's protocol and channel count, its paths registered in `cx`.
 pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
-    let (bytes, elt) = (call.bytes.get(), call.elt.get());
     let nranks = comm.nranks();
-    let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
-    let steps = match call.coll {
-        Collective::AllReduce => 2 * (nranks - 1).max(1),
-        _ => (nranks - 1).max(1),
-    };
-    if nranks < 2 || bytes == 0 {
-        let plan = Plan::new(0, 1, steps, sel.proto, comm.env().buffsize, elt);
+    let (nch, plan) = call_plan(call);
+    if nranks < 2 || call.bytes.get() == 0 {
         return Box::new(Ring {
             plan,
             eff: Vec::new(),
@@ -444,13 +438,11 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             empty: true,
         });
     }
-    let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
     let gpu = params.gpu(cluster.spec().gpu.arch);
     let p = sel.proto as usize;
     let arch = cluster.spec().gpu.arch;
     let efficiency = |class: HopClass| params.efficiency(arch, class, sel.proto);
     let sync = gpu.sync[p];
-    let plan = Plan::new(per_channel, nranks, steps, sel.proto, comm.env().buffsize, elt);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let links = cluster.links();
     let path_latency =
@@ -465,7 +457,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         m => m,
     };
     let ring_plan = plan.clone();
-    let proxy_op = proxy_op(cluster);
+    let proxy_op = run::proxy_op(cluster);
     let ring = |ranks, channels, eff, hold, delay, net: Vec<Option<NetConn>>, carrier| Ring {
         plan,
         eff,
@@ -579,15 +571,10 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     }
 }
 
-/// How long each network send or receive keeps a GPU's proxy thread busy: the transport's
-/// `proxy_op` (a call on one node has no network hops to pay it).
-pub(crate) fn proxy_op(cluster: &Cluster) -> Time {
-    cluster.spec().nic.as_ref().map_or(Time::ZERO, |nic| nic.transport.proxy_op)
-}
-
-/// Network messages each connection of a ring call sends: one per step under LL and LL128,
-/// one per slice under Simple.
-pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
+/// A ring call's channels and how each channel's bytes are cut: `call.bytes` shared over
+/// the selection's channels, in loops of 2(n−1) steps (AllReduce) or n−1 (AllGather,
+/// ReduceScatter).
+fn call_plan(call: &Call<'_>) -> (usize, Plan) {
     let (comm, sel) = (call.comm, &call.sel);
     let nranks = comm.nranks();
     let nch = sel.nchannels.clamp(1, comm.channels().len().max(1));
@@ -595,10 +582,18 @@ pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
         Collective::AllReduce => 2 * (nranks - 1).max(1),
         _ => (nranks - 1).max(1),
     };
-    let per_channel = call.bytes.get().div_ceil(nch as u64).div_ceil(16) * 16;
+    let per_channel =
+        if nranks < 2 { 0 } else { call.bytes.get().div_ceil(nch as u64).div_ceil(16) * 16 };
     let plan =
         Plan::new(per_channel, nranks, steps, sel.proto, comm.env().buffsize, call.elt.get());
-    match sel.proto {
+    (nch, plan)
+}
+
+/// Network messages each connection of a ring call sends: one per step under LL and LL128,
+/// one per slice under Simple.
+pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
+    let (_, plan) = call_plan(call);
+    match call.sel.proto {
         Proto::Simple => plan.chunk_slices.iter().sum(),
         _ => plan.total_chunks(),
     }
@@ -722,7 +717,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     // A representative's network messages load each end's proxy with its class's share of the
     // busiest GPU's proxy operations.
     let sizes = classes.sizes();
-    let op = proxy_op(cluster);
+    let op = run::proxy_op(cluster);
     let (hops, sizes_of) = (&conns, &sizes);
     let ends = (0..ranks).flat_map(|rank| {
         reps.iter().enumerate().filter_map(move |(k, &r)| {
@@ -927,11 +922,7 @@ mod tests {
             mode: Mode::Aggregated,
             load: &[],
         };
-        let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
-        let per_channel = bytes.div_ceil(nch as u64).div_ceil(16) * 16;
-        let steps = 2 * (comm.nranks() - 1);
-        let plan =
-            Plan::new(per_channel, comm.nranks(), steps, call.sel.proto, comm.env().buffsize, 4);
+        let (nch, plan) = call_plan(&call);
         let work = comm.nranks() * nch * plan.total_chunks() * plan.loops[0].len();
         let gpu = params.gpu(spec.gpu.arch);
         let built =

@@ -969,7 +969,7 @@ pub struct Bottleneck {
 /// thread is slow (`proxy_op` > 0). `None` for other algorithms, which do not model it yet, or
 /// where it is free.
 pub fn proxy_load(call: &Call<'_>) -> Option<ProxyLoad> {
-    let op = ring::proxy_op(call.cluster);
+    let op = proxy_op(call.cluster);
     let ring = matches!(kind(call), Kind::Ring) && call.comm.nnodes() > 1;
     (ring && op > Time::ZERO).then(|| ProxyLoad {
         op,
@@ -1050,6 +1050,12 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
 /// Whether `coll` is a point-to-point call, for which NCCL selects no algorithm.
 pub fn is_p2p(coll: Collective) -> bool {
     matches!(coll, Collective::AllToAll | Collective::SendRecv)
+}
+
+/// How long each network send or receive keeps a GPU's proxy thread busy: the transport's
+/// `proxy_op` (a call on one node has no network hops to pay it).
+pub(crate) fn proxy_op(cluster: &Cluster) -> Time {
+    cluster.spec().nic.as_ref().map_or(Time::ZERO, |nic| nic.transport.proxy_op)
 }
 
 /// Each GPU's proxy thread, which posts and completes every network send and receive of the
