@@ -2,11 +2,12 @@
 //! with NCCL's p2p channels and chunks (`nccl-model.md` §3.9).
 //!
 //! Every peer pair moves its bytes over `channels` flows on its route — NVLink or PCIe inside a
-//! node, the GPU's own NIC across nodes, so that across nodes a GPU's AllToAll is bound by one
-//! NIC. All pairs send at once and share links by max-min fairness; each flow's time is its
-//! bytes at its rate, plus the first chunk's latency (the rest pipeline behind it). Aggregated:
-//! every flow at its steady-state rate. Detailed: the flows run on the network, their rates
-//! re-shared as each finishes.
+//! node; across nodes out on the peer's rail through PXN where NCCL does
+//! ([`Paths::p2p_send_nic`](crate::comm::Paths::p2p_send_nic)), into the receiver's own NIC,
+//! so that a GPU's AllToAll is bound by one NIC's worth of bytes. All pairs send at once and
+//! share links by max-min fairness; each flow's time is its bytes at its rate, plus the first
+//! chunk's latency (the rest pipeline behind it). Aggregated: every flow at its steady-state
+//! rate. Detailed: the flows run on the network, their rates re-shared as each finishes.
 
 use super::Collective;
 use super::run::{Algorithm, Call, Ctx, Form, Signal, steady_rates_capped};
@@ -225,9 +226,10 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
             let hop = paths.gpu_hop(cluster, sn, sg, dg);
             (hop.links, hop.class)
         } else {
-            let nic = |g: GpuId| cluster.local_nic(g).unwrap_or(NicId(0));
-            let (snic, dnic) = (nic(sg), nic(dg));
-            let mut p = paths.to_nic(cluster, sn, sg, snic);
+            // Out on the peer's rail through PXN where NCCL does, into the receiver's own NIC.
+            let send = paths.p2p_send_nic(cluster, sg, dg);
+            let (snic, dnic) = (send.0, cluster.local_nic(dg).unwrap_or(NicId(0)));
+            let mut p = paths.p2p_to_nic(cluster, sn, sg, send);
             p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));
             p.extend(paths.from_nic(cluster, dn, dnic, dg));
             (p, HopClass::Net)

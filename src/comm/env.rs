@@ -63,6 +63,9 @@ pub struct NcclEnv {
     pub nvlstree_max_chunksize: Option<Bytes>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
     pub pxn_disable: bool,
+    /// NCCL_P2P_PXN_LEVEL (0-2, default 2): 0 keeps point-to-point sends on the sender's own
+    /// NIC; otherwise they go out on the peer's rail through PXN (`Paths::p2p_send_nic`).
+    pub p2p_pxn_level: u8,
     /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
     /// either is given (else the transport's default).
     pub socket_streams: Option<usize>,
@@ -98,6 +101,7 @@ impl Default for NcclEnv {
             gdr_level: None,
             socket_streams: None,
             pxn_disable: false,
+            p2p_pxn_level: 2,
             nvls_nchannels: None,
             nvls_chunksize: Bytes::from_kib(128),
             nvlstree_max_chunksize: None,
@@ -287,6 +291,7 @@ impl NcclEnv {
                     }
                 }
                 "NCCL_PXN_DISABLE" => env.pxn_disable = parse_int(k, v, 0, 1)? == 1,
+                "NCCL_P2P_PXN_LEVEL" => env.p2p_pxn_level = parse_int(k, v, 0, 2)? as u8,
                 "NCCL_SOCKET_NTHREADS" => threads = Some(parse_int(k, v, 1, 16)? as usize),
                 "NCCL_NSOCKS_PERTHREAD" => socks = Some(parse_int(k, v, 1, 64)? as usize),
                 "NCCL_P2P_LEVEL" | "NCCL_NET_GDR_LEVEL" => {

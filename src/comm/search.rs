@@ -35,6 +35,9 @@ pub struct Paths {
     pub gdr: bool,
     /// Whether a GPU may send through an NVLink peer's NIC (PXN).
     pub pxn: bool,
+    /// Whether point-to-point sends go out on the peer's rail through PXN
+    /// (NCCL_P2P_PXN_LEVEL > 0 and PXN on).
+    pub pxn_p2p: bool,
 }
 
 impl Paths {
@@ -54,6 +57,7 @@ impl Paths {
             pcie_p2p: spec.gpu.model.p2p,
             gdr: spec.gpu.model.gdr,
             pxn: !env.pxn_disable,
+            pxn_p2p: !env.pxn_disable && env.p2p_pxn_level > 0,
         }
     }
 
@@ -102,6 +106,72 @@ impl Paths {
                 && ty(p) <= PathType::Pxb
                 && self.uses_gdr(cluster, p, nic)
         })
+    }
+
+    /// Where a point-to-point send from `gpu` to a peer of local index `peer` on another node
+    /// leaves the node: the NIC, and the NVLink peer whose proxy posts it where that is not
+    /// `gpu` itself. NCCL_P2P_PXN_LEVEL 2, NCCL's default (NVIDIA/nccl v2.21.5-1
+    /// `src/graph/search.cc`, ncclTopoGetNetDev), sends on the NIC the peer's index uses — the
+    /// peer's rail, where its own NIC receives — through the GPU local to that NIC when that GPU
+    /// is `gpu` or reaches it over NVLink and sits under a PCIe switch with the NIC (and, as
+    /// collsim's other PXN paths, has GPUDirect to it); so a send crosses no other rail.
+    /// Otherwise, and with PXN off (NCCL_PXN_DISABLE=1 or NCCL_P2P_PXN_LEVEL=0), `gpu`'s own NIC.
+    /// Level 1 (PXN only where needed) is taken as 2: both send on the peer's rail, and differ
+    /// only in whose PCIe path carries the bytes where the sender itself sits under a PCIe
+    /// switch with that NIC.
+    pub fn p2p_send_nic(
+        &self,
+        cluster: &Cluster,
+        gpu: GpuId,
+        peer: GpuId,
+    ) -> (NicId, Option<GpuId>) {
+        let own = cluster.local_nic(gpu).unwrap_or(NicId(0));
+        let Some(rail) = cluster.local_nic(peer) else { return (own, None) };
+        if !self.pxn_p2p {
+            return (own, None);
+        }
+        let graph = cluster.graph();
+        let ty = |g: GpuId| {
+            graph.route(Vertex::Gpu(g), Vertex::Nic(rail)).map_or(PathType::Net, |r| r.ty)
+        };
+        // The NIC's local GPU (ncclTopoGetLocalGpu): among the GPUs closest to it (the most
+        // bandwidth, then the shortest path type), the one that takes it as its own NIC, else
+        // the first.
+        let key = |g: GpuId| (std::cmp::Reverse(cluster.nic_path_bandwidth(g, rail)), ty(g));
+        let gpus = (0..cluster.spec().gpu.count).map(GpuId);
+        let best = gpus.clone().map(key).min();
+        let mut closest = gpus.filter(|&g| Some(key(g)) == best);
+        let local =
+            closest.clone().find(|&g| cluster.local_nic(g) == Some(rail)).or(closest.next());
+        let Some(local) = local else { return (own, None) };
+        let nvlink = local == gpu
+            || graph
+                .route(Vertex::Gpu(gpu), Vertex::Gpu(local))
+                .is_some_and(|r| r.ty <= PathType::Nvl);
+        if nvlink && ty(local) <= PathType::Pxb && self.uses_gdr(cluster, local, rail) {
+            (rail, (local != gpu).then_some(local))
+        } else {
+            (own, None)
+        }
+    }
+
+    /// The links of a point-to-point send from `gpu` leaving `node` by `nic`, through the
+    /// NVLink peer `via` when [`Paths::p2p_send_nic`] names one.
+    pub fn p2p_to_nic(
+        &self,
+        cluster: &Cluster,
+        node: NodeId,
+        gpu: GpuId,
+        (nic, via): (NicId, Option<GpuId>),
+    ) -> Vec<LinkId> {
+        match via {
+            Some(peer) => {
+                let mut p = cluster.gpu_to_gpu(node, gpu, peer);
+                p.extend(cluster.gpu_to_nic(node, peer, nic));
+                p
+            }
+            None => self.to_nic(cluster, node, gpu, nic),
+        }
     }
 
     /// GPU to NIC (sending): GPUDirect, through an NVLink peer (PXN), or staged through the

@@ -506,8 +506,9 @@ fn one_rank_calls_copy_at_the_memory_bandwidth() {
 /// `validate --manifest`: every curve of the repository's manifest on its recorded setup, and
 /// leave-one-cluster-out. The pooled figures are the README's; a change that makes either worse
 /// by more than one point fails here (issue #13). Measured when set: 771 sizes over 37 curves,
-/// median 7.8 %, p95 48.1 %; held out 9.2 % / 45.4 % (before the network proxy's cost per
-/// message: 8.2 / 66.2 and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 /
+/// median 7.8 %, p95 48.1 %; held out 9.0 % / 45.4 % (before point-to-point sends took the
+/// peer's rail: held out 9.2 / 45.4; before the network proxy's cost per message: 8.2 / 66.2
+/// and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 /
 /// 67.0; before the P2P rounds: 9.0 / 71.7 and 10.8 / 71.3).
 #[test]
 fn the_pooled_and_held_out_figures_do_not_get_worse() {
@@ -525,7 +526,7 @@ fn the_pooled_and_held_out_figures_do_not_get_worse() {
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
-    assert!(hm <= 10.2 && hp <= 46.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
+    assert!(hm <= 10.0 && hp <= 46.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);

@@ -613,3 +613,44 @@ fn a_gpus_proxy_handles_its_network_messages_one_at_a_time() {
         }
     }
 }
+
+#[test]
+fn a_p2p_send_goes_out_on_the_peers_rail_through_pxn() {
+    // DGX-H100s on a rail-optimised fabric whose rail leaves have 4:1 oversubscribed uplinks to
+    // the spine. NCCL (P2P_PXN_LEVEL 2, its default) sends to a peer of local index k on NIC k,
+    // through GPU k over NVLink, so an AllToAll stays on the rails and runs as on a
+    // non-blocking fabric; with PXN off (NCCL_PXN_DISABLE=1 or NCCL_P2P_PXN_LEVEL=0) each GPU
+    // sends on its own NIC and 7/8 of the network bytes cross the spine.
+    let text = include_str!("../../topologies/dgx-h100.toml");
+    let rail = text
+        .replace("kind = \"non_blocking\"", "kind = \"rail\"\nradix = 64\noversubscription = 4");
+    assert_ne!(rail, text, "dgx-h100's network is no longer non_blocking");
+    let spec = collsim::config::parse_topology("rail.toml", &rail).unwrap();
+    let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let time = |spec: &collsim::hw::NodeSpec, nodes: usize, nccl: &[(&str, &str)], mode: Mode| {
+        let cluster = Cluster::new(spec, nodes, 8);
+        let env = NcclEnv::from_pairs(nccl.iter().copied()).unwrap();
+        let comm = Communicator::new(&cluster, &env).unwrap();
+        let bytes = 1u64 << 30;
+        let sel = collsim::collective::select(&comm, Collective::AllToAll, bytes);
+        run_call(Collective::AllToAll, &cluster, &comm, bytes, 4, &sel, &p, mode).time.as_secs_f64()
+    };
+    let (_, flat) = resolve_topology("dgx-h100", None).unwrap();
+    let nodes = 48;
+    let on = time(&spec, nodes, &[], Mode::Aggregated);
+    let non_blocking = time(&flat, nodes, &[], Mode::Aggregated);
+    assert!(
+        (on / non_blocking - 1.0).abs() < 0.01,
+        "rails {on} s vs non-blocking {non_blocking} s"
+    );
+    for off in [("NCCL_PXN_DISABLE", "1"), ("NCCL_P2P_PXN_LEVEL", "0")] {
+        let t = time(&spec, nodes, &[off], Mode::Aggregated);
+        assert!(t > 2.0 * on, "{off:?}: {t} s vs {on} s with PXN");
+    }
+    // Every flow on the network, re-shared as each ends, agrees on a case that still crosses
+    // the spine without PXN.
+    for nccl in [&[][..], &[("NCCL_PXN_DISABLE", "1")][..]] {
+        let (d, a) = (time(&spec, 4, nccl, Mode::Detailed), time(&spec, 4, nccl, Mode::Aggregated));
+        assert!((a / d - 1.0).abs() < 0.02, "{nccl:?}: aggregated {a} s vs detailed {d} s");
+    }
+}
