@@ -98,14 +98,22 @@ impl Paths {
         if !self.pxn || ty(gpu) <= PathType::Pxb {
             return None;
         }
-        (0..cluster.spec().gpu.count).map(GpuId).find(|&p| {
+        (0..cluster.gpus_per_node()).map(GpuId).find(|&p| {
             p != gpu
-                && graph
-                    .route(Vertex::Gpu(gpu), Vertex::Gpu(p))
-                    .is_some_and(|r| r.ty <= PathType::Nvl)
+                && self.nvlink_p2p(cluster, gpu, p)
                 && ty(p) <= PathType::Pxb
                 && self.uses_gdr(cluster, p, nic)
         })
+    }
+
+    /// Whether `a` and `b` talk over NVLink with P2P allowed: with NCCL_P2P_DISABLE=1 or
+    /// NCCL_P2P_LEVEL=LOC, NCCL reroutes GPU pairs through the CPU (`paths.cc`), and no GPU
+    /// relays another's network traffic.
+    fn nvlink_p2p(&self, cluster: &Cluster, a: GpuId, b: GpuId) -> bool {
+        cluster
+            .graph()
+            .route(Vertex::Gpu(a), Vertex::Gpu(b))
+            .is_some_and(|r| r.ty <= PathType::Nvl && r.ty <= self.p2p_level)
     }
 
     /// Where a point-to-point send from `gpu` to a peer of local index `peer` on another node
@@ -115,7 +123,8 @@ impl Paths {
     /// peer's rail, where its own NIC receives — through the GPU local to that NIC when that GPU
     /// is `gpu` or reaches it over NVLink and sits under a PCIe switch with the NIC (and, as
     /// collsim's other PXN paths, has GPUDirect to it); so a send crosses no other rail.
-    /// Otherwise, and with PXN off (NCCL_PXN_DISABLE=1 or NCCL_P2P_PXN_LEVEL=0), `gpu`'s own NIC.
+    /// Otherwise, and with PXN off (NCCL_PXN_DISABLE=1 or NCCL_P2P_PXN_LEVEL=0), `gpu`'s own NIC
+    /// (NCCL_CROSS_NIC=0, which sends on the peer's rail without PXN, is not modelled).
     /// Level 1 (PXN only where needed) is taken as 2: both send on the peer's rail, and differ
     /// only in whose PCIe path carries the bytes where the sender itself sits under a PCIe
     /// switch with that NIC.
@@ -135,19 +144,16 @@ impl Paths {
             graph.route(Vertex::Gpu(g), Vertex::Nic(rail)).map_or(PathType::Net, |r| r.ty)
         };
         // The NIC's local GPU (ncclTopoGetLocalGpu): among the GPUs closest to it (the most
-        // bandwidth, then the shortest path type), the one that takes it as its own NIC, else
-        // the first.
+        // bandwidth, then the shortest path type), the one that takes it as its own NIC; none,
+        // no PXN.
+        // The job's GPUs only: NCCL's topology holds no others.
         let key = |g: GpuId| (std::cmp::Reverse(cluster.nic_path_bandwidth(g, rail)), ty(g));
-        let gpus = (0..cluster.spec().gpu.count).map(GpuId);
+        let gpus = (0..cluster.gpus_per_node()).map(GpuId);
         let best = gpus.clone().map(key).min();
-        let mut closest = gpus.filter(|&g| Some(key(g)) == best);
         let local =
-            closest.clone().find(|&g| cluster.local_nic(g) == Some(rail)).or(closest.next());
+            gpus.filter(|&g| Some(key(g)) == best).find(|&g| cluster.local_nic(g) == Some(rail));
         let Some(local) = local else { return (own, None) };
-        let nvlink = local == gpu
-            || graph
-                .route(Vertex::Gpu(gpu), Vertex::Gpu(local))
-                .is_some_and(|r| r.ty <= PathType::Nvl);
+        let nvlink = local == gpu || self.nvlink_p2p(cluster, gpu, local);
         if nvlink && ty(local) <= PathType::Pxb && self.uses_gdr(cluster, local, rail) {
             (rail, (local != gpu).then_some(local))
         } else {

@@ -643,7 +643,8 @@ fn a_p2p_send_goes_out_on_the_peers_rail_through_pxn() {
         (on / non_blocking - 1.0).abs() < 0.01,
         "rails {on} s vs non-blocking {non_blocking} s"
     );
-    for off in [("NCCL_PXN_DISABLE", "1"), ("NCCL_P2P_PXN_LEVEL", "0")] {
+    // GPU-to-GPU P2P off leaves no NVLink path to relay through: no PXN either.
+    for off in [("NCCL_PXN_DISABLE", "1"), ("NCCL_P2P_PXN_LEVEL", "0"), ("NCCL_P2P_DISABLE", "1")] {
         let t = time(&spec, nodes, &[off], Mode::Aggregated);
         assert!(t > 2.0 * on, "{off:?}: {t} s vs {on} s with PXN");
     }
