@@ -218,6 +218,9 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
     let links = cluster.links();
     let latency =
         |path: &[LinkId]| path.iter().fold(Time::ZERO, |t, l| t + links[l.0 as usize].latency);
+    // Each (sending GPU, peer's index) pair's NIC and relay, worked out once: every node pair
+    // repeats them.
+    let mut send_nics: Vec<Option<(NicId, Option<GpuId>)>> = vec![None; ppn * ppn];
     let mut flows = Vec::new();
     for &(s, d) in pairs {
         let (sn, sg) = (NodeId(s / ppn), GpuId(s % ppn));
@@ -227,7 +230,8 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
             (hop.links, hop.class)
         } else {
             // Out on the peer's rail through PXN where NCCL does, into the receiver's own NIC.
-            let send = paths.p2p_send_nic(cluster, sg, dg);
+            let send = *send_nics[sg.0 * ppn + dg.0]
+                .get_or_insert_with(|| paths.p2p_send_nic(cluster, sg, dg));
             let (snic, dnic) = (send.0, cluster.local_nic(dg).unwrap_or(NicId(0)));
             let mut p = paths.p2p_to_nic(cluster, sn, sg, send);
             p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));

@@ -171,11 +171,7 @@ impl Paths {
         (nic, via): (NicId, Option<GpuId>),
     ) -> Vec<LinkId> {
         match via {
-            Some(peer) => {
-                let mut p = cluster.gpu_to_gpu(node, gpu, peer);
-                p.extend(cluster.gpu_to_nic(node, peer, nic));
-                p
-            }
+            Some(peer) => relay(cluster, node, gpu, peer, nic),
             None => self.to_nic(cluster, node, gpu, nic),
         }
     }
@@ -184,9 +180,7 @@ impl Paths {
     /// GPU's host memory.
     pub fn to_nic(&self, cluster: &Cluster, node: NodeId, gpu: GpuId, nic: NicId) -> Vec<LinkId> {
         if let Some(peer) = self.pxn_peer(cluster, gpu, nic) {
-            let mut p = cluster.gpu_to_gpu(node, gpu, peer);
-            p.extend(cluster.gpu_to_nic(node, peer, nic));
-            return p;
+            return relay(cluster, node, gpu, peer, nic);
         }
         if self.uses_gdr(cluster, gpu, nic) {
             cluster.gpu_to_nic(node, gpu, nic)
@@ -206,6 +200,13 @@ impl Paths {
             p
         }
     }
+}
+
+/// `gpu` to `nic` through the NVLink peer `peer` (PXN): over NVLink to it, then its PCIe path.
+fn relay(cluster: &Cluster, node: NodeId, gpu: GpuId, peer: GpuId, nic: NicId) -> Vec<LinkId> {
+    let mut p = cluster.gpu_to_gpu(node, gpu, peer);
+    p.extend(cluster.gpu_to_nic(node, peer, nic));
+    p
 }
 
 /// What the ring search found.
