@@ -9,6 +9,11 @@
 //! child's chunk k has arrived (reduce), the root turns it around, and each rank forwards it to
 //! all its children as it arrives (broadcast); reduce and broadcast of different chunks overlap.
 //! Every transfer is a flow on the hop's links; arrivals lag by the path and protocol latency.
+//! Across nodes a step is one network message, whatever the protocol: the sender's proxy posts
+//! it once the GPU has written all of it (NVIDIA/nccl v2.29.7-1 `src/transport/net.cc`,
+//! sendProxyProgress: an LL step once every line's flag is set, an LL128 step once the GPU has
+//! bumped the tail at the end of its step, `prims_ll128.h` postSend), so under LL and LL128
+//! the units of a step stream over NVLink but cross the network together.
 //!
 //! Channels differ in their NICs and in which tree they follow, so every channel is built. In
 //! [`Mode::Aggregated`] (and [`Mode::Auto`] above `AGGREGATE_ABOVE` transfers) one pipeline per
@@ -82,8 +87,8 @@ fn reduce_pipelines(
         let re = rep.parent(map_rank(renumber, e.child))?;
         let r = &rep.edges[re];
         let same = r.parent == map_rank(renumber, e.parent)
-            && (r.up_delay, r.down_delay, r.up_p2p, r.down_p2p)
-                == (e.up_delay, e.down_delay, e.up_p2p, e.down_p2p)
+            && (r.up_delay, r.down_delay, r.up_p2p, r.down_p2p, r.up_whole, r.down_whole)
+                == (e.up_delay, e.down_delay, e.up_p2p, e.down_p2p, e.up_whole, e.down_whole)
             && (r.up_eff, r.down_eff) == (e.up_eff, e.down_eff);
         same.then_some(re)
     };
@@ -171,6 +176,9 @@ struct Edge {
     /// architecture's sync after each step.
     up_p2p: bool,
     down_p2p: bool,
+    /// Whether it crosses the network, where a step is one message each way.
+    up_whole: bool,
+    down_whole: bool,
     /// Its links each way: ranges of the call's link arena.
     up_links: (u32, u32),
     down_links: (u32, u32),
@@ -256,6 +264,8 @@ struct Channel {
     ranks: Vec<RankState>,
     /// Per edge: chunks its child has delivered up (they arrive in order).
     delivered: Vec<usize>,
+    /// Per edge: units sent up and down that wait for the rest of their step's message.
+    held: Vec<[u32; 2]>,
 }
 
 /// No edge (a root's parent).
@@ -288,6 +298,7 @@ impl Channel {
             root,
             ranks: Vec::new(),
             delivered: Vec::new(),
+            held: Vec::new(),
         }
     }
 
@@ -719,7 +730,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let pipes = nch * head_pairs.len();
     let per_channel = bytes.div_ceil(pipes as u64).div_ceil(align) * align;
     // LL and LL128 stream: every store round carries its own flags, so a rank forwards data one
-    // round after it arrives; Simple forwards whole chunks. A step is one chunk.
+    // round after it arrives (over the network, once its step's message has landed); Simple
+    // forwards whole chunks. A step is one chunk.
     let step_bytes = if collnet {
         // CollNet chunks: 128 KiB (Direct) or at most 256 KiB (Chain), halved for small calls.
         let c: u64 = if direct { 128 * 1024 } else { 256 * 1024 };
@@ -796,7 +808,14 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                     false,
                 ),
             };
+            let (up_whole, down_whole) = match e.kind {
+                EdgeKind::Hop(u, d) => (u == HopClass::Net, d == HopClass::Net),
+                EdgeKind::Nvls => (false, false),
+                EdgeKind::Net => (true, true),
+            };
             edges.push(Edge {
+                up_whole,
+                down_whole,
                 child: e.child,
                 parent: e.parent,
                 up_delay,
@@ -941,6 +960,7 @@ impl Tree {
         let Shape { chunks, chunk, last, units_per_step, sync, nranks } = shape;
         for ch in &mut channels {
             ch.delivered = vec![0; ch.edges.len()];
+            ch.held = vec![[0; 2]; ch.edges.len()];
             ch.ranks =
                 vec![RankState { arrived_up: vec![0; chunks], ..RankState::default() }; nranks];
         }
@@ -1024,9 +1044,28 @@ impl Tree {
         }
     }
 
+    /// Chunk `k`'s unit has crossed edge `e` of pipeline `ci` (up or down): it arrives `at`,
+    /// with the units of its step held before it, unless it is not the last of its step and
+    /// the edge crosses the network, where a step travels as one message.
+    fn deliver(&mut self, cx: &mut Ctx<'_>, (ci, e): (usize, usize), up: bool, k: usize, at: Time) {
+        let edge = &self.channels[ci].edges[e];
+        let whole = if up { edge.up_whole } else { edge.down_whole };
+        let hold = whole && !self.boundary(k);
+        let held = &mut self.channels[ci].held[e][usize::from(!up)];
+        if hold {
+            *held += 1;
+            return;
+        }
+        let (ch, edge) = (ci as u32, e as u32);
+        let ev = if up { Ev::UpArrive { ch, edge } } else { Ev::DownArrive { ch, edge } };
+        for _ in 0..=std::mem::take(held) {
+            cx.at(at, ev);
+        }
+    }
+
     fn moved(&mut self, cx: &mut Ctx<'_>, ci: usize, e: usize, up: bool) {
         let f = cx.now();
-        let (sync, ch32, e32) = (self.sync, ci as u32, e as u32);
+        let (sync, ch32) = (self.sync, ci as u32);
         let (child, parent) = (self.channels[ci].edges[e].child, self.channels[ci].edges[e].parent);
         if up {
             let edge = &self.channels[ci].edges[e];
@@ -1038,7 +1077,7 @@ impl Tree {
             } else {
                 self.channels[ci].ranks[child].up_busy = false;
             }
-            cx.at(f + delay, Ev::UpArrive { ch: ch32, edge: e32 });
+            self.deliver(cx, (ci, e), true, k, f + delay);
             self.pump(cx, ci, child);
         } else {
             let delay = self.channels[ci].edges[e].down_delay;
@@ -1055,7 +1094,7 @@ impl Tree {
                     cx.at(f + sync, Ev::DownRelease { ch: ch32, rank: parent as u32 });
                 }
             }
-            cx.at(f + delay, Ev::DownArrive { ch: ch32, edge: e32 });
+            self.deliver(cx, (ci, e), false, k, f + delay);
             self.pump(cx, ci, parent);
         }
     }
@@ -1170,7 +1209,11 @@ fn pipeline_estimate(
         let cost = |rate: f64, eff: f64, p2p: bool| {
             unit / eff / rate.max(1.0) + if p2p { sync_per_unit } else { 0.0 }
         };
-        let fill = |rate: f64, eff: f64| unit / eff / rate.max(1.0);
+        // A network edge passes a whole step on at once: the first unit waits for its step.
+        let step_units = units_per_step.min(chunks).max(1) as f64;
+        let fill = |rate: f64, eff: f64, whole: bool| {
+            unit / eff / rate.max(1.0) * if whole { step_units } else { 1.0 }
+        };
         let mut pace = 0.0f64;
         for e in &c.edges {
             pace = pace.max(cost(steady[i], e.up_eff, e.up_p2p));
@@ -1191,7 +1234,7 @@ fn pipeline_estimate(
             for &e in c.children(r) {
                 let edge = &c.edges[e as usize];
                 let t = ready[edge.child]
-                    + fill(fill_up[ci][e as usize], edge.up_eff)
+                    + fill(fill_up[ci][e as usize], edge.up_eff, edge.up_whole)
                     + edge.up_delay.as_secs_f64();
                 ready[r] = ready[r].max(t);
             }
@@ -1202,7 +1245,7 @@ fn pipeline_estimate(
             for &e in c.children(r) {
                 let edge = &c.edges[e as usize];
                 reach[edge.child] = reach[r]
-                    + fill(fill_down[ci][e as usize], edge.down_eff)
+                    + fill(fill_down[ci][e as usize], edge.down_eff, edge.down_whole)
                     + edge.down_delay.as_secs_f64();
                 down = down.max(reach[edge.child]);
             }
@@ -1284,6 +1327,8 @@ mod tests {
                         down_eff: 1.0,
                         up_p2p: false,
                         down_p2p: false,
+                        up_whole: false,
+                        down_whole: false,
                         up_links: e.up,
                         down_links: e.down,
                     });

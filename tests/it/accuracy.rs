@@ -506,8 +506,9 @@ fn one_rank_calls_copy_at_the_memory_bandwidth() {
 /// `validate --manifest`: every curve of the repository's manifest on its recorded setup, and
 /// leave-one-cluster-out. The pooled figures are the README's; a change that makes either worse
 /// by more than one point fails here (issue #13). Measured when set: 771 sizes over 37 curves,
-/// median 7.8 %, p95 48.1 %; held out 9.0 % / 45.4 % (before point-to-point sends took the
-/// peer's rail: held out 9.2 / 45.4; before the network proxy's cost per message: 8.2 / 66.2
+/// median 7.6 %, p95 48.1 %; held out 9.0 % / 45.4 % (before Tree's network steps were whole
+/// messages: 7.8 / 48.1, the same held out; before point-to-point sends took the peer's rail:
+/// held out 9.2 / 45.4; before the network proxy's cost per message: 8.2 / 66.2
 /// and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 /
 /// 67.0; before the P2P rounds: 9.0 / 71.7 and 10.8 / 71.3).
 #[test]
@@ -522,7 +523,7 @@ fn the_pooled_and_held_out_figures_do_not_get_worse() {
     assert_eq!(pooled["sizes"], 771);
     let (m, p) = figure(pooled);
     eprintln!("pooled: median {m:.1} %, p95 {p:.1} %");
-    assert!(m <= 8.8 && p <= 49.1, "pooled median {m:.1} %, p95 {p:.1} %");
+    assert!(m <= 8.6 && p <= 49.1, "pooled median {m:.1} %, p95 {p:.1} %");
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");

@@ -655,3 +655,47 @@ fn a_p2p_send_goes_out_on_the_peers_rail_through_pxn() {
         assert!((a / d - 1.0).abs() < 0.02, "{nccl:?}: aggregated {a} s vs detailed {d} s");
     }
 }
+
+#[test]
+fn a_tree_step_crosses_the_network_as_one_message() {
+    // NCCL's proxy posts a network step once the GPU has written all of it (net.cc
+    // sendProxyProgress: an LL step once every line's flag is set, an LL128 one once the tail
+    // is bumped at the end of the step), so LL/LL128 store rounds stream over NVLink but a
+    // step crosses between nodes whole, as a Simple chunk does. On two one-GPU nodes behind a
+    // 1 GB/s NIC, where each channel's call is one step, every protocol moves its step up to
+    // the root and back down one after the other: the time beyond an almost empty call is the
+    // wire time of two steps for each, so LL128 over Simple is their wire ratio (1/0.9375, the
+    // LL128 line's payload share; LL 2). Streaming the rounds across the network lets the way
+    // down start before the way up has ended: 0.85 and 1.65.
+    let text = include_str!("../../topologies/dgx-h100.toml");
+    let slow = text.replace("speed = \"400 Gb/s\"", "speed = \"8 Gb/s\"");
+    assert_ne!(slow, text, "dgx-h100's NIC is no longer 400 Gb/s");
+    let spec = collsim::config::parse_topology("slow.toml", &slow).unwrap();
+    let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let cluster = Cluster::new(&spec, 2, 1);
+    let comm = Communicator::new(&cluster, &NcclEnv::default()).unwrap();
+    let nchannels = 2;
+    let beyond_empty = |proto: Proto| {
+        let sel = Selection { algo: Algo::Tree, proto, nchannels, nccl_choice: None };
+        let t = |bytes: u64| {
+            let r = run_call(
+                Collective::AllReduce,
+                &cluster,
+                &comm,
+                bytes,
+                4,
+                &sel,
+                &p,
+                Mode::Detailed,
+            );
+            r.time.as_secs_f64()
+        };
+        // 16 KiB a channel: one step under every protocol (the smallest LL128 Tree step is
+        // 18,000 B, LL's 32 KiB, Simple's 512 KiB).
+        t(nchannels as u64 * (16 << 10)) - t(nchannels as u64 * 16)
+    };
+    let simple = beyond_empty(Proto::Simple);
+    let (ll128, ll) = (beyond_empty(Proto::LL128) / simple, beyond_empty(Proto::LL) / simple);
+    assert!((1.05..1.08).contains(&ll128), "LL128 / Simple: {ll128}");
+    assert!((1.95..2.05).contains(&ll), "LL / Simple: {ll}");
+}
