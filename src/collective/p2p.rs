@@ -257,16 +257,10 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
 /// [`channel_cap`]), for `explain`'s bottleneck.
 pub(crate) fn steady_weighted(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64, f64)> {
     let (coll, comm, bytes) = (call.coll, call.comm, call.bytes.get());
-    if comm.nranks() < 2 || per_peer(coll, comm.nranks(), bytes) == 0 {
-        return Vec::new();
+    if !is_uniform_alltoall(call) || per_peer(coll, comm.nranks(), bytes) == 0 {
+        return steady_capped(call).into_iter().map(|(p, cap)| (p, 1.0, cap)).collect();
     }
-    let (flows, weight) = if is_uniform_alltoall(call) {
-        uniform_alltoall_flows(call, shape(call))
-    } else {
-        let flows = flows(call, &pairs(coll, comm.nranks()), shape(call));
-        let weight = vec![1.0; flows.len()];
-        (flows, weight)
-    };
+    let (flows, weight) = uniform_alltoall_flows(call, shape(call));
     flows
         .into_iter()
         .zip(weight)

@@ -814,8 +814,6 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 EdgeKind::Net => (true, true),
             };
             edges.push(Edge {
-                up_whole,
-                down_whole,
                 child: e.child,
                 parent: e.parent,
                 up_delay,
@@ -824,6 +822,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 down_eff,
                 up_p2p,
                 down_p2p,
+                up_whole,
+                down_whole,
                 up_links: e.up,
                 down_links: e.down,
                 up: PathId(0),
