@@ -274,6 +274,21 @@ fn a_network_p2p_channel_carries_what_nccl_counts_on() {
 }
 
 #[test]
+fn an_80_rank_sendrecv_crosses_nodes_on_one_channel() {
+    // XXRJUN's 10 x 8 H100 sendrecv moves 15.2 GB/s where the 10 x 1 run moves 24.9 on two
+    // channels. NCCL builds 16 CUDA channels on these nodes (8 rings of 48 GB/s doubled once,
+    // connect.cc ncclTopoPostset) and 2.29 halves the channels per network peer while peers x
+    // ranks/8 exceeds them: one. With 32 channels (the second doubling applied first) collsim
+    // gave two and -45.5 %.
+    let log = "calibration/data/H100_10N8G_SENDRECV_XXRJUN.log";
+    let v = validate_json(&["--log", log, "--topology", "dgx-h100", "--collective", "sendrecv"]);
+    assert_eq!(rows(&v).len(), 10);
+    assert!(rows(&v).iter().all(|r| r["channels"] == 1));
+    let p = v["p95_abs_error_pct"].as_f64().unwrap();
+    assert!(p <= 12.0, "p95 {p}");
+}
+
+#[test]
 fn aws_p5_held_out_after_the_efa_fit() {
     // Two p5.48xlarge (32 EFA NICs each): NCCL runs Tree at small sizes and NVLSTree from 2 MiB.
     // EFA's per-message overhead was fitted on run _A (topologies/transports.toml); _B and _C
@@ -506,7 +521,8 @@ fn one_rank_calls_copy_at_the_memory_bandwidth() {
 /// `validate --manifest`: every curve of the repository's manifest on its recorded setup, and
 /// leave-one-cluster-out. The pooled figures are the README's; a change that makes either worse
 /// by more than one point fails here (issue #13). Measured when set: 771 sizes over 37 curves,
-/// median 7.6 %, p95 48.1 %; held out 9.0 % / 45.4 % (before Tree's network steps were whole
+/// median 7.6 %, p95 48.1 %; held out 7.9 % / 44.6 % (before the CUDA channels were built in
+/// NCCL's order, 16 rather than 32 on a DGX-H100 across nodes: held out 9.0 / 45.4; before Tree's network steps were whole
 /// messages: 7.8 / 48.1, the same held out; before point-to-point sends took the peer's rail:
 /// held out 9.2 / 45.4; before the network proxy's cost per message: 8.2 / 66.2
 /// and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 /
@@ -527,7 +543,7 @@ fn the_pooled_and_held_out_figures_do_not_get_worse() {
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
-    assert!(hm <= 10.0 && hp <= 46.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
+    assert!(hm <= 8.9 && hp <= 45.6, "held out: median {hm:.1} %, p95 {hp:.1} %");
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);

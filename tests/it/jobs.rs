@@ -304,7 +304,8 @@ fn ddp_jobs_post_their_buckets_into_one_network() {
     for j in two_ddp_jobs("spread", &[]) {
         let speed = j["relative_speed"][0].as_f64().unwrap();
         let (step, alone) = (&j["step"], &j["alone"]);
-        assert!(speed < 0.97 && speed > 0.5, "spread: {speed}");
+        // 0.96 on 32 CUDA channels per node, 0.97 on NCCL's 16 (8 rings of 48 GB/s doubled once).
+        assert!(speed < 0.98 && speed > 0.5, "spread: {speed}");
         assert!(f(step, "comm_ms") > 1.1 * f(alone, "comm_ms"));
         assert_eq!(f(step, "compute_ms"), f(alone, "compute_ms"));
         let added = f(step, "iteration_time_ms") - f(alone, "iteration_time_ms");
