@@ -197,6 +197,39 @@ struct NetConn {
     weight: f64,
 }
 
+/// A ring's network messages: the connections that cross the network, their GPUs' proxies,
+/// and the slices of each message not yet posted or still in flight.
+#[derive(Debug, Default)]
+struct Messages {
+    /// Whether a network step arrives as one message, or its slices stream as on other hops:
+    /// streaming for Simple's slices (each its own message) and, where the proxies cost
+    /// nothing, for LL128, whose 600 KB steps as whole messages put XXRJUN's 10 x 1 GPU ring at
+    /// 32 MiB 61 % slow (streaming 2 %); where they cost something, LL128 steps are whole
+    /// messages too, so that no slice overtakes the message of an earlier step.
+    whole: bool,
+    /// Per connection crossing the network: the proxies of its sender and receiver.
+    net: Vec<Option<NetConn>>,
+    proxies: run::Proxies,
+    /// Per connection crossing the network: slices sent but not yet in a message, and the
+    /// slices of each message in flight.
+    unsent: Vec<usize>,
+    landing: Vec<std::collections::VecDeque<usize>>,
+}
+
+impl Messages {
+    /// The messages of connections `net` under `proto`, over `ranks` GPUs' proxies each busy
+    /// `op` per operation.
+    fn new(net: Vec<Option<NetConn>>, proto: Proto, op: Time, ranks: usize) -> Messages {
+        Messages {
+            whole: whole_messages(proto, op),
+            proxies: run::Proxies::new(op, ranks),
+            unsent: vec![0; net.len()],
+            landing: vec![Default::default(); net.len()],
+            net,
+        }
+    }
+}
+
 /// A running ring call.
 struct Ring {
     plan: Plan,
@@ -208,24 +241,12 @@ struct Ring {
     sync: Time,
     /// Whether every slice is a post (Simple) or only the last slice of each step.
     sync_every_slice: bool,
-    /// Whether a network step arrives as one message, or its slices stream as on other hops:
-    /// streaming for Simple's slices (each its own message) and, where the proxies cost
-    /// nothing, for LL128, whose 600 KB steps as whole messages put XXRJUN's 10 x 1 GPU ring at
-    /// 32 MiB 61 % slow (streaming 2 %); where they cost something, LL128 steps are whole
-    /// messages too, so that no slice overtakes the message of an earlier step.
-    whole_messages: bool,
     ranks: usize,
     channels: usize,
     conns: Vec<Conn>,
     /// Arrival delay of each hop: path latency + per-step protocol latency.
     delay: Vec<Time>,
-    /// Per connection crossing the network: the proxies of its sender and receiver.
-    net: Vec<Option<NetConn>>,
-    proxies: run::Proxies,
-    /// Per connection crossing the network: slices sent but not yet in a message, and the
-    /// slices of each message in flight.
-    unsent: Vec<usize>,
-    landing: Vec<std::collections::VecDeque<usize>>,
+    msgs: Messages,
     carrier: Carrier,
     finish: Time,
     /// Connections that have consumed everything.
@@ -319,19 +340,20 @@ impl Ring {
             cx.at(now + self.sync, Ev::Release(i as u32));
         }
         let succ = self.idx((rank + 1) % self.ranks, ch);
-        match self.net[i] {
+        let m = &mut self.msgs;
+        match m.net[i] {
             // The GPU's proxy sends a step (Simple: a slice) over the network once all of it
             // is written, as one message (NCCL 2.21 src/transport/net.cc, sendProxyProgress:
             // one isend per step, under LL once every line's flag is set): its post goes through
-            // the sender's proxy, then the receiver's. See `whole_messages` for what the
+            // the sender's proxy, then the receiver's. See `Messages::whole` for what the
             // receiving GPU sees before that; where the proxies cost nothing, a streaming
             // step's slices arrive by themselves.
-            Some(net) if (posted && self.proxies.costly()) || self.whole_messages => {
-                self.unsent[i] += 1;
+            Some(net) if (posted && m.proxies.costly()) || m.whole => {
+                m.unsent[i] += 1;
                 if posted {
-                    let msg = std::mem::take(&mut self.unsent[i]);
-                    self.landing[i].push_back(msg);
-                    let t = self.proxies.serve(net.from, now, net.weight);
+                    let msg = std::mem::take(&mut m.unsent[i]);
+                    m.landing[i].push_back(msg);
+                    let t = m.proxies.serve(net.from, now, net.weight);
                     cx.at(t + self.delay[i], Ev::Landed(i as u32));
                 }
             }
@@ -380,11 +402,12 @@ impl Algorithm for Ring {
                 let i = i as usize;
                 let (rank, ch) = (i / self.channels, i % self.channels);
                 let succ = self.idx((rank + 1) % self.ranks, ch);
-                let msg = self.landing[i].pop_front();
+                let m = &mut self.msgs;
+                let msg = m.landing[i].pop_front();
                 debug_assert!(msg.is_some(), "a message landed that was never sent");
                 let msg = msg.unwrap_or(0);
-                let t = match self.net[i] {
-                    Some(net) => self.proxies.serve(net.to, cx.now(), net.weight),
+                let t = match m.net[i] {
+                    Some(net) => m.proxies.serve(net.to, cx.now(), net.weight),
                     None => cx.now(),
                 };
                 for _ in 0..msg {
@@ -423,15 +446,11 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             hold: Vec::new(),
             sync: Time::ZERO,
             sync_every_slice: false,
-            whole_messages: false,
             ranks: 0,
             channels: 0,
             conns: Vec::new(),
             delay: Vec::new(),
-            net: Vec::new(),
-            proxies: run::Proxies::default(),
-            unsent: Vec::new(),
-            landing: Vec::new(),
+            msgs: Messages::default(),
             carrier: Carrier::Fixed(Vec::new()),
             finish: Time::ZERO,
             done: 0,
@@ -464,15 +483,11 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         hold,
         sync,
         sync_every_slice: sel.proto == Proto::Simple,
-        whole_messages: whole_messages(sel.proto, proxy_op),
         ranks,
         channels,
         conns: vec![Conn::default(); ranks * channels],
         delay,
-        proxies: run::Proxies::new(proxy_op, ranks),
-        unsent: vec![0; net.len()],
-        landing: vec![Default::default(); net.len()],
-        net,
+        msgs: Messages::new(net, sel.proto, proxy_op, ranks),
         carrier,
         finish: Time::ZERO,
         done: 0,
@@ -599,7 +614,7 @@ pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
     }
 }
 
-/// Under `proto`, whether a network step arrives as one message ([`Ring::whole_messages`]).
+/// Under `proto`, whether a network step arrives as one message ([`Messages::whole`]).
 fn whole_messages(proto: Proto, proxy_op: Time) -> bool {
     proto == Proto::LL || (proto == Proto::LL128 && proxy_op > Time::ZERO)
 }
@@ -754,15 +769,11 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                 hold,
                 sync: built.sync,
                 sync_every_slice: built.proto == Proto::Simple,
-                whole_messages: whole_messages(built.proto, op),
                 ranks,
                 channels: nreps,
                 conns: vec![Conn::default(); ranks * nreps],
                 delay,
-                unsent: vec![0; net.len()],
-                landing: vec![Default::default(); net.len()],
-                net,
-                proxies: run::Proxies::new(op, ranks),
+                msgs: Messages::new(net, built.proto, op, ranks),
                 carrier: Carrier::Network(paths),
                 finish: Time::ZERO,
                 done: 0,

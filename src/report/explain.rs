@@ -215,31 +215,25 @@ impl Explanation {
                 p.op_us, p.ops_per_step, p.messages_per_connection, p.busy_us
             )?;
         }
-        match &self.bottleneck {
-            // The proxies' work takes longer than moving the bytes: they bound the call.
-            Some(_)
-                if self
-                    .network_proxy
-                    .as_ref()
-                    .is_some_and(|p| p.busy_us > self.bandwidth_part_us) =>
-            {
-                writeln!(
-                    out,
-                    "bottleneck: the network proxies (the busiest GPU's, {:.2} us of sends and receives), not a link",
-                    self.network_proxy.as_ref().map_or(0.0, |p| p.busy_us)
-                )
-            }
-            Some(b) if b.channel_capped => writeln!(
+        // The proxies' work takes longer than moving the bytes: they bound the call.
+        let proxies = self.network_proxy.as_ref().filter(|p| p.busy_us > self.bandwidth_part_us);
+        match (&self.bottleneck, proxies) {
+            (Some(_), Some(p)) => writeln!(
+                out,
+                "bottleneck: the network proxies (the busiest GPU's, {:.2} us of sends and receives), not a link",
+                p.busy_us
+            ),
+            (Some(b), None) if b.channel_capped => writeln!(
                 out,
                 "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; across nodes NCCL_P2P_PER_CHANNEL_NET_BW), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",
                 b.per_flow_gbps, b.class, b.capacity_gbps, b.flows
             ),
-            Some(b) => writeln!(
+            (Some(b), None) => writeln!(
                 out,
                 "bottleneck: a {} link of {:.1} GB/s shared by {} flow(s), {:.2} GB/s each, when every connection sends",
                 b.class, b.capacity_gbps, b.flows, b.per_flow_gbps
             ),
-            None => writeln!(out, "bottleneck: none (a single rank moves nothing)"),
+            (None, _) => writeln!(out, "bottleneck: none (a single rank moves nothing)"),
         }
     }
 
