@@ -148,8 +148,10 @@ impl RawQuantity {
 }
 
 /// `text` (a TOML document) with each dotted key set to its value, read as TOML would read it
-/// (an integer, a float, true/false, else a string); tables on the way are created. Comments and
-/// the rest stay as they were.
+/// (an integer, a float, true/false, else a string; a value in double quotes is the string
+/// inside them); under `nccl.` always a string, as NCCL reads its variables (so `2.26` is a
+/// release, not a number). Tables on the way are created. Comments and the rest stay as they
+/// were.
 pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String> {
     use toml_edit::{DocumentMut, Item, Table, value};
     let mut doc: DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
@@ -168,7 +170,12 @@ pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String>
             }
             table = item.as_table_mut().ok_or_else(|| format!("{key}: {p} is not a table"))?;
         }
-        let item = if let Ok(i) = v.parse::<i64>() {
+        let quoted = v.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
+        let item = if let Some(q) = quoted {
+            value(q)
+        } else if parts.first() == Some(&"nccl") {
+            value(v.as_str())
+        } else if let Ok(i) = v.parse::<i64>() {
             value(i)
         } else if let Ok(f) = v.parse::<f64>() {
             value(f)

@@ -193,6 +193,22 @@ fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
         .collect();
     assert_eq!(hooks, ["none", "fp16", "powersgd"]);
     assert_eq!(num(&rows[0]["result"], "iteration_time_ms"), num(&none, "iteration_time_ms"));
+    // NCCL keys are text, as NCCL reads them: `2.18` is a release, not the number 2.18; a
+    // quoted value is the string inside the quotes.
+    let rows = json(&[
+        "simulate",
+        "scenarios/gpt2-xl-a3-16node.toml",
+        "--sweep",
+        "nccl.version=2.18,2.30",
+        "--sweep",
+        "ddp.comm_hook=\"none\"",
+        "--format",
+        "json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["point"]["nccl.version"], "2.30");
+    assert_eq!(num(&rows[1]["result"], "iteration_time_ms"), num(&none, "iteration_time_ms"));
 }
 
 #[test]
