@@ -2,11 +2,14 @@
 //! the time multiplier that takes the model to the measurements, by robust (least absolute
 //! deviation) regression on log time — the median of ln(measured / model) — and the spread left
 //! in the band (95th percentile of the absolute log residual), which becomes the error band of
-//! every prediction in it.
+//! every prediction in it. Bands are fitted per mechanism (algorithm and protocol): a factor
+//! fitted where NCCL runs one says nothing of another at the same sizes.
 
 use statrs::statistics::{Data, Median, OrderStatistics};
 
-use crate::collective::SizeCorrection;
+use std::collections::BTreeMap;
+
+use crate::collective::{Bands, SizeCorrection};
 use crate::units::Bytes;
 
 /// Default band edges (lowest byte count of each band): latency-bound, LL, LL128, Simple
@@ -18,8 +21,11 @@ pub const DEFAULT_BANDS: [u64; 5] = [0, 64 << 10, 1 << 20, 16 << 20, 256 << 20];
 pub const MIN_PER_BAND: usize = 3;
 
 /// One measured size and what the uncorrected model predicts for it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// The mechanism the model ran it with ("RING/LL128": algorithm and protocol as
+    /// `validate` prints them).
+    pub mechanism: String,
     /// NCCL's byte count of the call.
     pub bytes: u64,
     /// Measured time, µs.
@@ -48,12 +54,15 @@ pub enum FitError {
     },
 }
 
-/// Fits factors on `samples` for bands starting at `edges` (ascending, the first 0); with
-/// `factors` false every factor stays 1 and only the residuals (then |ln(measured / model)|)
-/// are kept, for the error band of a model used as it is. Bands with
-/// fewer than [`MIN_PER_BAND`] sizes are merged into the band above (the top one into the band
-/// below); each merge is described in the returned notes. Deterministic: the same samples give
-/// the same profile whatever their order.
+/// Fits bands starting at `edges` (ascending, the first 0) on `samples`: for each mechanism
+/// with at least [`MIN_PER_BAND`] sizes its own factors, and for every other mechanism factor
+/// 1 with the residual of the uncorrected model over all the samples (a mechanism the fit
+/// logs never ran is predicted by the fitted parameters alone). With `factors` false every
+/// factor stays 1 and only the residuals (then |ln(measured / model)|) are kept, for the
+/// error band of a model used as it is. Bands with fewer than [`MIN_PER_BAND`] sizes are
+/// merged into the band above (the top one into the band below); each merge is described in
+/// the returned notes. Deterministic: the same samples give the same profile whatever their
+/// order.
 pub fn fit(
     samples: &[Sample],
     edges: &[u64],
@@ -73,17 +82,54 @@ pub fn fit(
     if samples.len() < MIN_PER_BAND {
         return Err(FitError::TooFew(samples.len()));
     }
+    let mut notes = Vec::new();
+    // The others' merges are not noted: their table shows where their bands start.
+    let others = fit_bands(samples.iter(), edges, false, "others", &mut Vec::new());
+    let mut groups: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        groups.entry(s.mechanism.as_str()).or_default().push(s);
+    }
+    let mut mechanisms = Vec::new();
+    for (m, group) in groups {
+        if group.len() < MIN_PER_BAND {
+            notes.push(format!(
+                "{m}: {} size(s), too few for bands of its own (it takes the others')",
+                group.len()
+            ));
+            continue;
+        }
+        let bands = fit_bands(group.into_iter(), edges, factors, m, &mut notes);
+        mechanisms.push((m.to_string(), bands));
+    }
+    Ok((SizeCorrection { others, mechanisms, fitted_on }, notes))
+}
+
+/// One set of bands over `samples` (at least [`MIN_PER_BAND`] of them), its merges noted
+/// under `name`.
+fn fit_bands<'a>(
+    samples: impl Iterator<Item = &'a Sample>,
+    edges: &[u64],
+    factors: bool,
+    name: &str,
+    notes: &mut Vec<String>,
+) -> Bands {
     // (lowest byte count, log ratios), one entry per band.
     let mut bands: Vec<(u64, Vec<f64>)> = edges.iter().map(|&e| (e, Vec::new())).collect();
     for s in samples {
         let b = edges.iter().rposition(|&e| e <= s.bytes).unwrap_or(0);
         bands[b].1.push((s.measured_us / s.model_us).ln());
     }
-    let mut notes = Vec::new();
     let label = |lo: u64, hi: Option<u64>| match hi {
         Some(h) => format!("{} – {}", Bytes::new(lo), Bytes::new(h)),
         None => format!("from {}", Bytes::new(lo)),
     };
+    // Empty bands first (a mechanism runs over a few bands only), silently: the band below
+    // covers each one's sizes (the first band's, the band above, from 0).
+    while bands.len() > 1 {
+        let Some(i) = bands.iter().position(|b| b.1.is_empty()) else { break };
+        bands.remove(i);
+        bands[0].0 = 0;
+    }
     while let Some(i) = bands.iter().position(|b| b.1.len() < MIN_PER_BAND) {
         if bands.len() == 1 {
             break;
@@ -95,11 +141,17 @@ pub fn fit(
             bands[i + 1].1.extend(moved);
             bands[i + 1].0 = lo;
             bands.remove(i);
-            notes.push(format!("band {}: {n} size(s), merged into the band above", label(lo, hi)));
+            notes.push(format!(
+                "{name}: band {}: {n} size(s), merged into the band above",
+                label(lo, hi)
+            ));
         } else {
             let moved = bands.remove(i).1;
             bands[i - 1].1.extend(moved);
-            notes.push(format!("band {}: {n} size(s), merged into the band below", label(lo, hi)));
+            notes.push(format!(
+                "{name}: band {}: {n} size(s), merged into the band below",
+                label(lo, hi)
+            ));
         }
     }
     let mut factor = Vec::new();
@@ -111,10 +163,7 @@ pub fn fit(
         factor.push(centre.exp());
         residual.push(spread.percentile(95));
     }
-    Ok((
-        SizeCorrection { bands: bands.iter().map(|b| b.0).collect(), factor, residual, fitted_on },
-        notes,
-    ))
+    Bands { bands: bands.iter().map(|b| b.0).collect(), factor, residual }
 }
 
 #[cfg(test)]
@@ -122,7 +171,7 @@ mod tests {
     use super::*;
 
     fn s(bytes: u64, measured: f64, model: f64) -> Sample {
-        Sample { bytes, measured_us: measured, model_us: model }
+        Sample { mechanism: "RING/SIMPLE".into(), bytes, measured_us: measured, model_us: model }
     }
 
     #[test]
@@ -135,12 +184,16 @@ mod tests {
         v.push(s(4, 1000.0, 10.0)); // a glitch
         let (c, notes) = fit(&v, &[0, 1 << 20], true, vec!["x".into()]).unwrap();
         assert!(notes.is_empty());
-        assert!((c.factor[0] - 2.0).abs() < 1e-9 && (c.factor[1] - 0.8).abs() < 1e-9, "{c:?}");
-        assert!(c.residual[1] < 1e-9);
+        let k = c.bands_for("RING/SIMPLE");
+        assert!((k.factor[0] - 2.0).abs() < 1e-9 && (k.factor[1] - 0.8).abs() < 1e-9, "{c:?}");
+        assert!(k.residual[1] < 1e-9);
+        // Every other mechanism keeps the model as it is, with its misfit as the error band.
+        assert_eq!(c.bands_for("TREE/LL").factor, vec![1.0, 1.0]);
+        assert!((c.others.residual[1] - 0.8f64.ln().abs()).abs() < 1e-9, "{c:?}");
         // Without factors, the residuals are the model's own misfit.
         let (u, _) = fit(&v, &[0, 1 << 20], false, vec!["x".into()]).unwrap();
-        assert_eq!(u.factor, vec![1.0, 1.0]);
-        assert!((u.residual[1] - 0.8f64.ln().abs()).abs() < 1e-9, "{u:?}");
+        assert_eq!(u.bands_for("RING/SIMPLE").factor, vec![1.0, 1.0]);
+        assert!((u.bands_for("RING/SIMPLE").residual[1] - 0.8f64.ln().abs()).abs() < 1e-9);
         // The same samples in another order give the same fit.
         let mut r = v.clone();
         r.reverse();
@@ -148,13 +201,43 @@ mod tests {
     }
 
     #[test]
+    fn each_mechanism_gets_its_own_factors() {
+        // The same sizes: NVLSTree measured 2x the model, the ring 0.5x.
+        let mut v = Vec::new();
+        for i in 0..4 {
+            v.push(Sample {
+                mechanism: "NVLS_TREE/SIMPLE".into(),
+                ..s((16 << 20) << i, 20.0, 10.0)
+            });
+            v.push(s((16 << 20) << i, 5.0, 10.0));
+        }
+        v.push(Sample { mechanism: "TREE/LL".into(), ..s(8, 30.0, 10.0) });
+        let (c, notes) = fit(&v, &DEFAULT_BANDS, true, Vec::new()).unwrap();
+        let at = |m: &str| c.apply(m, 64 << 20, 10.0).0;
+        assert!((at("NVLS_TREE/SIMPLE") - 20.0).abs() < 1e-9, "{c:?}");
+        assert!((at("RING/SIMPLE") - 5.0).abs() < 1e-9, "{c:?}");
+        // One TREE/LL size is too few for bands: it and every unseen mechanism take factor 1.
+        assert!((at("TREE/LL") - 10.0).abs() < 1e-9 && (at("RING/LL128") - 10.0).abs() < 1e-9);
+        assert!(notes.iter().any(|n| n.starts_with("TREE/LL: 1 size(s)")), "{notes:?}");
+        assert_eq!(c.mechanisms.len(), 2);
+    }
+
+    #[test]
     fn thin_bands_merge_and_too_little_data_fails() {
         // 32 MiB – 1 GiB: three sizes in each of the top two bands, none below.
         let v: Vec<Sample> = (0..6).map(|i| s((32 << 20) << i, 11.0, 10.0)).collect();
         let (c, notes) = fit(&v, &DEFAULT_BANDS, true, Vec::new()).unwrap();
-        assert_eq!(c.bands, vec![0, 256 << 20]);
-        assert_eq!(notes.len(), 3, "{notes:?}");
-        assert!(notes[0].contains("0 size(s)"), "{notes:?}");
+        assert_eq!(c.bands_for("RING/SIMPLE").bands, vec![0, 256 << 20]);
+        // The three empty bands below 32 MiB go silently.
+        assert!(notes.is_empty(), "{notes:?}");
+        // Two sizes at 8-16 B: too few for a band, they join the one above (from 32 MiB).
+        let w: Vec<Sample> = (0..2).map(|i| s(8 << i, 11.0, 10.0)).chain(v.clone()).collect();
+        let (c, notes) = fit(&w, &DEFAULT_BANDS, true, Vec::new()).unwrap();
+        assert_eq!(c.bands_for("RING/SIMPLE").bands, vec![0, 256 << 20]);
+        assert_eq!(
+            notes,
+            ["RING/SIMPLE: band 0 B – 16 MiB: 2 size(s), merged into the band above"]
+        );
         let e = fit(&v[..2], &DEFAULT_BANDS, true, Vec::new()).unwrap_err();
         assert_eq!(e, FitError::TooFew(2));
         let e = fit(&[s(8, 0.0, 1.0), s(16, 1.0, 1.0), s(32, 1.0, 1.0)], &[0], true, Vec::new());

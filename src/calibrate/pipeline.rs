@@ -156,6 +156,7 @@ pub fn calibrate(
         .filter(|(l, _)| l.is_fit)
         .flat_map(|(_, v)| v.rows.iter())
         .map(|r| Sample {
+            mechanism: format!("{}/{}", r.algo, r.proto),
             bytes: r.size_bytes,
             measured_us: r.measured_time_us,
             model_us: r.predicted_time_us,

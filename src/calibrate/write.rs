@@ -1,10 +1,10 @@
 //! Writing a calibrated profile: the base profile's text, comments and all, with the fitted
 //! parameters set in place (each marked with the value it had) and a `[correction]` table.
 
-use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value, value};
+use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value, value};
 
 use super::params::{Param, proto_key};
-use crate::collective::{SizeCorrection, TimingParams};
+use crate::collective::{Bands, SizeCorrection, TimingParams};
 use crate::comm::{HopClass, Proto};
 use crate::units::Bytes;
 
@@ -72,17 +72,36 @@ pub fn write(text: &str, f: &Fitted<'_>) -> Result<String, String> {
     let c = f.correction;
     let mut t = Table::new();
     t.decor_mut().set_prefix(
-        "\n# Size-band correction fitted by `collsim calibrate`: in each band (from its lowest NCCL byte\n\
-         # count) the model's time is multiplied by `factor`, the median of measured / model on the\n\
-         # fit logs; `residual` is the 95th percentile of |ln(measured / corrected)| there, the\n\
-         # half-width of the error band (time x exp(-residual) .. time x exp(residual)).\n",
+        "\n# Size-band correction fitted by `collsim calibrate`, per mechanism (algorithm/protocol\n\
+         # as `validate` prints them): in each band (from its lowest NCCL byte count) the model's\n\
+         # time is multiplied by `factor`, the median of measured / model on the fit logs' sizes\n\
+         # that ran that mechanism; `residual` is the 95th percentile of |ln(measured /\n\
+         # corrected)| there, the half-width of the error band (time x exp(-residual) .. time x\n\
+         # exp(residual)). The first bands, before any mechanism's, are for every mechanism\n\
+         # without its own: factor 1, the fitted parameters' misfit over all the fit sizes.\n",
     );
     t.set_position(usize::MAX); // last, whatever was added above
     t.insert("fitted_on", value(c.fitted_on.iter().collect::<Array>()));
-    t.insert("bands", value(c.bands.iter().map(|&b| Bytes::new(b).to_string()).collect::<Array>()));
     let round = |v: &[f64]| v.iter().map(|x| (x * 1e6).round() / 1e6).collect::<Array>();
-    t.insert("factor", value(round(&c.factor)));
-    t.insert("residual", value(round(&c.residual)));
+    let put = |t: &mut Table, k: &Bands| {
+        t.insert(
+            "bands",
+            value(k.bands.iter().map(|&b| Bytes::new(b).to_string()).collect::<Array>()),
+        );
+        t.insert("factor", value(round(&k.factor)));
+        t.insert("residual", value(round(&k.residual)));
+    };
+    put(&mut t, &c.others);
+    let mut list = ArrayOfTables::new();
+    for (m, k) in &c.mechanisms {
+        let mut e = Table::new();
+        e.insert("name", value(m.as_str()));
+        put(&mut e, k);
+        list.push(e);
+    }
+    if !list.is_empty() {
+        t.insert("mechanism", Item::ArrayOfTables(list));
+    }
     doc.insert("correction", Item::Table(t));
 
     let mut out = format!("{HEADER}: {}.\n", f.source);
@@ -193,9 +212,25 @@ mod tests {
 
     fn correction() -> SizeCorrection {
         SizeCorrection {
-            bands: vec![0, 64 << 10, 1 << 30],
-            factor: vec![0.5, 1.25, 1.0],
-            residual: vec![0.1, 0.0, 0.02],
+            others: Bands {
+                bands: vec![0, 1 << 20],
+                factor: vec![1.0, 1.0],
+                residual: vec![0.3, 0.2],
+            },
+            mechanisms: vec![
+                (
+                    "NVLS_TREE/SIMPLE".into(),
+                    Bands { bands: vec![0], factor: vec![1.5], residual: vec![0.05] },
+                ),
+                (
+                    "RING/LL".into(),
+                    Bands {
+                        bands: vec![0, 64 << 10, 1 << 30],
+                        factor: vec![0.5, 1.25, 1.0],
+                        residual: vec![0.1, 0.0, 0.02],
+                    },
+                ),
+            ],
             fitted_on: vec!["a.log".into(), "b \"quoted\".log".into()],
         }
     }
@@ -260,6 +295,18 @@ mod tests {
         assert_eq!(parse_profile("out.toml", &out).unwrap().call_overhead, params.call_overhead);
         let bad = text.replace("factor = [0.5", "factor = [-1.0");
         let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
-        assert!(e.contains("correction.factor[0]"), "{e}");
+        assert!(e.contains("correction.mechanism[1].factor[0]"), "{e}");
+        let bad = text.replace("name = \"RING/LL\"", "name = \"RING/FAST\"");
+        let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
+        assert!(
+            e.starts_with("bad.toml:") && e.contains("\"RING/FAST\" is not a mechanism"),
+            "{e}"
+        );
+        let bad = text.replace("name = \"RING/LL\"", "name = \"NVLS_TREE/SIMPLE\"");
+        let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
+        assert!(
+            e.contains("correction.mechanism[1].name") && e.contains("has bands already"),
+            "{e}"
+        );
     }
 }

@@ -61,9 +61,26 @@ pub struct TimingParams {
 }
 
 /// Measured-over-model factors by size band (the SimGrid SMPI idea), fitted on real curves, with
-/// the spread of what is left in each band.
+/// the spread of what is left in each band: one set of bands per mechanism (algorithm and
+/// protocol) the fit logs ran, and one for every other mechanism. A factor fitted where NCCL
+/// runs NVLSTree says nothing of a ring at the same sizes, so a collective whose sizes run
+/// another mechanism than the fit logs' gets that mechanism's bands, or the others' (factor 1
+/// in a calibrated profile: the fitted parameters alone, with the model's own misfit as its
+/// error band).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SizeCorrection {
+    /// Every mechanism without bands of its own.
+    pub others: Bands,
+    /// Per mechanism ("RING/LL128", "NVLS_TREE/SIMPLE", "P2P/SIMPLE": the algorithm and
+    /// protocol as `validate` prints them), in name order.
+    pub mechanisms: Vec<(String, Bands)>,
+    /// The logs the factors were fitted on.
+    pub fitted_on: Vec<String>,
+}
+
+/// Size bands, each with its time multiplier and residual spread.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Bands {
     /// Each band's lowest NCCL byte count; the first is 0, ascending.
     pub bands: Vec<u64>,
     /// Per band: the time multiplier (the geometric median of measured / model).
@@ -71,21 +88,28 @@ pub struct SizeCorrection {
     /// Per band: the 95th percentile of |ln(measured / corrected)| on the fit data, the
     /// half-width of the error band in log space.
     pub residual: Vec<f64>,
-    /// The logs the factors were fitted on.
-    pub fitted_on: Vec<String>,
 }
 
-impl SizeCorrection {
+impl Bands {
     /// The band of a call of `bytes`.
     pub fn band(&self, bytes: u64) -> usize {
         self.bands.iter().rposition(|&b| b <= bytes).unwrap_or(0)
     }
+}
 
-    /// Corrects `time_us`: the corrected time and its error band (low, high).
-    pub fn apply(&self, bytes: u64, time_us: f64) -> (f64, f64, f64) {
-        let b = self.band(bytes);
-        let t = time_us * self.factor[b];
-        let r = self.residual[b];
+impl SizeCorrection {
+    /// The bands that apply to `mechanism` ("ALGO/PROTO").
+    pub fn bands_for(&self, mechanism: &str) -> &Bands {
+        self.mechanisms.iter().find(|(m, _)| m == mechanism).map_or(&self.others, |(_, b)| b)
+    }
+
+    /// Corrects `time_us` of a call of `bytes` run by `mechanism`: the corrected time and its
+    /// error band (low, high).
+    pub fn apply(&self, mechanism: &str, bytes: u64, time_us: f64) -> (f64, f64, f64) {
+        let k = self.bands_for(mechanism);
+        let b = k.band(bytes);
+        let t = time_us * k.factor[b];
+        let r = k.residual[b];
         (t, t * (-r).exp(), t * r.exp())
     }
 }

@@ -3,7 +3,8 @@
 
 use super::raw::{RawCorrection, RawGpuParams, RawPerProto, RawProfile};
 use super::{ConfigError, Source};
-use crate::collective::{GpuParams, SizeCorrection, TimingParams};
+use crate::collective::{Bands, GpuParams, SizeCorrection, TimingParams};
+use crate::comm::{Algo, Proto};
 use crate::hw::Arch;
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -47,19 +48,23 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
     })
 }
 
-fn correction(
+/// One set of size bands (`field` names it in errors: "correction" or
+/// "correction.mechanism[i]").
+fn bands(
     src: &Source<'_>,
-    raw: Option<&RawCorrection>,
-) -> Result<Option<SizeCorrection>, ConfigError> {
-    let Some(raw) = raw else { return Ok(None) };
+    field: &str,
+    raw_bands: &toml::Spanned<Vec<toml::Spanned<super::RawQuantity>>>,
+    raw_factor: &toml::Spanned<Vec<toml::Spanned<f64>>>,
+    raw_residual: &toml::Spanned<Vec<toml::Spanned<f64>>>,
+) -> Result<Bands, ConfigError> {
     let mut bands = Vec::new();
-    for (i, b) in raw.bands.get_ref().iter().enumerate() {
-        let v = src.check(&format!("correction.bands[{i}]"), b, |q| q.parse_with(Bytes::parse))?;
+    for (i, b) in raw_bands.get_ref().iter().enumerate() {
+        let v = src.check(&format!("{field}.bands[{i}]"), b, |q| q.parse_with(Bytes::parse))?;
         let v = v.get();
         let ok = if i == 0 { v == 0 } else { bands.last().is_some_and(|&p| v > p) };
         if !ok {
             let why = if i == 0 { "the first band must start at 0 B" } else { "bands must ascend" };
-            return Err(src.error_at(b.span().start, format!("correction.bands[{i}]: {why}")));
+            return Err(src.error_at(b.span().start, format!("{field}.bands[{i}]: {why}")));
         }
         bands.push(v);
     }
@@ -68,7 +73,7 @@ fn correction(
             return Err(src.error_at(
                 list.span().start,
                 format!(
-                    "correction.{name}: {} values for {} bands",
+                    "{field}.{name}: {} values for {} bands",
                     list.get_ref().len(),
                     bands.len()
                 ),
@@ -78,7 +83,7 @@ fn correction(
             .iter()
             .enumerate()
             .map(|(i, x)| {
-                src.check(&format!("correction.{name}[{i}]"), x, |&v| {
+                src.check(&format!("{field}.{name}[{i}]"), x, |&v| {
                     if v.is_finite() && v >= min && !(min > 0.0 && v == 0.0) {
                         Ok(v)
                     } else {
@@ -89,14 +94,49 @@ fn correction(
             .collect::<Result<Vec<f64>, _>>()
     };
     if bands.is_empty() {
-        return Err(src.error_at(raw.bands.span().start, "correction.bands: empty"));
+        return Err(src.error_at(raw_bands.span().start, format!("{field}.bands: empty")));
     }
-    Ok(Some(SizeCorrection {
-        factor: numbers("factor", &raw.factor, f64::MIN_POSITIVE)?,
-        residual: numbers("residual", &raw.residual, 0.0)?,
+    Ok(Bands {
+        factor: numbers("factor", raw_factor, f64::MIN_POSITIVE)?,
+        residual: numbers("residual", raw_residual, 0.0)?,
         bands,
-        fitted_on: raw.fitted_on.clone(),
-    }))
+    })
+}
+
+/// Whether `name` is a mechanism as `validate` prints it: an algorithm ("RING", "NVLS_TREE",
+/// "P2P" …), a slash, a protocol ("LL", "LL128", "SIMPLE").
+fn is_mechanism(name: &str) -> bool {
+    name.split_once('/').is_some_and(|(a, p)| {
+        (a == "P2P" || Algo::ALL.iter().any(|x| x.name() == a))
+            && Proto::ALL.iter().any(|x| x.name() == p)
+    })
+}
+
+fn correction(
+    src: &Source<'_>,
+    raw: Option<&RawCorrection>,
+) -> Result<Option<SizeCorrection>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let others = bands(src, "correction", &raw.bands, &raw.factor, &raw.residual)?;
+    let mut mechanisms: Vec<(String, Bands)> = Vec::new();
+    for (i, m) in raw.mechanism.iter().enumerate() {
+        let field = format!("correction.mechanism[{i}]");
+        let name = src.check(&format!("{field}.name"), &m.name, |n| {
+            if !is_mechanism(n) {
+                Err(format!(
+                    "\"{n}\" is not a mechanism (ALGORITHM/PROTOCOL as validate prints them, \
+                     e.g. \"RING/LL128\" or \"NVLS_TREE/SIMPLE\")"
+                ))
+            } else if mechanisms.iter().any(|(x, _)| x == n) {
+                Err(format!("\"{n}\" has bands already"))
+            } else {
+                Ok(n.clone())
+            }
+        })?;
+        mechanisms.push((name, bands(src, &field, &m.bands, &m.factor, &m.residual)?));
+    }
+    mechanisms.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(SizeCorrection { others, mechanisms, fitted_on: raw.fitted_on.clone() }))
 }
 
 /// Parses and validates a profile's text; `file` names it in errors.

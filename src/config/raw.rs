@@ -319,6 +319,17 @@ pub struct RawCorrection {
     pub bands: S<Vec<S<RawQuantity>>>,
     pub factor: S<Vec<S<f64>>>,
     pub residual: S<Vec<S<f64>>>,
+    #[serde(default)]
+    pub mechanism: Vec<RawMechanismBands>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMechanismBands {
+    pub name: S<String>,
+    pub bands: S<Vec<S<RawQuantity>>>,
+    pub factor: S<Vec<S<f64>>>,
+    pub residual: S<Vec<S<f64>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -37,18 +37,23 @@ pub fn text(c: &Calibration) -> String {
         report.push_str(&format!("    {:<36} held: {why}\n", p.name()));
     }
     report.push_str(if c.factors {
-        "\n  band from      factor  residual (95%)\n"
+        "\n  size bands, per mechanism the fit logs ran (every other: factor 1)\n"
     } else {
-        "\n  band from      factor  residual (95%)   (--no-correction: factors kept at 1)\n"
+        "\n  size bands, per mechanism the fit logs ran (--no-correction: factors kept at 1)\n"
     });
+    report.push_str("  mechanism            band from      factor  residual (95%)\n");
     let k = &c.correction;
-    for (i, b) in k.bands.iter().enumerate() {
-        report.push_str(&format!(
-            "  {:>10}   {:>7.3}   {:>6.1} %\n",
-            Bytes::new(*b).to_string(),
-            k.factor[i],
-            100.0 * (k.residual[i].exp() - 1.0)
-        ));
+    let others = ("others".to_string(), k.others.clone());
+    for (m, b) in k.mechanisms.iter().chain(std::iter::once(&others)) {
+        for (i, lo) in b.bands.iter().enumerate() {
+            report.push_str(&format!(
+                "  {:<18} {:>12}   {:>7.3}   {:>6.1} %\n",
+                if i == 0 { m.as_str() } else { "" },
+                Bytes::new(*lo).to_string(),
+                b.factor[i],
+                100.0 * (b.residual[i].exp() - 1.0)
+            ));
+        }
     }
     for n in &c.notes {
         report.push_str(&format!("  note: {n}\n"));

@@ -131,10 +131,16 @@ pub fn check_supported(coll: Collective, comm: &Communicator) -> Result<(), Swee
     Ok(())
 }
 
-/// The profile's size-band correction applied to a simulated time: (time, low, high).
-fn corrected(params: &TimingParams, bytes: u64, time_us: f64) -> (f64, f64, f64) {
+/// The profile's size-band correction applied to a simulated time of the mechanism `algo`/
+/// `proto`: (time, low, high).
+fn corrected(
+    params: &TimingParams,
+    (algo, proto): (&str, &str),
+    bytes: u64,
+    time_us: f64,
+) -> (f64, f64, f64) {
     match &params.correction {
-        Some(c) => c.apply(bytes, time_us),
+        Some(c) => c.apply(&format!("{algo}/{proto}"), bytes, time_us),
         None => (time_us, time_us, time_us),
     }
 }
@@ -193,10 +199,12 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
         }
         _ => bytes / spec.dtype.size(),
     };
-    let (time_us, time_us_low, time_us_high) = corrected(params, bytes, run.time.as_us());
-    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     let p2p = collective::is_p2p(coll);
     let sel = &call.sel;
+    let algo = if p2p { "P2P" } else { sel.algo.name() };
+    let (time_us, time_us_low, time_us_high) =
+        corrected(params, (algo, run.proto.name()), bytes, run.time.as_us());
+    let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {
         size_bytes: bytes,
         count,
@@ -212,7 +220,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
         time_us_high,
         algbw,
         busbw: algbw * coll.busbw_factor(comm.nranks()),
-        algo: if p2p { "P2P" } else { sel.algo.name() },
+        algo,
         proto: run.proto.name(),
         channels: run.channels,
         nccl_choice: if p2p {

@@ -336,3 +336,43 @@ fn validate_takes_the_process_layout_gpu_and_nccl_environment_the_log_gives() {
     let err = String::from_utf8_lossy(&polaris.stderr);
     assert!(err.contains("A100-SXM4-40GB in place of the dgx-a100's A100-SXM4-80GB"), "{err}");
 }
+
+#[test]
+fn bands_fitted_on_one_mechanism_leave_another_alone() {
+    // A3 Mega: NCCL runs the all_reduce with NVLSTree at 16-256 MiB, where the model is 2.3x
+    // fast, and the all_gather with the ring, where it is not. Bands by size alone carried that
+    // factor to the all_gather (held-out p95 58 -> 230 %); per mechanism, the all_gather's
+    // sizes keep the fitted parameters' prediction.
+    let profile = scratch().join("a3m-fit.toml");
+    let profile = profile.to_str().unwrap();
+    let report = collsim_ok(&[
+        "calibrate",
+        "--from-log",
+        "calibration/data/H100_2N8G_AR_GCPA3MEGA_ZTAN.log@all_reduce",
+        "--check-log",
+        "calibration/data/H100_2N8G_AG_GCPA3MEGA_DSTACK.log@all_gather",
+        "--topology",
+        "gcp-a3-megagpu-8g",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "-o",
+        profile,
+    ]);
+    let text = std::fs::read_to_string(profile).unwrap();
+    assert!(text.contains("[[correction.mechanism]]\nname = \"NVLS_TREE/SIMPLE\""), "{text}");
+    assert!(!text.contains("name = \"RING/"), "the all_reduce ran no ring sizes: {text}");
+    // The held-out all_gather: parameters alone and calibrated agree exactly.
+    let line = report.lines().find(|l| l.contains("AG_GCPA3MEGA_DSTACK")).unwrap();
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let n = cols.len();
+    assert_eq!(cols[n - 6..n - 3], cols[n - 3..], "{line}");
+    let p95: f64 = cols[n - 1].parse().unwrap();
+    assert!(p95 < 60.0, "{line}");
+    // The fit log's own NVLSTree sizes do take the factor.
+    let fit = report.lines().find(|l| l.contains("AR_GCPA3MEGA_ZTAN")).unwrap();
+    let c: Vec<f64> = fit.split_whitespace().filter_map(|w| w.parse().ok()).collect::<Vec<f64>>();
+    let k = c.len();
+    assert!(c[k - 1] < c[k - 3] - 10.0, "p95 after bands vs parameters alone: {fit}");
+}
