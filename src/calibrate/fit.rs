@@ -55,9 +55,10 @@ pub enum FitError {
 }
 
 /// Fits bands starting at `edges` (ascending, the first 0) on `samples`: for each mechanism
-/// with at least [`MIN_PER_BAND`] sizes its own factors, and for every other mechanism factor
-/// 1 with the residual of the uncorrected model over all the samples (a mechanism the fit
-/// logs never ran is predicted by the fitted parameters alone). With `factors` false every
+/// with at least [`MIN_PER_BAND`] sizes its own factors, from its lowest band with sizes up,
+/// and for every other mechanism (and below that) factor 1 with the residual of the
+/// uncorrected model over all the samples (a mechanism the fit logs never ran is predicted by
+/// the fitted parameters alone, and may be as far off as any they ran). With `factors` false every
 /// factor stays 1 and only the residuals (then |ln(measured / model)|) are kept, for the
 /// error band of a model used as it is. Bands with fewer than [`MIN_PER_BAND`] sizes are
 /// merged into the band above (the top one into the band below); each merge is described in
@@ -84,7 +85,7 @@ pub fn fit(
     }
     let mut notes = Vec::new();
     // The others' merges are not noted: their table shows where their bands start.
-    let others = fit_bands(samples.iter(), edges, false, "others", &mut Vec::new());
+    let others = fit_bands(samples.iter(), edges, (false, true), "others", &mut Vec::new());
     let mut groups: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
         groups.entry(s.mechanism.as_str()).or_default().push(s);
@@ -98,18 +99,19 @@ pub fn fit(
             ));
             continue;
         }
-        let bands = fit_bands(group.into_iter(), edges, factors, m, &mut notes);
+        let bands = fit_bands(group.into_iter(), edges, (factors, false), m, &mut notes);
         mechanisms.push((m.to_string(), bands));
     }
     Ok((SizeCorrection { others, mechanisms, fitted_on }, notes))
 }
 
 /// One set of bands over `samples` (at least [`MIN_PER_BAND`] of them), its merges noted
-/// under `name`.
+/// under `name`; the first band starts at 0 if `from_zero`, else at the lowest band with
+/// sizes.
 fn fit_bands<'a>(
     samples: impl Iterator<Item = &'a Sample>,
     edges: &[u64],
-    factors: bool,
+    (factors, from_zero): (bool, bool),
     name: &str,
     notes: &mut Vec<String>,
 ) -> Bands {
@@ -124,10 +126,13 @@ fn fit_bands<'a>(
         None => format!("from {}", Bytes::new(lo)),
     };
     // Empty bands first (a mechanism runs over a few bands only), silently: the band below
-    // covers each one's sizes (the first band's, the band above, from 0).
+    // covers each one's sizes. Below the first band with sizes, a mechanism's bands do not
+    // reach (its calls there take the others'); the others' reach down to 0.
     while bands.len() > 1 {
         let Some(i) = bands.iter().position(|b| b.1.is_empty()) else { break };
         bands.remove(i);
+    }
+    if from_zero {
         bands[0].0 = 0;
     }
     while let Some(i) = bands.iter().position(|b| b.1.len() < MIN_PER_BAND) {
@@ -184,16 +189,16 @@ mod tests {
         v.push(s(4, 1000.0, 10.0)); // a glitch
         let (c, notes) = fit(&v, &[0, 1 << 20], true, vec!["x".into()]).unwrap();
         assert!(notes.is_empty());
-        let k = c.bands_for("RING/SIMPLE");
+        let k = c.bands_for("RING/SIMPLE", 1);
         assert!((k.factor[0] - 2.0).abs() < 1e-9 && (k.factor[1] - 0.8).abs() < 1e-9, "{c:?}");
         assert!(k.residual[1] < 1e-9);
         // Every other mechanism keeps the model as it is, with its misfit as the error band.
-        assert_eq!(c.bands_for("TREE/LL").factor, vec![1.0, 1.0]);
+        assert_eq!(c.bands_for("TREE/LL", 1).factor, vec![1.0, 1.0]);
         assert!((c.others.residual[1] - 0.8f64.ln().abs()).abs() < 1e-9, "{c:?}");
         // Without factors, the residuals are the model's own misfit.
         let (u, _) = fit(&v, &[0, 1 << 20], false, vec!["x".into()]).unwrap();
-        assert_eq!(u.bands_for("RING/SIMPLE").factor, vec![1.0, 1.0]);
-        assert!((u.bands_for("RING/SIMPLE").residual[1] - 0.8f64.ln().abs()).abs() < 1e-9);
+        assert_eq!(u.bands_for("RING/SIMPLE", 1).factor, vec![1.0, 1.0]);
+        assert!((u.bands_for("RING/SIMPLE", 1).residual[1] - 0.8f64.ln().abs()).abs() < 1e-9);
         // The same samples in another order give the same fit.
         let mut r = v.clone();
         r.reverse();
@@ -216,6 +221,8 @@ mod tests {
         let at = |m: &str| c.apply(m, 64 << 20, 10.0).0;
         assert!((at("NVLS_TREE/SIMPLE") - 20.0).abs() < 1e-9, "{c:?}");
         assert!((at("RING/SIMPLE") - 5.0).abs() < 1e-9, "{c:?}");
+        // Below the sizes NVLSTree was fitted on, its factor does not reach.
+        assert!((c.apply("NVLS_TREE/SIMPLE", 8, 10.0).0 - 10.0).abs() < 1e-9, "{c:?}");
         // One TREE/LL size is too few for bands: it and every unseen mechanism take factor 1.
         assert!((at("TREE/LL") - 10.0).abs() < 1e-9 && (at("RING/LL128") - 10.0).abs() < 1e-9);
         assert!(notes.iter().any(|n| n.starts_with("TREE/LL: 1 size(s)")), "{notes:?}");
@@ -227,13 +234,16 @@ mod tests {
         // 32 MiB – 1 GiB: three sizes in each of the top two bands, none below.
         let v: Vec<Sample> = (0..6).map(|i| s((32 << 20) << i, 11.0, 10.0)).collect();
         let (c, notes) = fit(&v, &DEFAULT_BANDS, true, Vec::new()).unwrap();
-        assert_eq!(c.bands_for("RING/SIMPLE").bands, vec![0, 256 << 20]);
+        // The ring's bands start where its sizes do; below, the others' (from 0).
+        assert_eq!(c.bands_for("RING/SIMPLE", 1 << 30).bands, vec![16 << 20, 256 << 20]);
+        assert_eq!(c.bands_for("RING/SIMPLE", 8).bands, vec![0, 256 << 20]);
+        assert_eq!(c.bands_for("RING/SIMPLE", 8).factor, vec![1.0, 1.0]);
         // The three empty bands below 32 MiB go silently.
         assert!(notes.is_empty(), "{notes:?}");
         // Two sizes at 8-16 B: too few for a band, they join the one above (from 32 MiB).
         let w: Vec<Sample> = (0..2).map(|i| s(8 << i, 11.0, 10.0)).chain(v.clone()).collect();
         let (c, notes) = fit(&w, &DEFAULT_BANDS, true, Vec::new()).unwrap();
-        assert_eq!(c.bands_for("RING/SIMPLE").bands, vec![0, 256 << 20]);
+        assert_eq!(c.bands_for("RING/SIMPLE", 8).bands, vec![0, 256 << 20]);
         assert_eq!(
             notes,
             ["RING/SIMPLE: band 0 B – 16 MiB: 2 size(s), merged into the band above"]

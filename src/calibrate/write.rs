@@ -308,5 +308,14 @@ mod tests {
             e.contains("correction.mechanism[1].name") && e.contains("has bands already"),
             "{e}"
         );
+        // One [correction.mechanism] table where an array of them belongs: the table is named.
+        let bad = text.replacen("[[correction.mechanism]]", "[correction.mechanism]", 1);
+        let bad = &bad[..bad.find("[[correction.mechanism]]").unwrap()];
+        let e = parse_profile("bad.toml", bad).unwrap_err().to_string();
+        assert!(e.starts_with("bad.toml:") && e.contains("correction.mechanism: "), "{e}");
+        let bad = text.replace("factor = [1.5]", "factor = [0.0]");
+        let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
+        let why = "correction.mechanism[0].factor[0]: must be a finite number above 0, got 0";
+        assert!(e.ends_with(why), "{e}");
     }
 }

@@ -81,7 +81,8 @@ pub struct SizeCorrection {
 /// Size bands, each with its time multiplier and residual spread.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Bands {
-    /// Each band's lowest NCCL byte count; the first is 0, ascending.
+    /// Each band's lowest NCCL byte count, ascending; the others' first is 0, a mechanism's
+    /// the lowest band its fit sizes reached.
     pub bands: Vec<u64>,
     /// Per band: the time multiplier (the geometric median of measured / model).
     pub factor: Vec<f64>,
@@ -98,15 +99,19 @@ impl Bands {
 }
 
 impl SizeCorrection {
-    /// The bands that apply to `mechanism` ("ALGO/PROTO").
-    pub fn bands_for(&self, mechanism: &str) -> &Bands {
-        self.mechanisms.iter().find(|(m, _)| m == mechanism).map_or(&self.others, |(_, b)| b)
+    /// The bands that apply to a call of `bytes` run by `mechanism` ("ALGO/PROTO"): its own
+    /// from their first band up, else the others'.
+    pub fn bands_for(&self, mechanism: &str, bytes: u64) -> &Bands {
+        self.mechanisms
+            .iter()
+            .find(|(m, b)| m == mechanism && b.bands.first().is_some_and(|&lo| lo <= bytes))
+            .map_or(&self.others, |(_, b)| b)
     }
 
     /// Corrects `time_us` of a call of `bytes` run by `mechanism`: the corrected time and its
     /// error band (low, high).
     pub fn apply(&self, mechanism: &str, bytes: u64, time_us: f64) -> (f64, f64, f64) {
-        let k = self.bands_for(mechanism);
+        let k = self.bands_for(mechanism, bytes);
         let b = k.band(bytes);
         let t = time_us * k.factor[b];
         let r = k.residual[b];

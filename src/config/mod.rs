@@ -102,7 +102,13 @@ impl Source<'_> {
                     let key = before.split_once('=').map(|(k, _)| k.trim()).filter(|k| {
                         !k.is_empty() && !k.starts_with('#') && !msg.contains(&format!("`{k}`"))
                     });
-                    match key {
+                    // Or the table when it points at a `[table]` / `[[table]]` header.
+                    let line = self.text[line_start..].lines().next().unwrap_or("").trim();
+                    let header = (key.is_none() && line.starts_with('['))
+                        .then(|| line.trim_start_matches('[').split(']').next().unwrap_or(""))
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty() && !msg.contains(&format!("`{h}`")));
+                    match key.or(header) {
                         Some(k) => self.error_at(span.start, format!("{k}: {msg}")),
                         None => self.error_at(span.start, msg),
                     }

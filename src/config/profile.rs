@@ -48,11 +48,12 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
     })
 }
 
-/// One set of size bands (`field` names it in errors: "correction" or
-/// "correction.mechanism[i]").
+/// One set of size bands (`field` names it in errors: "correction", whose first band must
+/// start at 0, or "correction.mechanism[i]").
 fn bands(
     src: &Source<'_>,
     field: &str,
+    from_zero: bool,
     raw_bands: &toml::Spanned<Vec<toml::Spanned<super::RawQuantity>>>,
     raw_factor: &toml::Spanned<Vec<toml::Spanned<f64>>>,
     raw_residual: &toml::Spanned<Vec<toml::Spanned<f64>>>,
@@ -61,7 +62,7 @@ fn bands(
     for (i, b) in raw_bands.get_ref().iter().enumerate() {
         let v = src.check(&format!("{field}.bands[{i}]"), b, |q| q.parse_with(Bytes::parse))?;
         let v = v.get();
-        let ok = if i == 0 { v == 0 } else { bands.last().is_some_and(|&p| v > p) };
+        let ok = if i == 0 { v == 0 || !from_zero } else { bands.last().is_some_and(|&p| v > p) };
         if !ok {
             let why = if i == 0 { "the first band must start at 0 B" } else { "bands must ascend" };
             return Err(src.error_at(b.span().start, format!("{field}.bands[{i}]: {why}")));
@@ -86,6 +87,8 @@ fn bands(
                 src.check(&format!("{field}.{name}[{i}]"), x, |&v| {
                     if v.is_finite() && v >= min && !(min > 0.0 && v == 0.0) {
                         Ok(v)
+                    } else if min > 0.0 {
+                        Err(format!("must be a finite number above 0, got {v}"))
                     } else {
                         Err(format!("must be a finite number of at least {min}, got {v}"))
                     }
@@ -117,7 +120,7 @@ fn correction(
     raw: Option<&RawCorrection>,
 ) -> Result<Option<SizeCorrection>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
-    let others = bands(src, "correction", &raw.bands, &raw.factor, &raw.residual)?;
+    let others = bands(src, "correction", true, &raw.bands, &raw.factor, &raw.residual)?;
     let mut mechanisms: Vec<(String, Bands)> = Vec::new();
     for (i, m) in raw.mechanism.iter().enumerate() {
         let field = format!("correction.mechanism[{i}]");
@@ -133,7 +136,7 @@ fn correction(
                 Ok(n.clone())
             }
         })?;
-        mechanisms.push((name, bands(src, &field, &m.bands, &m.factor, &m.residual)?));
+        mechanisms.push((name, bands(src, &field, false, &m.bands, &m.factor, &m.residual)?));
     }
     mechanisms.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Some(SizeCorrection { others, mechanisms, fitted_on: raw.fitted_on.clone() }))
