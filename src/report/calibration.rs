@@ -43,12 +43,12 @@ pub fn text(c: &Calibration) -> String {
     });
     report.push_str("  mechanism            band from      factor  residual (95%)\n");
     let k = &c.correction;
-    let others = ("others".to_string(), k.others.clone());
-    for (m, b) in k.mechanisms.iter().chain(std::iter::once(&others)) {
+    let mechanisms = k.mechanisms.iter().map(|(m, b)| (m.as_str(), b));
+    for (m, b) in mechanisms.chain(std::iter::once(("others", &k.others))) {
         for (i, lo) in b.bands.iter().enumerate() {
             report.push_str(&format!(
                 "  {:<18} {:>12}   {:>7.3}   {:>6.1} %\n",
-                if i == 0 { m.as_str() } else { "" },
+                if i == 0 { m } else { "" },
                 Bytes::new(*lo).to_string(),
                 b.factor[i],
                 100.0 * (b.residual[i].exp() - 1.0)
