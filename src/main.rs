@@ -325,11 +325,45 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("collsim: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(if e.downcast_ref::<Usage>().is_some() { 2 } else { 1 })
         }
     }
+}
+
+/// Returns a [`Usage`] error from a format string.
+macro_rules! bail_usage {
+    ($($t:tt)*) => {
+        return Err(usage(format!($($t)*)))
+    };
+}
+
+/// A command line that cannot run as given (a missing input, flags that do not go together, an
+/// output that would replace an input): exit 2, as clap's own usage errors.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(msg.into()))
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// A profile's name and text: the file given, or the built-in default.
@@ -345,13 +379,57 @@ fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
     Ok(config::parse_profile(&name, &text)?)
 }
 
-fn open_output(path: Option<&Path>) -> Result<Box<dyn Write>> {
+/// Where a report goes: stdout, or a file written whole or not at all.
+enum Out {
+    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    File(report::output::Staged),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::Stdout(w) => w.write(buf),
+            Out::File(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::Stdout(w) => w.flush(),
+            Out::File(w) => w.flush(),
+        }
+    }
+}
+
+impl Out {
+    /// Flushes the report; a file is moved into place only now.
+    fn finish(self) -> Result<()> {
+        match self {
+            Out::Stdout(mut w) => Ok(w.flush()?),
+            Out::File(f) => Ok(f.commit()?),
+        }
+    }
+}
+
+fn open_output(path: Option<&Path>) -> Result<Out> {
     Ok(match path {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("{}: cannot create", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        Some(p) => Out::File(report::output::Staged::create(p)?),
+        None => Out::Stdout(std::io::BufWriter::new(std::io::stdout().lock())),
     })
+}
+
+/// `--nodes n` within what collsim builds.
+fn check_nodes(n: usize) -> Result<()> {
+    if n == 0 {
+        bail_usage!("--nodes 0: need at least one node");
+    }
+    if n > config::MAX_NODES {
+        bail_usage!(
+            "--nodes {n}: at most {} (the simulated network of a larger cluster does not fit in memory)",
+            config::MAX_NODES
+        );
+    }
+    Ok(())
 }
 
 fn parse_size(flag: &str, s: &str) -> Result<Bytes> {
@@ -392,7 +470,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 background: Vec::new(),
             }
         }
-        (None, None) => bail!(
+        (None, None) => bail_usage!(
             "no scenario file and no --topology: give one (try `collsim simulate scenarios/quickstart.toml`)"
         ),
     };
@@ -403,21 +481,19 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
             ("--gpus-per-node", c.gpus_per_node.is_some()),
         ];
         if let Some((f, _)) = flags.iter().find(|f| f.1) {
-            bail!(
+            bail_usage!(
                 "{f}: the scenario's [[job]] tables place each job on its cluster's nodes; change [cluster] and the jobs in the file"
             );
         }
     }
     if let Some(n) = c.nodes {
-        if n == 0 {
-            bail!("--nodes 0: need at least one node");
-        }
+        check_nodes(n)?;
         s.nodes = n;
     }
     match c.gpus_per_node {
-        Some(0) => bail!("--gpus-per-node 0: need at least one GPU per node"),
+        Some(0) => bail_usage!("--gpus-per-node 0: need at least one GPU per node"),
         Some(g) if g > s.node.gpu.count => {
-            bail!("--gpus-per-node {g}: a {} node has {} GPUs", s.node.name, s.node.gpu.count)
+            bail_usage!("--gpus-per-node {g}: a {} node has {} GPUs", s.node.name, s.node.gpu.count)
         }
         Some(g) => s.gpus_per_node = g,
         None => {}
@@ -708,8 +784,9 @@ fn calibrate_logs(
     let report = report::calibration::text(&c);
     match common.output.as_deref() {
         Some(p) => {
-            std::fs::write(p, &c.profile)
-                .with_context(|| format!("{}: cannot write", p.display()))?;
+            let mut f = report::output::Staged::create(p)?;
+            f.write_all(c.profile.as_bytes())?;
+            f.commit()?;
             print!("{report}");
             println!("\nprofile written to {}", p.display());
         }
@@ -735,7 +812,7 @@ fn simulate_sweep(
     let name = path.display().to_string();
     let text = config::load_text(path)?;
     if !config::parse_scenario(&name, &text)?.jobs.is_empty() {
-        bail!("--sweep runs DDP steps; {name} has [[job]] tables");
+        bail_usage!("--sweep runs DDP steps; {name} has [[job]] tables");
     }
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for s in sweeps {
@@ -774,7 +851,7 @@ fn simulate_sweep(
             let s = config::parse_scenario(&name, &edited)?;
             let s = apply_common(Some(s), common)?;
             if s.ddp().is_none() {
-                bail!("--sweep runs DDP steps; {name}'s workload is not kind = \"ddp\"");
+                bail_usage!("--sweep runs DDP steps; {name}'s workload is not kind = \"ddp\"");
             }
             Ok(collsim::simulate_ddp(&s, &profile, m)?.0)
         })
@@ -789,11 +866,12 @@ fn simulate_sweep(
     match format {
         SimFmt::Table => report::ddp::sweep_table(&rows, &mut out)?,
         SimFmt::Json => report::ddp::sweep_json(&rows, &mut out)?,
-        SimFmt::Nccl | SimFmt::Csv => bail!("--format: a DDP sweep prints as table or json"),
+        SimFmt::Nccl | SimFmt::Csv => bail_usage!("--format: a DDP sweep prints as table or json"),
     }
-    out.flush()?;
+    out.finish()?;
     if let Some(p) = plot {
-        report::plot::sweep(&rows, p).map_err(|e| anyhow!(e))?;
+        report::output::write_through(p, |t| report::plot::sweep(&rows, t))
+            .map_err(|e| anyhow!("--plot {e}"))?;
     }
     Ok(())
 }
@@ -936,7 +1014,68 @@ fn read_log(
     Ok((test.clone(), coll))
 }
 
+/// The files a command reads, and those it writes with the flag that names each.
+fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
+    let mut ins: Vec<PathBuf> = Vec::new();
+    let mut outs: Vec<(&'static str, Option<PathBuf>)> = Vec::new();
+    let common = |c: &Common, ins: &mut Vec<PathBuf>| {
+        ins.extend(c.profile.clone());
+        ins.extend(c.topology.as_ref().map(PathBuf::from).filter(|p| p.is_file()));
+    };
+    match command {
+        Command::Simulate(a) => {
+            ins.extend(a.scenario.clone());
+            common(&a.common, &mut ins);
+            outs.extend([
+                ("-o", a.common.output.clone()),
+                ("--trace", a.trace.clone()),
+                ("--plot", a.plot.clone()),
+            ]);
+        }
+        Command::Explain(a) => {
+            common(&a.common, &mut ins);
+            outs.push(("-o", a.common.output.clone()));
+        }
+        Command::Calibrate(a) => {
+            ins.extend(a.from_log.iter().chain(&a.check_log).cloned());
+            common(&a.common, &mut ins);
+            outs.push(("-o", a.common.output.clone()));
+        }
+        Command::Validate(a) => {
+            ins.extend(a.log.iter().chain(&a.manifest).cloned());
+            common(&a.common, &mut ins);
+            outs.extend([("-o", a.common.output.clone()), ("--plot", a.plot.clone())]);
+        }
+        Command::Topo { command: TopoCommand::Show { topology, output, .. } } => {
+            ins.extend(Some(PathBuf::from(topology)).filter(|p| p.is_file()));
+            outs.push(("-o", output.clone()));
+        }
+        Command::Topo { command: TopoCommand::Import { nccl_xml, nvidia_smi, output } } => {
+            ins.extend(nccl_xml.iter().chain(nvidia_smi).cloned());
+            outs.push(("-o", output.clone()));
+        }
+        Command::Plan(a) => match &a.command {
+            Some(PlanCommand::Merge { results, out, output }) => {
+                ins.extend(results.iter().cloned());
+                outs.extend([("-o", output.clone()), ("--plot", out.plot.clone())]);
+            }
+            None => {
+                ins.extend(a.plan.iter().chain(&a.profile).cloned());
+                // A shard's -o is its own results file, which it appends to.
+                if a.shard.is_none() {
+                    outs.push(("-o", a.output.clone()));
+                }
+                outs.push(("--plot", a.out.plot.clone()));
+            }
+        },
+    }
+    (ins, outs.into_iter().filter_map(|(f, p)| Some((f, p?))).collect())
+}
+
 fn run(cli: Cli) -> Result<()> {
+    let (ins, outs) = io_paths(&cli.command);
+    let outs: Vec<(&str, &Path)> = outs.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    report::output::check_paths(&ins, &outs).map_err(usage)?;
     match cli.command {
         Command::Simulate(args) => simulate(args)?,
         Command::Topo { command } => topo(command)?,
@@ -985,7 +1124,10 @@ fn simulate(
     let drawing = [("--trace", trace.is_some()), ("--plot", plot.is_some())];
     if !s.jobs.is_empty() {
         if let Some(f) = sweep_flags.iter().chain(&drawing).find(|f| f.1) {
-            bail!("{}: the scenario has [[job]] tables; set each job's workload in the file", f.0);
+            bail_usage!(
+                "{}: the scenario has [[job]] tables; set each job's workload in the file",
+                f.0
+            );
         }
         let profile = load_profile(common.profile.as_deref())?;
         let m = mode(common.mode);
@@ -997,15 +1139,18 @@ fn simulate(
             SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
             SimFmt::Json => report::jobs::json(&s, &runs, &profile, m, &mut out)?,
             SimFmt::Nccl | SimFmt::Csv => {
-                bail!("--format: several jobs print as table or json")
+                bail_usage!("--format: several jobs print as table or json")
             }
         }
-        out.flush()?;
+        out.finish()?;
         return Ok(());
     }
     if let Some(spec) = s.ddp().cloned() {
         if let Some(f) = sweep_flags.iter().find(|f| f.1) {
-            bail!("{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep", f.0);
+            bail_usage!(
+                "{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep",
+                f.0
+            );
         }
         let profile = load_profile(common.profile.as_deref())?;
         let mem = collsim::workload::memory::ddp_memory(&spec);
@@ -1022,25 +1167,23 @@ fn simulate(
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
             SimFmt::Json => report::ddp::json(&spec, &r, &mut out)?,
             SimFmt::Nccl | SimFmt::Csv => {
-                bail!("--format: a DDP step prints as table or json")
+                bail_usage!("--format: a DDP step prints as table or json")
             }
         }
-        out.flush()?;
+        out.finish()?;
         if let Some(p) = trace {
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(&p)
-                    .with_context(|| format!("{}: cannot write", p.display()))?,
-            );
+            let mut f = report::output::Staged::create(&p)?;
             report::ddp::trace(&r, &mut f)?;
-            f.flush()?;
+            f.commit()?;
         }
         if let Some(p) = plot {
-            report::plot::timeline(&r, &p).map_err(|e| anyhow!(e))?;
+            report::output::write_through(&p, |t| report::plot::timeline(&r, t))
+                .map_err(|e| anyhow!("--plot {e}"))?;
         }
         return Ok(());
     }
     if trace.is_some() || plot.is_some() {
-        bail!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
+        bail_usage!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
     }
     let Some(sw) = s.sweep_mut() else {
         bail!("the scenario's workload is neither a sweep nor a DDP step");
@@ -1089,14 +1232,14 @@ fn simulate(
     };
     let mut out = open_output(common.output.as_deref())?;
     fmt.write_sim(&report, &mut out)?;
-    out.flush()?;
+    out.finish()?;
     Ok(())
 }
 
 /// `collsim explain`.
 fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs) -> Result<()> {
     if common.topology.is_none() {
-        bail!("explain needs --topology (a preset name or a topology TOML)");
+        bail_usage!("explain needs --topology (a preset name or a topology TOML)");
     }
     let s = apply_common(None, &common)?;
     let coll = Collective::parse(&collective)
@@ -1141,7 +1284,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
             writeln!(out)?;
         }
     }
-    out.flush()?;
+    out.finish()?;
     Ok(())
 }
 
@@ -1153,7 +1296,7 @@ fn calibrate(
         return calibrate_run(launcher.as_deref(), &common, fit.as_deref(), !no_correction);
     }
     if from_log.is_empty() {
-        bail!(
+        bail_usage!(
             "calibrate needs --from-log LOG... (nccl-tests output), or --run on a machine with GPUs"
         );
     }
@@ -1188,7 +1331,7 @@ fn validate(
     let log = match (log, manifest) {
         (_, Some(m)) => return validate_manifest(&m, &common, format),
         (Some(l), None) => l,
-        (None, None) => bail!("validate needs --log LOG or --manifest CSV"),
+        (None, None) => bail_usage!("validate needs --log LOG or --manifest CSV"),
     };
     let log_name = log.display().to_string();
     // What the log says (its GPU's preset, layout, process layout, NCCL release and
@@ -1220,14 +1363,14 @@ fn validate(
     };
     let mut out = open_output(common.output.as_deref())?;
     fmt.write_validation(&report, &mut out)?;
-    out.flush()?;
+    out.finish()?;
     if let Some(svg) = plot {
         let title = format!(
             "{} on {} x {} ({} GPUs per node), profile {}",
             log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
         );
-        report::plot::validation_svg(&svg, &title, &v)
-            .map_err(|e| anyhow!("--plot {}: {e}", svg.display()))?;
+        report::output::write_through(&svg, |t| report::plot::validation_svg(t, &title, &v))
+            .map_err(|e| anyhow!("--plot {e}"))?;
     }
     Ok(())
 }
@@ -1244,7 +1387,7 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
         ("--gpus-per-process", common.gpus_per_process.is_some()),
     ] {
         if given {
-            bail!(
+            bail_usage!(
                 "{flag}: --manifest runs each curve on the setup its row records; edit the manifest"
             );
         }
@@ -1377,7 +1520,7 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
             writeln!(out)?;
         }
     }
-    out.flush()?;
+    out.finish()?;
     Ok(())
 }
 
@@ -1385,9 +1528,7 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
 fn topo(command: TopoCommand) -> Result<()> {
     match command {
         TopoCommand::Show { topology, nodes, format, output } => {
-            if nodes == 0 {
-                bail!("--nodes 0: need at least one node");
-            }
+            check_nodes(nodes)?;
             let (_, spec) = config::resolve_topology(&topology, None)?;
             let cluster = collsim::hw::Cluster::new(&spec, nodes, spec.gpu.count);
             let view = report::topo::TopoView::new(&cluster);
@@ -1399,7 +1540,7 @@ fn topo(command: TopoCommand) -> Result<()> {
                     writeln!(out)?;
                 }
             }
-            out.flush()?;
+            out.finish()?;
         }
         TopoCommand::Import { nccl_xml, nvidia_smi, output } => {
             let toml = match (&nccl_xml, &nvidia_smi) {
@@ -1411,13 +1552,15 @@ fn topo(command: TopoCommand) -> Result<()> {
                     &p.display().to_string(),
                     &config::load_text(p)?,
                 )?,
-                (None, None) => bail!("topo import needs --nccl-xml FILE or --nvidia-smi FILE"),
+                (None, None) => {
+                    bail_usage!("topo import needs --nccl-xml FILE or --nvidia-smi FILE")
+                }
             };
             // What is written must read back.
             config::parse_topology("imported topology", &toml)?;
             let mut out = open_output(output.as_deref())?;
             out.write_all(toml.as_bytes())?;
-            out.flush()?;
+            out.finish()?;
         }
     }
     Ok(())
@@ -1429,7 +1572,11 @@ fn refuse_overwrite(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     if let Some(o) = canon(out)
         && let Some(i) = inputs.iter().find(|i| canon(i).as_ref() == Some(&o))
     {
-        bail!("{}: is an input of this run ({}); write somewhere else", out.display(), i.display());
+        bail_usage!(
+            "{}: is an input of this run ({}); write somewhere else",
+            out.display(),
+            i.display()
+        );
     }
     Ok(())
 }
@@ -1449,13 +1596,13 @@ fn plan_report(
         PlanFmt::Json => report::plan::json(summary, &ranking, &mut w)?,
         PlanFmt::Csv => report::plan::csv(&ranking, &mut w)?,
     }
-    w.flush()?;
+    w.finish()?;
     if ranking.ranked.is_empty() {
         bail!("{}", collsim::plan::no_solution(&summary.plan, &ranking, &summary.objective));
     }
     if let Some(p) = &out.plot {
-        report::plan::pareto_svg(p, summary, &ranking)
-            .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+        report::output::write_through(p, |t| report::plan::pareto_svg(t, summary, &ranking))
+            .map_err(|e| anyhow!("--plot {e}"))?;
     }
 
     Ok(())
@@ -1477,7 +1624,7 @@ fn plan(args: PlanArgs) -> Result<()> {
         let (summary, outcomes) = shard::merge(&files).map_err(|e| anyhow!(e))?;
         return plan_report(&summary, outcomes, &out, output.as_deref());
     }
-    let path = args.plan.ok_or_else(|| anyhow!("plan needs a plan file"))?;
+    let path = args.plan.ok_or_else(|| usage("plan needs a plan file"))?;
     let plan = config::parse_plan(&path.display().to_string(), &config::load_text(&path)?)?;
     // The files the run reads, which its outputs must not replace.
     let mut inputs = vec![path.clone()];
@@ -1503,7 +1650,7 @@ fn plan(args: PlanArgs) -> Result<()> {
     let summary = Summary::of(&plan, cands.len(), &format!("{profile_text}\0{m:?}"));
     let Some(sh) = &args.shard else {
         if args.shard_count.is_some() {
-            bail!("--shard-count goes with --shard auto");
+            bail_usage!("--shard-count goes with --shard auto");
         }
         let progress = Progress::new(cands.len() as u64, "candidates");
         let outcomes =
@@ -1515,20 +1662,20 @@ fn plan(args: PlanArgs) -> Result<()> {
         "auto" => Shard::from_env(|k| std::env::var(k).ok(), args.shard_count),
         s => {
             if args.shard_count.is_some() {
-                bail!("--shard-count goes with --shard auto (K/N names the count)");
+                bail_usage!("--shard-count goes with --shard auto (K/N names the count)");
             }
             Shard::parse(s)
         }
     }
     .map_err(|e| anyhow!(e))?;
     if args.out.plot.is_some() || !matches!(args.out.format, PlanFmt::Table) {
-        bail!(
+        bail_usage!(
             "--shard writes results (JSON lines) to -o; --format and --plot go to `collsim plan merge`"
         );
     }
-    let out_path = args.output.ok_or_else(|| {
-        anyhow!("--shard needs -o RESULTS.jsonl (the file this shard appends to)")
-    })?;
+    let out_path = args
+        .output
+        .ok_or_else(|| usage("--shard needs -o RESULTS.jsonl (the file this shard appends to)"))?;
     let out_name = out_path.display().to_string();
     // What the file already holds: resume from it, or refuse to add to it.
     let mut done = std::collections::BTreeSet::new();

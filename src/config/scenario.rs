@@ -71,6 +71,11 @@ impl Scenario {
     }
 }
 
+/// The most nodes a cluster may have: the largest machines built today (~100,000 GPUs) fit
+/// with room to spare, and the simulated network of a bigger one would not fit in memory (a
+/// DGX H100 node's links take ~90 KB; a sweep on 16,384 nodes holds 1.5 GB).
+pub const MAX_NODES: usize = 1 << 16;
+
 /// Most samples per GPU per micro-step.
 pub const MAX_MICRO_BATCH: u64 = 1 << 24;
 
@@ -423,7 +428,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
             other => other,
         })?;
     let nodes = match &raw.cluster.nodes {
-        Some(n) => positive(&src, "cluster.nodes", n, 1 << 20)?,
+        Some(n) => positive(&src, "cluster.nodes", n, MAX_NODES as i64)?,
         None => 1,
     };
     let gpus_per_node = match &raw.cluster.gpus_per_node {

@@ -8,6 +8,7 @@ pub mod explain;
 pub mod jobs;
 pub mod json;
 pub mod nccl;
+pub mod output;
 pub mod plan;
 pub mod plot;
 pub mod table;

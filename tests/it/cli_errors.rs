@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::collsim;
+use super::{collsim, collsim_ok};
 
 fn tmp(name: &str, text: &str) -> PathBuf {
     let dir = super::scratch().join(format!("collsim-it-{}", std::process::id()));
@@ -33,11 +33,21 @@ fn topo_with(old: &str, new: &str) -> String {
     text.replacen(old, new, 1)
 }
 
-/// Asserts exit code 1 and a single stderr line containing every `needles`.
+/// Asserts exit code 1 (bad input) and a single stderr line containing every `needles`.
 pub fn fails_with(args: &[&str], needles: &[&str]) -> String {
+    exits_with(1, args, needles)
+}
+
+/// Asserts exit code 2 (a command line that cannot run as given, as clap's own usage errors)
+/// and a single stderr line containing every `needles`.
+pub fn misused_with(args: &[&str], needles: &[&str]) -> String {
+    exits_with(2, args, needles)
+}
+
+fn exits_with(code: i32, args: &[&str], needles: &[&str]) -> String {
     let out = collsim(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "args {args:?}: stderr {err}");
+    assert_eq!(out.status.code(), Some(code), "args {args:?}: stderr {err}");
     assert!(!err.contains("panicked"), "panic: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
     for n in needles {
@@ -96,7 +106,7 @@ fn zero_gpus() {
     fails_with(&["simulate", "--topology", t.to_str().unwrap()], &["zero-gpus.toml:", "gpu.count"]);
     let p = tmp("zero-g.toml", &GOOD.replace("gpus_per_node = 8", "gpus_per_node = 0"));
     fails_with(&["simulate", p.to_str().unwrap()], &["zero-g.toml:5:", "cluster.gpus_per_node"]);
-    fails_with(
+    misused_with(
         &["simulate", "--topology", "dgx-h100", "--gpus-per-node", "0"],
         &["--gpus-per-node 0"],
     );
@@ -104,7 +114,7 @@ fn zero_gpus() {
 
 #[test]
 fn more_gpus_per_node_than_the_node_has() {
-    fails_with(
+    misused_with(
         &["simulate", "--topology", "dgx-h100", "--gpus-per-node", "9"],
         &["--gpus-per-node 9", "8 GPUs"],
     );
@@ -299,10 +309,88 @@ fn bad_manifest_rows_name_their_line_and_column() {
     );
     let m = tmp("m6.csv", &format!("{head}A,{four},all_reduce,4,1,X,,\n"));
     let m = m.to_str().unwrap();
-    fails_with(&["validate", "--manifest", m, "-o", m], &["is an input of this run"]);
+    misused_with(&["validate", "--manifest", m, "-o", m], &["is an input of this run"]);
     let real = "calibration/data/manifest.csv";
-    fails_with(
+    misused_with(
         &["validate", "--manifest", real, "--topology", "dgx-h100"],
         &["--topology: --manifest runs each curve on the setup its row records"],
     );
+}
+
+#[test]
+fn a_cluster_too_big_to_build_is_refused_before_it_is_built() {
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--nodes", "2000000"],
+        &["--nodes 2000000: at most 65536"],
+    );
+    misused_with(&["topo", "show", "dgx-h100", "--nodes", "65537"], &["--nodes 65537"]);
+    let p = tmp("huge.toml", "[cluster]\ntopology = \"dgx-h100\"\nnodes = 65537\n");
+    fails_with(&["simulate", p.to_str().unwrap()], &["huge.toml:3:", "cluster.nodes", "65536"]);
+}
+
+#[test]
+fn missing_inputs_and_clashing_flags_are_usage_errors() {
+    misused_with(&["simulate"], &["no scenario file and no --topology"]);
+    misused_with(&["explain", "--bytes", "1M"], &["explain needs --topology"]);
+    misused_with(&["calibrate"], &["calibrate needs --from-log"]);
+}
+
+#[test]
+fn outputs_never_replace_inputs_or_each_other() {
+    let dir = crate::scratch().join(format!("collsim-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = dir.join("s.toml");
+    let text = std::fs::read_to_string("scenarios/quickstart.toml").unwrap();
+    std::fs::write(&s, &text).unwrap();
+    let s = s.to_str().unwrap();
+    misused_with(&["simulate", s, "-o", s], &["-o ", "is an input of this run"]);
+    let dotted = dir.join(".").join("s.toml");
+    misused_with(&["simulate", s, "-o", dotted.to_str().unwrap()], &["is an input of this run"]);
+    assert_eq!(std::fs::read_to_string(s).unwrap(), text, "the scenario was touched");
+    let svg = dir.join("step.svg");
+    let svg = svg.to_str().unwrap();
+    misused_with(
+        &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--trace", svg, "--plot", svg],
+        &["--plot ", "--trace writes the same file"],
+    );
+    let log = "calibration/data/H100_1N8G_ALL_REDUCE_XXRJUN.log";
+    misused_with(
+        &["validate", "--log", log, "--topology", "dgx-h100", "--plot", log],
+        &["--plot ", "is an input of this run"],
+    );
+    // A report replaces the file only once it is whole, and leaves no temporary behind.
+    let out = dir.join("out.txt");
+    std::fs::write(&out, "old").unwrap();
+    fails_with(&["simulate", "no/such.toml", "-o", out.to_str().unwrap()], &["no/such.toml"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "old");
+    collsim_ok(&["simulate", s, "-o", out.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("all_reduce on 1 x dgx-h100"));
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    fails_with(
+        &["simulate", s, "-o", dir.join("no/such/dir/out.txt").to_str().unwrap()],
+        &["no/such/dir/out.txt: cannot create"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    // The reading end closes before collsim writes a byte (as `| head -1` does once it has its
+    // line): the write fails with a broken pipe, which ends the run quietly with exit 0.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"))
+        .args(["simulate", "scenarios/quickstart.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    assert!(err.is_empty(), "stderr: {err}");
 }

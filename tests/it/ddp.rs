@@ -333,7 +333,7 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
         std::fs::write(&p, text).unwrap();
         fails_with(&["simulate", p.to_str().unwrap()], &[needle, &format!("bad-ddp-{i}.toml:")]);
     }
-    fails_with(
+    super::cli_errors::misused_with(
         &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--collective", "all_gather"],
         &["--collective: the scenario's workload is a DDP step"],
     );

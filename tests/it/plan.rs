@@ -379,7 +379,7 @@ fn what_decides_the_numbers_is_checked_before_they_are_trusted() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("results of another plan"));
     // Outputs never replace inputs, and a results file is a regular file.
     let out = collsim(&["plan", SMALL, "-o", SMALL]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is an input of this run"));
     let out = collsim(&["plan", SMALL, "--shard", "1/2", "-o", path(&d)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
