@@ -808,7 +808,7 @@ fn simulate_sweep(
     plot: Option<&Path>,
 ) -> Result<()> {
     use rayon::prelude::*;
-    let path = scenario.ok_or_else(|| anyhow!("--sweep needs a scenario file"))?;
+    let path = scenario.ok_or_else(|| usage("--sweep needs a scenario file"))?;
     let name = path.display().to_string();
     let text = config::load_text(path)?;
     if !config::parse_scenario(&name, &text)?.jobs.is_empty() {
@@ -817,13 +817,23 @@ fn simulate_sweep(
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for s in sweeps {
         let (k, v) = s.split_once('=').ok_or_else(|| {
-            anyhow!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)")
+            usage(format!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)"))
         })?;
         let key = if k.starts_with("ddp.") { format!("workload.{k}") } else { k.to_string() };
         let values: Vec<String> =
             v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
         if values.is_empty() {
-            bail!("--sweep {s}: no values");
+            bail_usage!("--sweep {s}: no values");
+        }
+        // One axis per key: a second would set the key again, and the first axis' labels would
+        // name values that never ran.
+        if axes.iter().any(|(a, _)| *a == key) {
+            bail_usage!("--sweep {s}: {k} is swept twice; give all its values in one --sweep");
+        }
+        if let Some(v) =
+            values.iter().enumerate().find_map(|(i, v)| values[..i].contains(v).then_some(v))
+        {
+            bail_usage!("--sweep {s}: value {v} given twice");
         }
         axes.push((key, values));
     }
@@ -1011,6 +1021,25 @@ fn read_log(
             Collective::AllReduce
         }
     };
+    // All-reduce, broadcast, reduce and sendrecv count the whole message; the others per rank.
+    let whole = matches!(
+        coll,
+        Collective::AllReduce | Collective::Broadcast | Collective::Reduce | Collective::SendRecv
+    );
+    if let Some(r) = test.rows.first()
+        && let Some(d) = DataType::parse(&r.dtype)
+        && whole
+        && r.count.checked_mul(d.size()) != Some(r.size_bytes)
+    {
+        bail!(
+            "{log_name}: {} rows count the whole message (size = count x {} bytes of {}), but size {} has count {}: per-rank counts, as all_gather, reduce_scatter and alltoall print them; pass the right --collective",
+            coll.name(),
+            d.size(),
+            r.dtype,
+            r.size_bytes,
+            r.count
+        );
+    }
     Ok((test.clone(), coll))
 }
 
@@ -1105,6 +1134,11 @@ fn simulate(
     }: SimulateArgs,
 ) -> Result<()> {
     if !sweep.is_empty() {
+        if trace.is_some() {
+            bail_usage!(
+                "--trace draws one DDP step; a --sweep runs many (simulate one point without --sweep to trace it)"
+            );
+        }
         return simulate_sweep(scenario.as_deref(), &common, &sweep, format, plot.as_deref());
     }
     let base = match &scenario {
@@ -1267,6 +1301,22 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
         Collective::AllToAll => size / n / 16 * 16 / elt * elt * n,
         _ => size / elt * elt,
     };
+    if nbytes != size {
+        let why = format!(
+            "--bytes {bytes}: nccl-tests trims it to {nbytes} bytes (whole {} elements{})",
+            dt.name(),
+            match coll {
+                Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                    ", 16 bytes a rank"
+                }
+                _ => "",
+            }
+        );
+        if nbytes == 0 {
+            bail!("{why}: nothing to move");
+        }
+        eprintln!("collsim: {why}");
+    }
     let e = report::explain::Explanation::new(
         &cluster,
         &comm,

@@ -8,6 +8,7 @@
 //! uses the same layout, are read by [`parse_json`].
 
 use crate::collective::Collective;
+use crate::workload::DataType;
 
 /// One printed row (out-of-place and in-place measurements).
 #[derive(Debug, Clone, PartialEq)]
@@ -162,12 +163,18 @@ fn strip_tags(line: &str) -> String {
 /// row whose numbers do not read is an error (the reason), not a line to skip.
 fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
     let t: Vec<&str> = line.split_whitespace().collect();
-    if t.len() < 12 {
-        return Ok(None);
-    }
-    let (Ok(size), Ok(count)) = (t[0].parse::<u64>(), t[1].parse::<u64>()) else {
+    let (Some(Ok(size)), Some(Ok(count))) =
+        (t.first().map(|v| v.parse::<u64>()), t.get(1).map(|v| v.parse::<u64>()))
+    else {
         return Ok(None);
     };
+    if t.len() < 12 {
+        // Size, count and a data type: a row cut off, not a line of something else.
+        if t.get(2).is_some_and(|d| DataType::parse(d).is_some()) {
+            return Err(format!("cut off: {} fields where a result row has 12 or more", t.len()));
+        }
+        return Ok(None);
+    }
     // With a root column: size count type redop root | time algbw busbw wrong | time algbw busbw
     // wrong. `-I 1` adds i_min i_max i_p99 i_cv% to each half (21 fields or more); `-S 1`
     // appends a timestamp.
@@ -177,16 +184,62 @@ fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
         Some(v) => v.parse::<f64>().map_err(|_| format!("{what} {v:?} is not a number")),
         None => Err(format!("no {what} column")),
     };
+    let time = |i: usize, what: &str| {
+        let v = f(i, what)?;
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{what} {} is not a positive number of microseconds", t[i]))
+        }
+    };
     Ok(Some(LogRow {
         size_bytes: size,
         count,
         dtype: t[2].to_string(),
         redop: t[3].to_string(),
-        oop_time_us: f(base, "out-of-place time")?,
+        oop_time_us: time(base, "out-of-place time")?,
         oop_busbw: f(base + 2, "out-of-place busbw")?,
-        ip_time_us: f(base + half, "in-place time")?,
+        ip_time_us: time(base + half, "in-place time")?,
         ip_busbw: f(base + half + 2, "in-place busbw")?,
     }))
+}
+
+/// Whether `row` belongs after `rows` in one test: sizes grow (a size repeated or smaller is a
+/// row duplicated or out of place, or two runs pasted together without a header), and its
+/// count is the size in elements of its type over the same number of ranks as the first row's
+/// (nccl-tests prints per-rank counts for all_gather, reduce_scatter and alltoall).
+fn fits_test(rows: &[LogRow], row: &LogRow) -> Result<(), String> {
+    if let Some(last) = rows.last()
+        && row.size_bytes <= last.size_bytes
+    {
+        return Err(format!(
+            "size {} after size {}: a test's sizes grow (a row repeated or out of order, or two runs without a header between them?)",
+            row.size_bytes, last.size_bytes
+        ));
+    }
+    let Some(elt) = DataType::parse(&row.dtype).map(DataType::size) else { return Ok(()) };
+    let per = row.count.saturating_mul(elt);
+    let ratio = |r: &LogRow| r.count.checked_mul(elt).filter(|&b| b > 0).map(|b| r.size_bytes / b);
+    if per == 0 || !row.size_bytes.is_multiple_of(per) {
+        return Err(format!(
+            "count {} of {} ({per} bytes) does not divide size {}",
+            row.count, row.dtype, row.size_bytes
+        ));
+    }
+    if let Some(first) = rows.first()
+        && first.dtype == row.dtype
+        && ratio(first) != ratio(row)
+    {
+        return Err(format!(
+            "size {} is {} x count {} of {}, but the test's first row is {} x its count",
+            row.size_bytes,
+            row.size_bytes / per,
+            row.count,
+            row.dtype,
+            ratio(first).unwrap_or(0)
+        ));
+    }
+    Ok(())
 }
 
 /// A result row that does not read: its line (1-based) and why.
@@ -259,6 +312,7 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
                 tests.push(LogTest::new(None));
             }
             if let Some(t) = tests.last_mut() {
+                fits_test(&t.rows, &row).map_err(|reason| LogError { line: n + 1, reason })?;
                 t.rows.push(row);
             }
         }

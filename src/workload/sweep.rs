@@ -103,10 +103,15 @@ pub enum SweepError {
 /// The sizes nccl-tests would run for `spec`: from min to max, ×factor, each trimmed to whole
 /// elements.
 pub fn sizes(spec: &SweepSpec) -> Vec<u64> {
-    let mut out = Vec::new();
+    let mut out: Vec<u64> = Vec::new();
     let mut s = spec.min_bytes.get().max(1);
+    let whole = |b: u64| b / spec.dtype.size();
     while s <= spec.max_bytes.get() {
-        out.push(s);
+        // Sizes below an element trim to the same count (1 and 2 bytes of float are both 0):
+        // one row for each.
+        if out.last().is_none_or(|&p| whole(p) != whole(s)) {
+            out.push(s);
+        }
         match s.checked_mul(spec.factor) {
             Some(n) => s = n,
             None => break,

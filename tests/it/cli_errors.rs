@@ -394,3 +394,73 @@ fn a_reader_that_stops_early_is_not_an_error() {
     assert_eq!(out.status.code(), Some(0), "stderr: {err}");
     assert!(err.is_empty(), "stderr: {err}");
 }
+
+#[test]
+fn bad_measurements_and_misplaced_rows_name_their_line() {
+    let head =
+        "# nThread 1 nGpus 8 minBytes 8\n8 2 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n";
+    let cases = [
+        (
+            "16 4 float sum -1 nan 0.00 0.00 0 36.0 0.00 0.00 0\n",
+            "out-of-place time nan is not a positive",
+        ),
+        ("16 4 float sum -1 inf 0.00 0.00 0 36.0 0.00 0.00 0\n", "out-of-place time inf"),
+        ("16 4 float sum -1 0.00 0.00 0.00 0 36.0 0.00 0.00 0\n", "out-of-place time 0.00"),
+        ("16 4 float sum -1 36.1 0.00 0.00 0 -3.0 0.00 0.00 0\n", "in-place time -3.0"),
+        ("16 4 float sum -1 36.1 0.00\n", "cut off: 7 fields"),
+        ("8 2 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n", "size 8 after size 8"),
+        ("4 1 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n", "size 4 after size 8"),
+        ("16 3 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n", "count 3 of float (12 bytes)"),
+        ("32 4 float sum -1 36.4 0.00 0.00 0 36.0 0.00 0.00 0\n", "size 32 is 2 x count 4"),
+    ];
+    for (i, (row, want)) in cases.iter().enumerate() {
+        let name = format!("bad-row-{i}.log");
+        let p = tmp(&name, &format!("{head}{row}"));
+        fails_with(
+            &["validate", "--log", p.to_str().unwrap(), "--topology", "dgx-h100", "--nodes", "1"],
+            &[&format!("{name}:3: "), want],
+        );
+    }
+    // all_gather's per-rank counts are not an all_reduce.
+    fails_with(
+        &[
+            "validate",
+            "--log",
+            "calibration/data/A100SXM40_8N4G_ALL_GATHER_POLARIS.log",
+            "--topology",
+            "polaris-a100-4gpu",
+            "--collective",
+            "all_reduce",
+        ],
+        &["all_reduce rows count the whole message", "size 512 has count 4"],
+    );
+}
+
+#[test]
+fn sizes_that_trim_away_are_said_or_refused() {
+    fails_with(
+        &["explain", "--topology", "dgx-h100", "--bytes", "3"],
+        &["--bytes 3: nccl-tests trims it to 0 bytes (whole float elements)", "nothing to move"],
+    );
+    let out = collsim(&["explain", "--topology", "dgx-h100", "--bytes", "6"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("trims it to 4 bytes"));
+    // From 0 bytes, 1 and 2 bytes of float are both 0 elements: one row, not three.
+    let csv = collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--min-bytes",
+        "0",
+        "--max-bytes",
+        "64",
+        "--format",
+        "csv",
+    ]);
+    let sizes: Vec<&str> =
+        csv.lines().skip(1).map(|l| l.split(',').next().unwrap_or_default()).collect();
+    let mut unique = sizes.clone();
+    unique.dedup();
+    assert_eq!(sizes, unique, "{csv}");
+    assert_eq!(sizes.len(), 6, "{csv}");
+}

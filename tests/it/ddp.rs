@@ -337,9 +337,27 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
         &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--collective", "all_gather"],
         &["--collective: the scenario's workload is a DDP step"],
     );
-    fails_with(
+    let misused = super::cli_errors::misused_with;
+    misused(
         &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--sweep", "ddp.bucket_cap_mb"],
         &["expected KEY=V1,V2"],
+    );
+    // A key swept twice would run every point with the second axis' value under the first
+    // axis' label.
+    let twice = [
+        "simulate",
+        "scenarios/gpt2-xl-a3-16node.toml",
+        "--sweep",
+        "ddp.bucket_cap_mb=1,2",
+        "--sweep",
+        "ddp.bucket_cap_mb=3",
+    ];
+    misused(&twice, &["ddp.bucket_cap_mb is swept twice"]);
+    let s = "scenarios/gpt2-xl-a3-16node.toml";
+    misused(&["simulate", s, "--sweep", "ddp.bucket_cap_mb=1,1"], &["value 1 given twice"]);
+    misused(
+        &["simulate", s, "--sweep", "ddp.bucket_cap_mb=1,2", "--trace", "t.json"],
+        &["--trace draws one DDP step"],
     );
 }
 
