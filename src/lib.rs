@@ -189,6 +189,10 @@ pub fn simulate_ddp_cached(
         with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, cache, |gpu, coll| {
             workload::ddp::simulate_step(spec, world, gpu, coll)
         })?;
+    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
+    if step.iteration_time_ms.is_nan() || step.iteration_time_ms >= limit_ms {
+        units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
+    }
     Ok((step, summary))
 }
 

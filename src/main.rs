@@ -328,7 +328,7 @@ fn main() -> ExitCode {
         // A reader that stopped early (`| head`) is not an error.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("collsim: {e:#}");
+            eprintln!("collsim: {}", shorten(&format!("{e:#}")));
             ExitCode::from(if e.downcast_ref::<Usage>().is_some() { 2 } else { 1 })
         }
     }
@@ -433,7 +433,12 @@ fn check_nodes(n: usize) -> Result<()> {
 }
 
 fn parse_size(flag: &str, s: &str) -> Result<Bytes> {
-    Bytes::parse_cli(s).map_err(|e| anyhow!("{flag} {s}: {e}"))
+    let b = Bytes::parse_cli(s).map_err(|e| usage(format!("{flag} {s}: {e}")))?;
+    let max = collsim::workload::sweep::MAX_CALL_BYTES;
+    if b > max {
+        bail_usage!("{flag} {s}: larger than {max}, more than any GPU holds");
+    }
+    Ok(b)
 }
 
 /// Applies the cluster flags to a scenario (or builds one from them).
@@ -531,10 +536,56 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     }
     // Reject bad values now and list the variables the model does not use.
     let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    for k in &env.ignored {
-        eprintln!("collsim: ignoring {k} (not used by the model)");
+    for line in ignored_lines(&env.ignored) {
+        eprintln!("collsim: {line}");
     }
     Ok(s)
+}
+
+/// The warnings for NCCL variables the model does not use: one a variable up to
+/// [`MAX_WARNINGS`], then one line counting the rest.
+fn ignored_lines(ignored: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = ignored
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|k| format!("ignoring {} (not used by the model)", clip(k)))
+        .collect();
+    if ignored.len() > MAX_WARNINGS {
+        out.push(format!(
+            "ignoring {} more NCCL variables the model does not use",
+            ignored.len() - MAX_WARNINGS
+        ));
+    }
+    out
+}
+
+/// A message cut in the middle when it echoes a huge input value: its start (file, line,
+/// field) and its end (what is wrong) are kept, and the line stays readable.
+fn shorten(msg: &str) -> String {
+    const HEAD: usize = 300;
+    const TAIL: usize = 200;
+    let chars = msg.chars().count();
+    if chars <= HEAD + TAIL + 100 {
+        return msg.to_string();
+    }
+    let head: String = msg.chars().take(HEAD).collect();
+    let tail: String = msg.chars().skip(chars - TAIL).collect();
+    format!("{head}… ({} characters cut) …{tail}", chars - HEAD - TAIL)
+}
+
+/// The most warnings of one kind printed one a line.
+const MAX_WARNINGS: usize = 10;
+
+/// `text` cut to its first 80 characters (with how many more there were), for echoing input
+/// in a message.
+fn clip(text: &str) -> String {
+    const KEEP: usize = 80;
+    match text.char_indices().nth(KEEP) {
+        Some((at, _)) => {
+            format!("{}… ({} more characters)", &text[..at], text[at..].chars().count())
+        }
+        None => text.to_string(),
+    }
 }
 
 /// A progress bar on stderr for runs that take a while: drawn only when stderr is a terminal
@@ -1580,6 +1631,10 @@ fn topo(command: TopoCommand) -> Result<()> {
         TopoCommand::Show { topology, nodes, format, output } => {
             check_nodes(nodes)?;
             let (_, spec) = config::resolve_topology(&topology, None)?;
+            // A `links` network that leaves nodes unconnected has no bisection to report:
+            // refuse it as simulate does.
+            collsim::hw::fabric::check(&spec, nodes)
+                .map_err(|e| anyhow!("{topology}: {e} (with {nodes} node(s))"))?;
             let cluster = collsim::hw::Cluster::new(&spec, nodes, spec.gpu.count);
             let view = report::topo::TopoView::new(&cluster);
             let mut out = open_output(output.as_deref())?;
@@ -1733,11 +1788,10 @@ fn plan(args: PlanArgs) -> Result<()> {
         bail!("{out_name}: not a regular file; give a results file path");
     }
     refuse_overwrite(&out_path, &inputs)?;
-    let existing = match std::fs::read_to_string(&out_path) {
-        Ok(t) if !t.is_empty() => Some(t),
-        Ok(_) => None,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => bail!("{out_name}: cannot read: {e}"),
+    let existing = if out_path.exists() {
+        Some(config::load_text(&out_path)?).filter(|t| !t.is_empty())
+    } else {
+        None
     };
     let mut file = match existing {
         Some(text) => {

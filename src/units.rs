@@ -35,6 +35,9 @@ pub enum UnitError {
     /// The value does not fit, or is finer than the resolution.
     #[error("{0:?} is out of range or finer than the resolution ({1})")]
     OutOfRange(String, &'static str),
+    /// A data rate below [`Bandwidth::MIN`].
+    #[error("{0:?} is below 1 Mb/s, the slowest link collsim simulates")]
+    TooSlow(String),
 }
 
 /// A decimal number as an integer mantissa and a power of ten: value = mantissa × 10^-scale.
@@ -272,6 +275,22 @@ impl Time {
         self.0 as f64 / 1e12
     }
 
+    /// The longest simulated time reported as a number (2^62 ps, about 53 days): anything at
+    /// or past it has come near [`Time::MAX`], where sums saturate, and is an error.
+    pub const LIMIT: Time = Time(1 << 62);
+
+    /// `Ok(self)` below [`Time::LIMIT`], else an error naming `what` ("all_reduce of 2 MiB").
+    pub fn check(self, what: &str) -> Result<Time, String> {
+        if self < Time::LIMIT {
+            Ok(self)
+        } else {
+            Err(format!(
+                "{what}: simulated time passes {:.0} days, more than collsim reports; is a link far too slow or a size far too large?",
+                Time::LIMIT.as_secs_f64() / 86_400.0
+            ))
+        }
+    }
+
     /// `self + rhs`, saturating at [`Time::MAX`].
     pub fn saturating_add(self, rhs: Time) -> Time {
         Time(self.0.saturating_add(rhs.0))
@@ -314,16 +333,18 @@ impl fmt::Display for Time {
     }
 }
 
+/// Saturates at [`Time::MAX`] (never wraps): a sum that reaches it is caught where results
+/// are reported ([`Time::check`]).
 impl Add for Time {
     type Output = Time;
     fn add(self, rhs: Time) -> Time {
-        Time(self.0 + rhs.0)
+        self.saturating_add(rhs)
     }
 }
 
 impl AddAssign for Time {
     fn add_assign(&mut self, rhs: Time) {
-        self.0 += rhs.0;
+        *self = self.saturating_add(rhs);
     }
 }
 
@@ -344,6 +365,10 @@ const BW_EXPECTED: &str = "b/s, kb/s, Mb/s, Gb/s, Tb/s, Gbps, B/s, kB/s, MB/s, G
                            KiB/s, MiB/s, GiB/s";
 
 impl Bandwidth {
+    /// The slowest rate a file may give (1 Mb/s): slower links would push simulated times of
+    /// realistic sizes past what [`Time`] holds.
+    pub const MIN: Bandwidth = Bandwidth(1_000_000);
+
     /// `gbit` gigabits (1e9 bits) per second.
     pub fn from_gbit_per_s(gbit: u64) -> Self {
         Bandwidth(gbit * 1_000_000_000)
@@ -409,9 +434,14 @@ impl Bandwidth {
         if num.is_zero() {
             return Err(UnitError::NotPositive(text.to_string()));
         }
-        num.times(scale * bits_per_unit)
+        let bw = num
+            .times(scale * bits_per_unit)
             .map(Bandwidth)
-            .ok_or(UnitError::OutOfRange(text.to_string(), "1 b/s"))
+            .ok_or(UnitError::OutOfRange(text.to_string(), "1 b/s"))?;
+        if bw < Bandwidth::MIN {
+            return Err(UnitError::TooSlow(text.to_string()));
+        }
+        Ok(bw)
     }
 }
 

@@ -52,6 +52,10 @@ pub struct TimingParams {
     /// Effective bandwidth of each link class (NVLink, PCIe, network) as a fraction of the
     /// topology's figure; 1 unless a calibration fitted it.
     pub bandwidth: [f64; 3],
+    /// The NVSwitch's multicast and in-switch reduction rate (NVLS, NVLSTree) as a fraction of
+    /// NCCL's figure (profile `bandwidth.nvls`); 1 unless a profile gives it. Apart from
+    /// `bandwidth`'s NVLink fraction, which is point-to-point NVLink traffic.
+    pub nvls_bandwidth: f64,
     /// Parameters of GPU architectures without their own entry in `gpu`.
     pub gpu_default: GpuParams,
     /// Per GPU architecture.
@@ -208,12 +212,13 @@ impl TimingParams {
         payload * self.bandwidth[class as usize]
     }
 
-    /// NVLS payload efficiency through the NVSwitch: NCCL's per-architecture figure. The NVLink
-    /// bandwidth fraction does not apply: NVLS is the switch's multicast and reduction, whose
-    /// rate is not that of point-to-point NVLink traffic (fitting one curve of each shows it:
-    /// an NVLS all_reduce and a ring all_gather on one A3 Mega pull the fraction apart).
+    /// NVLS payload efficiency through the NVSwitch: NCCL's per-architecture figure times the
+    /// profile's `bandwidth.nvls`. The NVLink bandwidth fraction does not apply: NVLS is the
+    /// switch's multicast and reduction, whose rate is not that of point-to-point NVLink
+    /// traffic (fitting one curve of each shows it: an NVLS all_reduce and a ring all_gather on
+    /// one A3 Mega pull the fraction apart).
     pub fn nvls_efficiency(&self, arch: Arch) -> f64 {
-        crate::comm::tuning::nvls_efficiency(arch).max(1e-3)
+        (crate::comm::tuning::nvls_efficiency(arch) * self.nvls_bandwidth).max(1e-3)
     }
 
     /// The parameters of GPUs of `arch`.

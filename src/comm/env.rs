@@ -130,6 +130,11 @@ pub struct EnvError {
     pub reason: String,
 }
 
+/// The collectives a per-collective section of NCCL_ALGO / NCCL_PROTO may name (`allreduce:`),
+/// as NCCL's function names, compared without case.
+const NCCL_FUNCS: &[&str] =
+    &["broadcast", "reduce", "allgather", "reducescatter", "allreduce", "sendrecv", "send", "recv"];
+
 /// Picks the section of a per-collective list (`"LL,Simple;allreduce:^LL"`) that applies to
 /// AllReduce: a section prefixed `allreduce:` wins over the unprefixed first one.
 fn section_for_allreduce(value: &str) -> &str {
@@ -153,6 +158,31 @@ fn parse_list<T: Copy + PartialEq>(
     parse: impl Fn(&str) -> Option<Vec<T>>,
     names: &str,
 ) -> Result<Vec<T>, EnvError> {
+    // Every section must name a collective NCCL knows and list only known values, whichever
+    // section applies (NCCL refuses the whole variable otherwise).
+    let bad = |reason: String| EnvError { key: key.into(), value: value.into(), reason };
+    for sec in value.split(';') {
+        let items = match sec.split_once(':') {
+            Some((func, items)) => {
+                let f = func.trim().to_ascii_lowercase();
+                if !NCCL_FUNCS.contains(&f.as_str()) {
+                    return Err(bad(format!(
+                        "unknown collective `{}` (expected {})",
+                        func.trim(),
+                        NCCL_FUNCS.join(", ")
+                    )));
+                }
+                items
+            }
+            None => sec,
+        };
+        let items = items.trim();
+        for item in items.strip_prefix('^').unwrap_or(items).split(',').map(str::trim) {
+            if !item.is_empty() && parse(item).is_none() {
+                return Err(bad(format!("unknown value `{item}` (expected {names})")));
+            }
+        }
+    }
     let list = section_for_allreduce(value).trim();
     let (negate, list) = match list.strip_prefix('^') {
         Some(rest) => (true, rest),
@@ -380,6 +410,10 @@ mod tests {
 
     #[test]
     fn rejects_bad_values() {
+        let e = NcclEnv::from_pairs([("NCCL_ALGO", "allreduce:tree;bogus:ring")]).unwrap_err();
+        assert!(e.reason.contains("unknown collective `bogus`"), "{e}");
+        let e = NcclEnv::from_pairs([("NCCL_ALGO", "allreduce:tree;allgather:Rong")]).unwrap_err();
+        assert!(e.reason.contains("unknown value `Rong`"), "{e}");
         let e = NcclEnv::from_pairs([("NCCL_ALGO", "Rong")]).unwrap_err();
         assert!(e.to_string().contains("unknown value `Rong`"), "{e}");
         assert!(NcclEnv::from_pairs([("NCCL_MAX_NCHANNELS", "0")]).is_err());

@@ -67,15 +67,49 @@ fn parse_u32(s: Option<&str>) -> Option<u32> {
     }
 }
 
-/// Reads an NCCL topology XML dump.
-fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
-    let doc = roxmltree::Document::parse(text).map_err(|e| {
-        let p = e.pos();
+/// A numeric attribute of `node`: `None` where it is absent, an error naming the element, the
+/// attribute and its place where it is there but not a number (NCCL writes decimal or 0x hex).
+fn number_attr(
+    file: &str,
+    node: roxmltree::Node<'_, '_>,
+    attr: &str,
+) -> Result<Option<u32>, ConfigError> {
+    let Some(v) = node.attribute(attr) else { return Ok(None) };
+    parse_u32(Some(v)).map(Some).ok_or_else(|| {
+        let p = node
+            .document()
+            .text_pos_at(node.attribute_node(attr).map_or(node.range(), |a| a.range()).start);
         ConfigError::At {
             file: file.into(),
             line: p.row as usize,
             col: p.col as usize,
-            msg: e.to_string(),
+            msg: format!("<{}> {attr}={v:?}: not a number", node.tag_name().name()),
+        }
+    })
+}
+
+/// Reads an NCCL topology XML dump.
+fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
+    let doc = roxmltree::Document::parse(text).map_err(|e| match e {
+        // roxmltree places these at 1:1; they happen where the text stops.
+        roxmltree::Error::UnclosedRootNode | roxmltree::Error::UnexpectedEndOfStream => {
+            let line = text.lines().count().max(1);
+            let col = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
+            ConfigError::At {
+                file: file.into(),
+                line,
+                col,
+                msg: format!("the XML stops before it is complete (a cut-off file?): {e}"),
+            }
+        }
+        _ => {
+            let p = e.pos();
+            ConfigError::At {
+                file: file.into(),
+                line: p.row as usize,
+                col: p.col as usize,
+                msg: e.to_string(),
+            }
         }
     })?;
     let root = doc.root_element();
@@ -100,14 +134,14 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
         let vendor = cpu.attribute("vendor").unwrap_or("").to_string();
         let bw = inter_socket(
             &vendor,
-            parse_u32(cpu.attribute("familyid")).unwrap_or(0),
-            parse_u32(cpu.attribute("modelid")).unwrap_or(0),
+            number_attr(file, cpu, "familyid")?.unwrap_or(0),
+            number_attr(file, cpu, "modelid")?.unwrap_or(0),
         );
         f.inter_socket_gbps = f.inter_socket_gbps.max(bw);
         if f.vendor.is_empty() {
             f.vendor = vendor;
         }
-        walk(&mut f, cpu, &format!("numa{numa}"), &mut gpu_bus, &mut nvlinks);
+        walk(file, &mut f, cpu, &format!("numa{numa}"), &mut gpu_bus, &mut nvlinks)?;
     }
     if f.numas == 0 {
         return Err(err(file, "no <cpu> element: nothing to import"));
@@ -129,43 +163,49 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
 }
 
 fn walk(
+    file: &str,
     f: &mut Found,
     node: roxmltree::Node<'_, '_>,
     parent: &str,
     gpu_bus: &mut BTreeMap<String, usize>,
     nvlinks: &mut Vec<(usize, String, u32, u32)>,
-) {
+) -> Result<(), ConfigError> {
     for child in node.children().filter(|n| n.is_element()) {
         match child.tag_name().name() {
             "pci" => {
-                let class = parse_u32(child.attribute("class")).unwrap_or(0);
+                let class = number_attr(file, child, "class")?.unwrap_or(0);
                 let busid = child.attribute("busid").unwrap_or("").to_ascii_lowercase();
                 if let Some(g) = child.attribute("link_speed").and_then(generation) {
                     f.pcie_generation = Some(f.pcie_generation.map_or(g, |x| x.max(g)));
                 }
-                if let Some(w) = parse_u32(child.attribute("link_width")) {
+                if let Some(w) = number_attr(file, child, "link_width")? {
                     let w = if w == 0 { 16 } else { w };
                     f.pcie_lanes = Some(f.pcie_lanes.map_or(w, |x| x.max(w)));
                 }
                 if class >> 8 == 0x0604 {
                     let id = format!("sw{}", f.switches.len());
                     f.switches.push((id.clone(), parent.to_string()));
-                    walk(f, child, &id, gpu_bus, nvlinks);
+                    walk(file, f, child, &id, gpu_bus, nvlinks)?;
                 } else {
-                    walk(f, child, parent, gpu_bus, nvlinks);
+                    walk(file, f, child, parent, gpu_bus, nvlinks)?;
                     if let Some(gpu) = child.children().find(|n| n.has_tag_name("gpu")) {
                         let index = f.gpus.len();
                         gpu_bus.insert(busid.clone(), index);
-                        f.gpus.push((
-                            parent.to_string(),
-                            parse_u32(gpu.attribute("sm")).unwrap_or(80),
-                        ));
+                        let sm = match number_attr(file, gpu, "sm")? {
+                            Some(sm) => sm,
+                            None => {
+                                f.notes
+                                    .push(format!("GPU {index}: no sm attribute: taken as sm80"));
+                                80
+                            }
+                        };
+                        f.gpus.push((parent.to_string(), sm));
                         for l in gpu.children().filter(|n| n.has_tag_name("nvlink")) {
                             nvlinks.push((
                                 index,
                                 l.attribute("target").unwrap_or("").to_string(),
-                                parse_u32(l.attribute("count")).unwrap_or(1),
-                                parse_u32(l.attribute("tclass")).unwrap_or(0),
+                                number_attr(file, l, "count")?.unwrap_or(1),
+                                number_attr(file, l, "tclass")?.unwrap_or(0),
                             ));
                         }
                     }
@@ -174,13 +214,17 @@ fn walk(
             "nic" => {
                 for net in child.children().filter(|n| n.has_tag_name("net")) {
                     let name = net.attribute("name").unwrap_or("nic").to_string();
-                    let speed = net.attribute("speed").and_then(|s| s.parse::<u64>().ok());
+                    let speed = match net.attribute("speed") {
+                        Some(_) => Some(u64::from(number_attr(file, net, "speed")?.unwrap_or(0))),
+                        None => None,
+                    };
                     f.nics.push((parent.to_string(), name, speed));
                 }
             }
             _ => {}
         }
     }
+    Ok(())
 }
 
 /// Reads `nvidia-smi topo -m` output.
@@ -373,8 +417,19 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
     for a in 0..gpus.len() {
         for b in a + 1..gpus.len() {
             let c = cell(gpus[a], gpus[b]);
-            if let Some(k) = c.strip_prefix("NV").and_then(|k| k.parse::<u32>().ok()) {
-                counts.insert((a, b), k);
+            if let Some(k) = c.strip_prefix("NV") {
+                match k.parse::<u32>() {
+                    Ok(k) if k > 0 => counts.insert((a, b), k),
+                    _ => {
+                        return Err(err(
+                            file,
+                            format!(
+                                "{} row, {} column: {c:?} is not NV<links> (NV1 … NV18)",
+                                gpus[a], gpus[b]
+                            ),
+                        ));
+                    }
+                };
             }
         }
     }

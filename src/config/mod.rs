@@ -63,10 +63,32 @@ pub enum ConfigError {
     },
 }
 
-/// Reads a file to a string, with a [`ConfigError::Io`] naming it on failure.
+/// The largest input file collsim reads (scenario, topology, profile, plan, log, manifest,
+/// XML, results): far above any real one, small enough that `/dev/zero` is refused in a
+/// fraction of a second instead of being read until memory runs out.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// Reads a file to a string, with a [`ConfigError::Io`] naming it on failure; a file over
+/// [`MAX_INPUT_BYTES`] or not UTF-8 text is an error naming it, read no further than the cap.
 pub fn load_text(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Io { file: path.display().to_string(), reason: e.to_string() })
+    read_capped(path).map_err(|reason| ConfigError::Io { file: path.display().to_string(), reason })
+}
+
+/// [`load_text`]'s reading, with the reason as text.
+pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!(
+            "larger than {} (collsim reads input files up to that size)",
+            crate::units::Bytes::new(MAX_INPUT_BYTES)
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
+    })
 }
 
 /// A source text with its name, for turning byte spans into line and column.

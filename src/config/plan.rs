@@ -393,7 +393,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                     format!("scenario: {}: not a file", path.display()),
                 ));
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| {
+            let text = super::read_capped(&path).map_err(|e| {
                 src.error_at(
                     p.span().start,
                     format!("scenario: {}: cannot read: {e}", path.display()),

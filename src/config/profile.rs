@@ -142,6 +142,17 @@ fn correction(
     Ok(Some(SizeCorrection { others, mechanisms, fitted_on: raw.fitted_on.clone() }))
 }
 
+/// A `[bandwidth]` fraction: in (0, [`MAX_BANDWIDTH_FRACTION`]].
+fn fraction(src: &Source<'_>, name: &str, v: &toml::Spanned<f64>) -> Result<f64, ConfigError> {
+    src.check(&format!("bandwidth.{name}"), v, |&x| {
+        if x > 0.0 && x <= MAX_BANDWIDTH_FRACTION {
+            Ok(x)
+        } else {
+            Err(format!("must be in (0, {MAX_BANDWIDTH_FRACTION}], got {x}"))
+        }
+    })
+}
+
 /// Parses and validates a profile's text; `file` names it in errors.
 pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError> {
     let src = Source { name: file, text };
@@ -190,18 +201,15 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         correction: correction(&src, raw.correction.as_ref())?,
         bandwidth: match &raw.bandwidth {
             None => [1.0; 3],
-            Some(b) => {
-                let f = |name: &str, v: &toml::Spanned<f64>| {
-                    src.check(&format!("bandwidth.{name}"), v, |&x| {
-                        if x > 0.0 && x <= MAX_BANDWIDTH_FRACTION {
-                            Ok(x)
-                        } else {
-                            Err(format!("must be in (0, {MAX_BANDWIDTH_FRACTION}], got {x}"))
-                        }
-                    })
-                };
-                [f("nvlink", &b.nvlink)?, f("pcie", &b.pcie)?, f("net", &b.net)?]
-            }
+            Some(b) => [
+                fraction(&src, "nvlink", &b.nvlink)?,
+                fraction(&src, "pcie", &b.pcie)?,
+                fraction(&src, "net", &b.net)?,
+            ],
+        },
+        nvls_bandwidth: match raw.bandwidth.as_ref().and_then(|b| b.nvls.as_ref()) {
+            None => 1.0,
+            Some(v) => fraction(&src, "nvls", v)?,
         },
         step_latency: [
             per_proto(&src, "step_latency.nvlink", &raw.step_latency.nvlink)?,

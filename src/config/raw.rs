@@ -310,6 +310,7 @@ pub struct RawBandwidth {
     pub nvlink: S<f64>,
     pub pcie: S<f64>,
     pub net: S<f64>,
+    pub nvls: Option<S<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

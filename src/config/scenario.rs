@@ -79,6 +79,10 @@ pub const MAX_NODES: usize = 1 << 16;
 /// Most samples per GPU per micro-step.
 pub const MAX_MICRO_BATCH: u64 = 1 << 24;
 
+/// The most parameters a model (or one of its tensors) may hold: ten trillion, several times
+/// the largest trained; a shape past it would only exhaust memory.
+pub const MAX_TENSOR_PARAMS: u64 = 10_000_000_000_000;
+
 /// Most micro-steps of gradient accumulation.
 pub const MAX_GRAD_ACCUMULATION: u64 = 1 << 16;
 
@@ -251,7 +255,13 @@ fn ddp_workload(
                                 return Err(format!("tensor {k}: a shape is a list of positive dimensions (got {shape:?})"));
                             }
                             let rows = shape[0] as u64;
-                            let cols: u64 = shape[1..].iter().map(|&d| d as u64).product();
+                            let cols = shape[1..]
+                                .iter()
+                                .try_fold(1u64, |p, &d| p.checked_mul(d as u64))
+                                .filter(|&c| rows.checked_mul(c).is_some_and(|n| n <= MAX_TENSOR_PARAMS));
+                            let Some(cols) = cols else {
+                                return Err(format!("tensor {k}: {shape:?} holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"));
+                            };
                             let mut t = tensor(format!("{}.{k}", l.name.get_ref()), rows, cols);
                             t.dtype = dtype;
                             Ok(t)
@@ -282,6 +292,12 @@ fn ddp_workload(
         }
         _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
     };
+    let total = model.tensors().try_fold(0u64, |sum, t| sum.checked_add(t.numel));
+    if total.is_none_or(|n| n > MAX_TENSOR_PARAMS) {
+        return Err(src.error(format!(
+            "workload.layer: the model holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"
+        )));
+    }
     if model.params() == 0 {
         return Err(src.error("workload.layer: the model has no parameters"));
     }
@@ -569,6 +585,11 @@ pub(crate) fn parse_nccl(
                 ));
             }
         };
+        // A bad value is reported here, where its line is known (the whole environment is
+        // parsed again when the cluster is built).
+        if let Err(e) = crate::comm::env::NcclEnv::from_pairs([(k.as_str(), value.as_str())]) {
+            return Err(src.error_at(v.span().start, format!("nccl.{e}")));
+        }
         nccl.push((k.clone(), value));
     }
     Ok(nccl)

@@ -36,6 +36,15 @@ fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
 impl SweepSpec {
     /// Checks the sweep's own consistency; `Err` holds the field and the reason.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.max_bytes > MAX_CALL_BYTES {
+            return Err((
+                "workload.max_bytes",
+                format!(
+                    "{} is larger than {MAX_CALL_BYTES}, more than any GPU holds (and the sweep would run for ever)",
+                    self.max_bytes
+                ),
+            ));
+        }
         if self.min_bytes > self.max_bytes {
             return Err((
                 "workload.min_bytes",
@@ -48,6 +57,11 @@ impl SweepSpec {
         Ok(())
     }
 }
+
+/// The largest call a sweep, `explain` or `validate` simulates: 1 TiB, beyond any GPU's
+/// memory. The detailed simulation's work grows with the bytes, so a size like 2^62 would
+/// never finish.
+pub const MAX_CALL_BYTES: Bytes = Bytes::new(1 << 40);
 
 /// One simulated size.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -93,6 +107,9 @@ pub enum SweepError {
     /// NCCL_ALGO leaves only algorithms NCCL itself would refuse here.
     #[error("NCCL_ALGO={0}: {1}")]
     Impossible(String, String),
+    /// A simulated time that no longer fits (a link far too slow, a size far too large).
+    #[error("{0}")]
+    Overflow(String),
     /// NCCL_ALGO excludes every algorithm collsim can run.
     #[error(
         "NCCL_ALGO={0}: none of these is simulated for this collective yet (Ring for all; Tree, NVLS on one node, NVLSTree and CollNet across nodes for all_reduce; PAT for all_gather and reduce_scatter)"
@@ -275,13 +292,16 @@ pub fn run_beside<'l>(
 ) -> Result<Vec<Row>, SweepError> {
     check_supported(spec.collective, comm)?;
     let sizes = sizes(spec);
-    Ok((0..sizes.len())
+    (0..sizes.len())
         .into_par_iter()
         .map(|i| {
             let call = call(cluster, comm, spec, sizes[i], params, mode, load(i));
-            let r = row(spec, &call, &collective::simulate(&call));
+            let run = collective::simulate(&call);
+            let what = format!("{} of {}", spec.collective.name(), Bytes::new(sizes[i]));
+            run.time.check(&what).map_err(SweepError::Overflow)?;
+            let r = row(spec, &call, &run);
             tick();
-            r
+            Ok(r)
         })
-        .collect())
+        .collect()
 }

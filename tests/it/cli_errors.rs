@@ -464,3 +464,125 @@ fn sizes_that_trim_away_are_said_or_refused() {
     assert_eq!(sizes, unique, "{csv}");
     assert_eq!(sizes.len(), 6, "{csv}");
 }
+
+#[test]
+fn endless_inputs_are_refused_at_the_read_cap() {
+    // A device that never ends, and random bytes: one line naming the file, not memory
+    // exhaustion.
+    fails_with(&["simulate", "/dev/zero"], &["/dev/zero", "larger than 256 MiB"]);
+    fails_with(
+        &["validate", "--log", "/dev/urandom", "--topology", "dgx-h100"],
+        &["/dev/urandom", "larger than 256 MiB"],
+    );
+    let p = tmp("latin1.toml", "name = \"caf\u{e9}\"\n");
+    std::fs::write(&p, b"name = \"caf\xe9\"\n").unwrap();
+    fails_with(&["simulate", p.to_str().unwrap()], &["latin1.toml", "not UTF-8 text", "offset 11"]);
+}
+
+#[test]
+fn sizes_past_any_gpu_memory_are_refused_up_front() {
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--min-bytes", "4611686018427387904"],
+        &["--min-bytes 4611686018427387904: larger than 1 TiB"],
+    );
+    misused_with(&["explain", "--topology", "dgx-h100", "--bytes", "2T"], &["--bytes 2T"]);
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--max-bytes", "abc"],
+        &["--max-bytes abc"],
+    );
+    let p = tmp("huge-sweep.toml", &GOOD.replace("\"1 MiB\"", "\"2 TiB\""));
+    fails_with(&["simulate", p.to_str().unwrap()], &["huge-sweep.toml:", "max_bytes", "1 TiB"]);
+}
+
+#[test]
+fn a_link_too_slow_to_time_is_an_error_not_a_number() {
+    // 1 b/s used to wrap simulated time round to 6 us and 71,902 GB/s busbw.
+    let p = tmp("one-bit.toml", &topo_with("speed = \"400 Gb/s\"", "speed = \"1 b/s\""));
+    fails_with(
+        &["simulate", "--topology", p.to_str().unwrap(), "--nodes", "2"],
+        &["one-bit.toml:", "nic.speed", "below 1 Mb/s"],
+    );
+    // The slowest rate allowed still gives a time, and one too large to hold is refused.
+    let p = tmp("one-mbit.toml", &topo_with("speed = \"400 Gb/s\"", "speed = \"1 Mb/s\""));
+    let t = p.to_str().unwrap();
+    let out = collsim_ok(&[
+        "simulate",
+        "--topology",
+        t,
+        "--nodes",
+        "2",
+        "--min-bytes",
+        "2M",
+        "--max-bytes",
+        "2M",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let us = v["rows"][0]["time_us"].as_f64().unwrap();
+    // 2 MiB over a ring of 16 GPUs on 1 Mb/s NICs: at least the 2 x 15/16 x 2 MiB each NIC
+    // carries, at 125 kB/s (eight NICs a node).
+    assert!(us > 2.0 * 15.0 / 16.0 * 2097152.0 / 8.0 / 125e3 * 1e6 * 0.99, "{us} us");
+    fails_with(
+        &["simulate", "--topology", t, "--nodes", "2", "--min-bytes", "1T", "--max-bytes", "1T"],
+        &["all_reduce of 1 TiB: simulated time passes 53 days"],
+    );
+}
+
+#[test]
+fn a_tensor_larger_than_any_model_is_refused() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/ddp-custom-layers.toml"
+    ))
+    .unwrap()
+    .replace("params = [[50000, 1024]]", "params = [[1000000000, 1000000000]]");
+    let p = tmp("huge-layer.toml", &text);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["huge-layer.toml:", "workload.layer[0].params", "more than 10000000000000 parameters"],
+    );
+    let text = text.replace("[[1000000000, 1000000000]]", "[[4294967296, 4294967296, 4294967296]]");
+    let p = tmp("overflowing-layer.toml", &text);
+    fails_with(&["simulate", p.to_str().unwrap()], &["overflowing-layer.toml:", "params"]);
+}
+
+#[test]
+fn every_section_of_an_nccl_list_is_checked() {
+    // NCCL refuses the variable whose other section names no collective; collsim used to read
+    // the allreduce section and drop the rest silently.
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=allreduce:tree;bogus:ring"],
+        &["NCCL_ALGO=allreduce:tree;bogus:ring", "unknown collective `bogus`"],
+    );
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_PROTO=allgather:LL;allreduce:Rong"],
+        &["unknown value `Rong`"],
+    );
+    // A scenario's [nccl] value names its line, as every other key does.
+    let p = tmp("rong.toml", &format!("{GOOD}\n[nccl]\nNCCL_ALGO = \"Rong\"\n"));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["rong.toml:13:13: nccl.NCCL_ALGO=Rong: unknown value `Rong`"],
+    );
+}
+
+#[test]
+fn floods_of_warnings_and_huge_values_stay_readable() {
+    let mut args = vec!["simulate", "--topology", "dgx-h100", "--max-bytes", "8"];
+    let pairs: Vec<String> = (0..25).map(|i| format!("NCCL_UNUSED_{i:02}=1")).collect();
+    for p in &pairs {
+        args.extend(["--nccl", p.as_str()]);
+    }
+    let out = collsim(&args);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 11, "{err}");
+    assert!(err.ends_with("collsim: ignoring 15 more NCCL variables the model does not use\n"));
+    // A 100 kB value is not echoed whole: the error keeps its start and its reason.
+    let huge = format!("NCCL_ALGO={}", "x".repeat(100_000));
+    let err =
+        fails_with(&["simulate", "--topology", "dgx-h100", "--nccl", &huge], &["NCCL_ALGO=xxx"]);
+    assert!(err.len() < 1000, "{} bytes", err.len());
+    assert!(err.contains("characters cut") && err.trim_end().ends_with("NVLSTree, PAT)"), "{err}");
+}

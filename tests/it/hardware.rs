@@ -295,3 +295,24 @@ fn pxn_sends_through_the_nvlink_peer_next_to_the_nic() {
     assert_eq!(off.pxn_peer(&c, g0, n7), None);
     assert_eq!(off.to_nic(&c, N0, g0, n7), c.gpu_to_nic(N0, g0, n7));
 }
+
+#[test]
+fn topo_show_refuses_a_link_list_that_leaves_nodes_apart() {
+    // Two leaves and no link between them: simulate says "no path"; topo show printed a
+    // bisection of 800 GB/s.
+    let cut = TWO_LEAVES.replace(
+        "[[network.link]]\nbetween = [\"spine\", \"leaf1\"]\nbandwidth = \"800 Gb/s\"\n",
+        "",
+    );
+    assert_ne!(cut, TWO_LEAVES);
+    let p = links_topology("cut", &cut);
+    let t = p.to_str().unwrap();
+    crate::cli_errors::fails_with(
+        &["topo", "show", t, "--nodes", "2"],
+        &["links.toml", "no path from switch \"leaf0\" (node 0) to \"leaf1\" (node 1)"],
+    );
+    crate::cli_errors::fails_with(&["simulate", "--topology", t, "--nodes", "2"], &["no path"]);
+    // Connected, it shows.
+    let p = links_topology("whole", TWO_LEAVES);
+    super::collsim_ok(&["topo", "show", p.to_str().unwrap(), "--nodes", "2"]);
+}

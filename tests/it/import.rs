@@ -98,3 +98,37 @@ fn bad_dumps_fail_on_one_line() {
         assert!(err.contains(needle), "{name}: {err}");
     }
 }
+
+/// Writes `text` beside the test's other scratch files and returns its path.
+fn scratch_file(name: &str, text: &str) -> String {
+    let path = super::scratch().join(format!("collsim-import-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn malformed_dumps_fail_where_they_are_wrong_instead_of_guessing() {
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    // Cut off after 50 lines: the error is at the end of what is there, not at 1:1.
+    let cut: String = xml.lines().take(50).map(|l| format!("{l}\n")).collect();
+    let p = scratch_file("cut.xml", &cut);
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &["cut.xml:50:", "stops before it is complete"],
+    );
+    // A compute capability that is not a number was an A100 (sm80) before.
+    let p = scratch_file("sm.xml", &xml.replacen("sm=\"90\"", "sm=\"abc\"", 1));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &["sm.xml:5:22: <gpu> sm=\"abc\": not a number"],
+    );
+    let p = scratch_file("width.xml", &xml.replacen("link_width=\"16\"", "link_width=\"x16\"", 1));
+    crate::cli_errors::fails_with(&["topo", "import", "--nccl-xml", &p], &["link_width=\"x16\""]);
+    // An NV cell that names no link count used to drop that NVLink silently.
+    let smi = std::fs::read_to_string(data("dgx-h100-class.nvidia-smi-topo-m.txt")).unwrap();
+    let p = scratch_file("nvxx.txt", &smi.replacen("NV18", "NVxx", 1));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nvidia-smi", &p],
+        &["nvxx.txt: GPU0 row, GPU1 column: \"NVxx\" is not NV<links>"],
+    );
+}

@@ -49,6 +49,7 @@ fn params(step: Time) -> TimingParams {
         p2p_peer: Time::ZERO,
         step_latency: [[step; 3]; 3],
         bandwidth: [1.0; 3],
+        nvls_bandwidth: 1.0,
         gpu_default: GpuParams::NOMINAL,
         correction: None,
         gpu: Vec::new(),
@@ -698,4 +699,45 @@ fn a_tree_step_crosses_the_network_as_one_message() {
     let (ll128, ll) = (beyond_empty(Proto::LL128) / simple, beyond_empty(Proto::LL) / simple);
     assert!((1.05..1.08).contains(&ll128), "LL128 / Simple: {ll128}");
     assert!((1.95..2.05).contains(&ll), "LL / Simple: {ll}");
+}
+
+#[test]
+fn the_profiles_nvls_fraction_scales_nvls_and_nvlinks_does_not() {
+    // `[bandwidth] nvlink` is point-to-point NVLink (Ring, Tree); the NVSwitch's multicast and
+    // reduction has its own `nvls` fraction. Halving each moves only its own algorithm.
+    let dir = super::scratch().join(format!("collsim-nvls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let busbw = |bandwidth: &str, algo: &str| -> f64 {
+        assert!(DEFAULT_PROFILE.1.contains("\nnvlink = 1.0\n"));
+        let text = DEFAULT_PROFILE.1.replace("\nnvlink = 1.0\n", &format!("\n{bandwidth}"));
+        let p = dir.join(format!("{}-{algo}.toml", bandwidth.len()));
+        std::fs::write(&p, text).unwrap();
+        let out = super::collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--profile",
+            p.to_str().unwrap(),
+            "--nccl",
+            &format!("NCCL_ALGO={algo}"),
+            "--min-bytes",
+            "1G",
+            "--max-bytes",
+            "1G",
+            "--format",
+            "json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["rows"][0]["busbw"].as_f64().unwrap()
+    };
+    let nominal = "nvlink = 1.0\n";
+    let (nvls, ring) = (busbw(nominal, "NVLS"), busbw(nominal, "Ring"));
+    let half_nvls = "nvlink = 1.0\nnvls = 0.5\n";
+    let half_nvlink = "nvlink = 0.5\n";
+    let r = busbw(half_nvls, "NVLS") / nvls;
+    assert!((0.45..0.6).contains(&r), "NVLS at nvls = 0.5: {r:.3} of nominal");
+    assert!((busbw(half_nvls, "Ring") / ring - 1.0).abs() < 0.01);
+    let r = busbw(half_nvlink, "Ring") / ring;
+    assert!((0.45..0.6).contains(&r), "Ring at nvlink = 0.5: {r:.3} of nominal");
+    assert!((busbw(half_nvlink, "NVLS") / nvls - 1.0).abs() < 0.01);
 }
