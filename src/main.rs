@@ -628,6 +628,19 @@ impl Progress {
     }
 }
 
+/// A spinner on stderr, when it is a terminal, for work whose length is not known ahead
+/// (calibrate's fit); hidden otherwise. Clear it with `finish_and_clear`.
+fn spinner(what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let s = indicatif::ProgressBar::new_spinner();
+    s.set_message(what.to_string());
+    s.enable_steady_tick(std::time::Duration::from_millis(120));
+    s
+}
+
 /// Ticks a progress bar when it goes out of scope (whichever way a closure returns).
 struct TickOnDrop<'a>(&'a Progress);
 
@@ -822,6 +835,7 @@ fn calibrate_logs(
         let scenario = log_scenario(s, common, &name, &test, false, true)?;
         inputs.push(LogInput { name, test, coll: c, is_fit: *is_fit, scenario });
     }
+    let fitting = spinner("calibrating (simulating every log size for each trial)");
     let c = pipeline::calibrate(
         s,
         &base_name,
@@ -831,7 +845,9 @@ fn calibrate_logs(
         factors,
         mode(common.mode),
     )
-    .map_err(|e| anyhow!(e))?;
+    .map_err(|e| anyhow!(e));
+    fitting.finish_and_clear();
+    let c = c?;
     let report = report::calibration::text(&c);
     match common.output.as_deref() {
         Some(p) => {
