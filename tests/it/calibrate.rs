@@ -376,3 +376,69 @@ fn bands_fitted_on_one_mechanism_leave_another_alone() {
     let k = c.len();
     assert!(c[k - 1] < c[k - 3] - 10.0, "p95 after bands vs parameters alone: {fit}");
 }
+
+#[test]
+fn nccl_layout_output_reads_back_as_the_setup_that_made_it() {
+    // `--format nccl` prints what nccl-tests prints (version line, nGpus, one Pid a process,
+    // bus ids, CUDA's GPU name), so validate with no layout flags finds the topology, the
+    // nodes, the process layout and the NCCL release, and predicts its own numbers.
+    let dir = super::scratch().join(format!("collsim-ncclfmt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("two-nodes.log");
+    let l = log.to_str().unwrap();
+    super::collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--min-bytes",
+        "1K",
+        "--max-bytes",
+        "1G",
+        "--factor",
+        "8",
+        "--nccl-version",
+        "2.26",
+        "--format",
+        "nccl",
+        "-o",
+        l,
+    ]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with("# nccl-tests version 2.19.6 nccl-headers=22602 nccl-library=22602\n")
+    );
+    assert!(text.contains("Pid  10015 on      node1 device  7 [0000:08:00] NVIDIA H100 80GB HBM3"));
+    let avg = text.lines().find(|l| l.starts_with("# Avg bus bandwidth")).unwrap();
+    assert!(!avg.contains("000 "), "printed as %g: {avg}");
+    let out = super::collsim(&["validate", "--log", l, "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("topology dgx-h100"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Within the log's two-decimal rounding.
+    let median = v["median_abs_error_pct"].as_f64().unwrap();
+    assert!(median < 0.05 && v["p95_abs_error_pct"].as_f64().unwrap() < 0.1, "{median}");
+    // One process driving all eight GPUs of a node: nGpus 8, one Pid, read back as -g 8.
+    let log = dir.join("one-process.log");
+    let l = log.to_str().unwrap();
+    super::collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-a100",
+        "--gpus-per-process",
+        "8",
+        "--max-bytes",
+        "1M",
+        "--format",
+        "nccl",
+        "-o",
+        l,
+    ]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("# nThread 1 nGpus 8 "), "{text}");
+    assert!(text.contains("Pid  10000 on      node0 device  7 [0000:08:00] NVIDIA A100-SXM4-80GB"));
+    let out = super::collsim(&["validate", "--log", l]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("8 GPUs per process (nccl-tests -g 8"));
+}
