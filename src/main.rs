@@ -48,7 +48,9 @@ enum ModeArg {
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// Topology preset (dgx-a100, dgx-h100) or path to a topology TOML.
+    /// Topology preset or path to a topology TOML. Presets: aws-p4d, aws-p5, dgx-a100,
+    /// dgx-h100, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g, gcp-a3-highgpu-8g, gcp-a3-megagpu-8g,
+    /// hgx-h100-roce, pcie-8gpu-2socket, pcie-a100-4gpu-2socket, polaris-a100-4gpu.
     #[arg(long)]
     topology: Option<String>,
     /// Number of nodes.
@@ -176,7 +178,8 @@ struct SimulateArgs {
     scenario: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
-    /// Collective (all_reduce).
+    /// Collective, as nccl-tests names it: all_reduce (the default), all_gather,
+    /// reduce_scatter, broadcast, reduce, alltoall, sendrecv.
     #[arg(long)]
     collective: Option<String>,
     /// First size, as nccl-tests -b (bare number = bytes; K/M/G binary; or "64 MiB").
@@ -214,7 +217,8 @@ struct SimulateArgs {
 struct ExplainArgs {
     #[command(flatten)]
     common: Common,
-    /// Collective (all_reduce, all_gather, reduce_scatter).
+    /// Collective, as nccl-tests names it: all_reduce, all_gather, reduce_scatter, broadcast,
+    /// reduce, alltoall, sendrecv.
     #[arg(long, default_value = "all_reduce")]
     collective: String,
     /// Bytes, as nccl-tests' size column (bare number = bytes; K/M/G binary; or "64 MiB").

@@ -586,3 +586,28 @@ fn floods_of_warnings_and_huge_values_stay_readable() {
     assert!(err.len() < 1000, "{} bytes", err.len());
     assert!(err.contains("characters cut") && err.trim_end().ends_with("NVLSTree, PAT)"), "{err}");
 }
+
+#[test]
+fn help_names_every_preset_and_collective() {
+    // --topology's help listed 2 of 12 presets and --collective's one collective.
+    for cmd in ["simulate", "explain", "validate", "calibrate"] {
+        let help = crate::collsim_ok(&[cmd, "--help"]);
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for p in collsim::config::preset_names() {
+            assert!(flat.contains(&format!(" {p}")), "{cmd} --help lacks preset {p}");
+        }
+        if cmd != "validate" && cmd != "calibrate" {
+            for c in [
+                "all_reduce",
+                "all_gather",
+                "reduce_scatter",
+                "broadcast",
+                "reduce,",
+                "alltoall",
+                "sendrecv",
+            ] {
+                assert!(flat.contains(c), "{cmd} --help lacks {c}");
+            }
+        }
+    }
+}
