@@ -201,7 +201,8 @@ struct SimulateArgs {
     #[arg(long, value_enum, default_value = "table")]
     format: SimFmt,
     /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
-    /// `workload.ddp.X`); several --sweep run their cross product, in parallel.
+    /// `workload.ddp.X`, `topology.X` a key of its topology, `profile.X` one of the profile);
+    /// several --sweep run their cross product, in parallel.
     #[arg(long, value_name = "KEY=VALUES")]
     sweep: Vec<String>,
     /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
@@ -869,11 +870,34 @@ fn calibrate_logs(
     Ok(())
 }
 
+/// What one point of a `--sweep` ran: a DDP step, or an nccl-tests-like sweep's rows.
+enum PointRun {
+    Step(collsim::workload::ddp::StepResult),
+    Rows(Vec<collsim::workload::sweep::Row>),
+}
+
+/// Which file a swept key edits: `topology.KEY` the scenario's topology, `profile.KEY` the
+/// timing profile, anything else the scenario (`ddp.X` is `workload.X`).
+fn sweep_target(key: &str) -> (u8, String) {
+    if let Some(k) = key.strip_prefix("topology.") {
+        (1, k.to_string())
+    } else if let Some(k) = key.strip_prefix("profile.") {
+        (2, k.to_string())
+    } else if key.starts_with("ddp.") {
+        (0, format!("workload.{key}"))
+    } else {
+        (0, key.to_string())
+    }
+}
+
 /// `simulate --sweep`: the scenario at every point of the cross product of the swept keys, run
-/// in parallel, one row per point in the order the values were given (the first key slowest).
+/// in parallel, one row per point (or, for a collective sweep, per point and size) in the order
+/// the values were given (the first key slowest). Keys edit the scenario, its topology
+/// (`topology.nic.speed`) or the profile (`profile.bandwidth.net`).
 fn simulate_sweep(
     scenario: Option<&Path>,
     common: &Common,
+    flags: &SweepFlags,
     sweeps: &[String],
     format: SimFmt,
     plot: Option<&Path>,
@@ -883,7 +907,7 @@ fn simulate_sweep(
     let name = path.display().to_string();
     let text = config::load_text(path)?;
     if !config::parse_scenario(&name, &text)?.jobs.is_empty() {
-        bail_usage!("--sweep runs DDP steps; {name} has [[job]] tables");
+        bail_usage!("--sweep runs one job at a time; {name} has [[job]] tables");
     }
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for s in sweeps {
@@ -921,37 +945,97 @@ fn simulate_sweep(
             })
             .collect();
     }
-    let profile = load_profile(common.profile.as_deref())?;
+    let (profile_name, profile_text) = profile_source(common.profile.as_deref())?;
+    let profile = config::parse_profile(&profile_name, &profile_text)?;
     let m = mode(common.mode);
     let progress = Progress::new(points.len() as u64, "points");
-    let results: Vec<Result<collsim::workload::ddp::StepResult>> = points
+    let results: Vec<Result<PointRun>> = points
         .par_iter()
         .map(|point| {
             let _tick = TickOnDrop(&progress);
-            let edited = config::set_keys(&text, point).map_err(|e| anyhow!("{name}: {e}"))?;
+            let keys = |target: u8| -> Vec<(String, String)> {
+                point
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        let (t, key) = sweep_target(k);
+                        (t == target).then(|| (key, v.clone()))
+                    })
+                    .collect()
+            };
+            let edited = config::set_keys(&text, &keys(0)).map_err(|e| anyhow!("{name}: {e}"))?;
             let s = config::parse_scenario(&name, &edited)?;
-            let s = apply_common(Some(s), common)?;
-            if s.ddp().is_none() {
-                bail_usage!("--sweep runs DDP steps; {name}'s workload is not kind = \"ddp\"");
+            let mut s = apply_common(Some(s), common)?;
+            let topo_keys = keys(1);
+            if !topo_keys.is_empty() {
+                let (file, text) = config::topology_text(&s.topology)?;
+                let edited =
+                    config::set_keys(&text, &topo_keys).map_err(|e| anyhow!("{file}: {e}"))?;
+                let node = config::parse_topology(&file, &edited)?;
+                s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
+                s.node = node;
             }
-            Ok(collsim::simulate_ddp(&s, &profile, m)?.0)
+            let prof_keys = keys(2);
+            let edited_profile;
+            let params = if prof_keys.is_empty() {
+                &profile
+            } else {
+                let text = config::set_keys(&profile_text, &prof_keys)
+                    .map_err(|e| anyhow!("{profile_name}: {e}"))?;
+                edited_profile = config::parse_profile(&profile_name, &text)?;
+                &edited_profile
+            };
+            if s.ddp().is_some() {
+                if let Some(f) = flags.given().iter().find(|f| f.1) {
+                    bail_usage!(
+                        "{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep",
+                        f.0
+                    );
+                }
+                return Ok(PointRun::Step(collsim::simulate_ddp(&s, params, m)?.0));
+            }
+            apply_sweep_flags(&mut s, flags)?;
+            Ok(PointRun::Rows(collsim::simulate(&s, params, m)?.0))
         })
         .collect();
     drop(progress);
-    let mut rows = Vec::new();
+    let mut steps = Vec::new();
+    let mut sizes = Vec::new();
     for (p, r) in points.into_iter().zip(results) {
         let label = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        rows.push((p, r.with_context(|| label)?));
+        match r.with_context(|| label)? {
+            PointRun::Step(step) => steps.push((p, step)),
+            PointRun::Rows(rows) => sizes.push((p, rows)),
+        }
+    }
+    if !steps.is_empty() && !sizes.is_empty() {
+        bail!("{name}: the swept values make some points DDP steps and others collective sweeps");
     }
     let mut out = open_output(common.output.as_deref())?;
-    match format {
-        SimFmt::Table => report::ddp::sweep_table(&rows, &mut out)?,
-        SimFmt::Json => report::ddp::sweep_json(&rows, &mut out)?,
-        SimFmt::Nccl | SimFmt::Csv => bail_usage!("--format: a DDP sweep prints as table or json"),
+    if sizes.is_empty() {
+        match format {
+            SimFmt::Table => report::ddp::sweep_table(&steps, &mut out)?,
+            SimFmt::Json => report::sweep::ddp_json(&name, &steps, &mut out)?,
+            SimFmt::Csv => report::sweep::ddp_csv(&steps, &mut out)?,
+            SimFmt::Nccl => bail_usage!("--format nccl: a DDP sweep prints as table, json or csv"),
+        }
+    } else {
+        if plot.is_some() {
+            bail_usage!(
+                "--plot with --sweep draws DDP steps; a collective sweep's rows go to --format csv or json"
+            );
+        }
+        match format {
+            SimFmt::Table => report::sweep::rows_table(&sizes, &mut out)?,
+            SimFmt::Json => report::sweep::rows_json(&name, &sizes, &mut out)?,
+            SimFmt::Csv => report::sweep::rows_csv(&sizes, &mut out)?,
+            SimFmt::Nccl => {
+                bail_usage!("--format nccl: a sweep over keys prints as table, json or csv")
+            }
+        }
     }
     out.finish()?;
     if let Some(p) = plot {
-        report::output::write_through(p, |t| report::plot::sweep(&rows, t))
+        report::output::write_through(p, |t| report::plot::sweep(&steps, t))
             .map_err(|e| anyhow!("--plot {e}"))?;
     }
     Ok(())
@@ -1210,7 +1294,15 @@ fn simulate(
                 "--trace draws one DDP step; a --sweep runs many (simulate one point without --sweep to trace it)"
             );
         }
-        return simulate_sweep(scenario.as_deref(), &common, &sweep, format, plot.as_deref());
+        let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
+        return simulate_sweep(
+            scenario.as_deref(),
+            &common,
+            &flags,
+            &sweep,
+            format,
+            plot.as_deref(),
+        );
     }
     let base = match &scenario {
         Some(p) => Some(config::parse_scenario(&p.display().to_string(), &config::load_text(p)?)?),
@@ -1218,14 +1310,8 @@ fn simulate(
     };
     let mut s = apply_common(base, &common)?;
     // The flags that shape a sweep, and those that draw a DDP step.
-    let sweep_flags = [
-        ("--collective", collective.is_some()),
-        ("--min-bytes", min_bytes.is_some()),
-        ("--max-bytes", max_bytes.is_some()),
-        ("--factor", factor.is_some()),
-        ("--dtype", dtype.is_some()),
-        ("--op", op.is_some()),
-    ];
+    let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
+    let sweep_flags = flags.given();
     let drawing = [("--trace", trace.is_some()), ("--plot", plot.is_some())];
     if !s.jobs.is_empty() {
         if let Some(f) = sweep_flags.iter().chain(&drawing).find(|f| f.1) {
@@ -1271,9 +1357,8 @@ fn simulate(
         match format {
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
             SimFmt::Json => report::ddp::json(&spec, &r, &mut out)?,
-            SimFmt::Nccl | SimFmt::Csv => {
-                bail_usage!("--format: a DDP step prints as table or json")
-            }
+            SimFmt::Csv => report::sweep::ddp_csv(&[(Vec::new(), r.clone())], &mut out)?,
+            SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),
         }
         out.finish()?;
         if let Some(p) = trace {
@@ -1290,32 +1375,7 @@ fn simulate(
     if trace.is_some() || plot.is_some() {
         bail_usage!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
     }
-    let Some(sw) = s.sweep_mut() else {
-        bail!("the scenario's workload is neither a sweep nor a DDP step");
-    };
-    if let Some(c) = collective {
-        sw.collective =
-            Collective::parse(&c).ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?;
-    }
-    if let Some(b) = min_bytes {
-        sw.min_bytes = parse_size("--min-bytes", &b)?;
-    }
-    if let Some(b) = max_bytes {
-        sw.max_bytes = parse_size("--max-bytes", &b)?;
-    }
-    if let Some(f) = factor {
-        sw.factor = f;
-    }
-    if let Some(d) = dtype {
-        sw.dtype = DataType::parse(&d).ok_or_else(|| anyhow!("--dtype {d}: unknown data type"))?;
-    }
-    if let Some(o) = op {
-        sw.op = ReduceOp::parse(&o).ok_or_else(|| anyhow!("--op {o}: unknown reduction"))?;
-    }
-    if let Err((field, msg)) = sw.check() {
-        bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
-    }
-    let sweep = sw.clone();
+    let sweep = apply_sweep_flags(&mut s, &flags)?;
     let profile = load_profile(common.profile.as_deref())?;
     let m = mode(common.mode);
     let progress = Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
@@ -1339,6 +1399,61 @@ fn simulate(
     fmt.write_sim(&report, &mut out)?;
     out.finish()?;
     Ok(())
+}
+
+/// The flags that shape an nccl-tests-like sweep (`simulate --collective/--min-bytes/…`).
+struct SweepFlags {
+    collective: Option<String>,
+    min_bytes: Option<String>,
+    max_bytes: Option<String>,
+    factor: Option<u64>,
+    dtype: Option<String>,
+    op: Option<String>,
+}
+
+impl SweepFlags {
+    /// The flags given, by name.
+    fn given(&self) -> [(&'static str, bool); 6] {
+        [
+            ("--collective", self.collective.is_some()),
+            ("--min-bytes", self.min_bytes.is_some()),
+            ("--max-bytes", self.max_bytes.is_some()),
+            ("--factor", self.factor.is_some()),
+            ("--dtype", self.dtype.is_some()),
+            ("--op", self.op.is_some()),
+        ]
+    }
+}
+
+/// Sets the flags on the scenario's sweep and returns it, checked.
+fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<SweepSpec> {
+    let Some(sw) = s.sweep_mut() else {
+        bail!("the scenario's workload is neither a sweep nor a DDP step");
+    };
+    if let Some(c) = &f.collective {
+        sw.collective = Collective::parse(c)
+            .ok_or_else(|| usage(format!("--collective {c}: unknown collective")))?;
+    }
+    if let Some(b) = &f.min_bytes {
+        sw.min_bytes = parse_size("--min-bytes", b)?;
+    }
+    if let Some(b) = &f.max_bytes {
+        sw.max_bytes = parse_size("--max-bytes", b)?;
+    }
+    if let Some(x) = f.factor {
+        sw.factor = x;
+    }
+    if let Some(d) = &f.dtype {
+        sw.dtype =
+            DataType::parse(d).ok_or_else(|| usage(format!("--dtype {d}: unknown data type")))?;
+    }
+    if let Some(o) = &f.op {
+        sw.op = ReduceOp::parse(o).ok_or_else(|| usage(format!("--op {o}: unknown reduction")))?;
+    }
+    if let Err((field, msg)) = sw.check() {
+        bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
+    }
+    Ok(sw.clone())
 }
 
 /// `collsim explain`.

@@ -21,7 +21,9 @@ pub use scenario::{
     MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, Scenario, Workload, bucket_cap_bytes,
     parse_scenario,
 };
-pub use topology::{TopologySource, gpu_library, parse_topology, preset_names, resolve_topology};
+pub use topology::{
+    TopologySource, gpu_library, parse_topology, preset_names, resolve_topology, topology_text,
+};
 
 use std::path::Path;
 

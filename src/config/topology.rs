@@ -47,6 +47,22 @@ pub enum TopologySource {
     File(PathBuf),
 }
 
+/// The text of a topology and the file name its errors carry, for editing it before parsing
+/// (`simulate --sweep topology.KEY=…`).
+pub fn topology_text(source: &TopologySource) -> Result<(String, String), ConfigError> {
+    match source {
+        TopologySource::Preset(name) => PRESETS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, text)| (format!("topologies/{n}.toml"), text.to_string()))
+            .ok_or_else(|| ConfigError::File {
+                file: name.clone(),
+                msg: "unknown topology preset".into(),
+            }),
+        TopologySource::File(path) => Ok((path.display().to_string(), load_text(path)?)),
+    }
+}
+
 /// Resolves a preset name or a path (relative paths against `base`) and parses it.
 pub fn resolve_topology(
     name_or_path: &str,

@@ -126,7 +126,7 @@ fn bert_large_weak_scaling_on_one_dgx_a100_is_within_ten_percent() {
         "--sweep",
         "workload.efficiency=0.7433",
     ]);
-    let r512 = &r512[0]["result"];
+    let r512 = &r512["points"][0]["result"];
     for (r, seqs, one_gpu, table) in
         [(&r128, 256.0 * 32.0, 580.0, 7.91), (r512, 32.0 * 128.0, 210.0, 7.89)]
     {
@@ -185,6 +185,10 @@ fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
         "--format",
         "json",
     ]);
+    assert_eq!(rows["format_version"], 1);
+    assert_eq!(rows["scenario"], "scenarios/gpt2-xl-a3-16node.toml");
+    assert_eq!(rows["swept"][0], "workload.ddp.comm_hook");
+    let rows = &rows["points"];
     let hooks: Vec<&str> = rows
         .as_array()
         .unwrap()
@@ -205,7 +209,7 @@ fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
         "--format",
         "json",
     ]);
-    let rows = rows.as_array().unwrap();
+    let rows = rows["points"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[1]["point"]["nccl.version"], "2.30");
     assert_eq!(num(&rows[1]["result"], "iteration_time_ms"), num(&none, "iteration_time_ms"));
@@ -427,4 +431,72 @@ fn ddp_output_is_the_same_bytes_whatever_the_thread_count() {
     let a = run(None);
     assert_eq!(a, run(Some("1")));
     assert_eq!(a, run(None));
+}
+
+#[test]
+fn sweeps_reach_topology_profile_and_collective_scenarios() {
+    // The NIC speed (a topology key) and the network's bandwidth fraction (a profile key) of a
+    // DDP scenario: a slower network communicates longer, and CSV carries the swept columns.
+    let csv = super::collsim_ok(&[
+        "simulate",
+        "scenarios/resnet50-dgx-a100-4node.toml",
+        "--sweep",
+        "topology.nic.speed=100 Gb/s,200 Gb/s",
+        "--sweep",
+        "profile.bandwidth.net=0.5,1.0",
+        "--format",
+        "csv",
+    ]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("topology.nic.speed,profile.bandwidth.net,iteration_time_ms,"));
+    assert_eq!(lines.len(), 5);
+    let comm: Vec<f64> =
+        lines[1..].iter().map(|l| l.split(',').nth(7).unwrap().parse().unwrap()).collect();
+    // (100, 0.5) > (100, 1.0) > (200, 1.0), and (100, 1.0) ~ (200, 0.5): the same bytes/s.
+    assert!(comm[0] > comm[1] && comm[1] > comm[3], "{comm:?}");
+    assert!((comm[1] / comm[2] - 1.0).abs() < 0.02, "{comm:?}");
+    // A collective sweep: one row per point and size, each point on its own setting.
+    let v = json(&[
+        "simulate",
+        "scenarios/quickstart.toml",
+        "--sweep",
+        "nccl.NCCL_ALGO=Ring,NVLS",
+        "--min-bytes",
+        "16M",
+        "--max-bytes",
+        "16M",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["format_version"], 1);
+    let points = v["points"].as_array().unwrap();
+    let algo = |i: usize| points[i]["rows"][0]["algo"].as_str().unwrap().to_string();
+    assert_eq!((algo(0), algo(1)), ("RING".to_string(), "NVLS".to_string()));
+    assert_eq!(points[1]["point"]["nccl.NCCL_ALGO"], "NVLS");
+    let csv = super::collsim_ok(&[
+        "simulate",
+        "scenarios/quickstart.toml",
+        "--sweep",
+        "cluster.nodes=1,2",
+        "--max-bytes",
+        "64",
+        "--format",
+        "csv",
+    ]);
+    assert!(csv.starts_with("cluster.nodes,size_bytes,count,dtype,"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 2 * 4);
+    // One DDP step as CSV: the same columns, no swept keys.
+    let csv = super::collsim_ok(&[
+        "simulate",
+        "scenarios/resnet50-dgx-a100-1node.toml",
+        "--format",
+        "csv",
+    ]);
+    assert!(csv.starts_with("iteration_time_ms,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2);
+    // A key no file has is refused, naming the file it was set in.
+    crate::cli_errors::fails_with(
+        &["simulate", "scenarios/quickstart.toml", "--sweep", "topology.nic.sped=1 Gb/s"],
+        &["topologies/dgx-h100.toml", "sped"],
+    );
 }

@@ -1,0 +1,183 @@
+//! `simulate --sweep`: a scenario at every point of the swept keys, as a table, JSON or CSV. A
+//! DDP scenario gives one step per point; a collective sweep one row per point and size.
+
+use std::io::{self, Write};
+
+use serde_json::{Value, json};
+
+use super::ddp::SweepPoint;
+use super::fit_number;
+use crate::workload::sweep::Row;
+
+/// The version of the sweep JSON layout; it changes when a field changes meaning or goes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One point of a collective sweep: the keys set and the rows there.
+pub type RowsPoint = (Vec<(String, String)>, Vec<Row>);
+
+fn point_object(point: &[(String, String)]) -> Value {
+    Value::Object(point.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+}
+
+fn keys(point: Option<&Vec<(String, String)>>) -> Vec<String> {
+    point.map_or(Vec::new(), |p| p.iter().map(|(k, _)| k.clone()).collect())
+}
+
+fn write_json(
+    scenario: &str,
+    swept: Vec<String>,
+    points: Vec<Value>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let doc = json!({
+        "format_version": FORMAT_VERSION,
+        "scenario": scenario,
+        "swept": swept,
+        "points": points,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// A DDP sweep as JSON: the scenario file, the swept keys and per point its values and the
+/// step (timeline left to `--trace`).
+pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
+    let mut points = Vec::new();
+    for (point, r) in rows {
+        let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("timeline");
+        }
+        points.push(json!({"point": point_object(point), "result": v}));
+    }
+    write_json(scenario, keys(rows.first().map(|r| &r.0)), points, out)
+}
+
+/// A DDP sweep as CSV: the swept keys, then the step's figures, one line per point.
+pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    let mut head = keys(rows.first().map(|r| &r.0));
+    head.extend(
+        [
+            "iteration_time_ms",
+            "first_iteration_ms",
+            "forward_ms",
+            "backward_ms",
+            "compute_ms",
+            "comm_ms",
+            "exposed_comm_ms",
+            "overlap_fraction",
+            "compute_slowdown",
+            "samples_per_s",
+            "scaling_efficiency",
+            "world",
+        ]
+        .map(String::from),
+    );
+    w.write_record(&head).map_err(io::Error::other)?;
+    for (point, r) in rows {
+        let mut rec: Vec<String> = point.iter().map(|(_, v)| v.clone()).collect();
+        rec.extend(
+            [
+                r.iteration_time_ms,
+                r.first_iteration_ms,
+                r.forward_ms,
+                r.backward_ms,
+                r.compute_ms,
+                r.comm_ms,
+                r.exposed_comm_ms,
+                r.overlap_fraction,
+                r.compute_slowdown,
+                r.samples_per_s,
+                r.scaling_efficiency,
+            ]
+            .map(|x| x.to_string()),
+        );
+        rec.push(r.world.to_string());
+        w.write_record(&rec).map_err(io::Error::other)?;
+    }
+    w.flush()
+}
+
+/// A collective sweep over keys as JSON: per point its values and the rows `--format json`
+/// prints for one run.
+pub fn rows_json(scenario: &str, rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
+    let mut points = Vec::new();
+    for (point, r) in rows {
+        let v = serde_json::to_value(r).map_err(io::Error::other)?;
+        points.push(json!({"point": point_object(point), "rows": v}));
+    }
+    write_json(scenario, keys(rows.first().map(|r| &r.0)), points, out)
+}
+
+/// A row's `--format csv` header and fields, in that layout's column order.
+fn csv_fields(row: &Row) -> io::Result<(Vec<String>, Vec<String>)> {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.serialize(row).map_err(io::Error::other)?;
+    let bytes = w.into_inner().map_err(|e| io::Error::other(e.to_string()))?;
+    let mut r = ::csv::Reader::from_reader(bytes.as_slice());
+    let head = r.headers().map_err(io::Error::other)?.iter().map(String::from).collect();
+    let fields = match r.records().next() {
+        Some(rec) => rec.map_err(io::Error::other)?.iter().map(String::from).collect(),
+        None => Vec::new(),
+    };
+    Ok((head, fields))
+}
+
+/// A collective sweep over keys as CSV: the swept keys, then the columns of `--format csv`.
+pub fn rows_csv(rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
+    let mut w = ::csv::Writer::from_writer(out);
+    let mut wrote_head = false;
+    for (point, rs) in rows {
+        for row in rs {
+            let (head, fields) = csv_fields(row)?;
+            if !wrote_head {
+                let mut h: Vec<String> = point.iter().map(|(k, _)| k.clone()).collect();
+                h.extend(head);
+                w.write_record(&h).map_err(io::Error::other)?;
+                wrote_head = true;
+            }
+            let mut rec: Vec<String> = point.iter().map(|(_, v)| v.clone()).collect();
+            rec.extend(fields);
+            w.write_record(&rec).map_err(io::Error::other)?;
+        }
+    }
+    w.flush()
+}
+
+/// A collective sweep over keys as a table: the swept values, then per size its time, busbw
+/// and what ran.
+pub fn rows_table(rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
+    let keys = keys(rows.first().map(|r| &r.0));
+    let width =
+        |i: usize| rows.iter().map(|r| r.0[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
+    let mut head = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        head.push_str(&format!("{k:>w$}  ", w = width(i)));
+    }
+    writeln!(
+        out,
+        "{head}{:>10} {:>11} {:>9} {:>9}  {:<9} {:<6} {:>3}",
+        "size", "time(us)", "algbw", "busbw", "algo", "proto", "ch"
+    )?;
+    for (point, rs) in rows {
+        let mut lead = String::new();
+        for (i, (_, v)) in point.iter().enumerate() {
+            lead.push_str(&format!("{v:>w$}  ", w = width(i)));
+        }
+        for r in rs {
+            writeln!(
+                out,
+                "{lead}{:>10} {:>11} {:>9} {:>9}  {:<9} {:<6} {:>3}",
+                crate::units::Bytes::new(r.size_bytes).to_string(),
+                fit_number(r.time_us, 11),
+                fit_number(r.algbw, 9),
+                fit_number(r.busbw, 9),
+                r.algo,
+                r.proto,
+                r.channels
+            )?;
+        }
+    }
+    Ok(())
+}
