@@ -11,6 +11,7 @@ mod import;
 mod jobs;
 mod model;
 mod plan;
+mod report;
 mod scenarios;
 mod selection;
 
