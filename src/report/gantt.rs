@@ -235,7 +235,7 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
         .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
     let micro = r.timeline.iter().filter(|s| s.name == "fwd (no_sync)").count() + 1;
     let mut body = String::new();
-    let mut y = 44.0;
+    let mut y = 52.0;
     let whole = if micro > 1 {
         format!("whole step ({micro} micro-steps, the first {} under no_sync)", micro - 1)
     } else {
@@ -297,6 +297,16 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
             "DDP step {:.3} ms on {} ranks: compute {:.3} ms, communication {:.3} ms, exposed {:.3} ms",
             r.iteration_time_ms, r.world, r.compute_ms, r.comm_ms, r.exposed_comm_ms
         ))
+    );
+    // The bands show the waits; the rest of the exposed time is compute slowed while NCCL
+    // kernels take SMs, spread over the bars.
+    let waits: f64 =
+        r.timeline.iter().filter(|s| s.lane == "wait").map(|s| s.end_ms - s.start_ms).sum();
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.0}" y="42" font-size="11" text-anchor="middle" fill="#555555">exposed = compute waiting for NCCL (orange bands, {waits:.3} ms) + compute slowed while NCCL kernels run ({:.3} ms)</text>"##,
+        WIDTH / 2.0,
+        (r.exposed_comm_ms - waits).max(0.0)
     );
     svg.push_str(&body);
     svg.push_str("</svg>\n");

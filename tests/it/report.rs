@@ -105,6 +105,7 @@ fn ddp_plot_has_legend_lane_labels_layer_names_and_tooltips() {
         bars.iter().filter(|e| e.title.starts_with("exposed communication: ")).collect();
     assert!(!exposed.is_empty());
     assert!(exposed.iter().all(|e| e.attr["fill"] == "#ff7f0e"));
+    assert!(t.iter().any(|s| s.starts_with("exposed = compute waiting for NCCL (orange bands, ")));
 }
 
 #[test]
