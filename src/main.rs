@@ -208,7 +208,8 @@ struct SimulateArgs {
     /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
     #[arg(long, value_name = "JSON")]
     trace: Option<PathBuf>,
-    /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file.
+    /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file (with --sweep:
+    /// step time against the swept values).
     #[arg(long, value_name = "SVG")]
     plot: Option<PathBuf>,
 }
@@ -283,7 +284,8 @@ struct ValidateArgs {
     /// Which test of the log (default: the first; its header names the collective).
     #[arg(long, conflicts_with = "manifest")]
     collective: Option<String>,
-    /// Also draw measured and predicted busbw against size into this SVG file.
+    /// Also draw measured and predicted busbw against size (log axes) and the error per size
+    /// into this SVG file.
     #[arg(long, value_name = "SVG", conflicts_with = "manifest")]
     plot: Option<PathBuf>,
     /// Output format.
@@ -1363,11 +1365,11 @@ fn simulate(
         out.finish()?;
         if let Some(p) = trace {
             let mut f = report::output::Staged::create(&p)?;
-            report::ddp::trace(&r, &mut f)?;
+            report::trace::ddp_step(&r, &mut f)?;
             f.commit()?;
         }
         if let Some(p) = plot {
-            report::output::write_through(&p, |t| report::plot::timeline(&r, t))
+            report::output::write_through(&p, |t| report::gantt::ddp_step(&r, t))
                 .map_err(|e| anyhow!("--plot {e}"))?;
         }
         return Ok(());

@@ -1,4 +1,5 @@
-//! A simulated DDP step: a summary and the bucket table, JSON, and a Chrome/Perfetto trace.
+//! A simulated DDP step: a summary and the bucket table, and JSON (the trace is in
+//! [`super::trace`], the plot in [`super::gantt`]).
 
 use std::io::{self, Write};
 
@@ -100,41 +101,6 @@ pub fn json(spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<(
         o.insert("memory".into(), mem);
     }
     serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
-    writeln!(out)
-}
-
-/// Writes the step's timeline as a Chrome/Perfetto trace: one process, a compute and an NCCL
-/// stream lane, one complete event per layer, copy, hook and collective (µs), and a counter of
-/// the NCCL stream's data rate (each collective's bytes over its time, GB/s) — the load it puts
-/// on the links.
-pub fn trace(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
-    let mut events = vec![
-        serde_json::json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0"}}),
-        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "compute stream"}}),
-        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "NCCL stream"}}),
-    ];
-    for s in r.timeline.iter().filter(|s| s.bytes > 0 && s.end_ms > s.start_ms) {
-        let gbps = s.bytes as f64 / ((s.end_ms - s.start_ms) * 1e-3) / 1e9;
-        for (ts, v) in [(s.start_ms, gbps), (s.end_ms, 0.0)] {
-            events.push(serde_json::json!({
-                "ph": "C", "name": "NCCL data rate (GB/s)", "pid": 0, "ts": ts * 1e3,
-                "args": {"GB/s": v},
-            }));
-        }
-    }
-    for s in &r.timeline {
-        events.push(serde_json::json!({
-            "ph": "X",
-            "name": s.name,
-            "cat": s.lane,
-            "pid": 0,
-            "tid": if s.lane == "nccl" { 1 } else { 0 },
-            "ts": s.start_ms * 1e3,
-            "dur": (s.end_ms - s.start_ms) * 1e3,
-        }));
-    }
-    let doc = serde_json::json!({"traceEvents": events, "displayTimeUnit": "ms"});
-    serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
     writeln!(out)
 }
 

@@ -5,6 +5,7 @@ pub mod calibration;
 pub mod csv;
 pub mod ddp;
 pub mod explain;
+pub mod gantt;
 pub mod jobs;
 pub mod json;
 pub mod nccl;
@@ -14,6 +15,7 @@ pub mod plot;
 pub mod sweep;
 pub mod table;
 pub mod topo;
+pub mod trace;
 
 use std::io::{self, Write};
 

@@ -4,48 +4,84 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::calibrate::validate::Validation;
 use crate::units::Bytes;
 
-/// Draws `v` into an SVG file at `path` under `title`.
+/// A busbw tick label, GB/s: plain from 1 up, then as many decimals as the tick needs.
+fn gbps_label(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.0}")
+    } else if v > 0.0 {
+        let decimals = (-v.log10()).ceil().max(1.0) as usize;
+        format!("{v:.decimals$}")
+    } else {
+        "0".into()
+    }
+}
+
+/// Draws `v` into an SVG file at `path` under `title`: above, busbw (log10 axis) against size
+/// (log2 axis), measured points over the predicted line and its band; below, the prediction's
+/// error per size, 100·(predicted − measured)/measured time (%). Measured busbw is taken from
+/// the measured time (busbw scales as 1 / time), because logs print it with two decimals and
+/// small sizes would read 0.00, which a log axis cannot show.
 pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), String> {
+    use crate::calibrate::validate::ValidationRow;
     let err = |e: &dyn std::fmt::Display| e.to_string();
-    let rows: Vec<_> = v.rows.iter().filter(|r| r.size_bytes > 0).collect();
+    let rows: Vec<_> = v
+        .rows
+        .iter()
+        .filter(|r| r.size_bytes > 0 && r.predicted_time_us > 0.0 && r.measured_time_us > 0.0)
+        .collect();
     if rows.is_empty() {
         return Err("nothing to plot".into());
     }
-    let x = |b: u64| (b as f64).log2();
-    let (x0, x1) = (x(rows[0].size_bytes), x(rows[rows.len() - 1].size_bytes));
-    let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 - 1.0, x0 + 1.0) };
-    // busbw scales as 1 / time: the band's high busbw comes from the low time.
-    let band = |r: &&crate::calibrate::validate::ValidationRow, t: f64| {
+    // busbw at time t of row r (the predicted busbw scaled by predicted time / t).
+    let at = |r: &ValidationRow, t: f64| {
         if t > 0.0 { r.predicted_busbw * r.predicted_time_us / t } else { r.predicted_busbw }
     };
-    let ymax = rows
+    let measured = |r: &ValidationRow| at(r, r.measured_time_us);
+    let (x0, x1) = (rows[0].size_bytes as f64, rows[rows.len() - 1].size_bytes as f64);
+    let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 / 2.0, x0 * 2.0) };
+    let ys: Vec<f64> = rows
         .iter()
-        .flat_map(|r| [r.measured_busbw, band(r, r.predicted_time_us_low)])
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.1;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+        .flat_map(|r| {
+            [measured(r), at(r, r.predicted_time_us_low), at(r, r.predicted_time_us_high)]
+        })
+        .filter(|y| y.is_finite() && *y > 0.0)
+        .collect();
+    let ymin = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let ymax = ys.iter().copied().fold(0.0f64, f64::max);
+    let (ymin, ymax) = if ymin.is_finite() && ymax > 0.0 {
+        (10f64.powf(ymin.log10().floor()), 10f64.powf(ymax.log10().ceil()).max(ymin * 10.0))
+    } else {
+        (1e-3, 1e3)
+    };
+    let root = SVGBackend::new(path, (960, 780)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (top, bottom) = root.split_vertically(540);
+    let size_label = |b: &f64| Bytes::new(b.round() as u64).to_string();
+    let mut chart = ChartBuilder::on(&top)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, 0.0..ymax)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale().base(2.0), (ymin..ymax).log_scale())
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
-        .x_desc("size")
-        .y_desc("busbw (GB/s)")
-        .x_label_formatter(&|v| Bytes::new(2f64.powf(*v).round() as u64).to_string())
+        .x_desc("size (bytes per rank, log2 axis)")
+        .y_desc("busbw (GB/s, log axis)")
+        .x_labels(14)
+        .y_labels(12)
+        .x_label_formatter(&size_label)
+        .y_label_formatter(&|y| gbps_label(*y))
         .draw()
         .map_err(|e| err(&e))?;
-    let upper = rows.iter().map(|r| (x(r.size_bytes), band(r, r.predicted_time_us_low)));
-    let lower = rows.iter().rev().map(|r| (x(r.size_bytes), band(r, r.predicted_time_us_high)));
+    let sz = |r: &&ValidationRow| r.size_bytes as f64;
+    let upper = rows.iter().map(|r| (sz(r), at(r, r.predicted_time_us_low)));
+    let lower = rows.iter().rev().map(|r| (sz(r), at(r, r.predicted_time_us_high)));
     chart
         .draw_series(std::iter::once(Polygon::new(
             upper.chain(lower).collect::<Vec<_>>(),
@@ -54,16 +90,14 @@ pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), St
         .map_err(|e| err(&e))?;
     chart
         .draw_series(LineSeries::new(
-            rows.iter().map(|r| (x(r.size_bytes), r.predicted_busbw)),
+            rows.iter().map(|r| (sz(r), r.predicted_busbw)),
             BLUE.stroke_width(2),
         ))
         .map_err(|e| err(&e))?
         .label("predicted (band: fitted residuals)")
         .legend(|(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], BLUE.stroke_width(2)));
     chart
-        .draw_series(
-            rows.iter().map(|r| Circle::new((x(r.size_bytes), r.measured_busbw), 4, RED.filled())),
-        )
+        .draw_series(rows.iter().map(|r| Circle::new((sz(r), measured(r)), 4, RED.filled())))
         .map_err(|e| err(&e))?
         .label("measured")
         .legend(|(a, b)| Circle::new((a + 10, b), 4, RED.filled()));
@@ -71,65 +105,53 @@ pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), St
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
+        .background_style(WHITE.mix(0.9))
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
-}
-
-/// `simulate --plot` for a DDP step: the compute and NCCL stream lanes against time, one bar
-/// per layer, copy, hook step and collective.
-pub fn timeline(r: &crate::workload::ddp::StepResult, path: &Path) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let end = r.iteration_time_ms.max(1e-6);
-    let root = SVGBackend::new(path, (1200, 320)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    // The error panel.
+    let emax = rows.iter().map(|r| r.error_pct.abs()).filter(|e| e.is_finite()).fold(5.0, f64::max);
+    let emax = (emax * 1.15).min(1e6);
+    let mut errs = ChartBuilder::on(&bottom)
         .caption(
             format!(
-                "DDP step {:.2} ms: compute {:.2} ms, communication {:.2} ms, exposed {:.2} ms",
-                r.iteration_time_ms, r.compute_ms, r.comm_ms, r.exposed_comm_ms
+                "prediction error per size: median |error| {:.1} %, p95 {:.1} %",
+                v.median_abs_error_pct, v.p95_abs_error_pct
             ),
-            ("sans-serif", 16),
+            ("sans-serif", 14),
         )
         .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(110)
-        .build_cartesian_2d(0.0..end, 0.0..2.0)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale().base(2.0), -emax..emax)
         .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (ms)")
-        .y_labels(2)
-        .y_label_formatter(&|v| if *v < 1.0 { "compute".into() } else { "NCCL".into() })
-        .disable_y_mesh()
+    errs.configure_mesh()
+        .x_desc("size (bytes per rank, log2 axis)")
+        .y_desc("error (%): predicted vs measured time")
+        .x_labels(14)
+        .y_labels(7)
+        .x_label_formatter(&size_label)
+        .y_label_formatter(&|e| if e.abs() < 1e-9 { "0".into() } else { format!("{e:+.0}") })
         .draw()
         .map_err(|e| err(&e))?;
-    // Forward light, backward layers alternating two blues so each layer shows, copies green,
-    // hook work magenta, collectives red; a white outline separates compute neighbours.
-    let bars = r.timeline.iter().enumerate().flat_map(|(i, s)| {
-        let (lane, color) = match (s.lane, s.name.contains("hook")) {
-            ("nccl", _) => (1.0, RED.mix(0.75)),
-            (_, true) => (0.0, MAGENTA.mix(0.75)),
-            _ if s.name.starts_with("copy") => (0.0, GREEN.mix(0.75)),
-            _ if s.name.starts_with("bwd") => {
-                (0.0, if i % 2 == 0 { BLUE.mix(0.75) } else { BLUE.mix(0.45) })
-            }
-            _ => (0.0, CYAN.mix(0.5)),
-        };
-        let corners = [(s.start_ms, lane + 0.15), (s.end_ms, lane + 0.85)];
-        // Collectives are often thinner than a pixel: no white outline to hide them.
-        let outline = if lane == 0.0 { WHITE.stroke_width(1) } else { color.stroke_width(1) };
-        [Rectangle::new(corners, color.filled()), Rectangle::new(corners, outline)]
-    });
-    chart.draw_series(bars).map_err(|e| err(&e))?;
+    errs.draw_series(LineSeries::new([(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1)))
+        .map_err(|e| err(&e))?;
+    let pts: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| r.error_pct.is_finite())
+        .map(|r| (sz(r), r.error_pct.clamp(-emax, emax)))
+        .collect();
+    errs.draw_series(LineSeries::new(pts.iter().copied(), RED.mix(0.6).stroke_width(1)))
+        .map_err(|e| err(&e))?;
+    errs.draw_series(pts.iter().map(|&p| Circle::new(p, 3, RED.filled()))).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
 }
 
 /// `simulate --sweep ... --plot`: step time against the first swept key's values (in the order
-/// given), one line per value of the other keys.
+/// given), one series per value of the other keys. Categorical values (a hook, a bool, a
+/// name) are grouped bars, each labelled with its time; numbers are lines with points. The
+/// legend sits below the chart, one series a line, so it never covers or clips anything.
 pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let Some(first) = rows.first() else { return Err(err(&"nothing to plot")) };
     let key = first.0.first().map_or(String::new(), |k| k.0.clone());
     let mut xs: Vec<String> = Vec::new();
@@ -146,23 +168,28 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(),
             None => series.push((rest, vec![(xi, r.iteration_time_ms)])),
         }
     }
-    let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.1;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    let numeric = xs.iter().all(|v| v.trim().parse::<f64>().is_ok_and(f64::is_finite));
+    let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.15;
+    let legend_h = if series.len() > 1 { 30 + 18 * series.len() as u32 } else { 0 };
+    let root = SVGBackend::new(path, (960, 600 + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let n = xs.len().max(2) - 1;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("DDP step time against {key}"), ("sans-serif", 18))
+    let (top, bottom) = root.split_vertically(600);
+    let n = xs.len().max(1);
+    let (lo, hi) = if numeric { (-0.25, n as f64 - 0.75) } else { (-0.5, n as f64 - 0.5) };
+    let kind = if numeric { " (values in the order given)" } else { " (bars: categorical values)" };
+    let mut chart = ChartBuilder::on(&top)
+        .caption(format!("DDP step time against {key}{kind}"), ("sans-serif", 18))
         .margin(24)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(-0.25..n as f64 + 0.25, 0.0..ymax)
+        .build_cartesian_2d(lo..hi, 0.0..ymax)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc(key.as_str())
         .y_desc("iteration (ms)")
         .disable_x_mesh()
-        .x_labels(xs.len() + 2)
+        .x_labels(2 * n + 2)
         .x_label_formatter(&|v| {
             let i = v.round();
             if (v - i).abs() < 1e-6 && i >= 0.0 {
@@ -174,24 +201,43 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(),
         .draw()
         .map_err(|e| err(&e))?;
     let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
-    for (i, (label, pts)) in series.iter().enumerate() {
+    let width = 0.8 / series.len().max(1) as f64;
+    for (i, (_, pts)) in series.iter().enumerate() {
         let c = colors[i % colors.len()];
-        let line = pts.iter().map(|&(x, y)| (x as f64, y));
-        chart
-            .draw_series(LineSeries::new(line, c.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(if label.is_empty() { "step".to_string() } else { label.clone() })
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], c.stroke_width(2)));
-        chart
-            .draw_series(pts.iter().map(|&(x, y)| Circle::new((x as f64, y), 3, c.filled())))
-            .map_err(|e| err(&e))?;
+        if numeric {
+            let line = pts.iter().map(|&(x, y)| (x as f64, y));
+            chart.draw_series(LineSeries::new(line, c.stroke_width(2))).map_err(|e| err(&e))?;
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| Circle::new((x as f64, y), 3, c.filled())))
+                .map_err(|e| err(&e))?;
+        } else {
+            let x0 = |x: usize| x as f64 - 0.4 + i as f64 * width;
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    Rectangle::new([(x0(x), 0.0), (x0(x) + width * 0.9, y)], c.mix(0.8).filled())
+                }))
+                .map_err(|e| err(&e))?;
+            let font = ("sans-serif", 11).into_font().color(&BLACK);
+            let style = font.pos(Pos::new(HPos::Center, VPos::Bottom));
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    Text::new(format!("{y:.1}"), (x0(x) + width * 0.45, y), style.clone())
+                }))
+                .map_err(|e| err(&e))?;
+        }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| err(&e))?;
+    // The legend, below the chart: one line per series.
+    if series.len() > 1 {
+        let font = ("sans-serif", 13).into_font().color(&BLACK);
+        bottom.draw(&Text::new("series:", (24, 6), font.clone())).map_err(|e| err(&e))?;
+        for (i, (label, _)) in series.iter().enumerate() {
+            let c = colors[i % colors.len()];
+            let y = 26 + 18 * i as i32;
+            bottom
+                .draw(&Rectangle::new([(90, y + 1), (110, y + 11)], c.mix(0.8).filled()))
+                .map_err(|e| err(&e))?;
+            bottom.draw(&Text::new(label.clone(), (118, y), font.clone())).map_err(|e| err(&e))?;
+        }
+    }
     root.present().map_err(|e| err(&e))
 }

@@ -477,7 +477,9 @@ pub struct BucketRow {
 /// A span on a timeline lane, for traces and plots.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Span {
-    /// "compute" or "nccl".
+    /// "compute" (the compute stream's work), "hook" (a bucket hook's compute, run in the NCCL
+    /// stream's order while the compute stream waits), "nccl" (a collective) or "wait" (the
+    /// compute stream idle until the NCCL stream drains: exposed communication).
     pub lane: &'static str,
     /// What ran.
     pub name: String,
@@ -487,6 +489,22 @@ pub struct Span {
     pub end_ms: f64,
     /// Bytes a collective carried (nccl-tests' size); 0 for compute.
     pub bytes: u64,
+    /// The bucket whose hook ran it (reduction order), if any.
+    pub bucket: Option<usize>,
+    /// A collective's "ALGO/PROTO"; empty for compute.
+    pub algo: String,
+    /// A collective's CUDA channels, when known (0: compute, or not known).
+    pub channels: usize,
+    /// A collective's element type; empty for compute.
+    pub dtype: &'static str,
+}
+
+impl Span {
+    /// A span of `lane` with no collective's facts.
+    pub fn compute(lane: &'static str, name: String, start_ms: f64, end_ms: f64) -> Span {
+        let (algo, dtype) = (String::new(), "");
+        Span { lane, name, start_ms, end_ms, bytes: 0, bucket: None, algo, channels: 0, dtype }
+    }
 }
 
 /// The simulated optimizer step (steady state, after the bucket rebuild).
@@ -780,7 +798,10 @@ pub(crate) fn plan_step(
         }));
         before.push(Work::Drain);
     }
-    before.push(Work::Run { secs: fwd_s, name: Some("forward".into()), grad: None });
+    // The synchronising micro-step's forward, layer by layer (the no_sync ones stay whole).
+    for (layer, &secs) in m.layers.iter().zip(&fwd) {
+        before.push(Work::Run { secs, name: Some(format!("fwd {}", layer.name)), grad: None });
+    }
     let steady_line = backward(&spec.hook, &steady, slowdown, before);
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };

@@ -263,7 +263,8 @@ impl super::timeline::Comms for Posting<'_, '_> {
             (self.net.post_steady(*form), label.clone())
         };
         self.owners.push(self.job);
-        super::timeline::Launched { handle: id.0, label, secs: None }
+        let channels = call.sel.nchannels;
+        super::timeline::Launched { handle: id.0, label, channels, secs: None }
     }
 
     fn hold(&mut self, _now: f64, secs: f64) -> u32 {

@@ -94,6 +94,8 @@ pub struct Launched {
     pub handle: u32,
     /// "ALGO/PROTO".
     pub label: String,
+    /// CUDA channels, when known (0 if not).
+    pub channels: usize,
     /// Its duration, when known at launch.
     pub secs: Option<f64>,
 }
@@ -147,6 +149,9 @@ pub(crate) struct Timeline {
     /// The NCCL stream: waiting batches (with their row and span places) and the running one.
     fifo: VecDeque<(Batch, Option<usize>, Vec<usize>)>,
     running: Option<Running>,
+    /// Since when the compute stream has waited for the NCCL stream to drain (hook compute
+    /// aside), if it is waiting.
+    waiting: Option<f64>,
     /// Output.
     pub spans: Vec<Span>,
     pub rows: Vec<BucketRow>,
@@ -180,6 +185,7 @@ impl Timeline {
             buckets: buckets.into_iter().map(Some).collect(),
             fifo: VecDeque::new(),
             running: None,
+            waiting: None,
             spans: Vec::new(),
             rows: Vec::new(),
             comm_before: 0.0,
@@ -255,13 +261,7 @@ impl Timeline {
                     if let Some(Work::Run { name, grad, .. }) = self.work.pop_front() {
                         if let Some(name) = name {
                             let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
-                            self.spans.push(Span {
-                                lane: "compute",
-                                name,
-                                start_ms,
-                                end_ms,
-                                bytes: 0,
-                            });
+                            self.spans.push(Span::compute("compute", name, start_ms, end_ms));
                         }
                         if let Some(i) = grad {
                             self.gradient(i, now);
@@ -278,9 +278,19 @@ impl Timeline {
                     moved = true;
                 }
                 Some(Work::Drain) if self.running.is_none() && self.fifo.is_empty() => {
+                    self.close_wait(now);
                     self.work.pop_front();
                     self.begin(now);
                     moved = true;
+                }
+                Some(Work::Drain) => {
+                    let holding = self
+                        .running
+                        .as_ref()
+                        .is_some_and(|r| matches!(r.batch.ops[r.op], Op::Hold { .. }));
+                    if self.waiting.is_none() && !holding {
+                        self.waiting = Some(now);
+                    }
                 }
                 None if self.end.is_none() && self.running.is_none() && self.fifo.is_empty() => {
                     self.end = Some(now);
@@ -301,6 +311,16 @@ impl Timeline {
         if matches!(self.work.front(), Some(Work::Run { .. })) && f > 0.0 {
             self.due = now + self.left / f;
             io.wake(self.due, self.tag);
+        }
+    }
+
+    /// The compute stream stops waiting at `now` (a drain done, or hook compute begins): its
+    /// wait becomes a span.
+    fn close_wait(&mut self, now: f64) {
+        if let Some(t) = self.waiting.take()
+            && now > t
+        {
+            self.spans.push(Span::compute("wait", "waiting for NCCL".into(), t * 1e3, now * 1e3));
         }
     }
 
@@ -325,6 +345,7 @@ impl Timeline {
     /// Puts `batch` on the NCCL stream, with its row and spans in the output now (their times
     /// come as it runs).
     fn enqueue(&mut self, mut batch: Batch) {
+        let bucket = batch.row.as_ref().map(|r| r.index);
         let row = batch.row.take().map(|r| {
             self.rows.push(r);
             self.rows.len() - 1
@@ -333,11 +354,17 @@ impl Timeline {
             .ops
             .iter()
             .map(|op| {
-                let (lane, name, bytes) = match op {
-                    Op::Hold { name, .. } => ("compute", name.clone(), 0),
-                    Op::Coll { name, bytes, .. } => ("nccl", name.clone(), *bytes),
+                let mut span = match op {
+                    Op::Hold { name, .. } => Span::compute("hook", name.clone(), 0.0, 0.0),
+                    Op::Coll { name, bytes, dtype, .. } => Span {
+                        lane: "nccl",
+                        bytes: *bytes,
+                        dtype: dtype.name(),
+                        ..Span::compute("nccl", name.clone(), 0.0, 0.0)
+                    },
                 };
-                self.spans.push(Span { lane, name, start_ms: 0.0, end_ms: 0.0, bytes });
+                span.bucket = bucket;
+                self.spans.push(span);
                 self.spans.len() - 1
             })
             .collect();
@@ -366,6 +393,9 @@ impl Timeline {
 
     /// Starts the running batch's current op at `now`.
     fn start_op(&mut self, now: f64, io: &mut dyn Comms) {
+        if matches!(&self.running, Some(r) if matches!(r.batch.ops[r.op], Op::Hold { .. })) {
+            self.close_wait(now);
+        }
         let Some(r) = &mut self.running else { return };
         r.started = now;
         match &r.batch.ops[r.op] {
@@ -376,6 +406,9 @@ impl Timeline {
             Op::Coll { collective, bytes, dtype, .. } => {
                 let l = io.launch(now, *collective, *bytes, *dtype);
                 r.collectives += 1;
+                let span = &mut self.spans[r.spans[r.op]];
+                span.algo = l.label.clone();
+                span.channels = l.channels;
                 if r.largest.as_ref().is_none_or(|(w, _)| bytes > w) {
                     r.largest = Some((*bytes, l.label));
                 }
@@ -438,7 +471,8 @@ pub(crate) fn run_alone(
             let t = (self.coll)(c, bytes, dtype);
             let handle = self.seq as u32;
             self.push(now + t.secs, Event::Done(handle));
-            Launched { handle, label: format!("{}/{}", t.algo, t.proto), secs: Some(t.secs) }
+            let label = format!("{}/{}", t.algo, t.proto);
+            Launched { handle, label, channels: t.channels, secs: Some(t.secs) }
         }
         fn hold(&mut self, now: f64, secs: f64) -> u32 {
             let handle = self.seq as u32;

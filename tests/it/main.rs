@@ -12,6 +12,7 @@ mod jobs;
 mod model;
 mod plan;
 mod readme;
+mod report;
 mod scenarios;
 mod selection;
 

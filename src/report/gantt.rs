@@ -1,0 +1,331 @@
+//! `simulate --plot` for a DDP step: the compute and NCCL streams against time, as SVG written
+//! by hand (plotters has no tooltips).
+//!
+//! Each lane is labelled; each bar (a layer's forward or backward, a copy, a collective, a
+//! hook's compute) carries its name where it fits and a `<title>` tooltip with its times and,
+//! for collectives, bytes, dtype, algorithm, protocol and channels. Orange bands mark exposed
+//! communication (the compute stream waiting for the NCCL stream), small marks the moments
+//! buckets became ready, and a legend names the colours. With gradient accumulation a second
+//! panel zooms on the last (synchronising) micro-step, which the whole step squeezes to a
+//! sliver. It is not a per-rank or per-link view: every rank runs the same step in this model.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::units::Bytes;
+use crate::workload::ddp::{Span, StepResult};
+
+/// Canvas width, the lane-label column, the right margin, px.
+const WIDTH: f64 = 1200.0;
+const LEFT: f64 = 130.0;
+const RIGHT: f64 = 24.0;
+/// A lane's height and the gap between lanes, px.
+const LANE: f64 = 34.0;
+const GAP: f64 = 8.0;
+/// Average glyph width of the 10 px labels, px (no font metrics without a font library).
+const GLYPH: f64 = 6.0;
+
+/// Colours, by what a bar is.
+const FORWARD: &str = "#9ecae1";
+const BACKWARD: [&str; 2] = ["#2171b5", "#6baed6"];
+const NO_SYNC: [&str; 2] = ["#bdbdbd", "#8c8c8c"];
+const COPY: &str = "#41ab5d";
+const HOOK: &str = "#c51b8a";
+const COLLECTIVE: [&str; 2] = ["#d62728", "#f08080"];
+const OTHER_COLL: &str = "#8c564b";
+const EXPOSED: &str = "#ff7f0e";
+/// The legend's name for the exposed-communication bands.
+const WAITS: &str = "exposed communication (compute waits for NCCL)";
+
+/// Writes the plot of `r` to `path`.
+pub fn ddp_step(r: &StepResult, path: &Path) -> Result<(), String> {
+    std::fs::write(path, ddp_step_svg(r)).map_err(|e| format!("cannot write: {e}"))
+}
+
+/// Escapes text for SVG.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Each span's place among the spans of its lane, so neighbours alternate colours.
+fn ordinals(r: &StepResult) -> Vec<usize> {
+    let mut seen = std::collections::BTreeMap::new();
+    r.timeline
+        .iter()
+        .map(|s| {
+            let n = seen.entry(s.lane).or_insert(0usize);
+            *n += 1;
+            *n
+        })
+        .collect()
+}
+
+/// What a span is drawn as (`i`: its place in its lane): its lane (0 compute, 1 NCCL), colour
+/// and legend entry.
+fn style(i: usize, s: &Span) -> (usize, &'static str, &'static str) {
+    match s.lane {
+        "nccl" => match s.bucket {
+            Some(b) => (1, COLLECTIVE[b % 2], "bucket collective"),
+            None => (1, OTHER_COLL, "other collective"),
+        },
+        "hook" => (1, HOOK, "hook compute (compute waits)"),
+        _ if s.name.contains("(no_sync)") => (0, NO_SYNC[i % 2], "no_sync micro-step"),
+        _ if s.name.starts_with("fwd") => (0, FORWARD, "forward (per layer)"),
+        _ if s.name.starts_with("bwd") => (0, BACKWARD[i % 2], "backward (per layer)"),
+        _ => (0, COPY, "copy"),
+    }
+}
+
+/// A tick step near `range / 8`: 1, 2 or 5 times a power of ten.
+fn tick_step(range: f64) -> f64 {
+    let raw = (range / 8.0).max(1e-9);
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|s| *s >= raw).unwrap_or(10.0 * p)
+}
+
+/// A span's tooltip.
+fn tooltip(s: &Span) -> String {
+    let mut t = format!(
+        "{}: {:.3} to {:.3} ms ({:.3} ms)",
+        s.name,
+        s.start_ms,
+        s.end_ms,
+        s.end_ms - s.start_ms
+    );
+    if s.lane == "nccl" {
+        let _ = write!(t, "; {} {}", Bytes::new(s.bytes), s.dtype);
+        if !s.algo.is_empty() {
+            let _ = write!(t, ", {}", s.algo);
+        }
+        if s.channels > 0 {
+            let _ = write!(t, ", {} channels", s.channels);
+        }
+    }
+    if s.lane == "wait" {
+        t = format!("exposed communication: {t}");
+    }
+    t
+}
+
+/// Draws one panel of lanes over `[t0, t1]` ms with its top at `top`; returns its height.
+fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f64) -> f64 {
+    let span = (t1 - t0).max(1e-9);
+    let pw = WIDTH - LEFT - RIGHT;
+    let x = |t: f64| LEFT + (t.clamp(t0, t1) - t0) / span * pw;
+    let lane_y = |l: usize| top + 20.0 + l as f64 * (LANE + GAP);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">{}</text>"#,
+        top + 13.0,
+        esc(title)
+    );
+    for (l, name) in ["compute stream", "NCCL stream"].iter().enumerate() {
+        let y = lane_y(l);
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{LEFT}" y="{y:.1}" width="{pw:.1}" height="{LANE}" fill="#f4f4f4"/>"##
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="end">{name}</text>"#,
+            LEFT - 8.0,
+            y + LANE / 2.0 + 4.0
+        );
+    }
+    for (s, i) in r.timeline.iter().zip(ordinals(r)) {
+        if s.lane == "wait" || s.end_ms < t0 || s.start_ms > t1 {
+            continue;
+        }
+        let (lane, color, _) = style(i, s);
+        let (x0, x1) = (x(s.start_ms), x(s.end_ms));
+        // Collectives are often thinner than a pixel: draw them at least that wide.
+        let w = (x1 - x0).max(if lane == 1 { 1.0 } else { 0.0 });
+        let y = lane_y(lane) + 3.0;
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{x0:.2}" y="{y:.1}" width="{w:.2}" height="{:.1}" fill="{color}" stroke="#ffffff" stroke-width="0.5"><title>{}</title></rect>"##,
+            LANE - 6.0,
+            esc(&tooltip(s))
+        );
+        let label = s.name.strip_prefix("bwd ").or(s.name.strip_prefix("fwd ")).unwrap_or(&s.name);
+        if w >= label.chars().count() as f64 * GLYPH + 6.0 {
+            let fill = if color == BACKWARD[0] || color == COLLECTIVE[0] || color == HOOK {
+                "#ffffff"
+            } else {
+                "#000000"
+            };
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.2}" y="{:.1}" font-size="10" text-anchor="middle" fill="{fill}" pointer-events="none">{}</text>"#,
+                x0 + w / 2.0,
+                y + (LANE - 6.0) / 2.0 + 3.5,
+                esc(label)
+            );
+        }
+    }
+    // Exposed communication: a band over both lanes where compute waits for NCCL.
+    for s in r.timeline.iter().filter(|s| s.lane == "wait" && s.end_ms >= t0 && s.start_ms <= t1) {
+        let (x0, x1) = (x(s.start_ms), x(s.end_ms));
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x0:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{EXPOSED}" fill-opacity="0.35" stroke="{EXPOSED}" stroke-width="1"><title>{}</title></rect>"#,
+            lane_y(0),
+            (x1 - x0).max(1.0),
+            2.0 * LANE + GAP,
+            esc(&tooltip(s))
+        );
+    }
+    // Buckets ready: a mark on the NCCL lane's top edge.
+    for b in r.buckets.iter().filter(|b| b.ready_ms >= t0 && b.ready_ms <= t1) {
+        let (bx, by) = (x(b.ready_ms), lane_y(1));
+        let _ = writeln!(
+            svg,
+            r##"<path d="M{:.2},{:.1} L{:.2},{:.1} L{bx:.2},{:.1} Z" fill="#000000"><title>bucket {} ready at {:.3} ms ({}, {} tensors); all-reduce started {:.3} ms</title></path>"##,
+            bx - 3.5,
+            by - 1.0,
+            bx + 3.5,
+            by - 1.0,
+            by + 5.0,
+            b.index,
+            b.ready_ms,
+            Bytes::new(b.bytes),
+            b.tensors,
+            b.start_ms
+        );
+    }
+    // The time axis.
+    let axis_y = lane_y(1) + LANE + 4.0;
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#000000"/>"##,
+        LEFT + pw
+    );
+    let step = tick_step(span);
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let mut k = (t0 / step).ceil() as i64;
+    while (k as f64) * step <= t1 + step * 1e-9 {
+        let t = k as f64 * step;
+        let tx = x(t);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{tx:.2}" y1="{axis_y:.1}" x2="{tx:.2}" y2="{:.1}" stroke="#000000"/><text x="{tx:.2}" y="{:.1}" font-size="10" text-anchor="middle">{t:.decimals$}</text>"##,
+            axis_y + 4.0,
+            axis_y + 15.0
+        );
+        k += 1;
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">time (ms)</text>"#,
+        LEFT + pw,
+        axis_y + 28.0
+    );
+    axis_y + 34.0 - top
+}
+
+/// The plot of `r` as SVG text.
+pub fn ddp_step_svg(r: &StepResult) -> String {
+    let end = r.iteration_time_ms.max(1e-6);
+    // With accumulation, the synchronising micro-step starts where the last no_sync one ends.
+    let sync_start = r
+        .timeline
+        .iter()
+        .filter(|s| s.name == "bwd (no_sync)")
+        .map(|s| s.end_ms)
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
+    let micro = r.timeline.iter().filter(|s| s.name == "fwd (no_sync)").count() + 1;
+    let mut body = String::new();
+    let mut y = 52.0;
+    let whole = if micro > 1 {
+        format!("whole step ({micro} micro-steps, the first {} under no_sync)", micro - 1)
+    } else {
+        "whole step".to_string()
+    };
+    y += panel(&mut body, r, &whole, 0.0, end, y) + 10.0;
+    if let Some(a) = sync_start.filter(|a| *a < end) {
+        let title = format!("last micro-step (synchronising): {a:.3} to {end:.3} ms");
+        y += panel(&mut body, r, &title, a, end, y) + 10.0;
+    }
+    // The legend: the kinds of bar present, in a fixed order, wrapped to the width.
+    let legend = [
+        ("no_sync micro-step", NO_SYNC[0]),
+        ("forward (per layer)", FORWARD),
+        ("backward (per layer)", BACKWARD[0]),
+        ("copy", COPY),
+        ("bucket collective", COLLECTIVE[0]),
+        ("other collective", OTHER_COLL),
+        ("hook compute (compute waits)", HOOK),
+        (WAITS, EXPOSED),
+        ("bucket ready", "#000000"),
+    ];
+    let present = |name: &str| {
+        (name == "bucket ready" && !r.buckets.is_empty())
+            || r.timeline
+                .iter()
+                .zip(ordinals(r))
+                .any(|(s, i)| if s.lane == "wait" { name == WAITS } else { style(i, s).2 == name })
+    };
+    let kinds: Vec<(&str, &str)> =
+        legend.iter().filter(|k| present(k.0)).map(|&(n, c)| (c, n)).collect();
+    let mut lx = LEFT;
+    let _ = writeln!(body, r#"<g font-size="11">"#);
+    for (color, name) in kinds {
+        let w = 22.0 + name.chars().count() as f64 * GLYPH + 18.0;
+        if lx + w > WIDTH - RIGHT {
+            lx = LEFT;
+            y += 18.0;
+        }
+        let _ = writeln!(
+            body,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            y,
+            lx + 20.0,
+            y + 9.5,
+            esc(name)
+        );
+        lx += w;
+    }
+    let _ = writeln!(body, "</g>");
+    let height = y + 24.0;
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0}" viewBox="0 0 {WIDTH} {height:.0}" font-family="sans-serif">
+<rect width="100%" height="100%" fill="#ffffff"/>
+<text x="{:.0}" y="26" font-size="16" text-anchor="middle">{}</text>
+"##,
+        WIDTH / 2.0,
+        esc(&format!(
+            "DDP step {:.3} ms on {} ranks: compute {:.3} ms, communication {:.3} ms, exposed {:.3} ms",
+            r.iteration_time_ms, r.world, r.compute_ms, r.comm_ms, r.exposed_comm_ms
+        ))
+    );
+    // The bands show the waits; the rest of the exposed time is compute slowed while NCCL
+    // kernels take SMs, spread over the bars.
+    let waits: f64 =
+        r.timeline.iter().filter(|s| s.lane == "wait").map(|s| s.end_ms - s.start_ms).sum();
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.0}" y="42" font-size="11" text-anchor="middle" fill="#555555">exposed = compute waiting for NCCL (orange bands, {waits:.3} ms) + compute slowed while NCCL kernels run ({:.3} ms)</text>"##,
+        WIDTH / 2.0,
+        (r.exposed_comm_ms - waits).max(0.0)
+    );
+    svg.push_str(&body);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(10.0), 2.0);
+        assert_eq!(tick_step(0.8), 0.1);
+        assert_eq!(tick_step(400.0), 50.0);
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(esc("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+    }
+}

@@ -1,0 +1,330 @@
+//! Plots and traces as a user opens them (issue #14 item 5, "plots and traces people can
+//! read"): the SVGs parsed as XML, the traces as JSON, each checked for what a reader needs.
+
+use serde_json::Value;
+
+use super::{collsim_ok, scratch};
+
+const R50: &str = "scenarios/resnet50-dgx-a100-4node.toml";
+/// 32 micro-steps, the first 31 under no_sync.
+const BERT: &str = "scenarios/bert-large-dgx-a100-8node.toml";
+/// The fp16 compression hook: hook compute on the NCCL stream.
+const GPT2_FP16: &str = "scenarios/gpt2-xl-a3-16node-fp16.toml";
+
+/// Runs `collsim simulate scenario` with `--trace` and `--plot` to files named after `tag`;
+/// returns (trace text, SVG text).
+fn draw(scenario: &str, tag: &str) -> (String, String) {
+    let dir = scratch();
+    let (trace, svg) = (dir.join(format!("{tag}.json")), dir.join(format!("{tag}.svg")));
+    collsim_ok(&[
+        "simulate",
+        scenario,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    (std::fs::read_to_string(&trace).unwrap(), std::fs::read_to_string(&svg).unwrap())
+}
+
+/// An SVG element: its tag, attributes and text (its own and its `<title>`'s).
+#[derive(Debug)]
+struct El {
+    tag: String,
+    attr: std::collections::BTreeMap<String, String>,
+    text: String,
+    title: String,
+}
+
+impl El {
+    fn num(&self, k: &str) -> f64 {
+        self.attr.get(k).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    }
+}
+
+/// Every element of `svg`, which must be well-formed XML.
+fn elements(svg: &str) -> Vec<El> {
+    let doc = roxmltree::Document::parse(svg).expect("the SVG is well-formed XML");
+    doc.descendants()
+        .filter(|n| n.is_element())
+        .map(|n| El {
+            tag: n.tag_name().name().to_string(),
+            attr: n.attributes().map(|a| (a.name().to_string(), a.value().to_string())).collect(),
+            text: n
+                .children()
+                .filter(|c| c.is_text())
+                .filter_map(|c| c.text())
+                .collect::<String>()
+                .trim()
+                .to_string(),
+            title: n
+                .children()
+                .find(|c| c.has_tag_name("title"))
+                .and_then(|t| t.text())
+                .unwrap_or_default()
+                .to_string(),
+        })
+        .collect()
+}
+
+fn texts(els: &[El]) -> Vec<&str> {
+    els.iter().filter(|e| e.tag == "text").map(|e| e.text.as_str()).collect()
+}
+
+#[test]
+fn ddp_plot_has_legend_lane_labels_layer_names_and_tooltips() {
+    let (_, svg) = draw(R50, "report-r50");
+    let els = elements(&svg);
+    let t = texts(&els);
+    for needle in [
+        "compute stream",
+        "NCCL stream",
+        "forward (per layer)",
+        "backward (per layer)",
+        "bucket collective",
+        "exposed communication (compute waits for NCCL)",
+        "bucket ready",
+        "time (ms)",
+    ] {
+        assert!(t.contains(&needle), "{needle} missing from {t:?}");
+    }
+    // Every bar has a tooltip: ResNet-50's 18 layers forward and backward, 5 buckets and the
+    // buffer broadcast, with the layer names and the collectives' facts.
+    let bars: Vec<&El> = els.iter().filter(|e| e.tag == "rect" && !e.title.is_empty()).collect();
+    let titled = |p: &str| bars.iter().filter(|e| e.title.starts_with(p)).count();
+    assert_eq!(titled("fwd "), 18);
+    assert_eq!(titled("bwd "), 18);
+    assert_eq!(titled("bucket "), 5);
+    assert!(bars.iter().any(|e| e.title.starts_with("bwd layer4.0: ")));
+    let coll = bars.iter().find(|e| e.title.starts_with("bucket 0 all_reduce")).unwrap();
+    assert!(coll.title.contains("float") && coll.title.contains("channels"), "{}", coll.title);
+    // Layer names on the bars wide enough to hold them.
+    assert!(t.iter().any(|s| s.starts_with("layer")), "{t:?}");
+    // Exposed communication: orange bands with their own tooltips.
+    let exposed: Vec<&&El> =
+        bars.iter().filter(|e| e.title.starts_with("exposed communication: ")).collect();
+    assert!(!exposed.is_empty());
+    assert!(exposed.iter().all(|e| e.attr["fill"] == "#ff7f0e"));
+    assert!(t.iter().any(|s| s.starts_with("exposed = compute waiting for NCCL (orange bands, ")));
+}
+
+#[test]
+fn accumulation_plot_zooms_on_the_last_micro_step() {
+    let (_, svg) = draw(BERT, "report-bert");
+    let els = elements(&svg);
+    let t = texts(&els);
+    assert!(t.iter().any(|s| s.starts_with("whole step (32 micro-steps")), "{t:?}");
+    assert!(t.iter().any(|s| s.starts_with("last micro-step (synchronising)")), "{t:?}");
+    // In the whole step each backward layer of the last micro-step is a sliver; the zoom draws
+    // it wide.
+    let widths: Vec<f64> = els
+        .iter()
+        .filter(|e| e.tag == "rect" && e.title.starts_with("bwd ") && !e.title.contains("no_sync"))
+        .map(|e| e.num("width"))
+        .collect();
+    assert!(widths.iter().any(|w| *w < 3.0), "{widths:?}");
+    assert!(widths.iter().any(|w| *w > 15.0), "{widths:?}");
+}
+
+/// The trace's events.
+fn events(trace: &str) -> Vec<Value> {
+    let t: Value = serde_json::from_str(trace).unwrap();
+    t["traceEvents"].as_array().unwrap().clone()
+}
+
+/// A number of an event (0 where it has none, as a flow event's `dur`).
+fn f(e: &Value, k: &str) -> f64 {
+    e[k].as_f64().unwrap_or(0.0)
+}
+
+/// Complete events on the same thread nest: any two are disjoint or one holds the other.
+fn assert_nested(events: &[Value]) {
+    let x: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let eps = 1e-6;
+    for (i, a) in x.iter().enumerate() {
+        for b in &x[i + 1..] {
+            if a["tid"] != b["tid"] {
+                continue;
+            }
+            let (a0, a1) = (f(a, "ts"), f(a, "ts") + f(a, "dur"));
+            let (b0, b1) = (f(b, "ts"), f(b, "ts") + f(b, "dur"));
+            let disjoint = a1 <= b0 + eps || b1 <= a0 + eps;
+            let a_in_b = b0 <= a0 + eps && a1 <= b1 + eps;
+            let b_in_a = a0 <= b0 + eps && b1 <= a1 + eps;
+            assert!(disjoint || a_in_b || b_in_a, "partial overlap: {a} and {b}");
+        }
+    }
+}
+
+/// The complete event named `name` (the only one).
+fn named<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    let all: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X" && e["name"] == name).collect();
+    assert_eq!(all.len(), 1, "{name}");
+    all[0]
+}
+
+/// Whether `outer` holds `inner` in time.
+fn holds(outer: &Value, inner: &Value) -> bool {
+    let eps = 1e-6;
+    f(outer, "ts") <= f(inner, "ts") + eps
+        && f(inner, "ts") + f(inner, "dur") <= f(outer, "ts") + f(outer, "dur") + eps
+}
+
+#[test]
+fn trace_has_args_flows_parent_spans_and_counters() {
+    let (trace, _) = draw(R50, "report-r50-trace");
+    let t: Value = serde_json::from_str(&trace).unwrap();
+    assert_eq!(t["otherData"]["ranks"], 32);
+    let ev = events(&trace);
+    assert_nested(&ev);
+    // Collectives carry their facts.
+    let colls: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "collective").collect();
+    assert_eq!(colls.len(), 6);
+    for c in &colls {
+        for k in ["bytes", "algorithm", "protocol", "channels", "dtype", "algbw_GBps"] {
+            assert!(!c["args"][k].is_null(), "{k} missing: {c}");
+        }
+        assert!(c["args"]["channels"].as_u64().unwrap() > 0);
+    }
+    let buckets: Vec<&&Value> = colls.iter().filter(|c| !c["args"]["bucket"].is_null()).collect();
+    assert_eq!(buckets.len(), 5);
+    for c in &buckets {
+        for k in ["bucket_grad_bytes", "bucket_wire_bytes", "ready_ms"] {
+            assert!(c["args"][k].is_u64() || c["args"][k].is_f64(), "{k} missing: {c}");
+        }
+    }
+    // Parents: the iteration holds every compute event; forward and backward their layers.
+    let iteration = named(&ev, "iteration");
+    let (forward, backward) = (named(&ev, "forward"), named(&ev, "backward"));
+    let compute: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "X" && e["tid"] == 0).collect();
+    assert!(compute.iter().all(|e| holds(iteration, e)));
+    let layers = |p: &'static str| {
+        compute.iter().filter(move |e| e["name"].as_str().unwrap().starts_with(p))
+    };
+    assert_eq!(layers("fwd ").count(), 18);
+    assert_eq!(layers("bwd ").count(), 18);
+    assert!(layers("fwd ").all(|e| holds(forward, e)));
+    assert!(layers("bwd ").all(|e| holds(backward, e)));
+    assert!(compute.iter().any(|e| e["cat"] == "exposed_comm"));
+    // Flow arrows: one per bucket, from a backward layer on the compute stream to the
+    // bucket's collective on the NCCL stream, each pair sharing its id.
+    let starts: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "s").collect();
+    assert_eq!(starts.len(), 5);
+    for s in &starts {
+        let fin: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "f" && e["id"] == s["id"]).collect();
+        assert_eq!(fin.len(), 1, "{s}");
+        let fin = fin[0];
+        assert_eq!(
+            (s["tid"].as_u64(), fin["tid"].as_u64(), &fin["bp"]),
+            (Some(0), Some(1), &"e".into())
+        );
+        assert!(f(s, "ts") <= f(fin, "ts"));
+        let from = compute.iter().filter(|e| e["cat"] == "backward" && holds(e, s)).count();
+        assert!(from >= 1, "{s}");
+        let bucket = s["id"].as_u64().unwrap() - 1;
+        let to = buckets.iter().find(|c| c["args"]["bucket"] == bucket).unwrap();
+        assert!(holds(to, fin), "{fin} outside {to}");
+    }
+    assert!(ev.iter().any(|e| e["ph"] == "C"));
+}
+
+#[test]
+fn trace_nests_micro_steps_and_hook_compute() {
+    let (trace, _) = draw(BERT, "report-bert-trace");
+    let ev = events(&trace);
+    assert_nested(&ev);
+    let sync = named(&ev, "micro-step 32/32 (sync)");
+    assert!(holds(sync, named(&ev, "forward")) && holds(sync, named(&ev, "backward")));
+    let first = named(&ev, "micro-step 1/32 (no_sync)");
+    assert!(holds(named(&ev, "iteration"), first) && !holds(first, named(&ev, "forward")));
+    // The fp16 hook's casts run on the NCCL stream, between its collectives, nested.
+    let (trace, _) = draw(GPT2_FP16, "report-gpt2-fp16");
+    let ev = events(&trace);
+    assert_nested(&ev);
+    let hooks: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "hook").collect();
+    assert!(!hooks.is_empty());
+    assert!(hooks.iter().all(|h| h["tid"] == 1 && !h["args"]["bucket"].is_null()));
+}
+
+#[test]
+fn trace_and_plot_are_byte_identical_across_runs() {
+    let a = draw(R50, "report-det-a");
+    let b = draw(R50, "report-det-b");
+    assert!(a == b);
+}
+
+/// Runs a sweep with `--plot` and returns the SVG's elements and its size.
+fn sweep_plot(tag: &str, sweeps: &[&str]) -> (Vec<El>, f64, f64) {
+    let path = scratch().join(format!("{tag}.svg"));
+    let mut args = vec!["simulate", R50];
+    for s in sweeps {
+        args.extend(["--sweep", s]);
+    }
+    args.extend(["--plot", path.to_str().unwrap()]);
+    collsim_ok(&args);
+    let els = elements(&std::fs::read_to_string(&path).unwrap());
+    let (w, h) = (els[0].num("width"), els[0].num("height"));
+    (els, w, h)
+}
+
+#[test]
+fn categorical_sweeps_are_bars_with_a_legend_inside_the_canvas() {
+    let sweeps = ["ddp.comm_hook=none,fp16", "ddp.gradient_as_bucket_view=true,false"];
+    let (els, w, h) = sweep_plot("report-sweep-bars", &sweeps);
+    assert!(texts(&els).iter().any(|t| t.contains("bars: categorical values")));
+    // Four points: four bars (one colour per series), none joined by a line.
+    let bars = |fill: &str| {
+        els.iter()
+            .filter(|e| e.tag == "rect" && e.attr.get("fill").is_some_and(|f| f == fill))
+            .count()
+    };
+    assert_eq!((bars("#0000FF"), bars("#FF0000")), (2 + 1, 2 + 1), "bars and legend swatches");
+    // The legend's labels lie wholly inside the canvas (about 6 px a glyph at 13 px).
+    for label in
+        ["workload.ddp.gradient_as_bucket_view=true", "workload.ddp.gradient_as_bucket_view=false"]
+    {
+        let e = els.iter().find(|e| e.tag == "text" && e.text == label).expect(label);
+        assert!(e.num("x") + 7.0 * label.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
+    }
+}
+
+#[test]
+fn numeric_sweeps_stay_lines() {
+    let (els, _, _) = sweep_plot("report-sweep-lines", &["ddp.bucket_cap_mb=1,25,100"]);
+    assert!(!texts(&els).iter().any(|t| t.contains("bars")));
+    assert!(texts(&els).iter().any(|t| t.contains("values in the order given")));
+    assert_eq!(els.iter().filter(|e| e.tag == "circle").count(), 3);
+}
+
+#[test]
+fn validate_plot_has_log_axes_and_an_error_panel() {
+    let svg = scratch().join("report-validate.svg");
+    let mut args = vec!["validate", "--log", "calibration/data/H100_2N8G_AR_AWSP5_B.log"];
+    args.extend(["--topology", "aws-p5", "--nodes", "2", "--gpus-per-node", "8"]);
+    args.extend(super::P5_ENV);
+    args.extend(["--plot", svg.to_str().unwrap()]);
+    collsim_ok(&args);
+    let els = elements(&std::fs::read_to_string(&svg).unwrap());
+    let t = texts(&els);
+    // Size ticks at powers of two from 8 B; busbw ticks at powers of ten from 0.001 GB/s.
+    for tick in ["8 B", "64 B", "512 B", "4 KiB", "1 GiB", "0.001", "0.01", "0.1", "1", "10", "100"]
+    {
+        assert!(t.contains(&tick), "tick {tick} missing from {t:?}");
+    }
+    assert!(t.iter().any(|s| s.starts_with("prediction error per size: median |error|")));
+    assert!(t.contains(&"error (%): predicted vs measured time"));
+    // Every measured point sits above the busbw panel's floor: 8 B reads 0.00 GB/s in the log,
+    // but the plot takes busbw from the time.
+    let floor = els
+        .iter()
+        .filter(|e| e.tag == "text" && e.text == "0.001")
+        .map(|e| e.num("y"))
+        .next()
+        .unwrap();
+    let red: Vec<&El> = els
+        .iter()
+        .filter(|e| e.tag == "circle" && e.attr.get("fill").is_some_and(|f| f == "#FF0000"))
+        .collect();
+    assert!(red.len() >= 2 * 31, "measured points and error points: {}", red.len());
+    assert!(red.iter().filter(|c| c.num("cy") < 540.0).all(|c| c.num("cy") < floor + 60.0));
+}
