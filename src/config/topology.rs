@@ -256,7 +256,13 @@ fn cpu_family_bandwidth(family: &str) -> Option<Bandwidth> {
 
 /// The shipped transports (`topologies/transports.toml`).
 pub fn transport_library() -> Result<Vec<Transport>, ConfigError> {
-    let src = Source { name: TRANSPORTS.0, text: TRANSPORTS.1 };
+    parse_transports(TRANSPORTS.0, TRANSPORTS.1)
+}
+
+/// Parses and validates a transports file's text (the format of `topologies/transports.toml`);
+/// `file` names it in errors.
+pub fn parse_transports(file: &str, text: &str) -> Result<Vec<Transport>, ConfigError> {
+    let src = Source { name: file, text };
     let raw: BTreeMap<String, RawTransport> = src.parse()?;
     raw.iter()
         .map(|(name, t)| {

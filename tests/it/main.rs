@@ -11,6 +11,7 @@ mod import;
 mod jobs;
 mod model;
 mod plan;
+mod reference;
 mod scenarios;
 mod selection;
 
