@@ -48,7 +48,8 @@ enum ModeArg {
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// Topology preset (dgx-a100, dgx-h100) or path to a topology TOML.
+    /// Topology preset (dgx-a100, dgx-h100, dgx-b200, gb200-nvl72, aws-p5, ...: README lists
+    /// them all) or path to a topology TOML.
     #[arg(long)]
     topology: Option<String>,
     /// Number of nodes.
