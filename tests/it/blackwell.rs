@@ -97,9 +97,10 @@ fn a_dgx_b200_all_reduce_runs_faster_than_a_dgx_h100() {
 fn an_nvl72_rack_runs_72_ranks_in_one_nvlink_domain() {
     let (busbw, algo, ranks) = busbw_1gib("gb200-nvl72", "1");
     assert_eq!(ranks, 72);
-    // A ring over the NVSwitch: busbw tends to a GPU's NVLink bandwidth (721.8 GB/s).
+    // A ring over the NVSwitch: busbw tends to a GPU's NVLink bandwidth (721.8 GB/s), less
+    // the CTA's per-slice sync (the profile's Blackwell figures, assumed as Hopper's).
     assert_eq!(algo, "RING");
-    assert!((650.0..722.0).contains(&busbw), "{busbw}");
+    assert!((600.0..722.0).contains(&busbw), "{busbw}");
     let out = super::collsim_ok(&["explain", "--topology", "gb200-nvl72", "--bytes", "1G"]);
     assert!(out.contains("NVLS graph search found no speed: 72 heads"), "{out}");
 }
