@@ -49,8 +49,9 @@ enum ModeArg {
 #[derive(clap::Args, Clone)]
 struct Common {
     /// Topology preset or path to a topology TOML. Presets: aws-p4d, aws-p5, dgx-a100,
-    /// dgx-h100, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g, gcp-a3-highgpu-8g, gcp-a3-megagpu-8g,
-    /// hgx-h100-roce, pcie-8gpu-2socket, pcie-a100-4gpu-2socket, polaris-a100-4gpu.
+    /// dgx-b200, dgx-h100, gb200-nvl72, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g,
+    /// gcp-a3-highgpu-8g, gcp-a3-megagpu-8g, hgx-h100-roce, pcie-8gpu-2socket,
+    /// pcie-a100-4gpu-2socket, polaris-a100-4gpu.
     #[arg(long)]
     topology: Option<String>,
     /// Number of nodes.

@@ -520,6 +520,10 @@ impl Communicator {
                 "NVLS needs NVLink SHARP (NVSwitch gen3 with nvls = true, sm90+) and more than 2 GPUs per node".into()
             }
             Algo::Nvls if self.nnodes > 1 => "multi-node NVLS needs IB SHARP (CollNet), which is off".into(),
+            Algo::Nvls if self.nvls.is_some_and(|g| g.bw_intra <= 0.0) => format!(
+                "NVLS graph search found no speed: {} heads need (heads + 1) x speed within a GPU's NVLink bandwidth, below NCCL's slowest intra-node speed",
+                self.nvls.map_or(0, |g| g.n_channels)
+            ),
             Algo::Nvls => "NVLS is off (NCCL_NVLS_ENABLE=0)".into(),
             Algo::NvlsTree if self.nnodes == 1 => "NVLSTree needs more than one node".into(),
             Algo::NvlsTree => "NVLSTree needs NVLink SHARP on every node".into(),

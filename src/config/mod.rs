@@ -14,7 +14,7 @@ mod raw;
 mod scenario;
 mod topology;
 
-pub use placement::{PlacementSpec, Policy, nodes_per_rack};
+pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placement_tiers};
 pub use plan::{PlanSpec, parse_plan};
 pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
 pub use scenario::{
@@ -22,7 +22,8 @@ pub use scenario::{
     parse_scenario,
 };
 pub use topology::{
-    TopologySource, gpu_library, parse_topology, preset_names, resolve_topology, topology_text,
+    TopologySource, gpu_library, parse_topology, parse_transports, preset_names, resolve_topology,
+    topology_text,
 };
 
 use std::path::Path;

@@ -212,8 +212,8 @@ impl PlacementSpec {
     }
 }
 
-/// A tier's latency and optional bandwidth cap, by name.
-type Tiers = BTreeMap<String, (Time, Option<Bandwidth>)>;
+/// A tier's one-way latency and optional per-node bandwidth cap, by tier name.
+pub type Tiers = BTreeMap<String, (Time, Option<Bandwidth>)>;
 
 /// The tiers in `topologies/placement.toml`, read once (a plan places thousands of candidates).
 fn tier_library() -> Result<&'static Tiers, ConfigError> {
@@ -223,7 +223,13 @@ fn tier_library() -> Result<&'static Tiers, ConfigError> {
 }
 
 fn read_tiers() -> Result<Tiers, ConfigError> {
-    let src = Source { name: TIERS.0, text: TIERS.1 };
+    parse_placement_tiers(TIERS.0, TIERS.1)
+}
+
+/// Parses and validates a placement tiers file's text (the format of
+/// `topologies/placement.toml`); `file` names it in errors.
+pub fn parse_placement_tiers(file: &str, text: &str) -> Result<Tiers, ConfigError> {
+    let src = Source { name: file, text };
     let raw: BTreeMap<String, RawTier> = src.parse()?;
     raw.iter()
         .map(|(k, t)| {

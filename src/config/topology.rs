@@ -21,7 +21,9 @@ const PRESETS: &[(&str, &str)] = &[
     ("aws-p4d", include_str!("../../topologies/aws-p4d.toml")),
     ("aws-p5", include_str!("../../topologies/aws-p5.toml")),
     ("dgx-a100", include_str!("../../topologies/dgx-a100.toml")),
+    ("dgx-b200", include_str!("../../topologies/dgx-b200.toml")),
     ("dgx-h100", include_str!("../../topologies/dgx-h100.toml")),
+    ("gb200-nvl72", include_str!("../../topologies/gb200-nvl72.toml")),
     ("gcp-a2-highgpu-8g", include_str!("../../topologies/gcp-a2-highgpu-8g.toml")),
     ("gcp-a2-ultragpu-8g", include_str!("../../topologies/gcp-a2-ultragpu-8g.toml")),
     ("gcp-a3-highgpu-8g", include_str!("../../topologies/gcp-a3-highgpu-8g.toml")),
@@ -31,6 +33,13 @@ const PRESETS: &[(&str, &str)] = &[
     ("pcie-a100-4gpu-2socket", include_str!("../../topologies/pcie-a100-4gpu-2socket.toml")),
     ("polaris-a100-4gpu", include_str!("../../topologies/polaris-a100-4gpu.toml")),
 ];
+
+/// Most GPUs one node may have (also its most NICs and PCIe switches): a GB200 NVL72 rack, one
+/// NVLink domain of 72 GPUs, is one node, with room for larger domains.
+const MAX_GPUS: i64 = 128;
+
+/// Most CPU sockets one node may have (a GB200 NVL72 rack has 36 Grace CPUs).
+const MAX_SOCKETS: i64 = 64;
 
 /// The names of the shipped presets.
 pub fn preset_names() -> Vec<&'static str> {
@@ -272,7 +281,13 @@ fn cpu_family_bandwidth(family: &str) -> Option<Bandwidth> {
 
 /// The shipped transports (`topologies/transports.toml`).
 pub fn transport_library() -> Result<Vec<Transport>, ConfigError> {
-    let src = Source { name: TRANSPORTS.0, text: TRANSPORTS.1 };
+    parse_transports(TRANSPORTS.0, TRANSPORTS.1)
+}
+
+/// Parses and validates a transports file's text (the format of `topologies/transports.toml`);
+/// `file` names it in errors.
+pub fn parse_transports(file: &str, text: &str) -> Result<Vec<Transport>, ConfigError> {
+    let src = Source { name: file, text };
     let raw: BTreeMap<String, RawTransport> = src.parse()?;
     raw.iter()
         .map(|(name, t)| {
@@ -447,7 +462,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             )
         })
     })?;
-    let gpus = count(&src, "gpu.count", &raw.gpu.count, 64)?;
+    let gpus = count(&src, "gpu.count", &raw.gpu.count, MAX_GPUS)?;
     let gpu = GpuSpec { arch: Arch::from_sm(model.sm), model, count: gpus };
 
     let nvlink = match &raw.nvlink {
@@ -536,7 +551,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             _ => Err(format!("unknown vendor {v:?} (intel, amd, arm, power)")),
         })?;
     let cpu = CpuSpec {
-        sockets: count(&src, "cpu.sockets", &raw.cpu.sockets, 8)?,
+        sockets: count(&src, "cpu.sockets", &raw.cpu.sockets, MAX_SOCKETS)?,
         numa_per_socket: match &raw.cpu.numa_per_socket {
             Some(n) => count(&src, "cpu.numa_per_socket", n, 8)?,
             None => 1,
@@ -580,10 +595,10 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         }
         (Some(n), None) => {
             let k = src.check("pcie.switches", n, |&k| {
-                if (0..=64).contains(&k) {
+                if (0..=MAX_GPUS).contains(&k) {
                     Ok(k as usize)
                 } else {
-                    Err(format!("must be 0 to 64 (got {k})"))
+                    Err(format!("must be 0 to {MAX_GPUS} (got {k})"))
                 }
             })?;
             (0..k)
@@ -640,7 +655,7 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
     let nic = match &raw.nic {
         None => None,
         Some(n) => Some(NicSpec {
-            count: count(&src, "nic.count", &n.count, 64)?,
+            count: count(&src, "nic.count", &n.count, MAX_GPUS)?,
             speed: bandwidth(&src, "nic.speed", &n.speed)?,
             transport: {
                 let lib = transport_library()?;

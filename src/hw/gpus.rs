@@ -84,7 +84,11 @@ pub fn from_reported_name(name: &str) -> Option<(&'static str, &'static str)> {
     let n = name.to_ascii_uppercase();
     let pcie = n.contains("PCIE");
     let small = n.contains("40GB");
-    if n.contains("H200") {
+    if n.contains("GB200") {
+        Some(("GB200-186GB", "gb200-nvl72"))
+    } else if n.contains("B200") {
+        Some(("B200-SXM-180GB", "dgx-b200"))
+    } else if n.contains("H200") {
         Some(("H200-SXM-141GB", "dgx-h100"))
     } else if n.contains("H100") {
         Some(if pcie {
@@ -121,5 +125,7 @@ mod tests {
         assert_eq!(from_reported_name("NVIDIA A100-SXM4-80GB").unwrap().0, "A100-SXM4-80GB");
         assert_eq!(from_reported_name("NVIDIA H100 PCIe").unwrap().1, "pcie-8gpu-2socket");
         assert_eq!(from_reported_name("NVIDIA GeForce RTX 4090"), None);
+        assert_eq!(from_reported_name("NVIDIA B200"), Some(("B200-SXM-180GB", "dgx-b200")));
+        assert_eq!(from_reported_name("NVIDIA GB200"), Some(("GB200-186GB", "gb200-nvl72")));
     }
 }

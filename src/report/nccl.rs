@@ -112,6 +112,8 @@ pub fn device_name(model: &str) -> String {
         "H100-SXM5-80GB" => "NVIDIA H100 80GB HBM3",
         "H100-PCIe-80GB" => "NVIDIA H100 PCIe",
         "H200-SXM-141GB" => "NVIDIA H200",
+        "B200-SXM-180GB" => "NVIDIA B200",
+        "GB200-186GB" => "NVIDIA GB200",
         _ => return format!("NVIDIA {model}"),
     };
     known.to_string()
@@ -162,6 +164,8 @@ mod tests {
             "H100-SXM5-80GB",
             "H100-PCIe-80GB",
             "H200-SXM-141GB",
+            "B200-SXM-180GB",
+            "GB200-186GB",
         ] {
             let back = crate::hw::gpus::from_reported_name(&device_name(m));
             assert_eq!(back.map(|b| b.0), Some(m), "{m}");

@@ -2,6 +2,7 @@
 //! against real nccl-tests logs.
 
 mod accuracy;
+mod blackwell;
 mod calibrate;
 mod cli_errors;
 mod ddp;
@@ -12,6 +13,7 @@ mod jobs;
 mod model;
 mod plan;
 mod readme;
+mod reference;
 mod report;
 mod scenarios;
 mod selection;
