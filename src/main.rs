@@ -104,6 +104,13 @@ enum Command {
     /// checked for memory, quota and budget, simulated, priced and ranked by time and cost to
     /// train (`collsim plan merge` joins the results of sharded runs).
     Plan(PlanArgs),
+    /// Print a shell completion script for collsim (bash, zsh, fish, elvish, powershell), e.g.
+    /// `collsim completions bash > /etc/bash_completion.d/collsim`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -544,9 +551,13 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     }
     // Reject bad values now and list the variables the model does not use.
     let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    for line in ignored_lines(&env.ignored) {
-        eprintln!("collsim: {line}");
-    }
+    // Once a run: a sweep applies the flags at every point.
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        for line in ignored_lines(&env.ignored) {
+            eprintln!("collsim: {line}");
+        }
+    });
     Ok(s)
 }
 
@@ -918,6 +929,39 @@ fn simulate_sweep(
             usage(format!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)"))
         })?;
         let key = if k.starts_with("ddp.") { format!("workload.{k}") } else { k.to_string() };
+        if key.split('.').any(|p| p.trim().is_empty())
+            || matches!(key.as_str(), "topology" | "profile")
+        {
+            bail_usage!("--sweep {s}: {k:?} is not a key (KEY is dotted, e.g. cluster.nodes)");
+        }
+        if key == "topology.gpu.count" {
+            bail_usage!(
+                "--sweep {s}: the node's GPU count sets the defaults the scenario was read with; sweep cluster.gpus_per_node, or give one topology file per count"
+            );
+        }
+        // A flag sets its key at every point: the rows would be labelled with values that
+        // never ran.
+        let flag_keys = [
+            ("--topology", "cluster.topology", common.topology.is_some()),
+            ("--nodes", "cluster.nodes", common.nodes.is_some()),
+            ("--gpus-per-node", "cluster.gpus_per_node", common.gpus_per_node.is_some()),
+            ("--gpus-per-process", "cluster.gpus_per_process", common.gpus_per_process.is_some()),
+            ("--nccl-version", "nccl.version", common.nccl_version.is_some()),
+            ("--collective", "workload.collective", flags.collective.is_some()),
+            ("--min-bytes", "workload.min_bytes", flags.min_bytes.is_some()),
+            ("--max-bytes", "workload.max_bytes", flags.max_bytes.is_some()),
+            ("--factor", "workload.factor", flags.factor.is_some()),
+            ("--dtype", "workload.dtype", flags.dtype.is_some()),
+            ("--op", "workload.op", flags.op.is_some()),
+        ];
+        if let Some((flag, _, _)) = flag_keys.iter().find(|(_, fk, given)| *given && *fk == key) {
+            bail_usage!("--sweep {s}: {flag} sets {key} at every point; give one or the other");
+        }
+        if let Some(var) = key.strip_prefix("nccl.")
+            && common.nccl.iter().any(|kv| kv.split_once('=').is_some_and(|(k, _)| k == var))
+        {
+            bail_usage!("--sweep {s}: --nccl sets {var} at every point; give one or the other");
+        }
         let values: Vec<String> =
             v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
         if values.is_empty() {
@@ -974,7 +1018,6 @@ fn simulate_sweep(
                 let edited =
                     config::set_keys(&text, &topo_keys).map_err(|e| anyhow!("{file}: {e}"))?;
                 let node = config::parse_topology(&file, &edited)?;
-                s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
                 s.node = node;
             }
             let prof_keys = keys(2);
@@ -1241,6 +1284,7 @@ fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
             ins.extend(nccl_xml.iter().chain(nvidia_smi).cloned());
             outs.push(("-o", output.clone()));
         }
+        Command::Completions { .. } => {}
         Command::Plan(a) => match &a.command {
             Some(PlanCommand::Merge { results, out, output }) => {
                 ins.extend(results.iter().cloned());
@@ -1270,6 +1314,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Calibrate(args) => calibrate(args)?,
         Command::Validate(args) => validate(args)?,
         Command::Plan(args) => plan(args)?,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "collsim", &mut out);
+            out.flush()?;
+        }
     }
     Ok(())
 }
@@ -1359,7 +1409,7 @@ fn simulate(
         let mut out = open_output(common.output.as_deref())?;
         match format {
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
-            SimFmt::Json => report::ddp::json(&spec, &r, &mut out)?,
+            SimFmt::Json => report::ddp::json(&s, &profile, &spec, &r, &mut out)?,
             SimFmt::Csv => report::sweep::ddp_csv(&[(Vec::new(), r.clone())], &mut out)?,
             SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),
         }
@@ -1515,6 +1565,9 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
         &profile,
         mode(common.mode),
     );
+    collsim::units::Time::from_us_f64(e.time_us)
+        .check(&format!("{} of {}", coll.name(), Bytes::new(nbytes)))
+        .map_err(|m| anyhow!(m))?;
     let mut out = open_output(common.output.as_deref())?;
     match format {
         ValFmt::Table => e.write_text(&mut out)?,

@@ -168,6 +168,10 @@ fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
     else {
         return Ok(None);
     };
+    let max = crate::workload::sweep::MAX_CALL_BYTES;
+    if size > max.get() {
+        return Err(format!("size {size} is larger than {max}, more than any GPU holds"));
+    }
     if t.len() < 12 {
         // Size, count and a data type: a row cut off, not a line of something else.
         if t.get(2).is_some_and(|d| DataType::parse(d).is_some()) {
@@ -428,6 +432,12 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
             .map(|k| r.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string())
             .join("/");
         let size = uint("size")?;
+        let max = crate::workload::sweep::MAX_CALL_BYTES;
+        if size > max.get() {
+            return Err(JsonLogError(format!(
+                "results[{i}].size: {size} is larger than {max}, more than any GPU holds"
+            )));
+        }
         let (oop_time_us, oop_busbw) = timing("out_of_place")?;
         let (ip_time_us, ip_busbw) = timing("in_place")?;
         let row = LogRow {

@@ -88,6 +88,27 @@ fn number_attr(
     })
 }
 
+/// An `<nvlink>`'s `count`: 1 when absent; over [`MAX_LINKS`] is no GPU's and an error (sums of
+/// such counts would overflow).
+fn link_count(file: &str, node: roxmltree::Node<'_, '_>) -> Result<u32, ConfigError> {
+    let n = number_attr(file, node, "count")?.unwrap_or(1);
+    if n > MAX_LINKS {
+        let p = node.document().text_pos_at(node.range().start);
+        return Err(ConfigError::At {
+            file: file.into(),
+            line: p.row as usize,
+            col: p.col as usize,
+            msg: format!(
+                "<nvlink> count=\"{n}\": more NVLinks than any GPU has (at most {MAX_LINKS})"
+            ),
+        });
+    }
+    Ok(n)
+}
+
+/// The most NVLinks a GPU is taken to have (18 on Hopper and Blackwell), with room to spare.
+const MAX_LINKS: u32 = 64;
+
 /// Reads an NCCL topology XML dump.
 fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
     let doc = roxmltree::Document::parse(text).map_err(|e| match e {
@@ -204,7 +225,7 @@ fn walk(
                             nvlinks.push((
                                 index,
                                 l.attribute("target").unwrap_or("").to_string(),
-                                number_attr(file, l, "count")?.unwrap_or(1),
+                                link_count(file, l)?,
                                 number_attr(file, l, "tclass")?.unwrap_or(0),
                             ));
                         }
@@ -419,7 +440,7 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
             let c = cell(gpus[a], gpus[b]);
             if let Some(k) = c.strip_prefix("NV") {
                 match k.parse::<u32>() {
-                    Ok(k) if k > 0 => counts.insert((a, b), k),
+                    Ok(k) if k > 0 && k <= MAX_LINKS => counts.insert((a, b), k),
                     _ => {
                         return Err(err(
                             file,

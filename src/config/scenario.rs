@@ -158,6 +158,8 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     if let Err((field, msg)) = sweep.check() {
         let at = if field.ends_with("factor") {
             w.factor.as_ref().map_or(0, |f| f.span().start)
+        } else if field.ends_with("max_bytes") {
+            max.span().start
         } else {
             min.span().start
         };
@@ -588,7 +590,9 @@ pub(crate) fn parse_nccl(
         // A bad value is reported here, where its line is known (the whole environment is
         // parsed again when the cluster is built).
         if let Err(e) = crate::comm::env::NcclEnv::from_pairs([(k.as_str(), value.as_str())]) {
-            return Err(src.error_at(v.span().start, format!("nccl.{e}")));
+            let e = e.to_string();
+            let e = if e.starts_with("nccl.") { e } else { format!("nccl.{e}") };
+            return Err(src.error_at(v.span().start, e));
         }
         nccl.push((k.clone(), value));
     }

@@ -315,7 +315,11 @@ impl<T: Copy> Network<T> {
             } else if f.remaining <= 0.0 || r.is_infinite() {
                 now
             } else {
+                // A flow that moves, however slowly, finishes: at worst one picosecond before
+                // Time::MAX (which means "never"), where reports refuse the time as too long
+                // instead of the run ending without it.
                 now.saturating_add(Time::from_secs_f64_ceil(f.remaining / r))
+                    .min(Time::from_ps(u64::MAX - 1))
             };
         }
         self.dirty = false;

@@ -91,14 +91,24 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
 }
 
 /// Writes the result as JSON (the timeline is left to `--trace`), with the memory per GPU
-/// (`memory`, bytes).
-pub fn json(spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+/// (`memory`, bytes), the resolved scenario (its topology included) and the profile.
+pub fn json(
+    s: &Scenario,
+    profile: &crate::collective::TimingParams,
+    spec: &DdpSpec,
+    r: &StepResult,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
     let mem = serde_json::to_value(ddp_memory(spec)).map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
         o.insert("optimizer".into(), spec.optimizer.name().into());
         o.insert("memory".into(), mem);
+        // The inputs as resolved (defaults filled in), as a sweep's JSON carries them.
+        o.insert("format_version".into(), super::sweep::FORMAT_VERSION.into());
+        o.insert("scenario".into(), serde_json::to_value(s).map_err(io::Error::other)?);
+        o.insert("profile".into(), serde_json::to_value(profile).map_err(io::Error::other)?);
     }
     serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
     writeln!(out)

@@ -20,7 +20,7 @@ pub struct CostRow {
     /// NCCL's modelled latency, µs (None when disabled).
     pub latency_us: Option<f64>,
     /// NCCL's modelled algorithm bandwidth, GB/s.
-    pub bandwidth_gbps: Option<f64>,
+    pub bandwidth_gbyte_per_s: Option<f64>,
     /// NCCL's predicted time for this call, µs.
     pub time_us: Option<f64>,
     /// Why NCCL would not run it.
@@ -33,11 +33,11 @@ pub struct Bottleneck {
     /// Link class (nvlink, pcie, sys, net).
     pub class: String,
     /// Capacity, GB/s.
-    pub capacity_gbps: f64,
+    pub capacity_gbyte_per_s: f64,
     /// Flows sharing it when every channel sends.
     pub flows: usize,
     /// Each flow's share, GB/s.
-    pub per_flow_gbps: f64,
+    pub per_flow_gbyte_per_s: f64,
     /// Whether the slowest flow runs at its channel's cap, below its share of the link.
     pub channel_capped: bool,
 }
@@ -111,7 +111,7 @@ impl Explanation {
                     algo: a.name(),
                     proto: p.name(),
                     latency_us: on.then_some(c.lat_us),
-                    bandwidth_gbps: on.then_some(c.bw),
+                    bandwidth_gbyte_per_s: on.then_some(c.bw),
                     time_us: if on { t.time_us(coll, *a, p, bytes) } else { None },
                     disabled,
                 });
@@ -165,9 +165,9 @@ impl Explanation {
             bandwidth_part_us: time_us - latency_part_us,
             bottleneck: collective::bottleneck(&call).map(|b| Bottleneck {
                 class: b.class.to_string(),
-                capacity_gbps: b.capacity / 1e9,
+                capacity_gbyte_per_s: b.capacity / 1e9,
                 flows: b.flows,
-                per_flow_gbps: b.per_flow / 1e9,
+                per_flow_gbyte_per_s: b.per_flow / 1e9,
                 channel_capped: b.channel_capped,
             }),
         }
@@ -226,12 +226,12 @@ impl Explanation {
             (Some(b), None) if b.channel_capped => writeln!(
                 out,
                 "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; across nodes NCCL_P2P_PER_CHANNEL_NET_BW), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",
-                b.per_flow_gbps, b.class, b.capacity_gbps, b.flows
+                b.per_flow_gbyte_per_s, b.class, b.capacity_gbyte_per_s, b.flows
             ),
             (Some(b), None) => writeln!(
                 out,
                 "bottleneck: a {} link of {:.1} GB/s shared by {} flow(s), {:.2} GB/s each, when every connection sends",
-                b.class, b.capacity_gbps, b.flows, b.per_flow_gbps
+                b.class, b.capacity_gbyte_per_s, b.flows, b.per_flow_gbyte_per_s
             ),
             (None, _) => writeln!(out, "bottleneck: none (a single rank moves nothing)"),
         }
@@ -253,7 +253,7 @@ impl Explanation {
                     r.algo,
                     r.proto,
                     r.latency_us.unwrap_or(0.0),
-                    r.bandwidth_gbps.unwrap_or(0.0),
+                    r.bandwidth_gbyte_per_s.unwrap_or(0.0),
                     r.time_us.unwrap_or(0.0)
                 )?,
             }

@@ -125,7 +125,9 @@ fn format_g(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
-    let exp = x.abs().log10().floor() as i32;
+    // The exponent of the value as rounded to six significant digits, as C decides.
+    let exp: i32 =
+        format!("{:.5e}", x.abs()).split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0);
     if !(-4..6).contains(&exp) {
         let s = format!("{:.5e}", x);
         let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
@@ -150,6 +152,10 @@ mod tests {
         assert_eq!(format_g(2.0), "2");
         assert_eq!(format_g(1234567.0), "1.23457e+06");
         assert_eq!(format_g(0.0), "0");
+        assert_eq!(format_g(999999.5), "1e+06");
+        assert_eq!(format_g(9.999996e-05), "0.0001");
+        assert_eq!(format_g(0.0001), "0.0001");
+        assert_eq!(format_g(1e-5), "1e-05");
         assert_eq!(nccl_version_code("2.30.7"), 23007);
         assert_eq!(nccl_version_code("2.18.6"), 21806);
     }

@@ -9,7 +9,8 @@ use super::ddp::SweepPoint;
 use super::fit_number;
 use crate::workload::sweep::Row;
 
-/// The version of the sweep JSON layout; it changes when a field changes meaning or goes.
+/// The version of the JSON layouts of a sweep over keys and of a DDP step; it changes when a
+/// field changes meaning or goes.
 pub const FORMAT_VERSION: u32 = 1;
 
 /// One point of a collective sweep: the keys set and the rows there.

@@ -19,7 +19,7 @@ pub struct TopoView {
     /// NCCL's path type between the same devices.
     pub nccl_path_type: Vec<Vec<String>>,
     /// NCCL's path bandwidth (bottleneck), GB/s.
-    pub nccl_path_bw_gbps: Vec<Vec<f64>>,
+    pub nccl_path_bw_gbyte_per_s: Vec<Vec<f64>>,
     /// CPU affinity per GPU ("0-55,112-167", or "N/A").
     pub cpu_affinity: Vec<String>,
     /// NUMA domain per GPU.
@@ -190,7 +190,7 @@ impl TopoView {
             labels,
             matrix,
             nccl_path_type: types,
-            nccl_path_bw_gbps: bws,
+            nccl_path_bw_gbyte_per_s: bws,
             cpu_affinity: numa_affinity.iter().map(|&n| affinity(spec, n)).collect(),
             numa_affinity,
             nic_legend,
@@ -250,7 +250,7 @@ impl TopoView {
         for (i, row) in self.nccl_path_type.iter().enumerate() {
             let cells: Vec<String> = row
                 .iter()
-                .zip(&self.nccl_path_bw_gbps[i])
+                .zip(&self.nccl_path_bw_gbyte_per_s[i])
                 .enumerate()
                 .map(|(j, (t, b))| if i == j { "-".into() } else { format!("{t}/{b}") })
                 .collect();

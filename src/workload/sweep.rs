@@ -303,5 +303,8 @@ pub fn run_beside<'l>(
             tick();
             Ok(r)
         })
+        // Every size runs; the first error in size order is reported, whatever the threads.
+        .collect::<Vec<Result<Row, SweepError>>>()
+        .into_iter()
         .collect()
 }

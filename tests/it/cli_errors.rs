@@ -491,7 +491,10 @@ fn sizes_past_any_gpu_memory_are_refused_up_front() {
         &["--max-bytes abc"],
     );
     let p = tmp("huge-sweep.toml", &GOOD.replace("\"1 MiB\"", "\"2 TiB\""));
-    fails_with(&["simulate", p.to_str().unwrap()], &["huge-sweep.toml:", "max_bytes", "1 TiB"]);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["huge-sweep.toml:10:13: workload.max_bytes", "1 TiB"],
+    );
 }
 
 #[test]
@@ -610,4 +613,91 @@ fn help_names_every_preset_and_collective() {
             }
         }
     }
+}
+
+#[test]
+fn times_too_long_to_hold_are_errors_everywhere() {
+    // A profile that leaves the network 1e-13 of its speed: a flow whose finish saturated was
+    // taken for one that never moves, and the call ended in 6 us without it.
+    let text = collsim::config::DEFAULT_PROFILE.1.replace("\nnet = 1.0\n", "\nnet = 1e-13\n");
+    assert_ne!(text, collsim::config::DEFAULT_PROFILE.1);
+    let p = tmp("crawl.toml", &text);
+    let prof = p.to_str().unwrap();
+    let call = ["--topology", "dgx-h100", "--nodes", "2", "--profile", prof];
+    let mut args = vec!["simulate", "--min-bytes", "1M", "--max-bytes", "1M"];
+    args.extend(call);
+    fails_with(&args, &["all_reduce of 1 MiB: simulated time passes 53 days"]);
+    let mut args = vec!["explain", "--bytes", "1M"];
+    args.extend(call);
+    fails_with(&args, &["all_reduce of 1 MiB: simulated time passes 53 days"]);
+}
+
+#[test]
+fn a_log_row_past_any_gpu_memory_names_its_line() {
+    // It used to run for ever (validate) or give +13,456,612 % (2 TiB).
+    let log = crate::collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--max-bytes",
+        "64",
+        "--format",
+        "nccl",
+    ]);
+    let log = log.replace("\n          64 ", "\n4611686018427387904 ");
+    let line = log.lines().position(|l| l.starts_with("4611")).unwrap() + 1;
+    let p = tmp("huge-row.log", &log);
+    fails_with(
+        &["validate", "--log", p.to_str().unwrap()],
+        &[&format!("huge-row.log:{line}: size 4611686018427387904 is larger than 1 TiB")],
+    );
+}
+
+#[test]
+fn a_flag_and_a_sweep_of_the_same_key_are_refused() {
+    // Both rows ran 4 nodes while labelled 1 and 2.
+    let s = "scenarios/resnet50-dgx-a100-1node.toml";
+    misused_with(
+        &["simulate", s, "--sweep", "cluster.nodes=1,2", "--nodes", "4"],
+        &["--nodes sets cluster.nodes at every point"],
+    );
+    let q = "scenarios/quickstart.toml";
+    misused_with(
+        &["simulate", q, "--sweep", "nccl.NCCL_ALGO=Ring,NVLS", "--nccl", "NCCL_ALGO=Tree"],
+        &["--nccl sets NCCL_ALGO at every point"],
+    );
+    misused_with(
+        &["simulate", q, "--sweep", "workload.max_bytes=1M,2M", "--max-bytes", "64M"],
+        &["--max-bytes sets workload.max_bytes"],
+    );
+    misused_with(&["simulate", q, "--sweep", "topology.=1,2"], &["is not a key"]);
+    misused_with(&["simulate", q, "--sweep", "cluster..nodes=1"], &["is not a key"]);
+    misused_with(&["simulate", s, "--sweep", "topology.gpu.count=2,4"], &["cluster.gpus_per_node"]);
+    // Warnings about the flags come once, not once a point.
+    let out = crate::collsim(&[
+        "simulate",
+        q,
+        "--max-bytes",
+        "8",
+        "--nccl",
+        "NCCL_FOO=1",
+        "--sweep",
+        "cluster.nodes=1,2,3",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
+
+#[test]
+fn shell_completions_cover_the_commands_and_their_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = crate::collsim_ok(&["completions", shell]);
+        for word in ["simulate", "validate", "topology", "sweep", "gpus-per-process"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    // clap's own usage error (several lines, as clap prints them), exit 2.
+    let out = collsim(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'tcsh'"));
 }

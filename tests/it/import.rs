@@ -132,3 +132,18 @@ fn malformed_dumps_fail_where_they_are_wrong_instead_of_guessing() {
         &["nvxx.txt: GPU0 row, GPU1 column: \"NVxx\" is not NV<links>"],
     );
 }
+
+#[test]
+fn link_counts_no_gpu_has_are_refused_before_they_add_up() {
+    // 4294967295 links on every NVLink wrapped the sum round to 6 links per GPU.
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    assert!(xml.contains("count=\"5\""));
+    let p = scratch_file("links.xml", &xml.replace("count=\"5\"", "count=\"4294967295\""));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &["links.xml:", "count=\"4294967295\": more NVLinks than any GPU has"],
+    );
+    let smi = std::fs::read_to_string(data("dgx-h100-class.nvidia-smi-topo-m.txt")).unwrap();
+    let p = scratch_file("nv-huge.txt", &smi.replacen("NV18", "NV4294967295", 1));
+    crate::cli_errors::fails_with(&["topo", "import", "--nvidia-smi", &p], &["is not NV<links>"]);
+}

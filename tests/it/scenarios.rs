@@ -119,7 +119,7 @@ fn explain_takes_a_call_apart() {
     assert!((t - l - b).abs() < 1e-6 && b > l, "{t} {l} {b}");
     // The bound: a GPU's NVLink (18 × 20.6 GB/s) in NVLS's reduce and store flows.
     assert_eq!(v["bottleneck"]["class"], "nvlink");
-    assert!((v["bottleneck"]["capacity_gbps"].as_f64().unwrap() - 370.8).abs() < 0.1);
+    assert!((v["bottleneck"]["capacity_gbyte_per_s"].as_f64().unwrap() - 370.8).abs() < 0.1);
     let text =
         collsim_ok(&["explain", "--topology", "dgx-a100", "--nodes", "2", "--bytes", "4MiB"]);
     assert!(
@@ -202,7 +202,7 @@ fn explain_names_a_bottleneck_for_every_algorithm() {
         ]);
         assert_eq!(v["simulated"][0], algo, "{topo} {coll}");
         assert_eq!(v["bottleneck"]["class"], class, "{topo} {coll}");
-        assert!(v["bottleneck"]["per_flow_gbps"].as_f64().unwrap() > 0.0);
+        assert!(v["bottleneck"]["per_flow_gbyte_per_s"].as_f64().unwrap() > 0.0);
     }
     // Point-to-point has no cost table: NCCL selects nothing.
     let text = collsim_ok(&[
@@ -234,7 +234,7 @@ fn explain_names_a_bottleneck_for_every_algorithm() {
         ]);
         assert_eq!(v["bottleneck"]["channel_capped"], capped, "{bytes}");
         if capped {
-            assert_eq!(v["bottleneck"]["per_flow_gbps"].as_f64().unwrap(), 20.0, "{bytes}");
+            assert_eq!(v["bottleneck"]["per_flow_gbyte_per_s"].as_f64().unwrap(), 20.0, "{bytes}");
         }
     }
 }
