@@ -119,24 +119,14 @@ pub type SweepPoint = (Vec<(String, String)>, StepResult);
 
 /// Writes a sweep, one row per point.
 pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
-    let keys: Vec<&str> =
-        rows.first().map_or(Vec::new(), |r| r.0.iter().map(|k| k.0.as_str()).collect());
-    let width =
-        |i: usize| rows.iter().map(|r| r.0[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
-    let mut head = String::new();
-    for (i, k) in keys.iter().enumerate() {
-        head.push_str(&format!("{k:>w$}  ", w = width(i)));
-    }
+    let points: Vec<&[(String, String)]> = rows.iter().map(|r| r.0.as_slice()).collect();
+    let (head, leads) = super::sweep::key_columns(&points);
     writeln!(
         out,
         "{head}{:>12} {:>10} {:>10} {:>8} {:>12} {:>8}",
         "iteration ms", "comm ms", "exposed ms", "overlap", "samples/s", "scaling"
     )?;
-    for (point, r) in rows {
-        let mut line = String::new();
-        for (i, (_, v)) in point.iter().enumerate() {
-            line.push_str(&format!("{v:>w$}  ", w = width(i)));
-        }
+    for ((_, r), line) in rows.iter().zip(&leads) {
         writeln!(
             out,
             "{line}{:>12.3} {:>10.3} {:>10.3} {:>7.1}% {:>12.1} {:>8.3}",
@@ -149,20 +139,4 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// Writes a sweep as a JSON array of {point, result} (timelines left out).
-pub fn sweep_json(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
-    let mut all = Vec::new();
-    for (point, r) in rows {
-        let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-        if let Some(o) = v.as_object_mut() {
-            o.remove("timeline");
-        }
-        let p: serde_json::Map<String, serde_json::Value> =
-            point.iter().map(|(k, x)| (k.clone(), serde_json::Value::String(x.clone()))).collect();
-        all.push(serde_json::json!({"point": p, "result": v}));
-    }
-    serde_json::to_writer_pretty(&mut *out, &all).map_err(io::Error::other)?;
-    writeln!(out)
 }

@@ -146,26 +146,33 @@ pub fn rows_csv(rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
+/// The swept values as right-aligned columns, each as wide as its key or its widest value:
+/// the header's start and each point's.
+pub(crate) fn key_columns(points: &[&[(String, String)]]) -> (String, Vec<String>) {
+    let keys = keys(points.first().map(|p| p.to_vec()).as_ref());
+    let width =
+        |i: usize| points.iter().map(|p| p[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
+    let head = keys.iter().enumerate().map(|(i, k)| format!("{k:>w$}  ", w = width(i))).collect();
+    let leads = points
+        .iter()
+        .map(|p| {
+            p.iter().enumerate().map(|(i, (_, v))| format!("{v:>w$}  ", w = width(i))).collect()
+        })
+        .collect();
+    (head, leads)
+}
+
 /// A collective sweep over keys as a table: the swept values, then per size its time, busbw
 /// and what ran.
 pub fn rows_table(rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
-    let keys = keys(rows.first().map(|r| &r.0));
-    let width =
-        |i: usize| rows.iter().map(|r| r.0[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
-    let mut head = String::new();
-    for (i, k) in keys.iter().enumerate() {
-        head.push_str(&format!("{k:>w$}  ", w = width(i)));
-    }
+    let points: Vec<&[(String, String)]> = rows.iter().map(|r| r.0.as_slice()).collect();
+    let (head, leads) = key_columns(&points);
     writeln!(
         out,
         "{head}{:>10} {:>11} {:>9} {:>9}  {:<9} {:<6} {:>3}",
         "size", "time(us)", "algbw", "busbw", "algo", "proto", "ch"
     )?;
-    for (point, rs) in rows {
-        let mut lead = String::new();
-        for (i, (_, v)) in point.iter().enumerate() {
-            lead.push_str(&format!("{v:>w$}  ", w = width(i)));
-        }
+    for ((_, rs), lead) in rows.iter().zip(&leads) {
         for r in rs {
             writeln!(
                 out,
