@@ -136,18 +136,61 @@ const NCCL_FUNCS: &[&str] =
     &["broadcast", "reduce", "allgather", "reducescatter", "allreduce", "sendrecv", "send", "recv"];
 
 /// Picks the section of a per-collective list (`"LL,Simple;allreduce:^LL"`) that applies to
-/// AllReduce: a section prefixed `allreduce:` wins over the unprefixed first one.
-fn section_for_allreduce(value: &str) -> &str {
+/// the collective NCCL calls `func` ("allreduce"): a section prefixed `func:` wins over the
+/// unprefixed first one; with neither, the variable leaves that collective at NCCL's default.
+fn section_for<'v>(value: &'v str, func: &str) -> Option<&'v str> {
     let mut default = None;
     for (i, sec) in value.split(';').enumerate() {
         match sec.split_once(':') {
-            Some((func, list)) if func.trim().eq_ignore_ascii_case("allreduce") => return list,
+            Some((f, list)) if f.trim().eq_ignore_ascii_case(func) => return Some(list),
             Some(_) => {}
             None if i == 0 => default = Some(sec),
             None => {}
         }
     }
-    default.unwrap_or("")
+    default
+}
+
+/// The section of `value` for AllReduce ("" where it leaves AllReduce alone).
+fn section_for_allreduce(value: &str) -> &str {
+    section_for(value, "allreduce").unwrap_or("")
+}
+
+/// What a checked NCCL-style list leaves enabled of `all` for the collective `func`: the
+/// section's items, or all but them under `^`; all of them where no section applies.
+fn list_for<T: Copy + PartialEq>(
+    value: &str,
+    func: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<Vec<T>>,
+) -> Vec<T> {
+    let Some(list) = section_for(value, func) else { return all.to_vec() };
+    let list = list.trim();
+    let (negate, list) = match list.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, list),
+    };
+    let named: Vec<T> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter_map(&parse)
+        .flatten()
+        .collect();
+    all.iter().copied().filter(|a| named.contains(a) != negate).collect()
+}
+
+/// NCCL's name of a collective in a per-collective section (`allgather:`).
+pub fn nccl_func(coll: super::Collective) -> &'static str {
+    use super::Collective as C;
+    match coll {
+        C::AllReduce => "allreduce",
+        C::AllGather => "allgather",
+        C::ReduceScatter => "reducescatter",
+        C::Broadcast => "broadcast",
+        C::Reduce => "reduce",
+        C::AllToAll | C::SendRecv => "sendrecv",
+    }
 }
 
 /// Parses a NCCL-style list with optional `^` negation against `all`.
@@ -183,29 +226,14 @@ fn parse_list<T: Copy + PartialEq>(
             }
         }
     }
-    let list = section_for_allreduce(value).trim();
-    let (negate, list) = match list.strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, list),
-    };
-    let mut named = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let items = parse(item).ok_or_else(|| EnvError {
-            key: key.into(),
-            value: value.into(),
-            reason: format!("unknown value `{item}` (expected {names})"),
-        })?;
-        named.extend(items);
+    // Each collective a section names, and every other one where a first section without a
+    // prefix applies to all: none may be left with nothing.
+    for func in ["allreduce", "allgather", "reducescatter", "broadcast", "reduce"] {
+        if section_for(value, func).is_some() && list_for(value, func, all, &parse).is_empty() {
+            return Err(bad(format!("leaves nothing enabled for {func}")));
+        }
     }
-    let out: Vec<T> = all.iter().copied().filter(|a| named.contains(a) != negate).collect();
-    if out.is_empty() {
-        return Err(EnvError {
-            key: key.into(),
-            value: value.into(),
-            reason: "leaves nothing enabled".into(),
-        });
-    }
-    Ok(out)
+    Ok(list_for(value, "allreduce", all, &parse))
 }
 
 fn parse_int(key: &str, value: &str, lo: i64, hi: i64) -> Result<i64, EnvError> {
@@ -225,6 +253,25 @@ fn parse_int(key: &str, value: &str, lo: i64, hi: i64) -> Result<i64, EnvError> 
 }
 
 impl NcclEnv {
+    /// The algorithms NCCL_ALGO leaves for `coll` (its own section, else the first unprefixed
+    /// one, else all): [`NcclEnv::algos`] is AllReduce's.
+    pub fn algos_for(&self, coll: super::Collective) -> Vec<Algo> {
+        match self.given.get("NCCL_ALGO") {
+            Some(v) => list_for(v, nccl_func(coll), &Algo::ALL, Algo::parse),
+            None => self.algos.clone(),
+        }
+    }
+
+    /// The protocols NCCL_PROTO leaves for `coll`, as [`NcclEnv::algos_for`].
+    pub fn protos_for(&self, coll: super::Collective) -> Vec<Proto> {
+        match self.given.get("NCCL_PROTO") {
+            Some(v) => {
+                list_for(v, nccl_func(coll), &Proto::ALL, |s| Proto::parse(s).map(|p| vec![p]))
+            }
+            None => self.protos.clone(),
+        }
+    }
+
     /// Applies `KEY=VALUE` pairs in order (a later one overrides an earlier one).
     pub fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -414,6 +461,17 @@ mod tests {
         assert!(e.reason.contains("unknown collective `bogus`"), "{e}");
         let e = NcclEnv::from_pairs([("NCCL_ALGO", "allreduce:tree;allgather:Rong")]).unwrap_err();
         assert!(e.reason.contains("unknown value `Rong`"), "{e}");
+        // Each collective takes its own section, else the first unprefixed one, else all.
+        use crate::comm::Collective as C;
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "ring;allgather:pat")]).unwrap();
+        assert_eq!(env.algos_for(C::AllGather), vec![Algo::Pat]);
+        assert_eq!(env.algos_for(C::AllReduce), vec![Algo::Ring]);
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "allgather:ring")]).unwrap();
+        assert_eq!(env.algos_for(C::AllReduce), Algo::ALL.to_vec());
+        assert_eq!(env.algos_for(C::AllGather), vec![Algo::Ring]);
+        let env = NcclEnv::from_pairs([("NCCL_PROTO", "allreduce:^LL")]).unwrap();
+        assert_eq!(env.protos_for(C::ReduceScatter), Proto::ALL.to_vec());
+        assert!(!env.protos_for(C::AllReduce).contains(&Proto::LL));
         let e = NcclEnv::from_pairs([("NCCL_ALGO", "Rong")]).unwrap_err();
         assert!(e.to_string().contains("unknown value `Rong`"), "{e}");
         assert!(NcclEnv::from_pairs([("NCCL_MAX_NCHANNELS", "0")]).is_err());

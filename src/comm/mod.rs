@@ -472,21 +472,21 @@ impl Communicator {
         bytes: u64,
         simulated: impl Fn(Collective, Algo, usize) -> bool,
     ) -> Selection {
+        let protos = self.env.protos_for(coll);
         let allowed: Vec<Algo> = self
             .env
-            .algos
-            .iter()
-            .copied()
+            .algos_for(coll)
+            .into_iter()
             .filter(|a| tuning::algos_for(coll).contains(a))
             .collect();
-        let nccl = self.tuning.choose(coll, bytes, &allowed, &self.env.protos);
+        let nccl = self.tuning.choose(coll, bytes, &allowed, &protos);
         let modelled: Vec<Algo> =
             allowed.iter().copied().filter(|&a| simulated(coll, a, self.nnodes)).collect();
         let (algo, proto) = match nccl {
             Some((a, p, _)) if simulated(coll, a, self.nnodes) => (a, p),
             _ => self
                 .tuning
-                .choose(coll, bytes, &modelled, &self.env.protos)
+                .choose(coll, bytes, &modelled, &protos)
                 .map_or((Algo::Ring, Proto::Simple), |(a, p, _)| (a, p)),
         };
         let nchannels = match algo {
@@ -501,10 +501,10 @@ impl Communicator {
         if !tuning::algos_for(coll).contains(&algo) {
             return Some(format!("NCCL has no {} for {}", algo.name(), coll.name()));
         }
-        if !self.env.algos.contains(&algo) {
+        if !self.env.algos_for(coll).contains(&algo) {
             return Some("excluded by NCCL_ALGO".into());
         }
-        if !self.env.protos.contains(&proto) {
+        if !self.env.protos_for(coll).contains(&proto) {
             return Some("excluded by NCCL_PROTO".into());
         }
         if self.tuning.cost(coll, algo, proto).bw > 0.0 {
@@ -544,17 +544,14 @@ impl Communicator {
     /// Whether NCCL would accept NCCL_ALGO for `coll` here: at least one allowed algorithm is
     /// enabled on this hardware; if not, why each is refused.
     pub fn check_algos(&self, coll: Collective) -> Result<(), String> {
-        let enabled = self
-            .env
-            .algos
+        let algos = self.env.algos_for(coll);
+        let enabled = algos
             .iter()
             .any(|&a| Proto::ALL.iter().any(|&p| self.disabled_reason(coll, a, p).is_none()));
         if enabled {
             return Ok(());
         }
-        let reasons: Vec<String> = self
-            .env
-            .algos
+        let reasons: Vec<String> = algos
             .iter()
             .map(|&a| {
                 // The reason for Simple names the hardware; the others add "Simple only".

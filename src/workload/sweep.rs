@@ -147,7 +147,7 @@ pub fn check_supported(coll: Collective, comm: &Communicator) -> Result<(), Swee
     if let Err(why) = comm.check_algos(coll) {
         return Err(SweepError::Impossible(given, why));
     }
-    if !comm.env().algos.iter().any(|&a| collective::is_simulated(coll, a, nnodes)) {
+    if !comm.env().algos_for(coll).iter().any(|&a| collective::is_simulated(coll, a, nnodes)) {
         return Err(SweepError::NoRing(given));
     }
     Ok(())

@@ -190,3 +190,37 @@ fn choices_match_the_hand_derived_nccl_2_26_table() {
     }
     assert!(same * 10 >= total * 9, "{same} of {total} sizes agree");
 }
+
+#[test]
+fn each_collective_takes_its_own_nccl_algo_section() {
+    // `ring;allgather:pat`: AllGather runs PAT (it ran the AllReduce section's Ring), and a
+    // section for AllGather alone leaves AllReduce at NCCL's default (it left nothing).
+    let run = |coll: &str, gpus: &str, algo: &str| -> String {
+        let out = super::collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "4",
+            "--gpus-per-node",
+            gpus,
+            "--collective",
+            coll,
+            "--min-bytes",
+            "64M",
+            "--max-bytes",
+            "64M",
+            "--nccl",
+            algo,
+            "--format",
+            "json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["rows"][0]["algo"].as_str().unwrap().to_string()
+    };
+    assert_eq!(run("all_gather", "1", "NCCL_ALGO=ring;allgather:pat"), "PAT");
+    assert_eq!(run("all_reduce", "1", "NCCL_ALGO=ring;allgather:pat"), "RING");
+    assert_eq!(run("all_gather", "8", "NCCL_ALGO=allreduce:tree;allgather:ring"), "RING");
+    assert_eq!(run("all_reduce", "8", "NCCL_ALGO=allreduce:tree;allgather:ring"), "TREE");
+    assert_eq!(run("all_reduce", "8", "NCCL_ALGO=allgather:ring"), "NVLS_TREE");
+}
