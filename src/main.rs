@@ -520,14 +520,14 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     }
     if let Some(g) = c.gpus_per_process {
         if g == 0 || s.gpus_per_node % g != 0 {
-            bail!(
+            bail_usage!(
                 "--gpus-per-process {g}: must divide the {} GPUs used per node (a process drives GPUs of one node)",
                 s.gpus_per_node
             );
         }
         s.gpus_per_process = g;
     } else if s.gpus_per_node % s.gpus_per_process != 0 {
-        bail!(
+        bail_usage!(
             "--gpus-per-node {}: the scenario's cluster.gpus_per_process {} does not divide it",
             s.gpus_per_node,
             s.gpus_per_process
@@ -1048,6 +1048,8 @@ fn simulate_sweep(
     let mut sizes = Vec::new();
     for (p, r) in points.into_iter().zip(results) {
         let label = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        // A parse error's line and column are in the file as edited for the point.
+        let label = format!("--sweep point {label} (positions in the file with its values set)");
         match r.with_context(|| label)? {
             PointRun::Step(step) => steps.push((p, step)),
             PointRun::Rows(rows) => sizes.push((p, rows)),
