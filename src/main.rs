@@ -890,17 +890,24 @@ enum PointRun {
     Rows(Vec<collsim::workload::sweep::Row>),
 }
 
-/// Which file a swept key edits: `topology.KEY` the scenario's topology, `profile.KEY` the
-/// timing profile, anything else the scenario (`ddp.X` is `workload.X`).
-fn sweep_target(key: &str) -> (u8, String) {
+/// The file a swept key edits.
+#[derive(Clone, Copy, PartialEq)]
+enum SweepFile {
+    Scenario,
+    Topology,
+    Profile,
+}
+
+/// Which file a swept key (`ddp.X` already made `workload.ddp.X`) edits, and the key there:
+/// `topology.KEY` the scenario's topology, `profile.KEY` the timing profile, anything else the
+/// scenario.
+fn sweep_target(key: &str) -> (SweepFile, &str) {
     if let Some(k) = key.strip_prefix("topology.") {
-        (1, k.to_string())
+        (SweepFile::Topology, k)
     } else if let Some(k) = key.strip_prefix("profile.") {
-        (2, k.to_string())
-    } else if key.starts_with("ddp.") {
-        (0, format!("workload.{key}"))
+        (SweepFile::Profile, k)
     } else {
-        (0, key.to_string())
+        (SweepFile::Scenario, key)
     }
 }
 
@@ -1000,19 +1007,20 @@ fn simulate_sweep(
         .par_iter()
         .map(|point| {
             let _tick = TickOnDrop(&progress);
-            let keys = |target: u8| -> Vec<(String, String)> {
+            let keys = |file: SweepFile| -> Vec<(String, String)> {
                 point
                     .iter()
                     .filter_map(|(k, v)| {
-                        let (t, key) = sweep_target(k);
-                        (t == target).then(|| (key, v.clone()))
+                        let (f, key) = sweep_target(k);
+                        (f == file).then(|| (key.to_string(), v.clone()))
                     })
                     .collect()
             };
-            let edited = config::set_keys(&text, &keys(0)).map_err(|e| anyhow!("{name}: {e}"))?;
+            let edited = config::set_keys(&text, &keys(SweepFile::Scenario))
+                .map_err(|e| anyhow!("{name}: {e}"))?;
             let s = config::parse_scenario(&name, &edited)?;
             let mut s = apply_common(Some(s), common)?;
-            let topo_keys = keys(1);
+            let topo_keys = keys(SweepFile::Topology);
             if !topo_keys.is_empty() {
                 let (file, text) = config::topology_text(&s.topology)?;
                 let edited =
@@ -1020,7 +1028,7 @@ fn simulate_sweep(
                 let node = config::parse_topology(&file, &edited)?;
                 s.node = node;
             }
-            let prof_keys = keys(2);
+            let prof_keys = keys(SweepFile::Profile);
             let edited_profile;
             let params = if prof_keys.is_empty() {
                 &profile

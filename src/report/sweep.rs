@@ -20,7 +20,7 @@ fn point_object(point: &[(String, String)]) -> Value {
     Value::Object(point.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
 }
 
-fn keys(point: Option<&Vec<(String, String)>>) -> Vec<String> {
+fn keys(point: Option<&[(String, String)]>) -> Vec<String> {
     point.map_or(Vec::new(), |p| p.iter().map(|(k, _)| k.clone()).collect())
 }
 
@@ -51,13 +51,13 @@ pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io:
         }
         points.push(json!({"point": point_object(point), "result": v}));
     }
-    write_json(scenario, keys(rows.first().map(|r| &r.0)), points, out)
+    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
 }
 
 /// A DDP sweep as CSV: the swept keys, then the step's figures, one line per point.
 pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
-    let mut head = keys(rows.first().map(|r| &r.0));
+    let mut head = keys(rows.first().map(|r| r.0.as_slice()));
     head.extend(
         [
             "iteration_time_ms",
@@ -108,7 +108,7 @@ pub fn rows_json(scenario: &str, rows: &[RowsPoint], out: &mut dyn Write) -> io:
         let v = serde_json::to_value(r).map_err(io::Error::other)?;
         points.push(json!({"point": point_object(point), "rows": v}));
     }
-    write_json(scenario, keys(rows.first().map(|r| &r.0)), points, out)
+    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
 }
 
 /// A row's `--format csv` header and fields, in that layout's column order.
@@ -149,7 +149,7 @@ pub fn rows_csv(rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
 /// The swept values as right-aligned columns, each as wide as its key or its widest value:
 /// the header's start and each point's.
 pub(crate) fn key_columns(points: &[&[(String, String)]]) -> (String, Vec<String>) {
-    let keys = keys(points.first().map(|p| p.to_vec()).as_ref());
+    let keys = keys(points.first().copied());
     let width =
         |i: usize| points.iter().map(|p| p[i].1.len()).chain([keys[i].len()]).max().unwrap_or(0);
     let head = keys.iter().enumerate().map(|(i, k)| format!("{k:>w$}  ", w = width(i))).collect();
