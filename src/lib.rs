@@ -186,7 +186,7 @@ pub fn simulate_ddp_cached(
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();
     let step =
-        with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, cache, |gpu, coll| {
+        with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, cache, 1.0, |gpu, coll| {
             workload::ddp::simulate_step(spec, world, gpu, coll)
         })?;
     let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
@@ -212,7 +212,8 @@ fn with_ddp<R>(
     mode: Mode,
     load: &[Load],
     cache: &CollCache,
-    f: impl FnOnce(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
+    shared: f64,
+    f: impl Fn(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
 ) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
@@ -242,18 +243,29 @@ fn with_ddp<R>(
         multiprocessors: model.multiprocessors,
         launch: KERNEL_LAUNCH_SECS,
     };
+    // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
+    // and counts their work before any runs (the calls do not depend on their times).
+    if mode == collective::Mode::Detailed {
+        let budget = std::sync::Mutex::new(collective::run::DetailedBudget::scaled(shared));
+        let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let count = |c: collective::Collective, bytes: u64, dtype: workload::DataType| {
+            if seen.lock().is_ok_and(|mut s| s.insert((c, bytes, dtype))) {
+                let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
+                let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
+                if let Ok(mut b) = budget.lock() {
+                    b.count(&call);
+                }
+            }
+            CollTime { secs: 0.0, algo: "", proto: "", channels: 1 }
+        };
+        f(&gpu, &count);
+        budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Ddp)?;
+    }
     let coll = |c: collective::Collective, bytes: u64, dtype: workload::DataType| -> CollTime {
         if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(c, bytes, dtype)).cloned()) {
             return t;
         }
-        let spec = workload::sweep::SweepSpec {
-            collective: c,
-            min_bytes: units::Bytes::new(bytes),
-            max_bytes: units::Bytes::new(bytes),
-            factor: 2,
-            dtype,
-            op: workload::ReduceOp::Sum,
-        };
+        let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
         let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
         let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
         let t = CollTime {
@@ -425,6 +437,10 @@ pub fn simulate_jobs_with(
         Step(Box<workload::ddp::StepResult>),
         Idle,
     }
+    // `--mode detailed` runs each DDP job's step at least twice (beside the others, alone),
+    // beside the other jobs' flows, which every rate solve visits too.
+    let ddp_jobs = built.iter().filter(|b| matches!(b.scenario.workload, Workload::Ddp(_))).count();
+    let shared = 2.0 * ddp_jobs as f64;
     // DDP jobs' steps, ready to post their collectives into a shared network.
     let plans: Vec<Option<workload::ddp::StepPlan>> = built
         .par_iter()
@@ -441,6 +457,7 @@ pub fn simulate_jobs_with(
                     mode,
                     &bg,
                     &CollCache::default(),
+                    shared,
                     |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
                 )
             }

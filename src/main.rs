@@ -1574,7 +1574,8 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
         elt,
         &profile,
         mode(common.mode),
-    );
+    )
+    .map_err(|m| anyhow!(m))?;
     collsim::units::Time::from_us_f64(e.time_us)
         .check(&format!("{} of {}", coll.name(), Bytes::new(nbytes)))
         .map_err(|m| anyhow!(m))?;

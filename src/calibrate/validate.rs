@@ -116,6 +116,14 @@ pub fn compare(
         sweep::check_supported(spec.collective, comm)?;
         specs.push(spec);
     }
+    if mode == Mode::Detailed {
+        let calls = test.rows.iter().zip(&specs);
+        crate::collective::run::check_detailed(
+            calls
+                .map(|(r, spec)| sweep::call(cluster, comm, spec, r.size_bytes, params, mode, &[])),
+        )
+        .map_err(SweepError::TooMuchWork)?;
+    }
     // Sizes run in parallel; the rows keep the log's order.
     let rows: Vec<ValidationRow> = test
         .rows

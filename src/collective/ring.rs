@@ -614,6 +614,11 @@ pub(crate) fn messages_per_connection(call: &Call<'_>) -> usize {
     }
 }
 
+/// Slices each connection of a ring call sends (one transfer each in a detailed run).
+pub(crate) fn slices_per_connection(call: &Call<'_>) -> usize {
+    call_plan(call).1.chunk_slices.iter().sum()
+}
+
 /// Under `proto`, whether a network step arrives as one message ([`Messages::whole`]).
 fn whole_messages(proto: Proto, proxy_op: Time) -> bool {
     proto == Proto::LL || (proto == Proto::LL128 && proxy_op > Time::ZERO)

@@ -1093,3 +1093,115 @@ impl Proxies {
         start.saturating_add(Time::from_secs_f64_ceil(op * (weight - 1.0).max(0.0) / 2.0))
     }
 }
+
+/// The most work ([`detailed_work`]) one run in [`Mode::Detailed`] may take: about two minutes
+/// on one core of a 2024 server (a 1 GiB Ring/LL128 AllReduce on 32 DGX-H100s is 5.8e7 and
+/// took 63 s; NVLSTree on 64 nodes at 256 MiB, 5.2e6 and 7 s).
+pub const DETAILED_LIMIT: f64 = 1e8;
+
+/// An estimate, before running, of a [`Mode::Detailed`] run's work in ring transfers: every
+/// connection's slices under Ring; elsewhere ranks × channels × the pipeline's chunks (NCCL's
+/// step of `buffsize / 8` under Simple, a store round under LL/LL128), each sent up and down
+/// and weighing ten ring transfers (their flows share links with many more: measured 1.2e-5 s
+/// against 1.1e-6 s per transfer on dgx-h100 at 32 nodes).
+pub fn detailed_work(call: &Call<'_>) -> f64 {
+    let nranks = call.comm.nranks();
+    let nch = call.sel.nchannels.clamp(1, call.comm.channels().len().max(1));
+    match kind(call) {
+        Kind::OneRank => 1.0,
+        Kind::Ring => (nranks * nch) as f64 * ring::slices_per_connection(call) as f64,
+        _ => {
+            let unit = match call.sel.proto {
+                Proto::Simple => call.comm.env().buffsize.get() / 8,
+                p => ring::stream_unit(p),
+            }
+            .max(1);
+            let per_channel = call.bytes.get().div_ceil(nch as u64);
+            (nranks * nch) as f64 * 2.0 * per_channel.div_ceil(unit).max(1) as f64 * 10.0
+        }
+    }
+}
+
+/// Work of calls in [`Mode::Detailed`] counted before they run: refuses the call that would
+/// take the total over [`DETAILED_LIMIT`], naming the biggest so far.
+#[derive(Debug)]
+pub struct DetailedBudget {
+    total: f64,
+    biggest: f64,
+    what: String,
+    scale: f64,
+}
+
+impl Default for DetailedBudget {
+    fn default() -> Self {
+        DetailedBudget::scaled(1.0)
+    }
+}
+
+impl DetailedBudget {
+    /// A budget whose calls each weigh `scale` times their own work: calls that run several
+    /// times, or in a network they share with others whose flows every rate solve also visits.
+    pub fn scaled(scale: f64) -> Self {
+        DetailedBudget { total: 0.0, biggest: 0.0, what: String::new(), scale }
+    }
+
+    /// Counts `call` (nothing unless it is in [`Mode::Detailed`]); the refusal if the total
+    /// goes over the limit.
+    pub fn add(&mut self, call: &Call<'_>) -> Result<(), String> {
+        self.count(call);
+        self.verdict()
+    }
+
+    /// Counts `call` (nothing unless it is in [`Mode::Detailed`]).
+    pub fn count(&mut self, call: &Call<'_>) {
+        if call.mode != Mode::Detailed {
+            return;
+        }
+        let w = detailed_work(call) * self.scale;
+        self.total += w;
+        if w > self.biggest {
+            self.biggest = w;
+            self.what = format!(
+                "the {} {} on {} ranks, {}/{}, is {w:.1e}",
+                approx_size(call.bytes.get()),
+                call.coll.name(),
+                call.comm.nranks(),
+                call.sel.algo.name(),
+                call.sel.proto.name()
+            );
+        }
+    }
+
+    /// The refusal if the calls counted so far are over the limit.
+    pub fn verdict(&self) -> Result<(), String> {
+        if self.total <= DETAILED_LIMIT {
+            return Ok(());
+        }
+        Err(format!(
+            "--mode detailed would simulate about {:.1e} transfers{} ({}), over the \
+             {DETAILED_LIMIT:.0e} (a few minutes) a detailed run may take: use --mode auto or \
+             aggregated, or fewer bytes or nodes",
+            self.total,
+            if self.total > self.biggest { " in all" } else { "" },
+            self.what,
+        ))
+    }
+}
+
+/// `bytes` in the largest binary unit it reaches, to a tenth ("12.6 GiB", "512 B").
+fn approx_size(bytes: u64) -> String {
+    let b = Bytes::new(bytes).to_string();
+    if !b.ends_with(" B") && !b.ends_with("KiB") || bytes < 1 << 20 {
+        return b;
+    }
+    let (unit, shift) = if bytes >= 1 << 30 { ("GiB", 30) } else { ("MiB", 20) };
+    format!("{:.1} {unit}", bytes as f64 / (1u64 << shift) as f64)
+}
+
+/// Refuses, before running, calls in [`Mode::Detailed`] whose work together
+/// ([`detailed_work`]) is over [`DETAILED_LIMIT`].
+pub fn check_detailed<'c>(calls: impl IntoIterator<Item = Call<'c>>) -> Result<(), String> {
+    let mut budget = DetailedBudget::default();
+    calls.into_iter().for_each(|c| budget.count(&c));
+    budget.verdict()
+}

@@ -97,7 +97,7 @@ impl Explanation {
         elt: u64,
         params: &TimingParams,
         mode: Mode,
-    ) -> Explanation {
+    ) -> Result<Explanation, String> {
         let p2p = collective::is_p2p(coll);
         let t = comm.tuning();
         let mut table = Vec::new();
@@ -129,6 +129,7 @@ impl Explanation {
             mode,
             load: &[],
         };
+        collective::run::check_detailed([call])?;
         let run = collective::simulate(&call);
         let tiny = match coll {
             Collective::SendRecv => elt,
@@ -137,7 +138,7 @@ impl Explanation {
         let lat = collective::simulate(&Call { bytes: Bytes::new(tiny), ..call });
         let time_us = run.time.as_us();
         let latency_part_us = lat.time.as_us().min(time_us);
-        Explanation {
+        Ok(Explanation {
             collective: coll,
             bytes,
             nranks: comm.nranks(),
@@ -170,7 +171,7 @@ impl Explanation {
                 per_flow_gbyte_per_s: b.per_flow / 1e9,
                 channel_capped: b.channel_capped,
             }),
-        }
+        })
     }
 
     /// The text form.

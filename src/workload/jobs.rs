@@ -237,14 +237,7 @@ impl super::timeline::Comms for Posting<'_, '_> {
         bytes: u64,
         dtype: super::DataType,
     ) -> super::timeline::Launched {
-        let spec = super::sweep::SweepSpec {
-            collective,
-            min_bytes: crate::units::Bytes::new(bytes),
-            max_bytes: crate::units::Bytes::new(bytes),
-            factor: 2,
-            dtype,
-            op: super::ReduceOp::Sum,
-        };
+        let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
         use crate::collective::{Mode, SteadyForm};
         let s = self.step;
         let call = super::sweep::call(s.cluster, s.comm, &spec, bytes, s.params, s.mode, &[]);

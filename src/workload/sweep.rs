@@ -34,6 +34,18 @@ fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl SweepSpec {
+    /// One size of `collective` (a sum where it reduces), as a DDP step calls it.
+    pub fn one(collective: Collective, bytes: u64, dtype: DataType) -> SweepSpec {
+        SweepSpec {
+            collective,
+            min_bytes: Bytes::new(bytes),
+            max_bytes: Bytes::new(bytes),
+            factor: 2,
+            dtype,
+            op: ReduceOp::Sum,
+        }
+    }
+
     /// Checks the sweep's own consistency; `Err` holds the field and the reason.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.max_bytes > MAX_CALL_BYTES {
@@ -107,6 +119,9 @@ pub enum SweepError {
     /// NCCL_ALGO leaves only algorithms NCCL itself would refuse here.
     #[error("NCCL_ALGO={0}: {1}")]
     Impossible(String, String),
+    /// `--mode detailed` over more work than a run may take.
+    #[error("{0}")]
+    TooMuchWork(String),
     /// A simulated time that no longer fits (a link far too slow, a size far too large).
     #[error("{0}")]
     Overflow(String),
@@ -292,6 +307,13 @@ pub fn run_beside<'l>(
 ) -> Result<Vec<Row>, SweepError> {
     check_supported(spec.collective, comm)?;
     let sizes = sizes(spec);
+    if mode == Mode::Detailed {
+        let calls = sizes.iter().enumerate();
+        collective::run::check_detailed(
+            calls.map(|(i, &b)| call(cluster, comm, spec, b, params, mode, load(i))),
+        )
+        .map_err(SweepError::TooMuchWork)?;
+    }
     (0..sizes.len())
         .into_par_iter()
         .map(|i| {

@@ -329,6 +329,65 @@ fn a_cluster_too_big_to_build_is_refused_before_it_is_built() {
 }
 
 #[test]
+fn a_detailed_run_too_long_to_wait_for_is_refused_up_front() {
+    // It printed nothing in 500 s; the estimate refuses it at once and says what to do.
+    let e = fails_with(
+        &[
+            "explain",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "64",
+            "--bytes",
+            "8G",
+            "--mode",
+            "detailed",
+        ],
+        &["--mode detailed would simulate about 1.7e8 transfers", "8 GiB all_reduce on 512 ranks"],
+    );
+    assert!(e.contains("use --mode auto or aggregated"), "{e}");
+    // A sweep counts every size; a DDP step every bucket.
+    fails_with(
+        &[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "64",
+            "--max-bytes",
+            "1G",
+            "--mode",
+            "detailed",
+        ],
+        &["transfers in all", "all_reduce on 512 ranks"],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/bert-large-dgx-a100-8node.toml",
+            "--nodes",
+            "64",
+            "--mode",
+            "detailed",
+        ],
+        &["--mode detailed would simulate about"],
+    );
+    // What fits runs.
+    let out = crate::collsim(&[
+        "explain",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--bytes",
+        "64M",
+        "--mode",
+        "detailed",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn missing_inputs_and_clashing_flags_are_usage_errors() {
     misused_with(&["simulate"], &["no scenario file and no --topology"]);
     misused_with(&["explain", "--bytes", "1M"], &["explain needs --topology"]);

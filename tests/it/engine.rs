@@ -52,6 +52,11 @@ fn run(
     mode: Mode,
     inspect: impl FnMut(&mut collsim::net::Network<collective::Token>),
 ) -> collective::CallRun {
+    with_call(c, mode, |call| collective::simulate_inspected(call, inspect))
+}
+
+/// Hands `f` the call of `c` in `mode`.
+fn with_call<R>(c: &Case, mode: Mode, f: impl FnOnce(&Call<'_>) -> R) -> R {
     let cluster = Cluster::new(&c.spec, c.nodes, c.gpus);
     let env = NcclEnv::from_pairs(c.env.iter().copied()).unwrap();
     let comm = Communicator::new(&cluster, &env).unwrap();
@@ -67,7 +72,58 @@ fn run(
         mode,
         load: &[],
     };
-    collective::simulate_inspected(&call, inspect)
+    f(&call)
+}
+
+/// The estimate `--mode detailed` refuses by follows the events a detailed run really handles
+/// (within a few times, across algorithms and protocols): a bad estimate would refuse runs of
+/// seconds or let through runs of hours.
+#[test]
+fn detailed_work_is_estimated_before_running() {
+    let cases = [
+        case(
+            "ring simple",
+            spec("dgx-h100"),
+            (4, 8),
+            Collective::AllReduce,
+            256 << 20,
+            &[("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple")],
+        ),
+        case(
+            "ring ll128",
+            spec("dgx-a100"),
+            (4, 8),
+            Collective::AllReduce,
+            32 << 20,
+            &[("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "LL128")],
+        ),
+        case("allgather ring", spec("dgx-a100"), (4, 8), Collective::AllGather, 64 << 20, &[]),
+        case(
+            "tree ll128",
+            spec("dgx-a100"),
+            (8, 8),
+            Collective::AllReduce,
+            36 << 20,
+            &[("NCCL_ALGO", "Tree"), ("NCCL_PROTO", "LL128")],
+        ),
+        case("nvlstree", spec("dgx-h100"), (8, 8), Collective::AllReduce, 256 << 20, &[]),
+        case("nvls", spec("dgx-h100"), (1, 8), Collective::AllReduce, 256 << 20, &[]),
+    ];
+    for c in &cases {
+        let work = with_call(c, Mode::Detailed, collective::run::detailed_work);
+        let events = run(c, Mode::Detailed, |_| {}).events as f64;
+        // Tree-family transfers weigh ten ring transfers: their flows share links with more.
+        let per_event = if c.what.starts_with("ring") || c.what.starts_with("allgather") {
+            work / events
+        } else {
+            work / events / 10.0
+        };
+        assert!(
+            (0.1..=3.0).contains(&per_event),
+            "{}: estimate {work:.3e}, {events} events",
+            c.what
+        );
+    }
 }
 
 #[test]
