@@ -196,6 +196,9 @@ pub fn simulate_ddp_cached(
     Ok((step, summary))
 }
 
+/// Links kept per DDP collective for its trace's link counters (the busiest first).
+const LINKS_PER_CALL: usize = 8;
+
 /// A collective's time as the model gives it: (collective, nccl-tests size, dtype).
 type CollTimer<'a> =
     dyn Fn(collective::Collective, u64, workload::DataType) -> workload::ddp::CollTime + Sync + 'a;
@@ -256,7 +259,7 @@ fn with_ddp<R>(
                     b.count(&call);
                 }
             }
-            CollTime { secs: 0.0, algo: "", proto: "", channels: 1 }
+            CollTime { secs: 0.0, algo: "", proto: "", channels: 1, links: Vec::new() }
         };
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Ddp)?;
@@ -268,11 +271,18 @@ fn with_ddp<R>(
         let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
         let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
         let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
+        // The busiest few links, for traces.
+        let links = collective::run::link_utilisation(&call)
+            .into_iter()
+            .take(LINKS_PER_CALL)
+            .map(|(l, u)| (cluster.link_label(l), u))
+            .collect();
         let t = CollTime {
             secs: row.time_us * 1e-6,
             algo: row.algo,
             proto: row.proto,
             channels: row.channels,
+            links,
         };
         if let Ok(mut m) = cache.lock() {
             m.insert((c, bytes, dtype), t.clone());

@@ -25,8 +25,10 @@ pub struct ValidationRow {
     /// Upper end of the band.
     pub predicted_time_us_high: f64,
     /// Out-of-place busbw in the log, GB/s.
+    #[serde(rename = "measured_busbw_gbyte_per_s")]
     pub measured_busbw: f64,
     /// Predicted busbw, GB/s.
+    #[serde(rename = "predicted_busbw_gbyte_per_s")]
     pub predicted_busbw: f64,
     /// 100·(predicted − measured)/measured.
     pub error_pct: f64,
@@ -36,8 +38,10 @@ pub struct ValidationRow {
     pub proto: &'static str,
     /// Channels used.
     pub channels: usize,
-    /// NCCL's own choice per its cost model.
-    pub nccl_choice: String,
+    /// The algorithm NCCL's cost model would choose ("P2P", or "-" when nothing is enabled).
+    pub nccl_algo: &'static str,
+    /// Its protocol.
+    pub nccl_proto: &'static str,
 }
 
 /// The whole comparison.
@@ -63,7 +67,12 @@ pub struct Validation {
 impl ValidationRow {
     /// Whether NCCL would run the algorithm simulated here.
     pub fn is_nccl_choice(&self) -> bool {
-        self.nccl_choice.split('/').next() == Some(self.algo)
+        self.nccl_algo == self.algo
+    }
+
+    /// NCCL's choice as its logs write it, "ALGO/PROTO".
+    pub fn nccl_choice(&self) -> String {
+        sweep::choice_text(self.nccl_algo, self.nccl_proto)
     }
 }
 
@@ -143,7 +152,8 @@ pub fn compare(
                 algo: p.algo,
                 proto: p.proto,
                 channels: p.channels,
-                nccl_choice: p.nccl_choice,
+                nccl_algo: p.nccl_algo,
+                nccl_proto: p.nccl_proto,
             }
         })
         .collect();

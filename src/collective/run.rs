@@ -920,6 +920,29 @@ fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
     }
 }
 
+/// How busy each link the call crosses is in its steady state (every connection sending at
+/// once beside the call's load): the call's rate on it over its capacity, busiest first,
+/// ties by link. What a trace shows while the call moves its bytes.
+pub fn link_utilisation(call: &Call<'_>) -> Vec<(LinkId, f64)> {
+    let (paths, flow_caps) = steady_raw(call);
+    let refs: Vec<&[u32]> = paths.iter().map(Vec::as_slice).collect();
+    let caps = call.cluster.capacities();
+    let rates = steady_rates_capped(caps, &refs, Some(&flow_caps), call.load);
+    let mut on = std::collections::BTreeMap::<u32, f64>::new();
+    for (p, r) in paths.iter().zip(rates) {
+        for &l in p {
+            *on.entry(l).or_default() += r;
+        }
+    }
+    let mut out: Vec<(LinkId, f64)> = on
+        .into_iter()
+        .filter(|&(l, r)| r > 0.0 && caps[l as usize] > 0.0)
+        .map(|(l, r)| (LinkId(l), (r / caps[l as usize]).min(1.0)))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.0.cmp(&b.0.0)));
+    out
+}
+
 /// [`steady_flows`] as the solver takes them: link indices and caps.
 fn steady_raw(call: &Call<'_>) -> (Vec<Vec<u32>>, Vec<f64>) {
     steady_flows(call).into_iter().map(|(p, c)| (p.into_iter().map(|l| l.0).collect(), c)).unzip()

@@ -560,7 +560,12 @@ fn to_toml(f: &Found, source: &str) -> String {
     );
     if !f.nics.is_empty() {
         let speed = f.nics.iter().filter_map(|n| n.2).max();
-        let gbps = speed.map_or(400, |m| (m / 1000).max(1));
+        // NCCL gives Mb/s: write it in Gb/s where it is whole gigabits, else in Mb/s (a
+        // 100 Mb/s port is not 1 Gb/s).
+        let mbps = speed.unwrap_or(400_000);
+        let gbps = mbps / 1000;
+        let speed_text =
+            if mbps % 1000 == 0 { format!("{gbps} Gb/s") } else { format!("{mbps} Mb/s") };
         let names: Vec<&str> = f.nics.iter().map(|n| n.1.as_str()).collect();
         let transport = match names.first().copied().unwrap_or("") {
             n if n.starts_with("mlx5") && gbps >= 400 => "infiniband-ndr",
@@ -572,7 +577,7 @@ fn to_toml(f: &Found, source: &str) -> String {
         if speed.is_none() {
             let _ = writeln!(s, "# EDIT: the speed is not in the source");
         }
-        let _ = writeln!(s, "count = {}\nspeed = \"{gbps} Gb/s\"", f.nics.len());
+        let _ = writeln!(s, "count = {}\nspeed = \"{speed_text}\"", f.nics.len());
         let _ = writeln!(
             s,
             "# EDIT if needed: guessed from the device names\ntransport = \"{transport}\"\nlatency = \"0.5 us\""

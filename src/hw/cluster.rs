@@ -154,6 +154,19 @@ impl Cluster {
         &self.links
     }
 
+    /// A link's name for reports: "node 3 GPU0->NVSwitch nvlink" (the machine's node and the
+    /// link's ends) or "fabric net 40" (the network's links, after every node's).
+    pub fn link_label(&self, l: LinkId) -> String {
+        let class = self.links.get(l.0 as usize).map_or("?", |k| k.class);
+        let (l, nodes) = (l.0 as usize, self.machine_nodes * self.per_node);
+        if l < nodes && self.per_node > 0 {
+            let ends = self.graph.link_name(l % self.per_node);
+            format!("node {} {ends} {class}", l / self.per_node)
+        } else {
+            format!("fabric {class} {}", l - nodes.min(l))
+        }
+    }
+
     /// The links and path type of the route between two devices of `node`.
     pub fn route(&self, node: NodeId, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
         let base = self.node_base(node);

@@ -209,6 +209,21 @@ impl NodeGraph {
         }
     }
 
+    /// Local link `l`'s ends as reports name them: "GPU0->PCIe switch 1".
+    pub fn link_name(&self, l: usize) -> String {
+        let name = |v: Vertex| match v {
+            Vertex::Gpu(i) => format!("GPU{}", i.0),
+            Vertex::Nic(i) => format!("NIC{}", i.0),
+            Vertex::Switch(i) => format!("PCIe switch {i}"),
+            Vertex::Numa(i) => format!("CPU{i}"),
+            Vertex::NvSwitch => "NVSwitch".into(),
+        };
+        match self.ends.get(l) {
+            Some(&(a, b)) => format!("{}->{}", name(self.vertices[a]), name(self.vertices[b])),
+            None => format!("link {l}"),
+        }
+    }
+
     /// The node's directed links, indexed by local id.
     pub fn links(&self) -> &[Link] {
         &self.links

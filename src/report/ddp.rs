@@ -84,7 +84,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             b.ready_ms,
             b.start_ms,
             b.end_ms,
-            b.algo
+            crate::workload::sweep::choice_text(b.algo, b.proto)
         )?;
     }
     Ok(())

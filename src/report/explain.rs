@@ -27,6 +27,26 @@ pub struct CostRow {
     pub disabled: Option<String>,
 }
 
+/// An algorithm and protocol, as NCCL names them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Choice {
+    /// "RING", "TREE", "NVLS", …
+    pub algo: &'static str,
+    /// "LL", "LL128" or "SIMPLE".
+    pub proto: &'static str,
+}
+
+/// What collsim simulates for the call.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Simulated {
+    /// Algorithm ("P2P" for point-to-point calls).
+    pub algo: &'static str,
+    /// Protocol.
+    pub proto: &'static str,
+    /// CUDA channels.
+    pub channels: usize,
+}
+
 /// The link that bounds the call in steady state.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Bottleneck {
@@ -55,10 +75,10 @@ pub struct Explanation {
     pub nodes: usize,
     /// NCCL's cost table.
     pub table: Vec<CostRow>,
-    /// NCCL's choice, "ALGO/PROTO".
-    pub nccl_choice: Option<String>,
-    /// What collsim simulates: algorithm, protocol, channels.
-    pub simulated: (String, String, usize),
+    /// NCCL's choice (None when every algorithm is disabled, or for point-to-point calls).
+    pub nccl_choice: Option<Choice>,
+    /// What collsim simulates.
+    pub simulated: Simulated,
     /// How: "detailed", "symmetric" or "aggregated".
     pub form: &'static str,
     /// Simulated time, µs.
@@ -144,16 +164,15 @@ impl Explanation {
             nranks: comm.nranks(),
             nodes: comm.nnodes(),
             table,
-            nccl_choice: if p2p {
-                None
-            } else {
-                sel.nccl_choice.map(|(a, p)| format!("{}/{}", a.name(), p.name()))
+            nccl_choice: sel
+                .nccl_choice
+                .filter(|_| !p2p)
+                .map(|(a, p)| Choice { algo: a.name(), proto: p.name() }),
+            simulated: Simulated {
+                algo: if p2p { "P2P" } else { sel.algo.name() },
+                proto: run.proto.name(),
+                channels: run.channels,
             },
-            simulated: (
-                if p2p { "P2P" } else { sel.algo.name() }.to_string(),
-                run.proto.name().to_string(),
-                run.channels,
-            ),
             network_proxy: collective::proxy_load(&call).map(|l| NetworkProxy {
                 op_us: l.op.as_us(),
                 ops_per_step: l.per_step,
@@ -193,7 +212,7 @@ impl Explanation {
         } else {
             self.write_cost_table(out)?;
         }
-        let (a, p, ch) = &self.simulated;
+        let Simulated { algo: a, proto: p, channels: ch } = &self.simulated;
         let how = match self.form {
             "detailed" => "every rank, channel and chunk",
             "symmetric" => {
@@ -263,7 +282,9 @@ impl Explanation {
         writeln!(
             out,
             "NCCL would pick: {}",
-            self.nccl_choice.as_deref().unwrap_or("nothing (all disabled)")
+            self.nccl_choice
+                .as_ref()
+                .map_or("nothing (all disabled)".into(), |c| format!("{}/{}", c.algo, c.proto))
         )?;
         Ok(())
     }

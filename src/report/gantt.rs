@@ -95,7 +95,7 @@ fn tooltip(s: &Span) -> String {
     if s.lane == "nccl" {
         let _ = write!(t, "; {} {}", Bytes::new(s.bytes), s.dtype);
         if !s.algo.is_empty() {
-            let _ = write!(t, ", {}", s.algo);
+            let _ = write!(t, ", {}/{}", s.algo, s.proto);
         }
         if s.channels > 0 {
             let _ = write!(t, ", {} channels", s.channels);

@@ -11,7 +11,7 @@ use crate::workload::sweep::Row;
 
 /// The version of the JSON layouts of a sweep over keys and of a DDP step; it changes when a
 /// field changes meaning or goes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One point of a collective sweep: the keys set and the rows there.
 pub type RowsPoint = (Vec<(String, String)>, Vec<Row>);

@@ -79,11 +79,11 @@ impl SimFormat for Table {
         )?;
         let mut other = false;
         for row in r.rows {
-            let pick = if row.nccl_choice.split('/').next() == Some(row.algo) {
+            let pick = if row.nccl_algo == row.algo {
                 String::new()
             } else {
                 other = true;
-                format!("{} *", row.nccl_choice)
+                format!("{} *", row.nccl_choice())
             };
             let band = if banded {
                 format!(" {:>6.1}%", 100.0 * (row.time_us_high / row.time_us - 1.0))
@@ -153,7 +153,7 @@ impl ValidationFormat for Table {
                 row.algo,
                 row.proto,
                 row.channels,
-                if row.is_nccl_choice() { "" } else { row.nccl_choice.as_str() }
+                if row.is_nccl_choice() { String::new() } else { row.nccl_choice() }
             )?;
         }
         writeln!(out)?;

@@ -10,9 +10,12 @@
 //! hook computation, with `args` (bytes, the bucket's gradient and wire bytes, algorithm,
 //! protocol, channels, dtype). A flow arrow (`ph:"s"` → `ph:"f"`, one id per bucket) goes from
 //! the backward layer whose gradients complete a bucket to the bucket's first collective; a
-//! counter (`ph:"C"`) gives the NCCL stream's data rate. Per-link utilisation is not traced: a
-//! DDP step times each collective as one call of the network model, and keeps no per-link
-//! rates.
+//! counter (`ph:"C"`) gives the NCCL stream's data rate, and in a second process one counter
+//! per link for the four links busiest over the step: each collective's steady-state share of
+//! the link (every connection sending at once, the rates the aggregated models pace
+//! themselves by) while it runs, 0 between. A steady state, not a time series: it does not
+//! show the latency-bound start and end of each call. Jobs in one network (`[[job]]`) have no
+//! link counters: their calls' shares change as the other jobs' come and go.
 //!
 //! It is not a Kineto trace: names follow collsim's spans, not CUDA kernels.
 
@@ -123,15 +126,14 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
                     }
                 }
                 if s.lane == "nccl" {
-                    let (algo, proto) = s.algo.split_once('/').unwrap_or((s.algo.as_str(), ""));
                     a.insert("bytes".into(), s.bytes.into());
                     a.insert("dtype".into(), s.dtype.into());
-                    a.insert("algorithm".into(), algo.into());
-                    a.insert("protocol".into(), proto.into());
+                    a.insert("algo".into(), s.algo.into());
+                    a.insert("proto".into(), s.proto.into());
                     a.insert("channels".into(), s.channels.into());
                     let secs = (s.end_ms - s.start_ms) * 1e-3;
                     if secs > 0.0 {
-                        a.insert("algbw_GBps".into(), (s.bytes as f64 / secs / 1e9).into());
+                        a.insert("algbw_gbyte_per_s".into(), (s.bytes as f64 / secs / 1e9).into());
                     }
                 }
                 (NCCL, Value::Object(a))
@@ -177,6 +179,7 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
             }));
         }
     }
+    events.extend(link_counters(r));
     let doc = json!({
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -189,6 +192,50 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
     });
     serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
     writeln!(out)
+}
+
+/// Link counters shown: the links busiest over the step.
+const LINK_TRACKS: usize = 4;
+
+/// One counter track per link among the [`LINK_TRACKS`] busiest over the step (utilisation ×
+/// time, summed over its collectives; then by name): its steady-state utilisation, %, while
+/// each collective moves its bytes, 0 between. In a process of its own (pid 1), since the
+/// links are the whole machine's, not rank 0's.
+fn link_counters(r: &StepResult) -> Vec<Value> {
+    let colls: Vec<&Span> = r
+        .timeline
+        .iter()
+        .filter(|s| s.lane == "nccl" && s.end_ms > s.start_ms && !s.links.is_empty())
+        .collect();
+    let mut busy = std::collections::BTreeMap::<&str, f64>::new();
+    for s in &colls {
+        for (l, u) in &s.links {
+            *busy.entry(l.as_str()).or_default() += u * (s.end_ms - s.start_ms);
+        }
+    }
+    let mut top: Vec<(&str, f64)> = busy.into_iter().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    top.truncate(LINK_TRACKS);
+    if top.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![
+        json!({"ph": "M", "name": "process_name", "pid": 1,
+               "args": {"name": "busiest links (steady-state utilisation while a collective moves its bytes)"}}),
+        json!({"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 1}}),
+    ];
+    for (link, _) in &top {
+        let name = format!("{link} (% busy)");
+        for s in &colls {
+            let u = s.links.iter().find(|(l, _)| l == link).map_or(0.0, |(_, u)| *u);
+            for (ts, v) in [(s.start_ms, u * 100.0), (s.end_ms, 0.0)] {
+                out.push(json!({
+                    "ph": "C", "name": name, "pid": 1, "ts": ts * 1e3, "args": {"%": v},
+                }));
+            }
+        }
+    }
+    out
 }
 
 /// The thread a span is drawn on.

@@ -448,6 +448,8 @@ pub struct CollTime {
     pub proto: &'static str,
     /// CUDA channels (one CTA, so one SM, each).
     pub channels: usize,
+    /// The busiest links while it moves its bytes: name and steady-state utilisation (0–1).
+    pub links: Vec<(String, f64)>,
 }
 
 /// One bucket of the simulated step.
@@ -470,8 +472,10 @@ pub struct BucketRow {
     pub end_ms: f64,
     /// Collectives it ran.
     pub collectives: usize,
-    /// Algorithm / protocol of its largest collective.
-    pub algo: String,
+    /// Algorithm of its largest collective.
+    pub algo: &'static str,
+    /// Its protocol.
+    pub proto: &'static str,
 }
 
 /// A span on a timeline lane, for traces and plots.
@@ -491,19 +495,37 @@ pub struct Span {
     pub bytes: u64,
     /// The bucket whose hook ran it (reduction order), if any.
     pub bucket: Option<usize>,
-    /// A collective's "ALGO/PROTO"; empty for compute.
-    pub algo: String,
+    /// A collective's algorithm; empty for compute.
+    pub algo: &'static str,
+    /// A collective's protocol; empty for compute.
+    pub proto: &'static str,
     /// A collective's CUDA channels, when known (0: compute, or not known).
     pub channels: usize,
     /// A collective's element type; empty for compute.
     pub dtype: &'static str,
+    /// The busiest links while a collective moves its bytes (name, steady-state utilisation
+    /// 0–1); for traces.
+    #[serde(skip)]
+    pub links: Vec<(String, f64)>,
 }
 
 impl Span {
     /// A span of `lane` with no collective's facts.
     pub fn compute(lane: &'static str, name: String, start_ms: f64, end_ms: f64) -> Span {
-        let (algo, dtype) = (String::new(), "");
-        Span { lane, name, start_ms, end_ms, bytes: 0, bucket: None, algo, channels: 0, dtype }
+        let (algo, proto, dtype) = ("", "", "");
+        Span {
+            lane,
+            name,
+            start_ms,
+            end_ms,
+            bytes: 0,
+            bucket: None,
+            algo,
+            proto,
+            channels: 0,
+            dtype,
+            links: Vec::new(),
+        }
     }
 }
 
@@ -679,7 +701,8 @@ pub(crate) fn plan_step(
                     start_ms: 0.0,
                     end_ms: 0.0,
                     collectives: 0,
-                    algo: String::new(),
+                    algo: "",
+                    proto: "",
                 };
                 Batch { ops, factor, row: Some(row), early: false }
             })
@@ -996,6 +1019,7 @@ mod tests {
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
+            links: Vec::new(),
         }
     }
 

@@ -213,7 +213,7 @@ pub(crate) struct SharedStep<'a> {
 /// Steady forms registered on a shared network, by job and call, with their labels.
 type Forms = std::collections::BTreeMap<
     (usize, crate::collective::Collective, u64, super::DataType),
-    (crate::collective::FormId, String),
+    (crate::collective::FormId, &'static str),
 >;
 
 /// A job's collectives, posted into the shared network.
@@ -242,22 +242,25 @@ impl super::timeline::Comms for Posting<'_, '_> {
         let s = self.step;
         let call = super::sweep::call(s.cluster, s.comm, &spec, bytes, s.params, s.mode, &[]);
         let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
-        let (id, label) = if s.mode == Mode::Detailed {
+        let (id, proto) = if s.mode == Mode::Detailed {
             let (id, proto, _) = self.net.post(&call);
-            (id, format!("{algo}/{}", proto.name()))
+            (id, proto.name())
         } else {
             let key = (self.job, collective, bytes, dtype);
             if !self.forms.contains_key(&key) {
                 let form = SteadyForm::of(&call);
-                let label = format!("{algo}/{}", form.proto.name());
-                self.forms.insert(key, (self.net.register(&form), label));
+                let proto = form.proto.name();
+                self.forms.insert(key, (self.net.register(&form), proto));
             }
-            let (form, label) = &self.forms[&key];
-            (self.net.post_steady(*form), label.clone())
+            let (form, proto) = self.forms[&key];
+            (self.net.post_steady(form), proto)
         };
         self.owners.push(self.job);
         let channels = call.sel.nchannels;
-        super::timeline::Launched { handle: id.0, label, channels, secs: None }
+        // In a shared network the links' load changes as the jobs' calls come and go: no
+        // steady-state figure to give.
+        let links = Vec::new();
+        super::timeline::Launched { handle: id.0, algo, proto, channels, links, secs: None }
     }
 
     fn hold(&mut self, _now: f64, secs: f64) -> u32 {

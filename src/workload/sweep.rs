@@ -93,8 +93,10 @@ pub struct Row {
     /// Upper end of the band.
     pub time_us_high: f64,
     /// size / time, GB/s.
+    #[serde(rename = "algbw_gbyte_per_s")]
     pub algbw: f64,
     /// algbw × the collective's bus factor, GB/s.
+    #[serde(rename = "busbw_gbyte_per_s")]
     pub busbw: f64,
     /// Algorithm simulated.
     pub algo: &'static str,
@@ -102,10 +104,25 @@ pub struct Row {
     pub proto: &'static str,
     /// CUDA channels used.
     pub channels: usize,
-    /// What NCCL's cost model would pick among everything enabled, as "ALGO/PROTO".
-    pub nccl_choice: String,
+    /// The algorithm NCCL's cost model would pick among everything enabled ("P2P" for
+    /// point-to-point calls, "-" when nothing is enabled).
+    pub nccl_algo: &'static str,
+    /// Its protocol ("-" when nothing is enabled).
+    pub nccl_proto: &'static str,
     /// How it was simulated: "detailed" (every rank, channel and chunk) or "aggregated".
     pub simulated: &'static str,
+}
+
+impl Row {
+    /// NCCL's choice as its logs write it, "ALGO/PROTO" ("P2P/…", or "-").
+    pub fn nccl_choice(&self) -> String {
+        choice_text(self.nccl_algo, self.nccl_proto)
+    }
+}
+
+/// An algorithm and protocol as NCCL's logs write them together, "ALGO/PROTO" ("-" for none).
+pub fn choice_text(algo: &str, proto: &str) -> String {
+    if algo.is_empty() || algo == "-" { "-".into() } else { format!("{algo}/{proto}") }
 }
 
 /// Why a sweep cannot run.
@@ -260,11 +277,15 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
         algo,
         proto: run.proto.name(),
         channels: run.channels,
-        nccl_choice: if p2p {
-            "P2P".into()
-        } else {
-            sel.nccl_choice
-                .map_or_else(|| "-".to_string(), |(a, p)| format!("{}/{}", a.name(), p.name()))
+        nccl_algo: match sel.nccl_choice {
+            _ if p2p => "P2P",
+            Some((a, _)) => a.name(),
+            None => "-",
+        },
+        nccl_proto: match sel.nccl_choice {
+            _ if p2p => run.proto.name(),
+            Some((_, p)) => p.name(),
+            None => "-",
         },
         simulated: run.form.name(),
     }

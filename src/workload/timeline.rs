@@ -92,10 +92,14 @@ pub enum Event {
 pub struct Launched {
     /// Its handle (comes back in [`Event::Done`]).
     pub handle: u32,
-    /// "ALGO/PROTO".
-    pub label: String,
+    /// Algorithm, as NCCL names it ("P2P" for point-to-point calls).
+    pub algo: &'static str,
+    /// Protocol.
+    pub proto: &'static str,
     /// CUDA channels, when known (0 if not).
     pub channels: usize,
+    /// The busiest links while it moves its bytes (name, utilisation 0–1), when known.
+    pub links: Vec<(String, f64)>,
     /// Its duration, when known at launch.
     pub secs: Option<f64>,
 }
@@ -123,8 +127,8 @@ struct Running {
     started: f64,
     handle: u32,
     secs: Option<f64>,
-    /// The largest collective so far (bytes, label) and the count.
-    largest: Option<(u64, String)>,
+    /// The largest collective so far (bytes, algorithm, protocol) and the count.
+    largest: Option<(u64, &'static str, &'static str)>,
     collectives: usize,
 }
 
@@ -407,10 +411,10 @@ impl Timeline {
                 let l = io.launch(now, *collective, *bytes, *dtype);
                 r.collectives += 1;
                 let span = &mut self.spans[r.spans[r.op]];
-                span.algo = l.label.clone();
-                span.channels = l.channels;
-                if r.largest.as_ref().is_none_or(|(w, _)| bytes > w) {
-                    r.largest = Some((*bytes, l.label));
+                (span.algo, span.proto, span.channels) = (l.algo, l.proto, l.channels);
+                span.links = l.links;
+                if r.largest.as_ref().is_none_or(|(w, _, _)| bytes > w) {
+                    r.largest = Some((*bytes, l.algo, l.proto));
                 }
                 r.handle = l.handle;
                 r.secs = l.secs;
@@ -439,7 +443,7 @@ impl Timeline {
             let row = &mut self.rows[i];
             row.end_ms = now * 1e3;
             row.collectives = r.collectives;
-            row.algo = r.largest.take().map(|l| l.1).unwrap_or_default();
+            (row.algo, row.proto) = r.largest.take().map_or(("", ""), |l| (l.1, l.2));
         }
         self.running = None;
     }
@@ -471,8 +475,8 @@ pub(crate) fn run_alone(
             let t = (self.coll)(c, bytes, dtype);
             let handle = self.seq as u32;
             self.push(now + t.secs, Event::Done(handle));
-            let label = format!("{}/{}", t.algo, t.proto);
-            Launched { handle, label, channels: t.channels, secs: Some(t.secs) }
+            let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);
+            Launched { handle, algo, proto, channels, links, secs: Some(t.secs) }
         }
         fn hold(&mut self, now: f64, secs: f64) -> u32 {
             let handle = self.seq as u32;
@@ -494,7 +498,13 @@ mod tests {
     use super::*;
 
     fn coll(secs: f64) -> impl Fn(Collective, u64, DataType) -> CollTime + Sync {
-        move |_, _, _| CollTime { secs, algo: "RING", proto: "SIMPLE", channels: 1 }
+        move |_, _, _| CollTime {
+            secs,
+            algo: "RING",
+            proto: "SIMPLE",
+            channels: 1,
+            links: Vec::new(),
+        }
     }
 
     fn all_reduce() -> Op {

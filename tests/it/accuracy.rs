@@ -51,7 +51,7 @@ fn from_1mib(r: &serde_json::Value) -> bool {
 
 /// Whether NCCL would run the ring collsim simulated (the other rows need Tree, NVLS, …).
 fn ring_chosen(r: &serde_json::Value) -> bool {
-    r["nccl_choice"].as_str().unwrap().starts_with("RING/")
+    r["nccl_algo"] == "RING"
 }
 
 fn check_targets(v: &serde_json::Value, sizes: usize, median: f64) {
@@ -209,7 +209,11 @@ fn h100_nvls_all_reduce_within_8_percent_from_32_mib() {
     // this curve.
     let v = validate("H100_1N8G_ALL_REDUCE_XXRJUN", "dgx-h100", "1", "8", &[]);
     assert_eq!(rows(&v).len(), 10);
-    assert!(rows(&v).iter().all(|r| r["algo"] == "NVLS" && r["nccl_choice"] == "NVLS/SIMPLE"));
+    assert!(
+        rows(&v).iter().all(|r| r["algo"] == "NVLS"
+            && r["nccl_algo"] == "NVLS"
+            && r["nccl_proto"] == "SIMPLE")
+    );
     let w = worst(&v, |r| r["size_bytes"].as_u64().unwrap() >= 32 << 20);
     assert!(w <= 8.0, "{w}");
 }
@@ -340,7 +344,7 @@ fn nvls_busbw_rises_with_gpu_count_as_in_nccl_1455() {
         ]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let row = &v["rows"][0];
-        (row["busbw"].as_f64().unwrap(), row["algo"].as_str().unwrap().to_string())
+        (row["busbw_gbyte_per_s"].as_f64().unwrap(), row["algo"].as_str().unwrap().to_string())
     };
     for g in ["2", "3", "4"] {
         let (b, algo) = busbw(g);

@@ -21,7 +21,7 @@ fn busbw_1gib(topology: &str, nodes: &str) -> (f64, String, u64) {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let row = &v["rows"][0];
     (
-        row["busbw"].as_f64().unwrap(),
+        row["busbw_gbyte_per_s"].as_f64().unwrap(),
         row["algo"].as_str().unwrap().to_string(),
         v["communicator"]["nranks"].as_u64().unwrap(),
     )

@@ -35,6 +35,7 @@ fn run(spec: &DdpSpec, gpu: GpuFacts, per_byte: f64, fixed: f64) -> StepResult {
         algo: "RING",
         proto: "SIMPLE",
         channels: 8,
+        links: Vec::new(),
     };
     simulate_step(spec, 16, &gpu, &coll)
 }
@@ -185,7 +186,7 @@ fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
         "--format",
         "json",
     ]);
-    assert_eq!(rows["format_version"], 1);
+    assert_eq!(rows["format_version"], 2);
     assert_eq!(rows["scenario"], "scenarios/gpt2-xl-a3-16node.toml");
     assert_eq!(rows["swept"][0], "workload.ddp.comm_hook");
     let rows = &rows["points"];
@@ -468,7 +469,7 @@ fn sweeps_reach_topology_profile_and_collective_scenarios() {
         "--format",
         "json",
     ]);
-    assert_eq!(v["format_version"], 1);
+    assert_eq!(v["format_version"], 2);
     let points = v["points"].as_array().unwrap();
     let algo = |i: usize| points[i]["rows"][0]["algo"].as_str().unwrap().to_string();
     assert_eq!((algo(0), algo(1)), ("RING".to_string(), "NVLS".to_string()));

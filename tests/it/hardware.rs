@@ -169,7 +169,7 @@ fn fat_tree_busbw(oversubscription: &str, policy: &str) -> f64 {
     std::fs::write(&path, scenario).unwrap();
     let out = super::collsim_ok(&["simulate", path.to_str().unwrap(), "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    v["rows"][0]["busbw"].as_f64().unwrap()
+    v["rows"][0]["busbw_gbyte_per_s"].as_f64().unwrap()
 }
 
 #[test]
@@ -234,7 +234,9 @@ fn busbw_1gib(topology: &str) -> f64 {
         "--format",
         "json",
     ]);
-    serde_json::from_str::<serde_json::Value>(&out).unwrap()["rows"][0]["busbw"].as_f64().unwrap()
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["rows"][0]["busbw_gbyte_per_s"]
+        .as_f64()
+        .unwrap()
 }
 
 #[test]

@@ -147,3 +147,15 @@ fn link_counts_no_gpu_has_are_refused_before_they_add_up() {
     let p = scratch_file("nv-huge.txt", &smi.replacen("NV18", "NV4294967295", 1));
     crate::cli_errors::fails_with(&["topo", "import", "--nvidia-smi", &p], &["is not NV<links>"]);
 }
+
+#[test]
+fn a_nic_slower_than_a_gigabit_keeps_its_speed() {
+    // NCCL writes Mb/s; 100 Mb/s used to become 1 Gb/s (whole gigabits, at least one).
+    let xml = std::fs::read_to_string(data("h100-vm-1gpu.nccl-topo.xml")).unwrap();
+    for (mbps, want) in [("100", "speed = \"100 Mb/s\""), ("2500", "speed = \"2500 Mb/s\"")] {
+        let text = xml.replace("speed=\"10000\"", &format!("speed=\"{mbps}\""));
+        let path = scratch_file(&format!("slow-nic-{mbps}.xml"), &text);
+        let toml = collsim_ok(&["topo", "import", "--nccl-xml", &path]);
+        assert!(toml.contains(want), "{mbps}: {toml}");
+    }
+}

@@ -130,7 +130,7 @@ fn background_on_a_sweep_slows_bandwidth_bound_sizes() {
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&plain, &text[..text.find("[[background]]").unwrap()]).unwrap();
     let alone = json(&["simulate", &plain, "--format", "json", "--nccl", "NCCL_PROTO=Simple"]);
-    let bus = |v: &serde_json::Value| v["rows"][0]["busbw"].as_f64().unwrap();
+    let bus = |v: &serde_json::Value| v["rows"][0]["busbw_gbyte_per_s"].as_f64().unwrap();
     // Each NIC link shares with a flow capped at half its capacity: the ring's NIC-bound hops
     // get the other half.
     let r = bus(&quiet) / bus(&alone);

@@ -728,7 +728,7 @@ fn the_profiles_nvls_fraction_scales_nvls_and_nvlinks_does_not() {
             "json",
         ]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["rows"][0]["busbw"].as_f64().unwrap()
+        v["rows"][0]["busbw_gbyte_per_s"].as_f64().unwrap()
     };
     let nominal = "nvlink = 1.0\n";
     let (nvls, ring) = (busbw(nominal, "NVLS"), busbw(nominal, "Ring"));

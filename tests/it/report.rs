@@ -181,7 +181,7 @@ fn trace_has_args_flows_parent_spans_and_counters() {
     let colls: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "collective").collect();
     assert_eq!(colls.len(), 6);
     for c in &colls {
-        for k in ["bytes", "algorithm", "protocol", "channels", "dtype", "algbw_GBps"] {
+        for k in ["bytes", "algo", "proto", "channels", "dtype", "algbw_gbyte_per_s"] {
             assert!(!c["args"][k].is_null(), "{k} missing: {c}");
         }
         assert!(c["args"]["channels"].as_u64().unwrap() > 0);
@@ -226,6 +226,26 @@ fn trace_has_args_flows_parent_spans_and_counters() {
         assert!(holds(to, fin), "{fin} outside {to}");
     }
     assert!(ev.iter().any(|e| e["ph"] == "C"));
+    // Per-link counters, in a process of their own: the four busiest links, named by node and
+    // ends. On 4 DGX-A100s the GPUs' PCIe uplinks, which the NIC traffic shares, bound the
+    // all-reduces: 100 % while each moves its bytes, 0 between.
+    let links: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "C" && e["pid"] == 1).collect();
+    let mut names: Vec<&str> = links.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    names.dedup();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("node 0 GPU") && n.contains("pcie")), "{names:?}");
+    let pct = |e: &Value| e["args"]["%"].as_f64().unwrap();
+    assert!(links.iter().all(|e| (0.0..=100.0).contains(&pct(e))));
+    assert!(links.iter().any(|e| pct(e) == 100.0));
+    for n in &names {
+        let last = links
+            .iter()
+            .filter(|e| e["name"] == *n)
+            .max_by(|a, b| f(a, "ts").total_cmp(&f(b, "ts")));
+        assert_eq!(pct(last.unwrap()), 0.0, "{n} ends busy");
+    }
 }
 
 #[test]

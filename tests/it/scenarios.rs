@@ -18,11 +18,11 @@ fn quickstart_summary() {
     assert_eq!(last["size_bytes"], 8u64 << 30);
     // NCCL runs NVLS there: in-switch reduction, ~480 GB/s busbw measured on 8 H100s
     // (NVIDIA/nccl-tests#212), above the ring's NVLink limit of 370.8.
-    let busbw = last["busbw"].as_f64().unwrap();
+    let busbw = last["busbw_gbyte_per_s"].as_f64().unwrap();
     assert!((470.0..=500.0).contains(&busbw), "{busbw}");
     assert_eq!(
-        (last["algo"].as_str(), last["nccl_choice"].as_str()),
-        (Some("NVLS"), Some("NVLS/SIMPLE"))
+        (last["algo"].as_str(), last["nccl_algo"].as_str(), last["nccl_proto"].as_str()),
+        (Some("NVLS"), Some("NVLS"), Some("SIMPLE"))
     );
     // One process per GPU (as torchrun runs): a 6.6 us call and the ring's LL steps over
     // NVLink; one process driving all 8 measures ~36 us (H100_1N8G_AR_RING_TOGETHER).
@@ -36,7 +36,7 @@ fn dgx_a100_4node_summary() {
     assert_eq!(r.len(), 7);
     // 8 HDR NICs per node at NCCL's 24 GB/s per GPU-NIC path: ring busbw ≤ 8 × 24 = 192 GB/s
     // (NVIDIA reports 192 GB/s measured).
-    let busbw = r[6]["busbw"].as_f64().unwrap();
+    let busbw = r[6]["busbw_gbyte_per_s"].as_f64().unwrap();
     assert!((185.0..=192.0).contains(&busbw), "{busbw}");
     assert!(r.iter().all(|row| row["channels"] == 16));
 }
@@ -80,7 +80,7 @@ fn every_format_renders() {
     let csv = collsim_ok(&[&base[..], &["--format", "csv"]].concat());
     assert_eq!(
         csv.lines().next().unwrap(),
-        "size_bytes,count,dtype,redop,time_us,time_us_low,time_us_high,algbw,busbw,algo,proto,channels,nccl_choice,simulated"
+        "size_bytes,count,dtype,redop,time_us,time_us_low,time_us_high,algbw_gbyte_per_s,busbw_gbyte_per_s,algo,proto,channels,nccl_algo,nccl_proto,simulated"
     );
     assert_eq!(csv.lines().count(), 4);
     let table = collsim_ok(&base);
@@ -109,8 +109,9 @@ fn explain_takes_a_call_apart() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["table"].as_array().unwrap().len(), 21); // 7 algorithms × 3 protocols
-    assert_eq!(v["nccl_choice"], "NVLS/SIMPLE");
-    assert_eq!(v["simulated"][0], "NVLS");
+    assert_eq!(v["nccl_choice"]["algo"], "NVLS");
+    assert_eq!(v["nccl_choice"]["proto"], "SIMPLE");
+    assert_eq!(v["simulated"]["algo"], "NVLS");
     let (t, l, b) = (
         v["time_us"].as_f64().unwrap(),
         v["latency_part_us"].as_f64().unwrap(),
@@ -132,7 +133,7 @@ fn explain_shows_what_the_network_proxies_cost_a_ring() {
     // Slingshot's proxy thread spends 8 us on each network send or receive; on 2 Polaris nodes
     // each ring-entry GPU receives on two of the four channels and sends on the other two.
     let v = explain_json(&["--topology", "polaris-a100-4gpu", "--nodes", "2", "--bytes", "1M"]);
-    assert_eq!(v["simulated"][0], "RING");
+    assert_eq!(v["simulated"]["algo"], "RING");
     assert_eq!(v["network_proxy"]["op_us"], 8.0);
     assert_eq!(v["network_proxy"]["ops_per_step"], 4);
     // 14 steps of 4 operations at 8 us (448 us, less where the first and last steps overlap)
@@ -181,7 +182,7 @@ fn explain_names_a_bottleneck_for_every_algorithm() {
         "--bytes",
         "4MiB",
     ]);
-    assert_eq!(v["simulated"][0], "TREE");
+    assert_eq!(v["simulated"]["algo"], "TREE");
     assert_eq!(v["bottleneck"]["class"], "pcie");
     for (topo, nodes, coll, algo, class) in [
         ("aws-p5", "4", "all_reduce", "NVLS_TREE", "net"),
@@ -200,7 +201,7 @@ fn explain_names_a_bottleneck_for_every_algorithm() {
             "--bytes",
             "1GiB",
         ]);
-        assert_eq!(v["simulated"][0], algo, "{topo} {coll}");
+        assert_eq!(v["simulated"]["algo"], algo, "{topo} {coll}");
         assert_eq!(v["bottleneck"]["class"], class, "{topo} {coll}");
         assert!(v["bottleneck"]["per_flow_gbyte_per_s"].as_f64().unwrap() > 0.0);
     }

@@ -183,7 +183,12 @@ fn choices_match_the_hand_derived_nccl_2_26_table() {
         assert_eq!(rows.len(), expected.len(), "{topo} x{nodes}");
         for (row, want) in rows.iter().zip(expected.iter()) {
             total += 1;
-            if row["nccl_choice"] == *want {
+            let choice = format!(
+                "{}/{}",
+                row["nccl_algo"].as_str().unwrap(),
+                row["nccl_proto"].as_str().unwrap()
+            );
+            if choice == *want {
                 same += 1;
             }
         }
