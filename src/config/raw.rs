@@ -257,10 +257,13 @@ pub struct RawWorkload {
     pub grad_accumulation: Option<S<i64>>,
     pub grad_dtype: Option<S<String>>,
     pub optimizer: Option<S<String>>,
+    pub optimizer_impl: Option<S<String>>,
     pub precision: Option<S<String>>,
     pub efficiency: Option<S<f64>>,
     pub tflops: Option<S<f64>>,
     pub compute_slowdown: Option<S<f64>>,
+    pub rank_skew_cv: Option<S<f64>>,
+    pub straggler_speed: Option<S<f64>>,
     pub ddp: Option<RawDdp>,
     pub layer: Option<Vec<RawLayer>>,
 }

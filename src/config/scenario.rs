@@ -175,7 +175,7 @@ fn ddp_workload(
     node: &NodeSpec,
 ) -> Result<DdpSpec, ConfigError> {
     use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec, PowerSgdOptions};
-    use crate::workload::memory::Optimizer;
+    use crate::workload::memory::{Optimizer, OptimizerImpl};
     use crate::workload::models::{self, Layer, Model, tensor};
     for (name, present) in [
         ("collective", w.collective.is_some()),
@@ -367,12 +367,29 @@ fn ddp_workload(
         Some(v) => Some(fraction("workload.compute_slowdown", v, false)?),
         None => None,
     };
+    let skew = crate::workload::skew::Skew {
+        cv: match &w.rank_skew_cv {
+            Some(v) => fraction("workload.rank_skew_cv", v, false)?,
+            None => 0.0,
+        },
+        straggler_speed: match &w.straggler_speed {
+            Some(v) => fraction("workload.straggler_speed", v, true)?,
+            None => 1.0,
+        },
+    };
     let optimizer = match &w.optimizer {
         Some(o) => src.check("workload.optimizer", o, |o| {
             Optimizer::parse(o)
                 .ok_or_else(|| format!("unknown optimizer {o:?} ({})", Optimizer::NAMES))
         })?,
         None => Optimizer::Adam,
+    };
+    let optimizer_impl = match &w.optimizer_impl {
+        Some(o) => src.check("workload.optimizer_impl", o, |o| {
+            OptimizerImpl::parse(o)
+                .ok_or_else(|| format!("unknown optimizer_impl {o:?} ({})", OptimizerImpl::NAMES))
+        })?,
+        None => OptimizerImpl::Foreach,
     };
     // Tokens per sample: the transformer presets' sequence (their usual one if not given).
     let sequence =
@@ -427,6 +444,8 @@ fn ddp_workload(
         hook,
         compute_slowdown,
         optimizer,
+        optimizer_impl,
+        skew,
         sequence,
     })
 }

@@ -42,6 +42,16 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     )?;
     row(out, "forward", format!("{:.3} ms", r.forward_ms))?;
     row(out, "backward", format!("{:.3} ms", r.backward_ms))?;
+    row(
+        out,
+        "optimizer step",
+        format!(
+            "{:.3} ms ({}, {})",
+            r.optimizer_ms,
+            spec.optimizer.name(),
+            spec.optimizer_impl.name()
+        ),
+    )?;
     row(out, "compute (with copies, hooks)", format!("{:.3} ms", r.compute_ms))?;
     row(out, "communication", format!("{:.3} ms", r.comm_ms))?;
     row(out, "exposed communication", format!("{:.3} ms", r.exposed_comm_ms))?;
@@ -53,6 +63,16 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         "scaling efficiency",
         format!("{:.3} (one GPU without DDP: {:.3} ms)", r.scaling_efficiency, r.single_gpu_ms),
     )?;
+    if let Some(k) = &r.skew {
+        row(
+            out,
+            "rank skew / straggler wait",
+            format!(
+                "{:.3} ms (the slowest rank's compute x{:.4}; every rank at nominal speed: {:.3} ms)",
+                k.wait_ms, k.slowest_factor, k.typical_rank_ms
+            ),
+        )?;
+    }
     let mem = ddp_memory(spec);
     row(
         out,
@@ -67,16 +87,25 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         ),
     )?;
     writeln!(out)?;
+    // Under skew, the slowest rank's ready times, and how long a typical rank's bucket waited.
+    let skewed = r.skew.is_some();
     writeln!(
         out,
-        "  {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}  algorithm",
-        "bucket", "grad MiB", "wire MiB", "tensors", "ready ms", "start ms", "end ms"
+        "  {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}{}  algorithm",
+        "bucket",
+        "grad MiB",
+        "wire MiB",
+        "tensors",
+        "ready ms",
+        "start ms",
+        "end ms",
+        if skewed { format!(" {:>10}", "waits ms") } else { String::new() }
     )?;
     let mib = |b: u64| b as f64 / 1048576.0;
     for b in &r.buckets {
         writeln!(
             out,
-            "  {:>6} {:>10.2} {:>10.2} {:>7} {:>10.3} {:>10.3} {:>10.3}  {}",
+            "  {:>6} {:>10.2} {:>10.2} {:>7} {:>10.3} {:>10.3} {:>10.3}{}  {}",
             b.index,
             mib(b.bytes),
             mib(b.wire_bytes),
@@ -84,6 +113,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             b.ready_ms,
             b.start_ms,
             b.end_ms,
+            b.skew_wait_ms.map_or(String::new(), |w| format!(" {w:>10.3}")),
             crate::workload::sweep::choice_text(b.algo, b.proto)
         )?;
     }

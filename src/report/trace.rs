@@ -45,6 +45,7 @@ fn category(s: &Span) -> &'static str {
         "nccl" => "collective",
         _ if s.name.starts_with("fwd") => "forward",
         _ if s.name.starts_with("bwd") => "backward",
+        _ if s.name.starts_with("optimizer") => "optimizer",
         _ => "copy",
     }
 }

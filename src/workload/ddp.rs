@@ -21,7 +21,7 @@
 
 use super::DataType;
 use super::models::Model;
-use super::timeline::{self, Batch, Op, Timeline, Work};
+use super::timeline::{self, Batch, Op, Slowdown, Timeline, Work};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -418,8 +418,12 @@ pub struct DdpSpec {
     /// Fraction by which compute slows while an NCCL kernel runs (None: the SMs NCCL's channels
     /// take, one CTA each, over the GPU's SMs).
     pub compute_slowdown: Option<f64>,
-    /// The optimizer whose state every GPU holds (memory only; its step is not timed).
+    /// The optimizer: its state in memory, and its step's traffic after backward.
     pub optimizer: super::memory::Optimizer,
+    /// How PyTorch runs its step (foreach by default).
+    pub optimizer_impl: super::memory::OptimizerImpl,
+    /// Per-rank compute variation: each bucket waits for the slowest rank.
+    pub skew: super::skew::Skew,
     /// Tokens per sample, for transformers (their sequence length).
     pub sequence: Option<u64>,
 }
@@ -476,6 +480,10 @@ pub struct BucketRow {
     pub algo: &'static str,
     /// Its protocol.
     pub proto: &'static str,
+    /// Under rank skew: how long a typical rank waited, from its bucket being ready to the
+    /// collective's start at the slowest rank's pace, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skew_wait_ms: Option<f64>,
 }
 
 /// A span on a timeline lane, for traces and plots.
@@ -540,6 +548,11 @@ pub struct StepResult {
     pub first_iteration_ms: f64,
     /// Forward compute of all micro-steps, ms.
     pub forward_ms: f64,
+    /// The optimizer step after backward, ms: its memory traffic, or its launches.
+    pub optimizer_ms: f64,
+    /// Rank skew and stragglers' cost, when the scenario has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skew: Option<SkewCost>,
     /// Backward compute of all micro-steps, ms (without slowdown).
     pub backward_ms: f64,
     /// Compute-stream work: forward, backward, copies and hook compute, ms.
@@ -550,7 +563,8 @@ pub struct StepResult {
     pub exposed_comm_ms: f64,
     /// 1 − exposed / comm.
     pub overlap_fraction: f64,
-    /// Compute slowdown used while NCCL kernels run.
+    /// Compute slowdown while the largest bucket's all-reduce runs (each collective slows compute
+    /// by its own channels over the SMs, or by the scenario's fixed `compute_slowdown`).
     pub compute_slowdown: f64,
     /// Samples per second over all ranks.
     pub samples_per_s: f64,
@@ -572,10 +586,54 @@ pub fn simulate_step(
     gpu: &GpuFacts,
     coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
 ) -> StepResult {
-    let plan = plan_step(spec, world, gpu, coll);
-    let mut step = plan.timeline();
-    timeline::run_alone(&mut step, 0.0, coll);
-    plan.result(&step)
+    let run = |spec: &DdpSpec, gpu: &GpuFacts| {
+        let plan = plan_step(spec, world, gpu, coll);
+        let mut step = plan.timeline();
+        timeline::run_alone(&mut step, 0.0, coll);
+        plan.result(&step)
+    };
+    let typical = run(spec, gpu);
+    if spec.skew.is_none() {
+        return typical;
+    }
+    // The slowest rank's compute sets when every bucket starts: the step with its compute.
+    let c = spec.skew.slowest_factor(world);
+    let slow_gpu = GpuFacts {
+        flops: gpu.flops / c,
+        memory_bandwidth: gpu.memory_bandwidth / c,
+        launch: gpu.launch * c,
+        ..*gpu
+    };
+    let mut slow_spec = spec.clone();
+    for l in &mut slow_spec.model.layers {
+        l.times = l.times.map(|(f, b)| (f * c, b * c));
+    }
+    // The times are the slowest rank's; scaling is against one GPU at nominal speed.
+    let mut r = run(&slow_spec, &slow_gpu);
+    r.single_gpu_ms = typical.single_gpu_ms;
+    r.scaling_efficiency = typical.single_gpu_ms / r.iteration_time_ms;
+    r.skew = Some(SkewCost {
+        slowest_factor: c,
+        wait_ms: r.iteration_time_ms - typical.iteration_time_ms,
+        typical_rank_ms: typical.iteration_time_ms,
+    });
+    // A typical rank has its bucket ready when it would alone; it waits until the slowest
+    // rank's is (the collective's start).
+    for (b, t) in r.buckets.iter_mut().zip(&typical.buckets) {
+        b.skew_wait_ms = Some((b.start_ms - t.ready_ms).max(0.0));
+    }
+    r
+}
+
+/// What rank skew and stragglers cost a step ([`super::skew`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SkewCost {
+    /// The slowest rank's expected compute factor.
+    pub slowest_factor: f64,
+    /// The step's time over the step with every rank at nominal speed, ms.
+    pub wait_ms: f64,
+    /// The step with every rank at nominal speed, ms.
+    pub typical_rank_ms: f64,
 }
 
 /// A step ready to run: its timeline not yet started, and what its result needs besides.
@@ -588,6 +646,7 @@ pub(crate) struct StepPlan {
     fwd_s: f64,
     bwd_s: f64,
     copies: f64,
+    optimizer: f64,
     slowdown: f64,
     world: usize,
     micro_batch: u64,
@@ -601,12 +660,13 @@ impl StepPlan {
 
     /// The step's result from its timeline, run from time zero.
     pub(crate) fn result(&self, step: &Timeline) -> StepResult {
-        let StepPlan { first_end, k, fwd_s, bwd_s, copies, slowdown, world, .. } = *self;
+        let StepPlan { first_end, k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
         let end = step.end.unwrap_or(0.0);
         let comm = step.comm_before + step.comm;
-        let compute = k as f64 * (fwd_s + bwd_s) + copies + step.hook_compute;
+        let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute;
         let exposed = (end - compute).max(0.0);
-        let single = k as f64 * (fwd_s + bwd_s);
+        // One GPU alone runs the same micro-steps and optimizer step, without DDP's copies.
+        let single = k as f64 * (fwd_s + bwd_s) + optimizer;
         let samples = (self.micro_batch * k * world as u64) as f64;
         StepResult {
             world,
@@ -614,6 +674,8 @@ impl StepPlan {
             first_iteration_ms: first_end * 1e3,
             forward_ms: k as f64 * fwd_s * 1e3,
             backward_ms: k as f64 * bwd_s * 1e3,
+            optimizer_ms: optimizer * 1e3,
+            skew: None,
             compute_ms: compute * 1e3,
             comm_ms: comm * 1e3,
             exposed_comm_ms: exposed * 1e3,
@@ -668,10 +730,12 @@ pub(crate) fn plan_step(
         if spec.gradient_as_bucket_view && hooked { 0.0 } else { pass(2.0 * bytes as f64) }
     };
 
+    let optimizer = optimizer_secs(spec, &tensors, gpu);
+
     // A bucket's hook as NCCL-stream work, and its row.
-    let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: f64| -> Vec<Batch> {
+    let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown| -> Vec<Batch> {
         let blocking = matches!(hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
-        let factor = if blocking { 0.0 } else { 1.0 - slowdown };
+        let slowdown = if blocking { Slowdown::Fixed(1.0) } else { slowdown };
         buckets
             .iter()
             .enumerate()
@@ -703,61 +767,67 @@ pub(crate) fn plan_step(
                     collectives: 0,
                     algo: "",
                     proto: "",
+                    skew_wait_ms: None,
                 };
-                Batch { ops, factor, row: Some(row), early: false }
+                Batch { ops, slowdown, row: Some(row), early: false }
             })
             .collect()
     };
     // The backward: each layer, then its gradients' copies into their buckets (reverse order);
     // the local_used_map all-reduce; finalize_backward (wait for every bucket, copy out).
-    let backward = |hook: &CommHook, buckets: &[Bucket], slowdown: f64, mut work: Vec<Work>| {
-        let mut owner = vec![0usize; tensors.len()];
-        for (bi, b) in buckets.iter().enumerate() {
-            for &i in &b.tensors {
-                owner[i] = bi;
+    let backward =
+        |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown, mut work: Vec<Work>| {
+            let mut owner = vec![0usize; tensors.len()];
+            for (bi, b) in buckets.iter().enumerate() {
+                for &i in &b.tensors {
+                    owner[i] = bi;
+                }
             }
-        }
-        for (li, layer) in m.layers.iter().enumerate().rev() {
-            let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
-            work.push(Work::Run {
-                secs: bwd[li],
-                name: Some(format!("bwd {}", layer.name)),
-                grad: None,
-            });
-            for k in (0..layer.tensors.len()).rev() {
-                let i = first + k;
+            for (li, layer) in m.layers.iter().enumerate().rev() {
+                let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
                 work.push(Work::Run {
-                    secs: copy_in(m.grad_bytes(tensors[i])),
-                    name: None,
-                    grad: Some(i),
+                    secs: bwd[li],
+                    name: Some(format!("bwd {}", layer.name)),
+                    grad: None,
+                });
+                for k in (0..layer.tensors.len()).rev() {
+                    let i = first + k;
+                    work.push(Work::Run {
+                        secs: copy_in(m.grad_bytes(tensors[i])),
+                        name: None,
+                        grad: Some(i),
+                    });
+                }
+            }
+            // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
+            // parameter, at the end of backward.
+            if spec.find_unused_parameters && !spec.static_graph {
+                work.push(Work::Post(Batch {
+                    ops: vec![Op::Coll {
+                        collective: Collective::AllReduce,
+                        bytes: 4 * tensors.len() as u64,
+                        dtype: DataType::Int32,
+                        name: "local_used_map all_reduce".into(),
+                    }],
+                    slowdown,
+                    row: None,
+                    early: false,
+                }));
+            }
+            work.push(Work::Drain);
+            if !spec.gradient_as_bucket_view {
+                work.push(Work::Run {
+                    secs: pass(2.0 * grad_bytes as f64),
+                    name: Some("copy-out".into()),
+                    grad: None,
                 });
             }
-        }
-        // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
-        // parameter, at the end of backward.
-        if spec.find_unused_parameters && !spec.static_graph {
-            work.push(Work::Post(Batch {
-                ops: vec![Op::Coll {
-                    collective: Collective::AllReduce,
-                    bytes: 4 * tensors.len() as u64,
-                    dtype: DataType::Int32,
-                    name: "local_used_map all_reduce".into(),
-                }],
-                factor: 1.0 - slowdown,
-                row: None,
-                early: false,
-            }));
-        }
-        work.push(Work::Drain);
-        if !spec.gradient_as_bucket_view {
-            work.push(Work::Run {
-                secs: pass(2.0 * grad_bytes as f64),
-                name: Some("copy-out".into()),
-                grad: None,
-            });
-        }
-        Timeline::new(work, owner, batches(hook, buckets, slowdown))
-    };
+            if optimizer > 0.0 {
+                let name = Some(format!("optimizer step ({})", spec.optimizer.name()));
+                work.push(Work::Run { secs: optimizer, name, grad: None });
+            }
+            Timeline::new(work, owner, batches(hook, buckets, slowdown))
+        };
 
     let steady = buckets(m, spec.bucket_cap, phase);
     let rebuilt_first = buckets(m, spec.bucket_cap, Phase::FirstIteration);
@@ -785,7 +855,13 @@ pub(crate) fn plan_step(
             coll(c, b, d);
         });
     }
-    // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, for the largest bucket.
+    // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, each collective by its
+    // own channels while it runs; reported for the largest bucket.
+    let per_call = match (spec.compute_slowdown, gpu.multiprocessors) {
+        (Some(s), _) => Slowdown::Fixed(s),
+        (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
+        (None, None) => Slowdown::Fixed(0.0),
+    };
     let slowdown = spec.compute_slowdown.unwrap_or_else(|| {
         let big = steady.iter().max_by_key(|b| b.bytes);
         match (gpu.multiprocessors, big) {
@@ -815,7 +891,7 @@ pub(crate) fn plan_step(
                 dtype: DataType::Uint8,
                 name: "buffer broadcast".into(),
             }],
-            factor: 1.0 - slowdown,
+            slowdown: per_call,
             row: None,
             early: true,
         }));
@@ -825,7 +901,7 @@ pub(crate) fn plan_step(
     for (layer, &secs) in m.layers.iter().zip(&fwd) {
         before.push(Work::Run { secs, name: Some(format!("fwd {}", layer.name)), grad: None });
     }
-    let steady_line = backward(&spec.hook, &steady, slowdown, before);
+    let steady_line = backward(&spec.hook, &steady, per_call, before);
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
 
@@ -848,7 +924,7 @@ pub(crate) fn plan_step(
         }
         h => h,
     };
-    let mut first = backward(&first_hook, &first_buckets, slowdown, Vec::new());
+    let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new());
     timeline::run_alone(&mut first, first_start, coll);
     StepPlan {
         steady: steady_line,
@@ -857,10 +933,46 @@ pub(crate) fn plan_step(
         fwd_s,
         bwd_s,
         copies,
+        optimizer,
         slowdown,
         world,
         micro_batch: spec.micro_batch,
     }
+}
+
+/// Tensors one multi-tensor launch takes: PyTorch's `depth_to_max_tensors` for the 4–5 lists
+/// of an Adam step (aten/src/ATen/native/cuda/MultiTensorApply.cuh: 36 and 30), the smaller.
+const TENSORS_PER_LAUNCH: usize = 30;
+
+/// Elements one multi-tensor launch takes: 320 blocks of 65,536-element chunks (same file).
+const ELEMENTS_PER_LAUNCH: f64 = 320.0 * 65536.0;
+
+/// The optimizer step after backward, s: its memory traffic ([`super::memory::step_traffic`])
+/// at the GPU's memory bandwidth, or its kernel launches when they take longer (the host
+/// launches while the GPU runs, so the longer of the two).
+fn optimizer_secs(spec: &DdpSpec, tensors: &[&super::models::Tensor], gpu: &GpuFacts) -> f64 {
+    use super::memory::{OptimizerImpl, step_traffic};
+    let m = &spec.model;
+    let (mut bytes, mut passes, mut elements) = (0.0, 0usize, 0.0);
+    for t in tensors {
+        let master = m.dtype_of(t) != DataType::Float;
+        let (b, p) = step_traffic(spec.optimizer, spec.optimizer_impl, master);
+        bytes += b * t.numel as f64;
+        passes = passes.max(p);
+        elements += t.numel as f64;
+    }
+    if passes == 0 {
+        return 0.0;
+    }
+    let lists = tensors
+        .len()
+        .div_ceil(TENSORS_PER_LAUNCH)
+        .max((elements / ELEMENTS_PER_LAUNCH).ceil() as usize);
+    let launches = match spec.optimizer_impl {
+        OptimizerImpl::ForLoop => passes * tensors.len(),
+        _ => passes * lists,
+    };
+    (bytes / gpu.memory_bandwidth).max(launches as f64 * gpu.launch)
 }
 
 #[cfg(test)]
@@ -1036,7 +1148,9 @@ mod tests {
             broadcast_buffers: true,
             hook: CommHook::None,
             compute_slowdown: Some(0.0),
-            optimizer: crate::workload::memory::Optimizer::Adam,
+            optimizer: crate::workload::memory::Optimizer::None,
+            optimizer_impl: crate::workload::memory::OptimizerImpl::Foreach,
+            skew: crate::workload::skew::Skew::default(),
             sequence: None,
         }
     }
@@ -1172,5 +1286,31 @@ mod tests {
         let f = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
         assert!(f.timeline.iter().any(|x| x.name == "local_used_map all_reduce"));
         assert!((f.buckets[f.buckets.len() - 1].bytes as f64 / 1048576.0 - 1.55).abs() < 0.01);
+    }
+
+    #[test]
+    fn each_collective_slows_compute_by_its_own_channels() {
+        // Issue #15 (a): the largest bucket's channel count set the slowdown of every bucket.
+        // Its all-reduce runs after backward here (nothing left to slow), so taking all 100 SMs
+        // for it must leave the step as it is, while the earlier buckets keep their 8 channels.
+        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let mut s = spec(m);
+        s.compute_slowdown = None;
+        let run = |big_channels: usize| {
+            let coll = |_: Collective, bytes: u64, _: DataType| CollTime {
+                secs: 10e-6 + bytes as f64 * 1e-10,
+                algo: "RING",
+                proto: "SIMPLE",
+                channels: if bytes > 300 << 20 { big_channels } else { 8 },
+                links: Vec::new(),
+            };
+            simulate_step(&s, 16, &gpu(), &coll)
+        };
+        let (few, all) = (run(8), run(100));
+        let last = few.buckets.last().unwrap();
+        let backward_end = few.forward_ms + few.backward_ms;
+        assert!(last.bytes > 300 << 20 && last.start_ms >= backward_end, "{last:?}");
+        assert_eq!(few.iteration_time_ms, all.iteration_time_ms);
+        assert_eq!((few.compute_slowdown, all.compute_slowdown), (0.08, 1.0));
     }
 }

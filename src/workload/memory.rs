@@ -87,6 +87,76 @@ impl Optimizer {
     }
 }
 
+/// How PyTorch runs the optimizer's update: one kernel per operation per tensor (`foreach =
+/// False`), operations over lists of tensors (`foreach`, the CUDA default since PyTorch 2.0),
+/// or one fused kernel (`fused = True`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerImpl {
+    /// `foreach = False`: every operation a kernel per tensor.
+    ForLoop,
+    /// `foreach = True`: every operation one pass over the tensor lists.
+    Foreach,
+    /// `fused = True`: one pass reading and writing each value once.
+    Fused,
+}
+
+impl OptimizerImpl {
+    /// The names scenario files use.
+    pub const NAMES: &'static str = "foreach, fused, for_loop";
+
+    /// Parses a name as scenario files spell it.
+    pub fn parse(s: &str) -> Option<OptimizerImpl> {
+        Some(match s {
+            "foreach" => OptimizerImpl::Foreach,
+            "fused" => OptimizerImpl::Fused,
+            "for_loop" => OptimizerImpl::ForLoop,
+            _ => return None,
+        })
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerImpl::ForLoop => "for_loop",
+            OptimizerImpl::Foreach => "foreach",
+            OptimizerImpl::Fused => "fused",
+        }
+    }
+}
+
+/// What one optimizer step moves through device memory, per parameter, and the passes it
+/// makes over the tensors (each pass a kernel per tensor list, or per tensor for a loop).
+///
+/// Counted from PyTorch's implementations (torch/optim/adam.py `_multi_tensor_adam`,
+/// sgd.py `_multi_tensor_sgd`) in fp32 accesses of 4 bytes: foreach Adam runs `lerp_` on the
+/// first moment (read m and g, write m: 3), `mul_` and `addcmul_` on the second (2 and 4),
+/// `sqrt`, `div_` and `add_` on a temporary (2 each), and `addcdiv_` into the parameters (4):
+/// 19 accesses, 76 bytes; AdamW's decoupled decay adds a `mul_` (2). Fused Adam reads p, g, m
+/// and v and writes p, m and v once (28). SGD with momentum: foreach `mul_`, `add_`, `add_`
+/// (32), fused 20; plain SGD one `add_` (12). LAMB is not in torch.optim: Apex's FusedLAMB,
+/// whatever `impl` says: the update (read g, m, v, p; write m, v, update: 28), the norms of p
+/// and the update (8), the apply (read p and update, write p: 12) — 44 bytes in 3 passes
+/// (taken as 4 byte-for-byte: the norm pass's reduction is not costed apart).
+///
+/// 16-bit parameters with fp32 master weights add the gradient's cast up (read 2, write 4)
+/// and the parameter's cast down (read 4, write 2): 12 bytes and 2 passes.
+pub fn step_traffic(opt: Optimizer, imp: OptimizerImpl, master: bool) -> (f64, usize) {
+    use Optimizer::*;
+    use OptimizerImpl::*;
+    let (bytes, passes) = match (opt, imp) {
+        (None, _) => return (0.0, 0),
+        (Adam, Fused) | (AdamW, Fused) => (28.0, 1),
+        (Adam, _) => (76.0, 7),
+        (AdamW, _) => (84.0, 8),
+        (Lamb, _) => (44.0, 3),
+        (SgdMomentum, Fused) => (20.0, 1),
+        (SgdMomentum, _) => (32.0, 3),
+        (Sgd, _) => (12.0, 1),
+    };
+    if master { (bytes + 12.0, passes + 2) } else { (bytes, passes) }
+}
+
 /// Memory per GPU of a DDP step, bytes, by what holds it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DdpMemory {

@@ -3,9 +3,9 @@
 //! The compute stream runs a list of `Work` items (forward, each layer's backward, each
 //! gradient's copy into its bucket, the copy-out); the NCCL stream runs `Batch`es FIFO (a
 //! bucket's hook: collectives and hook compute; the buffer broadcast; the `local_used_map`
-//! all-reduce). While a collective runs, compute goes at its batch's `factor` of full speed (the
-//! SMs NCCL's CTAs take; 0 where the hook synchronises); while hook compute runs, compute
-//! waits. A bucket joins the NCCL stream once its last gradient is in and every lower-index
+//! all-reduce). While a collective runs, compute slows by its batch's [`Slowdown`] (the SMs the
+//! collective's own channels take, one CTA each; all of them where the hook synchronises);
+//! while hook compute runs, compute waits. A bucket joins the NCCL stream once its last gradient is in and every lower-index
 //! bucket has joined.
 //!
 //! The timeline does not know how long a collective takes: it asks a [`Comms`] to start one and
@@ -45,13 +45,35 @@ pub(crate) enum Op {
     },
 }
 
+/// How much compute slows while a collective runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Slowdown {
+    /// By this fraction whatever the collective (a scenario's `compute_slowdown`; 1 where the
+    /// hook synchronises).
+    Fixed(f64),
+    /// By the running collective's channels over these SMs (NCCL runs one CTA, so one SM, per
+    /// channel; each collective its own count).
+    PerChannel(f64),
+}
+
+impl Slowdown {
+    /// The fraction compute loses while a collective of `channels` runs.
+    pub fn of(self, channels: usize) -> f64 {
+        match self {
+            Slowdown::Fixed(s) => s,
+            Slowdown::PerChannel(sms) if sms > 0.0 => (channels as f64 / sms).min(1.0),
+            Slowdown::PerChannel(_) => 0.0,
+        }
+    }
+}
+
 /// Work the NCCL stream runs in order, as one launch.
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
     /// What it runs.
     pub ops: Vec<Op>,
-    /// Compute's speed (a fraction of full) while one of its collectives runs.
-    pub factor: f64,
+    /// How compute slows while one of its collectives runs.
+    pub slowdown: Slowdown,
     /// The row of the bucket it reduces (start, end, collectives and algorithm filled in as it
     /// runs).
     pub row: Option<BucketRow>,
@@ -127,6 +149,8 @@ struct Running {
     started: f64,
     handle: u32,
     secs: Option<f64>,
+    /// The running collective's channels.
+    channels: usize,
     /// The largest collective so far (bytes, algorithm, protocol) and the count.
     largest: Option<(u64, &'static str, &'static str)>,
     collectives: usize,
@@ -234,7 +258,7 @@ impl Timeline {
             None => 1.0,
             Some(r) => match r.batch.ops[r.op] {
                 Op::Hold { .. } => 0.0,
-                Op::Coll { .. } => r.batch.factor,
+                Op::Coll { .. } => 1.0 - r.batch.slowdown.of(r.channels),
             },
         }
     }
@@ -389,6 +413,7 @@ impl Timeline {
             started: now,
             handle: 0,
             secs: None,
+            channels: 0,
             largest: None,
             collectives: 0,
         });
@@ -412,6 +437,7 @@ impl Timeline {
                 r.collectives += 1;
                 let span = &mut self.spans[r.spans[r.op]];
                 (span.algo, span.proto, span.channels) = (l.algo, l.proto, l.channels);
+                r.channels = l.channels;
                 span.links = l.links;
                 if r.largest.as_ref().is_none_or(|(w, _, _)| bytes > w) {
                     r.largest = Some((*bytes, l.algo, l.proto));
@@ -521,7 +547,12 @@ mod tests {
         // A 0.5 s collective (compute at 0.8 of full speed), then 1 s of hook compute (compute
         // waits), beside 1 s of compute: 0.4 s of work by 0.5, none until 1.5, 0.6 s more.
         let hold = Op::Hold { secs: 1.0, name: "hook".into() };
-        let batch = Batch { ops: vec![all_reduce(), hold], factor: 0.8, row: None, early: false };
+        let batch = Batch {
+            ops: vec![all_reduce(), hold],
+            slowdown: Slowdown::Fixed(0.2),
+            row: None,
+            early: false,
+        };
         let mut t = Timeline::new(vec![Work::Post(batch), run(1.0)], Vec::new(), Vec::new());
         run_alone(&mut t, 0.0, &coll(0.5));
         assert!((t.end.unwrap() - 2.1).abs() < 1e-12, "{:?}", t.end);

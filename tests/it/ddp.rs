@@ -73,6 +73,8 @@ proptest! {
             hook,
             compute_slowdown: Some(slowdown),
             optimizer: collsim::workload::memory::Optimizer::Adam,
+            optimizer_impl: collsim::workload::memory::OptimizerImpl::Foreach,
+            skew: collsim::workload::skew::Skew::default(),
             sequence: None,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6 };
@@ -499,5 +501,86 @@ fn sweeps_reach_topology_profile_and_collective_scenarios() {
     crate::cli_errors::fails_with(
         &["simulate", "scenarios/quickstart.toml", "--sweep", "topology.nic.sped=1 Gb/s"],
         &["topologies/dgx-h100.toml", "sped"],
+    );
+}
+
+#[test]
+fn the_optimizer_step_is_its_memory_traffic_after_backward() {
+    // GPT-2 XL, fp32 parameters, on an H100 (3.35 TB/s): foreach Adam reads and writes 19
+    // fp32 values per parameter (76 bytes), fused Adam 7 (28); no optimizer, no step.
+    let s = "scenarios/gpt2-xl-a3-16node.toml";
+    let step = |imp: &str, opt: &str| {
+        let v = json(&[
+            "simulate",
+            s,
+            "--format",
+            "json",
+            "--sweep",
+            &format!("workload.optimizer_impl={imp}"),
+            "--sweep",
+            &format!("workload.optimizer={opt}"),
+        ]);
+        v["points"][0]["result"].clone()
+    };
+    let params = 1_557_611_200.0_f64;
+    let foreach = step("foreach", "adam");
+    let fused = step("fused", "adam");
+    let none = step("foreach", "none");
+    let expect = |bytes: f64| params * bytes / 3.35e12 * 1e3;
+    assert!(
+        (num(&foreach, "optimizer_ms") - expect(76.0)).abs() < 0.05,
+        "{}",
+        foreach["optimizer_ms"]
+    );
+    assert!((num(&fused, "optimizer_ms") - expect(28.0)).abs() < 0.05, "{}", fused["optimizer_ms"]);
+    assert_eq!(num(&none, "optimizer_ms"), 0.0);
+    // It runs after the last bucket, on the compute stream: the step grows by all of it.
+    let grown = num(&foreach, "iteration_time_ms") - num(&none, "iteration_time_ms");
+    assert!((grown - num(&foreach, "optimizer_ms")).abs() < 1e-6, "{grown}");
+    let trace = super::scratch().join(format!("collsim-optimizer-{}.json", std::process::id()));
+    collsim_ok(&["simulate", s, "--trace", trace.to_str().unwrap()]);
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ev = t["traceEvents"].as_array().unwrap();
+    let opt: Vec<&serde_json::Value> = ev.iter().filter(|e| e["cat"] == "optimizer").collect();
+    assert_eq!(opt.len(), 1);
+    assert_eq!(opt[0]["name"], "optimizer step (adam)");
+    let end = |e: &serde_json::Value| num(e, "ts") + num(e, "dur");
+    let last_coll = ev.iter().filter(|e| e["cat"] == "collective").map(end).fold(0.0, f64::max);
+    assert!(num(opt[0], "ts") >= last_coll - 1e-6, "optimizer before the last collective ends");
+    // A bad name is one line naming the field.
+    super::cli_errors::fails_with(
+        &["simulate", s, "--sweep", "workload.optimizer_impl=apex"],
+        &["workload.optimizer_impl", "unknown optimizer_impl \"apex\" (foreach, fused, for_loop)"],
+    );
+}
+
+#[test]
+fn one_gpu_at_80_percent_sets_the_pace_of_a_64_gpu_job() {
+    let s = "scenarios/resnet50-straggler-dgx-a100-8node.toml";
+    let v = json(&["simulate", s, "--format", "json"]);
+    let k = &v["skew"];
+    assert_eq!(num(k, "slowest_factor"), 1.25);
+    let (step, nominal) = (num(&v, "iteration_time_ms"), num(k, "typical_rank_ms"));
+    assert!((num(k, "wait_ms") - (step - nominal)).abs() < 1e-9);
+    // Compute-bound: the step stretches by about the straggler's 25 % of compute.
+    assert!((step / nominal - 1.25).abs() < 0.01, "{step} / {nominal}");
+    // Each bucket waits longer than the one before: the slow GPU falls further behind as
+    // backward goes on; the last waits about a quarter of the healthy ranks' step.
+    let waits: Vec<f64> =
+        v["buckets"].as_array().unwrap().iter().map(|b| num(b, "skew_wait_ms")).collect();
+    assert!(waits.windows(2).all(|w| w[1] > w[0]), "{waits:?}");
+    assert!((waits.last().unwrap() / nominal - 0.25).abs() < 0.02, "{waits:?}");
+    let table = collsim_ok(&["simulate", s]);
+    assert!(table.contains("rank skew / straggler wait") && table.contains("waits ms"), "{table}");
+    // Without it, nothing of the kind is printed, and the step is the nominal one.
+    let healthy =
+        json(&["simulate", s, "--sweep", "workload.straggler_speed=1.0", "--format", "json"]);
+    let r = &healthy["points"][0]["result"];
+    assert!(r["skew"].is_null());
+    assert!((num(r, "iteration_time_ms") - nominal).abs() < 1e-9);
+    super::cli_errors::fails_with(
+        &["simulate", s, "--sweep", "workload.straggler_speed=0"],
+        &["workload.straggler_speed", "must be a fraction in (0, 1]"],
     );
 }

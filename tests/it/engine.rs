@@ -255,6 +255,7 @@ fn aggregated_is_the_detailed_result_where_they_disagreed() {
     // p5 nodes (NVLSTree over 512 pipelines of one or two chunks: all fill), and was 16 % slow
     // on 8 DGX-A100 with Tree/LL128. One representative pipeline now stands for all.
     let cases = [
+        case("p5 16 nodes", spec("aws-p5"), (16, 8), Collective::AllReduce, 36 << 20, &[]),
         case("p5 32 nodes", spec("aws-p5"), (32, 8), Collective::AllReduce, 36 << 20, &[]),
         case(
             "dgx-a100 8 nodes tree/ll128",

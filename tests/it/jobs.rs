@@ -112,7 +112,7 @@ fn background_traffic_slows_a_ddp_step_by_its_exposed_communication() {
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     let added = f(&b, "iteration_time_ms") - f(&a, "iteration_time_ms");
     let exposed = f(&b, "exposed_comm_ms") - f(&a, "exposed_comm_ms");
-    assert!(added > 0.01 * f(&a, "iteration_time_ms"), "only {added} ms slower");
+    assert!(added > 1.0, "only {added} ms slower");
     assert!(f(&b, "comm_ms") > f(&a, "comm_ms"));
     assert!((added - exposed).abs() <= 0.05 * added, "step +{added} ms, exposed +{exposed} ms");
 }
