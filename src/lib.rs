@@ -155,7 +155,7 @@ pub fn simulate_ddp(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
-    simulate_ddp_cached(scenario, params, mode, &CollCache::default())
+    ddp_step(scenario, params, mode, &CollCache::default(), true)
 }
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
@@ -176,6 +176,18 @@ pub fn simulate_ddp_cached(
     mode: Mode,
     cache: &CollCache,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    ddp_step(scenario, params, mode, cache, false)
+}
+
+/// A DDP step; with `links`, each collective's busiest links for the trace (a steady-state
+/// solve per distinct call: the plan, which draws no trace, skips it).
+fn ddp_step(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+    links: bool,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
         return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
     }
@@ -185,10 +197,18 @@ pub fn simulate_ddp_cached(
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();
-    let step =
-        with_ddp(&cluster, &comm, scenario, spec, params, mode, &load, cache, 1.0, |gpu, coll| {
-            workload::ddp::simulate_step(spec, world, gpu, coll)
-        })?;
+    let step = with_ddp(
+        &cluster,
+        &comm,
+        scenario,
+        spec,
+        params,
+        mode,
+        &load,
+        cache,
+        (1.0, links),
+        |gpu, coll| workload::ddp::simulate_step(spec, world, gpu, coll),
+    )?;
     let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
     if step.iteration_time_ms.is_nan() || step.iteration_time_ms >= limit_ms {
         units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
@@ -215,7 +235,7 @@ fn with_ddp<R>(
     mode: Mode,
     load: &[Load],
     cache: &CollCache,
-    shared: f64,
+    (shared, links): (f64, bool),
     f: impl Fn(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
 ) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
@@ -272,11 +292,12 @@ fn with_ddp<R>(
         let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
         let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
         // The busiest few links, for traces.
-        let links = collective::run::link_utilisation(&call)
-            .into_iter()
-            .take(LINKS_PER_CALL)
-            .map(|(l, u)| (cluster.link_label(l), u))
-            .collect();
+        let links = if links {
+            let busiest = collective::run::link_utilisation(&call).into_iter().take(LINKS_PER_CALL);
+            busiest.map(|(l, u)| (cluster.link_label(l), u)).collect()
+        } else {
+            Vec::new()
+        };
         let t = CollTime {
             secs: row.time_us * 1e-6,
             algo: row.algo,
@@ -467,7 +488,7 @@ pub fn simulate_jobs_with(
                     mode,
                     &bg,
                     &CollCache::default(),
-                    shared,
+                    (shared, false),
                     |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
                 )
             }
