@@ -44,14 +44,13 @@ fn hop_paths(
         Collective::Reduce => (1..n).collect(),
         _ => (0..n - 1).collect(),
     };
-    comm.channels()[..nch]
-        .iter()
-        .map(|ch| {
+    (0..nch)
+        .map(|c| {
             hop_ids
                 .iter()
                 .map(|&j| {
                     let (node, i) = (j / ppn, j % ppn);
-                    ring_hop(cluster, comm, ch, node, i)
+                    ring_hop(cluster, comm, c, node, i)
                 })
                 .collect()
         })

@@ -234,7 +234,7 @@ fn flows(call: &Call<'_>, pairs: &[(usize, usize)], (proto, chans): (Proto, usiz
                 .get_or_insert_with(|| paths.p2p_send_nic(cluster, sg, dg));
             let (snic, dnic) = (send.0, cluster.local_nic(dg).unwrap_or(NicId(0)));
             let mut p = paths.p2p_to_nic(cluster, sn, sg, send);
-            p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic)));
+            p.extend(cluster.nic_to_nic((sn, snic), (dn, dnic), 0));
             p.extend(paths.from_nic(cluster, dn, dnic, dg));
             (p, HopClass::Net)
         };

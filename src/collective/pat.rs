@@ -46,7 +46,7 @@ impl<'a> Router<'a> {
         let (ba, bb) = (self.cluster.node_base(a), self.cluster.node_base(b));
         let shift = |l: &LinkId, to: u32| LinkId(l.0 - self.base + to);
         let mut p: Vec<LinkId> = self.to_nic.iter().map(|l| shift(l, ba)).collect();
-        p.extend(self.cluster.nic_to_nic((a, self.nic), (b, self.nic)));
+        p.extend(self.cluster.nic_to_nic((a, self.nic), (b, self.nic), 0));
         p.extend(self.from_nic.iter().map(|l| shift(l, bb)));
         p
     }

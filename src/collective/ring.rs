@@ -30,7 +30,7 @@
 
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
 use super::{Collective, Mode, symmetry};
-use crate::comm::{Communicator, HopClass, Proto, RingChannel};
+use crate::comm::{Communicator, HopClass, Proto};
 use crate::hw::{Cluster, NodeId};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
@@ -52,17 +52,17 @@ struct Plan {
     window: usize,
 }
 
-/// The links and class of hop `i` of `ch` on node `node` of the ring of the job's nodes (the
-/// last position's hop crosses to the next node).
+/// The links and class of hop `i` of channel `c` on node `node` of the ring of the job's nodes
+/// (the last position's hop crosses to the next node).
 pub(crate) fn ring_hop(
     cluster: &Cluster,
     comm: &Communicator,
-    ch: &RingChannel,
+    c: usize,
     node: usize,
     i: usize,
 ) -> (Vec<LinkId>, HopClass) {
     let next = (node + 1) % comm.nnodes();
-    comm.hop_path(cluster, ch, NodeId(node), i, NodeId(next))
+    comm.hop_path(cluster, c, NodeId(node), i, NodeId(next))
 }
 
 /// Payload bytes of one store round of a CTA under a streaming protocol: LL stores 8 B of data
@@ -502,8 +502,8 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             let mut net = Vec::new();
             for node in 0..nnodes {
                 for i in 0..ppn {
-                    for ch in &comm.channels()[..nch] {
-                        let (p, class) = ring_hop(cluster, comm, ch, node, i);
+                    for (c, ch) in comm.channels()[..nch].iter().enumerate() {
+                        let (p, class) = ring_hop(cluster, comm, c, node, i);
                         // The GPUs' own proxies: rank (node, GPU g) is node * ppn + g.
                         net.push((class == HopClass::Net).then(|| NetConn {
                             from: node * ppn + ch.gpus[i].0,
@@ -532,14 +532,14 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             // moves in lockstep).
             let uniform = (cluster.network_is_uniform() && call.load.is_empty()) || nnodes == 1;
             let (span, to) = if uniform { (1, 0) } else { (nnodes, 1) };
-            let hop = |ch: &RingChannel, node: usize, i: usize| {
+            let hop = |c: usize, node: usize, i: usize| {
                 let next = if uniform { 0 } else { (node + to) % nnodes };
-                comm.hop_path(cluster, ch, NodeId(node), i, NodeId(next))
+                comm.hop_path(cluster, c, NodeId(node), i, NodeId(next))
             };
             let all: Vec<Vec<u32>> = (0..span)
                 .flat_map(|node| {
-                    comm.channels()[..nch].iter().flat_map(move |ch| {
-                        (0..ppn).map(move |i| hop(ch, node, i).0.iter().map(|l| l.0).collect())
+                    (0..nch).flat_map(move |c| {
+                        (0..ppn).map(move |i| hop(c, node, i).0.iter().map(|l| l.0).collect())
                     })
                 })
                 .collect();
@@ -558,18 +558,17 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             // of all nodes' hop delays: position i's delay is its mean over the nodes (on racks
             // only the hops that leave a rack pay the spine's latency). Its efficiency and
             // whether it holds the chunk come from its slowest hop.
-            let ch0 = &comm.channels()[0];
             let (mut delay, mut eff, mut hold) = (Vec::new(), Vec::new(), Vec::new());
             for i in 0..ppn {
-                let hops: Vec<_> = (0..span).map(|n| hop(ch0, n, i)).collect();
+                let hops: Vec<_> = (0..span).map(|n| hop(0, n, i)).collect();
                 let total = hops.iter().fold(0u64, |t, (p, class)| {
                     t + (path_latency(p) + params.step(*class, sel.proto)).as_ps()
                 });
                 delay.push(Time::from_ps(total / span as u64));
-                let class = hops.iter().max_by_key(|(p, _)| path_latency(p)).map_or_else(
-                    || comm.hop_path(cluster, ch0, NodeId(0), i, NodeId(0)).1,
-                    |h| h.1,
-                );
+                let class = hops
+                    .iter()
+                    .max_by_key(|(p, _)| path_latency(p))
+                    .map_or_else(|| comm.hop_path(cluster, 0, NodeId(0), i, NodeId(0)).1, |h| h.1);
                 eff.push(efficiency(class));
                 hold.push(class != HopClass::Net);
             }
@@ -705,8 +704,8 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
     let mut conns = Vec::with_capacity(nnodes * ppn * nch);
     for node in 0..nnodes {
         for i in 0..ppn {
-            for ch in &comm.channels()[..nch] {
-                let (p, class) = ring_hop(cluster, comm, ch, node, i);
+            for c in 0..nch {
+                let (p, class) = ring_hop(cluster, comm, c, node, i);
                 conns.push(Hop {
                     delay: latency(&p) + params.step(class, built.proto),
                     eff: params.efficiency(arch, class, built.proto),
@@ -904,9 +903,7 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
     let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
     (0..nnodes)
         .flat_map(|node| {
-            comm.channels()[..nch]
-                .iter()
-                .flat_map(move |ch| (0..ppn).map(move |i| ring_hop(cluster, comm, ch, node, i).0))
+            (0..nch).flat_map(move |c| (0..ppn).map(move |i| ring_hop(cluster, comm, c, node, i).0))
         })
         .collect()
 }

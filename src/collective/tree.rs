@@ -365,6 +365,9 @@ struct Layout {
     head_pairs: Vec<(GpuId, NicId)>,
     /// Every (channel, head) pipeline: channels differ in their NICs and trees.
     reps: Vec<(usize, usize)>,
+    /// Whether channel `c`'s connections between nodes take their own paths (ECMP), so that
+    /// pipelines differing only in their channel are not copies.
+    by_conn: bool,
     /// Node-local paths, computed once.
     local: LocalPaths,
 }
@@ -512,14 +515,19 @@ impl Layout {
             nvls_tree,
             head_pairs,
             reps,
+            by_conn: !collnet && cluster.routes_by_connection(),
             local: LocalPaths::new(cluster, comm, ppn),
         }
     }
 
-    /// What pipeline `(c, hp)`'s edges depend on: its ring (unless the heads set the order), its
-    /// tree (unless CollNet) and its head.
+    /// What pipeline `(c, hp)`'s edges depend on: its ring (unless the heads set the order, and
+    /// the network routes every connection alike), its tree (unless CollNet) and its head.
     fn pipeline_key(&self, comm: &Communicator, (c, hp): (usize, usize)) -> (usize, usize, usize) {
-        let ring = if self.nvls_tree { 0 } else { c % comm.channels().len().max(1) };
+        let ring = match (self.nvls_tree, self.by_conn) {
+            (_, true) => c,
+            (true, false) => 0,
+            (false, false) => c % comm.channels().len().max(1),
+        };
         let tree = usize::from(!self.collnet && c >= self.nch.div_ceil(2));
         (ring, tree, hp)
     }
@@ -665,7 +673,7 @@ impl Layout {
                 let (nb, pb) = (node_base[node], node_base[pn]);
                 let (child, parent) = ((NodeId(node), cn), (NodeId(pn), pnic));
                 let (fab_up, fab_down) =
-                    (cluster.nic_to_nic(child, parent), cluster.nic_to_nic(parent, child));
+                    (cluster.nic_to_nic(child, parent, c), cluster.nic_to_nic(parent, child, c));
                 let (cg, pg, cn, pnic) = (cg.0, pg.0, cn.0, pnic.0);
                 let fab_lat =
                     |p: &[LinkId]| p.iter().fold(Time::ZERO, |t, l| t + all[l.0 as usize].latency);
@@ -1282,6 +1290,45 @@ mod tests {
         // Two nodes: each is the root of one tree.
         assert_eq!(dtree(2, 0, 0).0, None);
         assert_eq!(dtree(2, 1, 1).0, None);
+    }
+
+    /// NVLSTree's pipelines of one head differ only in their channel: on a fabric that routes
+    /// every connection alike they are built once, but under ECMP each channel's connections
+    /// between nodes hash onto their own ports, so each is built with its own paths.
+    #[test]
+    fn nvls_tree_pipelines_of_one_head_differ_under_ecmp() {
+        use crate::comm::Communicator;
+        use crate::comm::env::NcclEnv;
+        use crate::config::resolve_topology;
+        use crate::hw::{FabricKind, Routing};
+        let (_, mut spec) = resolve_topology("dgx-h100", None).unwrap();
+        spec.network.fabric =
+            FabricKind::FatTree { tiers: 2, radix: 16, oversubscription: vec![1.0] };
+        let env = NcclEnv::from_pairs([("NCCL_ALGO", "NVLSTree")]).unwrap();
+        for (routing, distinct) in [(Routing::Adaptive, false), (Routing::Ecmp, true)] {
+            spec.network.routing = routing;
+            let cluster = Cluster::new(&spec, 4, 8);
+            let comm = Communicator::new(&cluster, &env).unwrap();
+            let sel =
+                crate::collective::select(&comm, crate::collective::Collective::AllReduce, 1 << 26);
+            let lay = Layout::new(&cluster, &comm, &sel);
+            let keys: std::collections::BTreeSet<_> =
+                lay.reps.iter().map(|&r| lay.pipeline_key(&comm, r)).collect();
+            assert_eq!(keys.len() == lay.reps.len(), distinct, "{routing:?}");
+            // Channels 0 and 1 of head 0 cross the fabric on different links somewhere.
+            let mut arena = Arena::default();
+            let net = |c: usize, arena: &mut Arena| {
+                let edges = lay.channel_edges(&cluster, &comm, (c, 0), arena);
+                let arena = &*arena;
+                edges
+                    .iter()
+                    .filter(|e| e.kind == EdgeKind::Net)
+                    .flat_map(|e| arena.get(e.up).to_vec())
+                    .collect::<Vec<u32>>()
+            };
+            let (a, b) = (net(0, &mut arena), net(1, &mut arena));
+            assert_eq!(a != b, distinct, "{routing:?}");
+        }
     }
 
     /// At 1,024 DGX-H100 nodes an NVLSTree call has 128 pipelines of 2,047 edges, 524k flows,

@@ -610,17 +610,18 @@ impl Communicator {
         (self.type_intra, self.type_inter)
     }
 
-    /// The links of hop `i` of `channel` on `node`: from ring position `i` (an index into
-    /// `channel.gpus`, not a GPU) to `i + 1`; the last position crosses to the next node
-    /// (`to_node`) through the NICs, or wraps on one node.
+    /// The links of hop `i` of CUDA channel `c` on `node`: from ring position `i` (an index
+    /// into the channel's `gpus`, not a GPU) to `i + 1`; the last position crosses to the next
+    /// node (`to_node`) through the NICs, on the channel's own connection, or wraps on one node.
     pub fn hop_path(
         &self,
         cluster: &Cluster,
-        channel: &RingChannel,
+        c: usize,
         node: NodeId,
         i: usize,
         to_node: NodeId,
     ) -> (Vec<LinkId>, HopClass) {
+        let channel = &self.channels[c];
         let g = &channel.gpus;
         if i + 1 < g.len() {
             let h = self.paths.gpu_hop(cluster, node, g[i], g[i + 1]);
@@ -629,7 +630,7 @@ impl Communicator {
         match (channel.nic_out, channel.nic_in) {
             (Some(out), Some(inn)) if self.nnodes > 1 => {
                 let mut p = self.paths.to_nic(cluster, node, g[i], out);
-                p.extend(cluster.nic_to_nic((node, out), (to_node, inn)));
+                p.extend(cluster.nic_to_nic((node, out), (to_node, inn), c));
                 p.extend(self.paths.from_nic(cluster, to_node, inn, g[0]));
                 (p, HopClass::Net)
             }

@@ -313,7 +313,7 @@ impl Packer<'_> {
                     for nout in outs {
                         let mut p = self.paths.to_nic(self.cluster, NODE, last, nout);
                         let end = (NODE, nout);
-                        p.extend(self.cluster.nic_to_nic(end, end)[..1].iter().copied());
+                        p.extend(self.cluster.nic_to_nic(end, end, 0)[..1].iter().copied());
                         if self.fits(&p, 1.0) {
                             self.take(&p, 1.0);
                             return Some(Some(nout));
@@ -357,7 +357,7 @@ impl Packer<'_> {
         for first in firsts {
             let mut entry = Vec::new();
             if let Some(n) = nic_in {
-                entry = self.cluster.nic_to_nic((NODE, n), (NODE, n))[1..].to_vec();
+                entry = self.cluster.nic_to_nic((NODE, n), (NODE, n), 0)[1..].to_vec();
                 entry.extend(self.paths.from_nic(self.cluster, NODE, n, first));
                 if !self.fits(&entry, 1.0) {
                     continue;

@@ -137,6 +137,7 @@ pub struct RawNetwork {
     pub tiers: Option<S<i64>>,
     pub radix: Option<S<i64>>,
     pub oversubscription: Option<S<RawOversub>>,
+    pub routing: Option<S<String>>,
     pub sharp: Option<bool>,
     pub switch: Option<Vec<RawNetSwitch>>,
     pub link: Option<Vec<RawNetLink>>,

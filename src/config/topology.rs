@@ -13,7 +13,7 @@ use super::{ConfigError, Source, load_text};
 use crate::hw::gpus::{self, nccl_nvlink_bandwidth};
 use crate::hw::{
     Arch, CpuSpec, CpuVendor, FabricKind, GpuId, GpuModel, GpuSpec, NetworkSpec, NicSpec, NodeId,
-    NodeSpec, NvlinkSpec, NvswitchSpec, Parent, PcieSpec, PcieSwitch, Price, Transport,
+    NodeSpec, NvlinkSpec, NvswitchSpec, Parent, PcieSpec, PcieSwitch, Price, Routing, Transport,
 };
 use crate::units::{Bandwidth, Bytes, Time};
 
@@ -436,8 +436,39 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
         }
         _ => FabricKind::NonBlocking,
     };
+    // Explicit networks hash every flow onto one of their equal paths; fat-trees and rail
+    // fabrics spread it evenly unless told they hash (ECMP).
+    let links = matches!(fabric, FabricKind::Links { .. });
+    let routing = match &n.routing {
+        None if links => Routing::Ecmp,
+        None => Routing::Adaptive,
+        Some(r) => src.check("network.routing", r, |r| {
+            let routing = match r.as_str() {
+                "adaptive" => Routing::Adaptive,
+                "ecmp" => Routing::Ecmp,
+                _ => return Err(format!("unknown routing {r:?} (adaptive, ecmp)")),
+            };
+            let paths = match &fabric {
+                FabricKind::FatTree { tiers, .. } => *tiers > 1,
+                FabricKind::Rail { .. } | FabricKind::Links { .. } => true,
+                FabricKind::NonBlocking => false,
+            };
+            if !paths && routing == Routing::Ecmp {
+                Err("\"ecmp\" needs equal-cost paths between switches: a fat_tree of 2 tiers \
+                     or more, or a rail fabric (one switch layer has a single path)"
+                    .to_string())
+            } else if links && routing == Routing::Adaptive {
+                Err("a links network hashes each flow onto one of its shortest paths \
+                     (ecmp); adaptive routing is modelled for fat_tree and rail"
+                    .to_string())
+            } else {
+                Ok(routing)
+            }
+        })?,
+    };
     Ok(NetworkSpec {
         fabric,
+        routing,
         latency: time(src, "network.latency", &n.latency)?,
         sharp: n.sharp.unwrap_or(false),
     })
@@ -676,7 +707,12 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
         _ => Vec::new(),
     };
     let network = match &raw.network {
-        None => NetworkSpec { fabric: FabricKind::NonBlocking, latency: Time::ZERO, sharp: false },
+        None => NetworkSpec {
+            fabric: FabricKind::NonBlocking,
+            routing: Routing::Adaptive,
+            latency: Time::ZERO,
+            sharp: false,
+        },
         Some(n) => network(&src, n)?,
     };
     let usd = |field: &str, v: &Spanned<String>| {
@@ -844,6 +880,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.network.fabric, FabricKind::Rail { radix: 64, oversubscription: 2.0 });
+        assert_eq!(ok.network.routing, Routing::Adaptive);
+    }
+
+    #[test]
+    fn routing_is_checked() {
+        let tree = "kind = \"fat_tree\"\ntiers = 2\nradix = 64\n";
+        let ok =
+            parse_topology("t.toml", &with_network(&format!("{tree}routing = \"ecmp\""))).unwrap();
+        assert_eq!(ok.network.routing, Routing::Ecmp);
+        let e = err(&with_network(&format!("{tree}routing = \"random\"")));
+        assert!(
+            e.starts_with("t.toml:")
+                && e.contains("network.routing: unknown routing \"random\" (adaptive, ecmp)"),
+            "{e}"
+        );
+        let e = err(&with_network(&format!("{tree}routing = 1")));
+        assert!(e.starts_with("t.toml:") && e.contains("routing"), "{e}");
+        // One switch (layer) has one path between two NICs: nothing to hash.
+        let e = err(&with_network("kind = \"non_blocking\"\nrouting = \"ecmp\""));
+        assert!(e.contains("network.routing: \"ecmp\" needs equal-cost paths"), "{e}");
+        parse_topology("t.toml", &with_network("kind = \"non_blocking\"\nrouting = \"adaptive\""))
+            .unwrap();
+        let e =
+            err(&with_network("kind = \"fat_tree\"\ntiers = 1\nradix = 64\nrouting = \"ecmp\""));
+        assert!(e.contains("network.routing"), "{e}");
+        // Explicit link lists hash; they cannot be told to spread.
+        let links =
+            |net: &str| with_network(net) + "\n[[network.switch]]\nid = \"s\"\nnodes = [0]\n";
+        let ok = parse_topology("t.toml", &links("kind = \"links\"")).unwrap();
+        assert_eq!(ok.network.routing, Routing::Ecmp);
+        let e = err(&links("kind = \"links\"\nrouting = \"adaptive\""));
+        assert!(e.contains("network.routing: a links network hashes each flow"), "{e}");
     }
 
     #[test]

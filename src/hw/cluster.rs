@@ -211,10 +211,28 @@ impl Cluster {
         self.route(node, Vertex::Nic(nic), Vertex::Gpu(gpu)).0
     }
 
-    /// Links from a NIC out through the network into a NIC of another node.
-    pub fn nic_to_nic(&self, from: (NodeId, NicId), to: (NodeId, NicId)) -> Vec<LinkId> {
+    /// Links from a NIC out through the network into a NIC of another node, for connection
+    /// `conn` between them (NCCL's channel; 0 where one flow stands for all of a pair's). Under
+    /// ECMP each connection is hashed onto its own path ([`Cluster::routes_by_connection`]).
+    pub fn nic_to_nic(
+        &self,
+        from: (NodeId, NicId),
+        to: (NodeId, NicId),
+        conn: usize,
+    ) -> Vec<LinkId> {
         let node = |(n, nic): (NodeId, NicId)| (self.machine_node(n), nic);
-        self.fabric.route(node(from), node(to))
+        self.fabric.route(node(from), node(to), conn)
+    }
+
+    /// Whether two connections between the same NICs may take different paths: the network
+    /// hashes each flow onto one of several equal paths (`routing = "ecmp"`, or an explicit
+    /// link list), so connections that differ only in their index are not copies of each other.
+    pub fn routes_by_connection(&self) -> bool {
+        match self.spec.network.fabric {
+            super::FabricKind::NonBlocking => false,
+            super::FabricKind::Links { .. } => true,
+            _ => self.spec.network.routing == super::Routing::Ecmp,
+        }
     }
 
     /// A NIC's link into the network and its link back (where an in-network reduction such as

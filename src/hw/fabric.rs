@@ -2,13 +2,28 @@
 //! oversubscription per tier, or a rail-optimized network; and placement groups (racks, zones,
 //! regions) joined by links of their own latency and bandwidth.
 //!
-//! Switch layers are aggregated the way ECMP spreads traffic evenly over equal paths: a group of
-//! endpoints under one switch (or under one pod of switches) has a single up-link and a single
-//! down-link whose capacity is that of all its up ports, i.e. its endpoints' line rate divided by
-//! the oversubscription. A route climbs to the lowest tier where source and destination share a
-//! group and comes down again; each switch crossed adds the network's switch latency.
+//! A group of endpoints under one switch (or under one pod of switches) has up-ports whose
+//! summed capacity is its endpoints' line rate divided by the oversubscription. A route climbs
+//! to the lowest tier where source and destination share a group and comes down again; each
+//! switch crossed adds the network's switch latency. How a route uses the up-ports depends on
+//! the routing ([`Routing`]):
+//!
+//! * adaptive: traffic spreads evenly over the equal-cost paths, so each group has a single
+//!   up-link and a single down-link of the ports' summed capacity;
+//! * ECMP: every up-port is a link of its own (the group's capacity over its ports) and each
+//!   flow is hashed onto one, as a switch hashes a packet's 5-tuple (for RDMA over Converged
+//!   Ethernet the UDP source port, one per queue pair: one per NCCL connection). Climbing a
+//!   tier picks one of the switch's up-ports, so a pod's up-ports are numbered by the leaf port
+//!   and the aggregation port taken; in a fat-tree the way down from the top switch reached is
+//!   unique, so the route comes down through the ports of the same numbers in the destination's
+//!   groups. Each switch hashes independently (each tier its own seed, as switches are
+//!   configured to avoid polarisation). The hash is a fixed function of the source and
+//!   destination NICs, the connection and the tier: the same scenario routes the same way.
+//!
+//! A leaf of `radix` ports at down:up ratio `o` has ⌊radix·o/(1+o)⌋ down-ports and the rest up;
+//! a pod's aggregation switches are as many as a leaf's up-ports, each with its own up-ports.
 
-use super::{FabricKind, NicId, NodeId, NodeSpec};
+use super::{FabricKind, NicId, NodeId, NodeSpec, Routing};
 use crate::net::{Link, LinkId};
 use crate::units::{Bandwidth, Time};
 
@@ -48,18 +63,34 @@ pub struct Fabric {
     nics: usize,
     tx: Vec<LinkId>,
     rx: Vec<LinkId>,
-    /// Per tier boundary (0 = above the leaves): the endpoints per group, and each group's
-    /// up- and down-link.
-    tiers: Vec<(usize, Vec<LinkId>, Vec<LinkId>)>,
+    /// Per tier boundary (0 = above the leaves), from the leaves up.
+    tiers: Vec<Tier>,
     rail: bool,
-    /// Endpoints per rail leaf (rail fabrics).
+    /// Endpoints per rail leaf, and leaves per rail (rail fabrics).
     rail_leaf: usize,
+    per_rail: usize,
     node_group: Vec<usize>,
     place: Vec<(LinkId, LinkId)>,
     slots: Vec<usize>,
     /// Explicit fabrics: each node's switch, each switch's (neighbour, link) list, and the
     /// switch-to-switch hop counts.
     explicit: Option<Explicit>,
+}
+
+/// One tier boundary: the groups of endpoints below it and their links up and down.
+#[derive(Debug, Clone)]
+struct Tier {
+    /// Endpoints per group.
+    size: usize,
+    /// Up-ports of each switch of this tier, among which a flow's hash picks (1: adaptive).
+    fan: usize,
+    /// Up-links per group: the ports of all its switches at this tier (1: adaptive, one link
+    /// for all of them).
+    ports: usize,
+    /// Group `g`'s up-link `p` is `up[g * ports + p]`; its down-link `p`, from the switch above
+    /// that port leads to, is `down[g * ports + p]`.
+    up: Vec<LinkId>,
+    down: Vec<LinkId>,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +175,27 @@ fn down_ports(radix: usize, o: f64) -> usize {
     ((radix as f64 * o / (1.0 + o)).floor() as usize).clamp(1, radix.max(1))
 }
 
+/// Up ports of that switch (at least one).
+fn up_ports(radix: usize, o: f64) -> usize {
+    radix.saturating_sub(down_ports(radix, o)).max(1)
+}
+
+/// SplitMix64's finaliser: every bit of `x` stirred into every bit of the result.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The ECMP hash of a flow from endpoint `a` to endpoint `b` on connection `conn`, as the
+/// switches of tier boundary `tier` compute it: a fixed function, so that a scenario always
+/// routes the same way.
+fn ecmp_hash(a: usize, b: usize, conn: usize, tier: usize) -> u64 {
+    [b, conn, tier]
+        .iter()
+        .fold(mix(a as u64), |h, &v| mix(h.wrapping_add(0x9E37_79B9_7F4A_7C15) ^ v as u64))
+}
+
 impl Fabric {
     /// Adds the network's links for `nodes` nodes of `spec` to `links`. `nic_rate` is one NIC's
     /// effective rate and `nic_latency` its latency (each way).
@@ -165,15 +217,24 @@ impl Fabric {
         }
         let endpoints = nodes * nics;
         let rate = nic_rate.gbyte_per_s();
-        let mut tiers = Vec::new();
-        let mut add_tier = |links: &mut Vec<Link>, size: usize, o: f64| {
-            let groups = endpoints.div_ceil(size.max(1)).max(1);
-            let cap = Bandwidth::from_gbyte_per_s_f64(size as f64 * rate / o);
-            let up = (0..groups).map(|_| push(links, cap, sw, "net")).collect();
-            let down = (0..groups).map(|_| push(links, cap, sw, "net")).collect();
-            tiers.push((size, up, down));
+        let ecmp = spec.network.routing == Routing::Ecmp;
+        let mut tiers: Vec<Tier> = Vec::new();
+        // A tier of `groups` groups of `size` endpoints at down:up ratio `o`, whose switches have
+        // `fan` up-ports each: under ECMP each group's up-ports (its switches' ports, numbered
+        // by the ports taken at every tier up to this one) are links of their own, sharing the
+        // group's capacity. Where one group holds every endpoint no route climbs, and no port
+        // is built.
+        let mut add_tier = |links: &mut Vec<Link>, groups: usize, size: usize, o: f64, fan| {
+            let cap = size as f64 * rate / o;
+            let below = tiers.last().map_or(1, |t: &Tier| t.ports);
+            let (fan, ports) = if ecmp { (fan, below * fan) } else { (1, 1) };
+            let built = if ecmp && groups == 1 { 0 } else { groups * ports };
+            let cap = Bandwidth::from_gbyte_per_s_f64(cap / ports as f64);
+            let up = (0..built).map(|_| push(links, cap, sw, "net")).collect();
+            let down = (0..built).map(|_| push(links, cap, sw, "net")).collect();
+            tiers.push(Tier { size, fan, ports, up, down });
         };
-        let (mut rail, mut rail_leaf) = (false, 0);
+        let (mut rail, mut rail_leaf, mut per_rail) = (false, 0, 0);
         let mut explicit = None;
         match &spec.network.fabric {
             FabricKind::NonBlocking => {}
@@ -199,19 +260,16 @@ impl Fabric {
                 for level in 0..t.saturating_sub(1) {
                     let o = oversubscription.get(level).copied().unwrap_or(1.0);
                     size *= down_ports(*radix, o);
-                    add_tier(links, size, o);
+                    let groups = endpoints.div_ceil(size.max(1)).max(1);
+                    add_tier(links, groups, size, o, up_ports(*radix, o));
                 }
             }
-            FabricKind::Rail { radix, oversubscription } => {
+            FabricKind::Rail { radix, oversubscription: o } => {
                 rail = true;
-                rail_leaf = down_ports(*radix, *oversubscription);
-                // One up/down pair per rail leaf: leaf index = rail * leaves_per_rail + block.
-                let per_rail = nodes.div_ceil(rail_leaf).max(1);
-                let cap =
-                    Bandwidth::from_gbyte_per_s_f64(rail_leaf as f64 * rate / oversubscription);
-                let up = (0..nics * per_rail).map(|_| push(links, cap, sw, "net")).collect();
-                let down = (0..nics * per_rail).map(|_| push(links, cap, sw, "net")).collect();
-                tiers.push((rail_leaf, up, down));
+                rail_leaf = down_ports(*radix, *o);
+                // Rail leaves: leaf index = rail * leaves_per_rail + block.
+                per_rail = nodes.div_ceil(rail_leaf).max(1);
+                add_tier(links, nics * per_rail, rail_leaf, *o, up_ports(*radix, *o));
             }
         }
         let mut node_group = vec![0; nodes];
@@ -237,17 +295,28 @@ impl Fabric {
             })
             .collect();
         let slots = placement.slots.clone();
-        Fabric { nics, tx, rx, tiers, rail, rail_leaf, node_group, place, slots, explicit }
+        Fabric {
+            nics,
+            tx,
+            rx,
+            tiers,
+            rail,
+            rail_leaf,
+            per_rail,
+            node_group,
+            place,
+            slots,
+            explicit,
+        }
     }
 
     /// The group (leaf, pod, …) of endpoint `(node, nic)` at tier boundary `t`.
     fn group(&self, t: usize, node: usize, nic: usize) -> usize {
         let node = self.slots.get(node).copied().unwrap_or(node);
         if self.rail {
-            let per_rail = self.tiers[0].1.len() / self.nics.max(1);
-            return nic * per_rail + node / self.rail_leaf.max(1);
+            return nic * self.per_rail + node / self.rail_leaf.max(1);
         }
-        (node * self.nics + nic) / self.tiers[t].0.max(1)
+        (node * self.nics + nic) / self.tiers[t].size.max(1)
     }
 
     /// The link from NIC `(node, nic)` (the machine's node) into the network, and the one
@@ -257,8 +326,10 @@ impl Fabric {
         (self.tx[i], self.rx[i])
     }
 
-    /// Links from NIC `from` to NIC `to` (each `(node, nic)`, the machine's nodes).
-    pub fn route(&self, from: (NodeId, NicId), to: (NodeId, NicId)) -> Vec<LinkId> {
+    /// Links from NIC `from` to NIC `to` (each `(node, nic)`, the machine's nodes) for
+    /// connection `conn` between them (NCCL's channel): where flows are hashed onto one of
+    /// several equal paths (ECMP, explicit networks), each connection is hashed on its own.
+    pub fn route(&self, from: (NodeId, NicId), to: (NodeId, NicId), conn: usize) -> Vec<LinkId> {
         let (from, to) = ((from.0.0, from.1.0), (to.0.0, to.1.0));
         let a = from.0 * self.nics + from.1;
         let b = to.0 * self.nics + to.1;
@@ -281,7 +352,8 @@ impl Fabric {
                 }
                 let h = (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
                     ^ (b as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
-                    ^ step.wrapping_mul(0x1656_67B1_9E37_79F9);
+                    ^ step.wrapping_mul(0x1656_67B1_9E37_79F9)
+                    ^ (conn as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
                 let (v, l) = next[(h % next.len() as u64) as usize];
                 p.push(*l);
                 at = *v;
@@ -291,14 +363,78 @@ impl Fabric {
             let shared = (0..self.tiers.len())
                 .find(|&t| self.group(t, from.0, from.1) == self.group(t, to.0, to.1))
                 .unwrap_or(self.tiers.len());
-            for t in 0..shared {
-                p.push(self.tiers[t].1[self.group(t, from.0, from.1)]);
+            // Up through the ports the hashes pick (adaptive: the one link), down through the
+            // ports of the same numbers under the switch reached.
+            let mut port = 0;
+            let mut down = Vec::with_capacity(shared);
+            for (t, tier) in self.tiers[..shared].iter().enumerate() {
+                let pick =
+                    if tier.fan > 1 { ecmp_hash(a, b, conn, t) % tier.fan as u64 } else { 0 };
+                port = port * tier.fan + pick as usize;
+                p.push(tier.up[self.group(t, from.0, from.1) * tier.ports + port]);
+                down.push(tier.down[self.group(t, to.0, to.1) * tier.ports + port]);
             }
-            for t in (0..shared).rev() {
-                p.push(self.tiers[t].2[self.group(t, to.0, to.1)]);
-            }
+            p.extend(down.into_iter().rev());
         }
         p.push(self.rx[b]);
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::resolve_topology;
+
+    /// DGX-H100 nodes (8 NICs) under a fat-tree of `radix`-port switches.
+    fn fabric(radix: usize, tiers: usize, nodes: usize, routing: Routing) -> (Fabric, Vec<Link>) {
+        let (_, mut spec) = resolve_topology("dgx-h100", None).unwrap();
+        spec.network.fabric =
+            FabricKind::FatTree { tiers, radix, oversubscription: vec![1.0; tiers - 1] };
+        spec.network.routing = routing;
+        let mut links = Vec::new();
+        let rate = Bandwidth::from_gbyte_per_s_f64(50.0);
+        let f =
+            Fabric::build(&spec, nodes, &Placement::compact(nodes), rate, Time::ZERO, &mut links);
+        (f, links)
+    }
+
+    #[test]
+    fn ecmp_splits_each_uplink_into_its_ports() {
+        // Radix 16: 8 NICs down (one node per leaf), 8 ports up, each at one NIC's rate.
+        let (a, al) = fabric(16, 2, 4, Routing::Adaptive);
+        let (e, el) = fabric(16, 2, 4, Routing::Ecmp);
+        assert_eq!((a.tiers[0].up.len(), a.tiers[0].ports), (4, 1));
+        assert_eq!((e.tiers[0].up.len(), e.tiers[0].ports, e.tiers[0].fan), (32, 8, 8));
+        let cap = |links: &[Link], l: LinkId| links[l.0 as usize].capacity.gbyte_per_s();
+        assert!((cap(&al, a.tiers[0].up[0]) - 400.0).abs() < 1e-6);
+        for &l in e.tiers[0].up.iter().chain(&e.tiers[0].down) {
+            assert!((cap(&el, l) - 50.0).abs() < 1e-6);
+        }
+        // Three tiers of 8-port switches: a pod's 16 ports are 4 aggregation switches x 4.
+        let (t, _) = fabric(8, 3, 8, Routing::Ecmp);
+        assert_eq!((t.tiers[1].fan, t.tiers[1].ports), (4, 16));
+    }
+
+    #[test]
+    fn a_route_comes_down_through_the_ports_it_went_up() {
+        let (f, _) = fabric(8, 3, 8, Routing::Ecmp);
+        let index = |v: &[LinkId], l: LinkId| v.iter().position(|&x| x == l);
+        let mut seen = std::collections::BTreeSet::new();
+        for conn in 0..4 {
+            // Node 0 to node 7: different pods, so up two tiers and down two.
+            let p = f.route((NodeId(0), NicId(1)), (NodeId(7), NicId(1)), conn);
+            assert_eq!(p.len(), 6, "{p:?}");
+            let (t0, t1) = (&f.tiers[0], &f.tiers[1]);
+            let up0 = index(&t0.up, p[1]).unwrap() % t0.ports;
+            let up1 = index(&t1.up, p[2]).unwrap() % t1.ports;
+            assert_eq!(up1 / t1.fan, up0, "the pod port is under the leaf port taken");
+            assert_eq!(index(&t1.down, p[3]).unwrap() % t1.ports, up1);
+            assert_eq!(index(&t0.down, p[4]).unwrap() % t0.ports, up0);
+            seen.insert(up1);
+            // The same flow routes the same way every time.
+            assert_eq!(p, f.route((NodeId(0), NicId(1)), (NodeId(7), NicId(1)), conn));
+        }
+        assert!(seen.len() > 1, "four connections all hashed onto one port: {seen:?}");
     }
 }

@@ -273,11 +273,37 @@ pub enum FabricKind {
     },
 }
 
+/// How a fat-tree or rail fabric spreads flows over the equal-cost up-ports of a switch group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Routing {
+    /// Traffic spread evenly over the equal-cost paths, as adaptive routing approximates
+    /// (InfiniBand adaptive routing, NVIDIA Spectrum-X): a group's up-ports are one link of their
+    /// summed capacity.
+    Adaptive,
+    /// Static ECMP: each flow (each NCCL connection, one queue pair) hashed onto one up-port,
+    /// so flows can collide on a port while others idle (RoCE on ordinary Ethernet switches).
+    /// Explicit (`links`) networks always route this way.
+    Ecmp,
+}
+
+impl Routing {
+    /// The name in topology files ("adaptive", "ecmp").
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::Adaptive => "adaptive",
+            Routing::Ecmp => "ecmp",
+        }
+    }
+}
+
 /// The inter-node network.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NetworkSpec {
     /// Its shape.
     pub fabric: FabricKind,
+    /// How flows spread over equal-cost paths.
+    pub routing: Routing,
     /// Latency of one switch traversal.
     #[serde(serialize_with = "ser_display")]
     pub latency: Time,

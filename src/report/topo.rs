@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::hw::{Cluster, FabricKind, GpuId, NicId, NodeSpec, Parent, PathType, Vertex};
+use crate::hw::{Cluster, FabricKind, GpuId, NicId, NodeSpec, Parent, PathType, Routing, Vertex};
 
 /// One node and its network, ready to print.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -181,6 +181,13 @@ impl TopoView {
                 *oversubscription,
                 nodes <= radix / 2,
             ),
+        };
+        // Static ECMP is worth saying: the bisection is the ports', not what hashed flows get.
+        let kind = match (&spec.network.fabric, spec.network.routing) {
+            (FabricKind::FatTree { .. } | FabricKind::Rail { .. }, Routing::Ecmp) => {
+                format!("{kind}, ECMP routing (each flow hashed onto one up-port)")
+            }
+            _ => kind,
         };
         let half = injection * (nodes / 2) as f64;
         let bisection = if one_leaf { half } else { half / oversub };

@@ -118,7 +118,7 @@ impl BackgroundSpec {
                         let b = nodes[(ia + step) % m];
                         for nic in (0..nics).map(NicId) {
                             out.push(Load {
-                                path: machine.nic_to_nic((a, nic), (b, nic)),
+                                path: machine.nic_to_nic((a, nic), (b, nic), 0),
                                 cap: per_nic(a, nic) / fan as f64,
                                 weight: 1.0,
                             });
@@ -130,7 +130,7 @@ impl BackgroundSpec {
                 for &a in nodes.iter().filter(|&&a| a != *target) {
                     for nic in (0..nics).map(NicId) {
                         out.push(Load {
-                            path: machine.nic_to_nic((a, nic), (*target, nic)),
+                            path: machine.nic_to_nic((a, nic), (*target, nic), 0),
                             cap: per_nic(a, nic),
                             weight: 1.0,
                         });

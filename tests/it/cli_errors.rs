@@ -760,3 +760,26 @@ fn shell_completions_cover_the_commands_and_their_flags() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'tcsh'"));
 }
+
+#[test]
+fn a_routing_the_fabric_cannot_take_names_its_file_line_and_field() {
+    // The quick start's DGX-H100 is one non-blocking switch: nothing to hash over.
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/quickstart.toml",
+            "--sweep",
+            "topology.network.routing=adaptive,ecmp",
+        ],
+        &["topologies/dgx-h100.toml:", "network.routing: \"ecmp\" needs equal-cost paths"],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/gpt2-xl-256gpu-roce-ecmp.toml",
+            "--sweep",
+            "topology.network.routing=random",
+        ],
+        &["hgx-h100-roce-ecmp-2tier.toml:54:", "network.routing: unknown routing \"random\""],
+    );
+}

@@ -169,6 +169,62 @@ fn resnet50_on_dgx_a100_scales_better_than_nvidia_measured_and_says_why() {
 }
 
 #[test]
+fn gpt2_xl_on_256_gpus_under_static_ecmp() {
+    // scenarios/gpt2-xl-256gpu-roce-ecmp.toml as the README sweeps it: 32 HGX H100 nodes on
+    // 8 leaves of a 2-tier RoCE fat-tree, each channel's connection between leaves hashed onto
+    // one of 32 up-ports (ecmp) or the traffic spread over them (adaptive).
+    let scenario = "scenarios/gpt2-xl-256gpu-roce-ecmp.toml";
+    let v = json(&[
+        "simulate",
+        scenario,
+        "--sweep",
+        "topology.network.routing=adaptive,ecmp",
+        "--sweep",
+        "nccl.NCCL_ALGO=NVLSTree,Ring",
+        "--format",
+        "json",
+    ]);
+    let points = v["points"].as_array().unwrap();
+    let at = |routing: &str, algo: &str| {
+        let p = points.iter().find(|p| {
+            p["point"]["topology.network.routing"] == routing
+                && p["point"]["nccl.NCCL_ALGO"] == algo
+        });
+        p.unwrap()["result"].clone()
+    };
+    let step = |r: &serde_json::Value| num(r, "iteration_time_ms");
+    // The bucket of the embedding (tied LM head), the largest all-reduce: its time.
+    let largest = |r: &serde_json::Value| {
+        let b = r["buckets"].as_array().unwrap();
+        let big = b.iter().max_by(|x, y| num(x, "bytes").total_cmp(&num(y, "bytes"))).unwrap();
+        num(big, "end_ms") - num(big, "start_ms")
+    };
+    for algo in ["NVLSTree", "Ring"] {
+        let (a, e) = (at("adaptive", algo), at("ecmp", algo));
+        assert_eq!((num(&a, "world"), num(&e, "world")), (256.0, 256.0));
+        assert!(step(&e) >= step(&a), "{algo}: ecmp {} adaptive {}", step(&e), step(&a));
+    }
+    // NVLSTree spreads a node's traffic over 8 heads x 16 channels of connections: the hashes
+    // even out. The ring's 16 channels, two per NIC, collide on the ports between leaves: its
+    // largest all-reduce is much slower, the step a little (the backward pass hides the rest).
+    let (a, e) = (at("adaptive", "NVLSTree"), at("ecmp", "NVLSTree"));
+    assert!(step(&e) / step(&a) < 1.001, "NVLSTree: {} vs {}", step(&e), step(&a));
+    let (a, e) = (at("adaptive", "Ring"), at("ecmp", "Ring"));
+    assert!(largest(&e) > 1.3 * largest(&a), "ring: {} vs {}", largest(&e), largest(&a));
+    assert!(step(&e) > 1.02 * step(&a), "ring: {} vs {}", step(&e), step(&a));
+    // The hash is a fixed function: the same scenario gives the same bytes, on one thread too.
+    let once = collsim_ok(&["simulate", scenario, "--format", "json"]);
+    assert_eq!(once, collsim_ok(&["simulate", scenario, "--format", "json"]));
+    let one = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"))
+        .args(["simulate", scenario, "--format", "json"])
+        .env("RAYON_NUM_THREADS", "1")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(once.as_bytes(), one.stdout.as_slice());
+}
+
+#[test]
 fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
     let none = json(&["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--format", "json"]);
     let fp16 = json(&["simulate", "scenarios/gpt2-xl-a3-16node-fp16.toml", "--format", "json"]);

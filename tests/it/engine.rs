@@ -405,6 +405,32 @@ fn rings_across_racks_reduce_to_a_rack_or_to_every_node() {
 }
 
 #[test]
+fn symmetric_runs_under_ecmp_split_what_the_hash_sets_apart() {
+    // Four DGX-H100 nodes, each its own leaf of 16-port switches, under ECMP: every ring hop
+    // between nodes is hashed onto one of 8 up-ports per channel, so channels and nodes stop
+    // being copies (one node standing for all, as adaptive routing allows here, would be
+    // wrong). The check sees it and refines to every node and channel: the detailed result.
+    let env = [("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple")];
+    let spec = |routing| crate::hardware::fat_tree_h100(16, routing);
+    let bytes = 64 << 20;
+    let ecmp = case("ecmp", spec("ecmp"), (4, 8), Collective::AllReduce, bytes, &env);
+    let adaptive = case("adaptive", spec("adaptive"), (4, 8), Collective::AllReduce, bytes, &env);
+    let (rel, events, form) = gap(&ecmp);
+    assert!(events > 100_000, "only {events} transfers in detail");
+    assert_eq!(form, Form::Symmetric);
+    assert!(rel < 1e-6, "aggregated {rel} from detailed");
+    // The hash's collisions cost the call time: the asymmetry was real.
+    let (e, a) = (run(&ecmp, Mode::Detailed, |_| {}), run(&adaptive, Mode::Aggregated, |_| {}));
+    assert_eq!(a.form, Form::Symmetric);
+    assert!(
+        e.time.as_secs_f64() > 1.02 * a.time.as_secs_f64(),
+        "ecmp {} adaptive {}",
+        e.time,
+        a.time
+    );
+}
+
+#[test]
 fn symmetric_runs_beside_other_traffic_are_the_detailed_result() {
     // Background traffic on NIC 0 of every node: the channels through it differ from the
     // others, so they fall in classes of their own, and each link keeps what the load leaves.

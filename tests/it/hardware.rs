@@ -318,3 +318,150 @@ fn topo_show_refuses_a_link_list_that_leaves_nodes_apart() {
     let p = links_topology("whole", TWO_LEAVES);
     super::collsim_ok(&["topo", "show", p.to_str().unwrap(), "--nodes", "2"]);
 }
+
+/// DGX-H100 nodes (8 x 400 Gb/s NICs) under a non-blocking two-tier fat-tree of `radix`-port
+/// switches (`radix / 2` NICs per leaf), routed `routing`.
+pub fn fat_tree_h100(radix: usize, routing: &str) -> collsim::hw::NodeSpec {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
+            .unwrap()
+            .replace(
+                "kind = \"non_blocking\"",
+                &format!(
+                    "kind = \"fat_tree\"\ntiers = 2\nradix = {radix}\nrouting = \"{routing}\""
+                ),
+            );
+    collsim::config::parse_topology("ft.toml", &text).unwrap()
+}
+
+#[test]
+fn ecmp_hashes_flows_onto_up_ports_as_balls_fall_into_bins() {
+    // Radix 64: 32 NICs (4 nodes) per leaf and 32 up-ports. NIC i of leaf 0 sends to NIC i of
+    // leaf 1: F = U = 32 flows on 32 ports, each trial on its own connection number. A hash
+    // that picks ports uniformly and independently leaves a port idle with probability
+    // (1 - 1/U)^F = 0.362 (about 1/e) and puts k flows on it with the binomial probability
+    // C(F, k) (1/U)^k (1 - 1/U)^(F - k).
+    let c = Cluster::new(&fat_tree_h100(64, "ecmp"), 8, 8);
+    let (u, f, trials) = (32usize, 32usize, 400usize);
+    let mut ports_with = vec![0usize; f + 1];
+    for conn in 0..trials {
+        let mut load = std::collections::BTreeMap::new();
+        for i in 0..f {
+            let (a, b) = ((NodeId(i / 8), NicId(i % 8)), (NodeId(4 + i / 8), NicId(i % 8)));
+            let p = c.nic_to_nic(a, b, conn);
+            assert_eq!(p.len(), 4, "NIC, leaf up-port, spine down-port, NIC: {p:?}");
+            *load.entry(p[1]).or_insert(0usize) += 1;
+        }
+        assert!(load.len() <= u);
+        ports_with[0] += u - load.len();
+        for n in load.values() {
+            ports_with[*n] += 1;
+        }
+    }
+    let p = 1.0 / u as f64;
+    let binomial = |k: usize| {
+        let choose = (0..k).fold(1.0, |acc, i| acc * (f - i) as f64 / (i + 1) as f64);
+        choose * p.powi(k as i32) * (1.0 - p).powi((f - k) as i32)
+    };
+    let seen = |k: usize| ports_with[k] as f64 / (u * trials) as f64;
+    assert!((binomial(0) - 0.362).abs() < 1e-3);
+    for k in 0..=3 {
+        // Standard error of each fraction over 12,800 ports: under 0.005.
+        assert!((seen(k) - binomial(k)).abs() < 0.015, "{k} flows: {} vs {}", seen(k), binomial(k));
+    }
+    // The same flows route the same way every time.
+    let a = (NodeId(0), NicId(0));
+    assert_eq!(
+        c.nic_to_nic(a, (NodeId(4), NicId(0)), 7),
+        c.nic_to_nic(a, (NodeId(4), NicId(0)), 7)
+    );
+}
+
+/// The slowest a set of flows can go relative to its links: the most flows per byte/s of
+/// capacity on any link they cross.
+fn busiest(c: &Cluster, paths: &[Vec<collsim::net::LinkId>]) -> f64 {
+    let mut n = std::collections::BTreeMap::new();
+    for l in paths.iter().flatten() {
+        *n.entry(l.0).or_insert(0usize) += 1;
+    }
+    n.iter().map(|(&l, &k)| k as f64 / c.capacities()[l as usize]).fold(0.0, f64::max)
+}
+
+#[test]
+fn ecmp_is_slower_than_adaptive_routing_by_its_busiest_port() {
+    use collsim::collective::{self, Call, Collective, Mode};
+    use collsim::comm::Communicator;
+    use collsim::comm::env::NcclEnv;
+    use collsim::config::{DEFAULT_PROFILE, parse_profile};
+    use collsim::units::Bytes;
+    // A 256 MiB ring AllReduce (LL128: the NICs are its bound) over nodes on several leaves of a
+    // non-blocking fat-tree: 1, 2 and 4 nodes per leaf. Adaptive routing spreads the hops that
+    // leave a leaf over all its up-ports; ECMP hashes each channel's connection onto one, and
+    // where more land on a port than a NIC carries, their channels slow by that factor, and the
+    // ring with them. The factor comes from the routes alone: the busiest port's flows per
+    // byte/s against the NIC's.
+    let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
+    let env = NcclEnv::from_pairs([("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "LL128")]).unwrap();
+    let bytes = 256u64 << 20;
+    let mut report = Vec::new();
+    for (radix, nodes) in [(16, 4), (32, 8), (64, 16)] {
+        let run = |routing: &str| {
+            let cluster = Cluster::new(&fat_tree_h100(radix, routing), nodes, 8);
+            let comm = Communicator::new(&cluster, &env).unwrap();
+            let (nch, ppn) = (comm.channels().len(), comm.ppn());
+            let hops: Vec<_> = (0..nodes)
+                .flat_map(|n| (0..nch).map(move |ch| (n, ch)))
+                .map(|(n, ch)| {
+                    comm.hop_path(&cluster, ch, NodeId(n), ppn - 1, NodeId((n + 1) % nodes)).0
+                })
+                .collect();
+            let call = Call {
+                cluster: &cluster,
+                comm: &comm,
+                coll: Collective::AllReduce,
+                bytes: Bytes::new(bytes),
+                elt: Bytes::new(4),
+                sel: collective::select(&comm, Collective::AllReduce, bytes),
+                params: &params,
+                mode: Mode::Auto,
+                load: &[],
+            };
+            (collective::simulate(&call).time.as_secs_f64(), busiest(&cluster, &hops))
+        };
+        let ((adaptive, a_load), (ecmp, e_load)) = (run("adaptive"), run("ecmp"));
+        let predicted = e_load / a_load;
+        let slowdown = ecmp / adaptive;
+        report.push(format!(
+            "radix {radix} x {nodes} nodes: {slowdown:.3} (collisions: {predicted:.3})"
+        ));
+        assert!(ecmp >= adaptive, "{}", report.last().unwrap());
+        assert!(predicted > 1.0, "no collision to test: {}", report.last().unwrap());
+        assert!((slowdown / predicted - 1.0).abs() < 0.05, "{}", report.last().unwrap());
+    }
+    println!("{}", report.join("\n"));
+}
+
+#[test]
+fn adaptive_routing_is_the_default_and_builds_one_link_per_group() {
+    // routing = "adaptive" is what a fat-tree without the key always was: the same node, the
+    // same links (one up and one down per leaf), the same routes.
+    let plain = collsim::config::parse_topology(
+        "ft.toml",
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
+            .unwrap()
+            .replace("kind = \"non_blocking\"", "kind = \"fat_tree\"\ntiers = 2\nradix = 32"),
+    )
+    .unwrap();
+    let adaptive = fat_tree_h100(32, "adaptive");
+    assert_eq!(plain, adaptive);
+    let (p, e) = (Cluster::new(&plain, 8, 8), Cluster::new(&fat_tree_h100(32, "ecmp"), 8, 8));
+    let net = |c: &Cluster| c.links().iter().filter(|l| l.class == "net").count();
+    // 64 NICs each way, 4 leaves' up- and down-links, the placement group's pair.
+    assert_eq!(net(&p), 2 * 64 + 2 * 4 + 2);
+    // ECMP: each leaf's 16 up-ports (and the spines' 16 down-ports into it) are links.
+    assert_eq!(net(&e), 2 * 64 + 2 * 4 * 16 + 2);
+    let route = p.nic_to_nic((NodeId(0), NicId(0)), (NodeId(7), NicId(0)), 0);
+    for conn in 1..4 {
+        assert_eq!(p.nic_to_nic((NodeId(0), NicId(0)), (NodeId(7), NicId(0)), conn), route);
+    }
+}
