@@ -1145,8 +1145,9 @@ pub fn detailed_work(call: &Call<'_>) -> f64 {
     }
 }
 
-/// Work of calls in [`Mode::Detailed`] counted before they run: refuses the call that would
-/// take the total over [`DETAILED_LIMIT`], naming the biggest so far.
+/// Work of calls in [`Mode::Detailed`] counted before they run ([`DetailedBudget::count`]),
+/// and the refusal, naming the biggest, when the total is over [`DETAILED_LIMIT`]
+/// ([`DetailedBudget::verdict`]).
 #[derive(Debug)]
 pub struct DetailedBudget {
     total: f64,
@@ -1166,13 +1167,6 @@ impl DetailedBudget {
     /// times, or in a network they share with others whose flows every rate solve also visits.
     pub fn scaled(scale: f64) -> Self {
         DetailedBudget { total: 0.0, biggest: 0.0, what: String::new(), scale }
-    }
-
-    /// Counts `call` (nothing unless it is in [`Mode::Detailed`]); the refusal if the total
-    /// goes over the limit.
-    pub fn add(&mut self, call: &Call<'_>) -> Result<(), String> {
-        self.count(call);
-        self.verdict()
     }
 
     /// Counts `call` (nothing unless it is in [`Mode::Detailed`]).

@@ -363,19 +363,14 @@ fn ddp_workload(
             ));
         }
     };
-    let compute_slowdown = match &w.compute_slowdown {
-        Some(v) => Some(fraction("workload.compute_slowdown", v, false)?),
-        None => None,
+    let optional = |field: &str, v: &Option<Spanned<f64>>, lo_open: bool| {
+        v.as_ref().map(|v| fraction(field, v, lo_open)).transpose()
     };
+    let compute_slowdown = optional("workload.compute_slowdown", &w.compute_slowdown, false)?;
     let skew = crate::workload::skew::Skew {
-        cv: match &w.rank_skew_cv {
-            Some(v) => fraction("workload.rank_skew_cv", v, false)?,
-            None => 0.0,
-        },
-        straggler_speed: match &w.straggler_speed {
-            Some(v) => fraction("workload.straggler_speed", v, true)?,
-            None => 1.0,
-        },
+        cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?.unwrap_or(0.0),
+        straggler_speed: optional("workload.straggler_speed", &w.straggler_speed, true)?
+            .unwrap_or(1.0),
     };
     let optimizer = match &w.optimizer {
         Some(o) => src.check("workload.optimizer", o, |o| {
