@@ -241,15 +241,12 @@ fn with_ddp<R>(
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
     workload::sweep::check_supported(spec.hook.grad_collective(), comm)?;
+    spec.skew.check_ranks(comm.nranks()).map_err(Error::Ddp)?;
     let model = &scenario.node.gpu.model;
-    let flops = match &spec.rate {
-        ComputeRate::Tflops(t) => t * 1e12,
-        ComputeRate::Peak { precision, efficiency } => {
-            let peak = model.peak_tflops.get(precision).ok_or_else(|| {
-                Error::Ddp(format!("{}: no peak for {precision} in the GPU library", model.name))
-            })?;
-            peak * efficiency * 1e12
-        }
+    let peak = |precision: &str| {
+        model.peak_tflops.get(precision).map(|p| p * 1e12).ok_or_else(|| {
+            Error::Ddp(format!("{}: no peak for {precision} in the GPU library", model.name))
+        })
     };
     let memory_bandwidth = model
         .memory_bandwidth
@@ -260,11 +257,20 @@ fn with_ddp<R>(
             ))
         })?
         .bytes_per_sec();
-    let gpu = GpuFacts {
-        flops,
+    let mut gpu = GpuFacts {
+        flops: 0.0,
         memory_bandwidth,
         multiprocessors: model.multiprocessors,
         launch: KERNEL_LAUNCH_SECS,
+        ranks_per_node: comm.ppn(),
+    };
+    gpu.flops = match &spec.rate {
+        ComputeRate::Tflops(t) => t * 1e12,
+        ComputeRate::Peak { precision, efficiency } => peak(precision)? * efficiency,
+        ComputeRate::Mfu { precision, mfu } => {
+            workload::ddp::rate_for_mfu(spec, &gpu, peak(precision)? * mfu)
+                .map_err(|e| Error::Ddp(format!("workload.mfu = {mfu}: {e}")))?
+        }
     };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
     // and counts their work before any runs (the calls do not depend on their times).

@@ -886,7 +886,7 @@ fn calibrate_logs(
 
 /// What one point of a `--sweep` ran: a DDP step, or an nccl-tests-like sweep's rows.
 enum PointRun {
-    Step(collsim::workload::ddp::StepResult),
+    Step(Box<collsim::workload::ddp::StepResult>),
     Rows(Vec<collsim::workload::sweep::Row>),
 }
 
@@ -1045,7 +1045,7 @@ fn simulate_sweep(
                         f.0
                     );
                 }
-                return Ok(PointRun::Step(collsim::simulate_ddp(&s, params, m)?.0));
+                return Ok(PointRun::Step(Box::new(collsim::simulate_ddp(&s, params, m)?.0)));
             }
             apply_sweep_flags(&mut s, flags)?;
             Ok(PointRun::Rows(collsim::simulate(&s, params, m)?.0))
@@ -1059,7 +1059,7 @@ fn simulate_sweep(
         // A parse error's line and column are in the file as edited for the point.
         let label = format!("--sweep point {label} (positions in the file with its values set)");
         match r.with_context(|| label)? {
-            PointRun::Step(step) => steps.push((p, step)),
+            PointRun::Step(step) => steps.push((p, *step)),
             PointRun::Rows(rows) => sizes.push((p, rows)),
         }
     }

@@ -261,12 +261,22 @@ pub struct RawWorkload {
     pub optimizer_impl: Option<S<String>>,
     pub precision: Option<S<String>>,
     pub efficiency: Option<S<f64>>,
+    pub mfu: Option<S<f64>>,
     pub tflops: Option<S<f64>>,
+    pub input: Option<RawInput>,
     pub compute_slowdown: Option<S<f64>>,
     pub rank_skew_cv: Option<S<f64>>,
     pub straggler_speed: Option<S<f64>>,
+    pub rank_speeds: Option<S<Vec<f64>>>,
     pub ddp: Option<RawDdp>,
     pub layer: Option<Vec<RawLayer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInput {
+    pub gpu_samples_per_s: Option<S<f64>>,
+    pub node_samples_per_s: Option<S<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -294,6 +304,9 @@ pub struct RawLayer {
     pub dtype: Option<S<String>>,
     pub params: S<Vec<Vec<i64>>>,
     pub activations: Option<S<RawQuantity>>,
+    pub fwd_memory: Option<S<RawQuantity>>,
+    pub bwd_memory: Option<S<RawQuantity>>,
+    pub kernels: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

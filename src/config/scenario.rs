@@ -174,9 +174,11 @@ fn ddp_workload(
     w: &RawWorkload,
     node: &NodeSpec,
 ) -> Result<DdpSpec, ConfigError> {
-    use crate::workload::ddp::{CommHook, ComputeRate, DdpSpec as Spec, PowerSgdOptions};
+    use crate::workload::ddp::{
+        CommHook, ComputeRate, DdpSpec as Spec, InputRate, PowerSgdOptions,
+    };
     use crate::workload::memory::{Optimizer, OptimizerImpl};
-    use crate::workload::models::{self, Layer, Model, tensor};
+    use crate::workload::models::{self, Layer, MemoryWork, Model, tensor};
     for (name, present) in [
         ("collective", w.collective.is_some()),
         ("min_bytes", w.min_bytes.is_some()),
@@ -276,12 +278,25 @@ fn ddp_workload(
                         .get() as f64,
                     None => 0.0,
                 };
+                let bytes = |field: &str, q: &Option<Spanned<super::RawQuantity>>| {
+                    q.as_ref()
+                        .map(|q| src.check(&f(field), q, |q| q.parse_with(Bytes::parse)))
+                        .transpose()
+                        .map(|b| b.map(|b| b.get() as f64))
+                };
+                let fwd_mem = bytes("fwd_memory", &l.fwd_memory)?.unwrap_or(0.0);
+                let bwd_mem = bytes("bwd_memory", &l.bwd_memory)?.unwrap_or(2.0 * fwd_mem);
+                let kernels = match &l.kernels {
+                    Some(k) => positive(src, &f("kernels"), k, 1 << 20)? as u32,
+                    None => 0,
+                };
                 out.push(Layer {
                     name: l.name.get_ref().clone(),
                     tensors,
                     fwd_macs: gflops * 1e9 / 2.0,
                     times,
                     act_bytes,
+                    memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels),
                 });
             }
             Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }
@@ -325,7 +340,16 @@ fn ddp_workload(
             }
         })
     };
-    let rate = match (&w.tflops, &w.precision, &w.efficiency) {
+    if let (Some(e), Some(m)) = (&w.efficiency, &w.mfu) {
+        let at = e.span().start.max(m.span().start);
+        return Err(src.error_at(
+            at,
+            "workload.mfu: give efficiency (the GEMMs' fraction of the peak) or mfu (the whole forward and backward's), not both",
+        ));
+    }
+    let efficiency = w.efficiency.as_ref().map(|e| ("workload.efficiency", e, false));
+    let fraction_of_peak = efficiency.or(w.mfu.as_ref().map(|m| ("workload.mfu", m, true)));
+    let rate = match (&w.tflops, &w.precision, fraction_of_peak) {
         (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
             if x.is_finite() && x > 0.0 {
                 Ok(x)
@@ -333,7 +357,7 @@ fn ddp_workload(
                 Err(format!("must be a positive number (got {x})"))
             }
         })?),
-        (None, Some(p), Some(e)) => {
+        (None, Some(p), Some((field, e, mfu))) => {
             let precision = src.check("workload.precision", p, |p| {
                 match node.gpu.model.peak_tflops.get(p.as_str()) {
                     Some(_) => Ok(p.clone()),
@@ -347,27 +371,76 @@ fn ddp_workload(
                     }
                 }
             })?;
-            ComputeRate::Peak { precision, efficiency: fraction("workload.efficiency", e, true)? }
+            let x = fraction(field, e, true)?;
+            if mfu {
+                ComputeRate::Mfu { precision, mfu: x }
+            } else {
+                ComputeRate::Peak { precision, efficiency: x }
+            }
         }
         (Some(t), _, _) => {
             return Err(src.error_at(
                 t.span().start,
-                "workload.tflops: give either tflops or precision and efficiency",
+                "workload.tflops: give either tflops or precision and efficiency (or mfu)",
             ));
         }
         _ => {
             return Err(missing(
                 src,
                 "precision",
-                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8) and efficiency, or tflops",
+                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8) and efficiency or mfu, or tflops",
             ));
         }
+    };
+    let rate_field = |field: &str, v: &Spanned<f64>| {
+        src.check(field, v, |&x| {
+            if x.is_finite() && x > 0.0 {
+                Ok(x)
+            } else {
+                Err(format!("must be a positive number of samples per second (got {x})"))
+            }
+        })
+    };
+    let input = match &w.input {
+        None => None,
+        Some(i) => match (&i.gpu_samples_per_s, &i.node_samples_per_s) {
+            (Some(g), None) => {
+                Some(InputRate::PerGpu(rate_field("workload.input.gpu_samples_per_s", g)?))
+            }
+            (None, Some(n)) => {
+                Some(InputRate::PerNode(rate_field("workload.input.node_samples_per_s", n)?))
+            }
+            (Some(_), Some(n)) => {
+                return Err(src.error_at(
+                    n.span().start,
+                    "workload.input.node_samples_per_s: give gpu_samples_per_s (each GPU's loader) or node_samples_per_s (the node's, shared by its GPUs), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(src.error(
+                    "workload.input: give gpu_samples_per_s or node_samples_per_s (the data loader's samples per second)",
+                ));
+            }
+        },
     };
     let optional = |field: &str, v: &Option<Spanned<f64>>, lo_open: bool| {
         v.as_ref().map(|v| fraction(field, v, lo_open)).transpose()
     };
     let compute_slowdown = optional("workload.compute_slowdown", &w.compute_slowdown, false)?;
+    let rank_speeds = match &w.rank_speeds {
+        None => Vec::new(),
+        Some(v) => src.check("workload.rank_speeds", v, |speeds| {
+            if w.straggler_speed.is_some() {
+                return Err("give straggler_speed (one slow rank) or rank_speeds (each listed rank's), not both".into());
+            }
+            match speeds.iter().find(|&&x| !(x.is_finite() && x > 0.0 && x <= 10.0)) {
+                Some(x) => Err(format!("each speed is relative to the nominal rate, above 0 and at most 10 (got {x})")),
+                None => Ok(speeds.clone()),
+            }
+        })?,
+    };
     let skew = crate::workload::skew::Skew {
+        rank_speeds,
         cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?.unwrap_or(0.0),
         straggler_speed: optional("workload.straggler_speed", &w.straggler_speed, true)?
             .unwrap_or(1.0),
@@ -426,7 +499,7 @@ fn ddp_workload(
         })?,
         None => CommHook::None,
     };
-    Ok(Spec {
+    let spec = Spec {
         model,
         micro_batch,
         grad_accumulation,
@@ -442,7 +515,25 @@ fn ddp_workload(
         optimizer_impl,
         skew,
         sequence,
-    })
+        input,
+    };
+    // An mfu the memory-bound work leaves no room for is refused here, where its line is known
+    // (the step solves the GEMM rate again, with the same inputs).
+    if let (ComputeRate::Mfu { precision, mfu }, Some(m), Some(bw)) =
+        (&spec.rate, &w.mfu, node.gpu.model.memory_bandwidth)
+    {
+        let peak = node.gpu.model.peak_tflops.get(precision).copied().unwrap_or(0.0) * 1e12;
+        let gpu = crate::workload::ddp::GpuFacts {
+            flops: 0.0,
+            memory_bandwidth: bw.bytes_per_sec(),
+            multiprocessors: None,
+            launch: crate::KERNEL_LAUNCH_SECS,
+            ranks_per_node: 1,
+        };
+        let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu);
+        src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
+    }
+    Ok(spec)
 }
 
 /// Parses and validates a scenario; `file` names it in errors and anchors relative topology

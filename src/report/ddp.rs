@@ -40,6 +40,20 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         "first iteration",
         format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms),
     )?;
+    let rate = match &spec.rate {
+        crate::workload::ddp::ComputeRate::Peak { precision, efficiency } => {
+            format!(" ({:.1} % of the {precision} peak)", 100.0 * efficiency)
+        }
+        crate::workload::ddp::ComputeRate::Mfu { precision, mfu } => {
+            let peak = s.node.gpu.model.peak_tflops.get(precision).copied().unwrap_or(f64::NAN);
+            format!(
+                " ({:.1} % of the {precision} peak; model FLOPs utilisation {mfu} over forward and backward)",
+                100.0 * r.gemm_tflops / peak
+            )
+        }
+        crate::workload::ddp::ComputeRate::Tflops(_) => String::new(),
+    };
+    row(out, "GEMM rate", format!("{:.1} TFLOP/s{rate}", r.gemm_tflops))?;
     row(out, "forward", format!("{:.3} ms", r.forward_ms))?;
     row(out, "backward", format!("{:.3} ms", r.backward_ms))?;
     row(
@@ -86,6 +100,16 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             if mem.activations_known { "" } else { "; activations not given" }
         ),
     )?;
+    writeln!(out)?;
+    writeln!(out, "  {:<28} {:>10} {:>7}", "where the step goes", "ms", "share")?;
+    let b = &r.breakdown;
+    for (label, _, ms) in b.parts() {
+        if label == "measured layer times" && ms == 0.0 {
+            continue;
+        }
+        let share = if r.iteration_time_ms > 0.0 { 100.0 * ms / r.iteration_time_ms } else { 0.0 };
+        writeln!(out, "    {label:<26} {ms:>10.3} {share:>6.1} %")?;
+    }
     writeln!(out)?;
     // Under skew, the slowest rank's ready times, and how long a typical rank's bucket waited.
     let skewed = r.skew.is_some();

@@ -36,6 +36,17 @@ const OTHER_COLL: &str = "#8c564b";
 const EXPOSED: &str = "#ff7f0e";
 /// The legend's name for the exposed-communication bands.
 const WAITS: &str = "exposed communication (compute waits for NCCL)";
+const INPUT: &str = "#7f7f7f";
+/// The legend's name for the input-stall bands.
+const STALLS: &str = "input stall (waiting for the data loader)";
+/// The breakdown bar's colours, part by part ([`crate::workload::ddp::Breakdown::parts`]).
+const PARTS: [&str; 9] =
+    ["#2171b5", "#9ecae1", "#fdae6b", "#bcbddc", COPY, "#e7ba52", EXPOSED, "#d62728", INPUT];
+
+/// Whether a wait band is an input stall (else exposed communication).
+fn is_stall(s: &Span) -> bool {
+    s.lane == "wait" && s.name.starts_with("input stall")
+}
 
 /// Writes the plot of `r` to `path`.
 pub fn ddp_step(r: &StepResult, path: &Path) -> Result<(), String> {
@@ -101,7 +112,9 @@ fn tooltip(s: &Span) -> String {
             let _ = write!(t, ", {} channels", s.channels);
         }
     }
-    if s.lane == "wait" {
+    if is_stall(s) {
+        t = format!("input stall: {t}");
+    } else if s.lane == "wait" {
         t = format!("exposed communication: {t}");
     }
     t
@@ -166,9 +179,10 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
     // Exposed communication: a band over both lanes where compute waits for NCCL.
     for s in r.timeline.iter().filter(|s| s.lane == "wait" && s.end_ms >= t0 && s.start_ms <= t1) {
         let (x0, x1) = (x(s.start_ms), x(s.end_ms));
+        let c = if is_stall(s) { INPUT } else { EXPOSED };
         let _ = writeln!(
             svg,
-            r#"<rect x="{x0:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{EXPOSED}" fill-opacity="0.35" stroke="{EXPOSED}" stroke-width="1"><title>{}</title></rect>"#,
+            r#"<rect x="{x0:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{c}" fill-opacity="0.35" stroke="{c}" stroke-width="1"><title>{}</title></rect>"#,
             lane_y(0),
             (x1 - x0).max(1.0),
             2.0 * LANE + GAP,
@@ -256,14 +270,17 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
         ("other collective", OTHER_COLL),
         ("hook compute (compute waits)", HOOK),
         (WAITS, EXPOSED),
+        (STALLS, INPUT),
         ("bucket ready", "#000000"),
     ];
     let present = |name: &str| {
+        let kind = |s: &Span, i: usize| match s.lane {
+            "wait" if is_stall(s) => STALLS,
+            "wait" => WAITS,
+            _ => style(i, s).2,
+        };
         (name == "bucket ready" && !r.buckets.is_empty())
-            || r.timeline
-                .iter()
-                .zip(ordinals(r))
-                .any(|(s, i)| if s.lane == "wait" { name == WAITS } else { style(i, s).2 == name })
+            || r.timeline.iter().zip(ordinals(r)).any(|(s, i)| kind(s, i) == name)
     };
     let kinds: Vec<(&str, &str)> =
         legend.iter().filter(|k| present(k.0)).map(|&(n, c)| (c, n)).collect();
@@ -286,7 +303,9 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
         lx += w;
     }
     let _ = writeln!(body, "</g>");
-    let height = y + 24.0;
+    y += 24.0;
+    y += breakdown_bar(&mut body, r, y);
+    let height = y + 10.0;
     let mut svg = format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0}" viewBox="0 0 {WIDTH} {height:.0}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="#ffffff"/>
@@ -300,8 +319,12 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
     );
     // The bands show the waits; the rest of the exposed time is compute slowed while NCCL
     // kernels take SMs, spread over the bars.
-    let waits: f64 =
-        r.timeline.iter().filter(|s| s.lane == "wait").map(|s| s.end_ms - s.start_ms).sum();
+    let waits: f64 = r
+        .timeline
+        .iter()
+        .filter(|s| s.lane == "wait" && !is_stall(s))
+        .map(|s| s.end_ms - s.start_ms)
+        .sum();
     let _ = writeln!(
         svg,
         r##"<text x="{:.0}" y="42" font-size="11" text-anchor="middle" fill="#555555">exposed = compute waiting for NCCL (orange bands, {waits:.3} ms) + compute slowed while NCCL kernels run ({:.3} ms)</text>"##,
@@ -311,6 +334,54 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
     svg.push_str(&body);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Where the step goes: one bar of the breakdown's parts, each labelled below with its ms and
+/// share (parts of no time left out); returns its height.
+fn breakdown_bar(svg: &mut String, r: &StepResult, top: f64) -> f64 {
+    let total = r.breakdown.total_ms().max(1e-9);
+    let pw = WIDTH - LEFT - RIGHT;
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="{:.1}" font-size="13" font-weight="bold">where the step goes</text>"#,
+        top + 13.0
+    );
+    let (bar_y, mut x) = (top + 20.0, LEFT);
+    let mut labels = Vec::new();
+    for ((label, _, ms), color) in r.breakdown.parts().into_iter().zip(PARTS) {
+        if ms <= 0.0 {
+            continue;
+        }
+        let w = ms / total * pw;
+        let text = format!("{label}: {ms:.3} ms ({:.1} %)", 100.0 * ms / total);
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x:.2}" y="{bar_y:.1}" width="{w:.2}" height="{LANE}" fill="{color}"><title>{}</title></rect>"#,
+            esc(&text)
+        );
+        labels.push((color, text));
+        x += w;
+    }
+    // The labels below, wrapped to the width.
+    let (mut lx, mut ly) = (LEFT, bar_y + LANE + 8.0);
+    let _ = writeln!(svg, r#"<g font-size="11">"#);
+    for (color, text) in labels {
+        let w = 22.0 + text.chars().count() as f64 * GLYPH + 18.0;
+        if lx + w > WIDTH - RIGHT {
+            lx = LEFT;
+            ly += 18.0;
+        }
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{ly:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + 20.0,
+            ly + 9.5,
+            esc(&text)
+        );
+        lx += w;
+    }
+    let _ = writeln!(svg, "</g>");
+    ly + 18.0 - top
 }
 
 #[cfg(test)]

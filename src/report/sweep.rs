@@ -75,6 +75,15 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         ]
         .map(String::from),
     );
+    // The breakdown's parts but exposed communication (a column already), and the GEMM rate.
+    let parts = |r: &crate::workload::ddp::StepResult| {
+        let b = r.breakdown.parts();
+        b.into_iter().filter(|p| p.1 != "exposed_comm_ms").collect::<Vec<_>>()
+    };
+    if let Some((_, r)) = rows.first() {
+        head.extend(parts(r).iter().map(|p| p.1.to_string()));
+        head.push("gemm_tflops".into());
+    }
     w.write_record(&head).map_err(io::Error::other)?;
     for (point, r) in rows {
         let mut rec: Vec<String> = point.iter().map(|(_, v)| v.clone()).collect();
@@ -95,6 +104,8 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
             .map(|x| x.to_string()),
         );
         rec.push(r.world.to_string());
+        rec.extend(parts(r).iter().map(|p| p.2.to_string()));
+        rec.push(r.gemm_tflops.to_string());
         w.write_record(&rec).map_err(io::Error::other)?;
     }
     w.flush()

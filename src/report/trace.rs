@@ -40,6 +40,7 @@ fn complete(name: &str, cat: &str, tid: u32, start_ms: f64, end_ms: f64, args: V
 /// A compute-stream span's category.
 fn category(s: &Span) -> &'static str {
     match s.lane {
+        "wait" if s.name.starts_with("input stall") => "input_stall",
         "wait" => "exposed_comm",
         "hook" => "hook",
         "nccl" => "collective",
@@ -63,17 +64,18 @@ fn cover(spans: &[&Span], f: impl Fn(&Span) -> bool) -> Option<(f64, f64)> {
 fn parents(r: &StepResult) -> Vec<(String, &'static str, f64, f64, Value)> {
     let compute: Vec<&Span> = r.timeline.iter().filter(|s| s.lane == "compute").collect();
     let end = r.iteration_time_ms;
-    let mut out = vec![(
-        "iteration".to_string(),
-        "iteration",
-        0.0,
-        end,
-        json!({
-            "iteration_ms": r.iteration_time_ms, "compute_ms": r.compute_ms,
-            "comm_ms": r.comm_ms, "exposed_comm_ms": r.exposed_comm_ms,
-            "overlap": r.overlap_fraction, "ranks": r.world,
-        }),
-    )];
+    let mut args = json!({
+        "iteration_ms": r.iteration_time_ms, "compute_ms": r.compute_ms,
+        "comm_ms": r.comm_ms, "exposed_comm_ms": r.exposed_comm_ms,
+        "overlap": r.overlap_fraction, "ranks": r.world, "gemm_tflops": r.gemm_tflops,
+    });
+    // Where the step goes, one arg per part (breakdown.flop_ms, ...).
+    if let Some(o) = args.as_object_mut() {
+        for (_, key, ms) in r.breakdown.parts() {
+            o.insert(format!("breakdown.{key}"), ms.into());
+        }
+    }
+    let mut out = vec![("iteration".to_string(), "iteration", 0.0, end, args)];
     // no_sync micro-steps come as (fwd, bwd) pairs, in order.
     let fwd: Vec<&&Span> = compute.iter().filter(|s| s.name == "fwd (no_sync)").collect();
     let bwd: Vec<&&Span> = compute.iter().filter(|s| s.name == "bwd (no_sync)").collect();
@@ -139,6 +141,9 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
                 }
                 (NCCL, Value::Object(a))
             }
+            "wait" if category(s) == "input_stall" => {
+                (COMPUTE, json!({"input_stall_ms": s.end_ms - s.start_ms}))
+            }
             "wait" => (COMPUTE, json!({"exposed_ms": s.end_ms - s.start_ms})),
             _ => (COMPUTE, json!({})),
         };
@@ -189,6 +194,7 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
             "version": env!("CARGO_PKG_VERSION"),
             "ranks": r.world,
             "shown": "rank 0 (every rank runs the same step in this model)",
+            "breakdown_ms": r.breakdown,
         },
     });
     serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;

@@ -390,6 +390,49 @@ pub enum ComputeRate {
     },
     /// An achieved rate, TFLOP/s.
     Tflops(f64),
+    /// Model FLOPs utilisation: forward and backward take the model's FLOPs over this fraction
+    /// of the GPU's dense peak for `precision`, memory-bound work and launches included; the
+    /// GEMMs' rate is what is left once those are counted ([`rate_for_mfu`]).
+    Mfu {
+        /// Math precision.
+        precision: String,
+        /// Model FLOPs over (forward + backward time × peak).
+        mfu: f64,
+    },
+}
+
+impl ComputeRate {
+    /// The math precision, where the rate names one.
+    pub fn precision(&self) -> Option<&str> {
+        match self {
+            ComputeRate::Peak { precision, .. } | ComputeRate::Mfu { precision, .. } => {
+                Some(precision)
+            }
+            ComputeRate::Tflops(_) => None,
+        }
+    }
+}
+
+/// Where the samples come from: the data loader's rate, which caps the step when the GPU
+/// would go faster (the loader's workers run ahead of the GPU, so only a shortfall shows).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputRate {
+    /// Samples per second each GPU's loader delivers, whatever else runs on its node.
+    PerGpu(f64),
+    /// Samples per second a node's CPUs deliver (decoding and augmenting), shared by the
+    /// node's GPUs in use: one GPU alone has them all.
+    PerNode(f64),
+}
+
+impl InputRate {
+    /// Samples per second one rank gets with `ranks_on_node` ranks on its node.
+    pub fn per_rank(self, ranks_on_node: usize) -> f64 {
+        match self {
+            InputRate::PerGpu(r) => r,
+            InputRate::PerNode(r) => r / ranks_on_node.max(1) as f64,
+        }
+    }
 }
 
 /// A DDP training step to simulate.
@@ -426,6 +469,8 @@ pub struct DdpSpec {
     pub skew: super::skew::Skew,
     /// Tokens per sample, for transformers (their sequence length).
     pub sequence: Option<u64>,
+    /// The data loader's rate, if it may cap the step (None: never).
+    pub input: Option<InputRate>,
 }
 
 /// The GPU facts the step needs.
@@ -433,12 +478,14 @@ pub struct DdpSpec {
 pub struct GpuFacts {
     /// Achieved FLOP/s.
     pub flops: f64,
-    /// Device memory bandwidth, bytes/s (for copies and casts).
+    /// Device memory bandwidth, bytes/s (for copies, casts and memory-bound layers).
     pub memory_bandwidth: f64,
     /// Streaming multiprocessors, if known.
     pub multiprocessors: Option<u32>,
-    /// Cost of one kernel launch, s (hooks that launch many small kernels pay it).
+    /// Cost of one kernel launch, s (layers and hooks that launch many small kernels pay it).
     pub launch: f64,
+    /// The job's ranks on a node (they share its data-loading CPUs).
+    pub ranks_per_node: usize,
 }
 
 /// A collective's time as the network model gives it.
@@ -572,10 +619,155 @@ pub struct StepResult {
     pub single_gpu_ms: f64,
     /// single_gpu_ms / iteration_time_ms.
     pub scaling_efficiency: f64,
+    /// Where the step's time goes; the parts add up to the iteration.
+    pub breakdown: Breakdown,
+    /// The rate the FLOP-bound kernels run at (a typical rank's), TFLOP/s.
+    pub gemm_tflops: f64,
     /// Per bucket.
     pub buckets: Vec<BucketRow>,
     /// Compute and NCCL lanes of the step.
     pub timeline: Vec<Span>,
+}
+
+/// A step's time split by cause, ms; the parts add up to the iteration time. Under rank skew
+/// the compute parts are a typical rank's and `skew_wait_ms` is what waiting for the slowest
+/// costs.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct Breakdown {
+    /// FLOP-bound compute (GEMMs, convolutions, attention) of every micro-step.
+    pub flop_ms: f64,
+    /// Memory-bound compute (norms, activations, dropout, residual adds, copies, the loss).
+    pub memory_ms: f64,
+    /// The GPU idle while the host launches kernels slower than the GPU runs them.
+    pub launch_ms: f64,
+    /// Layers given as measured times.
+    pub measured_ms: f64,
+    /// DDP's gradient copies into and out of buckets, and hook compute.
+    pub ddp_copies_ms: f64,
+    /// The optimizer step.
+    pub optimizer_ms: f64,
+    /// Communication not hidden behind compute (waiting, and compute slowed by NCCL).
+    pub exposed_comm_ms: f64,
+    /// Waiting for the slowest rank (rank skew, stragglers).
+    pub skew_wait_ms: f64,
+    /// Waiting for the data loader.
+    pub input_stall_ms: f64,
+}
+
+impl Breakdown {
+    /// The parts' sum, ms.
+    pub fn total_ms(&self) -> f64 {
+        self.parts().iter().map(|p| p.2).sum()
+    }
+
+    /// (label, JSON/CSV key, ms) of each part, in the order reports print them.
+    pub fn parts(&self) -> [(&'static str, &'static str, f64); 9] {
+        [
+            ("compute, FLOP-bound", "flop_ms", self.flop_ms),
+            ("compute, memory-bound", "memory_ms", self.memory_ms),
+            ("kernel launch waits", "launch_ms", self.launch_ms),
+            ("measured layer times", "measured_ms", self.measured_ms),
+            ("DDP copies and hooks", "ddp_copies_ms", self.ddp_copies_ms),
+            ("optimizer step", "optimizer_ms", self.optimizer_ms),
+            ("exposed communication", "exposed_comm_ms", self.exposed_comm_ms),
+            ("rank skew wait", "skew_wait_ms", self.skew_wait_ms),
+            ("input stall", "input_stall_ms", self.input_stall_ms),
+        ]
+    }
+}
+
+/// One micro-step's compute, layer by layer, and how it splits (s).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LayerTimes {
+    /// Each layer's forward.
+    pub fwd: Vec<f64>,
+    /// Each layer's backward.
+    pub bwd: Vec<f64>,
+    /// FLOP-bound time.
+    pub flop: f64,
+    /// Memory-bound time.
+    pub memory: f64,
+    /// Time layers wait for their launches beyond their GPU time.
+    pub launch: f64,
+    /// Layers given as measured times.
+    pub measured: f64,
+}
+
+/// One micro-step's layer times on `gpu`: a layer's GEMMs at the FLOP rate and its
+/// memory-bound kernels at the memory bandwidth, one after the other (each kernel is bound by
+/// one or the other); the host launches the layer's kernels meanwhile, so a layer takes the
+/// longer of its GPU time and its launches. Backward is dgrad and wgrad, each as costly as the
+/// forward's GEMMs (the first layer has no dgrad).
+pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
+    let batch = spec.micro_batch as f64;
+    let act = if super::memory::sixteen_bit(spec) { 1.0 } else { 2.0 };
+    let mut t = LayerTimes {
+        fwd: Vec::new(),
+        bwd: Vec::new(),
+        flop: 0.0,
+        memory: 0.0,
+        launch: 0.0,
+        measured: 0.0,
+    };
+    for (i, l) in spec.model.layers.iter().enumerate() {
+        if let Some((f, b)) = l.times {
+            t.fwd.push(f);
+            t.bwd.push(b);
+            t.measured += f + b;
+            continue;
+        }
+        let m = &l.memory;
+        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
+        let passes = if i == 0 { 1.0 } else { 2.0 };
+        let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
+        let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
+        let launch_f = m.fwd_kernels as f64 * gpu.launch;
+        let launch_b = m.bwd_kernels as f64 * gpu.launch;
+        for (gpu_s, launch, out) in
+            [(gemm + mem_f, launch_f, &mut t.fwd), (passes * gemm + mem_b, launch_b, &mut t.bwd)]
+        {
+            out.push(gpu_s.max(launch));
+            t.launch += (launch - gpu_s).max(0.0);
+        }
+        t.flop += (1.0 + passes) * gemm;
+        t.memory += mem_f + mem_b;
+    }
+    t
+}
+
+/// The GEMM rate (FLOP/s) at which one micro-step's forward and backward take the model's
+/// FLOPs at `mfu_flops` (the model FLOPs utilisation times the peak), memory-bound work and
+/// launches included; an error if those alone take longer.
+pub fn rate_for_mfu(spec: &DdpSpec, gpu: &GpuFacts, mfu_flops: f64) -> Result<f64, String> {
+    let at = |flops: f64| {
+        let t = layer_times(spec, &GpuFacts { flops, ..*gpu });
+        t.fwd.iter().chain(&t.bwd).sum::<f64>() - t.measured
+    };
+    // The model's FLOPs per micro-step (forward, and backward's dgrad and wgrad).
+    let one = at(1.0) - at(f64::INFINITY);
+    if one.is_nan() || one <= 0.0 {
+        return Err("mfu needs layers given in FLOPs (fwd_gflops or a preset)".into());
+    }
+    let target = one / mfu_flops;
+    let floor = at(f64::INFINITY);
+    if floor >= target {
+        return Err(format!(
+            "the memory-bound work and kernel launches alone take {:.3} ms of the {:.3} ms that this mfu allows forward and backward; give a lower mfu, or efficiency for the GEMMs alone",
+            floor * 1e3,
+            target * 1e3
+        ));
+    }
+    // at() falls as the rate grows: bisect on its logarithm between the peak-bound rate (GEMMs
+    // alone would take the whole target) and a rate fast enough.
+    let (mut lo, mut hi) = (mfu_flops, mfu_flops * 2.0);
+    while at(hi) > target {
+        hi *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = (lo * hi).sqrt();
+        if at(mid) > target { lo = mid } else { hi = mid }
+    }
+    Ok((lo * hi).sqrt())
 }
 
 /// Simulates one optimizer step of `spec` on `world` ranks; `coll` times a collective
@@ -611,7 +803,12 @@ pub fn simulate_step(
     // The times are the slowest rank's; scaling is against one GPU at nominal speed.
     let mut r = run(&slow_spec, &slow_gpu);
     r.single_gpu_ms = typical.single_gpu_ms;
+    r.gemm_tflops = typical.gemm_tflops;
     r.scaling_efficiency = typical.single_gpu_ms / r.iteration_time_ms;
+    r.breakdown = Breakdown {
+        skew_wait_ms: r.iteration_time_ms - typical.iteration_time_ms,
+        ..typical.breakdown
+    };
     r.skew = Some(SkewCost {
         slowest_factor: c,
         wait_ms: r.iteration_time_ms - typical.iteration_time_ms,
@@ -650,6 +847,12 @@ pub(crate) struct StepPlan {
     slowdown: f64,
     world: usize,
     micro_batch: u64,
+    /// One micro-step's layer times and their split.
+    layers: LayerTimes,
+    /// The FLOP-bound kernels' rate, FLOP/s.
+    flops: f64,
+    /// The loader's samples per second for a rank of this job, and for one GPU alone.
+    input: Option<(f64, f64)>,
 }
 
 impl StepPlan {
@@ -658,16 +861,45 @@ impl StepPlan {
         self.steady.clone()
     }
 
+    /// The data loader's time for one step's samples on a rank of this job, s (0 without a
+    /// loader limit): a step takes at least this.
+    pub(crate) fn loader_secs(&self) -> f64 {
+        self.input.map_or(0.0, |(rank, _)| (self.micro_batch * self.k) as f64 / rank)
+    }
+
     /// The step's result from its timeline, run from time zero.
     pub(crate) fn result(&self, step: &Timeline) -> StepResult {
         let StepPlan { first_end, k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
-        let end = step.end.unwrap_or(0.0);
+        let gpu_end = step.end.unwrap_or(0.0);
         let comm = step.comm_before + step.comm;
         let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute;
-        let exposed = (end - compute).max(0.0);
-        // One GPU alone runs the same micro-steps and optimizer step, without DDP's copies.
-        let single = k as f64 * (fwd_s + bwd_s) + optimizer;
+        let exposed = (gpu_end - compute).max(0.0);
+        // The loader's workers prepare the next batches while the GPU runs: a step takes the
+        // longer of the two.
+        let end = gpu_end.max(self.loader_secs());
+        // One GPU alone (with its node's whole loader) runs the same micro-steps and optimizer
+        // step, without DDP's copies.
+        let alone = self.input.map_or(0.0, |(_, one)| (self.micro_batch * k) as f64 / one);
+        let single = (k as f64 * (fwd_s + bwd_s) + optimizer).max(alone);
         let samples = (self.micro_batch * k * world as u64) as f64;
+        let l = &self.layers;
+        let ms = |x: f64| k as f64 * x * 1e3;
+        let breakdown = Breakdown {
+            flop_ms: ms(l.flop),
+            memory_ms: ms(l.memory),
+            launch_ms: ms(l.launch),
+            measured_ms: ms(l.measured),
+            ddp_copies_ms: (copies + step.hook_compute) * 1e3,
+            optimizer_ms: optimizer * 1e3,
+            exposed_comm_ms: exposed * 1e3,
+            skew_wait_ms: 0.0,
+            input_stall_ms: (end - gpu_end) * 1e3,
+        };
+        let mut timeline = step.spans.clone();
+        if end > gpu_end {
+            let (a, b) = (gpu_end * 1e3, end * 1e3);
+            timeline.push(Span::compute("wait", "input stall (data loader)".into(), a, b));
+        }
         StepResult {
             world,
             iteration_time_ms: end * 1e3,
@@ -684,8 +916,10 @@ impl StepPlan {
             samples_per_s: samples / end,
             single_gpu_ms: single * 1e3,
             scaling_efficiency: single / end,
+            breakdown,
+            gemm_tflops: self.flops / 1e12,
             buckets: step.rows.clone(),
-            timeline: step.spans.clone(),
+            timeline,
         }
     }
 }
@@ -700,20 +934,8 @@ pub(crate) fn plan_step(
 ) -> StepPlan {
     use crate::collective::Collective;
     let m = &spec.model;
-    let batch = spec.micro_batch as f64;
-    let fwd: Vec<f64> = m
-        .layers
-        .iter()
-        .map(|l| l.times.map_or(2.0 * l.fwd_macs * batch / gpu.flops, |t| t.0))
-        .collect();
-    // Backward: dgrad and wgrad, each as costly as the forward; the first layer has no dgrad.
-    let bwd: Vec<f64> = m
-        .layers
-        .iter()
-        .zip(&fwd)
-        .enumerate()
-        .map(|(i, (l, f))| l.times.map_or(if i == 0 { *f } else { 2.0 * f }, |t| t.1))
-        .collect();
+    let layers = layer_times(spec, gpu);
+    let (fwd, bwd) = (&layers.fwd, &layers.bwd);
     let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
     let pass = |bytes: f64| bytes / gpu.memory_bandwidth;
     let compute_secs = |bytes: f64, flops: f64, launches: u64| {
@@ -898,7 +1120,7 @@ pub(crate) fn plan_step(
         before.push(Work::Drain);
     }
     // The synchronising micro-step's forward, layer by layer (the no_sync ones stay whole).
-    for (layer, &secs) in m.layers.iter().zip(&fwd) {
+    for (layer, &secs) in m.layers.iter().zip(fwd) {
         before.push(Work::Run { secs, name: Some(format!("fwd {}", layer.name)), grad: None });
     }
     let steady_line = backward(&spec.hook, &steady, per_call, before);
@@ -937,6 +1159,9 @@ pub(crate) fn plan_step(
         slowdown,
         world,
         micro_batch: spec.micro_batch,
+        layers,
+        flops: gpu.flops,
+        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
     }
 }
 
@@ -1044,7 +1269,7 @@ mod tests {
     }
 
     use crate::collective::Collective;
-    use crate::workload::models::{Layer, Model, tensor};
+    use crate::workload::models::{Layer, MemoryWork, Model, tensor};
 
     /// Sent elements of a whole-model bucket under PowerSGD of `rank`.
     fn powersgd_sent(m: &Model, rank: u64) -> u64 {
@@ -1121,7 +1346,13 @@ mod tests {
     }
 
     fn gpu() -> GpuFacts {
-        GpuFacts { flops: 100e12, memory_bandwidth: 2e12, multiprocessors: Some(100), launch: 4e-6 }
+        GpuFacts {
+            flops: 100e12,
+            memory_bandwidth: 2e12,
+            multiprocessors: Some(100),
+            launch: 4e-6,
+            ranks_per_node: 8,
+        }
     }
 
     /// A collective that takes `per_byte` s per byte plus 10 µs, on 10 channels.
@@ -1152,6 +1383,7 @@ mod tests {
             optimizer_impl: crate::workload::memory::OptimizerImpl::Foreach,
             skew: crate::workload::skew::Skew::default(),
             sequence: None,
+            input: None,
         }
     }
 
@@ -1183,6 +1415,7 @@ mod tests {
             fwd_macs: gflop * 1e9 / 2.0,
             times: None,
             act_bytes: 0.0,
+            memory: Default::default(),
         };
         let m = Model {
             name: "toy".into(),
@@ -1235,6 +1468,7 @@ mod tests {
                 fwd_macs: 0.0,
                 times: None,
                 act_bytes: 0.0,
+                memory: Default::default(),
             }],
             grad_dtype: DataType::Float,
             buffer_bytes: 0,
@@ -1312,5 +1546,107 @@ mod tests {
         assert!(last.bytes > 300 << 20 && last.start_ms >= backward_end, "{last:?}");
         assert_eq!(few.iteration_time_ms, all.iteration_time_ms);
         assert_eq!((few.compute_slowdown, all.compute_slowdown), (0.08, 1.0));
+    }
+
+    /// One layer of `gflop` forward GFLOP and `mb` forward memory-bound MB per sample (twice
+    /// as much backward), launching `kernels` forward (twice as many backward).
+    fn one_layer(gflop: f64, mb: f64, kernels: u32) -> Model {
+        Model {
+            name: "one".into(),
+            layers: vec![
+                Layer {
+                    name: "first".into(),
+                    tensors: vec![tensor("w0", 16, 1)],
+                    fwd_macs: 0.0,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: Default::default(),
+                },
+                Layer {
+                    name: "l".into(),
+                    tensors: vec![tensor("w", 1 << 20, 1)],
+                    fwd_macs: gflop * 1e9 / 2.0,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: MemoryWork::new(mb * 1e6, 2.0 * mb * 1e6, kernels, 2 * kernels),
+                },
+            ],
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        }
+    }
+
+    /// `spec(model)` with 16-bit math (the GPU facts set the rate).
+    fn half(model: Model) -> DdpSpec {
+        DdpSpec {
+            rate: ComputeRate::Peak { precision: "fp16".into(), efficiency: 0.5 },
+            ..spec(model)
+        }
+    }
+
+    #[test]
+    fn memory_bound_work_adds_its_bytes_at_the_memory_bandwidth() {
+        // 8 samples x 10 GFLOP at 100 TFLOP/s = 0.8 ms forward; 8 x 100 MB at 2 TB/s = 0.4 ms;
+        // backward twice both. fp32 activations move twice the bytes.
+        let s = half(one_layer(10.0, 100.0, 1));
+        let t = layer_times(&s, &gpu());
+        assert!((t.fwd[1] - 1.2e-3).abs() < 1e-12, "{:?}", t.fwd);
+        assert!((t.bwd[1] - 2.4e-3).abs() < 1e-12, "{:?}", t.bwd);
+        assert!((t.flop - 2.4e-3).abs() < 1e-12 && (t.memory - 1.2e-3).abs() < 1e-12);
+        let fp32 = DdpSpec {
+            rate: ComputeRate::Peak { precision: "tf32".into(), efficiency: 0.5 },
+            ..spec(one_layer(10.0, 100.0, 1))
+        };
+        assert!((layer_times(&fp32, &gpu()).memory - 2.4e-3).abs() < 1e-12);
+        assert!(
+            (layer_times(&spec(one_layer(10.0, 100.0, 1)), &gpu()).memory - 2.4e-3).abs() < 1e-12
+        );
+        // The step's breakdown carries the split.
+        let r = simulate_step(&s, 16, &gpu(), &linear_coll(0.0));
+        let b = &r.breakdown;
+        assert!((b.flop_ms - 2.4).abs() < 1e-9 && (b.memory_ms - 1.2).abs() < 1e-9, "{b:?}");
+        assert!((r.breakdown.total_ms() - r.iteration_time_ms).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_layer_launching_more_than_it_computes_waits_for_its_launches() {
+        // 1,000 launches of 4 us forward (4 ms) for 0.008 ms of GEMMs: the host sets the pace.
+        let s = half(one_layer(0.1, 0.0, 1000));
+        let t = layer_times(&s, &gpu());
+        assert!((t.fwd[1] - 4e-3).abs() < 1e-12 && (t.bwd[1] - 8e-3).abs() < 1e-12);
+        assert!((t.launch - (12e-3 - 0.024e-3)).abs() < 1e-12, "{}", t.launch);
+    }
+
+    #[test]
+    fn mfu_solves_the_gemm_rate_around_the_memory_bound_work() {
+        // 8 x 30 GFLOP of model FLOPs per micro-step (forward and backward) at 0.4 x 250 TFLOP/s
+        // is 2.4 ms; the memory-bound work takes 1.2 ms of it at 2 TB/s, so the GEMMs run at
+        // 240 GFLOP / 1.2 ms = 200 TFLOP/s.
+        let s = half(one_layer(10.0, 100.0, 1));
+        let rate = rate_for_mfu(&s, &gpu(), 0.4 * 250e12).unwrap();
+        assert!((rate / 200e12 - 1.0).abs() < 1e-9, "{rate}");
+        // More than the memory-bound work leaves is refused.
+        let e = rate_for_mfu(&s, &gpu(), 250e12).unwrap_err();
+        assert!(e.contains("1.200 ms of the 0.960 ms"), "{e}");
+    }
+
+    #[test]
+    fn a_node_loader_shared_by_its_gpus_stalls_the_step() {
+        // A node delivering 2,000 samples/s: 8 ranks take 8 samples each per step at 250/s
+        // each (32 ms); compute is 3.6 ms, so the step waits 28.4 ms for its input. One GPU
+        // alone has the node's whole rate: 4 ms for its 8 samples.
+        let s =
+            DdpSpec { input: Some(InputRate::PerNode(2000.0)), ..half(one_layer(10.0, 100.0, 1)) };
+        // (Copies and the unhidden collectives take a few tens of us besides.)
+        let r = simulate_step(&s, 16, &gpu(), &linear_coll(0.0));
+        assert!((r.iteration_time_ms - 32.0).abs() < 1e-9, "{}", r.iteration_time_ms);
+        assert!((r.breakdown.input_stall_ms - 28.4).abs() < 0.05, "{:?}", r.breakdown);
+        assert!((r.single_gpu_ms - 4.0).abs() < 1e-9, "{}", r.single_gpu_ms);
+        assert!((r.breakdown.total_ms() - r.iteration_time_ms).abs() < 1e-9);
+        assert!(r.timeline.iter().any(|x| x.name.starts_with("input stall")));
+        // Each GPU's own loader at 2,000/s: 4 ms, a 0.4 ms stall.
+        let own = DdpSpec { input: Some(InputRate::PerGpu(2000.0)), ..s };
+        let r = simulate_step(&own, 16, &gpu(), &linear_coll(0.0));
+        assert!((r.breakdown.input_stall_ms - 0.4).abs() < 0.05, "{:?}", r.breakdown);
     }
 }

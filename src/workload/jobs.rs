@@ -325,10 +325,12 @@ pub(crate) fn run_shared(
             if first.iter().all(Option::is_some) || end <= started[j] {
                 continue;
             }
+            // The next step starts once its batch is loaded too.
+            let next = end.max(started[j] + steps[j].plan.loader_secs());
             epochs[j] += 1;
-            started[j] = end;
+            started[j] = next;
             lines[j] = steps[j].plan.timeline();
-            lines[j].start(end, posting!(j));
+            lines[j].start(next, posting!(j));
         }
         if first.iter().all(Option::is_some) {
             break;

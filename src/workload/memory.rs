@@ -22,7 +22,7 @@
 //! and workspace of cuBLAS/cuDNN. The estimate is a floor.
 
 use super::DataType;
-use super::ddp::{ComputeRate, DdpSpec};
+use super::ddp::DdpSpec;
 
 /// A gibibyte, bytes.
 pub const GIB: f64 = 1073741824.0;
@@ -185,10 +185,10 @@ pub struct DdpMemory {
 
 /// Whether the step's math runs in 16 bits (activations and autocast): the compute rate's
 /// precision, or 16-bit gradients when only a rate is given.
-fn sixteen_bit(spec: &DdpSpec) -> bool {
-    match &spec.rate {
-        ComputeRate::Peak { precision, .. } => !matches!(precision.as_str(), "fp32" | "tf32"),
-        ComputeRate::Tflops(_) => spec.model.grad_dtype != DataType::Float,
+pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
+    match spec.rate.precision() {
+        Some(p) => !matches!(p, "fp32" | "tf32"),
+        None => spec.model.grad_dtype != DataType::Float,
     }
 }
 

@@ -34,6 +34,58 @@ pub struct Layer {
     /// (mixed precision); fp32 activations take twice as much. An estimate: see
     /// [`Model::act_bytes`] for how the presets count.
     pub act_bytes: f64,
+    /// Its memory-bound work: the bytes its norms, activations, dropout, residual adds and
+    /// copies move, and the kernels it launches.
+    pub memory: MemoryWork,
+}
+
+/// A layer's memory-bound kernels (what its FLOPs leave out) and its kernel launches. Bytes
+/// are per sample with 16-bit activations (fp32 activations move twice as much), except
+/// `bwd_fixed`, which is per micro-batch in the parameters' dtype.
+///
+/// How the presets count (PyTorch eager, one kernel per op unless a library fuses it): each
+/// elementwise op reads its inputs and writes its output once; a norm in training reads its
+/// input twice forward (statistics, then normalise) and its input and gradient twice backward;
+/// GEMMs (with their fused bias) and flash attention are FLOP-bound and count here only as
+/// launches. Per-preset figures are in [`preset`]'s helpers.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemoryWork {
+    /// Bytes the forward moves per sample.
+    pub fwd: f64,
+    /// Bytes the backward moves per sample.
+    pub bwd: f64,
+    /// Bytes the backward moves per micro-batch whatever its size: a dense embedding
+    /// gradient zeroed before its rows are added.
+    pub bwd_fixed: f64,
+    /// Kernels the forward launches per micro-batch (GEMMs included).
+    pub fwd_kernels: u32,
+    /// Kernels the backward launches per micro-batch.
+    pub bwd_kernels: u32,
+}
+
+impl MemoryWork {
+    /// Forward `fwd` bytes and backward `bwd` bytes per sample, `kernels` launches forward
+    /// and `bwd_kernels` backward.
+    pub fn new(fwd: f64, bwd: f64, kernels: u32, bwd_kernels: u32) -> MemoryWork {
+        MemoryWork { fwd, bwd, bwd_fixed: 0.0, fwd_kernels: kernels, bwd_kernels }
+    }
+
+    /// Per-token bytes as per-sample bytes for a sequence of `s` tokens (launches and fixed
+    /// bytes do not grow with the sequence).
+    fn per_token(self, s: u64) -> MemoryWork {
+        let s = s as f64;
+        MemoryWork { fwd: self.fwd * s, bwd: self.bwd * s, ..self }
+    }
+
+    fn plus(self, o: MemoryWork) -> MemoryWork {
+        MemoryWork {
+            fwd: self.fwd + o.fwd,
+            bwd: self.bwd + o.bwd,
+            bwd_fixed: self.bwd_fixed + o.bwd_fixed,
+            fwd_kernels: self.fwd_kernels + o.fwd_kernels,
+            bwd_kernels: self.bwd_kernels + o.bwd_kernels,
+        }
+    }
 }
 
 /// A model: layers in forward order, and the dtype of its gradients.
@@ -93,6 +145,15 @@ impl Model {
     pub fn act_bytes(&self) -> f64 {
         self.layers.iter().map(|l| l.act_bytes).sum()
     }
+
+    /// Memory-bound bytes per sample, forward and backward, with 16-bit activations
+    /// ([`MemoryWork`]). The presets': ResNet-50 142 / 208 MB per 224 × 224 image; BERT-large
+    /// 235 / 372 MB at s = 128; GPT-2 XL 4.90 / 8.10 GB at s = 1024; Llama-7B 43.1 / 78.1 GB
+    /// at s = 2048.
+    pub fn memory_bytes(&self) -> (f64, f64) {
+        let sum = |f: fn(&MemoryWork) -> f64| self.layers.iter().map(|l| f(&l.memory)).sum();
+        (sum(|m| m.fwd), sum(|m| m.bwd))
+    }
 }
 
 /// A tensor of `rows` × `cols` (a vector: `cols` = 1).
@@ -103,12 +164,26 @@ pub fn tensor(name: impl Into<String>, rows: u64, cols: u64) -> Tensor {
 use tensor as t;
 
 fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer {
-    Layer { name: name.into(), tensors, fwd_macs, times: None, act_bytes: 0.0 }
+    Layer {
+        name: name.into(),
+        tensors,
+        fwd_macs,
+        times: None,
+        act_bytes: 0.0,
+        memory: MemoryWork::default(),
+    }
 }
 
-/// A layer that keeps `act_bytes` per sample for backward.
-fn layer_acts(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64, act: f64) -> Layer {
-    Layer { act_bytes: act, ..layer(name, tensors, fwd_macs) }
+/// A layer that keeps `act_bytes` per sample for backward and does `memory`'s memory-bound
+/// work.
+fn layer_mem(
+    name: impl Into<String>,
+    tensors: Vec<Tensor>,
+    fwd_macs: f64,
+    act: f64,
+    memory: MemoryWork,
+) -> Layer {
+    Layer { act_bytes: act, memory, ..layer(name, tensors, fwd_macs) }
 }
 
 /// A transformer layer's kept activations per sample: 34·s·h bytes (see [`Model::act_bytes`]).
@@ -140,11 +215,12 @@ pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Mode
     // Buffers: ResNet-50's 53 batch norms hold running mean and variance (26,560 channels, fp32)
     // and an int64 counter each; BERT's embeddings hold position_ids and token_type_ids (512
     // int64 each). GPT-2's and Llama's are left out (they depend on the transformers version).
+    let gs = grad_dtype.size() as f64;
     let (layers, buffer_bytes) = match name {
         "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
-        "bert-large" => (bert_large(seq.or(default_sequence(name))?), 2 * 512 * 8),
-        "gpt2-xl" => (gpt2_xl(seq.or(default_sequence(name))?), 0),
-        "llama-7b" => (llama_7b(seq.or(default_sequence(name))?), 0),
+        "bert-large" => (bert_large(seq.or(default_sequence(name))?, gs), 2 * 512 * 8),
+        "gpt2-xl" => (gpt2_xl(seq.or(default_sequence(name))?, gs), 0),
+        "llama-7b" => (llama_7b(seq.or(default_sequence(name))?, gs), 0),
         _ => return None,
     };
     Some(Model { name: name.to_string(), layers, grad_dtype, buffer_bytes })
@@ -178,7 +254,13 @@ fn resnet50() -> Vec<Layer> {
     let (w, macs) = conv("conv1.weight".into(), 7, 3, 64, 112);
     let mut stem = vec![w];
     stem.extend(bn("bn1", 64));
-    let mut out = vec![layer_acts("stem", stem, macs, acts(64 * 112 * 112))];
+    // The stem: conv, batch norm, ReLU, then a 3×3 max-pool with its int64 indices (forward
+    // reads e, writes e/4 and e/4 indices; backward zero-fills e, reads e/4 and the indices,
+    // writes e).
+    let e = 64 * 112 * 112;
+    let pool = MemoryWork::new(4.5 * e as f64, 6.5 * e as f64, 1, 2);
+    let stem_mem = conv_mem().plus(bn_relu_mem(e, true)).plus(pool);
+    let mut out = vec![layer_mem("stem", stem, macs, acts(e), stem_mem)];
     let mut cin = 64;
     let mut hw = 56; // after the stem's max-pool
     for (stage, (planes, blocks)) in
@@ -190,6 +272,7 @@ fn resnet50() -> Vec<Layer> {
             let mut tensors = Vec::new();
             let mut macs = 0.0;
             let mut elems = 0;
+            let mut mem = MemoryWork::default();
             let convs = [
                 (1, cin, planes, hw),
                 (3, planes, planes, out_hw),
@@ -201,26 +284,57 @@ fn resnet50() -> Vec<Layer> {
                 tensors.extend(bn(&format!("{p}.bn{}", i + 1), co));
                 macs += m;
                 elems += co * h * h;
+                // conv1 and conv2 are followed by a ReLU; conv3's batch norm by the residual add.
+                mem = mem.plus(conv_mem()).plus(bn_relu_mem(co * h * h, i < 2));
             }
+            let e_out = 4 * planes * out_hw * out_hw;
+            mem = mem.plus(residual_mem(cin * hw * hw, e_out));
             if b == 0 {
                 let (w, m) = conv(format!("{p}.downsample.0.weight"), 1, cin, 4 * planes, out_hw);
                 tensors.push(w);
                 tensors.extend(bn(&format!("{p}.downsample.1"), 4 * planes));
                 macs += m;
                 elems += 4 * planes * out_hw * out_hw;
+                mem = mem.plus(conv_mem()).plus(bn_relu_mem(e_out, false));
             }
-            out.push(layer_acts(p, tensors, macs, acts(elems)));
+            out.push(layer_mem(p, tensors, macs, acts(elems), mem));
             cin = 4 * planes;
             hw = out_hw;
         }
     }
-    out.push(layer("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64));
+    // The head: global average pool over 2048 × 7 × 7 (read forward, written backward), the
+    // linear layer, and the loss over 1,000 classes (negligible bytes, 3 launches each way).
+    let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7);
+    out.push(layer_mem("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64, 0.0, head));
     out
+}
+
+/// A convolution's launches: forward 1, backward 2 (data and weight gradients).
+fn conv_mem() -> MemoryWork {
+    MemoryWork::new(0.0, 0.0, 1, 2)
+}
+
+/// A training batch norm over `e` elements per sample, 2-byte activations, and an in-place
+/// ReLU after it if `relu`. The norm reads its input twice and writes once forward (6 bytes per
+/// element, 2 launches: statistics, then normalise); backward reads input and gradient for the
+/// statistics' gradients, then both again as it writes (10 bytes, 2 launches). The ReLU reads
+/// and writes forward (4 bytes); backward reads the gradient and its output and writes (6).
+fn bn_relu_mem(e: u64, relu: bool) -> MemoryWork {
+    let e = e as f64;
+    let bn = MemoryWork::new(6.0 * e, 10.0 * e, 2, 2);
+    if relu { bn.plus(MemoryWork::new(4.0 * e, 6.0 * e, 1, 1)) } else { bn }
+}
+
+/// A bottleneck's residual add and the ReLU after it over `e_out` elements; backward, the two
+/// branches' gradients meet at the block's `e_in`-element input (read two, write one).
+fn residual_mem(e_in: u64, e_out: u64) -> MemoryWork {
+    let (e_in, e_out) = (e_in as f64, e_out as f64);
+    MemoryWork::new(6.0 * e_out + 4.0 * e_out, 6.0 * e_out + 6.0 * e_in, 2, 2)
 }
 
 /// HF BertForPreTraining (BERT-large): the decoder weight is the word embedding, and the
 /// decoder bias is `cls.predictions.bias`. MACs per sequence of `s` tokens, heads on every token.
-fn bert_large(s: u64) -> Vec<Layer> {
+fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
     let (d, ff, vocab) = (1024u64, 4096u64, 30_522u64);
     let sf = s as f64;
     let mut emb = vec![
@@ -229,7 +343,14 @@ fn bert_large(s: u64) -> Vec<Layer> {
         t("bert.embeddings.token_type_embeddings.weight", 2, d),
     ];
     emb.extend(bn("bert.embeddings.LayerNorm", d));
-    let mut out = vec![layer("bert.embeddings", emb, 0.0)];
+    // Three lookups (read a row, write it), two adds, LayerNorm and dropout; backward the
+    // dropout, LayerNorm and three embedding backwards, and each dense gradient zeroed.
+    let h = d as f64;
+    let emb_mem = MemoryWork {
+        bwd_fixed: gs * ((vocab + 512 + 2) * d) as f64,
+        ..MemoryWork::new(33.0 * h, 33.0 * h, 7, 20).per_token(s)
+    };
+    let mut out = vec![layer_mem("bert.embeddings", emb, 0.0, 0.0, emb_mem)];
     for i in 0..24 {
         let p = format!("bert.encoder.layer.{i}");
         let mut v = Vec::new();
@@ -246,17 +367,20 @@ fn bert_large(s: u64) -> Vec<Layer> {
         v.extend(linear(&format!("{p}.output.dense"), ff, d));
         v.extend(bn(&format!("{p}.output.LayerNorm"), d));
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
-        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
+        out.push(layer_mem(p, v, macs, transformer_acts(s, d), bert_block_mem(h).per_token(s)));
     }
     out.push(layer("bert.pooler", linear("bert.pooler.dense", d, d).to_vec(), (d * d) as f64));
     let mut head = vec![t("cls.predictions.bias", vocab, 1)];
     head.extend(linear("cls.predictions.transform.dense", d, d));
     head.extend(bn("cls.predictions.transform.LayerNorm", d));
-    out.push(layer_acts(
+    // The MLM transform's GELU and LayerNorm, then the loss over every token's logits.
+    let head_mem = MemoryWork::new(20.0 * h, 34.0 * h, 3, 6).plus(loss_mem(vocab)).per_token(s);
+    out.push(layer_mem(
         "cls.predictions",
         head,
         (d * d + d * vocab) as f64 * sf,
         logits_acts(s, vocab),
+        head_mem,
     ));
     out.push(layer(
         "cls.seq_relationship",
@@ -267,11 +391,18 @@ fn bert_large(s: u64) -> Vec<Layer> {
 }
 
 /// HF GPT2LMHeadModel (GPT-2 XL); the LM head is the token embedding.
-fn gpt2_xl(s: u64) -> Vec<Layer> {
+fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
     let (d, vocab, ctx) = (1600u64, 50_257u64, 1024u64);
     let sf = s as f64;
     let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
-    let mut out = vec![layer("transformer.embeddings", emb, 0.0)];
+    // Two lookups, their add and dropout; backward the dropout, two embedding backwards and
+    // both dense gradients zeroed.
+    let h = d as f64;
+    let emb_mem = MemoryWork {
+        bwd_fixed: gs * ((vocab + ctx) * d) as f64,
+        ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
+    };
+    let mut out = vec![layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)];
     for i in 0..48 {
         let p = format!("transformer.h.{i}");
         let mut v = bn(&format!("{p}.ln_1"), d).to_vec();
@@ -281,23 +412,29 @@ fn gpt2_xl(s: u64) -> Vec<Layer> {
         v.extend(conv1d(&format!("{p}.mlp.c_fc"), d, 4 * d));
         v.extend(conv1d(&format!("{p}.mlp.c_proj"), 4 * d, d));
         let macs = (12 * d * d + 2 * s * d) as f64 * sf;
-        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
+        out.push(layer_mem(p, v, macs, transformer_acts(s, d), gpt2_block_mem(h).per_token(s)));
     }
-    out.push(layer_acts(
+    out.push(layer_mem(
         "transformer.ln_f+lm_head",
         bn("transformer.ln_f", d).to_vec(),
         (d * vocab) as f64 * sf,
         logits_acts(s, vocab),
+        layer_norm_mem(h).plus(loss_mem(vocab)).per_token(s),
     ));
     out
 }
 
 /// Llama-7B (HF LlamaForCausalLM): no biases, RMSNorm, SwiGLU, untied head.
-fn llama_7b(s: u64) -> Vec<Layer> {
+fn llama_7b(s: u64, gs: f64) -> Vec<Layer> {
     let (d, ff, vocab) = (4096u64, 11_008u64, 32_000u64);
     let sf = s as f64;
-    let mut out =
-        vec![layer("model.embed_tokens", vec![t("model.embed_tokens.weight", vocab, d)], 0.0)];
+    let h = d as f64;
+    let emb_mem = MemoryWork {
+        bwd_fixed: gs * (vocab * d) as f64,
+        ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
+    };
+    let emb = vec![t("model.embed_tokens.weight", vocab, d)];
+    let mut out = vec![layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)];
     for i in 0..32 {
         let p = format!("model.layers.{i}");
         let mut v: Vec<Tensor> = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -310,16 +447,74 @@ fn llama_7b(s: u64) -> Vec<Layer> {
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (4 * d * d + 3 * d * ff + 2 * s * d) as f64 * sf;
-        out.push(layer_acts(p, v, macs, transformer_acts(s, d)));
+        let mem = llama_block_mem(h, ff as f64).per_token(s);
+        out.push(layer_mem(p, v, macs, transformer_acts(s, d), mem));
     }
-    out.push(layer("model.norm", vec![t("model.norm.weight", d, 1)], 0.0));
-    out.push(layer_acts(
+    let norm = vec![t("model.norm.weight", d, 1)];
+    out.push(layer_mem("model.norm", norm, 0.0, 0.0, rms_norm_mem(h).per_token(s)));
+    out.push(layer_mem(
         "lm_head",
         vec![t("lm_head.weight", vocab, d)],
         (d * vocab) as f64 * sf,
         logits_acts(s, vocab),
+        loss_mem(vocab).per_token(s),
     ));
     out
+}
+
+/// A LayerNorm over `h` 16-bit elements per token: forward reads and writes (4h bytes, one
+/// launch); backward reads input and gradient for the input's gradient and again for the
+/// weight's (10h, two launches).
+fn layer_norm_mem(h: f64) -> MemoryWork {
+    MemoryWork::new(4.0 * h, 10.0 * h, 1, 2)
+}
+
+/// HF's LlamaRMSNorm over `h` elements per token, op by op: cast to fp32 (6h bytes), square
+/// (8h), mean (4h), add eps and rsqrt (per token), multiply (8h), cast back (6h), times the
+/// weight (4h): 36h in 9 launches; backward about twice the traffic in 14.
+fn rms_norm_mem(h: f64) -> MemoryWork {
+    MemoryWork::new(36.0 * h, 72.0 * h, 9, 14)
+}
+
+/// The loss over a vocabulary of `v` per token as HF computes it: the logits cast to fp32
+/// (read 2, write 4 bytes per logit), log-softmax (read twice, write once: 12), NLL; backward
+/// zero-fills the fp32 gradient (4), log-softmax's backward (12), the cast back (6).
+fn loss_mem(v: u64) -> MemoryWork {
+    let v = v as f64;
+    MemoryWork::new(18.0 * v, 22.0 * v, 4, 6)
+}
+
+/// A GPT-2 block per token (pre-LN, SDPA attention, dropout 0.1), h the hidden size, 2-byte
+/// activations: two LayerNorms (4h each), the heads merged back (a transpose copy, 4h), two
+/// dropouts (read, write and a 1-byte mask: 5h each), two residual adds (6h each), and the
+/// tanh GELU on the 4h-wide MLP activation as one kernel (16h; `gelu(approximate="tanh")`, as
+/// nanoGPT, Megatron and transformers' `gelu_pytorch_tanh` run it: transformers' default
+/// `gelu_new` runs eight elementwise kernels, 144h forward, about four times this block's
+/// count in all):
+/// 50h forward in 13 launches (4 GEMMs and flash attention among them). Backward: LayerNorms
+/// 20h, dropouts 10h, the residual branches' gradients meeting 12h, the merge 4h, GELU 24h
+/// (reads gradient and input, writes), bias gradients reading each GEMM's output gradient
+/// (18h): 88h in 23 launches.
+fn gpt2_block_mem(h: f64) -> MemoryWork {
+    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23)
+}
+
+/// An HF BERT block per token (post-LN, SDPA attention, dropout 0.1, exact GELU as one kernel):
+/// merge 4h, two dropouts 10h, two residual adds 12h, two LayerNorms 8h, GELU on 4h elements
+/// 16h: 50h forward in 15 launches (6 GEMMs). Backward: merge 4h, dropouts 10h, residual
+/// gradients 12h, LayerNorms 20h, GELU 24h, bias gradients 18h: 88h in 30 launches.
+fn bert_block_mem(h: f64) -> MemoryWork {
+    MemoryWork::new(50.0 * h, 88.0 * h, 15, 30)
+}
+
+/// An HF Llama block per token, h hidden and `ff` MLP width, 2-byte activations: two
+/// RMSNorms ([`rms_norm_mem`], 72h), rotary embeddings on q and k (multiply by cos, rotate
+/// half by a negation and a concatenation, multiply by sin, add: 20h each), the heads merged
+/// (4h), two residual adds (12h), SiLU on the gate (4·ff) and its product with up (6·ff):
+/// 128h + 10·ff forward in 41 launches (7 GEMMs). Backward: norms 144h, rotary 80h, merge 4h,
+/// residual gradients 12h, SiLU 6·ff, the product 10·ff: 240h + 16·ff in 66 launches.
+fn llama_block_mem(h: f64, ff: f64) -> MemoryWork {
+    MemoryWork::new(128.0 * h + 10.0 * ff, 240.0 * h + 16.0 * ff, 41, 66)
 }
 
 #[cfg(test)]
@@ -343,6 +538,21 @@ mod tests {
             assert!((got / macs - 1.0).abs() < 0.005, "{name}: {got} vs {macs}");
         }
         assert!(preset("gpt5", None, DataType::Float).is_none());
+    }
+
+    #[test]
+    fn preset_memory_traffic_matches_the_documented_counts() {
+        // Model::memory_bytes's figures, per sample, to 1 %.
+        for (name, fwd, bwd) in [
+            ("resnet50", 0.142, 0.208),
+            ("bert-large", 0.235, 0.372),
+            ("gpt2-xl", 4.90, 8.10),
+            ("llama-7b", 43.1, 78.1),
+        ] {
+            let (f, b) = preset(name, None, DataType::Float).unwrap().memory_bytes();
+            assert!((f / 1e9 / fwd - 1.0).abs() < 0.01, "{name}: forward {f}");
+            assert!((b / 1e9 / bwd - 1.0).abs() < 0.01, "{name}: backward {b}");
+        }
     }
 
     #[test]

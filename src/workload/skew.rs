@@ -5,7 +5,9 @@
 //! Each rank's compute takes its nominal time times a factor: lognormal with mean 1 and
 //! coefficient of variation `cv`, drawn afresh every step and independently per rank (per-step
 //! jitter: clocks, thermal throttling, OS noise), and a persistent straggler at `speed` of the
-//! others (a slow GPU or node) multiplies its own by `1 / speed`. With the same factor for all
+//! others (a slow GPU or node) multiplies its own by `1 / speed`; measured per-rank speeds
+//! (`rank_speeds`, each rank's rate over the nominal one, e.g. from per-rank step times of a real
+//! run) do the same for every rank they list. With the same factor for all
 //! of a rank's kernels in a step, the slowest rank is slowest at every bucket, so the step is the
 //! nominal step with compute scaled by the largest factor; its expectation over ranks is taken
 //! from the order statistics of the factors (the distribution of their maximum), integrated
@@ -17,49 +19,75 @@
 use statrs::distribution::{ContinuousCDF, LogNormal};
 
 /// Per-rank compute variation of a DDP step.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Skew {
     /// Coefficient of variation of each rank's per-step compute time (0: none).
     pub cv: f64,
     /// One rank's speed relative to the others (1: no straggler).
     pub straggler_speed: f64,
+    /// Measured speeds of the first ranks relative to the nominal rate (the others at 1).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rank_speeds: Vec<f64>,
 }
 
 impl Default for Skew {
     fn default() -> Self {
-        Skew { cv: 0.0, straggler_speed: 1.0 }
+        Skew { cv: 0.0, straggler_speed: 1.0, rank_speeds: Vec::new() }
     }
 }
 
 impl Skew {
     /// Whether it changes anything.
     pub fn is_none(&self) -> bool {
-        self.cv == 0.0 && self.straggler_speed == 1.0
+        self.cv == 0.0 && self.speeds().all(|s| s == 1.0)
     }
 
-    /// The expected compute factor of the slowest of `ranks` ranks.
+    /// The speeds of the ranks that are not nominal: the straggler's, or the measured ones.
+    fn speeds(&self) -> impl Iterator<Item = f64> + '_ {
+        let straggler = (self.straggler_speed != 1.0).then_some(self.straggler_speed);
+        straggler.into_iter().chain(self.rank_speeds.iter().copied())
+    }
+
+    /// The expected compute factor of the slowest of `ranks` ranks (the listed speeds beyond
+    /// `ranks` are ignored; [`Skew::check_ranks`] refuses them).
     pub fn slowest_factor(&self, ranks: usize) -> f64 {
-        let s = self.straggler_speed;
-        let straggler = if s < 1.0 { 1 } else { 0 };
-        if self.cv == 0.0 || ranks == 0 {
-            return if ranks > 0 { 1.0 / s } else { 1.0 };
+        if ranks == 0 {
+            return 1.0;
+        }
+        let listed: Vec<f64> = self.speeds().take(ranks).collect();
+        let nominal = (ranks - listed.len()) as i32;
+        // The slowest speed present (1 if any rank is nominal).
+        let start = if nominal > 0 { 1.0 } else { f64::MAX };
+        let slowest = listed.iter().copied().fold(start, f64::min);
+        if self.cv == 0.0 {
+            return 1.0 / slowest;
         }
         // Mean 1: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2.
         let var = (1.0 + self.cv * self.cv).ln();
-        let Ok(d) = LogNormal::new(-var / 2.0, var.sqrt()) else { return 1.0 / s };
-        let others = (ranks - straggler) as i32;
-        // P(max <= x): every other rank's factor under x, the straggler's under x·s.
+        let Ok(d) = LogNormal::new(-var / 2.0, var.sqrt()) else { return 1.0 / slowest };
+        // P(max <= x): every nominal rank's factor under x, a rank at speed s's under x·s.
         let cdf = |x: f64| {
-            let f = d.cdf(x).powi(others);
-            if straggler == 1 { f * d.cdf(x * s) } else { f }
+            let f = d.cdf(x).powi(nominal);
+            listed.iter().fold(f, |p, &s| p * d.cdf(x * s))
         };
         // E[max] = ∫ (1 - P(max <= x)) dx over x >= 0, up to where the tail is negligible.
-        let top = d.inverse_cdf(1.0 - 1e-12 / ranks as f64) / s;
+        let top = d.inverse_cdf(1.0 - 1e-12 / ranks as f64) / slowest;
         let n = 20_000;
         let h = top / n as f64;
         let tail = |i: usize| 1.0 - cdf(i as f64 * h);
         let inner: f64 = (1..n).map(tail).sum();
         h * (0.5 * (tail(0) + tail(n)) + inner)
+    }
+
+    /// An error if the skew lists more ranks than a job of `ranks` has.
+    pub fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        let listed = self.speeds().count();
+        if listed > ranks {
+            return Err(format!(
+                "workload.rank_speeds lists {listed} ranks (straggler included), but the job has {ranks}"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -70,21 +98,39 @@ mod tests {
     #[test]
     fn the_slowest_of_many_ranks_follows_the_order_statistics() {
         // No spread: the straggler alone decides.
-        let s = Skew { cv: 0.0, straggler_speed: 0.8 };
+        let s = Skew { cv: 0.0, straggler_speed: 0.8, rank_speeds: Vec::new() };
         assert_eq!(s.slowest_factor(64), 1.25);
         // One rank: its own mean.
-        let one = Skew { cv: 0.05, straggler_speed: 1.0 }.slowest_factor(1);
+        let one = Skew { cv: 0.05, ..Skew::default() }.slowest_factor(1);
         assert!((one - 1.0).abs() < 1e-6, "{one}");
         // Small cv: nearly normal, so the expected maximum of n is 1 + cv × E[max of n standard
         // normals]: 1.4236 for 8, 2.3437 for 64 (integrated; the lognormal's right skew adds a little).
         for (n, z) in [(8, 1.4236), (64, 2.3437)] {
-            let f = Skew { cv: 0.01, straggler_speed: 1.0 }.slowest_factor(n);
+            let f = Skew { cv: 0.01, ..Skew::default() }.slowest_factor(n);
             assert!((f - (1.0 + 0.01 * z)).abs() < 3e-4, "{n}: {f}");
         }
         // More ranks, slower; a straggler well below the spread sets the pace.
-        let cv = Skew { cv: 0.05, straggler_speed: 1.0 };
+        let cv = Skew { cv: 0.05, ..Skew::default() };
         assert!(cv.slowest_factor(256) > cv.slowest_factor(64));
-        let both = Skew { cv: 0.02, straggler_speed: 0.5 }.slowest_factor(64);
+        let both =
+            Skew { cv: 0.02, straggler_speed: 0.5, rank_speeds: Vec::new() }.slowest_factor(64);
         assert!((both - 2.0).abs() < 0.1, "{both}");
+    }
+
+    #[test]
+    fn measured_rank_speeds_act_as_many_stragglers() {
+        // Listed speeds: the slowest sets the pace without spread; a list of one is the
+        // straggler; every rank listed and faster than nominal runs faster.
+        let speeds = |v: Vec<f64>, cv: f64| Skew { cv, rank_speeds: v, ..Skew::default() };
+        assert_eq!(speeds(vec![0.9, 1.1, 0.8], 0.0).slowest_factor(64), 1.25);
+        let one = Skew { cv: 0.03, straggler_speed: 0.8, rank_speeds: Vec::new() };
+        let f = speeds(vec![0.8], 0.03).slowest_factor(64);
+        assert!((f - one.slowest_factor(64)).abs() < 1e-12, "{f}");
+        assert!((speeds(vec![1.25, 1.25], 0.0).slowest_factor(2) - 0.8).abs() < 1e-12);
+        // Two slow ranks at the same speed are likelier than one to draw a large factor.
+        let two = speeds(vec![0.9, 0.9], 0.05).slowest_factor(64);
+        assert!(two > speeds(vec![0.9], 0.05).slowest_factor(64), "{two}");
+        assert!(speeds(vec![1.0; 9], 0.0).check_ranks(8).is_err());
+        assert!(speeds(vec![1.0; 8], 0.0).check_ranks(8).is_ok());
     }
 }

@@ -127,7 +127,7 @@ kind = "ddp"
 model = "gpt2-xl"
 micro_batch = 8
 precision = "bf16"
-efficiency = 0.4
+mfu = 0.4
 
 [train]
 samples = 1e6
@@ -174,7 +174,7 @@ fn llama_7b_with_adam_fits_no_80_gb_gpu_and_gpt2_xl_does() {
     let gpus80 = r#"instances = ["aws-p5", "dgx-h100", "dgx-a100", "gcp-a3-highgpu-8g", "gcp-a3-megagpu-8g", "gcp-a2-ultragpu-8g", "hgx-h100-roce"]"#;
     let plan = |model: &str, mb: u32| {
         format!(
-            "[workload]\nkind = \"ddp\"\nmodel = \"{model}\"\nmicro_batch = {mb}\nprecision = \"bf16\"\nefficiency = 0.4\n\
+            "[workload]\nkind = \"ddp\"\nmodel = \"{model}\"\nmicro_batch = {mb}\nprecision = \"bf16\"\nmfu = 0.4\n\
              grad_dtype = \"bfloat16\"\noptimizer = \"adam\"\n\n[train]\nsteps = 100\n\n[candidates]\n{gpus80}\nnodes = [1]\n"
         )
     };
