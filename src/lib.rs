@@ -268,7 +268,8 @@ fn with_ddp<R>(
         ComputeRate::Tflops(t) => t * 1e12,
         ComputeRate::Peak { precision, efficiency } => peak(precision)? * efficiency,
         ComputeRate::Mfu { precision, mfu } => {
-            workload::ddp::rate_for_mfu(spec, &gpu, peak(precision)? * mfu)
+            let peak = peak(precision)?;
+            workload::ddp::rate_for_mfu(spec, &gpu, peak * mfu, peak)
                 .map_err(|e| Error::Ddp(format!("workload.mfu = {mfu}: {e}")))?
         }
     };

@@ -284,10 +284,33 @@ fn ddp_workload(
                         .transpose()
                         .map(|b| b.map(|b| b.get() as f64))
                 };
+                // A measured layer's times already hold its memory-bound work and launches.
+                if times.is_some() {
+                    let given = [
+                        ("fwd_memory", l.fwd_memory.as_ref().map(|q| q.span().start)),
+                        ("bwd_memory", l.bwd_memory.as_ref().map(|q| q.span().start)),
+                        ("kernels", l.kernels.as_ref().map(|k| k.span().start)),
+                    ];
+                    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
+                        return Err(src.error_at(
+                            at,
+                            format!(
+                                "{}: a layer given as measured fwd_ms already includes its memory-bound work and launches; give it with fwd_gflops instead",
+                                f(key)
+                            ),
+                        ));
+                    }
+                }
                 let fwd_mem = bytes("fwd_memory", &l.fwd_memory)?.unwrap_or(0.0);
                 let bwd_mem = bytes("bwd_memory", &l.bwd_memory)?.unwrap_or(2.0 * fwd_mem);
                 let kernels = match &l.kernels {
-                    Some(k) => positive(src, &f("kernels"), k, 1 << 20)? as u32,
+                    Some(k) => src.check(&f("kernels"), k, |&n| {
+                        if (0..=1 << 20).contains(&n) {
+                            Ok(n as u32)
+                        } else {
+                            Err(format!("must be 0 to {} launches (got {n})", 1 << 20))
+                        }
+                    })?,
                     None => 0,
                 };
                 out.push(Layer {
@@ -394,10 +417,10 @@ fn ddp_workload(
     };
     let rate_field = |field: &str, v: &Spanned<f64>| {
         src.check(field, v, |&x| {
-            if x.is_finite() && x > 0.0 {
+            if x.is_finite() && x >= 1e-3 {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number of samples per second (got {x})"))
+                Err(format!("must be a number of samples per second, at least 0.001 (got {x})"))
             }
         })
     };
@@ -433,8 +456,8 @@ fn ddp_workload(
             if w.straggler_speed.is_some() {
                 return Err("give straggler_speed (one slow rank) or rank_speeds (each listed rank's), not both".into());
             }
-            match speeds.iter().find(|&&x| !(x.is_finite() && x > 0.0 && x <= 10.0)) {
-                Some(x) => Err(format!("each speed is relative to the nominal rate, above 0 and at most 10 (got {x})")),
+            match speeds.iter().find(|&&x| !(x.is_finite() && x > 0.0 && x <= 1.0)) {
+                Some(x) => Err(format!("each speed is relative to the nominal rate (the fastest rank's), above 0 and at most 1 (got {x})")),
                 None => Ok(speeds.clone()),
             }
         })?,
@@ -530,7 +553,7 @@ fn ddp_workload(
             launch: crate::KERNEL_LAUNCH_SECS,
             ranks_per_node: 1,
         };
-        let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu);
+        let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu, peak);
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)

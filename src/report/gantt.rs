@@ -339,7 +339,7 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
 /// Where the step goes: one bar of the breakdown's parts, each labelled below with its ms and
 /// share (parts of no time left out); returns its height.
 fn breakdown_bar(svg: &mut String, r: &StepResult, top: f64) -> f64 {
-    let total = r.breakdown.total_ms().max(1e-9);
+    let total = r.breakdown.parts().iter().map(|p| p.2.max(0.0)).sum::<f64>().max(1e-9);
     let pw = WIDTH - LEFT - RIGHT;
     let _ = writeln!(
         svg,

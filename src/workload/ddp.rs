@@ -630,8 +630,8 @@ pub struct StepResult {
 }
 
 /// A step's time split by cause, ms; the parts add up to the iteration time. Under rank skew
-/// the compute parts are a typical rank's and `skew_wait_ms` is what waiting for the slowest
-/// costs.
+/// the compute parts (and the input stall) are a typical rank's and `skew_wait_ms` is what
+/// waiting for the slowest costs; the timeline is the slowest rank's.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct Breakdown {
     /// FLOP-bound compute (GEMMs, convolutions, attention) of every micro-step.
@@ -695,25 +695,28 @@ pub(crate) struct LayerTimes {
 
 /// One micro-step's layer times on `gpu`: a layer's GEMMs at the FLOP rate and its
 /// memory-bound kernels at the memory bandwidth, one after the other (each kernel is bound by
-/// one or the other); the host launches the layer's kernels meanwhile, so a layer takes the
-/// longer of its GPU time and its launches. Backward is dgrad and wgrad, each as costly as the
-/// forward's GEMMs (the first layer has no dgrad).
+/// one or the other). Backward is dgrad and wgrad, each as costly as the forward's GEMMs (the
+/// first layer has no dgrad). The host launches the kernels in the same order, forward then
+/// backward, running ahead of the GPU where it can: a layer cannot end before its last kernel
+/// is launched, so where launches take longer than the GPU's work the GPU waits.
 pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
     let batch = spec.micro_batch as f64;
     let act = if super::memory::sixteen_bit(spec) { 1.0 } else { 2.0 };
+    let layers = &spec.model.layers;
     let mut t = LayerTimes {
         fwd: Vec::new(),
-        bwd: Vec::new(),
+        bwd: vec![0.0; layers.len()],
         flop: 0.0,
         memory: 0.0,
         launch: 0.0,
         measured: 0.0,
     };
-    for (i, l) in spec.model.layers.iter().enumerate() {
+    // Per layer, forward and backward: (GPU time, launch time).
+    let mut work = Vec::with_capacity(layers.len());
+    for (i, l) in layers.iter().enumerate() {
         if let Some((f, b)) = l.times {
-            t.fwd.push(f);
-            t.bwd.push(b);
             t.measured += f + b;
+            work.push(((f, 0.0), (b, 0.0)));
             continue;
         }
         let m = &l.memory;
@@ -721,24 +724,40 @@ pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
         let passes = if i == 0 { 1.0 } else { 2.0 };
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
-        let launch_f = m.fwd_kernels as f64 * gpu.launch;
-        let launch_b = m.bwd_kernels as f64 * gpu.launch;
-        for (gpu_s, launch, out) in
-            [(gemm + mem_f, launch_f, &mut t.fwd), (passes * gemm + mem_b, launch_b, &mut t.bwd)]
-        {
-            out.push(gpu_s.max(launch));
-            t.launch += (launch - gpu_s).max(0.0);
-        }
         t.flop += (1.0 + passes) * gemm;
         t.memory += mem_f + mem_b;
+        work.push((
+            (gemm + mem_f, m.fwd_kernels as f64 * gpu.launch),
+            (passes * gemm + mem_b, m.bwd_kernels as f64 * gpu.launch),
+        ));
     }
+    // The host's clock and the GPU's, through forward then backward.
+    let (mut host, mut done, mut wait) = (0.0, 0.0, 0.0);
+    let mut step = |(gpu_s, launch): (f64, f64)| {
+        host += launch;
+        let start = done;
+        done = f64::max(done + gpu_s, host);
+        wait += done - start - gpu_s;
+        done - start
+    };
+    t.fwd = work.iter().map(|w| step(w.0)).collect();
+    for (i, w) in work.iter().enumerate().rev() {
+        t.bwd[i] = step(w.1);
+    }
+    t.launch = wait.max(0.0);
     t
 }
 
 /// The GEMM rate (FLOP/s) at which one micro-step's forward and backward take the model's
-/// FLOPs at `mfu_flops` (the model FLOPs utilisation times the peak), memory-bound work and
-/// launches included; an error if those alone take longer.
-pub fn rate_for_mfu(spec: &DdpSpec, gpu: &GpuFacts, mfu_flops: f64) -> Result<f64, String> {
+/// FLOPs at `mfu_flops` (the model FLOPs utilisation times `peak`), memory-bound work and
+/// launches included; an error if those alone take longer, or if the GEMMs would have to run
+/// above `peak`.
+pub fn rate_for_mfu(
+    spec: &DdpSpec,
+    gpu: &GpuFacts,
+    mfu_flops: f64,
+    peak: f64,
+) -> Result<f64, String> {
     let at = |flops: f64| {
         let t = layer_times(spec, &GpuFacts { flops, ..*gpu });
         t.fwd.iter().chain(&t.bwd).sum::<f64>() - t.measured
@@ -767,7 +786,17 @@ pub fn rate_for_mfu(spec: &DdpSpec, gpu: &GpuFacts, mfu_flops: f64) -> Result<f6
         let mid = (lo * hi).sqrt();
         if at(mid) > target { lo = mid } else { hi = mid }
     }
-    Ok((lo * hi).sqrt())
+    let rate = (lo * hi).sqrt();
+    if rate > peak * (1.0 + 1e-9) {
+        return Err(format!(
+            "the GEMMs would have to run at {:.1} TFLOP/s, above the {:.1} TFLOP/s peak, for the memory-bound work and kernel launches ({:.3} ms) to fit the {:.3} ms this mfu allows forward and backward; give a lower mfu",
+            rate / 1e12,
+            peak / 1e12,
+            floor * 1e3,
+            target * 1e3
+        ));
+    }
+    Ok(rate)
 }
 
 /// Simulates one optimizer step of `spec` on `world` ranks; `coll` times a collective
@@ -903,7 +932,7 @@ impl StepPlan {
         StepResult {
             world,
             iteration_time_ms: end * 1e3,
-            first_iteration_ms: first_end * 1e3,
+            first_iteration_ms: first_end.max(self.loader_secs()) * 1e3,
             forward_ms: k as f64 * fwd_s * 1e3,
             backward_ms: k as f64 * bwd_s * 1e3,
             optimizer_ms: optimizer * 1e3,
@@ -1623,11 +1652,14 @@ mod tests {
         // is 2.4 ms; the memory-bound work takes 1.2 ms of it at 2 TB/s, so the GEMMs run at
         // 240 GFLOP / 1.2 ms = 200 TFLOP/s.
         let s = half(one_layer(10.0, 100.0, 1));
-        let rate = rate_for_mfu(&s, &gpu(), 0.4 * 250e12).unwrap();
+        let rate = rate_for_mfu(&s, &gpu(), 0.4 * 250e12, 250e12).unwrap();
         assert!((rate / 200e12 - 1.0).abs() < 1e-9, "{rate}");
-        // More than the memory-bound work leaves is refused.
-        let e = rate_for_mfu(&s, &gpu(), 250e12).unwrap_err();
+        // More than the memory-bound work leaves is refused, and so is a rate above the peak
+        // (0.7 x 250 TFLOP/s: 1.371 ms, 0.171 ms for the GEMMs, 1,400 TFLOP/s).
+        let e = rate_for_mfu(&s, &gpu(), 250e12, 250e12).unwrap_err();
         assert!(e.contains("1.200 ms of the 0.960 ms"), "{e}");
+        let e = rate_for_mfu(&s, &gpu(), 0.7 * 250e12, 250e12).unwrap_err();
+        assert!(e.contains("1400.0 TFLOP/s, above the 250.0 TFLOP/s peak"), "{e}");
     }
 
     #[test]

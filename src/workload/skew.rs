@@ -84,7 +84,7 @@ impl Skew {
         let listed = self.speeds().count();
         if listed > ranks {
             return Err(format!(
-                "workload.rank_speeds lists {listed} ranks (straggler included), but the job has {ranks}"
+                "workload.rank_speeds lists {listed} ranks, but the job has {ranks} (a --nodes, --gpus-per-node or swept cluster size smaller than the list)"
             ));
         }
         Ok(())
@@ -120,13 +120,12 @@ mod tests {
     #[test]
     fn measured_rank_speeds_act_as_many_stragglers() {
         // Listed speeds: the slowest sets the pace without spread; a list of one is the
-        // straggler; every rank listed and faster than nominal runs faster.
+        // straggler.
         let speeds = |v: Vec<f64>, cv: f64| Skew { cv, rank_speeds: v, ..Skew::default() };
-        assert_eq!(speeds(vec![0.9, 1.1, 0.8], 0.0).slowest_factor(64), 1.25);
+        assert_eq!(speeds(vec![0.9, 1.0, 0.8], 0.0).slowest_factor(64), 1.25);
         let one = Skew { cv: 0.03, straggler_speed: 0.8, rank_speeds: Vec::new() };
         let f = speeds(vec![0.8], 0.03).slowest_factor(64);
         assert!((f - one.slowest_factor(64)).abs() < 1e-12, "{f}");
-        assert!((speeds(vec![1.25, 1.25], 0.0).slowest_factor(2) - 0.8).abs() < 1e-12);
         // Two slow ranks at the same speed are likelier than one to draw a large factor.
         let two = speeds(vec![0.9, 0.9], 0.05).slowest_factor(64);
         assert!(two > speeds(vec![0.9], 0.05).slowest_factor(64), "{two}");

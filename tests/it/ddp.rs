@@ -745,6 +745,12 @@ fn an_mfu_the_memory_bound_work_leaves_no_room_for_is_refused_on_its_line() {
         &["simulate", s, "--sweep", "workload.mfu=0.6"],
         &["workload.mfu", "the memory-bound work and kernel launches alone take 43.9"],
     );
+    // A small batch at mfu 0.215: the memory-bound work fits, but only with the GEMMs above
+    // the A100's peak.
+    super::cli_errors::fails_with(
+        &["simulate", s, "--sweep", "workload.micro_batch=6", "--sweep", "workload.mfu=0.215"],
+        &["workload.mfu", "above the 312.0 TFLOP/s peak"],
+    );
     let text =
         std::fs::read_to_string(s).unwrap().replace("mfu = 0.194", "mfu = 0.194\nefficiency = 0.3");
     let p = super::scratch().join(format!("collsim-mfu-{}.toml", std::process::id()));
@@ -762,7 +768,7 @@ fn measured_rank_speeds_set_the_pace_as_a_straggler_does() {
     let s = "scenarios/resnet50-straggler-dgx-a100-8node.toml";
     let text = std::fs::read_to_string(s).unwrap();
     let line = text.lines().find(|l| l.starts_with("straggler_speed")).unwrap();
-    let measured = text.replace(line, "rank_speeds = [1.02, 0.8, 0.97]");
+    let measured = text.replace(line, "rank_speeds = [1.0, 0.8, 0.97]");
     let dir = super::scratch();
     let p = dir.join(format!("collsim-rank-speeds-{}.toml", std::process::id()));
     std::fs::write(&p, &measured).unwrap();
@@ -776,14 +782,59 @@ fn measured_rank_speeds_set_the_pace_as_a_straggler_does() {
         &["simulate", p.to_str().unwrap()],
         &["workload.rank_speeds", "not both"],
     );
-    std::fs::write(&p, measured.replace("0.97]", "0.0]")).unwrap();
-    super::cli_errors::fails_with(
-        &["simulate", p.to_str().unwrap()],
-        &["workload.rank_speeds", "above 0"],
-    );
+    for bad in ["0.0]", "1.1]"] {
+        std::fs::write(&p, measured.replace("0.97]", bad)).unwrap();
+        super::cli_errors::fails_with(
+            &["simulate", p.to_str().unwrap()],
+            &["workload.rank_speeds", "above 0 and at most 1"],
+        );
+    }
     std::fs::write(&p, measured.clone()).unwrap();
     super::cli_errors::fails_with(
         &["simulate", p.to_str().unwrap(), "--nodes", "1", "--gpus-per-node", "2"],
         &["workload.rank_speeds lists 3 ranks", "the job has 2"],
+    );
+}
+
+#[test]
+fn custom_layers_take_memory_bytes_and_launches_only_with_their_flops() {
+    let s = "scenarios/ddp-custom-layers.toml";
+    let text = std::fs::read_to_string(s).unwrap();
+    let dir = super::scratch();
+    let p = dir.join(format!("collsim-layer-mem-{}.toml", std::process::id()));
+    // block0 moving 1 GB per sample forward (2 backward) at the H100's 3.35 TB/s, twice over
+    // (a tflops rate with fp32 gradients counts fp32 activations): 16 samples take 28.66 ms
+    // more; kernels = 0 is no launch floor.
+    let heavy = text.replacen(
+        "fwd_gflops = 25           # per sample",
+        "fwd_gflops = 25\nfwd_memory = \"1 GB\"\nkernels = 0",
+        1,
+    );
+    std::fs::write(&p, &heavy).unwrap();
+    let base = json(&["simulate", s, "--format", "json"]);
+    let v = json(&["simulate", p.to_str().unwrap(), "--format", "json"]);
+    let mem = num(&v["breakdown"], "memory_ms");
+    assert!((mem - 2.0 * 16.0 * 3e9 / 3.35e12 * 1e3).abs() < 1e-6, "{mem}");
+    assert_eq!(num(&base["breakdown"], "memory_ms"), 0.0);
+    // On a layer given as measured times, the keys are refused on their line.
+    let measured = text.replacen("bwd_ms = 0.9", "bwd_ms = 0.9\nkernels = 40", 1);
+    std::fs::write(&p, measured).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[".toml:", "workload.layer[0].kernels", "measured fwd_ms already includes"],
+    );
+}
+
+#[test]
+fn rank_skew_in_a_job_is_refused_on_its_line() {
+    let text = std::fs::read_to_string("scenarios/two-ddp-jobs-shared-spine.toml").unwrap();
+    let text =
+        text.replace("../topologies/", &format!("{}/topologies/", env!("CARGO_MANIFEST_DIR")));
+    let text = text.replacen("mfu = 0.4", "mfu = 0.4\nstraggler_speed = 0.8", 1);
+    let p = super::scratch().join(format!("collsim-job-skew-{}.toml", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[".toml:", "job.workload.straggler_speed", "not modelled for [[job]] steps"],
     );
 }
