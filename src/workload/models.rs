@@ -202,17 +202,71 @@ fn logits_acts(s: u64, vocab: u64) -> f64 {
     6.0 * (s * vocab) as f64
 }
 
-/// The preset names.
-pub const PRESETS: [&str; 4] = ["resnet50", "bert-large", "gpt2-xl", "llama-7b"];
+/// The preset names (`llama-13b` is also accepted for `llama-2-13b`, whose shapes LLaMA-1 13B
+/// shares).
+pub const PRESETS: [&str; 11] = [
+    "resnet50",
+    "bert-large",
+    "gpt2-xl",
+    "llama-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.2-1b",
+    "mixtral-8x7b",
+    "gpt3-175b",
+];
 
-/// A transformer preset's usual sequence length (None for other models).
+/// A transformer preset's usual sequence length (None for other models): the length it was
+/// trained at, as its paper or model card gives it (LLaMA-1 2,048, Llama 2 4,096, Llama 3
+/// 8,192; Mixtral's training length is not published: 4,096 here).
 pub fn default_sequence(name: &str) -> Option<u64> {
     match name {
         "bert-large" => Some(128),
         "gpt2-xl" => Some(1024),
         "llama-7b" => Some(2048),
+        "llama-2-13b" | "llama-13b" | "llama-2-70b" | "mixtral-8x7b" => Some(4096),
+        "llama-3-8b" | "llama-3-70b" | "llama-3.2-1b" => Some(8192),
+        "gpt3-175b" => Some(2048),
         _ => None,
     }
+}
+
+/// A Llama-family decoder's shapes (HF `config.json`: hidden_size, intermediate_size,
+/// num_hidden_layers, vocab_size, num_key_value_heads × head_dim, tie_word_embeddings;
+/// Mixtral's num_local_experts and num_experts_per_tok).
+struct Decoder {
+    layers: u64,
+    d: u64,
+    ff: u64,
+    vocab: u64,
+    /// Width of the key and value projections (grouped-query attention: fewer than d).
+    kv: u64,
+    /// The LM head is the token embedding.
+    tied: bool,
+    /// Experts per layer and experts each token goes to (Mixtral), if a mixture of experts.
+    experts: Option<(u64, u64)>,
+}
+
+/// The Llama-family presets: name and shapes. Sources: the models' HF `config.json`
+/// (meta-llama/Llama-2-13b-hf, Llama-2-70b-hf, Meta-Llama-3-8B, Meta-Llama-3-70B,
+/// Llama-3.2-1B; mistralai/Mixtral-8x7B-v0.1), whose parameter totals the tests check.
+fn decoder_shapes(name: &str) -> Option<Decoder> {
+    let dense =
+        |layers, d, ff, vocab, kv, tied| Decoder { layers, d, ff, vocab, kv, tied, experts: None };
+    Some(match name {
+        "llama-7b" => dense(32, 4096, 11_008, 32_000, 4096, false),
+        "llama-2-13b" | "llama-13b" => dense(40, 5120, 13_824, 32_000, 5120, false),
+        "llama-2-70b" => dense(80, 8192, 28_672, 32_000, 1024, false),
+        "llama-3-8b" => dense(32, 4096, 14_336, 128_256, 1024, false),
+        "llama-3-70b" => dense(80, 8192, 28_672, 128_256, 1024, false),
+        "llama-3.2-1b" => dense(16, 2048, 8192, 128_256, 512, true),
+        "mixtral-8x7b" => {
+            Decoder { experts: Some((8, 2)), ..dense(32, 4096, 14_336, 32_000, 1024, false) }
+        }
+        _ => return None,
+    })
 }
 
 /// A preset by name, at sequence length `seq` for the transformers (their usual one if None),
@@ -226,8 +280,8 @@ pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Mode
         "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
         "bert-large" => (bert_large(seq.or(default_sequence(name))?, gs), 2 * 512 * 8),
         "gpt2-xl" => (gpt2_xl(seq.or(default_sequence(name))?, gs), 0),
-        "llama-7b" => (llama_7b(seq.or(default_sequence(name))?, gs), 0),
-        _ => return None,
+        "gpt3-175b" => (gpt3_175b(seq.or(default_sequence(name))?, gs), 0),
+        _ => (decoder(&decoder_shapes(name)?, seq.or(default_sequence(name))?, gs), 0),
     };
     Some(Model { name: name.to_string(), layers, grad_dtype, buffer_bytes })
 }
@@ -402,7 +456,12 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
 
 /// HF GPT2LMHeadModel (GPT-2 XL); the LM head is the token embedding.
 fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
-    let (d, vocab, ctx) = (1600u64, 50_257u64, 1024u64);
+    gpt2_style(48, 1600, 1024, s, gs)
+}
+
+/// A GPT-2-architecture model of `blocks` layers of width `d` and `ctx` positions.
+fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
+    let vocab = 50_257u64;
     let sf = s as f64;
     let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
     // Two lookups, their add and dropout; backward the dropout, two embedding backwards and
@@ -413,7 +472,7 @@ fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
     let mut out = vec![layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)];
-    for i in 0..48 {
+    for i in 0..blocks {
         let p = format!("transformer.h.{i}");
         let mut v = bn(&format!("{p}.ln_1"), d).to_vec();
         v.extend(conv1d(&format!("{p}.attn.c_attn"), d, 3 * d));
@@ -434,9 +493,11 @@ fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
     out
 }
 
-/// Llama-7B (HF LlamaForCausalLM): no biases, RMSNorm, SwiGLU, untied head.
-fn llama_7b(s: u64, gs: f64) -> Vec<Layer> {
-    let (d, ff, vocab) = (4096u64, 11_008u64, 32_000u64);
+/// A Llama-family decoder (HF LlamaForCausalLM, MixtralForCausalLM): no biases, RMSNorm,
+/// SwiGLU, rotary embeddings, grouped-query attention; a mixture of experts routes each token to
+/// `top` of its experts, all of whose weights every rank holds and reduces under DDP.
+fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
+    let Decoder { d, ff, vocab, kv, .. } = *c;
     let sf = s as f64;
     let h = d as f64;
     let emb_mem = MemoryWork {
@@ -445,31 +506,62 @@ fn llama_7b(s: u64, gs: f64) -> Vec<Layer> {
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
     let mut out = vec![layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)];
-    for i in 0..32 {
+    for i in 0..c.layers {
         let p = format!("model.layers.{i}");
-        let mut v: Vec<Tensor> = ["q_proj", "k_proj", "v_proj", "o_proj"]
-            .iter()
-            .map(|m| t(format!("{p}.self_attn.{m}.weight"), d, d))
-            .collect();
-        v.push(t(format!("{p}.mlp.gate_proj.weight"), ff, d));
-        v.push(t(format!("{p}.mlp.up_proj.weight"), ff, d));
-        v.push(t(format!("{p}.mlp.down_proj.weight"), d, ff));
+        let a = format!("{p}.self_attn");
+        let mut v = vec![
+            t(format!("{a}.q_proj.weight"), d, d),
+            t(format!("{a}.k_proj.weight"), kv, d),
+            t(format!("{a}.v_proj.weight"), kv, d),
+            t(format!("{a}.o_proj.weight"), d, d),
+        ];
+        // Attention: q and o d×d, k and v kv×d, and the scores (QKᵀ and AV).
+        let attn = 2 * d * d + 2 * d * kv + 2 * s * d;
+        let (mlp, mem) = match c.experts {
+            None => {
+                let m = format!("{p}.mlp");
+                v.push(t(format!("{m}.gate_proj.weight"), ff, d));
+                v.push(t(format!("{m}.up_proj.weight"), ff, d));
+                v.push(t(format!("{m}.down_proj.weight"), d, ff));
+                (3 * d * ff, llama_block_mem(h, ff as f64, kv as f64))
+            }
+            Some((experts, top)) => {
+                let m = format!("{p}.block_sparse_moe");
+                v.push(t(format!("{m}.gate.weight"), experts, d));
+                for e in 0..experts {
+                    v.push(t(format!("{m}.experts.{e}.w1.weight"), ff, d));
+                    v.push(t(format!("{m}.experts.{e}.w2.weight"), d, ff));
+                    v.push(t(format!("{m}.experts.{e}.w3.weight"), ff, d));
+                }
+                let mem = moe_block_mem(h, ff as f64, kv as f64, experts, top);
+                (d * experts + top * 3 * d * ff, mem)
+            }
+        };
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
-        let macs = (4 * d * d + 3 * d * ff + 2 * s * d) as f64 * sf;
-        let mem = llama_block_mem(h, ff as f64).per_token(s);
-        out.push(layer_mem(p, v, macs, transformer_acts(s, d), mem));
+        let macs = (attn + mlp) as f64 * sf;
+        out.push(layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s)));
     }
     let norm = vec![t("model.norm.weight", d, 1)];
     out.push(layer_mem("model.norm", norm, 0.0, 0.0, rms_norm_mem(h).per_token(s)));
+    // A tied head's weight is the embedding's (its gradient accumulates there).
+    let head = if c.tied { Vec::new() } else { vec![t("lm_head.weight", vocab, d)] };
     out.push(layer_mem(
         "lm_head",
-        vec![t("lm_head.weight", vocab, d)],
+        head,
         (d * vocab) as f64 * sf,
         logits_acts(s, vocab),
         loss_mem(vocab).per_token(s),
     ));
     out
+}
+
+/// GPT-3 175B (Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1: 96
+/// layers, d = 12,288, 96 heads, context 2,048; GPT-2's architecture and 50,257-token
+/// vocabulary, tied head). Named as HF's GPT-2; its alternating locally banded sparse attention
+/// layers are counted dense.
+fn gpt3_175b(s: u64, gs: f64) -> Vec<Layer> {
+    gpt2_style(96, 12_288, 2048, s, gs)
 }
 
 /// A LayerNorm over `h` 16-bit elements per token: forward reads and writes (4h bytes, one
@@ -517,15 +609,35 @@ fn bert_block_mem(h: f64) -> MemoryWork {
     MemoryWork::new(50.0 * h, 88.0 * h, 15, 30)
 }
 
-/// An HF Llama block per token, h hidden and `ff` MLP width, 2-byte activations: two
-/// RMSNorms ([`rms_norm_mem`], 72h), rotary embeddings on q and k (multiply by cos, rotate
-/// half by a negation and a concatenation, multiply by sin, add: 20h each), the heads merged
-/// (4h), two residual adds (12h), SiLU on the gate (4·ff) and its product with up (6·ff):
-/// 128h + 10·ff forward in 39 launches (7 GEMMs). Backward: norms 144h, rotary 80h, merge 4h,
-/// residual gradients 12h, SiLU 6·ff, the product's two gradients 12·ff: 240h + 18·ff in 66
-/// launches.
-fn llama_block_mem(h: f64, ff: f64) -> MemoryWork {
-    MemoryWork::new(128.0 * h + 10.0 * ff, 240.0 * h + 18.0 * ff, 39, 66)
+/// An HF Llama block per token, h hidden, `kv` the key/value width and `ff` MLP width, 2-byte
+/// activations: two RMSNorms ([`rms_norm_mem`], 72h), rotary embeddings on q and k (multiply by
+/// cos, rotate half by a negation and a concatenation, multiply by sin, add: 20 bytes per
+/// element, 20h + 20kv), the heads merged (4h), two residual adds (12h), SiLU on the gate
+/// (4·ff) and its product with up (6·ff): 108h + 20kv + 10·ff forward (128h + 10·ff without
+/// grouped-query attention) in 39 launches (7 GEMMs). Backward: norms 144h, rotary twice its
+/// forward, merge 4h, residual gradients 12h, SiLU 6·ff, the product's two gradients 12·ff:
+/// 200h + 40kv + 18·ff in 66 launches.
+fn llama_block_mem(h: f64, ff: f64, kv: f64) -> MemoryWork {
+    MemoryWork::new(108.0 * h + 20.0 * kv + 10.0 * ff, 200.0 * h + 40.0 * kv + 18.0 * ff, 39, 66)
+}
+
+/// A Mixtral block per token: the Llama block's attention and norms, then the router (a
+/// softmax and top-k over `experts` logits, per token), each token copied to its `top` experts
+/// and back (gathered: 6h bytes per expert; combined with its weight and added: 6h), and
+/// `top` experts' SwiGLU (10·ff each). HF's MixtralSparseMoeBlock loops over the experts: about
+/// 8 launches each forward, 16 backward.
+fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork {
+    let top = top as f64;
+    let dense = llama_block_mem(h, 0.0, kv);
+    let routed = MemoryWork::new(
+        top * (12.0 * h + 10.0 * ff),
+        top * (24.0 * h + 18.0 * ff),
+        4 + 8 * experts as u32,
+        8 + 16 * experts as u32,
+    );
+    // The dense block's own MLP launches (3 GEMMs, SiLU, product) are the experts' here.
+    MemoryWork { fwd_kernels: dense.fwd_kernels - 5, bwd_kernels: dense.bwd_kernels - 10, ..dense }
+        .plus(routed)
 }
 
 #[cfg(test)]
@@ -549,6 +661,33 @@ mod tests {
             assert!((got / macs - 1.0).abs() < 0.005, "{name}: {got} vs {macs}");
         }
         assert!(preset("gpt5", None, DataType::Float).is_none());
+    }
+
+    #[test]
+    fn the_larger_presets_match_their_published_parameter_counts() {
+        // Totals from the models' HF safetensors indexes / model cards (GPT-3 from its paper's
+        // shapes: 12·d²+13·d per layer, and the embeddings); tensors as `named_parameters()`
+        // lists them. Forward MACs per token at sequence s: the active weights (all but the
+        // input embedding; for Mixtral its attention, router and 2 of 8 experts) plus the
+        // attention scores, 2·s·d per layer.
+        let cases = [
+            ("llama-2-13b", 13_015_864_320u64, 363usize, 12_851.6e6, 4096.0, 40.0, 5120.0),
+            ("llama-13b", 13_015_864_320, 363, 12_851.6e6, 4096.0, 40.0, 5120.0),
+            ("llama-2-70b", 68_976_648_192, 723, 68_713.2e6, 4096.0, 80.0, 8192.0),
+            ("llama-3-8b", 8_030_261_248, 291, 7_504.7e6, 8192.0, 32.0, 4096.0),
+            ("llama-3-70b", 70_553_706_496, 723, 69_501.7e6, 8192.0, 80.0, 8192.0),
+            ("llama-3.2-1b", 1_235_814_400, 146, 1_235.7e6, 8192.0, 16.0, 2048.0),
+            ("mixtral-8x7b", 46_702_792_704, 995, 12_748.6e6, 4096.0, 32.0, 4096.0),
+            ("gpt3-175b", 174_604_259_328, 1156, 174_563.7e6, 2048.0, 96.0, 12_288.0),
+        ];
+        for (name, params, tensors, active, seq, layers, d) in cases {
+            let m = preset(name, None, DataType::Float).unwrap();
+            assert_eq!(m.params(), params, "{name}");
+            assert_eq!(m.tensors().count(), tensors, "{name}");
+            let macs = m.fwd_macs() / seq;
+            let want = active + 2.0 * seq * d * layers;
+            assert!((macs / want - 1.0).abs() < 0.002, "{name}: {macs} vs {want}");
+        }
     }
 
     #[test]

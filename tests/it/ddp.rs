@@ -838,3 +838,33 @@ fn rank_skew_in_a_job_is_refused_on_its_line() {
         &[".toml:", "job.workload.straggler_speed", "not modelled for [[job]] steps"],
     );
 }
+
+#[test]
+fn the_larger_presets_run_as_ddp_steps() {
+    // Issue #16's example: `llama-13b` was "unknown model". Every preset runs one step; a
+    // larger model of the same family takes longer at the same micro-batch.
+    let s = "scenarios/llama7b-dgx-h100-16node.toml";
+    let v = json(&[
+        "simulate",
+        s,
+        "--format",
+        "json",
+        "--sweep",
+        "workload.model=llama-7b,llama-13b,llama-2-70b,llama-3.2-1b,llama-3-8b,llama-3-70b,mixtral-8x7b,gpt3-175b",
+        "--sweep",
+        "workload.micro_batch=1",
+    ]);
+    let step: Vec<f64> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p["result"], "iteration_time_ms"))
+        .collect();
+    assert_eq!(step.len(), 8);
+    assert!(step[1] > step[0] && step[2] > step[1], "{step:?}");
+    assert!(step[3] < step[0] && step[5] > step[4], "{step:?}");
+    // Mixtral reduces all eight experts' gradients (46.7 B parameters in bf16): 93.4 GB.
+    let mixtral = &v["points"][6]["result"];
+    let wire: f64 = mixtral["buckets"].as_array().unwrap().iter().map(|b| num(b, "bytes")).sum();
+    assert!((wire / (2.0 * 46_702_792_704.0) - 1.0).abs() < 1e-9, "{wire}");
+}
