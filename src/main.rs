@@ -1407,7 +1407,7 @@ fn simulate(
             );
         }
         let profile = load_profile(common.profile.as_deref())?;
-        let mem = collsim::workload::memory::ddp_memory(&spec);
+        let mem = collsim::workload::memory::ddp_memory(&spec, s.nodes * s.gpus_per_node);
         if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
             eprintln!(
                 "collsim: warning: the model does not fit a {} under plain DDP with {}: {why}",

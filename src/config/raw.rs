@@ -269,7 +269,17 @@ pub struct RawWorkload {
     pub straggler_speed: Option<S<f64>>,
     pub rank_speeds: Option<S<Vec<f64>>>,
     pub ddp: Option<RawDdp>,
+    pub fsdp: Option<RawFsdp>,
     pub layer: Option<Vec<RawLayer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFsdp {
+    pub sharding_strategy: Option<S<String>>,
+    pub backward_prefetch: Option<S<String>>,
+    pub param_dtype: Option<S<String>>,
+    pub reduce_dtype: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

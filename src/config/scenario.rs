@@ -168,11 +168,12 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     Ok(sweep)
 }
 
-/// A DDP training step (`kind = "ddp"`).
+/// A DDP training step (`kind = "ddp"`), or an FSDP one (`kind = "fsdp"`, `fsdp`).
 fn ddp_workload(
     src: &Source<'_>,
     w: &RawWorkload,
     node: &NodeSpec,
+    fsdp: bool,
 ) -> Result<DdpSpec, ConfigError> {
     use crate::workload::ddp::{
         CommHook, ComputeRate, DdpSpec as Spec, InputRate, PowerSgdOptions,
@@ -539,6 +540,7 @@ fn ddp_workload(
         skew,
         sequence,
         input,
+        sharding: if fsdp { Some(fsdp_sharding(src, w, grad_dtype)?) } else { None },
     };
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known
     // (the step solves the GEMM rate again, with the same inputs).
@@ -557,6 +559,61 @@ fn ddp_workload(
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// `[workload.fsdp]`: FSDP's sharding strategy, backward prefetch and mixed-precision dtypes
+/// (`param_dtype` defaults to the parameters' own, `reduce_dtype` to `param_dtype`, as FSDP's
+/// MixedPrecision does).
+fn fsdp_sharding(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    grad_dtype: DataType,
+) -> Result<crate::workload::ddp::Sharding, ConfigError> {
+    use crate::workload::ddp::{BackwardPrefetch, Sharding, ShardingStrategy};
+    if let Some(d) = &w.ddp {
+        let at = d.comm_hook.as_ref().map_or(0, |h| h.span().start);
+        return Err(src.error_at(
+            at,
+            "workload.ddp: not for kind = \"fsdp\" (its options are in [workload.fsdp])",
+        ));
+    }
+    let none = super::raw::RawFsdp {
+        sharding_strategy: None,
+        backward_prefetch: None,
+        param_dtype: None,
+        reduce_dtype: None,
+    };
+    let f = w.fsdp.as_ref().unwrap_or(&none);
+    let strategy = match &f.sharding_strategy {
+        Some(v) => src.check("workload.fsdp.sharding_strategy", v, |v| match v.as_str() {
+            "FULL_SHARD" => Ok(ShardingStrategy::FullShard),
+            "SHARD_GRAD_OP" => Ok(ShardingStrategy::ShardGradOp),
+            "HYBRID_SHARD" | "_HYBRID_SHARD_ZERO2" | "NO_SHARD" => Err(format!(
+                "{v:?} is not modelled yet (FULL_SHARD, SHARD_GRAD_OP; NO_SHARD is kind = \"ddp\" without buckets)"
+            )),
+            _ => Err(format!("unknown strategy {v:?} (FULL_SHARD, SHARD_GRAD_OP)")),
+        })?,
+        None => ShardingStrategy::FullShard,
+    };
+    let backward_prefetch = match &f.backward_prefetch {
+        Some(v) => src.check("workload.fsdp.backward_prefetch", v, |v| match v.as_str() {
+            "BACKWARD_PRE" => Ok(BackwardPrefetch::BackwardPre),
+            "BACKWARD_POST" => Ok(BackwardPrefetch::BackwardPost),
+            "NONE" => Ok(BackwardPrefetch::None),
+            _ => Err(format!("unknown prefetch {v:?} (BACKWARD_PRE, BACKWARD_POST, NONE)")),
+        })?,
+        None => BackwardPrefetch::BackwardPre,
+    };
+    let dtype = |field: &str, v: &Option<Spanned<String>>, default: DataType| match v {
+        Some(d) => src.check(field, d, |d| match DataType::parse(d) {
+            Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
+            _ => Err(format!("{d:?}: float, half or bfloat16")),
+        }),
+        None => Ok(default),
+    };
+    let param_dtype = dtype("workload.fsdp.param_dtype", &f.param_dtype, grad_dtype)?;
+    let reduce_dtype = dtype("workload.fsdp.reduce_dtype", &f.reduce_dtype, param_dtype)?;
+    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype })
 }
 
 /// Parses and validates a scenario; `file` names it in errors and anchors relative topology
@@ -671,17 +728,18 @@ pub(crate) fn parse_workload(
     node: &NodeSpec,
     idle: bool,
 ) -> Result<Workload, ConfigError> {
-    let kinds = if idle { "sweep, ddp, idle" } else { "sweep, ddp" };
+    let kinds = if idle { "sweep, ddp, fsdp, idle" } else { "sweep, ddp, fsdp" };
     let kind = match &w.kind {
         Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
-            "sweep" | "ddp" => Ok(k.clone()),
+            "sweep" | "ddp" | "fsdp" => Ok(k.clone()),
             "idle" if idle => Ok(k.clone()),
             _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
         None => "sweep".to_string(),
     };
     Ok(match kind.as_str() {
-        "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node)?)),
+        "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, false)?)),
+        "fsdp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, true)?)),
         "idle" => {
             if w.collective.is_some() || w.model.is_some() || w.min_bytes.is_some() {
                 return Err(src.error(

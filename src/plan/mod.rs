@@ -389,7 +389,7 @@ fn run(
         Workload::Ddp(spec) => {
             let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
             out.knobs = knob_label(c, accumulation);
-            let mem = ddp_memory(spec);
+            let mem = ddp_memory(spec, out.gpus);
             if let Some(why) = mem.misfit(capacity) {
                 return Err(format!("does not fit: {why}"));
             }
@@ -469,6 +469,9 @@ fn edit_ddp(
     spec: &mut DdpSpec,
     gpus: usize,
 ) -> Result<Option<u64>, String> {
+    if spec.sharding.is_some() && (c.bucket_cap_mb.is_some() || c.comm_hook.is_some()) {
+        return Err("bucket_cap_mb and comm_hook are DDP's; this workload is FSDP".into());
+    }
     if let Some(mb) = c.bucket_cap_mb {
         spec.bucket_cap = Some(crate::config::bucket_cap_bytes(mb));
     }

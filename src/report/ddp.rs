@@ -13,7 +13,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     let m = &spec.model;
     writeln!(
         out,
-        "DDP step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
+        "{} step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
+        if spec.sharding.is_some() { "FSDP" } else { "DDP" },
         m.name,
         m.params() as f64 / 1e6,
         m.grad_dtype.name(),
@@ -22,23 +23,39 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         s.gpus_per_node,
         r.world
     )?;
-    writeln!(
-        out,
-        "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}",
-        spec.micro_batch,
-        spec.grad_accumulation,
-        spec.hook.describe(),
-        spec.bucket_cap
-            .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
-        spec.gradient_as_bucket_view
-    )?;
+    if let Some(sh) = &spec.sharding {
+        writeln!(
+            out,
+            "micro-batch {}; sharding {}; backward_prefetch {}; param_dtype {}; reduce_dtype {}; each layer a unit",
+            spec.micro_batch,
+            sh.strategy.name(),
+            sh.backward_prefetch.name(),
+            sh.param_dtype.name(),
+            sh.reduce_dtype.name()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}",
+            spec.micro_batch,
+            spec.grad_accumulation,
+            spec.hook.describe(),
+            spec.bucket_cap
+                .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
+            spec.gradient_as_bucket_view
+        )?;
+    }
     writeln!(out)?;
     let row = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "  {k:<28} {v}");
     row(out, "iteration", format!("{:.3} ms", r.iteration_time_ms))?;
     row(
         out,
         "first iteration",
-        format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms),
+        if spec.sharding.is_some() {
+            format!("{:.3} ms (as the steady one: nothing to rebuild)", r.first_iteration_ms)
+        } else {
+            format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms)
+        },
     )?;
     let rate = match &spec.rate {
         crate::workload::ddp::ComputeRate::Peak { precision, efficiency } => {
@@ -87,7 +104,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             ),
         )?;
     }
-    let mem = ddp_memory(spec);
+    let mem = ddp_memory(spec, r.world);
     row(
         out,
         "memory per GPU",
@@ -116,7 +133,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(
         out,
         "  {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}{}  algorithm",
-        "bucket",
+        if spec.sharding.is_some() { "unit" } else { "bucket" },
         "grad MiB",
         "wire MiB",
         "tensors",
@@ -154,7 +171,7 @@ pub fn json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-    let mem = serde_json::to_value(ddp_memory(spec)).map_err(io::Error::other)?;
+    let mem = serde_json::to_value(ddp_memory(spec, r.world)).map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
         o.insert("optimizer".into(), spec.optimizer.name().into());

@@ -471,6 +471,66 @@ pub struct DdpSpec {
     pub sequence: Option<u64>,
     /// The data loader's rate, if it may cap the step (None: never).
     pub input: Option<InputRate>,
+    /// FSDP's sharding (`kind = "fsdp"`), instead of DDP's buckets.
+    pub sharding: Option<Sharding>,
+}
+
+/// PyTorch FSDP's `ShardingStrategy` (docs/fsdp-model.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ShardingStrategy {
+    /// Parameters, gradients and optimizer state sharded; parameters all-gathered before each
+    /// unit's forward and again before its backward.
+    FullShard,
+    /// Parameters kept whole from forward to backward: no all-gather in backward.
+    ShardGradOp,
+}
+
+/// FSDP's `backward_prefetch` (docs/fsdp-model.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BackwardPrefetch {
+    /// The next unit's all-gather is issued as a unit's backward begins (the default).
+    BackwardPre,
+    /// ... after a unit's backward, before its reduce-scatter.
+    BackwardPost,
+    /// Not before the unit needs it (behind the previous reduce-scatter).
+    None,
+}
+
+impl ShardingStrategy {
+    /// PyTorch's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardingStrategy::FullShard => "FULL_SHARD",
+            ShardingStrategy::ShardGradOp => "SHARD_GRAD_OP",
+        }
+    }
+}
+
+impl BackwardPrefetch {
+    /// PyTorch's name ("NONE" for None).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackwardPrefetch::BackwardPre => "BACKWARD_PRE",
+            BackwardPrefetch::BackwardPost => "BACKWARD_POST",
+            BackwardPrefetch::None => "NONE",
+        }
+    }
+}
+
+/// How an FSDP step shards the model: each layer a unit (auto-wrapped), its parameters one
+/// flat parameter.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Sharding {
+    /// The strategy.
+    pub strategy: ShardingStrategy,
+    /// The backward prefetch.
+    pub backward_prefetch: BackwardPrefetch,
+    /// `MixedPrecision.param_dtype`: what the all-gathers carry.
+    pub param_dtype: DataType,
+    /// `MixedPrecision.reduce_dtype`: what the reduce-scatters carry.
+    pub reduce_dtype: DataType,
 }
 
 /// The GPU facts the step needs.
@@ -873,6 +933,8 @@ pub(crate) struct StepPlan {
     bwd_s: f64,
     copies: f64,
     optimizer: f64,
+    /// The optimizer step of one GPU alone (the whole model's, where the step shards it).
+    alone_optimizer: f64,
     slowdown: f64,
     world: usize,
     micro_batch: u64,
@@ -909,7 +971,7 @@ impl StepPlan {
         // One GPU alone (with its node's whole loader) runs the same micro-steps and optimizer
         // step, without DDP's copies.
         let alone = self.input.map_or(0.0, |(_, one)| (self.micro_batch * k) as f64 / one);
-        let single = (k as f64 * (fwd_s + bwd_s) + optimizer).max(alone);
+        let single = (k as f64 * (fwd_s + bwd_s) + self.alone_optimizer).max(alone);
         let samples = (self.micro_batch * k * world as u64) as f64;
         let l = &self.layers;
         let ms = |x: f64| k as f64 * x * 1e3;
@@ -962,6 +1024,9 @@ pub(crate) fn plan_step(
     coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
 ) -> StepPlan {
     use crate::collective::Collective;
+    if let Some(sharding) = spec.sharding {
+        return plan_sharded(spec, sharding, world, gpu, coll);
+    }
     let m = &spec.model;
     let layers = layer_times(spec, gpu);
     let (fwd, bwd) = (&layers.fwd, &layers.bwd);
@@ -1185,7 +1250,175 @@ pub(crate) fn plan_step(
         bwd_s,
         copies,
         optimizer,
+        alone_optimizer: optimizer,
         slowdown,
+        world,
+        micro_batch: spec.micro_batch,
+        layers,
+        flops: gpu.flops,
+        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
+    }
+}
+
+/// An FSDP step (docs/fsdp-model.md): every layer a unit whose parameters are one flat
+/// parameter, padded to a multiple of the `world` ranks. All-gathers and reduce-scatters share
+/// one NCCL communicator, so they run one at a time in the order they were issued: one FIFO
+/// stream.
+///
+/// * Forward: `limit_all_gathers` keeps two all-gathers ahead: unit j+2's is issued once unit
+///   j's forward is done; unit j's forward waits for its own all-gather (not for later ones).
+/// * Backward (FULL_SHARD): each unit's all-gather again, issued by `backward_prefetch` (PRE:
+///   as the previous unit's backward begins; POST: after it; None: when the unit needs it,
+///   behind the previous reduce-scatter), then the unit's backward, then its gradients'
+///   reduce-scatter. SHARD_GRAD_OP keeps the parameters from forward: no all-gather.
+/// * Then every reduce-scatter is waited for, and the optimizer steps the rank's shard.
+///
+/// With gradient accumulation every micro-step runs so (FSDP without `no_sync`, which would
+/// keep whole gradients instead); the optimizer runs once.
+///
+/// Left out: the root unit's parameters kept after forward, forward prefetch, the gradient's
+/// cast to `reduce_dtype` and the all-gather's copy-out (elementwise passes), `no_sync`.
+fn plan_sharded(
+    spec: &DdpSpec,
+    sharding: Sharding,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+) -> StepPlan {
+    use crate::collective::Collective;
+    let m = &spec.model;
+    let layers = layer_times(spec, gpu);
+    let (fwd, bwd) = (&layers.fwd, &layers.bwd);
+    let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
+    let w = world.max(1) as u64;
+    // Each unit's flat parameter, padded to a multiple of the ranks.
+    let padded: Vec<u64> = m
+        .layers
+        .iter()
+        .map(|l| l.tensors.iter().map(|t| t.numel).sum::<u64>().div_ceil(w) * w)
+        .collect();
+    let units = m.layers.len();
+    let slowdown = match (spec.compute_slowdown, gpu.multiprocessors) {
+        (Some(s), _) => Slowdown::Fixed(s),
+        (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
+        (None, None) => Slowdown::Fixed(0.0),
+    };
+    let batch = |collective: Collective, u: usize, dtype: DataType, what: &str, row: bool| {
+        let bytes = padded[u] * dtype.size();
+        let row = row.then(|| BucketRow {
+            index: u,
+            bytes: padded[u] * m.grad_dtype.size(),
+            wire_bytes: bytes,
+            tensors: m.layers[u].tensors.len(),
+            ready_ms: 0.0,
+            start_ms: 0.0,
+            end_ms: 0.0,
+            collectives: 0,
+            algo: "",
+            proto: "",
+            skew_wait_ms: None,
+        });
+        let name = format!("{what} {}", m.layers[u].name);
+        Batch {
+            ops: vec![Op::Coll { collective, bytes, dtype, name }],
+            slowdown,
+            row,
+            early: false,
+        }
+    };
+    let mut work = Vec::new();
+    let mut posted = 0usize;
+    let mut post = |work: &mut Vec<Work>, b: Batch| {
+        work.push(Work::Post(b));
+        posted += 1;
+        posted
+    };
+    let gather =
+        |u: usize, phase: &str| batch(Collective::AllGather, u, sharding.param_dtype, phase, false);
+    // Each micro-step gathers and reduce-scatters (FSDP without `no_sync`).
+    let k = spec.grad_accumulation.max(1);
+    for _ in 0..k {
+        // Forward: two all-gathers ahead.
+        let mut ag = vec![0usize; units];
+        for (u, slot) in ag.iter_mut().enumerate().take(2) {
+            *slot = post(&mut work, gather(u, "all_gather (fwd)"));
+        }
+        for u in 0..units {
+            work.push(Work::Wait(ag[u]));
+            work.push(Work::Run {
+                secs: fwd[u],
+                name: Some(format!("fwd {}", m.layers[u].name)),
+                grad: None,
+            });
+            if u + 2 < units {
+                ag[u + 2] = post(&mut work, gather(u + 2, "all_gather (fwd)"));
+            }
+        }
+        // Backward, last unit first.
+        let full = sharding.strategy == ShardingStrategy::FullShard;
+        let mut agb = vec![0usize; units];
+        let prefetch = sharding.backward_prefetch;
+        if full && units > 0 && prefetch != BackwardPrefetch::None {
+            agb[units - 1] = post(&mut work, gather(units - 1, "all_gather (bwd)"));
+        }
+        for u in (0..units).rev() {
+            if full {
+                if prefetch == BackwardPrefetch::None {
+                    agb[u] = post(&mut work, gather(u, "all_gather (bwd)"));
+                }
+                work.push(Work::Wait(agb[u]));
+                if prefetch == BackwardPrefetch::BackwardPre && u > 0 {
+                    agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
+                }
+            }
+            work.push(Work::Run {
+                secs: bwd[u],
+                name: Some(format!("bwd {}", m.layers[u].name)),
+                grad: None,
+            });
+            if full && prefetch == BackwardPrefetch::BackwardPost && u > 0 {
+                agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
+            }
+            post(
+                &mut work,
+                batch(Collective::ReduceScatter, u, sharding.reduce_dtype, "reduce_scatter", true),
+            );
+        }
+    }
+    work.push(Work::Drain);
+    // The optimizer steps the rank's shard.
+    let tensors: Vec<&super::models::Tensor> = m.tensors().collect();
+    let optimizer = optimizer_secs(spec, &tensors, gpu) / w as f64;
+    if optimizer > 0.0 {
+        let name = Some(format!("optimizer step ({}, shard)", spec.optimizer.name()));
+        work.push(Work::Run { secs: optimizer, name, grad: None });
+    }
+    let steady = Timeline::new(work, Vec::new(), Vec::new());
+    // Every step runs the same way (no bucket rebuild): the first is a steady one alone.
+    let mut first = steady.clone();
+    timeline::run_alone(&mut first, 0.0, coll);
+    let reported =
+        m.layers.iter().enumerate().max_by_key(|(u, _)| padded[*u]).map_or(0.0, |(u, _)| {
+            let c = coll(
+                Collective::AllGather,
+                padded[u] * sharding.param_dtype.size(),
+                sharding.param_dtype,
+            );
+            match slowdown {
+                Slowdown::Fixed(s) => s,
+                Slowdown::PerChannel(_) => slowdown.of(c.channels),
+            }
+        });
+    StepPlan {
+        steady,
+        first_end: first.end.unwrap_or(0.0),
+        k,
+        fwd_s,
+        bwd_s,
+        copies: 0.0,
+        optimizer,
+        alone_optimizer: optimizer * w as f64,
+        slowdown: reported,
         world,
         micro_batch: spec.micro_batch,
         layers,
@@ -1413,6 +1646,7 @@ mod tests {
             skew: crate::workload::skew::Skew::default(),
             sequence: None,
             input: None,
+            sharding: None,
         }
     }
 
@@ -1680,5 +1914,109 @@ mod tests {
         let own = DdpSpec { input: Some(InputRate::PerGpu(2000.0)), ..s };
         let r = simulate_step(&own, 16, &gpu(), &linear_coll(0.0));
         assert!((r.breakdown.input_stall_ms - 0.4).abs() < 0.05, "{:?}", r.breakdown);
+    }
+
+    #[test]
+    fn full_shard_moves_three_times_the_parameters_and_shard_grad_op_twice() {
+        // Three units of 1 Mi parameters (7 ranks: padded to 1,048,579), bf16 all-gathers,
+        // fp32 reduce-scatters: each unit gathered forward and backward, its gradients
+        // reduce-scattered once. DDP all-reduces the same bytes once: 2(n-1)/n of them on the
+        // wire against FSDP's 3 x (n-1)/n.
+        let m = Model {
+            name: "three".into(),
+            layers: (0..3)
+                .map(|i| Layer {
+                    name: format!("u{i}"),
+                    tensors: vec![tensor(format!("w{i}"), 1 << 20, 1)],
+                    fwd_macs: 1e9,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: Default::default(),
+                })
+                .collect(),
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        };
+        let sharded = |strategy, prefetch| DdpSpec {
+            sharding: Some(Sharding {
+                strategy,
+                backward_prefetch: prefetch,
+                param_dtype: DataType::Bfloat16,
+                reduce_dtype: DataType::Float,
+            }),
+            ..half(m.clone())
+        };
+        let padded = (1u64 << 20).div_ceil(7) * 7;
+        let bytes = |r: &StepResult, name: &str| -> u64 {
+            r.timeline
+                .iter()
+                .filter(|s| s.lane == "nccl" && s.name.starts_with(name))
+                .map(|s| s.bytes)
+                .sum()
+        };
+        for prefetch in
+            [BackwardPrefetch::BackwardPre, BackwardPrefetch::BackwardPost, BackwardPrefetch::None]
+        {
+            let r = simulate_step(
+                &sharded(ShardingStrategy::FullShard, prefetch),
+                7,
+                &gpu(),
+                &linear_coll(1e-11),
+            );
+            assert_eq!(bytes(&r, "all_gather"), 2 * 3 * padded * 2, "{prefetch:?}");
+            assert_eq!(bytes(&r, "reduce_scatter"), 3 * padded * 4);
+            assert_eq!(r.buckets.len(), 3);
+            // Every unit's forward waits for its own all-gather, whatever the prefetch.
+            let end = |name: &str| r.timeline.iter().find(|s| s.name == name).unwrap().end_ms;
+            let start = |name: &str| r.timeline.iter().find(|s| s.name == name).unwrap().start_ms;
+            assert!(start("fwd u1") >= end("all_gather (fwd) u1") - 1e-9);
+            assert!(start("bwd u0") >= end("all_gather (bwd) u0") - 1e-9);
+        }
+        let r = simulate_step(
+            &sharded(ShardingStrategy::ShardGradOp, BackwardPrefetch::BackwardPre),
+            7,
+            &gpu(),
+            &linear_coll(1e-11),
+        );
+        assert_eq!(bytes(&r, "all_gather"), 3 * padded * 2);
+        // No prefetch: a unit's backward all-gather queues behind the previous unit's
+        // reduce-scatter, so the step is longest.
+        let t = |p| {
+            simulate_step(&sharded(ShardingStrategy::FullShard, p), 7, &gpu(), &linear_coll(1e-9))
+                .iteration_time_ms
+        };
+        assert!(
+            t(BackwardPrefetch::None) > t(BackwardPrefetch::BackwardPre),
+            "{} {}",
+            t(BackwardPrefetch::None),
+            t(BackwardPrefetch::BackwardPre)
+        );
+    }
+
+    #[test]
+    fn fsdp_memory_falls_as_one_over_the_ranks() {
+        // Parameters, gradients and Adam state per GPU fall 8x from 8 ranks to 64 (GPT-2 XL's
+        // units pad by under 64 elements each); the unsharded units in flight do not.
+        let spec = DdpSpec {
+            sharding: Some(Sharding {
+                strategy: ShardingStrategy::FullShard,
+                backward_prefetch: BackwardPrefetch::BackwardPre,
+                param_dtype: DataType::Bfloat16,
+                reduce_dtype: DataType::Bfloat16,
+            }),
+            optimizer: crate::workload::memory::Optimizer::Adam,
+            ..half(preset("gpt2-xl", None, DataType::Float).unwrap())
+        };
+        let mem = |n| crate::workload::memory::ddp_memory(&spec, n);
+        let (a, b) = (mem(8), mem(64));
+        for (x, y) in [(a.params, b.params), (a.grads, b.grads), (a.optimizer, b.optimizer)] {
+            assert!((x / y / 8.0 - 1.0).abs() < 1e-4, "{x} / {y}");
+        }
+        assert_eq!(a.unsharded, b.unsharded);
+        // 1.5576 G parameters: 16 bytes each over 64 ranks.
+        assert!(
+            ((b.params + b.grads + b.optimizer) / (16.0 * 1_557_611_200.0 / 64.0) - 1.0).abs()
+                < 1e-3
+        );
     }
 }

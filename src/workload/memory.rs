@@ -170,6 +170,8 @@ pub struct DdpMemory {
     pub optimizer: f64,
     /// DDP's bucket copies of the gradients.
     pub buckets: f64,
+    /// FSDP's all-gathered units in flight and its reduce-scatter buffer.
+    pub unsharded: f64,
     /// Autocast's 16-bit weight cache.
     pub autocast: f64,
     /// Activations of one micro-batch.
@@ -192,8 +194,68 @@ pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
     }
 }
 
+/// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
+/// sharded.
+pub fn ddp_memory(spec: &DdpSpec, world: usize) -> DdpMemory {
+    match spec.sharding {
+        Some(sh) => fsdp_memory(spec, sh, world),
+        None => plain_ddp_memory(spec),
+    }
+}
+
+/// Memory per GPU of an FSDP step on `world` ranks: each rank holds 1/world of every unit's
+/// flat parameter (padded), of its gradient and of the optimizer state; fp32 shards of 16-bit
+/// parameters under MixedPrecision are the master weights (FSDP keeps the sharded parameters
+/// in their own dtype and casts for the all-gather). Besides, the all-gathered parameters of
+/// the units in flight: `limit_all_gathers` keeps about two (one computing, one gathering),
+/// counted as twice the largest unit in `param_dtype` (SHARD_GRAD_OP: every unit, kept from
+/// forward to backward), and the reduce-scatter's full-size
+/// gradient of one unit in `reduce_dtype`. Activations as under DDP.
+fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMemory {
+    let m = &spec.model;
+    let w = world.max(1) as u64;
+    let half = sixteen_bit(spec);
+    let unit = |l: &super::models::Layer| l.tensors.iter().map(|t| t.numel).sum::<u64>();
+    let (mut shard, mut largest, mut whole) = (0u64, 0u64, 0u64);
+    for l in &m.layers {
+        let n = unit(l);
+        shard += n.div_ceil(w);
+        largest = largest.max(n.div_ceil(w) * w);
+        whole += n.div_ceil(w) * w;
+    }
+    let shard = shard as f64;
+    // SHARD_GRAD_OP keeps every unit's gathered parameters from its forward to its backward.
+    let live = match sh.strategy {
+        super::ddp::ShardingStrategy::FullShard => 2 * largest,
+        super::ddp::ShardingStrategy::ShardGradOp => whole,
+    };
+    let params = shard * m.grad_dtype.size() as f64;
+    let grads = params;
+    let master = 0.0;
+    let optimizer = spec.optimizer.state_bytes() as f64 * shard;
+    let gathered = live as f64 * sh.param_dtype.size() as f64;
+    let reducing = largest as f64 * sh.reduce_dtype.size() as f64;
+    let per_sample = m.act_bytes();
+    let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let runtime = RUNTIME_RESERVE;
+    let total = params + grads + optimizer + gathered + reducing + activations + runtime;
+    DdpMemory {
+        params,
+        grads,
+        master,
+        optimizer,
+        buckets: 0.0,
+        unsharded: gathered + reducing,
+        autocast: 0.0,
+        activations,
+        runtime,
+        total,
+        activations_known: per_sample > 0.0,
+    }
+}
+
 /// Memory per GPU of `spec` under plain DDP.
-pub fn ddp_memory(spec: &DdpSpec) -> DdpMemory {
+fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let m = &spec.model;
     let half = sixteen_bit(spec);
     let (mut params, mut master, mut autocast, mut numel) = (0.0, 0.0, 0.0, 0.0);
@@ -222,6 +284,7 @@ pub fn ddp_memory(spec: &DdpSpec) -> DdpMemory {
         master,
         optimizer,
         buckets,
+        unsharded: 0.0,
         autocast,
         activations,
         runtime,
@@ -239,6 +302,7 @@ impl DdpMemory {
             ("fp32 master", self.master),
             ("optimizer", self.optimizer),
             ("buckets", self.buckets),
+            ("unsharded units", self.unsharded),
             ("autocast cache", self.autocast),
             ("activations", self.activations),
             ("runtime", self.runtime),

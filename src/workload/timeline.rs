@@ -98,6 +98,9 @@ pub(crate) enum Work {
     Post(Batch),
     /// Waits until the NCCL stream is idle.
     Drain,
+    /// Waits until the first `n` batches the NCCL stream took have finished (FSDP: compute
+    /// waits for a unit's all-gather, not for what was posted after it).
+    Wait(usize),
 }
 
 /// What a timeline hears back.
@@ -180,6 +183,8 @@ pub(crate) struct Timeline {
     /// Since when the compute stream has waited for the NCCL stream to drain (hook compute
     /// aside), if it is waiting.
     waiting: Option<f64>,
+    /// Batches the NCCL stream has finished.
+    finished: usize,
     /// Output.
     pub spans: Vec<Span>,
     pub rows: Vec<BucketRow>,
@@ -214,6 +219,7 @@ impl Timeline {
             fifo: VecDeque::new(),
             running: None,
             waiting: None,
+            finished: 0,
             spans: Vec::new(),
             rows: Vec::new(),
             comm_before: 0.0,
@@ -299,7 +305,10 @@ impl Timeline {
                     moved = true;
                 }
                 Some(Work::Post(_)) => {
-                    if let Some(Work::Post(b)) = self.work.pop_front() {
+                    if let Some(Work::Post(mut b)) = self.work.pop_front() {
+                        if let Some(r) = &mut b.row {
+                            r.ready_ms = now * 1e3;
+                        }
                         self.enqueue(b);
                     }
                     self.begin(now);
@@ -311,7 +320,13 @@ impl Timeline {
                     self.begin(now);
                     moved = true;
                 }
-                Some(Work::Drain) => {
+                Some(Work::Wait(n)) if self.finished >= *n => {
+                    self.close_wait(now);
+                    self.work.pop_front();
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Drain | Work::Wait(_)) => {
                     let holding = self
                         .running
                         .as_ref()
@@ -472,6 +487,7 @@ impl Timeline {
             (row.algo, row.proto) = r.largest.take().map_or(("", ""), |l| (l.1, l.2));
         }
         self.running = None;
+        self.finished += 1;
     }
 }
 

@@ -83,6 +83,7 @@ proptest! {
             skew: collsim::workload::skew::Skew::default(),
             sequence: None,
             input,
+            sharding: None,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, ranks_per_node: 8 };
         // Free communication: the step is its compute, or the loader's time if longer.
@@ -867,4 +868,47 @@ fn the_larger_presets_run_as_ddp_steps() {
     let mixtral = &v["points"][6]["result"];
     let wire: f64 = mixtral["buckets"].as_array().unwrap().iter().map(|b| num(b, "bytes")).sum();
     assert!((wire / (2.0 * 46_702_792_704.0) - 1.0).abs() < 1e-9, "{wire}");
+}
+
+#[test]
+fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
+    // Llama-7B with Adam: 119.6 GiB per GPU under DDP; FULL_SHARD over 128 H100s holds it in a
+    // fraction, and moves 3 x its bf16 parameters a step.
+    let s = "scenarios/llama7b-fsdp-p5-16node.toml";
+    let v = json(&["simulate", s, "--format", "json"]);
+    let mem = num(&v["memory"], "total") / (1u64 << 30) as f64;
+    assert!(mem < 40.0, "{mem} GiB");
+    let step = num(&v, "iteration_time_ms");
+    assert!((num(&v["breakdown"], "flop_ms") + num(&v["breakdown"], "memory_ms")) < step);
+    let table = collsim_ok(&["simulate", s]);
+    assert!(
+        table.starts_with("FSDP step: llama-7b") && table.contains("sharding FULL_SHARD"),
+        "{table}"
+    );
+    // The prefetch orders as FSDP's docs say: BACKWARD_PRE fastest, NONE slowest.
+    let sweep = json(&[
+        "simulate",
+        s,
+        "--format",
+        "json",
+        "--sweep",
+        "workload.fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,NONE",
+    ]);
+    let t: Vec<f64> = sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p["result"], "iteration_time_ms"))
+        .collect();
+    assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
+    // What is not modelled is refused on its line.
+    super::cli_errors::fails_with(
+        &["simulate", s, "--sweep", "workload.fsdp.sharding_strategy=HYBRID_SHARD"],
+        &["workload.fsdp.sharding_strategy", "not modelled yet"],
+    );
+    // Accumulating four micro-steps: each gathers and reduce-scatters again (no no_sync).
+    let k4 = json(&["simulate", s, "--format", "json", "--sweep", "workload.grad_accumulation=4"]);
+    let k4 = &k4["points"][0]["result"];
+    assert_eq!(k4["buckets"].as_array().unwrap().len(), 4 * v["buckets"].as_array().unwrap().len());
+    assert!(num(k4, "iteration_time_ms") > 3.5 * step, "{}", num(k4, "iteration_time_ms"));
 }
