@@ -209,12 +209,22 @@ fn ddp_step(
         (1.0, links),
         |gpu, coll| workload::ddp::simulate_step(spec, world, gpu, coll),
     )?;
-    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
-    if step.iteration_time_ms.is_nan() || step.iteration_time_ms >= limit_ms {
+    if !step_fits(&step) {
         units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
     }
     Ok((step, summary))
 }
+
+/// Whether a step's times are finite and under the simulated-time limit (a compute rate or a
+/// size far out of range makes them overflow).
+fn step_fits(r: &workload::ddp::StepResult) -> bool {
+    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
+    let parts = [r.iteration_time_ms, r.compute_ms, r.forward_ms, r.backward_ms, r.comm_ms];
+    parts.iter().all(|t| t.is_finite() && *t < limit_ms) && r.breakdown.total_ms().is_finite()
+}
+
+/// Jobs' steps side by side may differ at most this many times in length.
+const STEP_RATIO: f64 = 1000.0;
 
 /// Links kept per DDP collective for its trace's link counters (the busiest first).
 const LINKS_PER_CALL: usize = 8;
@@ -242,6 +252,11 @@ fn with_ddp<R>(
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
     workload::sweep::check_supported(spec.hook.grad_collective(), comm)?;
     spec.skew.check_ranks(comm.nranks()).map_err(Error::Ddp)?;
+    if spec.sharding.is_some() && comm.nranks() < 2 {
+        return Err(Error::Ddp(
+            "kind = \"fsdp\" on one rank: PyTorch runs NO_SHARD there, which is not modelled; give two ranks or more".into(),
+        ));
+    }
     let model = &scenario.node.gpu.model;
     let peak = |precision: &str| {
         model.peak_tflops.get(precision).map(|p| p * 1e12).ok_or_else(|| {
@@ -541,6 +556,29 @@ pub fn simulate_jobs_with(
         .into_par_iter()
         .map(|j| run(j, &|_| bg.clone()))
         .collect::<Result<_, _>>()?;
+    // Steps side by side: each too long to simulate is refused, and so are steps so unequal
+    // that the shorter job would repeat its step more than STEP_RATIO times meanwhile.
+    let mut steps = Vec::new();
+    for (job, ran) in scenario.jobs.iter().zip(&alone) {
+        if let Ran::Step(r) = ran {
+            let t = r.iteration_time_ms;
+            if !step_fits(r) {
+                let why = units::Time::MAX.check("the training step").err().unwrap_or_default();
+                return Err(Error::Ddp(format!("job {:?}: {why}", job.name)));
+            }
+            steps.push((t, &job.name));
+        }
+    }
+    let longest = steps.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+    let shortest = steps.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    if let (Some(l), Some(s)) = (longest, shortest)
+        && l.0 > STEP_RATIO * s.0.max(1e-9)
+    {
+        return Err(Error::Ddp(format!(
+            "job {:?}'s step ({:.3} ms) is over {STEP_RATIO} times job {:?}'s ({:.3} ms): side by side the shorter would run that many steps meanwhile; simulate them apart",
+            l.1, l.0, s.1, s.0
+        )));
+    }
     // What each job puts on the network, from its run alone.
     let traffic: Vec<Traffic> = built
         .par_iter()

@@ -1407,15 +1407,16 @@ fn simulate(
             );
         }
         let profile = load_profile(common.profile.as_deref())?;
-        let mem = collsim::workload::memory::ddp_memory(&spec, s.nodes * s.gpus_per_node);
+        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
+        let mem = collsim::workload::memory::ddp_memory(&spec, r.world);
         if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
             eprintln!(
-                "collsim: warning: the model does not fit a {} under plain DDP with {}: {why}",
+                "collsim: warning: the model does not fit a {} under {} with {}: {why}",
                 s.node.gpu.model.name,
+                if spec.sharding.is_some() { "FSDP" } else { "plain DDP" },
                 spec.optimizer.name()
             );
         }
-        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
         let mut out = open_output(common.output.as_deref())?;
         match format {
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,

@@ -71,7 +71,8 @@ impl Skew {
             listed.iter().fold(f, |p, &s| p * d.cdf(x * s))
         };
         // E[max] = ∫ (1 - P(max <= x)) dx over x >= 0, up to where the tail is negligible.
-        let top = d.inverse_cdf(1.0 - 1e-12 / ranks as f64) / slowest;
+        // (1 - p stays below 1 in f64 for p down to 1e-15; beyond ~10^4 ranks 1e-12/n would not.)
+        let top = d.inverse_cdf(1.0 - (1e-12 / ranks as f64).max(1e-15)) / slowest;
         let n = 20_000;
         let h = top / n as f64;
         let tail = |i: usize| 1.0 - cdf(i as f64 * h);
@@ -129,6 +130,10 @@ mod tests {
         // Two slow ranks at the same speed are likelier than one to draw a large factor.
         let two = speeds(vec![0.9, 0.9], 0.05).slowest_factor(64);
         assert!(two > speeds(vec![0.9], 0.05).slowest_factor(64), "{two}");
+        // Tens of thousands of ranks stay finite (the tail's cut-off stays below 1 in f64).
+        let many = Skew { cv: 0.02, ..Skew::default() };
+        let (a, b) = (many.slowest_factor(10_000), many.slowest_factor(20_000));
+        assert!(a.is_finite() && b.is_finite() && b > a, "{a} {b}");
         assert!(speeds(vec![1.0; 9], 0.0).check_ranks(8).is_err());
         assert!(speeds(vec![1.0; 8], 0.0).check_ranks(8).is_ok());
     }

@@ -901,10 +901,19 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         .map(|p| num(&p["result"], "iteration_time_ms"))
         .collect();
     assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
-    // What is not modelled is refused on its line.
+    // What is not modelled is refused: HYBRID_SHARD on its line, one rank (NO_SHARD).
     super::cli_errors::fails_with(
         &["simulate", s, "--sweep", "workload.fsdp.sharding_strategy=HYBRID_SHARD"],
         &["workload.fsdp.sharding_strategy", "not modelled yet"],
+    );
+    super::cli_errors::fails_with(
+        &["simulate", s, "--nodes", "1", "--gpus-per-node", "1"],
+        &["on one rank", "NO_SHARD"],
+    );
+    // A compute rate so small the step's times overflow is refused, never printed as NaN.
+    super::cli_errors::fails_with(
+        &["simulate", s, "--sweep", "workload.mfu=1e-200"],
+        &["simulated time passes 53 days"],
     );
     // Accumulating four micro-steps: each gathers and reduce-scatters again (no no_sync).
     let k4 = json(&["simulate", s, "--format", "json", "--sweep", "workload.grad_accumulation=4"]);

@@ -373,3 +373,21 @@ fn a_ddp_job_beside_an_idle_one_is_a_ddp_job_alone() {
     // And the same bytes whatever the thread count.
     same_bytes_with_1_and_2_threads(&write("ddp-threads", &text));
 }
+
+#[test]
+fn jobs_whose_steps_differ_a_thousandfold_are_refused_not_run_for_ever() {
+    // Job a at 1e-6 of the peak: 10^5 times job b's step. Side by side, b would repeat its step
+    // that many times; each step alone would also overflow past a point.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-ddp-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
+    .replacen("mfu = 0.4", "mfu = 1e-6", 1);
+    let p = write("ddp-unequal", &text);
+    super::cli_errors::fails_with(
+        &["simulate", &p],
+        &["job \"a\"'s step", "over 1000 times job \"b\"'s"],
+    );
+}
