@@ -284,25 +284,7 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
     };
     let kinds: Vec<(&str, &str)> =
         legend.iter().filter(|k| present(k.0)).map(|&(n, c)| (c, n)).collect();
-    let mut lx = LEFT;
-    let _ = writeln!(body, r#"<g font-size="11">"#);
-    for (color, name) in kinds {
-        let w = 22.0 + name.chars().count() as f64 * GLYPH + 18.0;
-        if lx + w > WIDTH - RIGHT {
-            lx = LEFT;
-            y += 18.0;
-        }
-        let _ = writeln!(
-            body,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            y,
-            lx + 20.0,
-            y + 9.5,
-            esc(name)
-        );
-        lx += w;
-    }
-    let _ = writeln!(body, "</g>");
+    y = swatches(&mut body, &kinds, y);
     y += 24.0;
     y += breakdown_bar(&mut body, r, y);
     let height = y + 10.0;
@@ -363,25 +345,33 @@ fn breakdown_bar(svg: &mut String, r: &StepResult, top: f64) -> f64 {
         x += w;
     }
     // The labels below, wrapped to the width.
-    let (mut lx, mut ly) = (LEFT, bar_y + LANE + 8.0);
+    let labels: Vec<(&str, &str)> = labels.iter().map(|(c, t)| (*c, t.as_str())).collect();
+    let ly = swatches(svg, &labels, bar_y + LANE + 8.0);
+    ly + 18.0 - top
+}
+
+/// Colour swatches with their names from `top`, wrapped to the width; returns the last
+/// row's top.
+fn swatches(svg: &mut String, items: &[(&str, &str)], top: f64) -> f64 {
+    let (mut lx, mut y) = (LEFT, top);
     let _ = writeln!(svg, r#"<g font-size="11">"#);
-    for (color, text) in labels {
-        let w = 22.0 + text.chars().count() as f64 * GLYPH + 18.0;
+    for (color, name) in items {
+        let w = 22.0 + name.chars().count() as f64 * GLYPH + 18.0;
         if lx + w > WIDTH - RIGHT {
             lx = LEFT;
-            ly += 18.0;
+            y += 18.0;
         }
         let _ = writeln!(
             svg,
-            r#"<rect x="{lx:.1}" y="{ly:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            r#"<rect x="{lx:.1}" y="{y:.1}" width="14" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
             lx + 20.0,
-            ly + 9.5,
-            esc(&text)
+            y + 9.5,
+            esc(name)
         );
         lx += w;
     }
     let _ = writeln!(svg, "</g>");
-    ly + 18.0 - top
+    y
 }
 
 #[cfg(test)]

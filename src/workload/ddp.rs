@@ -593,6 +593,35 @@ pub struct BucketRow {
     pub skew_wait_ms: Option<f64>,
 }
 
+impl BucketRow {
+    /// The row of bucket `index` before it runs (its times filled in as it does).
+    fn new(index: usize, bytes: u64, wire_bytes: u64, tensors: usize) -> BucketRow {
+        BucketRow {
+            index,
+            bytes,
+            wire_bytes,
+            tensors,
+            ready_ms: 0.0,
+            start_ms: 0.0,
+            end_ms: 0.0,
+            collectives: 0,
+            algo: "",
+            proto: "",
+            skew_wait_ms: None,
+        }
+    }
+}
+
+/// How each collective of `spec` slows compute on `gpu`: the scenario's fixed fraction, or
+/// the collective's own channels over the GPU's SMs (none where the SM count is unknown).
+fn call_slowdown(spec: &DdpSpec, gpu: &GpuFacts) -> Slowdown {
+    match (spec.compute_slowdown, gpu.multiprocessors) {
+        (Some(s), _) => Slowdown::Fixed(s),
+        (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
+        (None, None) => Slowdown::Fixed(0.0),
+    }
+}
+
 /// A span on a timeline lane, for traces and plots.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Span {
@@ -1072,19 +1101,7 @@ pub(crate) fn plan_step(
                         },
                     })
                     .collect();
-                let row = BucketRow {
-                    index: bi,
-                    bytes: b.bytes,
-                    wire_bytes: wire_bytes(&steps),
-                    tensors: b.tensors.len(),
-                    ready_ms: 0.0,
-                    start_ms: 0.0,
-                    end_ms: 0.0,
-                    collectives: 0,
-                    algo: "",
-                    proto: "",
-                    skew_wait_ms: None,
-                };
+                let row = BucketRow::new(bi, b.bytes, wire_bytes(&steps), b.tensors.len());
                 Batch { ops, slowdown, row: Some(row), early: false }
             })
             .collect()
@@ -1173,11 +1190,7 @@ pub(crate) fn plan_step(
     }
     // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, each collective by its
     // own channels while it runs; reported for the largest bucket.
-    let per_call = match (spec.compute_slowdown, gpu.multiprocessors) {
-        (Some(s), _) => Slowdown::Fixed(s),
-        (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
-        (None, None) => Slowdown::Fixed(0.0),
-    };
+    let per_call = call_slowdown(spec, gpu);
     let slowdown = spec.compute_slowdown.unwrap_or_else(|| {
         let big = steady.iter().max_by_key(|b| b.bytes);
         match (gpu.multiprocessors, big) {
@@ -1298,25 +1311,12 @@ fn plan_sharded(
         .map(|l| l.tensors.iter().map(|t| t.numel).sum::<u64>().div_ceil(w) * w)
         .collect();
     let units = m.layers.len();
-    let slowdown = match (spec.compute_slowdown, gpu.multiprocessors) {
-        (Some(s), _) => Slowdown::Fixed(s),
-        (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
-        (None, None) => Slowdown::Fixed(0.0),
-    };
+    let slowdown = call_slowdown(spec, gpu);
     let batch = |collective: Collective, u: usize, dtype: DataType, what: &str, row: bool| {
         let bytes = padded[u] * dtype.size();
-        let row = row.then(|| BucketRow {
-            index: u,
-            bytes: padded[u] * m.grad_dtype.size(),
-            wire_bytes: bytes,
-            tensors: m.layers[u].tensors.len(),
-            ready_ms: 0.0,
-            start_ms: 0.0,
-            end_ms: 0.0,
-            collectives: 0,
-            algo: "",
-            proto: "",
-            skew_wait_ms: None,
+        let row = row.then(|| {
+            let grad = padded[u] * m.grad_dtype.size();
+            BucketRow::new(u, grad, bytes, m.layers[u].tensors.len())
         });
         let name = format!("{what} {}", m.layers[u].name);
         Batch {
