@@ -163,7 +163,7 @@ pub fn simulate_ddp(
 /// them.
 pub type CollCache = std::sync::Mutex<
     std::collections::BTreeMap<
-        (collective::Collective, u64, workload::DataType),
+        (workload::parallel::Group, collective::Collective, u64, workload::DataType),
         workload::ddp::CollTime,
     >,
 >;
@@ -197,6 +197,11 @@ fn ddp_step(
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();
+    if let Some(layout) = &spec.parallel {
+        layout
+            .check(&spec.model, world, spec.grad_accumulation)
+            .map_err(|e| Error::Ddp(format!("workload.parallel: {e}")))?;
+    }
     let step = with_ddp(
         &cluster,
         &comm,
@@ -207,7 +212,13 @@ fn ddp_step(
         &load,
         cache,
         (1.0, links),
-        |gpu, coll| workload::ddp::simulate_step(spec, world, gpu, coll),
+        |gpu, coll| match &spec.parallel {
+            Some(layout) => workload::parallel::simulate_parallel(spec, layout, world, gpu, coll),
+            None => {
+                let coll = |c, b, d| coll(workload::parallel::Group::World, c, b, d);
+                workload::ddp::simulate_step(spec, world, gpu, &coll)
+            }
+        },
     )?;
     if !step_fits(&step) {
         units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
@@ -229,10 +240,6 @@ const STEP_RATIO: f64 = 1000.0;
 /// Links kept per DDP collective for its trace's link counters (the busiest first).
 const LINKS_PER_CALL: usize = 8;
 
-/// A collective's time as the model gives it: (collective, nccl-tests size, dtype).
-type CollTimer<'a> =
-    dyn Fn(collective::Collective, u64, workload::DataType) -> workload::ddp::CollTime + Sync + 'a;
-
 /// Hands `f` the GPU facts of `scenario`'s GPU for `spec` and a timer of collectives on
 /// `cluster` beside `load` (each distinct call simulated once).
 #[allow(clippy::too_many_arguments)]
@@ -246,9 +253,10 @@ fn with_ddp<R>(
     load: &[Load],
     cache: &CollCache,
     (shared, links): (f64, bool),
-    f: impl Fn(&workload::ddp::GpuFacts, &CollTimer<'_>) -> R,
+    f: impl Fn(&workload::ddp::GpuFacts, &workload::parallel::GroupTimer<'_>) -> R,
 ) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
+    use workload::parallel::Group;
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
     workload::sweep::check_supported(spec.hook.grad_collective(), comm)?;
     spec.skew.check_ranks(comm.nranks()).map_err(Error::Ddp)?;
@@ -276,7 +284,7 @@ fn with_ddp<R>(
         flops: 0.0,
         memory_bandwidth,
         multiprocessors: model.multiprocessors,
-        launch: KERNEL_LAUNCH_SECS,
+        launch: spec.launch.unwrap_or(KERNEL_LAUNCH_SECS),
         ranks_per_node: comm.ppn(),
     };
     gpu.flops = match &spec.rate {
@@ -288,13 +296,30 @@ fn with_ddp<R>(
                 .map_err(|e| Error::Ddp(format!("workload.mfu = {mfu}: {e}")))?
         }
     };
+    // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
+    // lays them out (a group of one rank sends nothing).
+    let mut groups = std::collections::BTreeMap::new();
+    if let Some(layout) = &spec.parallel {
+        for g in layout.groups(comm.nranks()) {
+            let (sub, c) = group_comm(cluster, comm, &layout.members(g, comm.nranks()))?;
+            groups.insert(g, (sub, c));
+        }
+    }
+    let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
+        match g {
+            Group::World => Some((cluster, comm)),
+            g => groups.get(&g).map(|(c, m)| (c, m)),
+        }
+    };
+    let nothing = || CollTime { secs: 0.0, algo: "", proto: "", channels: 0, links: Vec::new() };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
     // and counts their work before any runs (the calls do not depend on their times).
     if mode == collective::Mode::Detailed {
         let budget = std::sync::Mutex::new(collective::run::DetailedBudget::scaled(shared));
         let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
-        let count = |c: collective::Collective, bytes: u64, dtype: workload::DataType| {
-            if seen.lock().is_ok_and(|mut s| s.insert((c, bytes, dtype))) {
+        let count = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
+            let Some((cluster, comm)) = on(g) else { return nothing() };
+            if seen.lock().is_ok_and(|mut s| s.insert((g, c, bytes, dtype))) {
                 let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
                 let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
                 if let Ok(mut b) = budget.lock() {
@@ -306,8 +331,9 @@ fn with_ddp<R>(
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Ddp)?;
     }
-    let coll = |c: collective::Collective, bytes: u64, dtype: workload::DataType| -> CollTime {
-        if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(c, bytes, dtype)).cloned()) {
+    let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
+        let Some((cluster, comm)) = on(g) else { return nothing() };
+        if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(g, c, bytes, dtype)).cloned()) {
             return t;
         }
         let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
@@ -328,11 +354,38 @@ fn with_ddp<R>(
             links,
         };
         if let Ok(mut m) = cache.lock() {
-            m.insert((c, bytes, dtype), t.clone());
+            m.insert((g, c, bytes, dtype), t.clone());
         }
         t
     };
     Ok(f(&gpu, &coll))
+}
+
+/// The cluster and communicator of a process group of `members` (global ranks of `comm`,
+/// numbered node by node): the nodes they are on, with as many GPUs used on each (the first
+/// ones: on an NVSwitch node any GPUs are alike).
+fn group_comm(
+    cluster: &Cluster,
+    comm: &Communicator,
+    members: &[usize],
+) -> Result<(Cluster, Communicator), Error> {
+    let ppn = comm.ppn().max(1);
+    let mut per_node: std::collections::BTreeMap<usize, usize> = Default::default();
+    for &r in members {
+        *per_node.entry(r / ppn).or_default() += 1;
+    }
+    let counts: std::collections::BTreeSet<usize> = per_node.values().copied().collect();
+    let &[per] = counts.iter().copied().collect::<Vec<_>>().as_slice() else {
+        return Err(Error::Ddp(format!(
+            "workload.parallel: a process group of {} ranks falls unevenly on the nodes ({:?} per node); choose degrees that divide the GPUs per node or are multiples of it",
+            members.len(),
+            per_node.values().collect::<Vec<_>>()
+        )));
+    };
+    let nodes: Vec<NodeId> = per_node.keys().map(|&n| NodeId(n)).collect();
+    let sub = cluster.subset(&nodes, per);
+    let c = Communicator::new(&sub, comm.env())?.with_gpus_per_process(1);
+    Ok((sub, c))
 }
 
 /// What one job of a multi-job scenario did.
@@ -511,7 +564,10 @@ pub fn simulate_jobs_with(
                     &bg,
                     &CollCache::default(),
                     (shared, false),
-                    |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
+                    |gpu, coll| {
+                        let coll = |c, b, t| coll(workload::parallel::Group::World, c, b, t);
+                        Some(workload::ddp::plan_step(d, world, gpu, &coll))
+                    },
                 )
             }
             _ => Ok(None),

@@ -265,12 +265,25 @@ pub struct RawWorkload {
     pub tflops: Option<S<f64>>,
     pub input: Option<RawInput>,
     pub compute_slowdown: Option<S<f64>>,
+    pub launch_us: Option<S<f64>>,
     pub rank_skew_cv: Option<S<f64>>,
     pub straggler_speed: Option<S<f64>>,
     pub rank_speeds: Option<S<Vec<f64>>>,
     pub ddp: Option<RawDdp>,
     pub fsdp: Option<RawFsdp>,
+    pub parallel: Option<S<RawParallel>>,
     pub layer: Option<Vec<RawLayer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawParallel {
+    pub tp: Option<S<i64>>,
+    pub pp: Option<S<i64>>,
+    pub virtual_stages: Option<S<i64>>,
+    pub sequence_parallel: Option<bool>,
+    pub recompute: Option<S<String>>,
+    pub overlap_grad_reduce: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

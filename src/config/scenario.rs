@@ -321,6 +321,7 @@ fn ddp_workload(
                     times,
                     act_bytes,
                     memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels),
+                    parallel: None,
                 });
             }
             Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }
@@ -541,6 +542,17 @@ fn ddp_workload(
         sequence,
         input,
         sharding: if fsdp { Some(fsdp_sharding(src, w, grad_dtype)?) } else { None },
+        parallel: parallel_layout(src, w, fsdp)?,
+        launch: match &w.launch_us {
+            Some(v) => Some(src.check("workload.launch_us", v, |&x| {
+                if x.is_finite() && (0.0..=10_000.0).contains(&x) {
+                    Ok(x * 1e-6)
+                } else {
+                    Err(format!("must be a host time per kernel in µs, 0 to 10000 (got {x})"))
+                }
+            })?),
+            None => None,
+        },
     };
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known
     // (the step solves the GEMM rate again, with the same inputs).
@@ -552,13 +564,79 @@ fn ddp_workload(
             flops: 0.0,
             memory_bandwidth: bw.bytes_per_sec(),
             multiprocessors: None,
-            launch: crate::KERNEL_LAUNCH_SECS,
+            launch: spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
             ranks_per_node: 1,
         };
         let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu, peak);
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// `[workload.parallel]`: Megatron's tensor and pipeline degrees and their options (the data
+/// parallel degree is what the ranks leave; checked against the cluster by the scenario).
+fn parallel_layout(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    fsdp: bool,
+) -> Result<Option<crate::workload::parallel::Layout>, ConfigError> {
+    let Some(p) = &w.parallel else { return Ok(None) };
+    let at = p.span().start;
+    if fsdp {
+        return Err(src.error_at(
+            at,
+            "workload.parallel: not for kind = \"fsdp\" yet (tensor and pipeline parallelism run with Megatron's data parallelism, kind = \"ddp\")",
+        ));
+    }
+    let skewed = w
+        .rank_skew_cv
+        .as_ref()
+        .map(|v| v.span().start)
+        .or(w.straggler_speed.as_ref().map(|v| v.span().start))
+        .or(w.rank_speeds.as_ref().map(|v| v.span().start));
+    if let Some(at) = skewed {
+        return Err(src.error_at(
+            at,
+            "workload: rank skew and stragglers are not modelled with [workload.parallel] yet",
+        ));
+    }
+    if let Some(h) = w.ddp.as_ref().and_then(|d| d.comm_hook.as_ref()) {
+        return Err(src.error_at(
+            h.span().start,
+            "workload.ddp.comm_hook: Megatron's data parallelism has no DDP communication hooks",
+        ));
+    }
+    let p = p.get_ref();
+    let degree = |field: &str, v: &Option<Spanned<i64>>| match v {
+        Some(v) => positive(src, field, v, 1 << 16),
+        None => Ok(1),
+    };
+    let recompute = match &p.recompute {
+        Some(r) => src.check("workload.parallel.recompute", r, |r| match r.as_str() {
+            "full" => Ok(true),
+            "none" => Ok(false),
+            _ => Err(format!(
+                "{r:?}: \"full\" (every transformer layer's activations recomputed) or \"none\""
+            )),
+        })?,
+        None => false,
+    };
+    let layout = crate::workload::parallel::Layout {
+        tp: degree("workload.parallel.tp", &p.tp)?,
+        pp: degree("workload.parallel.pp", &p.pp)?,
+        virtual_stages: degree("workload.parallel.virtual_stages", &p.virtual_stages)?,
+        sequence_parallel: p.sequence_parallel.unwrap_or(false),
+        recompute,
+        overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
+    };
+    if layout.virtual_stages > 1 && layout.pp < 2 {
+        let at = p.virtual_stages.as_ref().map_or(at, |v| v.span().start);
+        return Err(src.error_at(
+            at,
+            "workload.parallel.virtual_stages: the interleaved schedule needs pp of 2 or more",
+        ));
+    }
+    Ok(Some(layout))
 }
 
 /// `[workload.fsdp]`: FSDP's sharding strategy, backward prefetch and mixed-precision dtypes
@@ -705,6 +783,16 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
             ),
         ));
     }
+    // A 3-D layout must fit the cluster's ranks and the model.
+    if let (Workload::Ddp(d), Some(p)) =
+        (&workload, raw.workload.as_ref().and_then(|w| w.parallel.as_ref()))
+        && let Some(layout) = &d.parallel
+    {
+        let world = nodes * gpus_per_node;
+        layout
+            .check(&d.model, world, d.grad_accumulation)
+            .map_err(|e| src.error_at(p.span().start, format!("workload.parallel: {e}")))?;
+    }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
     Ok(Scenario {
         topology,
@@ -737,6 +825,15 @@ pub(crate) fn parse_workload(
         })?,
         None => "sweep".to_string(),
     };
+    if let (true, Some(p)) = (idle, &w.parallel) {
+        return Err(src.error_at(
+            p.span().start,
+            "job.workload.parallel: 3-D layouts run as a scenario's one [workload], not in [[job]] tables yet",
+        ));
+    }
+    if let (Some(p), false) = (&w.parallel, kind == "ddp" || kind == "fsdp") {
+        return Err(src.error_at(p.span().start, "workload.parallel: only for kind = \"ddp\""));
+    }
     Ok(match kind.as_str() {
         "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, false)?)),
         "fsdp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, true)?)),

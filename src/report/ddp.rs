@@ -14,7 +14,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(
         out,
         "{} step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
-        if spec.sharding.is_some() { "FSDP" } else { "DDP" },
+        match (&spec.sharding, &spec.parallel) {
+            (Some(_), _) => "FSDP",
+            (None, Some(_)) => "3-D parallel (Megatron)",
+            (None, None) => "DDP",
+        },
         m.name,
         m.params() as f64 / 1e6,
         m.grad_dtype.name(),
@@ -32,6 +36,32 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             sh.backward_prefetch.name(),
             sh.param_dtype.name(),
             sh.reduce_dtype.name()
+        )?;
+    } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
+        writeln!(
+            out,
+            "tp {} x pp {} x dp {}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}",
+            l.tp,
+            l.pp,
+            p.dp,
+            if l.virtual_stages > 1 {
+                format!(" ({} chunks per stage, interleaved)", l.virtual_stages)
+            } else {
+                String::new()
+            },
+            p.micro_batches,
+            spec.micro_batch,
+            if l.virtual_stages > 1 { "interleaved 1F1B" } else { "1F1B" },
+            if l.sequence_parallel { "; sequence parallel" } else { "" },
+            if l.recompute { "; full recompute" } else { "" },
+            if l.overlap_grad_reduce {
+                format!(
+                    "reduced in buckets during the last backward (cap {})",
+                    spec.bucket_cap.map_or("25 MiB".to_string(), |b| Bytes::new(b).to_string())
+                )
+            } else {
+                "all-reduced after the last backward".to_string()
+            }
         )?;
     } else {
         writeln!(
@@ -51,7 +81,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     row(
         out,
         "first iteration",
-        if spec.sharding.is_some() {
+        if spec.sharding.is_some() || spec.parallel.is_some_and(|l| !l.overlap_grad_reduce) {
             format!("{:.3} ms (as the steady one: nothing to rebuild)", r.first_iteration_ms)
         } else {
             format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms)
@@ -121,13 +151,41 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(out, "  {:<28} {:>10} {:>7}", "where the step goes", "ms", "share")?;
     let b = &r.breakdown;
     for (label, _, ms) in b.parts() {
-        if label == "measured layer times" && ms == 0.0 {
+        let optional = ["measured layer times", "tensor-parallel comm", "pipeline bubble and p2p"];
+        if optional.contains(&label) && ms == 0.0 {
             continue;
         }
         let share = if r.iteration_time_ms > 0.0 { 100.0 * ms / r.iteration_time_ms } else { 0.0 };
         writeln!(out, "    {label:<26} {ms:>10.3} {share:>6.1} %")?;
     }
     writeln!(out)?;
+    if let Some(p) = &r.parallel {
+        writeln!(
+            out,
+            "  {:>5} {:>6} {:>10} {:>12} {:>12} {:>15} {:>10}",
+            "stage", "layers", "params M", "fwd ms/mb", "bwd ms/mb", "last bwd at ms", "end ms"
+        )?;
+        for st in &p.stages {
+            writeln!(
+                out,
+                "  {:>5} {:>6} {:>10.1} {:>12.3} {:>12.3} {:>15.3} {:>10.3}{}",
+                st.stage,
+                st.layers,
+                st.params as f64 / 1e6,
+                st.fwd_ms,
+                st.bwd_ms,
+                st.last_backward_ms,
+                st.end_ms,
+                if st.stage == p.critical_stage { "  <- slowest (the figures above)" } else { "" }
+            )?;
+        }
+        writeln!(
+            out,
+            "  per stage: forward and backward of one micro-batch on all its chunks, tensor-parallel collectives in; below, stage {}'s buckets on its data-parallel group",
+            p.critical_stage
+        )?;
+        writeln!(out)?;
+    }
     // Under skew, the slowest rank's ready times, and how long a typical rank's bucket waited.
     let skewed = r.skew.is_some();
     writeln!(

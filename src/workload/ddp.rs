@@ -473,6 +473,12 @@ pub struct DdpSpec {
     pub input: Option<InputRate>,
     /// FSDP's sharding (`kind = "fsdp"`), instead of DDP's buckets.
     pub sharding: Option<Sharding>,
+    /// Megatron's tensor, pipeline and data parallelism (`[workload.parallel]`), if the step
+    /// is laid out so.
+    pub parallel: Option<super::parallel::Layout>,
+    /// Host time to issue one kernel, s (None: the cudaLaunchKernel floor): PyTorch eager's
+    /// per-op dispatch where the framework's Python adds to it.
+    pub launch: Option<f64>,
 }
 
 /// PyTorch FSDP's `ShardingStrategy` (docs/fsdp-model.md §4).
@@ -716,6 +722,9 @@ pub struct StepResult {
     pub buckets: Vec<BucketRow>,
     /// Compute and NCCL lanes of the step.
     pub timeline: Vec<Span>,
+    /// A 3-D parallel step's layout and stages (the figures above are its slowest stage's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<super::parallel::ParallelReport>,
 }
 
 /// A step's time split by cause, ms; the parts add up to the iteration time. Under rank skew
@@ -741,6 +750,11 @@ pub struct Breakdown {
     pub skew_wait_ms: f64,
     /// Waiting for the data loader.
     pub input_stall_ms: f64,
+    /// Tensor-parallel collectives inside forward and backward (they block compute).
+    pub tp_comm_ms: f64,
+    /// A pipeline stage idle before its last backward: the bubble, waiting for the stages
+    /// beside it, and its point-to-point sends.
+    pub pipeline_ms: f64,
 }
 
 impl Breakdown {
@@ -750,12 +764,14 @@ impl Breakdown {
     }
 
     /// (label, JSON/CSV key, ms) of each part, in the order reports print them.
-    pub fn parts(&self) -> [(&'static str, &'static str, f64); 9] {
+    pub fn parts(&self) -> [(&'static str, &'static str, f64); 11] {
         [
             ("compute, FLOP-bound", "flop_ms", self.flop_ms),
             ("compute, memory-bound", "memory_ms", self.memory_ms),
             ("kernel launch waits", "launch_ms", self.launch_ms),
             ("measured layer times", "measured_ms", self.measured_ms),
+            ("tensor-parallel comm", "tp_comm_ms", self.tp_comm_ms),
+            ("pipeline bubble and p2p", "pipeline_ms", self.pipeline_ms),
             ("DDP copies and hooks", "ddp_copies_ms", self.ddp_copies_ms),
             ("optimizer step", "optimizer_ms", self.optimizer_ms),
             ("exposed communication", "exposed_comm_ms", self.exposed_comm_ms),
@@ -789,6 +805,12 @@ pub(crate) struct LayerTimes {
 /// backward, running ahead of the GPU where it can: a layer cannot end before its last kernel
 /// is launched, so where launches take longer than the GPU's work the GPU waits.
 pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
+    layer_times_from(spec, gpu, false)
+}
+
+/// As [`layer_times`]; `first_dgrad`: whether the first layer computes its input's gradient
+/// too (it does on a pipeline stage after the first, which sends it back).
+pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool) -> LayerTimes {
     let batch = spec.micro_batch as f64;
     let act = if super::memory::sixteen_bit(spec) { 1.0 } else { 2.0 };
     let layers = &spec.model.layers;
@@ -810,7 +832,7 @@ pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
         }
         let m = &l.memory;
         let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
-        let passes = if i == 0 { 1.0 } else { 2.0 };
+        let passes = if i == 0 && !first_dgrad { 1.0 } else { 2.0 };
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
         t.flop += (1.0 + passes) * gemm;
@@ -954,25 +976,35 @@ pub struct SkewCost {
 /// A step ready to run: its timeline not yet started, and what its result needs besides.
 #[derive(Clone)]
 pub(crate) struct StepPlan {
-    steady: Timeline,
+    pub(crate) steady: Timeline,
     /// The first iteration's end, s (run alone, with `coll`'s times).
-    first_end: f64,
-    k: u64,
-    fwd_s: f64,
-    bwd_s: f64,
-    copies: f64,
-    optimizer: f64,
+    pub(crate) first_end: f64,
+    pub(crate) k: u64,
+    pub(crate) fwd_s: f64,
+    pub(crate) bwd_s: f64,
+    pub(crate) copies: f64,
+    pub(crate) optimizer: f64,
     /// The optimizer step of one GPU alone (the whole model's, where the step shards it).
-    alone_optimizer: f64,
-    slowdown: f64,
-    world: usize,
-    micro_batch: u64,
+    pub(crate) alone_optimizer: f64,
+    pub(crate) slowdown: f64,
+    pub(crate) world: usize,
+    pub(crate) micro_batch: u64,
     /// One micro-step's layer times and their split.
-    layers: LayerTimes,
+    pub(crate) layers: LayerTimes,
     /// The FLOP-bound kernels' rate, FLOP/s.
-    flops: f64,
+    pub(crate) flops: f64,
     /// The loader's samples per second for a rank of this job, and for one GPU alone.
-    input: Option<(f64, f64)>,
+    pub(crate) input: Option<(f64, f64)>,
+    /// Tensor-parallel collectives in the step, s (they block compute).
+    pub(crate) tp_comm: f64,
+    /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
+    pub(crate) pipeline: f64,
+    /// Model replicas, each taking `micro_batch` samples per micro-step (the ranks under
+    /// data parallelism; fewer under tensor and pipeline parallelism).
+    pub(crate) replicas: usize,
+    /// Forward and backward of every micro-step on one GPU alone, s, where they are not this
+    /// rank's (a pipeline stage holds part of the model).
+    pub(crate) alone_compute: Option<f64>,
 }
 
 impl StepPlan {
@@ -991,17 +1023,18 @@ impl StepPlan {
     pub(crate) fn result(&self, step: &Timeline) -> StepResult {
         let StepPlan { first_end, k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
         let gpu_end = step.end.unwrap_or(0.0);
-        let comm = step.comm_before + step.comm;
+        let comm = step.comm_before + step.comm + self.tp_comm;
         let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute;
-        let exposed = (gpu_end - compute).max(0.0);
+        let exposed = (gpu_end - compute - self.tp_comm - self.pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
         let end = gpu_end.max(self.loader_secs());
         // One GPU alone (with its node's whole loader) runs the same micro-steps and optimizer
         // step, without DDP's copies.
         let alone = self.input.map_or(0.0, |(_, one)| (self.micro_batch * k) as f64 / one);
-        let single = (k as f64 * (fwd_s + bwd_s) + self.alone_optimizer).max(alone);
-        let samples = (self.micro_batch * k * world as u64) as f64;
+        let own = self.alone_compute.unwrap_or(k as f64 * (fwd_s + bwd_s));
+        let single = (own + self.alone_optimizer).max(alone);
+        let samples = (self.micro_batch * k * self.replicas as u64) as f64;
         let l = &self.layers;
         let ms = |x: f64| k as f64 * x * 1e3;
         let breakdown = Breakdown {
@@ -1014,6 +1047,8 @@ impl StepPlan {
             exposed_comm_ms: exposed * 1e3,
             skew_wait_ms: 0.0,
             input_stall_ms: (end - gpu_end) * 1e3,
+            tp_comm_ms: self.tp_comm * 1e3,
+            pipeline_ms: self.pipeline * 1e3,
         };
         let mut timeline = step.spans.clone();
         if end > gpu_end {
@@ -1040,6 +1075,7 @@ impl StepPlan {
             gemm_tflops: self.flops / 1e12,
             buckets: step.rows.clone(),
             timeline,
+            parallel: None,
         }
     }
 }
@@ -1052,12 +1088,40 @@ pub(crate) fn plan_step(
     gpu: &GpuFacts,
     coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
 ) -> StepPlan {
-    use crate::collective::Collective;
     if let Some(sharding) = spec.sharding {
         return plan_sharded(spec, sharding, world, gpu, coll);
     }
+    plan_ddp(spec, world, gpu, coll, None)
+}
+
+/// A pipeline stage's step as the DDP machinery runs it from the stage's last backward
+/// ([`super::parallel`]): the schedule before it is fixed, its gradients' buckets reduce over
+/// the stage's data-parallel group while it runs.
+#[derive(Clone)]
+pub(crate) struct StageWork {
+    /// The stage's layer times: `bwd` its last backward's (recompute and tensor-parallel
+    /// collectives in), 0 for layers whose gradients were complete before it.
+    pub layers: LayerTimes,
+    /// The compute stream's work before the last backward.
+    pub before: Vec<Work>,
+    /// When the last backward begins, run alone, s.
+    pub last_backward: f64,
+    /// Work after the gradients are reduced and before the optimizer (the tied embedding's
+    /// all-reduce, on another group: timed beforehand).
+    pub after: Vec<Work>,
+}
+
+/// A DDP step, or (with `stage`) a pipeline stage's step from its last backward.
+pub(crate) fn plan_ddp(
+    spec: &DdpSpec,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+    stage: Option<&StageWork>,
+) -> StepPlan {
+    use crate::collective::Collective;
     let m = &spec.model;
-    let layers = layer_times(spec, gpu);
+    let layers = stage.map_or_else(|| layer_times(spec, gpu), |s| s.layers.clone());
     let (fwd, bwd) = (&layers.fwd, &layers.bwd);
     let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
     let pass = |bytes: f64| bytes / gpu.memory_bandwidth;
@@ -1148,6 +1212,7 @@ pub(crate) fn plan_step(
                 }));
             }
             work.push(Work::Drain);
+            work.extend(stage.iter().flat_map(|s| s.after.iter().cloned()));
             if !spec.gradient_as_bucket_view {
                 work.push(Work::Run {
                     secs: pass(2.0 * grad_bytes as f64),
@@ -1203,7 +1268,7 @@ pub(crate) fn plan_step(
     });
 
     let k = spec.grad_accumulation.max(1);
-    let broadcast = spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1;
+    let broadcast = stage.is_none() && spec.broadcast_buffers && m.buffer_bytes > 0 && world > 1;
     let mut before = Vec::new();
     // no_sync micro-steps: compute only, gradients accumulate in place.
     for _ in 1..k {
@@ -1230,6 +1295,9 @@ pub(crate) fn plan_step(
     for (layer, &secs) in m.layers.iter().zip(fwd) {
         before.push(Work::Run { secs, name: Some(format!("fwd {}", layer.name)), grad: None });
     }
+    if let Some(s) = stage {
+        before = s.before.clone();
+    }
     let steady_line = backward(&spec.hook, &steady, per_call, before);
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
@@ -1242,7 +1310,8 @@ pub(crate) fn plan_step(
     } else {
         0.0
     };
-    let first_start = (k - 1) as f64 * (fwd_s + bwd_s) + b0 + fwd_s;
+    let first_start =
+        stage.map_or((k - 1) as f64 * (fwd_s + bwd_s) + b0 + fwd_s, |s| s.last_backward);
     // PowerSGD runs plain all-reduces before start_powerSGD_iter (at least 2 with error
     // feedback or warm start, which PyTorch enforces).
     let first_hook = match spec.hook {
@@ -1266,6 +1335,10 @@ pub(crate) fn plan_step(
         alone_optimizer: optimizer,
         slowdown,
         world,
+        tp_comm: 0.0,
+        pipeline: 0.0,
+        replicas: world,
+        alone_compute: None,
         micro_batch: spec.micro_batch,
         layers,
         flops: gpu.flops,
@@ -1420,6 +1493,10 @@ fn plan_sharded(
         alone_optimizer: optimizer * w as f64,
         slowdown: reported,
         world,
+        tp_comm: 0.0,
+        pipeline: 0.0,
+        replicas: world,
+        alone_compute: None,
         micro_batch: spec.micro_batch,
         layers,
         flops: gpu.flops,
@@ -1437,7 +1514,11 @@ const ELEMENTS_PER_LAUNCH: f64 = 320.0 * 65536.0;
 /// The optimizer step after backward, s: its memory traffic ([`super::memory::step_traffic`])
 /// at the GPU's memory bandwidth, or its kernel launches when they take longer (the host
 /// launches while the GPU runs, so the longer of the two).
-fn optimizer_secs(spec: &DdpSpec, tensors: &[&super::models::Tensor], gpu: &GpuFacts) -> f64 {
+pub(crate) fn optimizer_secs(
+    spec: &DdpSpec,
+    tensors: &[&super::models::Tensor],
+    gpu: &GpuFacts,
+) -> f64 {
     use super::memory::{OptimizerImpl, step_traffic};
     let m = &spec.model;
     let (mut bytes, mut passes, mut elements) = (0.0, 0usize, 0.0);
@@ -1647,6 +1728,8 @@ mod tests {
             sequence: None,
             input: None,
             sharding: None,
+            parallel: None,
+            launch: None,
         }
     }
 
@@ -1679,6 +1762,7 @@ mod tests {
             times: None,
             act_bytes: 0.0,
             memory: Default::default(),
+            parallel: None,
         };
         let m = Model {
             name: "toy".into(),
@@ -1732,6 +1816,7 @@ mod tests {
                 times: None,
                 act_bytes: 0.0,
                 memory: Default::default(),
+                parallel: None,
             }],
             grad_dtype: DataType::Float,
             buffer_bytes: 0,
@@ -1824,6 +1909,7 @@ mod tests {
                     times: None,
                     act_bytes: 0.0,
                     memory: Default::default(),
+                    parallel: None,
                 },
                 Layer {
                     name: "l".into(),
@@ -1832,6 +1918,7 @@ mod tests {
                     times: None,
                     act_bytes: 0.0,
                     memory: MemoryWork::new(mb * 1e6, 2.0 * mb * 1e6, kernels, 2 * kernels),
+                    parallel: None,
                 },
             ],
             grad_dtype: DataType::Float,
@@ -1932,6 +2019,7 @@ mod tests {
                     times: None,
                     act_bytes: 0.0,
                     memory: Default::default(),
+                    parallel: None,
                 })
                 .collect(),
             grad_dtype: DataType::Float,

@@ -197,6 +197,9 @@ pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
 /// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
 /// sharded.
 pub fn ddp_memory(spec: &DdpSpec, world: usize) -> DdpMemory {
+    if let Some(layout) = &spec.parallel {
+        return super::parallel::memory(spec, layout, world);
+    }
     match spec.sharding {
         Some(sh) => fsdp_memory(spec, sh, world),
         None => plain_ddp_memory(spec),
@@ -255,7 +258,7 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
 }
 
 /// Memory per GPU of `spec` under plain DDP.
-fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
+pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let m = &spec.model;
     let half = sixteen_bit(spec);
     let (mut params, mut master, mut autocast, mut numel) = (0.0, 0.0, 0.0, 0.0);

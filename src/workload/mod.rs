@@ -5,6 +5,7 @@ pub mod ddp;
 pub mod jobs;
 pub mod memory;
 pub mod models;
+pub mod parallel;
 pub mod skew;
 pub mod sweep;
 pub mod timeline;

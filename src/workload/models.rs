@@ -37,6 +37,46 @@ pub struct Layer {
     /// Its memory-bound work: the bytes its norms, activations, dropout, residual adds and
     /// copies move, and the kernels it launches.
     pub memory: MemoryWork,
+    /// How Megatron-LM splits it over a tensor-parallel group, for transformer presets (None:
+    /// the layer cannot be split, and tensor and pipeline parallelism are refused).
+    pub parallel: Option<TpShape>,
+}
+
+/// How Megatron-LM (megatron/core/tensor_parallel) splits a transformer's layer over `tp`
+/// ranks, and what it sends between them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TpShape {
+    /// Its part in the model.
+    pub role: TpRole,
+    /// Hidden size: tensor-parallel all-reduces and pipeline sends carry hidden x tokens.
+    pub hidden: u64,
+    /// Tokens per sample.
+    pub tokens: u64,
+}
+
+/// A layer's part in a Megatron transformer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TpRole {
+    /// The input embedding (VocabParallelEmbedding): the `vocab` rows split, one all-reduce of
+    /// its output forward; position embeddings stay whole.
+    Embedding {
+        /// Vocabulary rows.
+        vocab: u64,
+    },
+    /// A transformer block: attention heads and MLP columns split (ColumnParallelLinear, then
+    /// RowParallelLinear), two all-reduces forward and two backward; its norms, dropouts and
+    /// residual adds (`replicated`) run whole on every rank, or split by sequence under
+    /// sequence parallelism. Its wide tensors are split, those of at most `hidden` elements
+    /// (norms, the row-parallel biases) kept whole.
+    Block {
+        /// The memory-bound work every rank repeats.
+        replicated: MemoryWork,
+    },
+    /// A norm between blocks and the head: whole on every rank.
+    Replicated,
+    /// The output head and its loss (ColumnParallelLinear over the vocabulary, vocab-parallel
+    /// cross entropy): one all-reduce backward.
+    Head,
 }
 
 /// A layer's memory-bound kernels (what its FLOPs leave out) and its kernel launches. Bytes
@@ -177,6 +217,7 @@ fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer 
         times: None,
         act_bytes: 0.0,
         memory: MemoryWork::default(),
+        parallel: None,
     }
 }
 
@@ -461,7 +502,22 @@ fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
 
 /// A GPT-2-architecture model of `blocks` layers of width `d` and `ctx` positions.
 fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
-    let vocab = 50_257u64;
+    gpt_layers(blocks, d, ctx, 50_257, s, gs)
+}
+
+/// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`,
+/// a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a multiple of 128 x tp), trained
+/// at sequence `seq` (also its positions), with gradients of `grad_dtype`.
+pub fn gpt(layers: u64, hidden: u64, vocab: u64, seq: u64, grad_dtype: DataType) -> Model {
+    Model {
+        name: format!("gpt-{layers}x{hidden}"),
+        layers: gpt_layers(layers, hidden, seq, vocab, seq, grad_dtype.size() as f64),
+        grad_dtype,
+        buffer_bytes: 0,
+    }
+}
+
+fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec<Layer> {
     let sf = s as f64;
     let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
     // Two lookups, their add and dropout; backward the dropout, two embedding backwards and
@@ -471,7 +527,14 @@ fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
         bwd_fixed: gs * ((vocab + ctx) * d) as f64,
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
-    let mut out = vec![layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)];
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s });
+    let mut out = vec![Layer {
+        parallel: tp(TpRole::Embedding { vocab }),
+        ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
+    }];
+    // Repeated on every tensor-parallel rank: the LayerNorms (8h forward, 20h backward), the
+    // dropouts after attention and MLP (10h, 10h) and the residual adds (12h, 12h).
+    let replicated = MemoryWork::new(30.0 * h, 42.0 * h, 0, 0).per_token(s);
     for i in 0..blocks {
         let p = format!("transformer.h.{i}");
         let mut v = bn(&format!("{p}.ln_1"), d).to_vec();
@@ -481,15 +544,22 @@ fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
         v.extend(conv1d(&format!("{p}.mlp.c_fc"), d, 4 * d));
         v.extend(conv1d(&format!("{p}.mlp.c_proj"), 4 * d, d));
         let macs = (12 * d * d + 2 * s * d) as f64 * sf;
-        out.push(layer_mem(p, v, macs, transformer_acts(s, d), gpt2_block_mem(h).per_token(s)));
+        let mem = gpt2_block_mem(h).per_token(s);
+        out.push(Layer {
+            parallel: tp(TpRole::Block { replicated }),
+            ..layer_mem(p, v, macs, transformer_acts(s, d), mem)
+        });
     }
-    out.push(layer_mem(
-        "transformer.ln_f+lm_head",
-        bn("transformer.ln_f", d).to_vec(),
-        (d * vocab) as f64 * sf,
-        logits_acts(s, vocab),
-        layer_norm_mem(h).plus(loss_mem(vocab)).per_token(s),
-    ));
+    out.push(Layer {
+        parallel: tp(TpRole::Head),
+        ..layer_mem(
+            "transformer.ln_f+lm_head",
+            bn("transformer.ln_f", d).to_vec(),
+            (d * vocab) as f64 * sf,
+            logits_acts(s, vocab),
+            layer_norm_mem(h).plus(loss_mem(vocab)).per_token(s),
+        )
+    });
     out
 }
 
@@ -505,7 +575,14 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let mut out = vec![layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)];
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s });
+    let mut out = vec![Layer {
+        parallel: tp(TpRole::Embedding { vocab }),
+        ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
+    }];
+    // Repeated on every tensor-parallel rank: the RMSNorms (72h forward, 144h backward) and
+    // the residual adds (12h, 12h).
+    let replicated = MemoryWork::new(84.0 * h, 156.0 * h, 0, 0).per_token(s);
     for i in 0..c.layers {
         let p = format!("model.layers.{i}");
         let a = format!("{p}.self_attn");
@@ -540,19 +617,28 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (attn + mlp) as f64 * sf;
-        out.push(layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s)));
+        out.push(Layer {
+            parallel: tp(TpRole::Block { replicated }),
+            ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))
+        });
     }
     let norm = vec![t("model.norm.weight", d, 1)];
-    out.push(layer_mem("model.norm", norm, 0.0, 0.0, rms_norm_mem(h).per_token(s)));
+    out.push(Layer {
+        parallel: tp(TpRole::Replicated),
+        ..layer_mem("model.norm", norm, 0.0, 0.0, rms_norm_mem(h).per_token(s))
+    });
     // A tied head's weight is the embedding's (its gradient accumulates there).
     let head = if c.tied { Vec::new() } else { vec![t("lm_head.weight", vocab, d)] };
-    out.push(layer_mem(
-        "lm_head",
-        head,
-        (d * vocab) as f64 * sf,
-        logits_acts(s, vocab),
-        loss_mem(vocab).per_token(s),
-    ));
+    out.push(Layer {
+        parallel: tp(TpRole::Head),
+        ..layer_mem(
+            "lm_head",
+            head,
+            (d * vocab) as f64 * sf,
+            logits_acts(s, vocab),
+            loss_mem(vocab).per_token(s),
+        )
+    });
     out
 }
 

@@ -101,6 +101,14 @@ pub(crate) enum Work {
     /// Waits until the first `n` batches the NCCL stream took have finished (FSDP: compute
     /// waits for a unit's all-gather, not for what was posted after it).
     Wait(usize),
+    /// Waits until `at` s after the timeline started (a pipeline stage waiting for the stages
+    /// beside it); the wait is a span named `name`.
+    Until {
+        /// Seconds from the start.
+        at: f64,
+        /// Its span's name.
+        name: String,
+    },
 }
 
 /// What a timeline hears back.
@@ -195,6 +203,8 @@ pub(crate) struct Timeline {
     pub hook_compute: f64,
     /// When the last item ended.
     pub end: Option<f64>,
+    /// When it started.
+    t0: f64,
 }
 
 impl Timeline {
@@ -226,11 +236,13 @@ impl Timeline {
             comm: 0.0,
             hook_compute: 0.0,
             end: None,
+            t0: 0.0,
         }
     }
 
     /// Starts at `t0`.
     pub(crate) fn start(&mut self, t0: f64, io: &mut dyn Comms) {
+        self.t0 = t0;
         self.since = t0;
         self.begin(t0);
         self.settle(t0, io);
@@ -279,10 +291,14 @@ impl Timeline {
 
     /// Makes the front item current at `now`.
     fn begin(&mut self, now: f64) {
-        if let Some(Work::Run { secs, .. }) = self.work.front() {
-            self.left = *secs;
-            self.began = now;
-            self.since = now;
+        match self.work.front() {
+            Some(Work::Run { secs, .. }) => {
+                self.left = *secs;
+                self.began = now;
+                self.since = now;
+            }
+            Some(Work::Until { .. }) => self.began = now,
+            _ => {}
         }
     }
 
@@ -320,6 +336,16 @@ impl Timeline {
                     self.begin(now);
                     moved = true;
                 }
+                Some(Work::Until { at, .. }) if now >= self.t0 + at => {
+                    if let Some(Work::Until { name, .. }) = self.work.pop_front()
+                        && now > self.began
+                    {
+                        let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
+                        self.spans.push(Span::compute("wait", name, start_ms, end_ms));
+                    }
+                    self.begin(now);
+                    moved = true;
+                }
                 Some(Work::Wait(n)) if self.finished >= *n => {
                     self.close_wait(now);
                     self.work.pop_front();
@@ -351,9 +377,16 @@ impl Timeline {
         // Any earlier timer is stale now; a run that goes on at some speed gets a new one.
         self.tag = self.tag.wrapping_add(1);
         let f = self.factor();
-        if matches!(self.work.front(), Some(Work::Run { .. })) && f > 0.0 {
-            self.due = now + self.left / f;
-            io.wake(self.due, self.tag);
+        match self.work.front() {
+            Some(Work::Run { .. }) if f > 0.0 => {
+                self.due = now + self.left / f;
+                io.wake(self.due, self.tag);
+            }
+            Some(Work::Until { at, .. }) => {
+                self.due = self.t0 + at;
+                io.wake(self.due, self.tag);
+            }
+            _ => {}
         }
     }
 

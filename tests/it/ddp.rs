@@ -23,6 +23,7 @@ fn model(layers: &Layers) -> Model {
                 times: None,
                 act_bytes: 0.0,
                 memory: MemoryWork::new(mb * 1e6, 2.0 * mb * 1e6, 20, 40),
+                parallel: None,
             })
             .collect(),
         grad_dtype: DataType::Float,
@@ -84,6 +85,8 @@ proptest! {
             sequence: None,
             input,
             sharding: None,
+            parallel: None,
+            launch: None,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, ranks_per_node: 8 };
         // Free communication: the step is its compute, or the loader's time if longer.

@@ -10,6 +10,7 @@ mod engine;
 mod hardware;
 mod import;
 mod jobs;
+mod megatron;
 mod model;
 mod plan;
 mod readme;

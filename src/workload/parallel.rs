@@ -1,0 +1,981 @@
+//! Megatron-LM's 3-D parallel training step: each layer split over a tensor-parallel group,
+//! the layers cut into pipeline stages, and the model replicated over the remaining ranks
+//! (data parallelism).
+//!
+//! Ranks are laid out as Megatron orders them (megatron/core/parallel_state.py, order
+//! "tp-dp-pp"): rank = t + tp·(d + dp·p) for tensor rank t, data rank d and stage p, so a
+//! tensor-parallel group is `tp` consecutive ranks (one NVLink domain when tp divides the GPUs
+//! of a node) and a stage's data-parallel group strides by `tp`.
+//!
+//! A step, per stage:
+//!
+//! * Forward and backward of one micro-batch on one model chunk: its layers, split by
+//!   [`split`], with each layer's tensor-parallel collectives in line (Megatron issues them on
+//!   the compute stream and waits for them); full activation recomputation runs each
+//!   transformer block's forward again, collectives included, before its backward.
+//! * The pipeline schedule ([`stage_order`]: 1F1B, or interleaved with `virtual_stages` model
+//!   chunks per stage) places those ops in time: an op starts once its stage is free and the op
+//!   it needs on the stage beside it has sent its activation (or gradient); a send blocks its
+//!   sender for the transfer (Megatron waits for its batched isend/irecv).
+//! * From the stage's last backward on, the step is a DDP step on the stage's data-parallel
+//!   group: gradient buckets reduce while that backward runs (`overlap_grad_reduce`), or one
+//!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
+//!   first and last stage, and the optimizer on the stage's parameters.
+//!
+//! The step takes as long as its slowest stage. Left out: sibling groups' traffic on shared
+//! links (each group's collectives are timed alone: rail-aligned NICs keep the data-parallel
+//! groups of one node apart, the tensor-parallel ones stay on NVLink), the gradient-norm
+//! all-reduce across the model-parallel group, the distributed optimizer, expert parallelism.
+
+use super::DataType;
+use super::ddp::{
+    CollTime, DdpSpec, GpuFacts, LayerTimes, StageWork, StepPlan, StepResult, layer_times,
+    layer_times_from, optimizer_secs, plan_ddp,
+};
+use super::models::{Layer, Model, TpRole};
+use super::timeline::{self, Work};
+use crate::collective::Collective;
+
+/// How a step is laid out over the ranks (Megatron's `--tensor-model-parallel-size`,
+/// `--pipeline-model-parallel-size`, `--num-layers-per-virtual-pipeline-stage`,
+/// `--sequence-parallel`, `--recompute-granularity full`, `--overlap-grad-reduce`); the data
+/// parallel degree is what is left of the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Layout {
+    /// Tensor-parallel degree.
+    pub tp: usize,
+    /// Pipeline stages.
+    pub pp: usize,
+    /// Model chunks per stage (1: the 1F1B schedule; more: interleaved).
+    pub virtual_stages: usize,
+    /// Sequence parallelism: all-gathers and reduce-scatters instead of all-reduces, and the
+    /// norms, dropouts and residual adds split by sequence.
+    pub sequence_parallel: bool,
+    /// Full activation recomputation of every transformer block.
+    pub recompute: bool,
+    /// Gradient buckets reduced during the last backward (else one all-reduce after it).
+    pub overlap_grad_reduce: bool,
+}
+
+/// A process group of a step, as its collectives are timed on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Group {
+    /// Every rank (DDP, FSDP).
+    World,
+    /// Rank 0's tensor-parallel group.
+    Tensor,
+    /// The data-parallel group of a stage (its tensor rank 0's).
+    Data(usize),
+    /// Rank 0's pipeline ranks of stage s and the next (stage 0 after the last: the
+    /// interleaved schedule's wrap).
+    Pipeline(usize),
+    /// The first and last stages' (the tied embedding's gradient).
+    Embedding,
+}
+
+/// Times a collective (nccl-tests size, dtype) on a group.
+pub type GroupTimer<'a> = dyn Fn(Group, Collective, u64, DataType) -> CollTime + Sync + 'a;
+
+impl Layout {
+    /// The data-parallel degree on `world` ranks.
+    pub fn dp(&self, world: usize) -> usize {
+        world / (self.tp * self.pp).max(1)
+    }
+
+    /// The global ranks of `group` on `world` ranks (rank 0's groups).
+    pub fn members(&self, group: Group, world: usize) -> Vec<usize> {
+        let (tp, dp, pp) = (self.tp, self.dp(world), self.pp);
+        let stage = |s: usize| tp * dp * s;
+        match group {
+            Group::World => (0..world).collect(),
+            Group::Tensor => (0..tp).collect(),
+            Group::Data(s) => (0..dp).map(|d| tp * d + stage(s)).collect(),
+            Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
+            Group::Embedding => vec![0, stage(pp - 1)],
+        }
+    }
+
+    /// The groups a step on `world` ranks times collectives on.
+    pub fn groups(&self, world: usize) -> Vec<Group> {
+        let mut g = vec![Group::Tensor];
+        g.extend((0..self.pp).map(Group::Data));
+        if self.pp > 1 {
+            g.extend((0..self.pp).map(Group::Pipeline));
+            g.push(Group::Embedding);
+        }
+        g.retain(|&g| self.members(g, world).len() > 1);
+        g
+    }
+
+    /// Why `model` cannot be laid out so on `world` ranks with `micro_batches` per step, if it
+    /// cannot.
+    pub fn check(&self, model: &Model, world: usize, micro_batches: u64) -> Result<(), String> {
+        let mp = self.tp * self.pp;
+        if !world.is_multiple_of(mp) {
+            return Err(format!(
+                "tp x pp = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
+            ));
+        }
+        if mp == 1 {
+            return Ok(());
+        }
+        if model.layers.iter().any(|l| l.parallel.is_none()) {
+            return Err(format!(
+                "the model {:?} has no tensor- or pipeline-parallel layout (the GPT-2-style and Llama-family presets have one); give tp = pp = 1",
+                model.name
+            ));
+        }
+        let blocks = model.layers.iter().filter(|l| is_block(l)).count();
+        let chunks = self.pp * self.virtual_stages;
+        if blocks == 0 || blocks % chunks != 0 {
+            return Err(format!(
+                "pp x virtual_stages = {chunks} model chunks do not divide the model's {blocks} transformer layers"
+            ));
+        }
+        let hidden = model.layers.iter().find_map(|l| l.parallel.map(|p| p.hidden)).unwrap_or(0);
+        if hidden % self.tp as u64 != 0 {
+            return Err(format!("tp = {} does not divide the hidden size {hidden}", self.tp));
+        }
+        if self.virtual_stages > 1 && !micro_batches.is_multiple_of(self.pp as u64) {
+            return Err(format!(
+                "the interleaved schedule needs the micro-batches per step ({micro_batches}, grad_accumulation) to be a multiple of pp = {}",
+                self.pp
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a layer is a transformer block (what pipeline stages divide).
+fn is_block(l: &Layer) -> bool {
+    matches!(l.parallel.map(|p| p.role), Some(TpRole::Block { .. }))
+}
+
+/// `layer` as one of `tp` ranks holds and runs it (Megatron's ColumnParallelLinear,
+/// RowParallelLinear, VocabParallelEmbedding): its split tensors a 1/tp part each (rounded
+/// up), its GEMMs 1/tp, its memory-bound work 1/tp but for what every rank repeats (all of it
+/// split by sequence under sequence parallelism). A layer without a layout is returned whole.
+pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
+    let Some(shape) = layer.parallel else { return layer.clone() };
+    let t = tp as u64;
+    let tf = tp as f64;
+    let mut out = layer.clone();
+    let whole = |x: f64| if sequence_parallel { x / tf } else { x };
+    let part = |n: u64| n.div_ceil(t);
+    match shape.role {
+        TpRole::Embedding { vocab } => {
+            for x in &mut out.tensors {
+                if x.rows == vocab {
+                    x.numel = part(x.numel);
+                    x.rows = part(x.rows);
+                }
+            }
+            out.memory.fwd = whole(out.memory.fwd);
+            out.memory.bwd = whole(out.memory.bwd);
+            out.memory.bwd_fixed /= tf;
+        }
+        TpRole::Block { replicated: r } => {
+            for x in &mut out.tensors {
+                if x.numel > shape.hidden {
+                    x.numel = part(x.numel);
+                    x.rows = part(x.rows);
+                }
+            }
+            out.fwd_macs /= tf;
+            let m = &mut out.memory;
+            m.fwd = (m.fwd - r.fwd) / tf + whole(r.fwd);
+            m.bwd = (m.bwd - r.bwd) / tf + whole(r.bwd);
+            // Megatron's activation count per layer: 10 + 24/t of its 34 (bytes per token and
+            // hidden unit) without sequence parallelism, all 34 split with it.
+            out.act_bytes *= if sequence_parallel { 1.0 / tf } else { (10.0 + 24.0 / tf) / 34.0 };
+        }
+        TpRole::Replicated => {
+            out.memory.fwd = whole(out.memory.fwd);
+            out.memory.bwd = whole(out.memory.bwd);
+        }
+        TpRole::Head => {
+            for x in &mut out.tensors {
+                if x.numel > shape.hidden {
+                    x.numel = part(x.numel);
+                    x.rows = part(x.rows);
+                }
+            }
+            out.fwd_macs /= tf;
+            out.memory.fwd /= tf;
+            out.memory.bwd /= tf;
+            out.act_bytes /= tf;
+        }
+    }
+    out
+}
+
+/// Collectives, each with its nccl-tests size.
+pub type Calls = Vec<(Collective, u64)>;
+
+/// The tensor-parallel collectives of `layer` for one micro-batch of `batch` samples
+/// (forward, backward), as (collective, nccl-tests size): Megatron's all-reduce after each
+/// row-parallel linear (attention and MLP: two per block) forward, and of the input's gradient
+/// of each column-parallel one backward; the vocabulary-parallel embedding's all-reduce
+/// forward; the head's input gradient backward and the vocab-parallel cross entropy's three
+/// all-reduces of one fp32 per token forward. Under sequence parallelism each all-reduce of
+/// activations is an all-gather (before a column-parallel linear) or a reduce-scatter (after a
+/// row-parallel one) of the same size.
+pub fn tp_calls(layer: &Layer, layout: &Layout, batch: u64, act: DataType) -> (Calls, Calls) {
+    let Some(shape) = layer.parallel else { return (Vec::new(), Vec::new()) };
+    if layout.tp < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let tokens = batch * shape.tokens;
+    let bytes = tokens * shape.hidden * act.size();
+    let sp = layout.sequence_parallel;
+    let (ar, ag, rs) = (Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter);
+    match shape.role {
+        TpRole::Embedding { .. } => (vec![(if sp { rs } else { ar }, bytes)], Vec::new()),
+        TpRole::Block { .. } if sp => {
+            let four = vec![(ag, bytes), (rs, bytes), (ag, bytes), (rs, bytes)];
+            (four.clone(), four)
+        }
+        TpRole::Block { .. } => (vec![(ar, bytes); 2], vec![(ar, bytes); 2]),
+        TpRole::Replicated => (Vec::new(), Vec::new()),
+        TpRole::Head => {
+            let mut fwd = vec![(ar, tokens * 4); 3];
+            if sp {
+                fwd.insert(0, (ag, bytes));
+            }
+            (fwd, vec![(if sp { rs } else { ar }, bytes)])
+        }
+    }
+}
+
+/// One op of a pipeline schedule: a micro-batch's forward or backward on a model chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PipeOp {
+    /// Forward (else backward).
+    pub fwd: bool,
+    /// The stage's model chunk (0 with one chunk per stage).
+    pub chunk: usize,
+    /// The micro-batch.
+    pub micro: usize,
+}
+
+/// The order in which stage `stage` of `p` runs `m` micro-batches on its `v` model chunks:
+/// Megatron's schedules.py, `forward_backward_pipelining_without_interleaving` (v = 1: warm-up
+/// forwards, then one forward and one backward at a time, then the remaining backwards) and
+/// `..._with_interleaving` (each group of p micro-batches through chunk 0, then chunk 1, ...;
+/// backwards from the last chunk).
+pub fn stage_order(stage: usize, p: usize, v: usize, m: usize) -> Vec<PipeOp> {
+    let total = m * v;
+    let warmup = if v == 1 {
+        (p - stage - 1).min(m)
+    } else {
+        ((p - stage - 1) * 2 + (v - 1) * p).min(total)
+    };
+    let op = |k: usize, fwd: bool| {
+        let group = k / (p * v);
+        let in_group = k % (p * v);
+        let chunk = in_group / p;
+        let chunk = if fwd { chunk } else { v - 1 - chunk };
+        PipeOp { fwd, chunk, micro: group * p + k % p }
+    };
+    let mut out: Vec<PipeOp> = (0..warmup).map(|k| op(k, true)).collect();
+    for k in 0..total - warmup {
+        out.push(op(warmup + k, true));
+        out.push(op(k, false));
+    }
+    out.extend((total - warmup..total).map(|k| op(k, false)));
+    out
+}
+
+/// A scheduled op: when it starts and ends (its send included), s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placed {
+    /// The op.
+    pub op: PipeOp,
+    /// Start.
+    pub start: f64,
+    /// End of its compute and tensor-parallel collectives.
+    pub done: f64,
+    /// End of its send to the next stage (its stage is free from then).
+    pub end: f64,
+}
+
+/// Places every stage's ops in time: `dur(stage, op)` is an op's compute (collectives in),
+/// `send(stage, op)` its send to the stage that needs it next (0 where none does). An op
+/// starts once its stage's previous op has ended and the op it depends on (the same
+/// micro-batch on the same chunk one stage back in forward, one stage on in backward; across
+/// the wrap, the chunk before or after) has ended, its send included.
+pub fn schedule(
+    p: usize,
+    v: usize,
+    m: usize,
+    dur: &dyn Fn(usize, PipeOp) -> f64,
+    send: &dyn Fn(usize, PipeOp) -> f64,
+) -> Vec<Vec<Placed>> {
+    let orders: Vec<Vec<PipeOp>> = (0..p).map(|s| stage_order(s, p, v, m)).collect();
+    let mut ends: std::collections::HashMap<(usize, PipeOp), f64> = Default::default();
+    let mut placed: Vec<Vec<Placed>> = vec![Vec::new(); p];
+    let mut next = vec![0usize; p];
+    let mut free = vec![0.0f64; p];
+    loop {
+        let mut moved = false;
+        for s in 0..p {
+            while let Some(&op) = orders[s].get(next[s]) {
+                let dep = if op.fwd {
+                    match (s, op.chunk) {
+                        (0, 0) => None,
+                        (0, c) => Some((p - 1, PipeOp { chunk: c - 1, ..op })),
+                        (s, _) => Some((s - 1, op)),
+                    }
+                } else if s + 1 < p {
+                    Some((s + 1, op))
+                } else if op.chunk + 1 < v {
+                    Some((0, PipeOp { chunk: op.chunk + 1, ..op }))
+                } else {
+                    Some((s, PipeOp { fwd: true, ..op }))
+                };
+                let ready = match dep {
+                    None => 0.0,
+                    Some(d) => match ends.get(&d) {
+                        Some(&t) => t,
+                        None => break,
+                    },
+                };
+                let start = free[s].max(ready);
+                let done = start + dur(s, op);
+                let end = done + send(s, op);
+                ends.insert((s, op), end);
+                placed[s].push(Placed { op, start, done, end });
+                free[s] = end;
+                next[s] += 1;
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    placed
+}
+
+/// Per-stage figures of a 3-D step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StageRow {
+    /// Stage.
+    pub stage: usize,
+    /// Layers it holds (all its chunks').
+    pub layers: usize,
+    /// Parameters a rank of it holds (its tensor-parallel share).
+    pub params: u64,
+    /// One micro-batch's forward on all its chunks, collectives in, ms.
+    pub fwd_ms: f64,
+    /// One micro-batch's backward (recompute and collectives in), ms.
+    pub bwd_ms: f64,
+    /// When its last backward begins, ms.
+    pub last_backward_ms: f64,
+    /// When its step ends (gradients reduced, optimizer done), ms.
+    pub end_ms: f64,
+}
+
+/// What a 3-D step reports besides a DDP step's figures.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ParallelReport {
+    /// The layout.
+    pub layout: Layout,
+    /// Data-parallel degree.
+    pub dp: usize,
+    /// Micro-batches per step.
+    pub micro_batches: u64,
+    /// Per stage.
+    pub stages: Vec<StageRow>,
+    /// The stage whose step ends last (the step's figures are its).
+    pub critical_stage: usize,
+    /// That stage's time idle before its last backward (bubble, waits, sends) over the step.
+    pub bubble_fraction: f64,
+}
+
+/// One stage's model and where each of its layers sits.
+struct Stage {
+    /// Its layers (split over tp), chunk by chunk in model order.
+    model: Model,
+    /// Each layer's chunk on the stage.
+    chunk: Vec<usize>,
+    /// Whether its first layer is the model's first.
+    first: bool,
+}
+
+/// The stages of `model` under `layout`: the transformer blocks in `pp x virtual_stages`
+/// equal chunks, chunk q on stage q mod pp; layers before the first block on the first chunk,
+/// after the last block on the last. A tied head gets its own copy of the embedding's split
+/// weight on the last stage when that is not the first (Megatron keeps both in step with an
+/// all-reduce).
+fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
+    let (p, v) = (layout.pp, layout.virtual_stages);
+    let chunks = p * v;
+    let layers = &model.layers;
+    let blocks: Vec<usize> = (0..layers.len()).filter(|&i| is_block(&layers[i])).collect();
+    // Each layer's global chunk.
+    let per = blocks.len().div_ceil(chunks).max(1);
+    let first_block = blocks.first().copied().unwrap_or(0);
+    let chunk_of = |i: usize| -> usize {
+        if blocks.is_empty() {
+            return 0;
+        }
+        match blocks.iter().position(|&b| b == i) {
+            Some(k) => k / per,
+            None if i < first_block => 0,
+            None => chunks - 1,
+        }
+    };
+    let mut out: Vec<Stage> = (0..p)
+        .map(|s| Stage {
+            model: Model { layers: Vec::new(), ..model.clone() },
+            chunk: Vec::new(),
+            first: s == 0,
+        })
+        .collect();
+    for (i, l) in layers.iter().enumerate() {
+        let q = chunk_of(i);
+        let st = &mut out[q % p];
+        st.model.layers.push(split(l, layout.tp, layout.sequence_parallel));
+        st.chunk.push(q / p);
+    }
+    if p > 1 && tied(model) {
+        let emb = layers.iter().find_map(|l| match l.parallel.map(|x| x.role) {
+            Some(TpRole::Embedding { vocab }) => {
+                l.tensors.iter().find(|t| t.rows == vocab).map(|t| (t.numel / vocab, vocab))
+            }
+            _ => None,
+        });
+        if let (Some((hidden, vocab)), Some(last)) = (emb, out.last_mut()) {
+            let rows = vocab.div_ceil(layout.tp as u64);
+            if let Some(head) = last.model.layers.last_mut() {
+                let mut t = super::models::tensor("lm_head.weight (tied copy)", rows, hidden);
+                t.dtype = None;
+                head.tensors.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// Whether the model's head is its input embedding (no vocabulary-sized weight of its own).
+fn tied(model: &Model) -> bool {
+    let vocab = model.layers.iter().find_map(|l| match l.parallel.map(|x| x.role) {
+        Some(TpRole::Embedding { vocab }) => Some(vocab),
+        _ => None,
+    });
+    let head =
+        model.layers.iter().find(|l| matches!(l.parallel.map(|x| x.role), Some(TpRole::Head)));
+    match (vocab, head) {
+        (Some(v), Some(h)) => !h.tensors.iter().any(|t| t.rows == v || t.numel >= v),
+        _ => false,
+    }
+}
+
+/// The activations' dtype: 16-bit where the step computes in 16 bits.
+fn act_dtype(spec: &DdpSpec) -> DataType {
+    match spec.rate.precision() {
+        Some("bf16") => DataType::Bfloat16,
+        _ if super::memory::sixteen_bit(spec) => DataType::Half,
+        _ => DataType::Float,
+    }
+}
+
+/// The step of `spec` laid out as `layout` on `world` ranks, each stage planned, with its
+/// report: the stages' plans are run alone and the slowest one's is the step's.
+pub(crate) fn plan_stages(
+    spec: &DdpSpec,
+    layout: &Layout,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+) -> (Vec<StepPlan>, ParallelReport) {
+    let (p, v) = (layout.pp, layout.virtual_stages);
+    let m = spec.grad_accumulation.max(1) as usize;
+    let dp = layout.dp(world);
+    let act = act_dtype(spec);
+    let stages = stages(&spec.model, layout);
+    let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
+        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs).sum()
+    };
+    // Per stage: per layer compute times and collectives, per chunk forward and backward.
+    struct Timed {
+        spec: DdpSpec,
+        lt: LayerTimes,
+        /// Per layer: tensor-parallel collectives forward, backward; recompute (its forward
+        /// and its collectives).
+        tpf: Vec<f64>,
+        tpb: Vec<f64>,
+        rec: Vec<f64>,
+        rec_tp: Vec<f64>,
+        fwd: Vec<f64>,
+        bwd: Vec<f64>,
+    }
+    let timed: Vec<Timed> = stages
+        .iter()
+        .map(|st| {
+            let stage_spec = DdpSpec {
+                model: st.model.clone(),
+                parallel: None,
+                broadcast_buffers: false,
+                bucket_cap: if layout.overlap_grad_reduce {
+                    spec.bucket_cap
+                } else {
+                    Some(u64::MAX)
+                },
+                ..spec.clone()
+            };
+            let lt = layer_times_from(&stage_spec, gpu, !st.first);
+            let n = st.model.layers.len();
+            let (mut tpf, mut tpb, mut rec, mut rec_tp) =
+                (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            for (i, l) in st.model.layers.iter().enumerate() {
+                let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
+                tpf[i] = time(Group::Tensor, &f, act);
+                tpb[i] = time(Group::Tensor, &b, act);
+                if layout.recompute && is_block(l) {
+                    rec[i] = lt.fwd[i];
+                    rec_tp[i] = tpf[i];
+                }
+            }
+            let mut fwd = vec![0.0; v];
+            let mut bwd = vec![0.0; v];
+            for i in 0..n {
+                fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
+                bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
+            }
+            Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd }
+        })
+        .collect();
+    // Activations (forward) and their gradients (backward) between stages.
+    let shape = spec.model.layers.iter().find_map(|l| l.parallel);
+    let per_sample = shape.map_or(0, |s| s.hidden * s.tokens);
+    let sp = if layout.sequence_parallel { layout.tp as u64 } else { 1 };
+    let p2p_bytes = (spec.micro_batch * per_sample * act.size()).div_ceil(sp);
+    // The tied embedding's split weight, which the first and last stages all-reduce.
+    let tied_bytes = match (tied(&spec.model), shape) {
+        (true, Some(sh)) => {
+            spec.model.layers.iter().find_map(|l| match l.parallel.map(|x| x.role) {
+                Some(TpRole::Embedding { vocab }) => Some(
+                    vocab.div_ceil(layout.tp as u64) * sh.hidden * spec.model.grad_dtype.size(),
+                ),
+                _ => None,
+            })
+        }
+        _ => None,
+    };
+    let sends: Vec<f64> = (0..p)
+        .map(|s| {
+            if p > 1 {
+                coll(Group::Pipeline(s), Collective::SendRecv, p2p_bytes, act).secs
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let send = |s: usize, op: PipeOp| -> f64 {
+        if op.fwd {
+            if s == p - 1 && op.chunk == v - 1 { 0.0 } else { sends[s] }
+        } else if s == 0 && op.chunk == 0 {
+            0.0
+        } else {
+            sends[(s + p - 1) % p]
+        }
+    };
+    let dur = |s: usize, op: PipeOp| -> f64 {
+        if op.fwd { timed[s].fwd[op.chunk] } else { timed[s].bwd[op.chunk] }
+    };
+    let placed = schedule(p, v, m, &dur, &send);
+
+    let mut plans = Vec::with_capacity(p);
+    let mut rows = Vec::with_capacity(p);
+    for (s, (st, t)) in stages.iter().zip(&timed).enumerate() {
+        let ops = &placed[s];
+        let Some(last) = ops.last() else { continue };
+        // Before the last backward: the schedule's ops, waits between them.
+        let mut before = Vec::new();
+        let (mut busy, mut tp_before, mut clock) = (0.0, 0.0, 0.0);
+        for o in &ops[..ops.len() - 1] {
+            if o.start > clock {
+                before.push(Work::Until { at: o.start, name: "pipeline wait".into() });
+            }
+            let what = if o.op.fwd { "fwd" } else { "bwd" };
+            let chunk = if v > 1 { format!(" chunk {}", o.op.chunk) } else { String::new() };
+            let tp_part: f64 = (0..st.model.layers.len())
+                .filter(|&i| st.chunk[i] == o.op.chunk)
+                .map(|i| if o.op.fwd { t.tpf[i] } else { t.tpb[i] + t.rec_tp[i] })
+                .sum();
+            busy += o.done - o.start - tp_part;
+            tp_before += tp_part;
+            before.push(Work::Run {
+                secs: o.done - o.start,
+                name: Some(format!("{what}{chunk} micro-batch {}", o.op.micro)),
+                grad: None,
+            });
+            if o.end > o.done {
+                before.push(Work::Run {
+                    secs: o.end - o.done,
+                    name: Some("p2p send".into()),
+                    grad: None,
+                });
+            }
+            clock = o.end;
+        }
+        if last.start > clock {
+            before.push(Work::Until { at: last.start, name: "pipeline wait".into() });
+        }
+        // The last backward, layer by layer: the other chunks' gradients are complete.
+        let mut lt = t.lt.clone();
+        for i in 0..lt.bwd.len() {
+            lt.bwd[i] = if st.chunk[i] == last.op.chunk {
+                t.lt.bwd[i] + t.rec[i] + t.rec_tp[i] + t.tpb[i]
+            } else {
+                0.0
+            };
+        }
+        // The tied embedding's gradient, all-reduced between the first and last stage.
+        let mut after = Vec::new();
+        let mut embedding = 0.0;
+        if let Some(bytes) = tied_bytes.filter(|_| p > 1 && (s == 0 || s == p - 1)) {
+            let dtype = spec.model.grad_dtype;
+            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs;
+            after.push(Work::Run {
+                secs: embedding,
+                name: Some("embedding all_reduce (tied)".into()),
+                grad: None,
+            });
+        }
+        let work = StageWork { layers: lt, before, last_backward: last.start, after };
+        let dp_coll = |c: Collective, b: u64, d: DataType| coll(Group::Data(s), c, b, d);
+        let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
+        // Per micro-batch compute on this stage (all chunks), collectives apart.
+        let tp_mb: f64 = (0..t.tpf.len()).map(|i| t.tpf[i] + t.tpb[i] + t.rec_tp[i]).sum();
+        let rec: f64 = t.rec.iter().sum();
+        plan.fwd_s = t.lt.fwd.iter().sum::<f64>();
+        plan.bwd_s = t.lt.bwd.iter().sum::<f64>() + rec;
+        plan.k = m as u64;
+        plan.tp_comm = m as f64 * tp_mb;
+        plan.pipeline = (last.start - busy - tp_before).max(0.0) + embedding;
+        plan.replicas = dp;
+        // Recomputation is forward work again: split as the forward's is.
+        if rec > 0.0 {
+            let share = rec / (plan.fwd_s + t.lt.bwd.iter().sum::<f64>()).max(1e-30);
+            plan.layers.flop *= 1.0 + share;
+            plan.layers.memory *= 1.0 + share;
+            plan.layers.launch *= 1.0 + share;
+            plan.layers.measured *= 1.0 + share;
+        }
+        rows.push(StageRow {
+            stage: s,
+            layers: st.model.layers.len(),
+            params: st.model.params(),
+            fwd_ms: t.fwd.iter().sum::<f64>() * 1e3,
+            bwd_ms: t.bwd.iter().sum::<f64>() * 1e3,
+            last_backward_ms: last.start * 1e3,
+            end_ms: 0.0,
+        });
+        plans.push(plan);
+    }
+    // One GPU alone: the whole model, unsplit, every micro-batch, and its optimizer.
+    let whole = layer_times(spec, gpu);
+    let alone = m as f64 * (whole.fwd.iter().sum::<f64>() + whole.bwd.iter().sum::<f64>());
+    let tensors: Vec<_> = spec.model.tensors().collect();
+    let alone_opt = optimizer_secs(spec, &tensors, gpu);
+    for plan in &mut plans {
+        plan.alone_compute = Some(alone);
+        plan.alone_optimizer = alone_opt;
+    }
+    let report = ParallelReport {
+        layout: *layout,
+        dp,
+        micro_batches: m as u64,
+        stages: rows,
+        critical_stage: 0,
+        bubble_fraction: 0.0,
+    };
+    (plans, report)
+}
+
+/// Memory per GPU of `spec` laid out as `layout` on `world` ranks: the fullest stage's. A
+/// stage holds its parameters' tensor-parallel share, their gradients in Megatron's contiguous
+/// buffer (no bucket copies) and optimizer state, and the activations of the micro-batches in
+/// flight: 1F1B keeps up to p − s forwards of stage s waiting for their backwards, the
+/// interleaved schedule its warm-up's chunk forwards plus one. Full recomputation keeps only
+/// each transformer block's input (2 bytes a token and hidden unit, split by sequence under
+/// sequence parallelism) and one block's whole activations while it recomputes.
+pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::DdpMemory {
+    let _ = world;
+    let (p, v) = (layout.pp, layout.virtual_stages);
+    let m = spec.grad_accumulation.max(1) as usize;
+    let half = super::memory::sixteen_bit(spec);
+    let act_scale = spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let mut worst: Option<super::memory::DdpMemory> = None;
+    for (s, st) in stages(&spec.model, layout).iter().enumerate() {
+        let stage_spec = DdpSpec {
+            model: st.model.clone(),
+            parallel: None,
+            gradient_as_bucket_view: true,
+            ..spec.clone()
+        };
+        let mut mem = super::memory::plain_ddp_memory(&stage_spec);
+        let sp = if layout.sequence_parallel { layout.tp as f64 } else { 1.0 };
+        let (mut kept, mut largest) = (0.0, 0.0f64);
+        for l in &st.model.layers {
+            match l.parallel {
+                Some(shape) if layout.recompute && is_block(l) => {
+                    kept += 2.0 * (shape.hidden * shape.tokens) as f64 / sp;
+                    largest = largest.max(l.act_bytes);
+                }
+                _ => kept += l.act_bytes,
+            }
+        }
+        let warmup = stage_order(s, p, v, m).iter().take_while(|o| o.fwd).count();
+        let in_flight = (warmup + 1).min(m * v) as f64 / v as f64;
+        let activations = (kept * in_flight + largest) * act_scale;
+        mem.total += activations - mem.activations;
+        mem.activations = activations;
+        if worst.as_ref().is_none_or(|w| mem.total > w.total) {
+            worst = Some(mem);
+        }
+    }
+    worst.unwrap_or_else(|| super::memory::plain_ddp_memory(spec))
+}
+
+/// Simulates one step of `spec` laid out as `layout` on `world` ranks (each stage alone on
+/// the network, its collectives timed by `coll` on their groups): the slowest stage's result,
+/// with the stages' figures.
+pub fn simulate_parallel(
+    spec: &DdpSpec,
+    layout: &Layout,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+) -> StepResult {
+    let (plans, mut report) = plan_stages(spec, layout, world, gpu, coll);
+    let mut best: Option<StepResult> = None;
+    for (s, plan) in plans.iter().enumerate() {
+        let mut line = plan.timeline();
+        let dp_coll = |c: Collective, b: u64, d: DataType| coll(Group::Data(s), c, b, d);
+        timeline::run_alone(&mut line, 0.0, &dp_coll);
+        let r = plan.result(&line);
+        if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {
+            row.end_ms = r.iteration_time_ms;
+        }
+        if best.as_ref().is_none_or(|b| r.iteration_time_ms > b.iteration_time_ms) {
+            report.critical_stage = s;
+            best = Some(r);
+        }
+    }
+    let mut r = best.unwrap_or_else(|| plans[0].result(&plans[0].timeline()));
+    report.bubble_fraction = r.breakdown.pipeline_ms / r.iteration_time_ms.max(1e-30);
+    r.world = world;
+    // A replica is tp x pp GPUs: one GPU alone would take that many times its samples' time.
+    r.scaling_efficiency /= (layout.tp * layout.pp) as f64;
+    r.parallel = Some(report);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ddp::{CommHook, ComputeRate, simulate_step};
+    use crate::workload::models::{MemoryWork, TpShape, preset, tensor};
+
+    fn gpu() -> GpuFacts {
+        GpuFacts {
+            flops: 100e12,
+            memory_bandwidth: 2e12,
+            multiprocessors: Some(100),
+            launch: 4e-6,
+            ranks_per_node: 8,
+        }
+    }
+
+    /// 10 µs plus `per_byte` s a byte, whatever the group.
+    fn linear(per_byte: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
+        move |_, _, bytes, _| CollTime {
+            secs: 10e-6 + bytes as f64 * per_byte,
+            algo: "RING",
+            proto: "SIMPLE",
+            channels: 10,
+            links: Vec::new(),
+        }
+    }
+
+    fn free(_: Group, _: Collective, _: u64, _: DataType) -> CollTime {
+        CollTime { secs: 0.0, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
+    }
+
+    fn spec(model: Model, k: u64) -> DdpSpec {
+        DdpSpec {
+            model,
+            micro_batch: 2,
+            grad_accumulation: k,
+            rate: ComputeRate::Peak { precision: "bf16".into(), efficiency: 0.5 },
+            bucket_cap: None,
+            gradient_as_bucket_view: false,
+            static_graph: false,
+            find_unused_parameters: false,
+            broadcast_buffers: true,
+            hook: CommHook::None,
+            compute_slowdown: None,
+            optimizer: crate::workload::memory::Optimizer::Adam,
+            optimizer_impl: crate::workload::memory::OptimizerImpl::Foreach,
+            skew: crate::workload::skew::Skew::default(),
+            sequence: None,
+            input: None,
+            sharding: None,
+            parallel: None,
+            launch: None,
+        }
+    }
+
+    fn layout(tp: usize, pp: usize, v: usize) -> Layout {
+        Layout {
+            tp,
+            pp,
+            virtual_stages: v,
+            sequence_parallel: false,
+            recompute: false,
+            overlap_grad_reduce: true,
+        }
+    }
+
+    #[test]
+    fn a_pure_data_parallel_layout_is_the_ddp_step() {
+        // tp = pp = 1 goes through the schedule, the stage split and the data-parallel group,
+        // and must come out as today's DDP step: the same times, buckets and breakdown.
+        for (name, k) in [("gpt2-xl", 1), ("gpt2-xl", 4), ("llama-7b", 2)] {
+            let s = spec(preset(name, Some(512), DataType::Bfloat16).unwrap(), k);
+            let world = |c, b, d| linear(1e-11)(Group::World, c, b, d);
+            let ddp = simulate_step(&s, 16, &gpu(), &world);
+            let p = simulate_parallel(&s, &layout(1, 1, 1), 16, &gpu(), &linear(1e-11));
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+            assert!(
+                close(ddp.iteration_time_ms, p.iteration_time_ms),
+                "{name} k={k}: {} vs {}",
+                ddp.iteration_time_ms,
+                p.iteration_time_ms
+            );
+            assert!(close(ddp.first_iteration_ms, p.first_iteration_ms), "{name} k={k}");
+            assert!(close(ddp.single_gpu_ms, p.single_gpu_ms), "{name} k={k}");
+            assert!(close(ddp.samples_per_s, p.samples_per_s), "{name} k={k}");
+            assert_eq!(ddp.buckets.len(), p.buckets.len());
+            for ((_, _, a), (_, _, b)) in ddp.breakdown.parts().iter().zip(p.breakdown.parts()) {
+                assert!(close(*a, b), "{name} k={k}: {:?} vs {:?}", ddp.breakdown, p.breakdown);
+            }
+        }
+    }
+
+    /// `blocks` transformer blocks of `f` s forward and 2f backward per micro-batch (measured,
+    /// so every stage's are equal), a million parameters each.
+    fn blocks(n: usize, f: f64) -> Model {
+        let shape = TpShape {
+            role: TpRole::Block { replicated: MemoryWork::default() },
+            hidden: 1024,
+            tokens: 1024,
+        };
+        let layers = (0..n)
+            .map(|i| Layer {
+                name: format!("b{i}"),
+                tensors: vec![tensor(format!("b{i}.w"), 1024, 1024)],
+                fwd_macs: 0.0,
+                times: Some((f, 2.0 * f)),
+                act_bytes: 0.0,
+                memory: MemoryWork::default(),
+                parallel: Some(shape),
+            })
+            .collect();
+        Model { name: "blocks".into(), layers, grad_dtype: DataType::Float, buffer_bytes: 0 }
+    }
+
+    #[test]
+    fn the_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
+        for (p, m) in [(2usize, 4u64), (4, 8), (4, 4), (8, 16), (4, 1)] {
+            let mut s = spec(blocks(16, 1e-3), m);
+            s.optimizer = crate::workload::memory::Optimizer::None;
+            let r = simulate_parallel(&s, &layout(1, p, 1), p, &gpu(), &free);
+            let stage = 16.0 / p as f64 * 3e-3 * 1e3;
+            let want = (m as f64 + p as f64 - 1.0) * stage;
+            let bubble = (p as f64 - 1.0) / (m as f64 + p as f64 - 1.0);
+            let par = r.parallel.as_ref().unwrap();
+            // DDP's gradient copies into and out of the (one-rank) buckets come after.
+            let got = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            assert!((got / want - 1.0).abs() < 1e-9, "p={p} m={m}: {got} vs {want}");
+            let got = par.bubble_fraction * r.iteration_time_ms / got;
+            assert!((got - bubble).abs() < 1e-9, "p={p} m={m}: {got}");
+            assert_eq!(par.critical_stage, 0);
+        }
+    }
+
+    #[test]
+    fn interleaving_divides_the_bubble_by_the_chunks() {
+        // Megatron's interleaved schedule: bubble (p−1)/v of a stage's forward and backward.
+        for (p, v, m) in [(2usize, 2usize, 4u64), (4, 2, 8), (4, 4, 8)] {
+            let mut s = spec(blocks(32, 1e-3), m);
+            s.optimizer = crate::workload::memory::Optimizer::None;
+            let r = simulate_parallel(&s, &layout(1, p, v), p, &gpu(), &free);
+            let stage = 32.0 / p as f64 * 3e-3 * 1e3;
+            let want = m as f64 * stage + (p as f64 - 1.0) / v as f64 * stage;
+            let got = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "p={p} v={v} m={m}: {} vs {want}",
+                r.iteration_time_ms
+            );
+        }
+    }
+
+    #[test]
+    fn every_stage_runs_every_micro_batch_once_each_way() {
+        for (s, p, v, m) in [(0, 4, 1, 8), (3, 4, 1, 8), (1, 4, 2, 8), (0, 2, 3, 4), (2, 4, 1, 2)] {
+            let order = stage_order(s, p, v, m);
+            assert_eq!(order.len(), 2 * m * v);
+            let mut seen: Vec<PipeOp> = order.clone();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), 2 * m * v, "stage {s} p={p} v={v} m={m}");
+            // Each backward after its own forward.
+            for (i, op) in order.iter().enumerate().filter(|(_, o)| !o.fwd) {
+                let f = order.iter().position(|o| *o == PipeOp { fwd: true, ..*op }).unwrap();
+                assert!(f < i);
+            }
+        }
+    }
+
+    #[test]
+    fn tensor_parallelism_splits_the_work_and_adds_its_all_reduces() {
+        // GPT-2 XL on 8 ranks, tp = 8: the blocks' GEMMs fall 8x, every block all-reduces its
+        // activations twice forward and twice backward.
+        let s = spec(preset("gpt2-xl", Some(1024), DataType::Bfloat16).unwrap(), 1);
+        let one = simulate_parallel(&s, &layout(1, 1, 1), 8, &gpu(), &linear(1e-11));
+        let tp8 = simulate_parallel(&s, &layout(8, 1, 1), 8, &gpu(), &linear(1e-11));
+        assert!(tp8.breakdown.flop_ms < one.breakdown.flop_ms / 7.0);
+        // 48 blocks x 4 all-reduces + the embedding's + the head's 4, each 2 x 1024 x 1600 x 2 B
+        // but the loss's three of 8 KiB.
+        let bytes = 2 * 1024 * 1600 * 2;
+        let want = 48.0 * 4.0 * (10e-6 + bytes as f64 * 1e-11)
+            + 2.0 * (10e-6 + bytes as f64 * 1e-11)
+            + 3.0 * (10e-6 + (2 * 1024 * 4) as f64 * 1e-11);
+        assert!(
+            (tp8.breakdown.tp_comm_ms - want * 1e3).abs() < 1e-9,
+            "{}",
+            tp8.breakdown.tp_comm_ms
+        );
+        let total: f64 = tp8.breakdown.parts().iter().map(|p| p.2).sum();
+        assert!((total - tp8.iteration_time_ms).abs() < 1e-6 * total, "{:?}", tp8.breakdown);
+        assert_eq!(tp8.parallel.as_ref().unwrap().dp, 1);
+    }
+
+    #[test]
+    fn layouts_that_do_not_fit_are_refused() {
+        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        assert!(layout(3, 1, 1).check(&m, 16, 1).is_err());
+        assert!(layout(2, 5, 1).check(&m, 20, 1).is_err()); // 48 blocks in 5 stages
+        assert!(layout(2, 4, 2).check(&m, 16, 6).is_err()); // 6 micro-batches, pp 4
+        assert!(layout(2, 4, 2).check(&m, 16, 8).is_ok());
+        let r = preset("resnet50", None, DataType::Float).unwrap();
+        assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());
+        assert!(layout(1, 1, 1).check(&r, 8, 1).is_ok());
+    }
+}

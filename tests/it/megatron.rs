@@ -1,0 +1,183 @@
+//! Megatron-DeepSpeed GPT steps on one 8 x A100 node (calibration/data/training, vTrain's
+//! measurements) against the 3-D step model.
+
+use collsim::collective::Mode;
+use collsim::workload::Workload;
+use collsim::workload::models::gpt;
+
+/// One measured iteration.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub gpus: usize,
+    pub global: u64,
+    pub micro: u64,
+    pub hidden: u64,
+    pub layers: u64,
+    pub seq: u64,
+    pub tp: usize,
+    pub dp: usize,
+    pub pp: usize,
+    pub ms: f64,
+}
+
+pub fn runs() -> Vec<Run> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/calibration/data/training/megatron_a100_single_node.csv"
+    );
+    let mut r = csv::Reader::from_path(path).expect("the Megatron set is in the repository");
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("a row");
+            let f = |i: usize| rec[i].trim().parse::<f64>().expect("a number");
+            Run {
+                gpus: f(0) as usize,
+                global: f(1) as u64,
+                micro: f(2) as u64,
+                hidden: f(3) as u64,
+                layers: f(5) as u64,
+                seq: f(6) as u64,
+                tp: f(7) as usize,
+                dp: f(8) as usize,
+                pp: f(9) as usize,
+                ms: f(10),
+            }
+        })
+        .collect()
+}
+
+/// The simulated iteration of `run` at GEMM efficiency `eff` (fraction of the fp16 peak).
+pub fn simulate_with(run: &Run, eff: f64, launch_us: f64, recompute: &str) -> f64 {
+    let m = run.global / (run.micro * run.dp as u64);
+    let toml = format!(
+        r#"
+[cluster]
+topology = "dgx-a100"
+nodes = 1
+gpus_per_node = {gpus}
+[workload]
+kind = "ddp"
+model = "gpt2-xl"
+micro_batch = {micro}
+grad_accumulation = {m}
+grad_dtype = "half"
+precision = "fp16"
+efficiency = {eff}
+launch_us = {launch_us}
+optimizer = "adam"
+[workload.parallel]
+tp = {tp}
+pp = {pp}
+recompute = "{recompute}"
+overlap_grad_reduce = false
+"#,
+        gpus = run.gpus,
+        micro = run.micro,
+        tp = run.tp,
+        pp = run.pp,
+    );
+    let mut s = collsim::config::parse_scenario("megatron.toml", &toml).expect("parses");
+    // Megatron pads GPT-2's vocabulary to a multiple of 128 x tp.
+    let pad = 128 * run.tp as u64;
+    let vocab = 50_257u64.div_ceil(pad) * pad;
+    if let Workload::Ddp(d) = &mut s.workload {
+        d.model = gpt(run.layers, run.hidden, vocab, run.seq, collsim::workload::DataType::Half);
+        d.sequence = Some(run.seq);
+    }
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .expect("the default profile parses");
+    let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
+    r.iteration_time_ms
+}
+
+/// |error| percentiles (median, p95) of `sim` against the runs, %.
+fn errors(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> (f64, f64, f64) {
+    use rayon::prelude::*;
+    let mut e: Vec<f64> = runs.par_iter().map(|r| (sim(r) / r.ms - 1.0) * 100.0).collect();
+    let mut abs: Vec<f64> = e.iter().map(|x| x.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    e.sort_by(f64::total_cmp);
+    (abs[abs.len() / 2], abs[abs.len() * 95 / 100], e[e.len() / 2])
+}
+
+#[test]
+fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
+    // Two free parameters, fitted on the 12- and 16-layer models (every third row), the error
+    // reported on the 20- and 24-layer ones (720 runs not fitted): the GEMMs' fraction of the
+    // A100's fp16 peak, and the host time per kernel (Megatron-DeepSpeed runs eager PyTorch
+    // with activation checkpointing: below a few samples per micro-batch the step is bound by
+    // the CPU issuing kernels, which the measurements show as a floor of about 3 ms per layer
+    // and micro-batch).
+    let runs = runs();
+    assert_eq!(runs.len(), 1440);
+    let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
+    let fit: Vec<Run> = fit.into_iter().step_by(3).collect();
+    let mut best = (f64::MAX, 0.0, 0.0);
+    for launch in [50.0, 60.0, 70.0] {
+        for eff in [0.5, 0.6, 0.7] {
+            let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
+            if median < best.0 {
+                best = (median, eff, launch);
+            }
+        }
+    }
+    let (_, eff, launch) = best;
+    let (median, p95, signed) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
+    println!(
+        "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
+    );
+    // Where the model stands (issue #16 asks for 6 % and 20 %): a guard against getting worse.
+    assert!(median < 13.0 && p95 < 40.0, "median {median:.1} %, p95 {p95:.1} %");
+}
+
+#[test]
+fn the_3d_scenario_runs_with_every_output() {
+    use crate::collsim_ok;
+    let f = "scenarios/llama70b-3d-dgx-h100-64node.toml";
+    let table = collsim_ok(&["simulate", f]);
+    assert!(
+        table.contains("3-D parallel (Megatron) step") && table.contains("tp 8 x pp 8 x dp 8"),
+        "{table}"
+    );
+    assert!(table.contains("<- slowest"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["simulate", f, "--format", "json"])).unwrap();
+    let p = &json["parallel"];
+    assert_eq!(p["dp"], 8, "{json}");
+    assert_eq!(p["stages"].as_array().map(Vec::len), Some(8));
+    let csv = collsim_ok(&[
+        "simulate",
+        f,
+        "--format",
+        "csv",
+        "--sweep",
+        "workload.parallel.virtual_stages=1,2",
+    ]);
+    assert!(csv.lines().next().unwrap().contains("pipeline_ms"), "{csv}");
+    assert_eq!(csv.lines().count(), 3);
+    // One chunk per stage: twice the bubble of two.
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = rows[0].iter().position(|c| *c == "pipeline_ms").unwrap();
+    let (one, two): (f64, f64) = (rows[1][col].parse().unwrap(), rows[2][col].parse().unwrap());
+    assert!(one > 1.5 * two, "{one} vs {two}");
+}
+
+#[test]
+fn layouts_that_do_not_fit_the_cluster_are_refused_on_their_line() {
+    let text = std::fs::read_to_string("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    let bad = text.replace("nodes = 64", "nodes = 63");
+    let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("x.toml:") && e.contains("workload.parallel") && e.contains("does not divide"),
+        "{e}"
+    );
+    let bad = text.replace("pp = 8", "pp = 16").replace("nodes = 64", "nodes = 128");
+    let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
+    assert!(e.contains("transformer layers"), "{e}");
+    let bad = text.replace("recompute = \"none\"", "recompute = \"some\"");
+    let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
+    assert!(e.contains("workload.parallel.recompute"), "{e}");
+}
