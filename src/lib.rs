@@ -305,6 +305,14 @@ fn with_ddp<R>(
             groups.insert(g, (sub, c));
         }
     }
+    if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
+        for g in [Group::Shard, Group::Replicate] {
+            let members = workload::parallel::hybrid_members(g, comm.nranks(), comm.ppn());
+            if let Some(m) = members.filter(|m| m.len() > 1) {
+                groups.insert(g, group_comm(cluster, comm, &m)?);
+            }
+        }
+    }
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
             Group::World => Some((cluster, comm)),
@@ -564,10 +572,7 @@ pub fn simulate_jobs_with(
                     &bg,
                     &CollCache::default(),
                     (shared, false),
-                    |gpu, coll| {
-                        let coll = |c, b, t| coll(workload::parallel::Group::World, c, b, t);
-                        Some(workload::ddp::plan_step(d, world, gpu, &coll))
-                    },
+                    |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
                 )
             }
             _ => Ok(None),

@@ -1408,7 +1408,7 @@ fn simulate(
         }
         let profile = load_profile(common.profile.as_deref())?;
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
-        let mem = collsim::workload::memory::ddp_memory(&spec, r.world);
+        let mem = collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node);
         if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
             eprintln!(
                 "collsim: warning: the model does not fit a {} under {} with {}: {why}",

@@ -666,10 +666,14 @@ fn fsdp_sharding(
         Some(v) => src.check("workload.fsdp.sharding_strategy", v, |v| match v.as_str() {
             "FULL_SHARD" => Ok(ShardingStrategy::FullShard),
             "SHARD_GRAD_OP" => Ok(ShardingStrategy::ShardGradOp),
-            "HYBRID_SHARD" | "_HYBRID_SHARD_ZERO2" | "NO_SHARD" => Err(format!(
-                "{v:?} is not modelled yet (FULL_SHARD, SHARD_GRAD_OP; NO_SHARD is kind = \"ddp\" without buckets)"
+            "HYBRID_SHARD" => Ok(ShardingStrategy::HybridShard),
+            "_HYBRID_SHARD_ZERO2" => Ok(ShardingStrategy::HybridShardZero2),
+            "NO_SHARD" => Err(format!(
+                "{v:?} is not modelled yet (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, _HYBRID_SHARD_ZERO2; NO_SHARD is kind = \"ddp\" without buckets)"
             )),
-            _ => Err(format!("unknown strategy {v:?} (FULL_SHARD, SHARD_GRAD_OP)")),
+            _ => Err(format!(
+                "unknown strategy {v:?} (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, _HYBRID_SHARD_ZERO2)"
+            )),
         })?,
         None => ShardingStrategy::FullShard,
     };
@@ -829,6 +833,16 @@ pub(crate) fn parse_workload(
         return Err(src.error_at(
             p.span().start,
             "job.workload.parallel: 3-D layouts run as a scenario's one [workload], not in [[job]] tables yet",
+        ));
+    }
+    let hybrid = w.fsdp.as_ref().and_then(|f| f.sharding_strategy.as_ref());
+    if let (true, Some(h)) = (
+        idle,
+        hybrid.filter(|h| h.get_ref().starts_with("HYBRID") || h.get_ref().starts_with("_HYBRID")),
+    ) {
+        return Err(src.error_at(
+            h.span().start,
+            "job.workload.fsdp.sharding_strategy: hybrid sharding runs as a scenario's one [workload], not in [[job]] tables yet",
         ));
     }
     if let (Some(p), false) = (&w.parallel, kind == "ddp" || kind == "fsdp") {

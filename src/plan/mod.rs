@@ -389,7 +389,7 @@ fn run(
         Workload::Ddp(spec) => {
             let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
             out.knobs = knob_label(c, accumulation);
-            let mem = ddp_memory(spec, out.gpus);
+            let mem = ddp_memory(spec, out.gpus, scenario.gpus_per_node);
             if let Some(why) = mem.misfit(capacity) {
                 return Err(format!("does not fit: {why}"));
             }

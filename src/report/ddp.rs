@@ -134,7 +134,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             ),
         )?;
     }
-    let mem = ddp_memory(spec, r.world);
+    let mem = ddp_memory(spec, r.world, s.gpus_per_node);
     row(
         out,
         "memory per GPU",
@@ -229,7 +229,8 @@ pub fn json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-    let mem = serde_json::to_value(ddp_memory(spec, r.world)).map_err(io::Error::other)?;
+    let mem = serde_json::to_value(ddp_memory(spec, r.world, s.gpus_per_node))
+        .map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
         o.insert("optimizer".into(), spec.optimizer.name().into());

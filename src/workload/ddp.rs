@@ -21,6 +21,7 @@
 
 use super::DataType;
 use super::models::Model;
+use super::parallel::{Group, GroupTimer};
 use super::timeline::{self, Batch, Op, Slowdown, Timeline, Work};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
@@ -490,6 +491,11 @@ pub enum ShardingStrategy {
     FullShard,
     /// Parameters kept whole from forward to backward: no all-gather in backward.
     ShardGradOp,
+    /// FULL_SHARD inside each node, replicated across nodes: all-gathers and reduce-scatters
+    /// on the node's ranks, then an all-reduce of each rank's shard across the nodes.
+    HybridShard,
+    /// SHARD_GRAD_OP inside each node, replicated across nodes (`_HYBRID_SHARD_ZERO2`).
+    HybridShardZero2,
 }
 
 /// FSDP's `backward_prefetch` (docs/fsdp-model.md §2).
@@ -510,7 +516,25 @@ impl ShardingStrategy {
         match self {
             ShardingStrategy::FullShard => "FULL_SHARD",
             ShardingStrategy::ShardGradOp => "SHARD_GRAD_OP",
+            ShardingStrategy::HybridShard => "HYBRID_SHARD",
+            ShardingStrategy::HybridShardZero2 => "_HYBRID_SHARD_ZERO2",
         }
+    }
+
+    /// Whether parameters are freed after a unit's forward (and gathered again for its
+    /// backward).
+    pub fn reshards_after_forward(self) -> bool {
+        matches!(self, ShardingStrategy::FullShard | ShardingStrategy::HybridShard)
+    }
+
+    /// Whether parameters are sharded inside a node and replicated across nodes.
+    pub fn hybrid(self) -> bool {
+        matches!(self, ShardingStrategy::HybridShard | ShardingStrategy::HybridShardZero2)
+    }
+
+    /// The ranks a parameter is sharded over: a node's under a hybrid strategy, else all.
+    pub fn shard_ranks(self, world: usize, ranks_per_node: usize) -> usize {
+        if self.hybrid() { ranks_per_node.clamp(1, world.max(1)) } else { world.max(1) }
     }
 }
 
@@ -911,12 +935,23 @@ pub fn rate_for_mfu(
 }
 
 /// Simulates one optimizer step of `spec` on `world` ranks; `coll` times a collective
-/// (collective, nccl-tests size, dtype).
+/// (collective, nccl-tests size, dtype), whatever its group.
 pub fn simulate_step(
     spec: &DdpSpec,
     world: usize,
     gpu: &GpuFacts,
     coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+) -> StepResult {
+    simulate_step_on(spec, world, gpu, &|_, c, b, d| coll(c, b, d))
+}
+
+/// As [`simulate_step`], `coll` timing each collective on its process group (the world's,
+/// or HYBRID_SHARD's shard and replicate groups).
+pub fn simulate_step_on(
+    spec: &DdpSpec,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
 ) -> StepResult {
     let run = |spec: &DdpSpec, gpu: &GpuFacts| {
         let plan = plan_step(spec, world, gpu, coll);
@@ -1086,7 +1121,7 @@ pub(crate) fn plan_step(
     spec: &DdpSpec,
     world: usize,
     gpu: &GpuFacts,
-    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+    coll: &GroupTimer<'_>,
 ) -> StepPlan {
     if let Some(sharding) = spec.sharding {
         return plan_sharded(spec, sharding, world, gpu, coll);
@@ -1116,7 +1151,7 @@ pub(crate) fn plan_ddp(
     spec: &DdpSpec,
     world: usize,
     gpu: &GpuFacts,
-    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+    coll: &GroupTimer<'_>,
     stage: Option<&StageWork>,
 ) -> StepPlan {
     use crate::collective::Collective;
@@ -1158,6 +1193,7 @@ pub(crate) fn plan_ddp(
                             name: format!("bucket {bi} hook"),
                         },
                         HookStep::Collective { collective, bytes, dtype } => Op::Coll {
+                            group: Group::World,
                             collective,
                             bytes,
                             dtype,
@@ -1201,6 +1237,7 @@ pub(crate) fn plan_ddp(
             if spec.find_unused_parameters && !spec.static_graph {
                 work.push(Work::Post(Batch {
                     ops: vec![Op::Coll {
+                        group: Group::World,
                         collective: Collective::AllReduce,
                         bytes: 4 * tensors.len() as u64,
                         dtype: DataType::Int32,
@@ -1250,7 +1287,7 @@ pub(crate) fn plan_ddp(
         keys.sort();
         keys.dedup();
         keys.par_iter().for_each(|&(c, b, d)| {
-            coll(c, b, d);
+            coll(Group::World, c, b, d);
         });
     }
     // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, each collective by its
@@ -1260,7 +1297,7 @@ pub(crate) fn plan_ddp(
         let big = steady.iter().max_by_key(|b| b.bytes);
         match (gpu.multiprocessors, big) {
             (Some(sms), Some(big)) if big.bytes > 0 => {
-                let c = coll(Collective::AllReduce, big.bytes, big.dtype);
+                let c = coll(Group::World, Collective::AllReduce, big.bytes, big.dtype);
                 (c.channels as f64 / sms as f64).min(1.0)
             }
             _ => 0.0,
@@ -1280,6 +1317,7 @@ pub(crate) fn plan_ddp(
     if broadcast {
         before.push(Work::Post(Batch {
             ops: vec![Op::Coll {
+                group: Group::World,
                 collective: Collective::Broadcast,
                 bytes: m.buffer_bytes,
                 dtype: DataType::Uint8,
@@ -1306,7 +1344,7 @@ pub(crate) fn plan_ddp(
     // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
     let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
     let b0 = if broadcast {
-        coll(Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs
+        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs
     } else {
         0.0
     };
@@ -1369,14 +1407,16 @@ fn plan_sharded(
     sharding: Sharding,
     world: usize,
     gpu: &GpuFacts,
-    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+    coll: &GroupTimer<'_>,
 ) -> StepPlan {
     use crate::collective::Collective;
     let m = &spec.model;
     let layers = layer_times(spec, gpu);
     let (fwd, bwd) = (&layers.fwd, &layers.bwd);
     let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
-    let w = world.max(1) as u64;
+    let w = sharding.strategy.shard_ranks(world, gpu.ranks_per_node) as u64;
+    let hybrid = sharding.strategy.hybrid() && world as u64 > w;
+    let shard_group = if sharding.strategy.hybrid() { Group::Shard } else { Group::World };
     // Each unit's flat parameter, padded to a multiple of the ranks.
     let padded: Vec<u64> = m
         .layers
@@ -1392,12 +1432,19 @@ fn plan_sharded(
             BucketRow::new(u, grad, bytes, m.layers[u].tensors.len())
         });
         let name = format!("{what} {}", m.layers[u].name);
-        Batch {
-            ops: vec![Op::Coll { collective, bytes, dtype, name }],
-            slowdown,
-            row,
-            early: false,
+        let mut ops = vec![Op::Coll { group: shard_group, collective, bytes, dtype, name }];
+        // HYBRID_SHARD: the reduce-scattered shard all-reduced across the nodes (FSDP runs it
+        // on its own stream after the reduce-scatter; here it follows it on the one stream).
+        if hybrid && collective == Collective::ReduceScatter {
+            ops.push(Op::Coll {
+                group: Group::Replicate,
+                collective: Collective::AllReduce,
+                bytes: bytes / w,
+                dtype,
+                name: format!("all_reduce (replicas) {}", m.layers[u].name),
+            });
         }
+        Batch { ops, slowdown, row, early: false }
     };
     let mut work = Vec::new();
     let mut posted = 0usize;
@@ -1428,7 +1475,7 @@ fn plan_sharded(
             }
         }
         // Backward, last unit first.
-        let full = sharding.strategy == ShardingStrategy::FullShard;
+        let full = sharding.strategy.reshards_after_forward();
         let mut agb = vec![0usize; units];
         let prefetch = sharding.backward_prefetch;
         if full && units > 0 && prefetch != BackwardPrefetch::None {
@@ -1473,6 +1520,7 @@ fn plan_sharded(
     let reported =
         m.layers.iter().enumerate().max_by_key(|(u, _)| padded[*u]).map_or(0.0, |(u, _)| {
             let c = coll(
+                shard_group,
                 Collective::AllGather,
                 padded[u] * sharding.param_dtype.size(),
                 sharding.param_dtype,
@@ -2082,6 +2130,87 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_shard_sends_only_the_all_reduce_of_a_shard_across_nodes() {
+        // Three units of 1 Mi parameters on 4 nodes of 8 ranks: all-gathers and reduce-scatters
+        // on a node's 8 ranks (padded to a multiple of 8), and across the nodes only each
+        // rank's shard all-reduced, 1/8 of a unit's padded gradient, once per unit.
+        let m = Model {
+            name: "three".into(),
+            layers: (0..3)
+                .map(|i| Layer {
+                    name: format!("u{i}"),
+                    tensors: vec![tensor(format!("w{i}"), (1 << 20) + 3, 1)],
+                    fwd_macs: 1e9,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: Default::default(),
+                    parallel: None,
+                })
+                .collect(),
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        };
+        let calls = std::sync::Mutex::new(Vec::new());
+        let coll = |g: Group, c: Collective, bytes: u64, d: DataType| {
+            calls.lock().unwrap().push((g, c, bytes));
+            linear_coll(1e-11)(c, bytes, d)
+        };
+        for (strategy, gathers) in
+            [(ShardingStrategy::HybridShard, 2), (ShardingStrategy::HybridShardZero2, 1)]
+        {
+            calls.lock().unwrap().clear();
+            let s = DdpSpec {
+                sharding: Some(Sharding {
+                    strategy,
+                    backward_prefetch: BackwardPrefetch::BackwardPre,
+                    param_dtype: DataType::Bfloat16,
+                    reduce_dtype: DataType::Float,
+                }),
+                ..half(m.clone())
+            };
+            let r = simulate_step_on(&s, 32, &gpu(), &coll);
+            let padded = ((1u64 << 20) + 3).div_ceil(8) * 8;
+            let on = |g: Group| {
+                let c = calls.lock().unwrap();
+                let mut v: Vec<(Collective, u64)> =
+                    c.iter().filter(|x| x.0 == g).map(|x| (x.1, x.2)).collect();
+                v.sort();
+                v.dedup();
+                v
+            };
+            assert_eq!(on(Group::World), Vec::new(), "{strategy:?}");
+            assert_eq!(on(Group::Replicate), vec![(Collective::AllReduce, padded / 8 * 4)]);
+            assert_eq!(
+                on(Group::Shard),
+                vec![(Collective::AllGather, padded * 2), (Collective::ReduceScatter, padded * 4)]
+            );
+            let wire = |name: &str| -> u64 {
+                let spans = r.timeline.iter().filter(|x| x.lane == "nccl");
+                spans.filter(|x| x.name.starts_with(name)).map(|x| x.bytes).sum()
+            };
+            assert_eq!(wire("all_reduce (replicas)"), 3 * padded / 8 * 4);
+            assert_eq!(wire("all_gather"), gathers * 3 * padded * 2);
+        }
+        // Memory: shards over the node's 8 ranks, whatever the node count.
+        let s = DdpSpec {
+            sharding: Some(Sharding {
+                strategy: ShardingStrategy::HybridShard,
+                backward_prefetch: BackwardPrefetch::BackwardPre,
+                param_dtype: DataType::Bfloat16,
+                reduce_dtype: DataType::Float,
+            }),
+            ..half(m.clone())
+        };
+        let mem = |world| crate::workload::memory::ddp_memory(&s, world, 8).params;
+        assert_eq!(mem(16), mem(256));
+        let full = DdpSpec {
+            sharding: s.sharding.map(|sh| Sharding { strategy: ShardingStrategy::FullShard, ..sh }),
+            ..s.clone()
+        };
+        assert_eq!(crate::workload::memory::ddp_memory(&full, 8, 8).params, mem(64));
+    }
+
+    #[test]
     fn fsdp_memory_falls_as_one_over_the_ranks() {
         // Parameters, gradients and Adam state per GPU fall 8x from 8 ranks to 64 (GPT-2 XL's
         // units pad by under 64 elements each); the unsharded units in flight do not.
@@ -2095,7 +2224,7 @@ mod tests {
             optimizer: crate::workload::memory::Optimizer::Adam,
             ..half(preset("gpt2-xl", None, DataType::Float).unwrap())
         };
-        let mem = |n| crate::workload::memory::ddp_memory(&spec, n);
+        let mem = |n| crate::workload::memory::ddp_memory(&spec, n, 8);
         let (a, b) = (mem(8), mem(64));
         for (x, y) in [(a.params, b.params), (a.grads, b.grads), (a.optimizer, b.optimizer)] {
             assert!((x / y / 8.0 - 1.0).abs() < 1e-4, "{x} / {y}");

@@ -233,10 +233,13 @@ impl super::timeline::Comms for Posting<'_, '_> {
     fn launch(
         &mut self,
         _now: f64,
+        group: super::parallel::Group,
         collective: crate::collective::Collective,
         bytes: u64,
         dtype: super::DataType,
     ) -> super::timeline::Launched {
+        // Jobs run on one communicator each (a HYBRID_SHARD or 3-D job is refused in [[job]]).
+        debug_assert_eq!(group, super::parallel::Group::World);
         let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
         use crate::collective::{Mode, SteadyForm};
         let s = self.step;

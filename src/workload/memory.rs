@@ -196,12 +196,12 @@ pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
 
 /// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
 /// sharded.
-pub fn ddp_memory(spec: &DdpSpec, world: usize) -> DdpMemory {
+pub fn ddp_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> DdpMemory {
     if let Some(layout) = &spec.parallel {
         return super::parallel::memory(spec, layout, world);
     }
     match spec.sharding {
-        Some(sh) => fsdp_memory(spec, sh, world),
+        Some(sh) => fsdp_memory(spec, sh, sh.strategy.shard_ranks(world, ranks_per_node)),
         None => plain_ddp_memory(spec),
     }
 }
@@ -228,10 +228,7 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     }
     let shard = shard as f64;
     // SHARD_GRAD_OP keeps every unit's gathered parameters from its forward to its backward.
-    let live = match sh.strategy {
-        super::ddp::ShardingStrategy::FullShard => 2 * largest,
-        super::ddp::ShardingStrategy::ShardGradOp => whole,
-    };
+    let live = if sh.strategy.reshards_after_forward() { 2 * largest } else { whole };
     let params = shard * m.grad_dtype.size() as f64;
     let grads = params;
     let master = 0.0;

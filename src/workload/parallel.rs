@@ -71,6 +71,21 @@ pub enum Group {
     Pipeline(usize),
     /// The first and last stages' (the tied embedding's gradient).
     Embedding,
+    /// HYBRID_SHARD's shard group: rank 0's node.
+    Shard,
+    /// HYBRID_SHARD's replicate group: rank 0 of each node (each node's local rank 0).
+    Replicate,
+}
+
+/// The ranks of HYBRID_SHARD's shard group (rank 0's node) or replicate group (each node's
+/// first rank), on `world` ranks of `ranks_per_node` a node; None for other groups.
+pub fn hybrid_members(group: Group, world: usize, ranks_per_node: usize) -> Option<Vec<usize>> {
+    let ppn = ranks_per_node.max(1);
+    match group {
+        Group::Shard => Some((0..ppn.min(world)).collect()),
+        Group::Replicate => Some((0..world).step_by(ppn).collect()),
+        _ => None,
+    }
 }
 
 /// Times a collective (nccl-tests size, dtype) on a group.
@@ -92,6 +107,8 @@ impl Layout {
             Group::Data(s) => (0..dp).map(|d| tp * d + stage(s)).collect(),
             Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
             Group::Embedding => vec![0, stage(pp - 1)],
+            // Not a Megatron group.
+            Group::Shard | Group::Replicate => Vec::new(),
         }
     }
 
@@ -646,7 +663,9 @@ pub(crate) fn plan_stages(
             });
         }
         let work = StageWork { layers: lt, before, last_backward: last.start, after };
-        let dp_coll = |c: Collective, b: u64, d: DataType| coll(Group::Data(s), c, b, d);
+        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| {
+            coll(if g == Group::World { Group::Data(s) } else { g }, c, b, d)
+        };
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
         // Per micro-batch compute on this stage (all chunks), collectives apart.
         let tp_mb: f64 = (0..t.tpf.len()).map(|i| t.tpf[i] + t.tpb[i] + t.rec_tp[i]).sum();
@@ -755,7 +774,9 @@ pub fn simulate_parallel(
     let mut best: Option<StepResult> = None;
     for (s, plan) in plans.iter().enumerate() {
         let mut line = plan.timeline();
-        let dp_coll = |c: Collective, b: u64, d: DataType| coll(Group::Data(s), c, b, d);
+        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| {
+            coll(if g == Group::World { Group::Data(s) } else { g }, c, b, d)
+        };
         timeline::run_alone(&mut line, 0.0, &dp_coll);
         let r = plan.result(&line);
         if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {

@@ -16,7 +16,8 @@
 use std::collections::VecDeque;
 
 use super::DataType;
-use super::ddp::{BucketRow, CollTime, Span};
+use super::ddp::{BucketRow, Span};
+use super::parallel::{Group, GroupTimer};
 use crate::collective::Collective;
 
 /// Below this many seconds of work left, a compute item is done (rounding).
@@ -34,6 +35,8 @@ pub(crate) enum Op {
     },
     /// A collective.
     Coll {
+        /// The process group it runs on.
+        group: Group,
         /// Which.
         collective: Collective,
         /// nccl-tests' size.
@@ -139,9 +142,15 @@ pub struct Launched {
 
 /// Where a timeline's collectives run.
 pub trait Comms {
-    /// Starts a collective at `now` (s).
-    fn launch(&mut self, now: f64, collective: Collective, bytes: u64, dtype: DataType)
-    -> Launched;
+    /// Starts a collective on `group` at `now` (s).
+    fn launch(
+        &mut self,
+        now: f64,
+        group: Group,
+        collective: Collective,
+        bytes: u64,
+        dtype: DataType,
+    ) -> Launched;
     /// Starts `secs` of hook compute at `now`; returns its handle.
     fn hold(&mut self, now: f64, secs: f64) -> u32;
     /// Sets a timer at `at` (s) with `tag`.
@@ -480,8 +489,8 @@ impl Timeline {
                 r.handle = io.hold(now, *secs);
                 r.secs = Some(*secs);
             }
-            Op::Coll { collective, bytes, dtype, .. } => {
-                let l = io.launch(now, *collective, *bytes, *dtype);
+            Op::Coll { group, collective, bytes, dtype, .. } => {
+                let l = io.launch(now, *group, *collective, *bytes, *dtype);
                 r.collectives += 1;
                 let span = &mut self.spans[r.spans[r.op]];
                 (span.algo, span.proto, span.channels) = (l.algo, l.proto, l.channels);
@@ -526,16 +535,12 @@ impl Timeline {
 
 /// Runs `timeline` from `t0` with each collective taking the time `coll` gives it, nothing
 /// else on the network.
-pub(crate) fn run_alone(
-    timeline: &mut Timeline,
-    t0: f64,
-    coll: &(dyn Fn(Collective, u64, DataType) -> CollTime + Sync),
-) {
+pub(crate) fn run_alone(timeline: &mut Timeline, t0: f64, coll: &GroupTimer<'_>) {
     /// Pending completions and timers, earliest first (then in the order they were set).
     struct Local<'c> {
         due: std::collections::BTreeMap<(u64, u64), (f64, Event)>,
         seq: u64,
-        coll: &'c (dyn Fn(Collective, u64, DataType) -> CollTime + Sync),
+        coll: &'c GroupTimer<'c>,
     }
     impl Local<'_> {
         fn push(&mut self, at: f64, e: Event) -> u32 {
@@ -546,8 +551,15 @@ pub(crate) fn run_alone(
         }
     }
     impl Comms for Local<'_> {
-        fn launch(&mut self, now: f64, c: Collective, bytes: u64, dtype: DataType) -> Launched {
-            let t = (self.coll)(c, bytes, dtype);
+        fn launch(
+            &mut self,
+            now: f64,
+            g: Group,
+            c: Collective,
+            bytes: u64,
+            dtype: DataType,
+        ) -> Launched {
+            let t = (self.coll)(g, c, bytes, dtype);
             let handle = self.seq as u32;
             self.push(now + t.secs, Event::Done(handle));
             let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);
@@ -571,9 +583,10 @@ pub(crate) fn run_alone(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::ddp::CollTime;
 
-    fn coll(secs: f64) -> impl Fn(Collective, u64, DataType) -> CollTime + Sync {
-        move |_, _, _| CollTime {
+    fn coll(secs: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
+        move |_, _, _, _| CollTime {
             secs,
             algo: "RING",
             proto: "SIMPLE",
@@ -584,7 +597,7 @@ mod tests {
 
     fn all_reduce() -> Op {
         let (collective, bytes, dtype) = (Collective::AllReduce, 1, DataType::Float);
-        Op::Coll { collective, bytes, dtype, name: "ar".into() }
+        Op::Coll { group: Group::World, collective, bytes, dtype, name: "ar".into() }
     }
 
     fn run(secs: f64) -> Work {

@@ -904,11 +904,21 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         .map(|p| num(&p["result"], "iteration_time_ms"))
         .collect();
     assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
-    // What is not modelled is refused: HYBRID_SHARD on its line, one rank (NO_SHARD).
+    // What is not modelled is refused: NO_SHARD on its line, one rank (NO_SHARD).
     super::cli_errors::fails_with(
-        &["simulate", s, "--sweep", "workload.fsdp.sharding_strategy=HYBRID_SHARD"],
+        &["simulate", s, "--sweep", "workload.fsdp.sharding_strategy=NO_SHARD"],
         &["workload.fsdp.sharding_strategy", "not modelled yet"],
     );
+    // HYBRID_SHARD runs, its replicas' all-reduces in the trace's spans.
+    let h = json(&[
+        "simulate",
+        s,
+        "--format",
+        "json",
+        "--sweep",
+        "workload.fsdp.sharding_strategy=HYBRID_SHARD",
+    ]);
+    assert!(num(&h["points"][0]["result"], "iteration_time_ms") > 0.0);
     super::cli_errors::fails_with(
         &["simulate", s, "--nodes", "1", "--gpus-per-node", "1"],
         &["on one rank", "NO_SHARD"],
