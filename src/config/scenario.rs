@@ -624,6 +624,7 @@ fn parallel_layout(
     let layout = crate::workload::parallel::Layout {
         tp: degree("workload.parallel.tp", &p.tp)?,
         pp: degree("workload.parallel.pp", &p.pp)?,
+        ep: degree("workload.parallel.ep", &p.ep)?,
         virtual_stages: degree("workload.parallel.virtual_stages", &p.virtual_stages)?,
         sequence_parallel: p.sequence_parallel.unwrap_or(false),
         recompute,

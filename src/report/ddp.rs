@@ -40,10 +40,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
         writeln!(
             out,
-            "tp {} x pp {} x dp {}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}",
+            "tp {} x pp {} x dp {}{}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}",
             l.tp,
             l.pp,
             p.dp,
+            if l.ep > 1 { format!(" (ep {} of it)", l.ep) } else { String::new() },
             if l.virtual_stages > 1 {
                 format!(" ({} chunks per stage, interleaved)", l.virtual_stages)
             } else {
@@ -151,7 +152,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(out, "  {:<28} {:>10} {:>7}", "where the step goes", "ms", "share")?;
     let b = &r.breakdown;
     for (label, _, ms) in b.parts() {
-        let optional = ["measured layer times", "tensor-parallel comm", "pipeline bubble and p2p"];
+        let optional =
+            ["measured layer times", "tensor/expert-parallel comm", "pipeline bubble and p2p"];
         if optional.contains(&label) && ms == 0.0 {
             continue;
         }
@@ -181,7 +183,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         }
         writeln!(
             out,
-            "  per stage: forward and backward of one micro-batch on all its chunks, tensor-parallel collectives in; below, stage {}'s buckets on its data-parallel group",
+            "  per stage: forward and backward of one micro-batch on all its chunks, tensor/expert-parallel collectives in; below, stage {}'s buckets on its data-parallel group",
             p.critical_stage
         )?;
         writeln!(out)?;

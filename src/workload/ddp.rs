@@ -39,6 +39,9 @@ pub struct Bucket {
     pub bytes: u64,
     /// The dtype of its gradients (buckets never mix dtypes).
     pub dtype: DataType,
+    /// Whether it holds experts' gradients (reduced over the expert-data-parallel group under
+    /// expert parallelism, in buckets of their own).
+    pub expert: bool,
 }
 
 /// `compute_bucket_assignment_by_size`: `sizes` are (tensor index, bytes, dtype) in the order
@@ -54,7 +57,7 @@ pub fn assign(sizes: &[(usize, u64, DataType)], limits: &[u64]) -> Vec<Bucket> {
         let k = match open.iter().position(|(o, _)| o.dtype == dtype) {
             Some(k) => k,
             None => {
-                open.push((Bucket { tensors: Vec::new(), bytes: 0, dtype }, 0));
+                open.push((Bucket { tensors: Vec::new(), bytes: 0, dtype, expert: false }, 0));
                 open.len() - 1
             }
         };
@@ -62,7 +65,8 @@ pub fn assign(sizes: &[(usize, u64, DataType)], limits: &[u64]) -> Vec<Bucket> {
         cur.tensors.push(i);
         cur.bytes += b;
         if cur.bytes >= limits[*it] {
-            out.push(std::mem::replace(cur, Bucket { tensors: Vec::new(), bytes: 0, dtype }));
+            let empty = Bucket { tensors: Vec::new(), bytes: 0, dtype, expert: false };
+            out.push(std::mem::replace(cur, empty));
             if *it + 1 < limits.len() {
                 *it += 1;
             }
@@ -91,9 +95,41 @@ pub enum Phase {
 /// `bucket_cap_mb` in bytes; `None` is the default (25 MiB with a 1 MiB first bucket; set
 /// explicitly, there is no small first bucket).
 pub fn buckets(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
+    buckets_of(model, cap, phase, |_| true)
+}
+
+/// As [`buckets`], the experts' gradients in buckets of their own (Megatron's separate
+/// expert-parallel gradient buffer): each set bucketed apart, then the buckets in the order
+/// their first gradient is ready.
+pub fn buckets_apart(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
+    let experts: Vec<bool> = model.tensors().map(|t| t.expert.is_some()).collect();
+    let mut dense = buckets_of(model, cap, phase, |i| !experts[i]);
+    let mut apart = buckets_of(model, cap, phase, |i| experts[i]);
+    for b in &mut apart {
+        b.expert = true;
+    }
+    dense.append(&mut apart);
+    // Ready order: reverse parameter order once rebuilt, else the buckets' own.
+    match phase {
+        Phase::Rebuilt => dense.sort_by_key(|b| std::cmp::Reverse(b.tensors.iter().max().copied())),
+        Phase::FirstIteration | Phase::Construction => {
+            dense.sort_by_key(|b| std::cmp::Reverse(b.tensors.iter().min().copied()))
+        }
+    }
+    dense
+}
+
+/// DDP's buckets of the tensors `keep` takes (by index).
+fn buckets_of(
+    model: &Model,
+    cap: Option<u64>,
+    phase: Phase,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<Bucket> {
     let sizes: Vec<(usize, u64, DataType)> = model
         .tensors()
         .enumerate()
+        .filter(|(i, _)| keep(*i))
         .map(|(i, t)| (i, model.grad_bytes(t), model.dtype_of(t)))
         .collect();
     let first = if cap.is_none() { FIRST_BUCKET_BYTES } else { cap.unwrap_or(DEFAULT_CAP_BYTES) };
@@ -774,7 +810,8 @@ pub struct Breakdown {
     pub skew_wait_ms: f64,
     /// Waiting for the data loader.
     pub input_stall_ms: f64,
-    /// Tensor-parallel collectives inside forward and backward (they block compute).
+    /// Tensor-parallel collectives and expert-parallel all-to-alls inside forward and
+    /// backward (they block compute).
     pub tp_comm_ms: f64,
     /// A pipeline stage idle before its last backward: the bubble, waiting for the stages
     /// beside it, and its point-to-point sends.
@@ -794,7 +831,7 @@ impl Breakdown {
             ("compute, memory-bound", "memory_ms", self.memory_ms),
             ("kernel launch waits", "launch_ms", self.launch_ms),
             ("measured layer times", "measured_ms", self.measured_ms),
-            ("tensor-parallel comm", "tp_comm_ms", self.tp_comm_ms),
+            ("tensor/expert-parallel comm", "tp_comm_ms", self.tp_comm_ms),
             ("pipeline bubble and p2p", "pipeline_ms", self.pipeline_ms),
             ("DDP copies and hooks", "ddp_copies_ms", self.ddp_copies_ms),
             ("optimizer step", "optimizer_ms", self.optimizer_ms),
@@ -1144,6 +1181,15 @@ pub(crate) struct StageWork {
     /// Work after the gradients are reduced and before the optimizer (the tied embedding's
     /// all-reduce, on another group: timed beforehand).
     pub after: Vec<Work>,
+    /// Whether the experts' gradients reduce in buckets of their own over the expert-data
+    /// group (expert parallelism).
+    pub experts_apart: bool,
+}
+
+/// The group a bucket reduces over: the world (a stage's data-parallel group), or for
+/// experts' buckets the expert-data group ([`Group::ExpertData`], resolved by the stage).
+fn bucket_group(b: &Bucket) -> Group {
+    if b.expert { Group::ExpertData(0) } else { Group::World }
 }
 
 /// A DDP step, or (with `stage`) a pipeline stage's step from its last backward.
@@ -1185,6 +1231,7 @@ pub(crate) fn plan_ddp(
             .enumerate()
             .map(|(bi, b)| {
                 let steps = hook_steps(hook, m, b, world as u64);
+                let group = bucket_group(b);
                 let ops = steps
                     .iter()
                     .map(|s| match *s {
@@ -1193,7 +1240,7 @@ pub(crate) fn plan_ddp(
                             name: format!("bucket {bi} hook"),
                         },
                         HookStep::Collective { collective, bytes, dtype } => Op::Coll {
-                            group: Group::World,
+                            group,
                             collective,
                             bytes,
                             dtype,
@@ -1264,30 +1311,41 @@ pub(crate) fn plan_ddp(
             Timeline::new(work, owner, batches(hook, buckets, slowdown))
         };
 
-    let steady = buckets(m, spec.bucket_cap, phase);
-    let rebuilt_first = buckets(m, spec.bucket_cap, Phase::FirstIteration);
+    let apart = stage.is_some_and(|s| s.experts_apart);
+    let bucketed = |phase| {
+        if apart {
+            buckets_apart(m, spec.bucket_cap, phase)
+        } else {
+            buckets(m, spec.bucket_cap, phase)
+        }
+    };
+    let steady = bucketed(phase);
+    let rebuilt_first = bucketed(Phase::FirstIteration);
     {
         // Time every distinct collective of the step once, in parallel (the results are pure
         // functions of their arguments, so the order does not matter).
         use rayon::prelude::*;
-        let mut keys: Vec<(Collective, u64, super::DataType)> = steady
+        let mut keys: Vec<(Group, Collective, u64, super::DataType)> = steady
             .iter()
             .chain(&rebuilt_first)
-            .flat_map(|b| hook_steps(&spec.hook, m, b, world as u64))
-            .filter_map(|s| match s {
+            .flat_map(|b| {
+                let g = bucket_group(b);
+                hook_steps(&spec.hook, m, b, world as u64).into_iter().map(move |s| (g, s))
+            })
+            .filter_map(|(g, s)| match s {
                 HookStep::Collective { collective, bytes, dtype } => {
-                    Some((collective, bytes, dtype))
+                    Some((g, collective, bytes, dtype))
                 }
                 HookStep::Compute { .. } => None,
             })
             .collect();
         if m.buffer_bytes > 0 {
-            keys.push((Collective::Broadcast, m.buffer_bytes, super::DataType::Uint8));
+            keys.push((Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8));
         }
         keys.sort();
         keys.dedup();
-        keys.par_iter().for_each(|&(c, b, d)| {
-            coll(Group::World, c, b, d);
+        keys.par_iter().for_each(|&(g, c, b, d)| {
+            coll(g, c, b, d);
         });
     }
     // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, each collective by its
@@ -1668,6 +1726,7 @@ mod tests {
             tensors: (0..m.tensors().count()).collect(),
             bytes: m.params() * 4,
             dtype: DataType::Float,
+            expert: false,
         };
         let hook =
             CommHook::PowerSgd { rank, error_feedback: true, warm_start: true, start_iter: 1000 };

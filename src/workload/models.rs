@@ -16,6 +16,9 @@ pub struct Tensor {
     pub rows: u64,
     /// Its gradient's dtype, where it differs from the model's (DDP buckets by dtype).
     pub dtype: Option<DataType>,
+    /// The expert it belongs to, in a mixture-of-experts layer (expert parallelism divides
+    /// the experts over its ranks, and their gradients reduce over the expert-data group).
+    pub expert: Option<u32>,
 }
 
 /// A group of tensors computed together, with its forward cost.
@@ -52,6 +55,8 @@ pub struct TpShape {
     pub hidden: u64,
     /// Tokens per sample.
     pub tokens: u64,
+    /// A mixture of experts: experts in the layer and experts each token goes to.
+    pub moe: Option<(u64, u64)>,
 }
 
 /// A layer's part in a Megatron transformer.
@@ -204,7 +209,7 @@ impl Model {
 
 /// A tensor of `rows` × `cols` (a vector: `cols` = 1).
 pub fn tensor(name: impl Into<String>, rows: u64, cols: u64) -> Tensor {
-    Tensor { name: name.into(), numel: rows * cols, rows, dtype: None }
+    Tensor { name: name.into(), numel: rows * cols, rows, dtype: None, expert: None }
 }
 
 use tensor as t;
@@ -527,7 +532,7 @@ fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec
         bwd_fixed: gs * ((vocab + ctx) * d) as f64,
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
@@ -575,7 +580,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
@@ -606,9 +611,11 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
                 let m = format!("{p}.block_sparse_moe");
                 v.push(t(format!("{m}.gate.weight"), experts, d));
                 for e in 0..experts {
-                    v.push(t(format!("{m}.experts.{e}.w1.weight"), ff, d));
-                    v.push(t(format!("{m}.experts.{e}.w2.weight"), d, ff));
-                    v.push(t(format!("{m}.experts.{e}.w3.weight"), ff, d));
+                    for (w, rows, cols) in [("w1", ff, d), ("w2", d, ff), ("w3", ff, d)] {
+                        let mut x = t(format!("{m}.experts.{e}.{w}.weight"), rows, cols);
+                        x.expert = Some(e as u32);
+                        v.push(x);
+                    }
                 }
                 let mem = moe_block_mem(h, ff as f64, kv as f64, experts, top);
                 (d * experts + top * 3 * d * ff, mem)
@@ -617,8 +624,10 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (attn + mlp) as f64 * sf;
+        let shape =
+            TpShape { role: TpRole::Block { replicated }, hidden: d, tokens: s, moe: c.experts };
         out.push(Layer {
-            parallel: tp(TpRole::Block { replicated }),
+            parallel: Some(shape),
             ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))
         });
     }

@@ -46,6 +46,9 @@ pub struct Layout {
     pub tp: usize,
     /// Pipeline stages.
     pub pp: usize,
+    /// Expert-parallel degree (a mixture of experts' experts divided over that many of the
+    /// data-parallel ranks).
+    pub ep: usize,
     /// Model chunks per stage (1: the 1F1B schedule; more: interleaved).
     pub virtual_stages: usize,
     /// Sequence parallelism: all-gathers and reduce-scatters instead of all-reduces, and the
@@ -71,6 +74,10 @@ pub enum Group {
     Pipeline(usize),
     /// The first and last stages' (the tied embedding's gradient).
     Embedding,
+    /// Rank 0's expert-parallel group (the all-to-alls of a mixture of experts).
+    Expert,
+    /// The expert-data-parallel group of a stage (its experts' gradients).
+    ExpertData(usize),
     /// HYBRID_SHARD's shard group: rank 0's node.
     Shard,
     /// HYBRID_SHARD's replicate group: rank 0 of each node (each node's local rank 0).
@@ -107,6 +114,10 @@ impl Layout {
             Group::Data(s) => (0..dp).map(|d| tp * d + stage(s)).collect(),
             Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
             Group::Embedding => vec![0, stage(pp - 1)],
+            Group::Expert => (0..self.ep).map(|d| tp * d).collect(),
+            Group::ExpertData(s) => {
+                (0..dp / self.ep).map(|j| tp * self.ep * j + stage(s)).collect()
+            }
             // Not a Megatron group.
             Group::Shard | Group::Replicate => Vec::new(),
         }
@@ -114,8 +125,11 @@ impl Layout {
 
     /// The groups a step on `world` ranks times collectives on.
     pub fn groups(&self, world: usize) -> Vec<Group> {
-        let mut g = vec![Group::Tensor];
+        let mut g = vec![Group::Tensor, Group::Expert];
         g.extend((0..self.pp).map(Group::Data));
+        if self.ep > 1 {
+            g.extend((0..self.pp).map(Group::ExpertData));
+        }
         if self.pp > 1 {
             g.extend((0..self.pp).map(Group::Pipeline));
             g.push(Group::Embedding);
@@ -132,6 +146,25 @@ impl Layout {
             return Err(format!(
                 "tp x pp = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
             ));
+        }
+        let moe = model.layers.iter().find_map(|l| l.parallel.and_then(|p| p.moe));
+        if self.ep > 1 {
+            let dp = world / mp;
+            let Some((experts, _)) = moe else {
+                return Err(format!(
+                    "ep = {}, but the model {:?} has no experts",
+                    self.ep, model.name
+                ));
+            };
+            if !dp.is_multiple_of(self.ep) {
+                return Err(format!(
+                    "ep = {} does not divide the data-parallel degree {dp} (experts are divided over data-parallel ranks)",
+                    self.ep
+                ));
+            }
+            if !experts.is_multiple_of(self.ep as u64) {
+                return Err(format!("ep = {} does not divide the {experts} experts", self.ep));
+            }
         }
         if mp == 1 {
             return Ok(());
@@ -262,6 +295,23 @@ pub fn tp_calls(layer: &Layer, layout: &Layout, batch: u64, act: DataType) -> (C
             (fwd, vec![(if sp { rs } else { ar }, bytes)])
         }
     }
+}
+
+/// The expert-parallel all-to-alls of `layer` for one micro-batch of `batch` samples (forward,
+/// backward): a mixture of experts sends each token to its `top` experts and back (dispatch and
+/// combine, Megatron's all-to-all token dispatcher), forward and again backward; each rank's
+/// buffer is its tokens times `top` (split by sequence under sequence parallelism).
+pub fn ep_calls(layer: &Layer, layout: &Layout, batch: u64, act: DataType) -> (Calls, Calls) {
+    let Some((shape, (_, top))) = layer.parallel.and_then(|p| p.moe.map(|m| (p, m))) else {
+        return (Vec::new(), Vec::new());
+    };
+    if layout.ep < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let sp = if layout.sequence_parallel { layout.tp as u64 } else { 1 };
+    let bytes = (batch * shape.tokens * top * shape.hidden * act.size()).div_ceil(sp);
+    let two = vec![(Collective::AllToAll, bytes); 2];
+    (two.clone(), two)
 }
 
 /// One op of a pipeline schedule: a micro-batch's forward or backward on a model chunk.
@@ -453,7 +503,13 @@ fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
     for (i, l) in layers.iter().enumerate() {
         let q = chunk_of(i);
         let st = &mut out[q % p];
-        st.model.layers.push(split(l, layout.tp, layout.sequence_parallel));
+        let mut l = split(l, layout.tp, layout.sequence_parallel);
+        // Expert parallelism: the rank holds 1/ep of each layer's experts.
+        if let Some((experts, _)) = l.parallel.and_then(|p| p.moe) {
+            let local = experts / layout.ep.max(1) as u64;
+            l.tensors.retain(|t| t.expert.is_none_or(|e| u64::from(e) < local));
+        }
+        st.model.layers.push(l);
         st.chunk.push(q / p);
     }
     if p > 1 && tied(model) {
@@ -548,8 +604,9 @@ pub(crate) fn plan_stages(
                 (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
             for (i, l) in st.model.layers.iter().enumerate() {
                 let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
-                tpf[i] = time(Group::Tensor, &f, act);
-                tpb[i] = time(Group::Tensor, &b, act);
+                let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
+                tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
+                tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
                 if layout.recompute && is_block(l) {
                     rec[i] = lt.fwd[i];
                     rec_tp[i] = tpf[i];
@@ -662,10 +719,10 @@ pub(crate) fn plan_stages(
                 grad: None,
             });
         }
-        let work = StageWork { layers: lt, before, last_backward: last.start, after };
-        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| {
-            coll(if g == Group::World { Group::Data(s) } else { g }, c, b, d)
-        };
+        let experts_apart = layout.ep > 1;
+        let work =
+            StageWork { layers: lt, before, last_backward: last.start, after, experts_apart };
+        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
         // Per micro-batch compute on this stage (all chunks), collectives apart.
         let tp_mb: f64 = (0..t.tpf.len()).map(|i| t.tpf[i] + t.tpb[i] + t.rec_tp[i]).sum();
@@ -760,6 +817,16 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
     worst.unwrap_or_else(|| super::memory::plain_ddp_memory(spec))
 }
 
+/// A stage's step's group: its data-parallel group for the world's, its expert-data group
+/// for the experts'.
+fn on_stage(g: Group, stage: usize) -> Group {
+    match g {
+        Group::World => Group::Data(stage),
+        Group::ExpertData(_) => Group::ExpertData(stage),
+        g => g,
+    }
+}
+
 /// Simulates one step of `spec` laid out as `layout` on `world` ranks (each stage alone on
 /// the network, its collectives timed by `coll` on their groups): the slowest stage's result,
 /// with the stages' figures.
@@ -774,9 +841,7 @@ pub fn simulate_parallel(
     let mut best: Option<StepResult> = None;
     for (s, plan) in plans.iter().enumerate() {
         let mut line = plan.timeline();
-        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| {
-            coll(if g == Group::World { Group::Data(s) } else { g }, c, b, d)
-        };
+        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
         timeline::run_alone(&mut line, 0.0, &dp_coll);
         let r = plan.result(&line);
         if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {
@@ -855,6 +920,7 @@ mod tests {
         Layout {
             tp,
             pp,
+            ep: 1,
             virtual_stages: v,
             sequence_parallel: false,
             recompute: false,
@@ -895,6 +961,7 @@ mod tests {
             role: TpRole::Block { replicated: MemoryWork::default() },
             hidden: 1024,
             tokens: 1024,
+            moe: None,
         };
         let layers = (0..n)
             .map(|i| Layer {
@@ -986,6 +1053,48 @@ mod tests {
         let total: f64 = tp8.breakdown.parts().iter().map(|p| p.2).sum();
         assert!((total - tp8.iteration_time_ms).abs() < 1e-6 * total, "{:?}", tp8.breakdown);
         assert_eq!(tp8.parallel.as_ref().unwrap().dp, 1);
+    }
+
+    #[test]
+    fn expert_parallelism_divides_the_experts_and_adds_their_all_to_alls() {
+        // Mixtral 8x7B, ep = 8 on 16 data-parallel ranks: each rank holds one expert a layer,
+        // sends each token's hidden state to its 2 experts and back, forward and backward
+        // (4 all-to-alls a layer), and its experts' gradients reduce over 2 ranks, the rest over
+        // all 16.
+        let m = preset("mixtral-8x7b", Some(1024), DataType::Bfloat16).unwrap();
+        let s = spec(m.clone(), 1);
+        let mut l = layout(1, 1, 1);
+        l.ep = 8;
+        assert!(l.check(&m, 16, 1).is_ok());
+        assert!(l.check(&m, 8, 1).is_ok());
+        assert!(Layout { ep: 3, ..l }.check(&m, 12, 1).is_err());
+        assert!(l.check(&preset("llama-7b", None, DataType::Float).unwrap(), 16, 1).is_err());
+        let calls = std::sync::Mutex::new(Vec::new());
+        let coll = |g: Group, c: Collective, b: u64, d: DataType| {
+            calls.lock().unwrap().push((g, c, b));
+            linear(1e-11)(g, c, b, d)
+        };
+        let r = simulate_parallel(&s, &l, 16, &gpu(), &coll);
+        let expert_params: u64 = 32 * 3 * 14_336 * 4096;
+        let par = r.parallel.as_ref().unwrap();
+        assert_eq!(par.stages[0].params, m.params() - expert_params * 7);
+        let calls = calls.into_inner().unwrap();
+        let a2a = 2 * 1024 * 2 * 4096 * 2;
+        assert!(calls.contains(&(Group::Expert, Collective::AllToAll, a2a)));
+        assert!(calls.iter().all(|c| c.1 != Collective::AllToAll || c.0 == Group::Expert));
+        let reduces = |g: Group| calls.iter().any(|c| c.0 == g && c.1 == Collective::AllReduce);
+        assert!(reduces(Group::ExpertData(0)) && reduces(Group::Data(0)));
+        // Members: the expert group strides by tp, its data group by tp x ep.
+        let l2 = Layout { tp: 2, ..l };
+        assert_eq!(l2.members(Group::Expert, 32), vec![0, 2, 4, 6, 8, 10, 12, 14]);
+        assert_eq!(l2.members(Group::ExpertData(0), 32), vec![0, 16]);
+        // 4 all-to-alls a layer, each 10 us + its bytes at 1e-11 s/B, in the tp/ep part.
+        let want = 32.0 * 4.0 * (10e-6 + a2a as f64 * 1e-11) * 1e3;
+        assert!(
+            (r.breakdown.tp_comm_ms - want).abs() < 1e-9,
+            "{} vs {want}",
+            r.breakdown.tp_comm_ms
+        );
     }
 
     #[test]

@@ -181,3 +181,21 @@ fn layouts_that_do_not_fit_the_cluster_are_refused_on_their_line() {
     let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
     assert!(e.contains("workload.parallel.recompute"), "{e}");
 }
+
+#[test]
+fn the_expert_parallel_scenario_divides_the_experts() {
+    use crate::collsim_ok;
+    let f = "scenarios/mixtral-ep-dgx-h100-8node.toml";
+    let table = collsim_ok(&["simulate", f]);
+    assert!(table.contains("tp 2 x pp 2 x dp 16 (ep 8 of it)"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["simulate", f, "--format", "json"])).unwrap();
+    // A rank holds its stage's dense weights, split over tp, and one expert in eight.
+    let params: u64 = json["parallel"]["stages"][0]["params"].as_u64().unwrap();
+    assert!(params < 46_702_792_704 / 2 / 2 / 4, "{params}");
+    let mem = json["memory"]["total"].as_f64().unwrap() / (1u64 << 30) as f64;
+    assert!(mem < 80.0, "{mem} GiB");
+    let bad = std::fs::read_to_string(f).unwrap().replace("ep = 8", "ep = 3");
+    let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
+    assert!(e.contains("workload.parallel") && e.contains("ep = 3"), "{e}");
+}
