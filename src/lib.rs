@@ -226,6 +226,48 @@ fn ddp_step(
     Ok((step, summary))
 }
 
+/// A scenario's DDP or FSDP step as a list of calls ([`workload::calls`]): its steady step's
+/// compute, collectives and waits in program order, for `kind = "trace"` to replay.
+pub fn export_calls(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<workload::calls::CallsFile, Error> {
+    let spec = scenario.ddp().ok_or_else(|| {
+        Error::Ddp("--export-calls: the scenario's workload is not a training step".into())
+    })?;
+    if spec.parallel.is_some() || !scenario.jobs.is_empty() {
+        return Err(Error::Ddp(
+            "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
+        ));
+    }
+    if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
+        return Err(Error::Ddp(
+            "--export-calls: hybrid sharding cannot be exported yet (its collectives run on two groups)".into(),
+        ));
+    }
+    let (cluster, comm, _) = build(scenario)?;
+    let load = background(scenario, &cluster)?;
+    let world = comm.nranks();
+    let calls = with_ddp(
+        &cluster,
+        &comm,
+        scenario,
+        spec,
+        params,
+        mode,
+        &load,
+        &CollCache::default(),
+        (1.0, false),
+        |gpu, coll| workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls(),
+    )?;
+    Ok(workload::calls::CallsFile {
+        collsim_calls: workload::calls::VERSION,
+        ranks: Some(world),
+        calls,
+    })
+}
+
 /// Whether a step's times are finite and under the simulated-time limit (a compute rate or a
 /// size far out of range makes them overflow).
 fn step_fits(r: &workload::ddp::StepResult) -> bool {

@@ -220,6 +220,14 @@ struct SimulateArgs {
     /// step time against the swept values).
     #[arg(long, value_name = "SVG")]
     plot: Option<PathBuf>,
+    /// DDP and FSDP workloads: write the step as a list of calls (JSON) here, for a scenario
+    /// with `kind = "trace"` to replay on another cluster.
+    #[arg(long, value_name = "JSON")]
+    export_calls: Option<PathBuf>,
+    /// Replay a PyTorch profiler (Kineto) trace of one rank's step: its kernels' compute kept,
+    /// its NCCL collectives timed on this cluster (--topology, --nodes).
+    #[arg(long, value_name = "JSON")]
+    workload_trace: Option<PathBuf>,
 }
 
 /// `collsim explain`.
@@ -1270,6 +1278,7 @@ fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
                 ("-o", a.common.output.clone()),
                 ("--trace", a.trace.clone()),
                 ("--plot", a.plot.clone()),
+                ("--export-calls", a.export_calls.clone()),
             ]);
         }
         Command::Explain(a) => {
@@ -1349,9 +1358,17 @@ fn simulate(
         trace,
         plot,
         sweep,
+        export_calls,
+        workload_trace,
     }: SimulateArgs,
 ) -> Result<()> {
     if !sweep.is_empty() {
+        if export_calls.is_some() {
+            bail_usage!("--export-calls writes one step; a --sweep runs many");
+        }
+        if workload_trace.is_some() {
+            bail_usage!("--workload-trace replays one step; it does not take --sweep");
+        }
         if trace.is_some() {
             bail_usage!(
                 "--trace draws one DDP step; a --sweep runs many (simulate one point without --sweep to trace it)"
@@ -1372,6 +1389,16 @@ fn simulate(
         None => None,
     };
     let mut s = apply_common(base, &common)?;
+    if let Some(p) = &workload_trace {
+        if !s.jobs.is_empty() {
+            bail_usage!("--workload-trace: the scenario has [[job]] tables");
+        }
+        let f = collsim::workload::kineto::import(&p.display().to_string(), &config::load_text(p)?)
+            .map_err(|e| anyhow!("--workload-trace {e}"))?;
+        let name = format!("Kineto trace {}", p.display());
+        s.workload =
+            config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));
+    }
     // The flags that shape a sweep, and those that draw a DDP step.
     let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
     let sweep_flags = flags.given();
@@ -1433,6 +1460,12 @@ fn simulate(
         if let Some(p) = plot {
             report::output::write_through(&p, |t| report::gantt::ddp_step(&r, t))
                 .map_err(|e| anyhow!("--plot {e}"))?;
+        }
+        if let Some(p) = export_calls {
+            let calls = collsim::export_calls(&s, &profile, mode(common.mode))?;
+            let mut f = report::output::Staged::create(&p)?;
+            serde_json::to_writer(&mut f, &calls)?;
+            f.commit()?;
         }
         return Ok(());
     }

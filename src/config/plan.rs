@@ -723,6 +723,11 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     let span = |v: Option<usize>| v.unwrap_or(0);
     let t_at = |f: fn(&RawTrain) -> Option<usize>| span(train.and_then(f));
     match instances.iter().find_map(|i| i.workload.as_ref().ok()) {
+        Some(Workload::Ddp(spec)) if spec.calls.is_some() => {
+            return Err(src.error(
+                "workload.calls: a replayed list of calls has a fixed batch and cannot be planned; simulate it on each cluster",
+            ));
+        }
         Some(Workload::Ddp(spec)) if spec.parallel.is_some() => {
             return Err(src.error(
                 "workload.parallel: a 3-D layout cannot be planned yet (its global batch, node counts and degrees must be chosen together); simulate it with `collsim simulate --sweep`",

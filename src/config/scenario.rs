@@ -543,6 +543,7 @@ fn ddp_workload(
         input,
         sharding: if fsdp { Some(fsdp_sharding(src, w, grad_dtype)?) } else { None },
         parallel: parallel_layout(src, w, fsdp)?,
+        calls: None,
         launch: match &w.launch_us {
             Some(v) => Some(src.check("workload.launch_us", v, |&x| {
                 if x.is_finite() && (0.0..=10_000.0).contains(&x) {
@@ -570,6 +571,53 @@ fn ddp_workload(
         let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu, peak);
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
+    Ok(spec)
+}
+
+/// A step given as a list of calls (`kind = "trace"`, `calls = "FILE"`, relative to the
+/// scenario; [`crate::workload::calls`]): replayed with its compute as given.
+fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigError> {
+    let only = "not for kind = \"trace\" (the calls file gives the step)";
+    let given = [
+        ("model", w.model.as_ref().map(|x| x.span().start)),
+        ("collective", w.collective.as_ref().map(|x| x.span().start)),
+        ("micro_batch", w.micro_batch.as_ref().map(|x| x.span().start)),
+        ("parallel", w.parallel.as_ref().map(|x| x.span().start)),
+    ];
+    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
+        return Err(src.error_at(at, format!("workload.{key}: {only}")));
+    }
+    if w.layer.is_some() || w.ddp.is_some() || w.fsdp.is_some() {
+        return Err(src.error(format!("workload: tables of a DDP model are {only}")));
+    }
+    let Some(path) = &w.calls else {
+        return Err(missing(src, "calls", "kind = \"trace\" replays a list-of-calls file"));
+    };
+    let file = match std::path::Path::new(src.name).parent() {
+        Some(dir) => dir.join(path.get_ref()),
+        None => std::path::PathBuf::from(path.get_ref()),
+    };
+    let calls = src.check("workload.calls", path, |_| {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let f = crate::workload::calls::parse(&file.display().to_string(), &text)?;
+        // Checked now, where the scenario's line is known.
+        crate::workload::calls::to_work(&f.calls, crate::workload::timeline::Slowdown::Fixed(0.0))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        Ok(f.calls)
+    })?;
+    let compute_slowdown = match &w.compute_slowdown {
+        Some(v) => Some(src.check("workload.compute_slowdown", v, |&x| {
+            if (0.0..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be a fraction in [0, 1] (got {x})"))
+            }
+        })?),
+        None => None,
+    };
+    let mut spec = DdpSpec::replay(format!("calls from {}", path.get_ref()), calls);
+    spec.compute_slowdown = compute_slowdown;
     Ok(spec)
 }
 
@@ -821,10 +869,10 @@ pub(crate) fn parse_workload(
     node: &NodeSpec,
     idle: bool,
 ) -> Result<Workload, ConfigError> {
-    let kinds = if idle { "sweep, ddp, fsdp, idle" } else { "sweep, ddp, fsdp" };
+    let kinds = if idle { "sweep, ddp, fsdp, trace, idle" } else { "sweep, ddp, fsdp, trace" };
     let kind = match &w.kind {
         Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
-            "sweep" | "ddp" | "fsdp" => Ok(k.clone()),
+            "sweep" | "ddp" | "fsdp" | "trace" => Ok(k.clone()),
             "idle" if idle => Ok(k.clone()),
             _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
@@ -852,6 +900,7 @@ pub(crate) fn parse_workload(
     Ok(match kind.as_str() {
         "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, false)?)),
         "fsdp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, true)?)),
+        "trace" => Workload::Ddp(Box::new(trace_workload(src, w)?)),
         "idle" => {
             if w.collective.is_some() || w.model.is_some() || w.min_bytes.is_some() {
                 return Err(src.error(

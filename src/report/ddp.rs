@@ -8,8 +8,38 @@ use crate::units::Bytes;
 use crate::workload::ddp::{DdpSpec, StepResult};
 use crate::workload::memory::{GIB, ddp_memory};
 
+/// The report of a replayed list of calls: its compute as given, its collectives on this
+/// cluster.
+fn replay_table(
+    s: &Scenario,
+    spec: &DdpSpec,
+    calls: usize,
+    r: &StepResult,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "replayed step: {} calls ({}) on {} x {} ({} GPUs per node, {} ranks)",
+        calls, spec.model.name, s.nodes, s.node.name, s.gpus_per_node, r.world
+    )?;
+    writeln!(out)?;
+    let row = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "  {k:<28} {v}");
+    row(out, "iteration", format!("{:.3} ms", r.iteration_time_ms))?;
+    row(out, "compute (as given)", format!("{:.3} ms", r.compute_ms))?;
+    row(out, "communication", format!("{:.3} ms", r.comm_ms))?;
+    row(out, "exposed communication", format!("{:.3} ms", r.exposed_comm_ms))?;
+    row(out, "overlap", format!("{:.1} %", 100.0 * r.overlap_fraction))?;
+    let n = r.timeline.iter().filter(|x| x.lane == "nccl").count();
+    let bytes: u64 = r.timeline.iter().filter(|x| x.lane == "nccl").map(|x| x.bytes).sum();
+    row(out, "collectives", format!("{n}, {} in all", Bytes::new(bytes)))?;
+    Ok(())
+}
+
 /// Writes the human-readable report.
 pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(calls) = &spec.calls {
+        return replay_table(s, spec, calls.len(), r, out);
+    }
     let m = &spec.model;
     writeln!(
         out,

@@ -516,6 +516,36 @@ pub struct DdpSpec {
     /// Host time to issue one kernel, s (None: the cudaLaunchKernel floor): PyTorch eager's
     /// per-op dispatch where the framework's Python adds to it.
     pub launch: Option<f64>,
+    /// A step given as a list of calls (`kind = "trace"`), replayed instead of the model's.
+    pub calls: Option<Vec<super::calls::Call>>,
+}
+
+impl DdpSpec {
+    /// A step replayed from a list of calls ([`super::calls`]), named `name`.
+    pub fn replay(name: String, calls: Vec<super::calls::Call>) -> DdpSpec {
+        DdpSpec {
+            model: Model { name, layers: Vec::new(), grad_dtype: DataType::Float, buffer_bytes: 0 },
+            micro_batch: 1,
+            grad_accumulation: 1,
+            rate: ComputeRate::Tflops(1.0),
+            bucket_cap: None,
+            gradient_as_bucket_view: false,
+            static_graph: false,
+            find_unused_parameters: false,
+            broadcast_buffers: false,
+            hook: CommHook::None,
+            compute_slowdown: None,
+            optimizer: super::memory::Optimizer::None,
+            optimizer_impl: super::memory::OptimizerImpl::Foreach,
+            skew: Default::default(),
+            sequence: None,
+            input: None,
+            sharding: None,
+            parallel: None,
+            launch: None,
+            calls: Some(calls),
+        }
+    }
 }
 
 /// PyTorch FSDP's `ShardingStrategy` (docs/fsdp-model.md §4).
@@ -1163,7 +1193,58 @@ pub(crate) fn plan_step(
     if let Some(sharding) = spec.sharding {
         return plan_sharded(spec, sharding, world, gpu, coll);
     }
+    if let Some(calls) = &spec.calls {
+        return plan_calls(calls, world, gpu, coll, spec);
+    }
     plan_ddp(spec, world, gpu, coll, None)
+}
+
+/// A list of calls replayed ([`super::calls`]): its compute as given, its collectives timed
+/// by `coll`. Calls are checked at parse time; a bad one here leaves the step empty.
+fn plan_calls(
+    calls: &[super::calls::Call],
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+    spec: &DdpSpec,
+) -> StepPlan {
+    let per_call = call_slowdown(spec, gpu);
+    let work = super::calls::to_work(calls, per_call).unwrap_or_default();
+    let compute: f64 =
+        work.iter().map(|w| if let Work::Run { secs, .. } = w { *secs } else { 0.0 }).sum();
+    let steady = Timeline::new(work, Vec::new(), Vec::new());
+    let mut first = steady.clone();
+    timeline::run_alone(&mut first, 0.0, coll);
+    StepPlan {
+        steady,
+        first_end: first.end.unwrap_or(0.0),
+        k: 1,
+        fwd_s: compute,
+        bwd_s: 0.0,
+        copies: 0.0,
+        optimizer: 0.0,
+        alone_optimizer: 0.0,
+        slowdown: match per_call {
+            Slowdown::Fixed(s) => s,
+            Slowdown::PerChannel(_) => 0.0,
+        },
+        world,
+        micro_batch: spec.micro_batch,
+        layers: LayerTimes {
+            fwd: Vec::new(),
+            bwd: Vec::new(),
+            flop: 0.0,
+            memory: 0.0,
+            launch: 0.0,
+            measured: compute,
+        },
+        flops: gpu.flops,
+        input: None,
+        tp_comm: 0.0,
+        pipeline: 0.0,
+        replicas: world,
+        alone_compute: None,
+    }
 }
 
 /// A pipeline stage's step as the DDP machinery runs it from the stage's last backward
@@ -1837,6 +1918,7 @@ mod tests {
             sharding: None,
             parallel: None,
             launch: None,
+            calls: None,
         }
     }
 

@@ -1,8 +1,10 @@
 //! What issues the collectives: an nccl-tests-like sweep ([`sweep`]), a DDP training step
 //! ([`ddp`]), and several jobs side by side with background traffic ([`jobs`]).
 
+pub mod calls;
 pub mod ddp;
 pub mod jobs;
+pub mod kineto;
 pub mod memory;
 pub mod models;
 pub mod parallel;

@@ -913,6 +913,7 @@ mod tests {
             sharding: None,
             parallel: None,
             launch: None,
+            calls: None,
         }
     }
 

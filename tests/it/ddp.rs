@@ -87,6 +87,7 @@ proptest! {
             sharding: None,
             parallel: None,
             launch: None,
+            calls: None,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, ranks_per_node: 8 };
         // Free communication: the step is its compute, or the loader's time if longer.
@@ -933,4 +934,104 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
     let k4 = &k4["points"][0]["result"];
     assert_eq!(k4["buckets"].as_array().unwrap().len(), 4 * v["buckets"].as_array().unwrap().len());
     assert!(num(k4, "iteration_time_ms") > 3.5 * step, "{}", num(k4, "iteration_time_ms"));
+}
+
+#[test]
+fn an_exported_step_replays_as_a_list_of_calls() {
+    // GPT-2 XL's DDP step on 16 A3 nodes, exported as a list of calls and replayed on the same
+    // cluster: the same step (within 1 %; the same work runs, so in fact to the µs). Replayed
+    // on twice the nodes, the compute stays and the all-reduces take longer.
+    let dir = std::env::temp_dir().join(format!("collsim-calls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = dir.join("calls.json");
+    let out = collsim_ok(&[
+        "simulate",
+        "scenarios/gpt2-xl-a3-16node.toml",
+        "--format",
+        "json",
+        "--export-calls",
+        calls.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let step = num(&v, "iteration_time_ms");
+    let replay = |nodes: usize| {
+        let s = dir.join(format!("replay{nodes}.toml"));
+        std::fs::write(
+            &s,
+            format!(
+                "[cluster]\ntopology = \"gcp-a3-highgpu-8g\"\nnodes = {nodes}\n[workload]\nkind = \"trace\"\ncalls = \"calls.json\"\n"
+            ),
+        )
+        .unwrap();
+        let out = collsim_ok(&["simulate", s.to_str().unwrap(), "--format", "json"]);
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (num(&r, "iteration_time_ms"), num(&r, "compute_ms"), num(&r, "comm_ms"))
+    };
+    let (same, compute, comm) = replay(16);
+    assert!((same / step - 1.0).abs() < 0.01, "{same} vs {step}");
+    let (_, compute32, comm32) = replay(32);
+    assert_eq!(compute, compute32);
+    assert!(comm32 > comm, "{comm32} vs {comm}");
+    let table = collsim_ok(&["simulate", dir.join("replay16.toml").to_str().unwrap()]);
+    assert!(table.contains("replayed step:") && table.contains("collectives"), "{table}");
+    // A bad call is refused with the file and the entry.
+    std::fs::write(dir.join("calls.json"), r#"{"collsim_calls": 1, "calls": [{"wait": 2}]}"#)
+        .unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", dir.join("replay16.toml").to_str().unwrap()],
+        &["workload.calls", "calls[0].wait", "only 0 NCCL launches"],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_kineto_trace_replays_on_another_cluster() {
+    // A synthetic trace in PyTorch's profiler format (tests/data/kineto-synthetic.json, one
+    // rank of 8: seven GEMMs, an fp32 all-reduce of 16 Mi elements with its sizes on the
+    // kernel, a bf16 all-gather with them on its record_param_comms CPU op, an optimizer
+    // kernel that waited for the all-gather). No real trace is in the repository yet.
+    let f = "tests/data/kineto-synthetic.json";
+    let one =
+        json(&["simulate", "--workload-trace", f, "--topology", "dgx-h100", "--format", "json"]);
+    let p5 = json(&[
+        "simulate",
+        "--workload-trace",
+        f,
+        "--topology",
+        "aws-p5",
+        "--nodes",
+        "16",
+        "--format",
+        "json",
+    ]);
+    // The compute is the trace's (its kernels and the host's gaps between them).
+    assert_eq!(num(&one, "compute_ms"), num(&p5, "compute_ms"));
+    assert!((num(&one, "compute_ms") - 4.21).abs() < 1e-9, "{}", num(&one, "compute_ms"));
+    // The collectives: 64 MiB and 16 MiB, re-timed; across 16 nodes they take longer and the
+    // optimizer, which waited for the all-gather, waits longer.
+    assert!(num(&p5, "comm_ms") > num(&one, "comm_ms"));
+    assert!(num(&p5, "iteration_time_ms") > num(&one, "iteration_time_ms"));
+    let table = collsim_ok(&["simulate", "--workload-trace", f, "--topology", "dgx-h100"]);
+    assert!(table.contains("collectives                  2, 80 MiB in all"), "{table}");
+    // A collective on a sub-group is refused, as is an NCCL kernel without its sizes.
+    let text = std::fs::read_to_string(f).unwrap();
+    let dir = std::env::temp_dir().join(format!("collsim-kineto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sub = dir.join("sub.json");
+    std::fs::write(
+        &sub,
+        text.replace("\"Group size\": 8,\n    \"Process", "\"Group size\": 4,\n    \"Process"),
+    )
+    .unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", sub.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["--workload-trace", "a group of 4 of the 8 ranks"],
+    );
+    let bare = dir.join("bare.json");
+    std::fs::write(&bare, text.replace("\"External id\": 99\n", "\"External id\": 98\n")).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", bare.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["--workload-trace", "without its collective's size"],
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
