@@ -246,6 +246,11 @@ pub fn export_calls(
             "--export-calls: hybrid sharding cannot be exported yet (its collectives run on two groups)".into(),
         ));
     }
+    if !spec.skew.is_none() || spec.input.is_some() {
+        return Err(Error::Ddp(
+            "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
+        ));
+    }
     let (cluster, comm, _) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();

@@ -1393,8 +1393,20 @@ fn simulate(
         if !s.jobs.is_empty() {
             bail_usage!("--workload-trace: the scenario has [[job]] tables");
         }
+        if s.ddp().is_some() {
+            bail_usage!(
+                "--workload-trace replaces the scenario's workload, and this one is a training step: give a scenario with only [cluster] (or none, with --topology)"
+            );
+        }
+        if s.gpus_per_process > 1 {
+            bail_usage!(
+                "--workload-trace: a PyTorch trace is one process per GPU (drop --gpus-per-process)"
+            );
+        }
         let f = collsim::workload::kineto::import(&p.display().to_string(), &config::load_text(p)?)
             .map_err(|e| anyhow!("--workload-trace {e}"))?;
+        collsim::workload::calls::check(&f.calls)
+            .map_err(|e| anyhow!("--workload-trace {}: {e}", p.display()))?;
         let name = format!("Kineto trace {}", p.display());
         s.workload =
             config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));
@@ -1402,7 +1414,11 @@ fn simulate(
     // The flags that shape a sweep, and those that draw a DDP step.
     let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
     let sweep_flags = flags.given();
-    let drawing = [("--trace", trace.is_some()), ("--plot", plot.is_some())];
+    let drawing = [
+        ("--trace", trace.is_some()),
+        ("--plot", plot.is_some()),
+        ("--export-calls", export_calls.is_some()),
+    ];
     if !s.jobs.is_empty() {
         if let Some(f) = sweep_flags.iter().chain(&drawing).find(|f| f.1) {
             bail_usage!(
@@ -1434,13 +1450,22 @@ fn simulate(
             );
         }
         let profile = load_profile(common.profile.as_deref())?;
+        // What cannot be exported is refused before anything is printed.
+        let exported = match &export_calls {
+            Some(_) => Some(collsim::export_calls(&s, &profile, mode(common.mode))?),
+            None => None,
+        };
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
         let mem = collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node);
         if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
             eprintln!(
                 "collsim: warning: the model does not fit a {} under {} with {}: {why}",
                 s.node.gpu.model.name,
-                if spec.sharding.is_some() { "FSDP" } else { "plain DDP" },
+                match (&spec.sharding, &spec.parallel) {
+                    (Some(_), _) => "FSDP",
+                    (None, Some(_)) => "its 3-D layout",
+                    (None, None) => "plain DDP",
+                },
                 spec.optimizer.name()
             );
         }
@@ -1461,13 +1486,15 @@ fn simulate(
             report::output::write_through(&p, |t| report::gantt::ddp_step(&r, t))
                 .map_err(|e| anyhow!("--plot {e}"))?;
         }
-        if let Some(p) = export_calls {
-            let calls = collsim::export_calls(&s, &profile, mode(common.mode))?;
+        if let (Some(p), Some(calls)) = (export_calls, exported) {
             let mut f = report::output::Staged::create(&p)?;
             serde_json::to_writer(&mut f, &calls)?;
             f.commit()?;
         }
         return Ok(());
+    }
+    if export_calls.is_some() {
+        bail_usage!("--export-calls writes a training step; this scenario's workload is a sweep");
     }
     if trace.is_some() || plot.is_some() {
         bail_usage!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");

@@ -583,11 +583,24 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         ("collective", w.collective.as_ref().map(|x| x.span().start)),
         ("micro_batch", w.micro_batch.as_ref().map(|x| x.span().start)),
         ("parallel", w.parallel.as_ref().map(|x| x.span().start)),
+        ("grad_accumulation", w.grad_accumulation.as_ref().map(|x| x.span().start)),
+        ("precision", w.precision.as_ref().map(|x| x.span().start)),
+        ("mfu", w.mfu.as_ref().map(|x| x.span().start)),
+        ("efficiency", w.efficiency.as_ref().map(|x| x.span().start)),
+        ("tflops", w.tflops.as_ref().map(|x| x.span().start)),
+        ("optimizer", w.optimizer.as_ref().map(|x| x.span().start)),
+        ("optimizer_impl", w.optimizer_impl.as_ref().map(|x| x.span().start)),
+        ("rank_skew_cv", w.rank_skew_cv.as_ref().map(|x| x.span().start)),
+        ("straggler_speed", w.straggler_speed.as_ref().map(|x| x.span().start)),
+        ("rank_speeds", w.rank_speeds.as_ref().map(|x| x.span().start)),
+        ("sequence", w.sequence.as_ref().map(|x| x.span().start)),
+        ("grad_dtype", w.grad_dtype.as_ref().map(|x| x.span().start)),
+        ("launch_us", w.launch_us.as_ref().map(|x| x.span().start)),
     ];
     if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
         return Err(src.error_at(at, format!("workload.{key}: {only}")));
     }
-    if w.layer.is_some() || w.ddp.is_some() || w.fsdp.is_some() {
+    if w.layer.is_some() || w.ddp.is_some() || w.fsdp.is_some() || w.input.is_some() {
         return Err(src.error(format!("workload: tables of a DDP model are {only}")));
     }
     let Some(path) = &w.calls else {
@@ -602,8 +615,7 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
             std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let f = crate::workload::calls::parse(&file.display().to_string(), &text)?;
         // Checked now, where the scenario's line is known.
-        crate::workload::calls::to_work(&f.calls, crate::workload::timeline::Slowdown::Fixed(0.0))
-            .map_err(|e| format!("{}: {e}", file.display()))?;
+        crate::workload::calls::check(&f.calls).map_err(|e| format!("{}: {e}", file.display()))?;
         Ok(f.calls)
     })?;
     let compute_slowdown = match &w.compute_slowdown {
@@ -648,7 +660,9 @@ fn parallel_layout(
             "workload: rank skew and stragglers are not modelled with [workload.parallel] yet",
         ));
     }
-    if let Some(h) = w.ddp.as_ref().and_then(|d| d.comm_hook.as_ref()) {
+    if let Some(h) =
+        w.ddp.as_ref().and_then(|d| d.comm_hook.as_ref()).filter(|h| h.get_ref() != "none")
+    {
         return Err(src.error_at(
             h.span().start,
             "workload.ddp.comm_hook: Megatron's data parallelism has no DDP communication hooks",

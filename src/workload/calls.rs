@@ -184,8 +184,11 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
                             let d = DataType::parse(dtype).ok_or_else(|| {
                                 format!("calls[{i}].nccl[{k}].dtype: unknown data type {dtype:?}")
                             })?;
-                            if *bytes == 0 || *bytes > 1 << 50 {
-                                return Err(format!("calls[{i}].nccl[{k}].bytes: must be 1 B to 1 PiB (got {bytes})"));
+                            let max = super::sweep::MAX_CALL_BYTES;
+                            if *bytes == 0 || *bytes > max.get() {
+                                return Err(format!(
+                                    "calls[{i}].nccl[{k}].bytes: must be 1 B to {max}, more than any GPU holds (got {bytes})"
+                                ));
                             }
                             Op::Coll {
                                 group: super::parallel::Group::World,
@@ -213,7 +216,10 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
                 }
                 Work::Wait(*wait)
             }
-            Call::Drain { .. } => Work::Drain,
+            Call::Drain { drain: true } => Work::Drain,
+            Call::Drain { drain: false } => {
+                return Err(format!("calls[{i}].drain: give `\"drain\": true` (or leave the entry out)"));
+            }
             Call::Until { idle_until_us } => Work::Until {
                 at: us(i, "idle_until_us", *idle_until_us)?,
                 name: "idle".into(),
@@ -221,6 +227,20 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
         });
     }
     Ok(out)
+}
+
+/// Why `calls` cannot be replayed, if they cannot: a bad entry, or a step of no work at all.
+pub fn check(calls: &[Call]) -> Result<(), String> {
+    let work = to_work(calls, Slowdown::Fixed(0.0))?;
+    let busy = work.iter().any(|w| match w {
+        Work::Run { secs, .. } => *secs > 0.0,
+        Work::Post(_) => true,
+        _ => false,
+    });
+    if !busy {
+        return Err("calls: no compute time and no collective: nothing to replay".into());
+    }
+    Ok(())
 }
 
 /// Parses a list-of-calls file (`file` names it in errors).

@@ -81,13 +81,26 @@ fn comm_args(args: &Value) -> Option<Result<Comm, String>> {
     Some((|| {
         let (c, out) = collective(name)
             .ok_or_else(|| format!("collective {name:?} is not one collsim times"))?;
-        let d = args.get("dtype").and_then(Value::as_str).unwrap_or("Float");
+        let d = args
+            .get("dtype")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{name}: no \"dtype\""))?;
         let (size, d) = dtype(d).ok_or_else(|| format!("dtype {d:?} is not one collsim knows"))?;
         let key = if out { "Out msg nelems" } else { "In msg nelems" };
         let n =
             args.get(key).and_then(Value::as_u64).ok_or_else(|| format!("{name}: no {key:?}"))?;
-        let group = args.get("Group size").and_then(Value::as_u64);
-        Ok((c.to_string(), n * size, d.to_string(), group))
+        let max = super::sweep::MAX_CALL_BYTES;
+        let bytes = n.checked_mul(size).filter(|&b| b <= max.get()).ok_or_else(|| {
+            format!("{name}: {key:?} {n} of {d} is more than {max}, more than any GPU holds")
+        })?;
+        let group = match args.get("Group size") {
+            None => None,
+            Some(g) => match g.as_u64() {
+                Some(g) if g >= 1 => Some(g),
+                _ => return Err(format!("{name}: \"Group size\" {g} is not a number of ranks")),
+            },
+        };
+        Ok((c.to_string(), bytes, d.to_string(), group))
     })())
 }
 
@@ -103,7 +116,17 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
             .ok_or_else(|| format!("{file}: no traceEvents (not a Chrome/Kineto trace)"))?,
         _ => return Err(format!("{file}: not a Chrome/Kineto trace")),
     };
-    let world = v.get("distributedInfo").and_then(|d| d.get("world_size")).and_then(Value::as_u64);
+    let world = match v.get("distributedInfo").and_then(|d| d.get("world_size")) {
+        None => None,
+        Some(w) => match w.as_u64() {
+            Some(w) if w >= 1 => Some(w),
+            _ => {
+                return Err(format!(
+                    "{file}: distributedInfo.world_size {w} is not a number of ranks"
+                ));
+            }
+        },
+    };
     // Comm args of CPU ops, by External id.
     let mut by_id = std::collections::BTreeMap::new();
     for e in events {
@@ -152,7 +175,7 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
                 && g < w
             {
                 return Err(format!(
-                    "{file}: traceEvents[{i}]: a {c} on a group of {g} of the {w} ranks; collectives on sub-groups are not replayed yet"
+                    "{file}: traceEvents[{i}]: {c} on a group of {g} of the {w} ranks; collectives on sub-groups are not replayed yet"
                 ));
             }
             Some((c, bytes.max(1), d))

@@ -1025,7 +1025,7 @@ fn a_kineto_trace_replays_on_another_cluster() {
     .unwrap();
     super::cli_errors::fails_with(
         &["simulate", "--workload-trace", sub.to_str().unwrap(), "--topology", "dgx-h100"],
-        &["--workload-trace", "a group of 4 of the 8 ranks"],
+        &["--workload-trace", "on a group of 4 of the 8 ranks"],
     );
     let bare = dir.join("bare.json");
     std::fs::write(&bare, text.replace("\"External id\": 99\n", "\"External id\": 98\n")).unwrap();
@@ -1033,5 +1033,61 @@ fn a_kineto_trace_replays_on_another_cluster() {
         &["simulate", "--workload-trace", bare.to_str().unwrap(), "--topology", "dgx-h100"],
         &["--workload-trace", "without its collective's size"],
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn lists_of_calls_refuse_what_they_cannot_replay() {
+    let dir = std::env::temp_dir().join(format!("collsim-calls-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = std::fs::read_to_string("tests/data/kineto-synthetic.json").unwrap();
+    // An element count whose bytes wrap a u64, or pass 1 TiB, is refused, not timed as 0 or 1 B.
+    let wrap = dir.join("wrap.json");
+    std::fs::write(&wrap, trace.replace("16777216", "4611686018427387904")).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", wrap.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["traceEvents[7]", "In msg nelems", "more than any GPU holds"],
+    );
+    // A step of nothing, and keys a replay would ignore, are refused on their line.
+    std::fs::write(dir.join("empty.json"), r#"{"collsim_calls": 1, "calls": [{"drain": true}]}"#)
+        .unwrap();
+    let scenario = |extra: &str| {
+        let s = dir.join("s.toml");
+        std::fs::write(
+            &s,
+            format!("[cluster]\ntopology = \"dgx-h100\"\n[workload]\nkind = \"trace\"\ncalls = \"empty.json\"\n{extra}"),
+        )
+        .unwrap();
+        s
+    };
+    let s = scenario("");
+    super::cli_errors::fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["workload.calls", "nothing to replay"],
+    );
+    let s = scenario("rank_skew_cv = 0.05\n");
+    super::cli_errors::fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["s.toml:6", "workload.rank_skew_cv", "not for kind = \"trace\""],
+    );
+    // Export: what a list of calls cannot hold is refused before anything is printed.
+    let out = super::collsim(&[
+        "simulate",
+        "scenarios/resnet50-straggler-dgx-a100-8node.toml",
+        "--export-calls",
+        dir.join("x.json").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rank skew"));
+    let y = dir.join("y.json");
+    let out = super::collsim(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--export-calls",
+        y.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--export-calls") && !y.exists());
     std::fs::remove_dir_all(&dir).ok();
 }
