@@ -188,6 +188,37 @@ fn ddp_step(
     cache: &CollCache,
     links: bool,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    let (step, summary) =
+        on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll| {
+            match &spec.parallel {
+                Some(layout) => {
+                    workload::parallel::simulate_parallel(spec, layout, world, gpu, coll)
+                }
+                None => workload::ddp::simulate_step_on(spec, world, gpu, coll),
+            }
+        })?;
+    if !step_fits(&step) {
+        units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
+    }
+    Ok((step, summary))
+}
+
+/// Hands `f` the scenario's training step, its ranks, GPU facts and a timer of collectives on
+/// each process group of its cluster (beside its background traffic), after the checks every
+/// step takes; returns what `f` does and the communicator's summary.
+fn on_cluster<R>(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+    links: bool,
+    f: impl Fn(
+        &workload::ddp::DdpSpec,
+        usize,
+        &workload::ddp::GpuFacts,
+        &workload::parallel::GroupTimer<'_>,
+    ) -> R,
+) -> Result<(R, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
         return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
     }
@@ -202,7 +233,7 @@ fn ddp_step(
             .check(&spec.model, world, spec.grad_accumulation)
             .map_err(|e| Error::Ddp(format!("workload.parallel: {e}")))?;
     }
-    let step = with_ddp(
+    let r = with_ddp(
         &cluster,
         &comm,
         scenario,
@@ -212,18 +243,9 @@ fn ddp_step(
         &load,
         cache,
         (1.0, links),
-        |gpu, coll| match &spec.parallel {
-            Some(layout) => workload::parallel::simulate_parallel(spec, layout, world, gpu, coll),
-            None => {
-                let coll = |c, b, d| coll(workload::parallel::Group::World, c, b, d);
-                workload::ddp::simulate_step(spec, world, gpu, &coll)
-            }
-        },
+        |gpu, coll| f(spec, world, gpu, coll),
     )?;
-    if !step_fits(&step) {
-        units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
-    }
-    Ok((step, summary))
+    Ok((r, summary))
 }
 
 /// A scenario's DDP or FSDP step as a list of calls ([`workload::calls`]): its steady step's
@@ -251,21 +273,12 @@ pub fn export_calls(
             "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
         ));
     }
-    let (cluster, comm, _) = build(scenario)?;
-    let load = background(scenario, &cluster)?;
-    let world = comm.nranks();
-    let calls = with_ddp(
-        &cluster,
-        &comm,
-        scenario,
-        spec,
-        params,
-        mode,
-        &load,
-        &CollCache::default(),
-        (1.0, false),
-        |gpu, coll| workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls(),
-    )?;
+    let cache = CollCache::default();
+    let (calls, summary) =
+        on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
+            workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls()
+        })?;
+    let world = summary.nranks;
     Ok(workload::calls::CallsFile {
         collsim_calls: workload::calls::VERSION,
         ranks: Some(world),
