@@ -159,14 +159,19 @@ pub fn simulate_ddp(
 }
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
-/// and mode), by (collective, nccl-tests size, dtype): DDP steps on the same cluster share
-/// them.
+/// and mode), by (process group, collective, nccl-tests size, dtype): DDP steps on the same
+/// cluster share them. A group is named by what fixes its ranks on the cluster: the group and
+/// the layout's (tp, pp, ep), so steps of different 3-D layouts (a plan's candidates) do not
+/// share the times of groups that only bear the same name.
 pub type CollCache = std::sync::Mutex<
     std::collections::BTreeMap<
-        (workload::parallel::Group, collective::Collective, u64, workload::DataType),
+        (GroupKey, collective::Collective, u64, workload::DataType),
         workload::ddp::CollTime,
     >,
 >;
+
+/// A process group on a cluster: the group, and the (tp, pp, ep) degrees its ranks follow from.
+pub type GroupKey = (workload::parallel::Group, (usize, usize, usize));
 
 /// As [`simulate_ddp`], taking collective times from `cache` and adding those it simulates.
 /// The cache must belong to this scenario's cluster (see [`CollCache`]).
@@ -373,6 +378,7 @@ fn with_ddp<R>(
             }
         }
     }
+    let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
             Group::World => Some((cluster, comm)),
@@ -401,7 +407,8 @@ fn with_ddp<R>(
     }
     let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
         let Some((cluster, comm)) = on(g) else { return nothing() };
-        if let Some(t) = cache.lock().ok().and_then(|m| m.get(&(g, c, bytes, dtype)).cloned()) {
+        let key = ((g, degrees), c, bytes, dtype);
+        if let Some(t) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return t;
         }
         let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
@@ -422,7 +429,7 @@ fn with_ddp<R>(
             links,
         };
         if let Ok(mut m) = cache.lock() {
-            m.insert((g, c, bytes, dtype), t.clone());
+            m.insert(key, t.clone());
         }
         t
     };

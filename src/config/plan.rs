@@ -9,6 +9,9 @@ use toml::Spanned;
 
 use super::raw::{RawScenario, RawWorkload};
 use super::scenario::{MAX_MICRO_BATCH, bucket_cap_mb, positive};
+
+/// Largest tensor-parallel or pipeline degree a plan names (as a scenario's).
+const MAX_DEGREE: usize = 1 << 16;
 use super::{ConfigError, Source, TopologySource, Workload, resolve_topology};
 use crate::hw::NodeSpec;
 use crate::workload::ddp::{CommHook, PowerSgdOptions};
@@ -55,6 +58,8 @@ struct RawCandidates {
     comm_hook: Option<S<Vec<String>>>,
     nccl_algo: Option<S<Vec<String>>>,
     micro_batch: Option<S<Vec<i64>>>,
+    tp: Option<S<Vec<i64>>>,
+    pp: Option<S<Vec<i64>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -197,6 +202,10 @@ pub struct PlanSpec {
     pub nccl_algo: Vec<Option<String>>,
     /// Micro-batches (None: the workload's own).
     pub micro_batch: Vec<Option<u64>>,
+    /// Tensor-parallel degrees of a 3-D layout (None: the workload's own).
+    pub tp: Vec<Option<usize>>,
+    /// Pipeline stages of a 3-D layout (None: the workload's own).
+    pub pp: Vec<Option<usize>>,
     /// Samples per optimizer step over all GPUs, kept by gradient accumulation.
     pub global_batch: Option<u64>,
     /// How much training there is.
@@ -671,6 +680,17 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             Err(format!("must be from 1 to {MAX_MICRO_BATCH} (got {m})"))
         }
     })?;
+    let degree = |field: &str, v: &Option<S<Vec<i64>>>| {
+        knob(&src, field, v, |&d| {
+            if (1..=MAX_DEGREE as i64).contains(&d) {
+                Ok(d as usize)
+            } else {
+                Err(format!("must be from 1 to {MAX_DEGREE} (got {d})"))
+            }
+        })
+    };
+    let tp = degree("candidates.tp", &c.tp)?;
+    let pp = degree("candidates.pp", &c.pp)?;
 
     let train = raw.train.as_ref();
     let amount = match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
@@ -728,9 +748,20 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                 "workload.calls: a replayed list of calls has a fixed batch and cannot be planned; simulate it on each cluster",
             ));
         }
-        Some(Workload::Ddp(spec)) if spec.parallel.is_some() => {
-            return Err(src.error(
-                "workload.parallel: a 3-D layout cannot be planned yet (its global batch, node counts and degrees must be chosen together); simulate it with `collsim simulate --sweep`",
+        Some(Workload::Ddp(spec))
+            if spec.parallel.is_none() && (c.tp.is_some() || c.pp.is_some()) =>
+        {
+            let at = c.tp.as_ref().or(c.pp.as_ref()).map_or(0, |x| x.span().start);
+            return Err(src.error_at(
+                at,
+                "candidates.tp, candidates.pp: degrees of a 3-D layout; the workload has no [workload.parallel]",
+            ));
+        }
+        Some(Workload::Ddp(spec)) if spec.parallel.is_some() && c.comm_hook.is_some() => {
+            let at = c.comm_hook.as_ref().map_or(0, |x| x.span().start);
+            return Err(src.error_at(
+                at,
+                "candidates.comm_hook: a 3-D layout reduces with Megatron's data parallelism, which has no DDP communication hooks",
             ));
         }
         Some(Workload::Ddp(spec))
@@ -758,6 +789,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                 ("bucket_cap_mb", c.bucket_cap_mb.as_ref().map(|x| x.span().start)),
                 ("comm_hook", c.comm_hook.as_ref().map(|x| x.span().start)),
                 ("micro_batch", c.micro_batch.as_ref().map(|x| x.span().start)),
+                ("tp", c.tp.as_ref().map(|x| x.span().start)),
+                ("pp", c.pp.as_ref().map(|x| x.span().start)),
             ] {
                 if let Some(at) = at {
                     return Err(src.error_at(
@@ -777,6 +810,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         comm_hook.len(),
         nccl_algo.len(),
         micro_batch.len(),
+        tp.len(),
+        pp.len(),
     ]
     .iter()
     .try_fold(1usize, |a, &n| a.checked_mul(n))
@@ -805,6 +840,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         comm_hook,
         nccl_algo,
         micro_batch,
+        tp,
+        pp,
         global_batch,
         amount,
         objective,

@@ -3,7 +3,7 @@
 //! priced, and ranked, with the time/cost Pareto front marked.
 //!
 //! Candidates are numbered in a fixed order (instance, then nodes, placement, bucket cap,
-//! hook, NCCL_ALGO, micro-batch), so that shards ([`shard`]) can split them and a merge gives
+//! hook, NCCL_ALGO, micro-batch, tp, pp), so that shards ([`shard`]) can split them and a merge gives
 //! back exactly the single-process result: the outcome of a candidate depends on nothing but
 //! the plan and the candidate.
 
@@ -38,36 +38,50 @@ pub struct Candidate {
     pub nccl_algo: Option<String>,
     /// Micro-batch, if the plan sets it.
     pub micro_batch: Option<u64>,
+    /// Tensor-parallel degree of a 3-D layout, if the plan sets it.
+    pub tp: Option<usize>,
+    /// Pipeline stages of a 3-D layout, if the plan sets it.
+    pub pp: Option<usize>,
 }
 
-/// Every candidate of `plan`, in its fixed order.
+/// Every candidate of `plan`, in its fixed order: the last knob varies fastest.
 pub fn candidates(plan: &PlanSpec) -> Vec<Candidate> {
-    let mut out = Vec::new();
-    for instance in 0..plan.instances.len() {
-        for &nodes in &plan.nodes {
-            for &placement in &plan.placements {
-                for bucket in &plan.bucket_cap_mb {
-                    for hook in &plan.comm_hook {
-                        for algo in &plan.nccl_algo {
-                            for mb in &plan.micro_batch {
-                                out.push(Candidate {
-                                    index: out.len(),
-                                    instance,
-                                    nodes,
-                                    placement,
-                                    bucket_cap_mb: *bucket,
-                                    comm_hook: hook.clone(),
-                                    nccl_algo: algo.clone(),
-                                    micro_batch: *mb,
-                                });
-                            }
-                        }
-                    }
-                }
+    let sizes = [
+        plan.instances.len(),
+        plan.nodes.len(),
+        plan.placements.len(),
+        plan.bucket_cap_mb.len(),
+        plan.comm_hook.len(),
+        plan.nccl_algo.len(),
+        plan.micro_batch.len(),
+        plan.tp.len(),
+        plan.pp.len(),
+    ];
+    let total: usize = sizes.iter().product();
+    (0..total)
+        .map(|index| {
+            // The index's digits, one per knob, in the mixed radix of the knobs' lengths.
+            let mut digits = [0; 9];
+            let mut rest = index;
+            for (d, &n) in digits.iter_mut().zip(&sizes).rev() {
+                *d = rest % n;
+                rest /= n;
             }
-        }
-    }
-    out
+            let [instance, nodes, placement, bucket, hook, algo, mb, tp, pp] = digits;
+            Candidate {
+                index,
+                instance,
+                nodes: plan.nodes[nodes],
+                placement: plan.placements[placement],
+                bucket_cap_mb: plan.bucket_cap_mb[bucket],
+                comm_hook: plan.comm_hook[hook].clone(),
+                nccl_algo: plan.nccl_algo[algo].clone(),
+                micro_batch: plan.micro_batch[mb],
+                tp: plan.tp[tp],
+                pp: plan.pp[pp],
+            }
+        })
+        .collect()
 }
 
 /// Evaluates `cands` in parallel (rayon), calling `each` as each finishes (from any thread);
@@ -172,6 +186,12 @@ fn knob_label(c: &Candidate, accumulation: Option<u64>) -> String {
     }
     if let Some(m) = c.micro_batch {
         parts.push(format!("mb {m}"));
+    }
+    if let Some(t) = c.tp {
+        parts.push(format!("tp {t}"));
+    }
+    if let Some(p) = c.pp {
+        parts.push(format!("pp {p}"));
     }
     if let Some(k) = accumulation.filter(|&k| k > 1) {
         parts.push(format!("accum {k}"));
@@ -481,24 +501,53 @@ fn edit_ddp(
     if let Some(m) = c.micro_batch {
         spec.micro_batch = m;
     }
-    let Some(g) = plan.global_batch else { return Ok(None) };
-    let per_step = gpus as u64 * spec.micro_batch;
-    if g % per_step != 0 {
-        return Err(format!(
-            "global batch {g} is not a multiple of {gpus} GPUs x micro-batch {}",
-            spec.micro_batch
-        ));
+    if let Some(layout) = &mut spec.parallel {
+        layout.tp = c.tp.unwrap_or(layout.tp);
+        layout.pp = c.pp.unwrap_or(layout.pp);
+        if layout.virtual_stages > 1 && layout.pp < 2 {
+            return Err(format!(
+                "the interleaved schedule ({} model chunks a stage) needs pp of 2 or more",
+                layout.virtual_stages
+            ));
+        }
     }
-    if g / per_step > crate::config::MAX_GRAD_ACCUMULATION {
-        return Err(format!(
-            "global batch {g} needs {} micro-steps of {gpus} GPUs x {}; at most {}",
-            g / per_step,
-            spec.micro_batch,
-            crate::config::MAX_GRAD_ACCUMULATION
-        ));
+    // A 3-D layout's replicas are its data-parallel ranks: tp x pp GPUs each.
+    let replicas = match &spec.parallel {
+        Some(layout) => {
+            let mp = layout.tp * layout.pp;
+            if !gpus.is_multiple_of(mp) {
+                return Err(format!("tp x pp = {mp} does not divide {gpus} GPUs"));
+            }
+            gpus / mp
+        }
+        None => gpus,
+    };
+    let what = match &spec.parallel {
+        Some(_) => format!("{replicas} data-parallel replicas"),
+        None => format!("{gpus} GPUs"),
+    };
+    if let Some(g) = plan.global_batch {
+        let per_step = replicas as u64 * spec.micro_batch;
+        if g % per_step != 0 {
+            return Err(format!(
+                "global batch {g} is not a multiple of {what} x micro-batch {}",
+                spec.micro_batch
+            ));
+        }
+        if g / per_step > crate::config::MAX_GRAD_ACCUMULATION {
+            return Err(format!(
+                "global batch {g} needs {} micro-steps of {what} x {}; at most {}",
+                g / per_step,
+                spec.micro_batch,
+                crate::config::MAX_GRAD_ACCUMULATION
+            ));
+        }
+        spec.grad_accumulation = g / per_step;
     }
-    spec.grad_accumulation = g / per_step;
-    Ok(Some(spec.grad_accumulation))
+    if let Some(layout) = &spec.parallel {
+        layout.check(&spec.model, gpus, spec.grad_accumulation)?;
+    }
+    Ok(plan.global_batch.map(|_| spec.grad_accumulation))
 }
 
 /// The ranked plan: solutions best first, the Pareto front marked, the rejected after.

@@ -255,6 +255,11 @@ fn bad_plan_files_are_one_line_errors_with_file_and_line() {
         ),
         ("unknown-key", base.replace("[train]", "[train]\nsamplez = 3"), "unknown field `samplez`"),
         (
+            "tp-without-layout",
+            base.replace("placements = [", "tp = [2, 4]\nplacements = ["),
+            "candidates.tp, candidates.pp: degrees of a 3-D layout; the workload has no [workload.parallel]",
+        ),
+        (
             "stranger",
             format!(
                 "{base}\n[instance.\"aws-p4d\"]\nhourly = \"1 USD/h\"\nsource = \"x\"\ndate = \"2025-06\"\n"
@@ -432,4 +437,54 @@ fn what_decides_the_numbers_is_checked_before_they_are_trusted() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("NCCL would refuse"));
+}
+
+#[test]
+fn a_3d_workload_is_planned_over_node_counts_and_layouts() {
+    // The shipped Llama 2 70B scenario (tp 8 x pp 8, two chunks a stage) at a global batch of
+    // 512 sequences, on DGX-H100 nodes, trying its own degrees and others.
+    let d = dir("3d");
+    let scenario = std::fs::canonicalize("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    let plan = plan_file(
+        &d,
+        "3d.toml",
+        &format!(
+            "scenario = {:?}\n[train]\ntokens = 2e12\nglobal_batch = 512\n\
+             [candidates]\ninstances = [\"dgx-h100\"]\nnodes = [32, 64]\ntp = [4, 8]\npp = [5, 8, 16]\n\
+             [instance.\"dgx-h100\"]\nhourly = \"40 USD/h\"\nsource = \"test figure\"\ndate = \"2025-06\"\n",
+            path(&scenario)
+        ),
+    );
+    let rows = csv_rows(&collsim_ok(&["plan", path(&plan), "--format", "csv"]));
+    assert_eq!(rows.len(), 12, "2 node counts x 2 tp x 3 pp");
+    let row = |nodes: &str, knobs: &str| {
+        rows.iter()
+            .find(|r| r["nodes"] == nodes && r["knobs"].starts_with(knobs))
+            .unwrap_or_else(|| panic!("no row {nodes} nodes {knobs}"))
+    };
+    // The scenario's own layout on its own 64 nodes is the step `simulate` gives, with the
+    // scenario's 64 micro-batches: 512 / (8 replicas x 1).
+    let own = row("64", "tp 8, pp 8");
+    assert_eq!(own["knobs"], "tp 8, pp 8, accum 64");
+    let sim = collsim_ok(&["simulate", path(&scenario), "--format", "json"]);
+    let sim: serde_json::Value = serde_json::from_str(&sim).unwrap();
+    let step: f64 = own["step_ms"].parse().unwrap();
+    let want = sim["iteration_time_ms"].as_f64().unwrap();
+    assert!((step - want).abs() < 1e-6 * want, "plan {step} ms, simulate {want} ms");
+    // Half the replicas on 32 nodes: twice the micro-batches, a step almost twice as long.
+    let half = row("32", "tp 8, pp 8");
+    assert_eq!(half["knobs"], "tp 8, pp 8, accum 128");
+    let ratio = half["step_ms"].parse::<f64>().unwrap() / step;
+    assert!((1.8..2.0).contains(&ratio), "32 against 64 nodes: {ratio}");
+    // Layouts that cannot be are rejected with the reason, not dropped.
+    let reason = |r: &std::collections::HashMap<String, String>| r["rejected"].clone();
+    assert!(
+        reason(row("64", "tp 8, pp 16")).contains("model chunks do not divide the model's 80"),
+        "{}",
+        reason(row("64", "tp 8, pp 16"))
+    );
+    assert_eq!(reason(row("32", "tp 8, pp 5")), "tp x pp = 40 does not divide 256 GPUs");
+    // Fewer stages hold more layers: tp 4 x pp 8 holds twice tp 8 x pp 8's share of the model.
+    let mem = |k: &str| row("64", k)["memory_gib"].parse::<f64>().unwrap();
+    assert!(mem("tp 4, pp 8") > 1.5 * mem("tp 8, pp 8"));
 }
