@@ -513,13 +513,53 @@ fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
 /// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`,
 /// a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a multiple of 128 x tp), trained
 /// at sequence `seq` (also its positions), with gradients of `grad_dtype`.
-pub fn gpt(layers: u64, hidden: u64, vocab: u64, seq: u64, grad_dtype: DataType) -> Model {
-    Model {
-        name: format!("gpt-{layers}x{hidden}"),
-        layers: gpt_layers(layers, hidden, seq, vocab, seq, grad_dtype.size() as f64),
-        grad_dtype,
-        buffer_bytes: 0,
+pub fn gpt(
+    layers: u64,
+    hidden: u64,
+    vocab: u64,
+    seq: u64,
+    grad_dtype: DataType,
+    attention: Attention,
+) -> Model {
+    let mut out = gpt_layers(layers, hidden, seq, vocab, seq, grad_dtype.size() as f64);
+    if let Attention::Unfused { heads } = attention {
+        let core = core_attention_mem(heads, seq);
+        for l in out
+            .iter_mut()
+            .filter(|l| matches!(l.parallel.map(|p| p.role), Some(TpRole::Block { .. })))
+        {
+            l.memory = l.memory.plus(core);
+        }
     }
+    Model { name: format!("gpt-{layers}x{hidden}"), layers: out, grad_dtype, buffer_bytes: 0 }
+}
+
+/// How a transformer block computes its attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attention {
+    /// One fused kernel forward and one backward, the scores never in memory (SDPA's flash
+    /// attention, Megatron's `--use-flash-attn`).
+    Flash,
+    /// Megatron-LM's CoreAttention without flash attention: the scores of `heads` heads
+    /// written to memory by a batched GEMM, then its fused scale-mask-softmax, dropout and a
+    /// second batched GEMM.
+    Unfused {
+        /// Attention heads (split over the tensor-parallel ranks with the block).
+        heads: u64,
+    },
+}
+
+/// The memory traffic that unfused attention adds to a block, per token, at sequence `s`:
+/// each token's `heads` x `s` scores (fp16, computed whole, causal mask or not). Forward:
+/// baddbmm writes them (2 bytes), the fused scale-mask-softmax reads and writes (4), dropout
+/// reads, writes and stores a 1-byte mask (5), the bmm with the values reads them (2): 13
+/// bytes in 3 launches beyond flash attention's one. Backward: the gradient of the
+/// probabilities written (2), the values' gradient reading the probabilities (2), dropout's
+/// backward (5), softmax's backward reading output and gradient and writing (6), the query
+/// and key gradients reading it (4): 19 bytes in 5 launches beyond flash's one.
+fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
+    let e = (heads * s) as f64;
+    MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s)
 }
 
 fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec<Layer> {
@@ -810,5 +850,29 @@ mod tests {
             let got = m.act_bytes() / 1e9;
             assert!((got / gb - 1.0).abs() < 0.02, "{name}: {got} GB vs {gb}");
         }
+    }
+
+    #[test]
+    fn unfused_attention_adds_the_scores_traffic_to_each_block_and_splits_it_by_heads() {
+        // GPT of 2 blocks, 1,024 wide, 16 heads, at 1,024 tokens: each block gains 13 bytes
+        // forward and 19 backward per score, 16 x 1,024 x 1,024 of them, and 8 launches.
+        let flash = gpt(2, 1024, 50_304, 1024, DataType::Half, Attention::Flash);
+        let unfused = gpt(2, 1024, 50_304, 1024, DataType::Half, Attention::Unfused { heads: 16 });
+        let scores = (16 * 1024 * 1024) as f64;
+        for (a, b) in flash.layers.iter().zip(&unfused.layers) {
+            let block = matches!(a.parallel.map(|p| p.role), Some(TpRole::Block { .. }));
+            let (df, db) = (b.memory.fwd - a.memory.fwd, b.memory.bwd - a.memory.bwd);
+            let want = if block { (13.0 * scores, 19.0 * scores) } else { (0.0, 0.0) };
+            assert_eq!((df, db), want, "{}", a.name);
+            let launches = b.memory.fwd_kernels + b.memory.bwd_kernels;
+            assert_eq!(
+                launches - a.memory.fwd_kernels - a.memory.bwd_kernels,
+                if block { 8 } else { 0 }
+            );
+        }
+        // Split over 4 tensor-parallel ranks (4 heads each), a rank's share is a quarter.
+        let (a, b) = (&flash.layers[1], &unfused.layers[1]);
+        let split = |l: &Layer| crate::workload::parallel::split(l, 4, false).memory.fwd;
+        assert!((split(b) - split(a) - 13.0 * scores / 4.0).abs() < 1.0);
     }
 }

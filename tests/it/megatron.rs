@@ -3,7 +3,16 @@
 
 use collsim::collective::Mode;
 use collsim::workload::Workload;
-use collsim::workload::models::gpt;
+use collsim::workload::models::{Attention, gpt};
+
+/// Megatron-DeepSpeed's attention in these runs: its CoreAttention without flash attention
+/// (`--use-flash-attn` is off by default), 16 heads.
+fn attention() -> Attention {
+    match std::env::var("MEGATRON_ATTN").as_deref() {
+        Ok("flash") => Attention::Flash,
+        _ => Attention::Unfused { heads: 16 },
+    }
+}
 
 /// One measured iteration.
 #[derive(Debug, Clone)]
@@ -81,7 +90,14 @@ overlap_grad_reduce = false
     let pad = 128 * run.tp as u64;
     let vocab = 50_257u64.div_ceil(pad) * pad;
     if let Workload::Ddp(d) = &mut s.workload {
-        d.model = gpt(run.layers, run.hidden, vocab, run.seq, collsim::workload::DataType::Half);
+        d.model = gpt(
+            run.layers,
+            run.hidden,
+            vocab,
+            run.seq,
+            collsim::workload::DataType::Half,
+            attention(),
+        );
         d.sequence = Some(run.seq);
     }
     let params = collsim::config::parse_profile(
@@ -110,27 +126,37 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // A100's fp16 peak, and the host time per kernel (Megatron-DeepSpeed runs eager PyTorch
     // with activation checkpointing: below a few samples per micro-batch the step is bound by
     // the CPU issuing kernels, which the measurements show as a floor of about 3 ms per layer
-    // and micro-batch).
+    // and micro-batch). Attention is Megatron's unfused CoreAttention, whose scores' memory
+    // traffic does not grow with the hidden size: without it the fit lowered the GEMMs'
+    // efficiency to 0.6 to make up for the 1,024-wide models, and the 2,048-wide ones came
+    // out slow (held-out median 8.4 %, p95 32.3 %).
     let runs = runs();
     assert_eq!(runs.len(), 1440);
     let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
     let fit: Vec<Run> = fit.into_iter().step_by(3).collect();
-    let mut best = (f64::MAX, 0.0, 0.0);
-    for launch in [50.0, 60.0, 70.0] {
-        for eff in [0.5, 0.6, 0.7] {
-            let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
-            if median < best.0 {
-                best = (median, eff, launch);
+    // A coarse grid, then a finer one around its best point.
+    let search = |effs: &[f64], launches: &[f64]| {
+        let mut best = (f64::MAX, 0.0, 0.0);
+        for &launch in launches {
+            for &eff in effs {
+                let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
+                if median < best.0 {
+                    best = (median, eff, launch);
+                }
             }
         }
-    }
-    let (_, eff, launch) = best;
+        best
+    };
+    let (_, eff, launch) = search(&[0.5, 0.6, 0.7, 0.8, 0.9], &[40.0, 50.0, 60.0, 70.0, 80.0]);
+    let around = |x: f64, step: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step);
+    let (_, eff, launch) = search(&around(eff, 0.05), &around(launch, 2.5));
     let (median, p95, signed) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
     println!(
         "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
-    // Where the model stands (issue #16 asks for 6 % and 20 %): a guard against getting worse.
-    assert!(median < 13.0 && p95 < 40.0, "median {median:.1} %, p95 {p95:.1} %");
+    // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.75 and 55 µs, 6.3 %
+    // and 25.3 %): a guard against getting worse.
+    assert!(median < 8.0 && p95 < 30.0, "median {median:.1} %, p95 {p95:.1} %");
 }
 
 #[test]
@@ -198,4 +224,32 @@ fn the_expert_parallel_scenario_divides_the_experts() {
     let bad = std::fs::read_to_string(f).unwrap().replace("ep = 8", "ep = 3");
     let e = collsim::config::parse_scenario("x.toml", &bad).unwrap_err().to_string();
     assert!(e.contains("workload.parallel") && e.contains("ep = 3"), "{e}");
+}
+
+/// Every run's measured and simulated step, for study: `MEGATRON_EFF=0.6 MEGATRON_LAUNCH=70
+/// cargo test --release megatron_dump -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn megatron_dump() {
+    use rayon::prelude::*;
+    let var = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (eff, launch) = (var("MEGATRON_EFF", 0.6), var("MEGATRON_LAUNCH", 70.0));
+    let runs = runs();
+    let sims: Vec<f64> = runs.par_iter().map(|r| simulate_with(r, eff, launch, "full")).collect();
+    for (r, s) in runs.iter().zip(sims) {
+        println!(
+            "ROW,{},{},{},{},{},{},{},{},{},{:.3},{:.3}",
+            r.gpus,
+            r.global,
+            r.micro,
+            r.hidden,
+            r.layers,
+            r.tp,
+            r.dp,
+            r.pp,
+            r.global / (r.micro * r.dp as u64),
+            r.ms,
+            s
+        );
+    }
 }
