@@ -266,6 +266,7 @@ pub struct RawWorkload {
     pub input: Option<RawInput>,
     pub compute_slowdown: Option<S<f64>>,
     pub launch_us: Option<S<f64>>,
+    pub attention: Option<S<String>>,
     pub calls: Option<S<String>>,
     pub rank_skew_cv: Option<S<f64>>,
     pub straggler_speed: Option<S<f64>>,

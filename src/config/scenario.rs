@@ -126,8 +126,12 @@ fn missing(src: &Source<'_>, field: &str, why: &str) -> ConfigError {
 fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, ConfigError> {
     let why = "a collective sweep needs collective, min_bytes and max_bytes; a training step \
                needs kind = \"ddp\"";
-    if let Some(m) = &w.model {
-        return Err(src.error_at(m.span().start, "workload.model: only for kind = \"ddp\""));
+    for (key, v) in [("model", &w.model), ("attention", &w.attention)] {
+        if let Some(v) = v {
+            return Err(
+                src.error_at(v.span().start, format!("workload.{key}: only for kind = \"ddp\""))
+            );
+        }
     }
     let c = w.collective.as_ref().ok_or_else(|| missing(src, "collective", why))?;
     let collective = src.check("workload.collective", c, |c| {
@@ -333,6 +337,24 @@ fn ddp_workload(
             ));
         }
         _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
+    };
+    let model = match &w.attention {
+        Some(a) => {
+            let attention = src.check("workload.attention", a, |a| {
+                models::Attention::parse(a)
+                    .ok_or_else(|| format!("{a:?}: {}", models::Attention::NAMES))
+            })?;
+            let name = model.name.clone();
+            models::with_attention(model, attention).ok_or_else(|| {
+                src.error_at(
+                    a.span().start,
+                    format!(
+                        "workload.attention: the model {name:?} has no transformer blocks with heads (the GPT-2-style and Llama-family presets have)"
+                    ),
+                )
+            })?
+        }
+        None => model,
     };
     let total = model.tensors().try_fold(0u64, |sum, t| sum.checked_add(t.numel));
     if total.is_none_or(|n| n > MAX_TENSOR_PARAMS) {
@@ -596,6 +618,7 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         ("sequence", w.sequence.as_ref().map(|x| x.span().start)),
         ("grad_dtype", w.grad_dtype.as_ref().map(|x| x.span().start)),
         ("launch_us", w.launch_us.as_ref().map(|x| x.span().start)),
+        ("attention", w.attention.as_ref().map(|x| x.span().start)),
     ];
     if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
         return Err(src.error_at(at, format!("workload.{key}: {only}")));

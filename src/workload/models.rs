@@ -55,6 +55,8 @@ pub struct TpShape {
     pub hidden: u64,
     /// Tokens per sample.
     pub tokens: u64,
+    /// Attention heads of a block (tensor parallelism divides them).
+    pub heads: u64,
     /// A mixture of experts: experts in the layer and experts each token goes to.
     pub moe: Option<(u64, u64)>,
 }
@@ -289,6 +291,8 @@ struct Decoder {
     vocab: u64,
     /// Width of the key and value projections (grouped-query attention: fewer than d).
     kv: u64,
+    /// Attention heads.
+    heads: u64,
     /// The LM head is the token embedding.
     tied: bool,
     /// Experts per layer and experts each token goes to (Mixtral), if a mixture of experts.
@@ -299,17 +303,25 @@ struct Decoder {
 /// (meta-llama/Llama-2-13b-hf, Llama-2-70b-hf, Meta-Llama-3-8B, Meta-Llama-3-70B,
 /// Llama-3.2-1B; mistralai/Mixtral-8x7B-v0.1), whose parameter totals the tests check.
 fn decoder_shapes(name: &str) -> Option<Decoder> {
-    let dense =
-        |layers, d, ff, vocab, kv, tied| Decoder { layers, d, ff, vocab, kv, tied, experts: None };
+    let dense = |layers, d, ff, vocab, kv, heads, tied| Decoder {
+        layers,
+        d,
+        ff,
+        vocab,
+        kv,
+        heads,
+        tied,
+        experts: None,
+    };
     Some(match name {
-        "llama-7b" => dense(32, 4096, 11_008, 32_000, 4096, false),
-        "llama-2-13b" | "llama-13b" => dense(40, 5120, 13_824, 32_000, 5120, false),
-        "llama-2-70b" => dense(80, 8192, 28_672, 32_000, 1024, false),
-        "llama-3-8b" => dense(32, 4096, 14_336, 128_256, 1024, false),
-        "llama-3-70b" => dense(80, 8192, 28_672, 128_256, 1024, false),
-        "llama-3.2-1b" => dense(16, 2048, 8192, 128_256, 512, true),
+        "llama-7b" => dense(32, 4096, 11_008, 32_000, 4096, 32, false),
+        "llama-2-13b" | "llama-13b" => dense(40, 5120, 13_824, 32_000, 5120, 40, false),
+        "llama-2-70b" => dense(80, 8192, 28_672, 32_000, 1024, 64, false),
+        "llama-3-8b" => dense(32, 4096, 14_336, 128_256, 1024, 32, false),
+        "llama-3-70b" => dense(80, 8192, 28_672, 128_256, 1024, 64, false),
+        "llama-3.2-1b" => dense(16, 2048, 8192, 128_256, 512, 32, true),
         "mixtral-8x7b" => {
-            Decoder { experts: Some((8, 2)), ..dense(32, 4096, 14_336, 32_000, 1024, false) }
+            Decoder { experts: Some((8, 2)), ..dense(32, 4096, 14_336, 32_000, 1024, 32, false) }
         }
         _ => return None,
     })
@@ -500,53 +512,78 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
     out
 }
 
-/// HF GPT2LMHeadModel (GPT-2 XL); the LM head is the token embedding.
+/// HF GPT2LMHeadModel (GPT-2 XL: 25 heads); the LM head is the token embedding.
 fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
-    gpt2_style(48, 1600, 1024, s, gs)
+    gpt2_style(48, 1600, 25, 1024, s, gs)
 }
 
-/// A GPT-2-architecture model of `blocks` layers of width `d` and `ctx` positions.
-fn gpt2_style(blocks: u64, d: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
-    gpt_layers(blocks, d, ctx, 50_257, s, gs)
+/// A GPT-2-architecture model of `blocks` layers of width `d`, `heads` heads and `ctx`
+/// positions.
+fn gpt2_style(blocks: u64, d: u64, heads: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
+    gpt_layers(blocks, d, heads, ctx, 50_257, s, gs)
 }
 
-/// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`,
-/// a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a multiple of 128 x tp), trained
-/// at sequence `seq` (also its positions), with gradients of `grad_dtype`.
+/// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`
+/// with `heads` attention heads, a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a
+/// multiple of 128 x tp), trained at sequence `seq` (also its positions), with gradients of
+/// `grad_dtype`; attention is flash attention (see [`with_attention`]).
 pub fn gpt(
     layers: u64,
     hidden: u64,
+    heads: u64,
     vocab: u64,
     seq: u64,
     grad_dtype: DataType,
-    attention: Attention,
 ) -> Model {
-    let mut out = gpt_layers(layers, hidden, seq, vocab, seq, grad_dtype.size() as f64);
-    if let Attention::Unfused { heads } = attention {
-        let core = core_attention_mem(heads, seq);
-        for l in out
-            .iter_mut()
-            .filter(|l| matches!(l.parallel.map(|p| p.role), Some(TpRole::Block { .. })))
-        {
-            l.memory = l.memory.plus(core);
-        }
+    Model {
+        name: format!("gpt-{layers}x{hidden}"),
+        layers: gpt_layers(layers, hidden, heads, seq, vocab, seq, grad_dtype.size() as f64),
+        grad_dtype,
+        buffer_bytes: 0,
     }
-    Model { name: format!("gpt-{layers}x{hidden}"), layers: out, grad_dtype, buffer_bytes: 0 }
 }
 
 /// How a transformer block computes its attention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Attention {
     /// One fused kernel forward and one backward, the scores never in memory (SDPA's flash
-    /// attention, Megatron's `--use-flash-attn`).
+    /// attention, Megatron's `--use-flash-attn` or Transformer Engine's fused attention): what
+    /// the presets assume.
     Flash,
-    /// Megatron-LM's CoreAttention without flash attention: the scores of `heads` heads
-    /// written to memory by a batched GEMM, then its fused scale-mask-softmax, dropout and a
-    /// second batched GEMM.
-    Unfused {
-        /// Attention heads (split over the tensor-parallel ranks with the block).
-        heads: u64,
-    },
+    /// Megatron-LM's CoreAttention without flash attention: the scores written to memory by a
+    /// batched GEMM, then its fused scale-mask-softmax, dropout and a second batched GEMM.
+    Unfused,
+}
+
+impl Attention {
+    /// The scenario key's values.
+    pub const NAMES: &'static str = "\"flash\" or \"unfused\"";
+
+    /// `flash` or `unfused`.
+    pub fn parse(s: &str) -> Option<Attention> {
+        match s {
+            "flash" => Some(Attention::Flash),
+            "unfused" => Some(Attention::Unfused),
+            _ => None,
+        }
+    }
+}
+
+/// `model` with its transformer blocks' attention computed as `attention` says: unfused adds
+/// [`core_attention_mem`] at each block's heads and tokens (None if the model has no blocks
+/// with heads: a preset without a Megatron layout, or custom layers).
+pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
+    let mut blocks = 0;
+    for l in &mut model.layers {
+        if let Some(p @ TpShape { role: TpRole::Block { .. }, .. }) = l.parallel {
+            blocks += 1;
+            if attention == Attention::Unfused {
+                l.memory = l.memory.plus(core_attention_mem(p.heads, p.tokens));
+            }
+        }
+    }
+    (blocks > 0).then_some(model)
 }
 
 /// The memory traffic that unfused attention adds to a block, per token, at sequence `s`:
@@ -562,7 +599,15 @@ fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s)
 }
 
-fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec<Layer> {
+fn gpt_layers(
+    blocks: u64,
+    d: u64,
+    heads: u64,
+    ctx: u64,
+    vocab: u64,
+    s: u64,
+    gs: f64,
+) -> Vec<Layer> {
     let sf = s as f64;
     let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
     // Two lookups, their add and dropout; backward the dropout, two embedding backwards and
@@ -572,7 +617,7 @@ fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec
         bwd_fixed: gs * ((vocab + ctx) * d) as f64,
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, moe: None });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
@@ -612,7 +657,7 @@ fn gpt_layers(blocks: u64, d: u64, ctx: u64, vocab: u64, s: u64, gs: f64) -> Vec
 /// SwiGLU, rotary embeddings, grouped-query attention; a mixture of experts routes each token to
 /// `top` of its experts, all of whose weights every rank holds and reduces under DDP.
 fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
-    let Decoder { d, ff, vocab, kv, .. } = *c;
+    let Decoder { d, ff, vocab, kv, heads, .. } = *c;
     let sf = s as f64;
     let h = d as f64;
     let emb_mem = MemoryWork {
@@ -620,7 +665,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, moe: None });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
@@ -664,8 +709,8 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (attn + mlp) as f64 * sf;
-        let shape =
-            TpShape { role: TpRole::Block { replicated }, hidden: d, tokens: s, moe: c.experts };
+        let role = TpRole::Block { replicated };
+        let shape = TpShape { role, hidden: d, tokens: s, heads, moe: c.experts };
         out.push(Layer {
             parallel: Some(shape),
             ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))
@@ -696,7 +741,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
 /// vocabulary, tied head). Named as HF's GPT-2; its alternating locally banded sparse attention
 /// layers are counted dense.
 fn gpt3_175b(s: u64, gs: f64) -> Vec<Layer> {
-    gpt2_style(96, 12_288, 2048, s, gs)
+    gpt2_style(96, 12_288, 96, 2048, s, gs)
 }
 
 /// A LayerNorm over `h` 16-bit elements per token: forward reads and writes (4h bytes, one
@@ -856,8 +901,8 @@ mod tests {
     fn unfused_attention_adds_the_scores_traffic_to_each_block_and_splits_it_by_heads() {
         // GPT of 2 blocks, 1,024 wide, 16 heads, at 1,024 tokens: each block gains 13 bytes
         // forward and 19 backward per score, 16 x 1,024 x 1,024 of them, and 8 launches.
-        let flash = gpt(2, 1024, 50_304, 1024, DataType::Half, Attention::Flash);
-        let unfused = gpt(2, 1024, 50_304, 1024, DataType::Half, Attention::Unfused { heads: 16 });
+        let flash = gpt(2, 1024, 16, 50_304, 1024, DataType::Half);
+        let unfused = with_attention(flash.clone(), Attention::Unfused).unwrap();
         let scores = (16 * 1024 * 1024) as f64;
         for (a, b) in flash.layers.iter().zip(&unfused.layers) {
             let block = matches!(a.parallel.map(|p| p.role), Some(TpRole::Block { .. }));
@@ -865,14 +910,16 @@ mod tests {
             let want = if block { (13.0 * scores, 19.0 * scores) } else { (0.0, 0.0) };
             assert_eq!((df, db), want, "{}", a.name);
             let launches = b.memory.fwd_kernels + b.memory.bwd_kernels;
-            assert_eq!(
-                launches - a.memory.fwd_kernels - a.memory.bwd_kernels,
-                if block { 8 } else { 0 }
-            );
+            let before = a.memory.fwd_kernels + a.memory.bwd_kernels;
+            assert_eq!(launches - before, if block { 8 } else { 0 });
         }
         // Split over 4 tensor-parallel ranks (4 heads each), a rank's share is a quarter.
         let (a, b) = (&flash.layers[1], &unfused.layers[1]);
         let split = |l: &Layer| crate::workload::parallel::split(l, 4, false).memory.fwd;
         assert!((split(b) - split(a) - 13.0 * scores / 4.0).abs() < 1.0);
+        // Flash changes nothing; a model without blocks has no attention to change.
+        assert_eq!(with_attention(flash.clone(), Attention::Flash).unwrap().layers, flash.layers);
+        let resnet = preset("resnet50", None, DataType::Float).unwrap();
+        assert!(with_attention(resnet, Attention::Unfused).is_none());
     }
 }

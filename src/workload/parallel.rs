@@ -186,6 +186,14 @@ impl Layout {
         if hidden % self.tp as u64 != 0 {
             return Err(format!("tp = {} does not divide the hidden size {hidden}", self.tp));
         }
+        // Megatron splits attention by heads (an assertion in its attention layer).
+        let heads = model.layers.iter().find_map(|l| l.parallel.map(|p| p.heads)).unwrap_or(0);
+        if heads % self.tp as u64 != 0 {
+            return Err(format!(
+                "tp = {} does not divide the model's {heads} attention heads",
+                self.tp
+            ));
+        }
         if self.virtual_stages > 1 && !micro_batches.is_multiple_of(self.pp as u64) {
             return Err(format!(
                 "the interleaved schedule needs the micro-batches per step ({micro_batches}, grad_accumulation) to be a multiple of pp = {}",
@@ -962,6 +970,7 @@ mod tests {
             role: TpRole::Block { replicated: MemoryWork::default() },
             hidden: 1024,
             tokens: 1024,
+            heads: 16,
             moe: None,
         };
         let layers = (0..n)
@@ -1100,11 +1109,16 @@ mod tests {
 
     #[test]
     fn layouts_that_do_not_fit_are_refused() {
-        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let m = preset("llama-7b", None, DataType::Float).unwrap();
         assert!(layout(3, 1, 1).check(&m, 16, 1).is_err());
-        assert!(layout(2, 5, 1).check(&m, 20, 1).is_err()); // 48 blocks in 5 stages
+        assert!(layout(2, 5, 1).check(&m, 20, 1).is_err()); // 32 blocks in 5 stages
         assert!(layout(2, 4, 2).check(&m, 16, 6).is_err()); // 6 micro-batches, pp 4
         assert!(layout(2, 4, 2).check(&m, 16, 8).is_ok());
+        // GPT-2 XL's 25 heads do not split over 2 ranks (its 1,600 hidden units do).
+        let g = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let e = layout(2, 1, 1).check(&g, 16, 1).unwrap_err();
+        assert_eq!(e, "tp = 2 does not divide the model's 25 attention heads");
+        assert!(layout(5, 1, 1).check(&g, 20, 1).is_ok());
         let r = preset("resnet50", None, DataType::Float).unwrap();
         assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());
         assert!(layout(1, 1, 1).check(&r, 8, 1).is_ok());

@@ -3,14 +3,14 @@
 
 use collsim::collective::Mode;
 use collsim::workload::Workload;
-use collsim::workload::models::{Attention, gpt};
+use collsim::workload::models::{Attention, gpt, with_attention};
 
 /// Megatron-DeepSpeed's attention in these runs: its CoreAttention without flash attention
-/// (`--use-flash-attn` is off by default), 16 heads.
+/// (`--use-flash-attn` is off by default).
 fn attention() -> Attention {
     match std::env::var("MEGATRON_ATTN").as_deref() {
         Ok("flash") => Attention::Flash,
-        _ => Attention::Unfused { heads: 16 },
+        _ => Attention::Unfused,
     }
 }
 
@@ -21,6 +21,7 @@ pub struct Run {
     pub global: u64,
     pub micro: u64,
     pub hidden: u64,
+    pub heads: u64,
     pub layers: u64,
     pub seq: u64,
     pub tp: usize,
@@ -44,6 +45,7 @@ pub fn runs() -> Vec<Run> {
                 global: f(1) as u64,
                 micro: f(2) as u64,
                 hidden: f(3) as u64,
+                heads: f(4) as u64,
                 layers: f(5) as u64,
                 seq: f(6) as u64,
                 tp: f(7) as usize,
@@ -56,6 +58,8 @@ pub fn runs() -> Vec<Run> {
 }
 
 /// The simulated iteration of `run` at GEMM efficiency `eff` (fraction of the fp16 peak).
+/// The scenario names a preset whose heads and layers admit every layout of the set; the
+/// run's own GPT replaces it after parsing.
 pub fn simulate_with(run: &Run, eff: f64, launch_us: f64, recompute: &str) -> f64 {
     let m = run.global / (run.micro * run.dp as u64);
     let toml = format!(
@@ -66,7 +70,7 @@ nodes = 1
 gpus_per_node = {gpus}
 [workload]
 kind = "ddp"
-model = "gpt2-xl"
+model = "llama-7b"
 micro_batch = {micro}
 grad_accumulation = {m}
 grad_dtype = "half"
@@ -90,14 +94,9 @@ overlap_grad_reduce = false
     let pad = 128 * run.tp as u64;
     let vocab = 50_257u64.div_ceil(pad) * pad;
     if let Workload::Ddp(d) = &mut s.workload {
-        d.model = gpt(
-            run.layers,
-            run.hidden,
-            vocab,
-            run.seq,
-            collsim::workload::DataType::Half,
-            attention(),
-        );
+        let half = collsim::workload::DataType::Half;
+        let model = gpt(run.layers, run.hidden, run.heads, vocab, run.seq, half);
+        d.model = with_attention(model, attention()).expect("a GPT has attention");
         d.sequence = Some(run.seq);
     }
     let params = collsim::config::parse_profile(
