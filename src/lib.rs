@@ -327,7 +327,7 @@ fn with_ddp<R>(
     spec.skew.check_ranks(comm.nranks()).map_err(Error::Ddp)?;
     if spec.sharding.is_some() && comm.nranks() < 2 {
         return Err(Error::Ddp(
-            "kind = \"fsdp\" on one rank: PyTorch runs NO_SHARD there, which is not modelled; give two ranks or more".into(),
+            "kind = \"fsdp\" on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more".into(),
         ));
     }
     let model = &scenario.node.gpu.model;

@@ -296,6 +296,7 @@ pub struct RawFsdp {
     pub backward_prefetch: Option<S<String>>,
     pub param_dtype: Option<S<String>>,
     pub reduce_dtype: Option<S<String>>,
+    pub no_sync: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

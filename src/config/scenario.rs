@@ -746,6 +746,7 @@ fn fsdp_sharding(
         backward_prefetch: None,
         param_dtype: None,
         reduce_dtype: None,
+        no_sync: None,
     };
     let f = w.fsdp.as_ref().unwrap_or(&none);
     let strategy = match &f.sharding_strategy {
@@ -754,11 +755,9 @@ fn fsdp_sharding(
             "SHARD_GRAD_OP" => Ok(ShardingStrategy::ShardGradOp),
             "HYBRID_SHARD" => Ok(ShardingStrategy::HybridShard),
             "_HYBRID_SHARD_ZERO2" => Ok(ShardingStrategy::HybridShardZero2),
-            "NO_SHARD" => Err(format!(
-                "{v:?} is not modelled yet (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, _HYBRID_SHARD_ZERO2; NO_SHARD is kind = \"ddp\" without buckets)"
-            )),
+            "NO_SHARD" => Ok(ShardingStrategy::NoShard),
             _ => Err(format!(
-                "unknown strategy {v:?} (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, _HYBRID_SHARD_ZERO2)"
+                "unknown strategy {v:?} (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, _HYBRID_SHARD_ZERO2, NO_SHARD)"
             )),
         })?,
         None => ShardingStrategy::FullShard,
@@ -781,7 +780,8 @@ fn fsdp_sharding(
     };
     let param_dtype = dtype("workload.fsdp.param_dtype", &f.param_dtype, grad_dtype)?;
     let reduce_dtype = dtype("workload.fsdp.reduce_dtype", &f.reduce_dtype, param_dtype)?;
-    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype })
+    let no_sync = f.no_sync.unwrap_or(false);
+    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype, no_sync })
 }
 
 /// Parses and validates a scenario; `file` names it in errors and anchors relative topology

@@ -58,9 +58,15 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         r.world
     )?;
     if let Some(sh) = &spec.sharding {
+        let k = spec.grad_accumulation;
+        let accumulation = match (k > 1, sh.no_sync) {
+            (false, _) => String::new(),
+            (true, false) => format!(" x {k} micro-steps, each reducing"),
+            (true, true) => format!(" x {k} micro-steps, the first {} inside no_sync()", k - 1),
+        };
         writeln!(
             out,
-            "micro-batch {}; sharding {}; backward_prefetch {}; param_dtype {}; reduce_dtype {}; each layer a unit",
+            "micro-batch {}{accumulation}; sharding {}; backward_prefetch {}; param_dtype {}; reduce_dtype {}; each layer a unit",
             spec.micro_batch,
             sh.strategy.name(),
             sh.backward_prefetch.name(),

@@ -562,6 +562,9 @@ pub enum ShardingStrategy {
     HybridShard,
     /// SHARD_GRAD_OP inside each node, replicated across nodes (`_HYBRID_SHARD_ZERO2`).
     HybridShardZero2,
+    /// Nothing sharded: each unit's gradient all-reduced over every rank after its backward,
+    /// no all-gathers (deprecated in PyTorch; what one rank runs).
+    NoShard,
 }
 
 /// FSDP's `backward_prefetch` (docs/fsdp-model.md §2).
@@ -584,6 +587,7 @@ impl ShardingStrategy {
             ShardingStrategy::ShardGradOp => "SHARD_GRAD_OP",
             ShardingStrategy::HybridShard => "HYBRID_SHARD",
             ShardingStrategy::HybridShardZero2 => "_HYBRID_SHARD_ZERO2",
+            ShardingStrategy::NoShard => "NO_SHARD",
         }
     }
 
@@ -598,9 +602,14 @@ impl ShardingStrategy {
         matches!(self, ShardingStrategy::HybridShard | ShardingStrategy::HybridShardZero2)
     }
 
-    /// The ranks a parameter is sharded over: a node's under a hybrid strategy, else all.
+    /// The ranks a parameter is sharded over: a node's under a hybrid strategy, none (1)
+    /// under NO_SHARD, else all.
     pub fn shard_ranks(self, world: usize, ranks_per_node: usize) -> usize {
-        if self.hybrid() { ranks_per_node.clamp(1, world.max(1)) } else { world.max(1) }
+        match self {
+            ShardingStrategy::NoShard => 1,
+            s if s.hybrid() => ranks_per_node.clamp(1, world.max(1)),
+            _ => world.max(1),
+        }
     }
 }
 
@@ -627,6 +636,9 @@ pub struct Sharding {
     pub param_dtype: DataType,
     /// `MixedPrecision.reduce_dtype`: what the reduce-scatters carry.
     pub reduce_dtype: DataType,
+    /// Gradient accumulation inside `no_sync()`: every micro-step but the last keeps its
+    /// gradients unsharded and reduces nothing.
+    pub no_sync: bool,
 }
 
 /// The GPU facts the step needs.
@@ -1537,11 +1549,12 @@ pub(crate) fn plan_ddp(
 ///   reduce-scatter. SHARD_GRAD_OP keeps the parameters from forward: no all-gather.
 /// * Then every reduce-scatter is waited for, and the optimizer steps the rank's shard.
 ///
-/// With gradient accumulation every micro-step runs so (FSDP without `no_sync`, which would
-/// keep whole gradients instead); the optimizer runs once.
+/// With gradient accumulation every micro-step runs so, unless inside `no_sync()`: then only
+/// the last micro-step reduces (the others keep whole gradients), and SHARD_GRAD_OP gathers its
+/// parameters once (they stay unsharded through the accumulation); the optimizer runs once.
 ///
 /// Left out: the root unit's parameters kept after forward, forward prefetch, the gradient's
-/// cast to `reduce_dtype` and the all-gather's copy-out (elementwise passes), `no_sync`.
+/// cast to `reduce_dtype` and the all-gather's copy-out (elementwise passes).
 fn plan_sharded(
     spec: &DdpSpec,
     sharding: Sharding,
@@ -1595,22 +1608,37 @@ fn plan_sharded(
     };
     let gather =
         |u: usize, phase: &str| batch(Collective::AllGather, u, sharding.param_dtype, phase, false);
-    // Each micro-step gathers and reduce-scatters (FSDP without `no_sync`).
+    // NO_SHARD: nothing to gather; each unit's gradient all-reduced whole.
+    let no_shard = sharding.strategy == ShardingStrategy::NoShard;
+    let (reduce, reduce_name) = if no_shard {
+        (Collective::AllReduce, "all_reduce")
+    } else {
+        (Collective::ReduceScatter, "reduce_scatter")
+    };
+    // Each micro-step gathers and reduce-scatters; inside `no_sync()` every micro-step but the
+    // last reduces nothing, and SHARD_GRAD_OP keeps its parameters unsharded after such a
+    // backward, so the next forward gathers nothing either.
     let k = spec.grad_accumulation.max(1);
-    for _ in 0..k {
+    for step in 0..k {
+        let sync = !sharding.no_sync || step + 1 == k;
+        let kept = sharding.no_sync && step > 0 && !sharding.strategy.reshards_after_forward();
         // Forward: two all-gathers ahead.
         let mut ag = vec![0usize; units];
-        for (u, slot) in ag.iter_mut().enumerate().take(2) {
+        let gathers = !no_shard && !kept;
+        let ahead = if gathers { 2 } else { 0 };
+        for (u, slot) in ag.iter_mut().enumerate().take(ahead) {
             *slot = post(&mut work, gather(u, "all_gather (fwd)"));
         }
         for u in 0..units {
-            work.push(Work::Wait(ag[u]));
+            if gathers {
+                work.push(Work::Wait(ag[u]));
+            }
             work.push(Work::Run {
                 secs: fwd[u],
                 name: Some(format!("fwd {}", m.layers[u].name)),
                 grad: None,
             });
-            if u + 2 < units {
+            if gathers && u + 2 < units {
                 ag[u + 2] = post(&mut work, gather(u + 2, "all_gather (fwd)"));
             }
         }
@@ -1639,10 +1667,9 @@ fn plan_sharded(
             if full && prefetch == BackwardPrefetch::BackwardPost && u > 0 {
                 agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
             }
-            post(
-                &mut work,
-                batch(Collective::ReduceScatter, u, sharding.reduce_dtype, "reduce_scatter", true),
-            );
+            if sync {
+                post(&mut work, batch(reduce, u, sharding.reduce_dtype, reduce_name, true));
+            }
         }
     }
     work.push(Work::Drain);
@@ -1659,12 +1686,12 @@ fn plan_sharded(
     timeline::run_alone(&mut first, 0.0, coll);
     let reported =
         m.layers.iter().enumerate().max_by_key(|(u, _)| padded[*u]).map_or(0.0, |(u, _)| {
-            let c = coll(
-                shard_group,
-                Collective::AllGather,
-                padded[u] * sharding.param_dtype.size(),
-                sharding.param_dtype,
-            );
+            let (collective, dtype) = if no_shard {
+                (reduce, sharding.reduce_dtype)
+            } else {
+                (Collective::AllGather, sharding.param_dtype)
+            };
+            let c = coll(shard_group, collective, padded[u] * dtype.size(), dtype);
             match slowdown {
                 Slowdown::Fixed(s) => s,
                 Slowdown::PerChannel(_) => slowdown.of(c.channels),
@@ -2221,6 +2248,7 @@ mod tests {
                 backward_prefetch: prefetch,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
+                no_sync: false,
             }),
             ..half(m.clone())
         };
@@ -2257,6 +2285,41 @@ mod tests {
             &linear_coll(1e-11),
         );
         assert_eq!(bytes(&r, "all_gather"), 3 * padded * 2);
+        // Three micro-steps inside no_sync(): one reduce-scatter a unit, in the last; FULL_SHARD
+        // still gathers twice a micro-step, SHARD_GRAD_OP once in all (its parameters stay
+        // unsharded through the accumulation).
+        let accumulate = |strategy| DdpSpec {
+            grad_accumulation: 3,
+            sharding: sharded(strategy, BackwardPrefetch::BackwardPre)
+                .sharding
+                .map(|sh| Sharding { no_sync: true, ..sh }),
+            ..sharded(strategy, BackwardPrefetch::BackwardPre)
+        };
+        for (strategy, gathers) in
+            [(ShardingStrategy::FullShard, 3 * 2), (ShardingStrategy::ShardGradOp, 1)]
+        {
+            let spec = accumulate(strategy);
+            let r = simulate_step(&spec, 7, &gpu(), &linear_coll(1e-11));
+            assert_eq!(bytes(&r, "reduce_scatter"), 3 * padded * 4, "{strategy:?}");
+            assert_eq!(bytes(&r, "all_gather"), gathers * 3 * padded * 2, "{strategy:?}");
+            // The whole gradients held meanwhile: 3 units of padded fp32 elements.
+            let mem = |s: &DdpSpec| crate::workload::memory::ddp_memory(s, 7, 8).unsharded;
+            let synced = DdpSpec {
+                grad_accumulation: 3,
+                ..sharded(strategy, BackwardPrefetch::BackwardPre)
+            };
+            assert_eq!(mem(&spec) - mem(&synced), (3 * padded * 4) as f64);
+        }
+        // NO_SHARD: no all-gather; each unit's whole gradient all-reduced, once.
+        let r = simulate_step(
+            &sharded(ShardingStrategy::NoShard, BackwardPrefetch::BackwardPre),
+            7,
+            &gpu(),
+            &linear_coll(1e-11),
+        );
+        assert_eq!(bytes(&r, "all_gather"), 0);
+        assert_eq!(bytes(&r, "reduce_scatter"), 0);
+        assert_eq!(bytes(&r, "all_reduce"), 3 * (1 << 20) * 4);
         // No prefetch: a unit's backward all-gather queues behind the previous unit's
         // reduce-scatter, so the step is longest.
         let t = |p| {
@@ -2307,6 +2370,7 @@ mod tests {
                     backward_prefetch: BackwardPrefetch::BackwardPre,
                     param_dtype: DataType::Bfloat16,
                     reduce_dtype: DataType::Float,
+                    no_sync: false,
                 }),
                 ..half(m.clone())
             };
@@ -2340,6 +2404,7 @@ mod tests {
                 backward_prefetch: BackwardPrefetch::BackwardPre,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
+                no_sync: false,
             }),
             ..half(m.clone())
         };
@@ -2362,6 +2427,7 @@ mod tests {
                 backward_prefetch: BackwardPrefetch::BackwardPre,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Bfloat16,
+                no_sync: false,
             }),
             optimizer: crate::workload::memory::Optimizer::Adam,
             ..half(preset("gpt2-xl", None, DataType::Float).unwrap())

@@ -233,8 +233,27 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     let grads = params;
     let master = 0.0;
     let optimizer = spec.optimizer.state_bytes() as f64 * shard;
-    let gathered = live as f64 * sh.param_dtype.size() as f64;
-    let reducing = largest as f64 * sh.reduce_dtype.size() as f64;
+    let mut gathered = live as f64 * sh.param_dtype.size() as f64;
+    let mut reducing = largest as f64 * sh.reduce_dtype.size() as f64;
+    // NO_SHARD gathers nothing: a unit's parameters are cast to another param_dtype (mixed
+    // precision) before its forward and freed after (two units live, as FULL_SHARD's gathered
+    // ones), and its gradients reduce in place unless cast to reduce_dtype.
+    if sh.strategy == super::ddp::ShardingStrategy::NoShard {
+        gathered = 2.0 * largest as f64 * sh.param_dtype.size() as f64;
+        if sh.param_dtype == m.grad_dtype {
+            gathered = 0.0;
+        }
+        if sh.reduce_dtype == m.grad_dtype {
+            reducing = 0.0;
+        }
+    }
+    // Inside no_sync(), the whole gradients accumulate unsharded (NO_SHARD's are whole anyway).
+    if sh.no_sync
+        && spec.grad_accumulation > 1
+        && sh.strategy != super::ddp::ShardingStrategy::NoShard
+    {
+        reducing += whole as f64 * m.grad_dtype.size() as f64;
+    }
     let per_sample = m.act_bytes();
     let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
     let runtime = RUNTIME_RESERVE;

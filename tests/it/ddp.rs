@@ -905,11 +905,36 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         .map(|p| num(&p["result"], "iteration_time_ms"))
         .collect();
     assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
-    // What is not modelled is refused: NO_SHARD on its line, one rank (NO_SHARD).
-    super::cli_errors::fails_with(
-        &["simulate", s, "--sweep", "workload.fsdp.sharding_strategy=NO_SHARD"],
-        &["workload.fsdp.sharding_strategy", "not modelled yet"],
-    );
+    // NO_SHARD: no all-gather; each unit's gradient all-reduced whole after its backward (one
+    // collective a unit, the model's parameters in reduce_dtype), every GPU holding the whole
+    // model's state, and the optimizer over all of it: slower than FULL_SHARD's over a shard.
+    let n = json(&[
+        "simulate",
+        s,
+        "--format",
+        "json",
+        "--sweep",
+        "workload.fsdp.sharding_strategy=NO_SHARD",
+    ]);
+    let n = &n["points"][0]["result"];
+    let text = std::fs::read_to_string(s).unwrap().replace("\"FULL_SHARD\"", "\"NO_SHARD\"");
+    let scenario = collsim::config::parse_scenario("no-shard.toml", &text).unwrap();
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .unwrap();
+    let (r, _) =
+        collsim::simulate_ddp(&scenario, &params, collsim::collective::Mode::Auto).unwrap();
+    let nccl: Vec<&str> =
+        r.timeline.iter().filter(|x| x.lane == "nccl").map(|x| x.name.as_str()).collect();
+    assert!(!nccl.is_empty() && nccl.iter().all(|name| name.starts_with("all_reduce")), "{nccl:?}");
+    let units = n["buckets"].as_array().unwrap();
+    assert_eq!(units.len(), v["buckets"].as_array().unwrap().len());
+    let wire: f64 = units.iter().map(|b| num(b, "wire_bytes")).sum();
+    assert_eq!(wire, 2.0 * 6_738_415_616.0, "bf16 gradients of Llama-7B");
+    assert!(num(n, "optimizer_ms") > 50.0 * num(&v, "optimizer_ms"));
+    assert!(num(n, "iteration_time_ms") > step);
     // HYBRID_SHARD runs, its replicas' all-reduces in the trace's spans.
     let h = json(&[
         "simulate",
