@@ -18,8 +18,8 @@ pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placemen
 pub use plan::{PlanSpec, parse_plan};
 pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
 pub use scenario::{
-    MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, Scenario, Workload, bucket_cap_bytes,
-    parse_scenario,
+    MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, MAX_SHARDED_ACCUMULATION, Scenario,
+    Workload, bucket_cap_bytes, parse_scenario,
 };
 pub use topology::{
     TopologySource, gpu_library, parse_topology, parse_transports, preset_names, resolve_topology,

@@ -335,7 +335,8 @@ fn knob<T, U: PartialEq + std::fmt::Debug>(
             format!("{field}: empty list (leave it out to keep the workload's own)"),
         ));
     }
-    no_repeats(src, field, v.span().start, &out)?;
+    let values: Vec<&U> = out.iter().flatten().collect();
+    no_repeats(src, field, v.span().start, &values)?;
     Ok(out)
 }
 

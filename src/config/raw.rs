@@ -273,6 +273,7 @@ pub struct RawWorkload {
     pub rank_speeds: Option<S<Vec<f64>>>,
     pub ddp: Option<RawDdp>,
     pub fsdp: Option<RawFsdp>,
+    pub zero: Option<RawZero>,
     pub parallel: Option<S<RawParallel>>,
     pub layer: Option<Vec<RawLayer>>,
 }
@@ -297,6 +298,15 @@ pub struct RawFsdp {
     pub param_dtype: Option<S<String>>,
     pub reduce_dtype: Option<S<String>>,
     pub no_sync: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawZero {
+    pub stage: Option<S<i64>>,
+    pub reduce_bucket_size: Option<S<f64>>,
+    pub allgather_bucket_size: Option<S<f64>>,
+    pub overlap_comm: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -86,6 +86,10 @@ pub const MAX_TENSOR_PARAMS: u64 = 10_000_000_000_000;
 /// Most micro-steps of gradient accumulation.
 pub const MAX_GRAD_ACCUMULATION: u64 = 1 << 16;
 
+/// Most micro-steps of a sharded step (FSDP, ZeRO): each is simulated in turn, with its own
+/// all-gathers and reductions.
+pub const MAX_SHARDED_ACCUMULATION: u64 = 4096;
+
 /// A `bucket_cap_mb` value, checked.
 pub(crate) fn bucket_cap_mb(mb: f64) -> Result<f64, String> {
     if mb.is_finite() && mb > 0.0 {
@@ -129,7 +133,7 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     for (key, v) in [("model", &w.model), ("attention", &w.attention)] {
         if let Some(v) = v {
             return Err(
-                src.error_at(v.span().start, format!("workload.{key}: only for kind = \"ddp\""))
+                src.error_at(v.span().start, format!("workload.{key}: only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\")"))
             );
         }
     }
@@ -177,7 +181,7 @@ fn ddp_workload(
     src: &Source<'_>,
     w: &RawWorkload,
     node: &NodeSpec,
-    fsdp: bool,
+    kind: &str,
 ) -> Result<DdpSpec, ConfigError> {
     use crate::workload::ddp::{
         CommHook, ComputeRate, DdpSpec as Spec, InputRate, PowerSgdOptions,
@@ -344,12 +348,20 @@ fn ddp_workload(
                 models::Attention::parse(a)
                     .ok_or_else(|| format!("{a:?}: {}", models::Attention::NAMES))
             })?;
+            if attention == models::Attention::Unfused
+                && let Some(m) = &w.mfu
+            {
+                return Err(src.error_at(
+                    m.span().start,
+                    "workload.mfu: with attention = \"unfused\" the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
+                ));
+            }
             let name = model.name.clone();
             models::with_attention(model, attention).ok_or_else(|| {
                 src.error_at(
                     a.span().start,
                     format!(
-                        "workload.attention: the model {name:?} has no transformer blocks with heads (the GPT-2-style and Llama-family presets have)"
+                        "workload.attention: the model {name:?} has no attention heads modelled (the GPT-2-style and Llama-family presets have them)"
                     ),
                 )
             })?
@@ -369,12 +381,18 @@ fn ddp_workload(
         Some(b) => positive(src, "workload.micro_batch", b, MAX_MICRO_BATCH as i64)? as u64,
         None => return Err(missing(src, "micro_batch", "samples per GPU per step")),
     };
+    let most = if kind == "ddp" { MAX_GRAD_ACCUMULATION } else { MAX_SHARDED_ACCUMULATION };
     let grad_accumulation = match &w.grad_accumulation {
-        Some(k) => {
-            positive(src, "workload.grad_accumulation", k, MAX_GRAD_ACCUMULATION as i64)? as u64
-        }
+        Some(k) => positive(src, "workload.grad_accumulation", k, most as i64)? as u64,
         None => 1,
     };
+    if let (Some(f), false) = (&w.fsdp, kind == "fsdp") {
+        let at = f.sharding_strategy.as_ref().map_or(0, |x| x.span().start);
+        return Err(src.error_at(
+            at,
+            format!("workload.fsdp: only for kind = \"fsdp\" (this is kind = \"{kind}\")"),
+        ));
+    }
     let fraction = |field: &str, v: &Spanned<f64>, lo_open: bool| {
         src.check(field, v, |&x| {
             if x.is_finite() && x <= 1.0 && (x > 0.0 || (!lo_open && x == 0.0)) {
@@ -546,6 +564,7 @@ fn ddp_workload(
         })?,
         None => CommHook::None,
     };
+    let precision = rate.precision().map(str::to_string);
     let spec = Spec {
         model,
         micro_batch,
@@ -563,8 +582,12 @@ fn ddp_workload(
         skew,
         sequence,
         input,
-        sharding: if fsdp { Some(fsdp_sharding(src, w, grad_dtype)?) } else { None },
-        parallel: parallel_layout(src, w, fsdp)?,
+        sharding: match kind {
+            "fsdp" => Some(fsdp_sharding(src, w, grad_dtype)?),
+            "zero" => Some(zero_sharding(src, w, precision.as_deref(), grad_dtype)?),
+            _ => None,
+        },
+        parallel: parallel_layout(src, w, kind)?,
         calls: None,
         launch: match &w.launch_us {
             Some(v) => Some(src.check("workload.launch_us", v, |&x| {
@@ -623,7 +646,12 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
     if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
         return Err(src.error_at(at, format!("workload.{key}: {only}")));
     }
-    if w.layer.is_some() || w.ddp.is_some() || w.fsdp.is_some() || w.input.is_some() {
+    if w.layer.is_some()
+        || w.ddp.is_some()
+        || w.fsdp.is_some()
+        || w.zero.is_some()
+        || w.input.is_some()
+    {
         return Err(src.error(format!("workload: tables of a DDP model are {only}")));
     }
     let Some(path) = &w.calls else {
@@ -661,14 +689,14 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
 fn parallel_layout(
     src: &Source<'_>,
     w: &RawWorkload,
-    fsdp: bool,
+    kind: &str,
 ) -> Result<Option<crate::workload::parallel::Layout>, ConfigError> {
     let Some(p) = &w.parallel else { return Ok(None) };
     let at = p.span().start;
-    if fsdp {
+    if kind != "ddp" {
         return Err(src.error_at(
             at,
-            "workload.parallel: not for kind = \"fsdp\" yet (tensor and pipeline parallelism run with Megatron's data parallelism, kind = \"ddp\")",
+            format!("workload.parallel: not for kind = \"{kind}\" yet (tensor and pipeline parallelism run with Megatron's data parallelism, kind = \"ddp\")"),
         ));
     }
     let skewed = w
@@ -781,7 +809,87 @@ fn fsdp_sharding(
     let param_dtype = dtype("workload.fsdp.param_dtype", &f.param_dtype, grad_dtype)?;
     let reduce_dtype = dtype("workload.fsdp.reduce_dtype", &f.reduce_dtype, param_dtype)?;
     let no_sync = f.no_sync.unwrap_or(false);
-    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype, no_sync })
+    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype, no_sync, zero: None })
+}
+
+/// `[workload.zero]`: DeepSpeed's `zero_optimization` (`stage`, `reduce_bucket_size`,
+/// `allgather_bucket_size`, `overlap_comm`, with DeepSpeed's defaults). Parameters and the
+/// reductions are in the training precision (bf16 or fp16; else the gradients' dtype); stage
+/// 3 runs as FSDP's FULL_SHARD with its units and prefetch.
+fn zero_sharding(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    precision: Option<&str>,
+    grad_dtype: DataType,
+) -> Result<crate::workload::ddp::Sharding, ConfigError> {
+    use crate::workload::ddp::{BackwardPrefetch, Sharding, ShardingStrategy, Zero};
+    for (table, at) in [
+        ("ddp", w.ddp.as_ref().map(|d| d.comm_hook.as_ref().map_or(0, |h| h.span().start))),
+        (
+            "fsdp",
+            w.fsdp.as_ref().map(|f| f.sharding_strategy.as_ref().map_or(0, |h| h.span().start)),
+        ),
+    ] {
+        if let Some(at) = at {
+            return Err(src.error_at(
+                at,
+                format!(
+                    "workload.{table}: not for kind = \"zero\" (its options are in [workload.zero])"
+                ),
+            ));
+        }
+    }
+    let Some(z) = &w.zero else {
+        return Err(missing(src, "zero", "kind = \"zero\" needs [workload.zero] with its stage"));
+    };
+    let stage = match &z.stage {
+        Some(v) => src.check("workload.zero.stage", v, |&n| {
+            if (1..=3).contains(&n) { Ok(n as u8) } else { Err(format!("1, 2 or 3 (got {n})")) }
+        })?,
+        None => return Err(src.error("workload.zero.stage: missing (1, 2 or 3)")),
+    };
+    let elements = |field: &str, v: &Option<Spanned<f64>>| match v {
+        Some(v) => src.check(field, v, |&x| {
+            if x.is_finite() && (1.0..=1e13).contains(&x) {
+                Ok(x as u64)
+            } else {
+                Err(format!("a number of elements from 1 to 1e13 (got {x})"))
+            }
+        }),
+        None => Ok(500_000_000),
+    };
+    if let (3, Some(false)) = (stage, z.overlap_comm) {
+        return Err(src.error(
+            "workload.zero.overlap_comm: stage 3 runs as FSDP's FULL_SHARD, whose reductions always run beside the backward; leave it out or true",
+        ));
+    }
+    let zero = Zero {
+        stage,
+        reduce_bucket: elements("workload.zero.reduce_bucket_size", &z.reduce_bucket_size)?,
+        allgather_bucket: elements(
+            "workload.zero.allgather_bucket_size",
+            &z.allgather_bucket_size,
+        )?,
+        overlap_comm: z.overlap_comm.unwrap_or(stage == 3),
+    };
+    let dtype = match precision {
+        Some("bf16") => DataType::Bfloat16,
+        Some("fp16") => DataType::Half,
+        _ => grad_dtype,
+    };
+    let strategy = match stage {
+        1 => ShardingStrategy::Zero1,
+        2 => ShardingStrategy::Zero2,
+        _ => ShardingStrategy::FullShard,
+    };
+    Ok(Sharding {
+        strategy,
+        backward_prefetch: BackwardPrefetch::BackwardPre,
+        param_dtype: dtype,
+        reduce_dtype: dtype,
+        no_sync: false,
+        zero: Some(zero),
+    })
 }
 
 /// Parses and validates a scenario; `file` names it in errors and anchors relative topology
@@ -906,10 +1014,11 @@ pub(crate) fn parse_workload(
     node: &NodeSpec,
     idle: bool,
 ) -> Result<Workload, ConfigError> {
-    let kinds = if idle { "sweep, ddp, fsdp, trace, idle" } else { "sweep, ddp, fsdp, trace" };
+    let kinds =
+        if idle { "sweep, ddp, fsdp, zero, trace, idle" } else { "sweep, ddp, fsdp, zero, trace" };
     let kind = match &w.kind {
         Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
-            "sweep" | "ddp" | "fsdp" | "trace" => Ok(k.clone()),
+            "sweep" | "ddp" | "fsdp" | "zero" | "trace" => Ok(k.clone()),
             "idle" if idle => Ok(k.clone()),
             _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
@@ -931,12 +1040,15 @@ pub(crate) fn parse_workload(
             "job.workload.fsdp.sharding_strategy: hybrid sharding runs as a scenario's one [workload], not in [[job]] tables yet",
         ));
     }
-    if let (Some(p), false) = (&w.parallel, kind == "ddp" || kind == "fsdp") {
+    if let (Some(z), false) = (&w.zero, kind == "zero") {
+        let at = z.stage.as_ref().map_or(0, |s| s.span().start);
+        return Err(src.error_at(at, "workload.zero: only for kind = \"zero\""));
+    }
+    if let (Some(p), false) = (&w.parallel, matches!(kind.as_str(), "ddp" | "fsdp" | "zero")) {
         return Err(src.error_at(p.span().start, "workload.parallel: only for kind = \"ddp\""));
     }
     Ok(match kind.as_str() {
-        "ddp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, false)?)),
-        "fsdp" => Workload::Ddp(Box::new(ddp_workload(src, w, node, true)?)),
+        "ddp" | "fsdp" | "zero" => Workload::Ddp(Box::new(ddp_workload(src, w, node, &kind)?)),
         "trace" => Workload::Ddp(Box::new(trace_workload(src, w)?)),
         "idle" => {
             if w.collective.is_some() || w.model.is_some() || w.min_bytes.is_some() {

@@ -313,6 +313,8 @@ pub fn hours(h: f64) -> String {
         format!("{h:.1} h")
     } else if h < 24.0 * 365.0 {
         format!("{:.1} d", h / 24.0)
+    } else if h < 24.0 * 365.0 * 1000.0 {
+        format!("{:.1} y", h / (24.0 * 365.0))
     } else {
         format!("{:.3e} y", h / (24.0 * 365.0))
     }
@@ -543,6 +545,13 @@ fn edit_ddp(
             ));
         }
         spec.grad_accumulation = g / per_step;
+        let most = crate::config::MAX_SHARDED_ACCUMULATION;
+        if spec.sharding.is_some() && spec.grad_accumulation > most {
+            return Err(format!(
+                "global batch {g} needs {} micro-steps of {what} x {}; a sharded step takes at most {most}",
+                spec.grad_accumulation, spec.micro_batch
+            ));
+        }
     }
     if let Some(layout) = &spec.parallel {
         layout.check(&spec.model, gpus, spec.grad_accumulation)?;

@@ -45,6 +45,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         out,
         "{} step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
         match (&spec.sharding, &spec.parallel) {
+            (Some(sh), _) if sh.zero.is_some() => "DeepSpeed ZeRO",
             (Some(_), _) => "FSDP",
             (None, Some(_)) => "3-D parallel (Megatron)",
             (None, None) => "DDP",
@@ -57,7 +58,20 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         s.gpus_per_node,
         r.world
     )?;
-    if let Some(sh) = &spec.sharding {
+    if let Some((sh, z)) = spec.sharding.and_then(|sh| sh.zero.map(|z| (sh, z))) {
+        writeln!(
+            out,
+            "micro-batch {} x {} micro-steps; stage {}{}; reduce_bucket_size {}; allgather_bucket_size {}; overlap_comm {}; {} parameters",
+            spec.micro_batch,
+            spec.grad_accumulation,
+            z.stage,
+            if z.stage == 3 { " (as FSDP FULL_SHARD, each layer a unit)" } else { "" },
+            z.reduce_bucket,
+            z.allgather_bucket,
+            z.overlap_comm,
+            sh.param_dtype.name()
+        )?;
+    } else if let Some(sh) = &spec.sharding {
         let k = spec.grad_accumulation;
         let accumulation = match (k > 1, sh.no_sync) {
             (false, _) => String::new(),

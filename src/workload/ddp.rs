@@ -565,6 +565,24 @@ pub enum ShardingStrategy {
     /// Nothing sharded: each unit's gradient all-reduced over every rank after its backward,
     /// no all-gathers (deprecated in PyTorch; what one rank runs).
     NoShard,
+    /// DeepSpeed ZeRO stage 1: optimizer state sharded; parameters and gradients whole.
+    Zero1,
+    /// DeepSpeed ZeRO stage 2: optimizer state and gradients sharded; parameters whole.
+    Zero2,
+}
+
+/// DeepSpeed's `zero_optimization` settings (`kind = "zero"`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Zero {
+    /// The stage, 1 to 3 (3 runs as FSDP's FULL_SHARD).
+    pub stage: u8,
+    /// `reduce_bucket_size`: gradient elements reduced together.
+    pub reduce_bucket: u64,
+    /// `allgather_bucket_size`: parameter elements gathered together after the step.
+    pub allgather_bucket: u64,
+    /// `overlap_comm`: reductions on their own stream, beside the backward (else the compute
+    /// stream waits for each).
+    pub overlap_comm: bool,
 }
 
 /// FSDP's `backward_prefetch` (docs/fsdp-model.md §2).
@@ -588,6 +606,8 @@ impl ShardingStrategy {
             ShardingStrategy::HybridShard => "HYBRID_SHARD",
             ShardingStrategy::HybridShardZero2 => "_HYBRID_SHARD_ZERO2",
             ShardingStrategy::NoShard => "NO_SHARD",
+            ShardingStrategy::Zero1 => "ZeRO-1",
+            ShardingStrategy::Zero2 => "ZeRO-2",
         }
     }
 
@@ -639,6 +659,8 @@ pub struct Sharding {
     /// Gradient accumulation inside `no_sync()`: every micro-step but the last keeps its
     /// gradients unsharded and reduces nothing.
     pub no_sync: bool,
+    /// DeepSpeed ZeRO's settings, for `kind = "zero"`.
+    pub zero: Option<Zero>,
 }
 
 /// The GPU facts the step needs.
@@ -1203,6 +1225,11 @@ pub(crate) fn plan_step(
     coll: &GroupTimer<'_>,
 ) -> StepPlan {
     if let Some(sharding) = spec.sharding {
+        if let (Some(zero), ShardingStrategy::Zero1 | ShardingStrategy::Zero2) =
+            (sharding.zero, sharding.strategy)
+        {
+            return plan_zero(spec, sharding, zero, world, gpu, coll);
+        }
         return plan_sharded(spec, sharding, world, gpu, coll);
     }
     if let Some(calls) = &spec.calls {
@@ -1524,6 +1551,159 @@ pub(crate) fn plan_ddp(
         optimizer,
         alone_optimizer: optimizer,
         slowdown,
+        world,
+        tp_comm: 0.0,
+        pipeline: 0.0,
+        replicas: world,
+        alone_compute: None,
+        micro_batch: spec.micro_batch,
+        layers,
+        flops: gpu.flops,
+        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
+    }
+}
+
+/// A DeepSpeed ZeRO stage 1 or 2 step (docs/fsdp-model.md §6, DeepSpeed's behaviour as
+/// recalled there, not read from its source): parameters whole in `param_dtype` on every rank,
+/// so forward and backward gather nothing.
+///
+/// * Gradients fill buckets of `reduce_bucket` elements in backward order; a full bucket is
+///   reduce-scattered (each rank keeps its partition). Stage 2 reduces each bucket as it
+///   fills, during the backward, and so does stage 1 with `overlap_comm`; stage 1 without it
+///   reduces them all after the backward. Without `overlap_comm` the compute stream waits
+///   for each reduction.
+/// * The optimizer steps the rank's 1/world of the parameters (fp32 master weights and
+///   state), then the updated parameters are all-gathered in `allgather_bucket` chunks, the
+///   compute stream waiting for them.
+///
+/// With gradient accumulation every micro-step reduces (DeepSpeed reduces at each
+/// micro-step's gradient boundary only when it is the last; stage 2 still partitions each
+/// micro-step's gradients: both are taken as every micro-step reducing, an overstatement for
+/// stage 1).
+fn plan_zero(
+    spec: &DdpSpec,
+    sharding: Sharding,
+    zero: Zero,
+    world: usize,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+) -> StepPlan {
+    use crate::collective::Collective;
+    let m = &spec.model;
+    let layers = layer_times(spec, gpu);
+    let (fwd, bwd) = (&layers.fwd, &layers.bwd);
+    let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
+    let w = world.max(1) as u64;
+    let slowdown = call_slowdown(spec, gpu);
+    let numel: Vec<u64> =
+        m.layers.iter().map(|l| l.tensors.iter().map(|t| t.numel).sum()).collect();
+    let units = m.layers.len();
+    let mut work = Vec::new();
+    let mut posted = 0usize;
+    let mut post = |work: &mut Vec<Work>, b: Batch| {
+        work.push(Work::Post(b));
+        posted += 1;
+        posted
+    };
+    // A bucket of `elements` gradient elements, reduce-scattered (padded to the ranks).
+    let mut bucket_index = 0usize;
+    let mut reduce = |work: &mut Vec<Work>, elements: u64, tensors: usize| {
+        let padded = elements.div_ceil(w) * w;
+        let bytes = padded * sharding.reduce_dtype.size();
+        let row =
+            BucketRow::new(bucket_index, padded * sharding.param_dtype.size(), bytes, tensors);
+        let name = format!("reduce_scatter (bucket {bucket_index})");
+        bucket_index += 1;
+        let op = Op::Coll {
+            group: Group::World,
+            collective: Collective::ReduceScatter,
+            bytes,
+            dtype: sharding.reduce_dtype,
+            name,
+        };
+        let n = post(work, Batch { ops: vec![op], slowdown, row: Some(row), early: false });
+        if !zero.overlap_comm {
+            work.push(Work::Wait(n));
+        }
+    };
+    let k = spec.grad_accumulation.max(1);
+    // Hooks reduce buckets as the backward fills them at stage 2, and at stage 1 with
+    // overlap_comm; stage 1 without it reduces every bucket after the backward.
+    let during = zero.stage >= 2 || zero.overlap_comm;
+    for _ in 0..k {
+        for (layer, &secs) in m.layers.iter().zip(fwd) {
+            let name = Some(format!("fwd {}", layer.name));
+            work.push(Work::Run { secs, name, grad: None });
+        }
+        let (mut filled, mut tensors) = (0u64, 0usize);
+        let mut after = Vec::new();
+        for u in (0..units).rev() {
+            let name = Some(format!("bwd {}", m.layers[u].name));
+            work.push(Work::Run { secs: bwd[u], name, grad: None });
+            filled += numel[u];
+            tensors += m.layers[u].tensors.len();
+            if filled >= zero.reduce_bucket {
+                if during {
+                    reduce(&mut work, filled, tensors);
+                } else {
+                    after.push((filled, tensors));
+                }
+                (filled, tensors) = (0, 0);
+            }
+        }
+        if filled > 0 {
+            after.push((filled, tensors));
+        }
+        for (elements, tensors) in after {
+            reduce(&mut work, elements, tensors);
+        }
+        work.push(Work::Drain);
+    }
+    // The optimizer steps the rank's partition, then the parameters are gathered back.
+    let tensors: Vec<&super::models::Tensor> = m.tensors().collect();
+    let optimizer = optimizer_secs(spec, &tensors, gpu) / w as f64;
+    if optimizer > 0.0 {
+        let name = Some(format!("optimizer step ({}, partition)", spec.optimizer.name()));
+        work.push(Work::Run { secs: optimizer, name, grad: None });
+    }
+    let total: u64 = numel.iter().sum();
+    let chunk = zero.allgather_bucket.max(1);
+    let mut left = total;
+    while left > 0 {
+        let elements = left.min(chunk);
+        left -= elements;
+        let bytes = elements.div_ceil(w) * w * sharding.param_dtype.size();
+        let op = Op::Coll {
+            group: Group::World,
+            collective: Collective::AllGather,
+            bytes,
+            dtype: sharding.param_dtype,
+            name: "all_gather (updated parameters)".into(),
+        };
+        post(&mut work, Batch { ops: vec![op], slowdown, row: None, early: false });
+    }
+    work.push(Work::Drain);
+    let steady = Timeline::new(work, Vec::new(), Vec::new());
+    let mut first = steady.clone();
+    timeline::run_alone(&mut first, 0.0, coll);
+    let reported = match slowdown {
+        Slowdown::Fixed(s) => s,
+        Slowdown::PerChannel(_) => {
+            let bytes = zero.reduce_bucket.min(total).max(1) * sharding.reduce_dtype.size();
+            let c = coll(Group::World, Collective::ReduceScatter, bytes, sharding.reduce_dtype);
+            slowdown.of(c.channels)
+        }
+    };
+    StepPlan {
+        steady,
+        first_end: first.end.unwrap_or(0.0),
+        k,
+        fwd_s,
+        bwd_s,
+        copies: 0.0,
+        optimizer,
+        alone_optimizer: optimizer * w as f64,
+        slowdown: reported,
         world,
         tp_comm: 0.0,
         pipeline: 0.0,
@@ -2249,6 +2429,7 @@ mod tests {
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
                 no_sync: false,
+                zero: None,
             }),
             ..half(m.clone())
         };
@@ -2335,6 +2516,84 @@ mod tests {
     }
 
     #[test]
+    fn zero_reduce_scatters_the_gradients_and_gathers_the_parameters_once() {
+        // Three units of 1 Mi parameters, bf16, on 7 ranks: stage 2 with 1.5 Mi-element
+        // buckets reduce-scatters two buckets a micro-step (2 units, then 1, padded to 7) and
+        // all-gathers the 3 Mi updated parameters once, in 2 Mi-element chunks.
+        let m = Model {
+            name: "three".into(),
+            layers: (0..3)
+                .map(|i| Layer {
+                    name: format!("u{i}"),
+                    tensors: vec![tensor(format!("w{i}"), 1 << 20, 1)],
+                    fwd_macs: 1e9,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: Default::default(),
+                    parallel: None,
+                })
+                .collect(),
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        };
+        let zero = |stage, overlap_comm| DdpSpec {
+            grad_accumulation: 2,
+            sharding: Some(Sharding {
+                strategy: if stage == 1 {
+                    ShardingStrategy::Zero1
+                } else {
+                    ShardingStrategy::Zero2
+                },
+                backward_prefetch: BackwardPrefetch::BackwardPre,
+                param_dtype: DataType::Bfloat16,
+                reduce_dtype: DataType::Bfloat16,
+                no_sync: false,
+                zero: Some(Zero {
+                    stage,
+                    reduce_bucket: 3 << 19,
+                    allgather_bucket: 2 << 20,
+                    overlap_comm,
+                }),
+            }),
+            ..half(m.clone())
+        };
+        let spans = |r: &StepResult, name: &str| -> Vec<u64> {
+            let nccl = r.timeline.iter().filter(|s| s.lane == "nccl");
+            nccl.filter(|s| s.name.starts_with(name)).map(|s| s.bytes).collect()
+        };
+        let pad = |n: u64| n.div_ceil(7) * 7 * 2;
+        for (stage, overlap) in [(1, false), (2, false), (2, true)] {
+            let r = simulate_step(&zero(stage, overlap), 7, &gpu(), &linear_coll(1e-10));
+            let two = vec![pad(2 << 20), pad(1 << 20)];
+            assert_eq!(spans(&r, "reduce_scatter"), [two.clone(), two].concat(), "{stage}");
+            assert_eq!(spans(&r, "all_gather"), vec![pad(2 << 20), pad(1 << 20)]);
+            assert!(spans(&r, "all_reduce").is_empty());
+        }
+        // Only stage 2 with overlap_comm hides its reductions behind the backward.
+        let t = |stage, overlap| {
+            simulate_step(&zero(stage, overlap), 7, &gpu(), &linear_coll(1e-10)).exposed_comm_ms
+        };
+        assert!(
+            t(2, true) < t(2, false) && t(2, false) == t(1, false),
+            "{} {}",
+            t(2, true),
+            t(2, false)
+        );
+        // Memory (the ZeRO paper's): stage 1 holds 2 + 2 bytes a parameter and 12/N of master
+        // weights and Adam state; stage 2 the gradients' 1/N and one bucket.
+        let spec = |stage| DdpSpec {
+            optimizer: crate::workload::memory::Optimizer::Adam,
+            ..zero(stage, false)
+        };
+        let mem = |stage| crate::workload::memory::ddp_memory(&spec(stage), 7, 8);
+        let n = (3u64 << 20) as f64;
+        let (one, two) = (mem(1), mem(2));
+        assert_eq!((one.params, one.grads), (2.0 * n, 2.0 * n));
+        assert!((one.master + one.optimizer - 12.0 * n / 7.0).abs() < 1e-6);
+        assert_eq!((two.grads, two.buckets), (2.0 * n / 7.0, 2.0 * (3u64 << 19) as f64));
+    }
+
+    #[test]
     fn hybrid_shard_sends_only_the_all_reduce_of_a_shard_across_nodes() {
         // Three units of 1 Mi parameters on 4 nodes of 8 ranks: all-gathers and reduce-scatters
         // on a node's 8 ranks (padded to a multiple of 8), and across the nodes only each
@@ -2371,6 +2630,7 @@ mod tests {
                     param_dtype: DataType::Bfloat16,
                     reduce_dtype: DataType::Float,
                     no_sync: false,
+                    zero: None,
                 }),
                 ..half(m.clone())
             };
@@ -2405,6 +2665,7 @@ mod tests {
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
                 no_sync: false,
+                zero: None,
             }),
             ..half(m.clone())
         };
@@ -2428,6 +2689,7 @@ mod tests {
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Bfloat16,
                 no_sync: false,
+                zero: None,
             }),
             optimizer: crate::workload::memory::Optimizer::Adam,
             ..half(preset("gpt2-xl", None, DataType::Float).unwrap())

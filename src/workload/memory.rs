@@ -23,6 +23,7 @@
 
 use super::DataType;
 use super::ddp::DdpSpec;
+use super::ddp::ShardingStrategy;
 
 /// A gibibyte, bytes.
 pub const GIB: f64 = 1073741824.0;
@@ -201,8 +202,49 @@ pub fn ddp_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> DdpMem
         return super::parallel::memory(spec, layout, world);
     }
     match spec.sharding {
+        Some(sh) if matches!(sh.strategy, ShardingStrategy::Zero1 | ShardingStrategy::Zero2) => {
+            zero_memory(spec, sh, world)
+        }
         Some(sh) => fsdp_memory(spec, sh, sh.strategy.shard_ranks(world, ranks_per_node)),
         None => plain_ddp_memory(spec),
+    }
+}
+
+/// Memory per GPU of a DeepSpeed ZeRO stage 1 or 2 step on `world` ranks (the ZeRO paper's
+/// 2Ψ + 2Ψ + 12Ψ/N for stage 1 with Adam in mixed precision, 2Ψ + 14Ψ/N for stage 2): whole
+/// parameters in `param_dtype`; gradients whole (stage 1) or a 1/world partition plus the
+/// reduction bucket being filled (stage 2); fp32 master weights (when the parameters are 16-bit)
+/// and optimizer state over the rank's partition.
+fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMemory {
+    let m = &spec.model;
+    let w = world.max(1) as f64;
+    let numel = m.tensors().map(|t| t.numel as f64).sum::<f64>();
+    let p = sh.param_dtype.size() as f64;
+    let params = numel * p;
+    let bucket = sh.zero.map_or(0.0, |z| z.reduce_bucket as f64).min(numel) * p;
+    let (grads, buckets) = match sh.strategy {
+        ShardingStrategy::Zero1 => (numel * p, 0.0),
+        _ => (numel * p / w, bucket),
+    };
+    let master = if sh.param_dtype == DataType::Float { 0.0 } else { 4.0 * numel / w };
+    let optimizer = spec.optimizer.state_bytes() as f64 * numel / w;
+    let per_sample = m.act_bytes();
+    let half = sixteen_bit(spec);
+    let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let runtime = RUNTIME_RESERVE;
+    let total = params + grads + buckets + master + optimizer + activations + runtime;
+    DdpMemory {
+        params,
+        grads,
+        master,
+        optimizer,
+        buckets,
+        unsharded: 0.0,
+        autocast: 0.0,
+        activations,
+        runtime,
+        total,
+        activations_known: per_sample > 0.0,
     }
 }
 

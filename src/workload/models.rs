@@ -57,6 +57,8 @@ pub struct TpShape {
     pub tokens: u64,
     /// Attention heads of a block (tensor parallelism divides them).
     pub heads: u64,
+    /// Key/value heads (query groups): `heads` without grouped-query attention.
+    pub kv_heads: u64,
     /// A mixture of experts: experts in the layer and experts each token goes to.
     pub moe: Option<(u64, u64)>,
 }
@@ -580,6 +582,7 @@ pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
             blocks += 1;
             if attention == Attention::Unfused {
                 l.memory = l.memory.plus(core_attention_mem(p.heads, p.tokens));
+                l.act_bytes += unfused_attention_acts(p.heads, p.tokens);
             }
         }
     }
@@ -594,6 +597,13 @@ pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
 /// probabilities written (2), the values' gradient reading the probabilities (2), dropout's
 /// backward (5), softmax's backward reading output and gradient and writing (6), the query
 /// and key gradients reading it (4): 19 bytes in 5 launches beyond flash's one.
+/// What unfused attention keeps for backward per sample, beyond a block's 34·s·h bytes: the
+/// softmax's output (2 bytes a score), dropout's mask (1) and output (2), the 5·a·s² of
+/// Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) per layer.
+fn unfused_attention_acts(heads: u64, s: u64) -> f64 {
+    5.0 * (heads * s * s) as f64
+}
+
 fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     let e = (heads * s) as f64;
     MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s)
@@ -617,7 +627,7 @@ fn gpt_layers(
         bwd_fixed: gs * ((vocab + ctx) * d) as f64,
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, moe: None });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads: heads, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
@@ -658,6 +668,7 @@ fn gpt_layers(
 /// `top` of its experts, all of whose weights every rank holds and reduces under DDP.
 fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
     let Decoder { d, ff, vocab, kv, heads, .. } = *c;
+    let kv_heads = kv / (d / heads);
     let sf = s as f64;
     let h = d as f64;
     let emb_mem = MemoryWork {
@@ -665,7 +676,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, moe: None });
+    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: None });
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
@@ -710,7 +721,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (attn + mlp) as f64 * sf;
         let role = TpRole::Block { replicated };
-        let shape = TpShape { role, hidden: d, tokens: s, heads, moe: c.experts };
+        let shape = TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: c.experts };
         out.push(Layer {
             parallel: Some(shape),
             ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))

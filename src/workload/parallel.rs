@@ -186,11 +186,19 @@ impl Layout {
         if hidden % self.tp as u64 != 0 {
             return Err(format!("tp = {} does not divide the hidden size {hidden}", self.tp));
         }
-        // Megatron splits attention by heads (an assertion in its attention layer).
-        let heads = model.layers.iter().find_map(|l| l.parallel.map(|p| p.heads)).unwrap_or(0);
+        // Megatron splits attention by heads and by key/value heads (query groups): each
+        // must divide evenly (assertions in its attention layer).
+        let shape = model.layers.iter().find_map(|l| l.parallel);
+        let (heads, kv) = shape.map_or((0, 0), |p| (p.heads, p.kv_heads));
         if heads % self.tp as u64 != 0 {
             return Err(format!(
                 "tp = {} does not divide the model's {heads} attention heads",
+                self.tp
+            ));
+        }
+        if kv % self.tp as u64 != 0 {
+            return Err(format!(
+                "tp = {} does not divide the model's {kv} key/value heads (grouped-query attention)",
                 self.tp
             ));
         }
@@ -244,8 +252,12 @@ pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
             m.fwd = (m.fwd - r.fwd) / tf + whole(r.fwd);
             m.bwd = (m.bwd - r.bwd) / tf + whole(r.bwd);
             // Megatron's activation count per layer: 10 + 24/t of its 34 (bytes per token and
-            // hidden unit) without sequence parallelism, all 34 split with it.
-            out.act_bytes *= if sequence_parallel { 1.0 / tf } else { (10.0 + 24.0 / tf) / 34.0 };
+            // hidden unit) without sequence parallelism, all 34 split with it; what unfused
+            // attention keeps beyond them (the scores, 5·a·s/h) is split by heads either way.
+            let base = out.act_bytes.min(34.0 * (shape.tokens * shape.hidden) as f64);
+            let scores = out.act_bytes - base;
+            let kept = if sequence_parallel { 1.0 / tf } else { (10.0 + 24.0 / tf) / 34.0 };
+            out.act_bytes = base * kept + scores / tf;
         }
         TpRole::Replicated => {
             out.memory.fwd = whole(out.memory.fwd);
@@ -971,6 +983,7 @@ mod tests {
             hidden: 1024,
             tokens: 1024,
             heads: 16,
+            kv_heads: 16,
             moe: None,
         };
         let layers = (0..n)
@@ -1119,6 +1132,11 @@ mod tests {
         let e = layout(2, 1, 1).check(&g, 16, 1).unwrap_err();
         assert_eq!(e, "tp = 2 does not divide the model's 25 attention heads");
         assert!(layout(5, 1, 1).check(&g, 20, 1).is_ok());
+        // Llama 2 70B's 64 heads take tp 16; its 8 key/value heads do not.
+        let l = preset("llama-2-70b", None, DataType::Float).unwrap();
+        let e = layout(16, 1, 1).check(&l, 16, 1).unwrap_err();
+        assert!(e.contains("8 key/value heads"), "{e}");
+        assert!(layout(8, 1, 1).check(&l, 16, 1).is_ok());
         let r = preset("resnet50", None, DataType::Float).unwrap();
         assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());
         assert!(layout(1, 1, 1).check(&r, 8, 1).is_ok());

@@ -1152,3 +1152,63 @@ fn hybrid_shard_gathers_over_nvlink_and_reduces_across_nodes() {
     );
     assert!(mean(&hybrid, "all_reduce (replicas)") > 0.0);
 }
+
+#[test]
+fn a_zero_step_keeps_parameters_whole_and_gathers_them_after_the_optimizer() {
+    // DeepSpeed ZeRO-2, Llama-7B in bf16 on 128 H100s: whole bf16 parameters on every GPU,
+    // gradients and Adam state (with fp32 master weights) over 1/128.
+    let s = "scenarios/llama7b-zero2-p5-16node.toml";
+    let v = json(&["simulate", s, "--format", "json"]);
+    let n = 6_738_415_616.0;
+    let mem = &v["memory"];
+    assert_eq!(num(mem, "params"), 2.0 * n);
+    assert!((num(mem, "grads") - 2.0 * n / 128.0).abs() < 1.0);
+    assert!((num(mem, "master") + num(mem, "optimizer") - 12.0 * n / 128.0).abs() < 1.0);
+    // The gradients reduce in buckets of at most 5e8 elements, all of them once.
+    let buckets = v["buckets"].as_array().unwrap();
+    let wire: f64 = buckets.iter().map(|b| num(b, "wire_bytes")).sum();
+    assert!(wire >= 2.0 * n && wire < 2.0 * n + 2.0 * 128.0 * buckets.len() as f64, "{wire}");
+    assert!(buckets.iter().all(|b| num(b, "wire_bytes") <= 2.0 * (5e8 + 128.0) * 1.5));
+    let table = collsim_ok(&["simulate", s]);
+    assert!(table.starts_with("DeepSpeed ZeRO step: llama-7b") && table.contains("stage 2"));
+    // Without overlap_comm the compute stream waits for every reduction.
+    let sweep = json(&[
+        "simulate",
+        s,
+        "--format",
+        "json",
+        "--sweep",
+        "workload.zero.overlap_comm=false,true",
+    ]);
+    let exposed: Vec<f64> = sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p["result"], "exposed_comm_ms"))
+        .collect();
+    assert!(exposed[0] > exposed[1], "{exposed:?}");
+    // Bad settings, each on its line.
+    let text = std::fs::read_to_string(s).unwrap();
+    for (bad, want) in [
+        (text.replace("stage = 2", "stage = 4"), "workload.zero.stage: 1, 2 or 3 (got 4)"),
+        (
+            text.replace("kind = \"zero\"", "kind = \"ddp\""),
+            "workload.zero: only for kind = \"zero\"",
+        ),
+        (
+            text.replace(
+                "[workload.zero]",
+                "[workload.fsdp]\nsharding_strategy = \"FULL_SHARD\"\n[workload.zero]",
+            ),
+            "workload.fsdp: only for kind = \"fsdp\"",
+        ),
+        (
+            text.replace("grad_accumulation", "x")
+                .replace("micro_batch = 2", "micro_batch = 2\ngrad_accumulation = 5000"),
+            "workload.grad_accumulation: must be at most 4096",
+        ),
+    ] {
+        let e = collsim::config::parse_scenario("z.toml", &bad).unwrap_err().to_string();
+        assert!(e.starts_with("z.toml:") && e.contains(want), "{e}");
+    }
+}

@@ -252,3 +252,39 @@ fn megatron_dump() {
         );
     }
 }
+
+#[test]
+fn unfused_attention_costs_time_and_memory_and_refuses_a_fixed_mfu() {
+    let text = std::fs::read_to_string("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    let e = collsim::config::parse_scenario(
+        "x.toml",
+        &text.replace("optimizer = \"adam\"", "optimizer = \"adam\"\nattention = \"unfused\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("x.toml:") && e.contains("workload.mfu: with attention"), "{e}");
+    // At a fixed GEMM efficiency, unfused attention's scores cost time and memory.
+    let fixed = text.replace("mfu = 0.45", "efficiency = 0.5");
+    let run = |attention: &str| {
+        let t = fixed.replace(
+            "optimizer = \"adam\"",
+            &format!("optimizer = \"adam\"\nattention = \"{attention}\""),
+        );
+        let s = collsim::config::parse_scenario("x.toml", &t).unwrap();
+        let params = collsim::config::parse_profile(
+            collsim::config::DEFAULT_PROFILE.0,
+            collsim::config::DEFAULT_PROFILE.1,
+        )
+        .unwrap();
+        let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).unwrap();
+        let Workload::Ddp(spec) = &s.workload else { unreachable!() };
+        let mem = collsim::workload::memory::ddp_memory(spec, 512, 8);
+        (r.iteration_time_ms, mem.activations)
+    };
+    let ((flash_ms, flash_act), (unfused_ms, unfused_act)) = (run("flash"), run("unfused"));
+    assert!(unfused_ms > flash_ms, "{unfused_ms} vs {flash_ms}");
+    // Per stage layer, 5 bytes a score (64 heads / tp 8 x 4,096²) on top of the 34·s·h/tp
+    // of sequence parallelism.
+    let per_layer = 5.0 * 8.0 * 4096.0 * 4096.0;
+    assert!(unfused_act > flash_act + per_layer, "{unfused_act} vs {flash_act}");
+}

@@ -255,6 +255,11 @@ fn bad_plan_files_are_one_line_errors_with_file_and_line() {
         ),
         ("unknown-key", base.replace("[train]", "[train]\nsamplez = 3"), "unknown field `samplez`"),
         (
+            "listed-twice",
+            base.replace("nodes = [1, 2, 4]", "nodes = [1, 2, 4]\nmicro_batch = [4, 4]"),
+            "candidates.micro_batch: 4 is listed twice",
+        ),
+        (
             "tp-without-layout",
             base.replace("placements = [", "tp = [2, 4]\nplacements = ["),
             "candidates.tp, candidates.pp: degrees of a 3-D layout; the workload has no [workload.parallel]",

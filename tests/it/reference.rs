@@ -68,6 +68,7 @@ fn probes() -> Vec<Probe> {
     serde(Scenario, sc, "`[workload.ddp]`", "[workload.ddp]");
     serde(Scenario, sc, "`[workload.input]`", "[workload.input]");
     serde(Scenario, sc, "`[workload.fsdp]`", "[workload.fsdp]");
+    serde(Scenario, sc, "`[workload.zero]`", "[workload.zero]");
     serde(Scenario, sc, "`[workload.parallel]`", "[workload.parallel]");
     serde(Scenario, sc, "`[[workload.layer]]`", "[[workload.layer]]");
     serde(Scenario, sc, "`[placement]`", "[placement]");
