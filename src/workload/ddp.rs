@@ -1592,7 +1592,6 @@ fn plan_zero(
     let m = &spec.model;
     let layers = layer_times(spec, gpu);
     let (fwd, bwd) = (&layers.fwd, &layers.bwd);
-    let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
     let w = world.max(1) as u64;
     let slowdown = call_slowdown(spec, gpu);
     let numel: Vec<u64> =
@@ -1683,9 +1682,6 @@ fn plan_zero(
         post(&mut work, Batch { ops: vec![op], slowdown, row: None, early: false });
     }
     work.push(Work::Drain);
-    let steady = Timeline::new(work, Vec::new(), Vec::new());
-    let mut first = steady.clone();
-    timeline::run_alone(&mut first, 0.0, coll);
     let reported = match slowdown {
         Slowdown::Fixed(s) => s,
         Slowdown::PerChannel(_) => {
@@ -1694,16 +1690,35 @@ fn plan_zero(
             slowdown.of(c.channels)
         }
     };
+    let steady = Timeline::new(work, Vec::new(), Vec::new());
+    sharded_plan(spec, (world, w), gpu, coll, steady, layers, (optimizer, reported))
+}
+
+/// A sharded step's plan (FSDP, ZeRO) from its timeline: its first iteration run alone with
+/// `coll`'s times, the same as the steady one (no bucket rebuild); `w` the ranks the optimizer
+/// state is sharded over, `optimizer` the step over a rank's shard, `slowdown` compute's under
+/// its largest collective.
+fn sharded_plan(
+    spec: &DdpSpec,
+    (world, w): (usize, u64),
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+    steady: Timeline,
+    layers: LayerTimes,
+    (optimizer, slowdown): (f64, f64),
+) -> StepPlan {
+    let mut first = steady.clone();
+    timeline::run_alone(&mut first, 0.0, coll);
     StepPlan {
         steady,
         first_end: first.end.unwrap_or(0.0),
-        k,
-        fwd_s,
-        bwd_s,
+        k: spec.grad_accumulation.max(1),
+        fwd_s: layers.fwd.iter().sum(),
+        bwd_s: layers.bwd.iter().sum(),
         copies: 0.0,
         optimizer,
         alone_optimizer: optimizer * w as f64,
-        slowdown: reported,
+        slowdown,
         world,
         tp_comm: 0.0,
         pipeline: 0.0,
@@ -1746,7 +1761,6 @@ fn plan_sharded(
     let m = &spec.model;
     let layers = layer_times(spec, gpu);
     let (fwd, bwd) = (&layers.fwd, &layers.bwd);
-    let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
     let w = sharding.strategy.shard_ranks(world, gpu.ranks_per_node) as u64;
     let hybrid = sharding.strategy.hybrid() && world as u64 > w;
     let shard_group = if sharding.strategy.hybrid() { Group::Shard } else { Group::World };
@@ -1860,10 +1874,6 @@ fn plan_sharded(
         let name = Some(format!("optimizer step ({}, shard)", spec.optimizer.name()));
         work.push(Work::Run { secs: optimizer, name, grad: None });
     }
-    let steady = Timeline::new(work, Vec::new(), Vec::new());
-    // Every step runs the same way (no bucket rebuild): the first is a steady one alone.
-    let mut first = steady.clone();
-    timeline::run_alone(&mut first, 0.0, coll);
     let reported =
         m.layers.iter().enumerate().max_by_key(|(u, _)| padded[*u]).map_or(0.0, |(u, _)| {
             let (collective, dtype) = if no_shard {
@@ -1877,26 +1887,8 @@ fn plan_sharded(
                 Slowdown::PerChannel(_) => slowdown.of(c.channels),
             }
         });
-    StepPlan {
-        steady,
-        first_end: first.end.unwrap_or(0.0),
-        k,
-        fwd_s,
-        bwd_s,
-        copies: 0.0,
-        optimizer,
-        alone_optimizer: optimizer * w as f64,
-        slowdown: reported,
-        world,
-        tp_comm: 0.0,
-        pipeline: 0.0,
-        replicas: world,
-        alone_compute: None,
-        micro_batch: spec.micro_batch,
-        layers,
-        flops: gpu.flops,
-        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
-    }
+    let steady = Timeline::new(work, Vec::new(), Vec::new());
+    sharded_plan(spec, (world, w), gpu, coll, steady, layers, (optimizer, reported))
 }
 
 /// Tensors one multi-tensor launch takes: PyTorch's `depth_to_max_tensors` for the 4–5 lists
@@ -2324,6 +2316,26 @@ mod tests {
     }
 
     /// `spec(model)` with 16-bit math (the GPU facts set the rate).
+    /// Three layers "u0".."u2" of `numel` fp32 parameters and 1 GMAC each.
+    fn three_units(numel: u64) -> Model {
+        Model {
+            name: "three".into(),
+            layers: (0..3)
+                .map(|i| Layer {
+                    name: format!("u{i}"),
+                    tensors: vec![tensor(format!("w{i}"), numel, 1)],
+                    fwd_macs: 1e9,
+                    times: None,
+                    act_bytes: 0.0,
+                    memory: Default::default(),
+                    parallel: None,
+                })
+                .collect(),
+            grad_dtype: DataType::Float,
+            buffer_bytes: 0,
+        }
+    }
+
     fn half(model: Model) -> DdpSpec {
         DdpSpec {
             rate: ComputeRate::Peak { precision: "fp16".into(), efficiency: 0.5 },
@@ -2406,22 +2418,7 @@ mod tests {
         // fp32 reduce-scatters: each unit gathered forward and backward, its gradients
         // reduce-scattered once. DDP all-reduces the same bytes once: 2(n-1)/n of them on the
         // wire against FSDP's 3 x (n-1)/n.
-        let m = Model {
-            name: "three".into(),
-            layers: (0..3)
-                .map(|i| Layer {
-                    name: format!("u{i}"),
-                    tensors: vec![tensor(format!("w{i}"), 1 << 20, 1)],
-                    fwd_macs: 1e9,
-                    times: None,
-                    act_bytes: 0.0,
-                    memory: Default::default(),
-                    parallel: None,
-                })
-                .collect(),
-            grad_dtype: DataType::Float,
-            buffer_bytes: 0,
-        };
+        let m = three_units(1 << 20);
         let sharded = |strategy, prefetch| DdpSpec {
             sharding: Some(Sharding {
                 strategy,
@@ -2520,22 +2517,7 @@ mod tests {
         // Three units of 1 Mi parameters, bf16, on 7 ranks: stage 2 with 1.5 Mi-element
         // buckets reduce-scatters two buckets a micro-step (2 units, then 1, padded to 7) and
         // all-gathers the 3 Mi updated parameters once, in 2 Mi-element chunks.
-        let m = Model {
-            name: "three".into(),
-            layers: (0..3)
-                .map(|i| Layer {
-                    name: format!("u{i}"),
-                    tensors: vec![tensor(format!("w{i}"), 1 << 20, 1)],
-                    fwd_macs: 1e9,
-                    times: None,
-                    act_bytes: 0.0,
-                    memory: Default::default(),
-                    parallel: None,
-                })
-                .collect(),
-            grad_dtype: DataType::Float,
-            buffer_bytes: 0,
-        };
+        let m = three_units(1 << 20);
         let zero = |stage, overlap_comm| DdpSpec {
             grad_accumulation: 2,
             sharding: Some(Sharding {
@@ -2598,22 +2580,7 @@ mod tests {
         // Three units of 1 Mi parameters on 4 nodes of 8 ranks: all-gathers and reduce-scatters
         // on a node's 8 ranks (padded to a multiple of 8), and across the nodes only each
         // rank's shard all-reduced, 1/8 of a unit's padded gradient, once per unit.
-        let m = Model {
-            name: "three".into(),
-            layers: (0..3)
-                .map(|i| Layer {
-                    name: format!("u{i}"),
-                    tensors: vec![tensor(format!("w{i}"), (1 << 20) + 3, 1)],
-                    fwd_macs: 1e9,
-                    times: None,
-                    act_bytes: 0.0,
-                    memory: Default::default(),
-                    parallel: None,
-                })
-                .collect(),
-            grad_dtype: DataType::Float,
-            buffer_bytes: 0,
-        };
+        let m = three_units((1 << 20) + 3);
         let calls = std::sync::Mutex::new(Vec::new());
         let coll = |g: Group, c: Collective, bytes: u64, d: DataType| {
             calls.lock().unwrap().push((g, c, bytes));

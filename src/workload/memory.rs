@@ -228,9 +228,7 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     };
     let master = if sh.param_dtype == DataType::Float { 0.0 } else { 4.0 * numel / w };
     let optimizer = spec.optimizer.state_bytes() as f64 * numel / w;
-    let per_sample = m.act_bytes();
-    let half = sixteen_bit(spec);
-    let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let (activations, known) = sharded_activations(spec);
     let runtime = RUNTIME_RESERVE;
     let total = params + grads + buckets + master + optimizer + activations + runtime;
     DdpMemory {
@@ -244,7 +242,7 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         activations,
         runtime,
         total,
-        activations_known: per_sample > 0.0,
+        activations_known: known,
     }
 }
 
@@ -259,7 +257,6 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
 fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMemory {
     let m = &spec.model;
     let w = world.max(1) as u64;
-    let half = sixteen_bit(spec);
     let unit = |l: &super::models::Layer| l.tensors.iter().map(|t| t.numel).sum::<u64>();
     let (mut shard, mut largest, mut whole) = (0u64, 0u64, 0u64);
     for l in &m.layers {
@@ -296,8 +293,7 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     {
         reducing += whole as f64 * m.grad_dtype.size() as f64;
     }
-    let per_sample = m.act_bytes();
-    let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
+    let (activations, known) = sharded_activations(spec);
     let runtime = RUNTIME_RESERVE;
     let total = params + grads + optimizer + gathered + reducing + activations + runtime;
     DdpMemory {
@@ -311,8 +307,16 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         activations,
         runtime,
         total,
-        activations_known: per_sample > 0.0,
+        activations_known: known,
     }
+}
+
+/// A sharded step's activations per GPU (its micro-batch's, as under DDP; twice the bytes
+/// outside 16-bit training) and whether the model says what they are.
+fn sharded_activations(spec: &DdpSpec) -> (f64, bool) {
+    let per_sample = spec.model.act_bytes();
+    let width = if sixteen_bit(spec) { 1.0 } else { 2.0 };
+    (per_sample * spec.micro_batch as f64 * width, per_sample > 0.0)
 }
 
 /// Memory per GPU of `spec` under plain DDP.
