@@ -991,6 +991,20 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
             .check(&d.model, world, d.grad_accumulation)
             .map_err(|e| src.error_at(p.span().start, format!("workload.parallel: {e}")))?;
     }
+    // A sharded step needs ranks to shard over (PyTorch switches one rank to NO_SHARD).
+    if let (Workload::Ddp(d), Some(k)) =
+        (&workload, raw.workload.as_ref().and_then(|w| w.kind.as_ref()))
+        && d.sharding.is_some()
+        && nodes * gpus_per_node < 2
+    {
+        return Err(src.error_at(
+            k.span().start,
+            format!(
+                "workload.kind: {:?} on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more",
+                k.get_ref()
+            ),
+        ));
+    }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
     Ok(Scenario {
         topology,

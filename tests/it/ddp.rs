@@ -1192,6 +1192,10 @@ fn a_zero_step_keeps_parameters_whole_and_gathers_them_after_the_optimizer() {
     for (bad, want) in [
         (text.replace("stage = 2", "stage = 4"), "workload.zero.stage: 1, 2 or 3 (got 4)"),
         (
+            text.replace("nodes = 16", "nodes = 1\ngpus_per_node = 1"),
+            "workload.kind: \"zero\" on one rank",
+        ),
+        (
             text.replace("kind = \"zero\"", "kind = \"ddp\""),
             "workload.zero: only for kind = \"zero\"",
         ),
