@@ -937,7 +937,8 @@ pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
 /// too (it does on a pipeline stage after the first, which sends it back).
 pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool) -> LayerTimes {
     let batch = spec.micro_batch as f64;
-    let act = if super::memory::sixteen_bit(spec) { 1.0 } else { 2.0 };
+    let sixteen = super::memory::sixteen_bit(spec);
+    let act = if sixteen { 1.0 } else { 2.0 };
     let layers = &spec.model.layers;
     let mut t = LayerTimes {
         fwd: Vec::new(),
@@ -955,7 +956,7 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
             work.push(((f, 0.0), (b, 0.0)));
             continue;
         }
-        let m = &l.memory;
+        let m = &super::models::layer_memory_work(l, spec.micro_batch, sixteen);
         let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
         let passes = if i == 0 && !first_dgrad { 1.0 } else { 2.0 };
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;

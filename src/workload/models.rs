@@ -55,12 +55,17 @@ pub struct TpShape {
     pub hidden: u64,
     /// Tokens per sample.
     pub tokens: u64,
-    /// Attention heads of a block (tensor parallelism divides them).
+    /// Attention heads of a block (tensor parallelism divides them: a layer [`split`] over
+    /// `tp` ranks carries one rank's).
+    ///
+    /// [`split`]: super::parallel::split
     pub heads: u64,
     /// Key/value heads (query groups): `heads` without grouped-query attention.
     pub kv_heads: u64,
     /// A mixture of experts: experts in the layer and experts each token goes to.
     pub moe: Option<(u64, u64)>,
+    /// How a block computes its attention ([`with_attention`] sets it; flash otherwise).
+    pub attention: Attention,
 }
 
 /// A layer's part in a Megatron transformer.
@@ -578,8 +583,9 @@ impl Attention {
 pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
     let mut blocks = 0;
     for l in &mut model.layers {
-        if let Some(p @ TpShape { role: TpRole::Block { .. }, .. }) = l.parallel {
+        if let Some(p @ TpShape { role: TpRole::Block { .. }, .. }) = &mut l.parallel {
             blocks += 1;
+            p.attention = attention;
             if attention == Attention::Unfused {
                 l.memory = l.memory.plus(core_attention_mem(p.heads, p.tokens));
                 l.act_bytes += unfused_attention_acts(p.heads, p.tokens);
@@ -587,6 +593,50 @@ pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
         }
     }
     (blocks > 0).then_some(model)
+}
+
+/// Whether Megatron's fused scale-mask-softmax kernel takes a causal block's scores: 16-bit
+/// input, 16 < s <= 4096 with s a multiple of 4, and the score matrices of a micro-batch
+/// (`batch` x the rank's `heads`) a multiple of the kernel's batches per thread block (4 from
+/// s = 129 up, 8 below). Otherwise `FusedScaleMaskSoftmax` falls back to PyTorch's ops
+/// (Megatron-LM's `FusedScaleMaskSoftmax.is_kernel_available` and the CUDA extension's
+/// `get_batch_per_block`, as we know them: that source is not among the repositories collsim
+/// reads). Tensor parallelism divides the heads, so a layout alone can cross the line: 16
+/// heads at tp 8 and one sample a micro-batch leave two matrices, and the slower path.
+pub fn fused_softmax_fits(batch: u64, heads: u64, s: u64, sixteen_bit: bool) -> bool {
+    let per_block = if s <= 128 { 8 } else { 4 };
+    sixteen_bit
+        && 16 < s
+        && s <= 4096
+        && s.is_multiple_of(4)
+        && (batch * heads).is_multiple_of(per_block)
+}
+
+/// `layer`'s memory-bound work for a micro-batch of `batch` samples: its own, and where an
+/// unfused-attention block's scores miss the fused softmax ([`fused_softmax_fits`]), what
+/// PyTorch's ops add. In 16-bit training the scores are cast to fp32 for the softmax (Megatron
+/// runs it in fp32 under its default query-key layer scaling), scaled, masked in place,
+/// soft-maxed and cast back: read and write 36 bytes a score in 5 kernels where the fused
+/// kernel moves 4 in 1; backward each op's gradient, 40 bytes in 5 kernels for the fused
+/// kernel's 6 in 1. In fp32 training (no casts) the scale, mask and softmax move 24 bytes
+/// forward and 28 backward where the fused kernel's traffic, doubled, counts 8 and 12, in two
+/// more kernels each way. The fp32 probabilities kept for backward are left out of memory.
+pub fn layer_memory_work(layer: &Layer, batch: u64, sixteen_bit: bool) -> MemoryWork {
+    let Some(p) = layer.parallel else { return layer.memory };
+    if p.attention != Attention::Unfused
+        || !matches!(p.role, TpRole::Block { .. })
+        || fused_softmax_fits(batch, p.heads, p.tokens, sixteen_bit)
+    {
+        return layer.memory;
+    }
+    let e = (p.heads * p.tokens) as f64;
+    // Bytes counted as 16-bit activations: fp32 runs double them.
+    let extra = if sixteen_bit {
+        MemoryWork::new(32.0 * e, 34.0 * e, 4, 4)
+    } else {
+        MemoryWork::new(8.0 * e, 8.0 * e, 2, 2)
+    };
+    layer.memory.plus(extra.per_token(p.tokens))
 }
 
 /// The memory traffic that unfused attention adds to a block, per token, at sequence `s`:
@@ -627,7 +677,10 @@ fn gpt_layers(
         bwd_fixed: gs * ((vocab + ctx) * d) as f64,
         ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
     };
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads: heads, moe: None });
+    let tp = |role| {
+        let attention = Attention::Flash;
+        Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads: heads, moe: None, attention })
+    };
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
@@ -676,7 +729,10 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
     };
     let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let tp = |role| Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: None });
+    let tp = |role| {
+        let attention = Attention::Flash;
+        Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: None, attention })
+    };
     let mut out = vec![Layer {
         parallel: tp(TpRole::Embedding { vocab }),
         ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
@@ -721,7 +777,9 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
         v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
         let macs = (attn + mlp) as f64 * sf;
         let role = TpRole::Block { replicated };
-        let shape = TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: c.experts };
+        let attention = Attention::Flash;
+        let shape =
+            TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: c.experts, attention };
         out.push(Layer {
             parallel: Some(shape),
             ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))
@@ -932,5 +990,39 @@ mod tests {
         assert_eq!(with_attention(flash.clone(), Attention::Flash).unwrap().layers, flash.layers);
         let resnet = preset("resnet50", None, DataType::Float).unwrap();
         assert!(with_attention(resnet, Attention::Unfused).is_none());
+    }
+
+    #[test]
+    fn scores_that_miss_the_fused_softmax_pay_pytorchs_ops() {
+        // Megatron's causal kernel takes a multiple of 4 score matrices above 128 tokens, of 8
+        // up to 128, in 16 bits, up to 4,096 tokens.
+        for (batch, heads, s, half, fits) in [
+            (1, 16, 1024, true, true),
+            (1, 2, 1024, true, false),
+            (2, 2, 1024, true, true),
+            (3, 3, 1024, true, false),
+            (1, 4, 128, true, false),
+            (2, 4, 128, true, true),
+            (1, 16, 8192, true, false),
+            (1, 16, 1022, true, false),
+            (1, 16, 1024, false, false),
+        ] {
+            assert_eq!(fused_softmax_fits(batch, heads, s, half), fits, "{batch} x {heads} at {s}");
+        }
+        // A 16-head block split over 8 ranks keeps 2 heads: one sample a micro-batch falls
+        // back (32 more bytes a score forward, 34 backward, 4 more launches each way), two do
+        // not; flash attention never has scores to soft-max.
+        let flash = gpt(2, 1024, 16, 50_304, 1024, DataType::Half);
+        let unfused = with_attention(flash.clone(), Attention::Unfused).unwrap();
+        let block = crate::workload::parallel::split(&unfused.layers[1], 8, false);
+        let scores = (2 * 1024 * 1024) as f64;
+        let (one, two) = (layer_memory_work(&block, 1, true), layer_memory_work(&block, 2, true));
+        assert_eq!(two, block.memory);
+        assert_eq!((one.fwd - two.fwd, one.bwd - two.bwd), (32.0 * scores, 34.0 * scores));
+        assert_eq!((one.fwd_kernels, one.bwd_kernels), (two.fwd_kernels + 4, two.bwd_kernels + 4));
+        let fp32 = layer_memory_work(&block, 2, false);
+        assert_eq!((fp32.fwd - two.fwd, fp32.bwd_kernels - two.bwd_kernels), (8.0 * scores, 2));
+        let flash_block = crate::workload::parallel::split(&flash.layers[1], 8, false);
+        assert_eq!(layer_memory_work(&flash_block, 1, true), flash_block.memory);
     }
 }

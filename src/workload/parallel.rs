@@ -226,6 +226,10 @@ pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
     let t = tp as u64;
     let tf = tp as f64;
     let mut out = layer.clone();
+    if let Some(p) = &mut out.parallel {
+        p.heads = p.heads.div_ceil(t);
+        p.kv_heads = p.kv_heads.div_ceil(t);
+    }
     let whole = |x: f64| if sequence_parallel { x / tf } else { x };
     let part = |n: u64| n.div_ceil(t);
     match shape.role {
@@ -985,6 +989,7 @@ mod tests {
             heads: 16,
             kv_heads: 16,
             moe: None,
+            attention: crate::workload::models::Attention::Flash,
         };
         let layers = (0..n)
             .map(|i| Layer {

@@ -128,7 +128,9 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // and micro-batch). Attention is Megatron's unfused CoreAttention, whose scores' memory
     // traffic does not grow with the hidden size: without it the fit lowered the GEMMs'
     // efficiency to 0.6 to make up for the 1,024-wide models, and the 2,048-wide ones came
-    // out slow (held-out median 8.4 %, p95 32.3 %).
+    // out slow (held-out median 8.4 %, p95 32.3 %). At tp 8 with one sample a micro-batch the
+    // scores miss Megatron's fused softmax (2 matrices, not a multiple of 4): without PyTorch's
+    // ops in its place those runs came out 20-29 % fast (p95 25.3 %).
     let runs = runs();
     assert_eq!(runs.len(), 1440);
     let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
@@ -154,8 +156,8 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
         "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
     // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.75 and 55 µs, 6.3 %
-    // and 25.3 %): a guard against getting worse.
-    assert!(median < 8.0 && p95 < 30.0, "median {median:.1} %, p95 {p95:.1} %");
+    // and 23.7 %): a guard against getting worse.
+    assert!(median < 8.0 && p95 < 27.0, "median {median:.1} %, p95 {p95:.1} %");
 }
 
 #[test]
@@ -287,4 +289,65 @@ fn unfused_attention_costs_time_and_memory_and_refuses_a_fixed_mfu() {
     // of sequence parallelism.
     let per_layer = 5.0 * 8.0 * 4096.0 * 4096.0;
     assert!(unfused_act > flash_act + per_layer, "{unfused_act} vs {flash_act}");
+}
+
+#[test]
+fn a_micro_batch_too_small_for_the_fused_softmax_runs_slower_than_a_larger_one() {
+    // At tp 8 a rank holds 2 of the 16 heads: one sample a micro-batch leaves 2 score matrices,
+    // which Megatron's fused softmax does not take, and PyTorch's ops run instead. The
+    // measurements show it: a one-sample micro-batch takes longer than a two-sample one of
+    // the same model. The model must show it too (without the fallback it does not).
+    let runs = runs();
+    let per_micro = |r: &Run, ms: f64| ms / (r.global / (r.micro * r.dp as u64)) as f64;
+    let mut pairs = 0;
+    for one in runs.iter().filter(|r| r.tp == 8 && r.micro == 1) {
+        let same = |r: &&Run| {
+            r.tp == 8 && r.micro == 2 && (r.hidden, r.layers) == (one.hidden, one.layers)
+        };
+        for two in runs.iter().filter(same).filter(|r| r.global == one.global) {
+            let measured = per_micro(one, one.ms) / per_micro(two, two.ms);
+            let simulated = per_micro(one, simulate_with(one, 0.75, 55.0, "full"))
+                / per_micro(two, simulate_with(two, 0.75, 55.0, "full"));
+            assert!(measured > 1.1, "{one:?} vs {two:?}: measured {measured:.3}");
+            assert!(simulated > 1.05, "{one:?} vs {two:?}: simulated {simulated:.3}");
+            pairs += 1;
+        }
+    }
+    assert!(pairs >= 8, "{pairs} pairs");
+}
+
+/// The fit of [`megatron_steps_fitted_on_two_depths_predict_the_other_two`] on other splits of
+/// the set, for study: `cargo test --release megatron_other_splits -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn megatron_other_splits() {
+    type Split = (&'static str, fn(&Run) -> bool);
+    let splits: [Split; 3] = [
+        ("1,024-wide -> 2,048-wide", |r| r.hidden == 1024),
+        ("2,048-wide -> 1,024-wide", |r| r.hidden == 2048),
+        ("tp <= 2 -> tp >= 4", |r| r.tp <= 2),
+    ];
+    for (name, fits) in splits {
+        let (fit, held): (Vec<Run>, Vec<Run>) = runs().into_iter().partition(fits);
+        let fit: Vec<Run> = fit.into_iter().step_by(3).collect();
+        let search = |effs: &[f64], launches: &[f64]| {
+            let mut best = (f64::MAX, 0.0, 0.0);
+            for &launch in launches {
+                for &eff in effs {
+                    let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
+                    if median < best.0 {
+                        best = (median, eff, launch);
+                    }
+                }
+            }
+            best
+        };
+        let (_, eff, launch) = search(&[0.5, 0.6, 0.7, 0.8, 0.9], &[40.0, 50.0, 60.0, 70.0, 80.0]);
+        let (median, p95, _) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
+        println!("{name}, coarse grid: {eff}, {launch} µs: {median:.1} %, p95 {p95:.1} %");
+        let around = |x: f64, step: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step);
+        let (_, eff, launch) = search(&around(eff, 0.05), &around(launch, 2.5));
+        let (median, p95, _) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
+        println!("{name}, fine grid: {eff}, {launch} µs: {median:.1} %, p95 {p95:.1} %");
+    }
 }
