@@ -892,9 +892,30 @@ fn calibrate_logs(
     Ok(())
 }
 
-/// What one point of a `--sweep` ran: a DDP step, or an nccl-tests-like sweep's rows.
+/// Why a training step's model does not fit its GPU's memory, if it does not.
+fn misfit_warning(
+    s: &Scenario,
+    spec: &collsim::workload::ddp::DdpSpec,
+    world: usize,
+) -> Option<String> {
+    let mem = collsim::workload::memory::ddp_memory(spec, world, s.gpus_per_node);
+    let why = mem.misfit(s.node.gpu.model.memory.get() as f64)?;
+    Some(format!(
+        "the model does not fit a {} under {} with {}: {why}",
+        s.node.gpu.model.name,
+        match (&spec.sharding, &spec.parallel) {
+            (Some(_), _) => "FSDP",
+            (None, Some(_)) => "its 3-D layout",
+            (None, None) => "plain DDP",
+        },
+        spec.optimizer.name()
+    ))
+}
+
+/// What one point of a `--sweep` ran: a DDP step (and why its model does not fit, if it does
+/// not), or an nccl-tests-like sweep's rows.
 enum PointRun {
-    Step(Box<collsim::workload::ddp::StepResult>),
+    Step(Box<collsim::workload::ddp::StepResult>, Option<String>),
     Rows(Vec<collsim::workload::sweep::Row>),
 }
 
@@ -1053,7 +1074,9 @@ fn simulate_sweep(
                         f.0
                     );
                 }
-                return Ok(PointRun::Step(Box::new(collsim::simulate_ddp(&s, params, m)?.0)));
+                let step = collsim::simulate_ddp(&s, params, m)?.0;
+                let misfit = s.ddp().and_then(|spec| misfit_warning(&s, spec, step.world));
+                return Ok(PointRun::Step(Box::new(step), misfit));
             }
             apply_sweep_flags(&mut s, flags)?;
             Ok(PointRun::Rows(collsim::simulate(&s, params, m)?.0))
@@ -1067,7 +1090,13 @@ fn simulate_sweep(
         // A parse error's line and column are in the file as edited for the point.
         let label = format!("--sweep point {label} (positions in the file with its values set)");
         match r.with_context(|| label)? {
-            PointRun::Step(step) => steps.push((p, *step)),
+            PointRun::Step(step, misfit) => {
+                if let Some(w) = misfit {
+                    let at = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+                    eprintln!("collsim: warning: at {}: {w}", at.join(" "));
+                }
+                steps.push((p, *step))
+            }
             PointRun::Rows(rows) => sizes.push((p, rows)),
         }
     }
@@ -1456,18 +1485,8 @@ fn simulate(
             None => None,
         };
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
-        let mem = collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node);
-        if let Some(why) = mem.misfit(s.node.gpu.model.memory.get() as f64) {
-            eprintln!(
-                "collsim: warning: the model does not fit a {} under {} with {}: {why}",
-                s.node.gpu.model.name,
-                match (&spec.sharding, &spec.parallel) {
-                    (Some(_), _) => "FSDP",
-                    (None, Some(_)) => "its 3-D layout",
-                    (None, None) => "plain DDP",
-                },
-                spec.optimizer.name()
-            );
+        if let Some(w) = misfit_warning(&s, &spec, r.world) {
+            eprintln!("collsim: warning: {w}");
         }
         let mut out = open_output(common.output.as_deref())?;
         match format {

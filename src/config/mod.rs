@@ -134,9 +134,22 @@ impl Source<'_> {
                         .then(|| line.trim_start_matches('[').split(']').next().unwrap_or(""))
                         .map(str::trim)
                         .filter(|h| !h.is_empty() && !msg.contains(&format!("`{h}`")));
-                    match key.or(header) {
-                        Some(k) => self.error_at(span.start, format!("{k}: {msg}")),
-                        None => self.error_at(span.start, msg),
+                    // A key is named with the table it is in: the last header above it.
+                    let table = self.text[..line_start]
+                        .lines()
+                        .rev()
+                        .map(str::trim)
+                        .find(|l| l.starts_with('['))
+                        .map(|l| l.trim_start_matches('[').split(']').next().unwrap_or("").trim())
+                        .filter(|t| !t.is_empty());
+                    match (key, table, header) {
+                        (Some(k), Some(t), _) => {
+                            self.error_at(span.start, format!("{t}.{k}: {msg}"))
+                        }
+                        (Some(k), None, _) | (None, _, Some(k)) => {
+                            self.error_at(span.start, format!("{k}: {msg}"))
+                        }
+                        (None, _, None) => self.error_at(span.start, msg),
                     }
                 }
                 None => self.error(msg),

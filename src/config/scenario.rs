@@ -387,7 +387,7 @@ fn ddp_workload(
         None => 1,
     };
     if let (Some(f), false) = (&w.fsdp, kind == "fsdp") {
-        let at = f.sharding_strategy.as_ref().map_or(0, |x| x.span().start);
+        let at = f.span().start;
         return Err(src.error_at(
             at,
             format!("workload.fsdp: only for kind = \"fsdp\" (this is kind = \"{kind}\")"),
@@ -468,7 +468,7 @@ fn ddp_workload(
     };
     let input = match &w.input {
         None => None,
-        Some(i) => match (&i.gpu_samples_per_s, &i.node_samples_per_s) {
+        Some(i) => match (&i.get_ref().gpu_samples_per_s, &i.get_ref().node_samples_per_s) {
             (Some(g), None) => {
                 Some(InputRate::PerGpu(rate_field("workload.input.gpu_samples_per_s", g)?))
             }
@@ -482,7 +482,8 @@ fn ddp_workload(
                 ));
             }
             (None, None) => {
-                return Err(src.error(
+                return Err(src.error_at(
+                    i.span().start,
                     "workload.input: give gpu_samples_per_s or node_samples_per_s (the data loader's samples per second)",
                 ));
             }
@@ -528,7 +529,7 @@ fn ddp_workload(
     let sequence =
         seq.or_else(|| w.model.as_ref().and_then(|m| models::default_sequence(m.get_ref())));
     let none = super::raw::RawDdp::default();
-    let d = w.ddp.as_ref().unwrap_or(&none);
+    let d = w.ddp.as_ref().map_or(&none, Spanned::get_ref);
     let bucket_cap = match &d.bucket_cap_mb {
         Some(c) => Some(src.check("workload.ddp.bucket_cap_mb", c, |&mb| {
             bucket_cap_mb(mb).map(bucket_cap_bytes)
@@ -646,12 +647,16 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
     if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
         return Err(src.error_at(at, format!("workload.{key}: {only}")));
     }
-    if w.layer.is_some()
-        || w.ddp.is_some()
-        || w.fsdp.is_some()
-        || w.zero.is_some()
-        || w.input.is_some()
-    {
+    let tables = [
+        ("ddp", w.ddp.as_ref().map(|x| x.span().start)),
+        ("fsdp", w.fsdp.as_ref().map(|x| x.span().start)),
+        ("zero", w.zero.as_ref().map(|x| x.span().start)),
+        ("input", w.input.as_ref().map(|x| x.span().start)),
+    ];
+    if let Some((key, Some(at))) = tables.into_iter().find(|g| g.1.is_some()) {
+        return Err(src.error_at(at, format!("workload.{key}: {only}")));
+    }
+    if w.layer.is_some() {
         return Err(src.error(format!("workload: tables of a DDP model are {only}")));
     }
     let Some(path) = &w.calls else {
@@ -711,8 +716,11 @@ fn parallel_layout(
             "workload: rank skew and stragglers are not modelled with [workload.parallel] yet",
         ));
     }
-    if let Some(h) =
-        w.ddp.as_ref().and_then(|d| d.comm_hook.as_ref()).filter(|h| h.get_ref() != "none")
+    if let Some(h) = w
+        .ddp
+        .as_ref()
+        .and_then(|d| d.get_ref().comm_hook.as_ref())
+        .filter(|h| h.get_ref() != "none")
     {
         return Err(src.error_at(
             h.span().start,
@@ -763,9 +771,8 @@ fn fsdp_sharding(
 ) -> Result<crate::workload::ddp::Sharding, ConfigError> {
     use crate::workload::ddp::{BackwardPrefetch, Sharding, ShardingStrategy};
     if let Some(d) = &w.ddp {
-        let at = d.comm_hook.as_ref().map_or(0, |h| h.span().start);
         return Err(src.error_at(
-            at,
+            d.span().start,
             "workload.ddp: not for kind = \"fsdp\" (its options are in [workload.fsdp])",
         ));
     }
@@ -776,7 +783,7 @@ fn fsdp_sharding(
         reduce_dtype: None,
         no_sync: None,
     };
-    let f = w.fsdp.as_ref().unwrap_or(&none);
+    let f = w.fsdp.as_ref().map_or(&none, Spanned::get_ref);
     let strategy = match &f.sharding_strategy {
         Some(v) => src.check("workload.fsdp.sharding_strategy", v, |v| match v.as_str() {
             "FULL_SHARD" => Ok(ShardingStrategy::FullShard),
@@ -824,11 +831,8 @@ fn zero_sharding(
 ) -> Result<crate::workload::ddp::Sharding, ConfigError> {
     use crate::workload::ddp::{BackwardPrefetch, Sharding, ShardingStrategy, Zero};
     for (table, at) in [
-        ("ddp", w.ddp.as_ref().map(|d| d.comm_hook.as_ref().map_or(0, |h| h.span().start))),
-        (
-            "fsdp",
-            w.fsdp.as_ref().map(|f| f.sharding_strategy.as_ref().map_or(0, |h| h.span().start)),
-        ),
+        ("ddp", w.ddp.as_ref().map(|d| d.span().start)),
+        ("fsdp", w.fsdp.as_ref().map(|f| f.span().start)),
     ] {
         if let Some(at) = at {
             return Err(src.error_at(
@@ -842,11 +846,12 @@ fn zero_sharding(
     let Some(z) = &w.zero else {
         return Err(missing(src, "zero", "kind = \"zero\" needs [workload.zero] with its stage"));
     };
+    let (zero_at, z) = (z.span().start, z.get_ref());
     let stage = match &z.stage {
         Some(v) => src.check("workload.zero.stage", v, |&n| {
             if (1..=3).contains(&n) { Ok(n as u8) } else { Err(format!("1, 2 or 3 (got {n})")) }
         })?,
-        None => return Err(src.error("workload.zero.stage: missing (1, 2 or 3)")),
+        None => return Err(src.error_at(zero_at, "workload.zero.stage: missing (1, 2 or 3)")),
     };
     let elements = |field: &str, v: &Option<Spanned<f64>>| match v {
         Some(v) => src.check(field, v, |&x| {
@@ -987,9 +992,23 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         && let Some(layout) = &d.parallel
     {
         let world = nodes * gpus_per_node;
-        layout
-            .check(&d.model, world, d.grad_accumulation)
-            .map_err(|e| src.error_at(p.span().start, format!("workload.parallel: {e}")))?;
+        if let Err(e) = layout.check(&d.model, world, d.grad_accumulation) {
+            // The key's own line where the file gives it, else the table's.
+            let (table, raw) = (raw.workload.as_ref(), p.get_ref());
+            let given = match e.key {
+                "tp" => raw.tp.as_ref(),
+                "pp" => raw.pp.as_ref(),
+                "ep" => raw.ep.as_ref(),
+                "virtual_stages" => raw.virtual_stages.as_ref(),
+                _ => table.and_then(|w| w.grad_accumulation.as_ref()),
+            };
+            let at = given.map_or(p.span().start, |v| v.span().start);
+            let key = match e.key {
+                "grad_accumulation" => "workload.grad_accumulation".to_string(),
+                k => format!("workload.parallel.{k}"),
+            };
+            return Err(src.error_at(at, format!("{key}: {e}")));
+        }
     }
     // A sharded step needs ranks to shard over (PyTorch switches one rank to NO_SHARD).
     if let (Workload::Ddp(d), Some(k)) =
@@ -1044,7 +1063,7 @@ pub(crate) fn parse_workload(
             "job.workload.parallel: 3-D layouts run as a scenario's one [workload], not in [[job]] tables yet",
         ));
     }
-    let hybrid = w.fsdp.as_ref().and_then(|f| f.sharding_strategy.as_ref());
+    let hybrid = w.fsdp.as_ref().and_then(|f| f.get_ref().sharding_strategy.as_ref());
     if let (true, Some(h)) = (
         idle,
         hybrid.filter(|h| h.get_ref().starts_with("HYBRID") || h.get_ref().starts_with("_HYBRID")),
@@ -1055,8 +1074,7 @@ pub(crate) fn parse_workload(
         ));
     }
     if let (Some(z), false) = (&w.zero, kind == "zero") {
-        let at = z.stage.as_ref().map_or(0, |s| s.span().start);
-        return Err(src.error_at(at, "workload.zero: only for kind = \"zero\""));
+        return Err(src.error_at(z.span().start, "workload.zero: only for kind = \"zero\""));
     }
     if let (Some(p), false) = (&w.parallel, matches!(kind.as_str(), "ddp" | "fsdp" | "zero")) {
         return Err(src.error_at(p.span().start, "workload.parallel: only for kind = \"ddp\""));

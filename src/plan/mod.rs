@@ -554,7 +554,7 @@ fn edit_ddp(
         }
     }
     if let Some(layout) = &spec.parallel {
-        layout.check(&spec.model, gpus, spec.grad_accumulation)?;
+        layout.check(&spec.model, gpus, spec.grad_accumulation).map_err(|e| e.why)?;
     }
     Ok(plan.global_batch.map(|_| spec.grad_accumulation))
 }

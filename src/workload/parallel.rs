@@ -140,75 +140,119 @@ impl Layout {
 
     /// Why `model` cannot be laid out so on `world` ranks with `micro_batches` per step, if it
     /// cannot.
-    pub fn check(&self, model: &Model, world: usize, micro_batches: u64) -> Result<(), String> {
+    pub fn check(
+        &self,
+        model: &Model,
+        world: usize,
+        micro_batches: u64,
+    ) -> Result<(), LayoutError> {
+        let err = |key: &'static str, why: String| Err(LayoutError { key, why });
+        // Degrees above one are what a model without a layout cannot take.
+        let split_key = if self.tp > 1 { "tp" } else { "pp" };
         let mp = self.tp * self.pp;
         if !world.is_multiple_of(mp) {
-            return Err(format!(
-                "tp x pp = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
-            ));
+            return err(
+                split_key,
+                format!(
+                    "tp x pp = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
+                ),
+            );
         }
         let moe = model.layers.iter().find_map(|l| l.parallel.and_then(|p| p.moe));
         if self.ep > 1 {
             let dp = world / mp;
             let Some((experts, _)) = moe else {
-                return Err(format!(
-                    "ep = {}, but the model {:?} has no experts",
-                    self.ep, model.name
-                ));
+                let why =
+                    format!("ep = {}, but the model {:?} has no experts", self.ep, model.name);
+                return err("ep", why);
             };
             if !dp.is_multiple_of(self.ep) {
-                return Err(format!(
-                    "ep = {} does not divide the data-parallel degree {dp} (experts are divided over data-parallel ranks)",
-                    self.ep
-                ));
+                return err(
+                    "ep",
+                    format!(
+                        "ep = {} does not divide the data-parallel degree {dp} (experts are divided over data-parallel ranks)",
+                        self.ep
+                    ),
+                );
             }
             if !experts.is_multiple_of(self.ep as u64) {
-                return Err(format!("ep = {} does not divide the {experts} experts", self.ep));
+                return err(
+                    "ep",
+                    format!("ep = {} does not divide the {experts} experts", self.ep),
+                );
             }
         }
         if mp == 1 {
             return Ok(());
         }
         if model.layers.iter().any(|l| l.parallel.is_none()) {
-            return Err(format!(
-                "the model {:?} has no tensor- or pipeline-parallel layout (the GPT-2-style and Llama-family presets have one); give tp = pp = 1",
-                model.name
-            ));
+            return err(
+                split_key,
+                format!(
+                    "the model {:?} has no tensor- or pipeline-parallel layout (the GPT-2-style and Llama-family presets have one); give tp = pp = 1",
+                    model.name
+                ),
+            );
         }
         let blocks = model.layers.iter().filter(|l| is_block(l)).count();
         let chunks = self.pp * self.virtual_stages;
         if blocks == 0 || blocks % chunks != 0 {
-            return Err(format!(
-                "pp x virtual_stages = {chunks} model chunks do not divide the model's {blocks} transformer layers"
-            ));
+            let key = if self.virtual_stages > 1 { "virtual_stages" } else { "pp" };
+            return err(
+                key,
+                format!(
+                    "pp x virtual_stages = {chunks} model chunks do not divide the model's {blocks} transformer layers"
+                ),
+            );
         }
         let hidden = model.layers.iter().find_map(|l| l.parallel.map(|p| p.hidden)).unwrap_or(0);
         if hidden % self.tp as u64 != 0 {
-            return Err(format!("tp = {} does not divide the hidden size {hidden}", self.tp));
+            return err("tp", format!("tp = {} does not divide the hidden size {hidden}", self.tp));
         }
         // Megatron splits attention by heads and by key/value heads (query groups): each
         // must divide evenly (assertions in its attention layer).
         let shape = model.layers.iter().find_map(|l| l.parallel);
         let (heads, kv) = shape.map_or((0, 0), |p| (p.heads, p.kv_heads));
         if heads % self.tp as u64 != 0 {
-            return Err(format!(
-                "tp = {} does not divide the model's {heads} attention heads",
-                self.tp
-            ));
+            let why =
+                format!("tp = {} does not divide the model's {heads} attention heads", self.tp);
+            return err("tp", why);
         }
         if kv % self.tp as u64 != 0 {
-            return Err(format!(
-                "tp = {} does not divide the model's {kv} key/value heads (grouped-query attention)",
-                self.tp
-            ));
+            return err(
+                "tp",
+                format!(
+                    "tp = {} does not divide the model's {kv} key/value heads (grouped-query attention)",
+                    self.tp
+                ),
+            );
         }
         if self.virtual_stages > 1 && !micro_batches.is_multiple_of(self.pp as u64) {
-            return Err(format!(
-                "the interleaved schedule needs the micro-batches per step ({micro_batches}, grad_accumulation) to be a multiple of pp = {}",
-                self.pp
-            ));
+            return err(
+                "grad_accumulation",
+                format!(
+                    "the interleaved schedule needs the micro-batches per step ({micro_batches}, grad_accumulation) to be a multiple of pp = {}",
+                    self.pp
+                ),
+            );
         }
         Ok(())
+    }
+}
+
+/// Why a layout does not fit its model or cluster, and the key to blame: `tp`, `pp`, `ep` or
+/// `virtual_stages` of `[workload.parallel]`, or the workload's `grad_accumulation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutError {
+    /// The key whose value does not fit.
+    pub key: &'static str,
+    /// Why.
+    pub why: String,
+}
+
+impl std::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
     }
 }
 
@@ -1130,17 +1174,19 @@ mod tests {
         let m = preset("llama-7b", None, DataType::Float).unwrap();
         assert!(layout(3, 1, 1).check(&m, 16, 1).is_err());
         assert!(layout(2, 5, 1).check(&m, 20, 1).is_err()); // 32 blocks in 5 stages
-        assert!(layout(2, 4, 2).check(&m, 16, 6).is_err()); // 6 micro-batches, pp 4
+        let e = layout(2, 4, 2).check(&m, 16, 6).unwrap_err(); // 6 micro-batches, pp 4
+        assert_eq!(e.key, "grad_accumulation");
         assert!(layout(2, 4, 2).check(&m, 16, 8).is_ok());
         // GPT-2 XL's 25 heads do not split over 2 ranks (its 1,600 hidden units do).
         let g = preset("gpt2-xl", None, DataType::Float).unwrap();
         let e = layout(2, 1, 1).check(&g, 16, 1).unwrap_err();
-        assert_eq!(e, "tp = 2 does not divide the model's 25 attention heads");
+        assert_eq!(e.why, "tp = 2 does not divide the model's 25 attention heads");
+        assert_eq!(e.key, "tp");
         assert!(layout(5, 1, 1).check(&g, 20, 1).is_ok());
         // Llama 2 70B's 64 heads take tp 16; its 8 key/value heads do not.
         let l = preset("llama-2-70b", None, DataType::Float).unwrap();
         let e = layout(16, 1, 1).check(&l, 16, 1).unwrap_err();
-        assert!(e.contains("8 key/value heads"), "{e}");
+        assert!(e.why.contains("8 key/value heads") && e.key == "tp", "{e}");
         assert!(layout(8, 1, 1).check(&l, 16, 1).is_ok());
         let r = preset("resnet50", None, DataType::Float).unwrap();
         assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());

@@ -783,3 +783,45 @@ fn a_routing_the_fabric_cannot_take_names_its_file_line_and_field() {
         &["hgx-h100-roce-ecmp-2tier.toml:54:", "network.routing: unknown routing \"random\""],
     );
 }
+
+#[test]
+fn a_table_or_key_out_of_place_is_named_on_its_own_line() {
+    let fsdp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama7b-fsdp-p5-16node.toml"
+    ))
+    .unwrap();
+    let line_of = |text: &str, needle: &str| {
+        text.lines().position(|l| l.starts_with(needle)).map(|i| i + 1).unwrap()
+    };
+    // DDP's table on an FSDP step: its header's line, not the file's first.
+    let text = format!("{fsdp}\n[workload.ddp]\nbucket_cap_mb = 25\n");
+    let p = tmp("ddp-on-fsdp.toml", &text);
+    let at = format!("ddp-on-fsdp.toml:{}:", line_of(&text, "[workload.ddp]"));
+    fails_with(&["simulate", p.to_str().unwrap()], &[&at, "workload.ddp: not for kind"]);
+    // ZeRO without its stage: the [workload.zero] header's line.
+    let cut = fsdp.find("[workload.fsdp]").unwrap();
+    let text = format!(
+        "{}[workload.zero]\nreduce_bucket_size = 5e8\n",
+        fsdp[..cut].replace("kind = \"fsdp\"", "kind = \"zero\"")
+    );
+    let p = tmp("zero-no-stage.toml", &text);
+    let at = format!("zero-no-stage.toml:{}:", line_of(&text, "[workload.zero]"));
+    fails_with(&["simulate", p.to_str().unwrap()], &[&at, "workload.zero.stage: missing"]);
+    // A tensor-parallel degree that does not fit: the tp line.
+    let three_d = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama70b-3d-dgx-h100-64node.toml"
+    ))
+    .unwrap();
+    let text = three_d.replacen("\ntp = 8", "\ntp = 3", 1);
+    let p = tmp("tp3.toml", &text);
+    let at = format!("tp3.toml:{}:", line_of(&text, "tp = 3"));
+    fails_with(&["simulate", p.to_str().unwrap()], &[&at, "workload.parallel.tp: tp x pp"]);
+    // A value of the wrong type: the key with its table.
+    let p = tmp("nodes-two.toml", &GOOD.replace("nodes = 1", "nodes = \"two\""));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["nodes-two.toml:4:", "cluster.nodes: invalid type"],
+    );
+}

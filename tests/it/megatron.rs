@@ -351,3 +351,16 @@ fn megatron_other_splits() {
         println!("{name}, fine grid: {eff}, {launch} µs: {median:.1} %, p95 {p95:.1} %");
     }
 }
+
+#[test]
+fn a_sweep_warns_of_each_point_whose_model_does_not_fit() {
+    let f = "scenarios/mixtral-ep-dgx-h100-8node.toml";
+    let out =
+        crate::collsim(&["simulate", f, "--sweep", "workload.parallel.ep=1,8", "--format", "csv"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // ep 1 holds every expert on each rank (210 GiB); ep 8 fits.
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("does not fit")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("at workload.parallel.ep=1:"), "{err}");
+}
