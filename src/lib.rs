@@ -362,19 +362,32 @@ fn with_ddp<R>(
         }
     };
     // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
-    // lays them out (a group of one rank sends nothing).
+    // lays them out (a group of one rank sends nothing); with the sibling groups that run its
+    // collectives beside it on links it shares (see `sharing_siblings`).
     let mut groups = std::collections::BTreeMap::new();
+    let world = comm.nranks();
     if let Some(layout) = &spec.parallel {
-        for g in layout.groups(comm.nranks()) {
-            let (sub, c) = group_comm(cluster, comm, &layout.members(g, comm.nranks()))?;
-            groups.insert(g, (sub, c));
+        for g in layout.groups(world) {
+            let members = layout.members(g, world);
+            let own = group_comm(cluster, comm, &members)?;
+            let siblings = sharing_siblings(cluster, comm, &own.0, &layout.siblings(g, world))?;
+            groups.insert(g, (own, siblings));
         }
     }
     if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
         for g in [Group::Shard, Group::Replicate] {
-            let members = workload::parallel::hybrid_members(g, comm.nranks(), comm.ppn());
+            let members = workload::parallel::hybrid_members(g, world, comm.ppn());
             if let Some(m) = members.filter(|m| m.len() > 1) {
-                groups.insert(g, group_comm(cluster, comm, &m)?);
+                let own = group_comm(cluster, comm, &m)?;
+                // Every local rank's replicate group reduces at once.
+                let others: Vec<Vec<usize>> = match g {
+                    Group::Replicate => (1..comm.ppn())
+                        .map(|k| m.iter().map(|r| r + k).filter(|&r| r < world).collect())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let siblings = sharing_siblings(cluster, comm, &own.0, &others)?;
+                groups.insert(g, (own, siblings));
             }
         }
     }
@@ -382,8 +395,11 @@ fn with_ddp<R>(
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
             Group::World => Some((cluster, comm)),
-            g => groups.get(&g).map(|(c, m)| (c, m)),
+            g => groups.get(&g).map(|((c, m), _)| (c, m)),
         }
+    };
+    let siblings = |g: Group| -> &[(Cluster, Communicator)] {
+        groups.get(&g).map_or(&[], |(_, s)| s.as_slice())
     };
     let nothing = || CollTime { secs: 0.0, algo: "", proto: "", channels: 0, links: Vec::new() };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
@@ -398,6 +414,9 @@ fn with_ddp<R>(
                 let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
                 if let Ok(mut b) = budget.lock() {
                     b.count(&call);
+                    for (sc, sm) in siblings(g) {
+                        b.count(&workload::sweep::call(sc, sm, &spec, bytes, params, mode, &[]));
+                    }
                 }
             }
             CollTime { secs: 0.0, algo: "", proto: "", channels: 1, links: Vec::new() }
@@ -413,7 +432,21 @@ fn with_ddp<R>(
         }
         let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
         let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
-        let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
+        let run = match siblings(g) {
+            [] => collective::simulate(&call),
+            sib => {
+                // The group and its siblings in one network (the background once): the call
+                // lasts as long as the slowest of them.
+                let mut calls = vec![call];
+                calls.extend(sib.iter().map(|(sc, sm)| {
+                    workload::sweep::call(sc, sm, &spec, bytes, params, mode, &[])
+                }));
+                let runs = collective::run::simulate_together(&calls);
+                let slowest = runs.iter().map(|r| r.time).max().unwrap_or(runs[0].time);
+                collective::run::CallRun { time: slowest, ..runs[0] }
+            }
+        };
+        let row = workload::sweep::row(&spec, &call, &run);
         // The busiest few links, for traces.
         let links = if links {
             let busiest = collective::run::link_utilisation(&call).into_iter().take(LINKS_PER_CALL);
@@ -437,19 +470,29 @@ fn with_ddp<R>(
 }
 
 /// The cluster and communicator of a process group of `members` (global ranks of `comm`,
-/// numbered node by node): the nodes they are on, with as many GPUs used on each (the first
-/// ones: on an NVSwitch node any GPUs are alike).
+/// numbered node by node): the nodes they are on, with their GPUs on each (the same local
+/// GPUs on every node; otherwise as many of each node's first GPUs).
 fn group_comm(
     cluster: &Cluster,
     comm: &Communicator,
     members: &[usize],
 ) -> Result<(Cluster, Communicator), Error> {
+    let sub = group_view(cluster, comm, members)?;
+    let c = Communicator::new(&sub, comm.env())?.with_gpus_per_process(1);
+    Ok((sub, c))
+}
+
+/// The view of [`group_comm`]'s cluster.
+fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Result<Cluster, Error> {
     let ppn = comm.ppn().max(1);
-    let mut per_node: std::collections::BTreeMap<usize, usize> = Default::default();
+    let mut per_node: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for &r in members {
-        *per_node.entry(r / ppn).or_default() += 1;
+        per_node.entry(r / ppn).or_default().push(r % ppn);
     }
-    let counts: std::collections::BTreeSet<usize> = per_node.values().copied().collect();
+    for gpus in per_node.values_mut() {
+        gpus.sort_unstable();
+    }
+    let counts: std::collections::BTreeSet<usize> = per_node.values().map(Vec::len).collect();
     let &[per] = counts.iter().copied().collect::<Vec<_>>().as_slice() else {
         return Err(Error::Ddp(format!(
             "workload.parallel: a process group of {} ranks falls unevenly on the nodes ({:?} per node); choose degrees that divide the GPUs per node or are multiples of it",
@@ -458,9 +501,67 @@ fn group_comm(
         )));
     };
     let nodes: Vec<NodeId> = per_node.keys().map(|&n| NodeId(n)).collect();
-    let sub = cluster.subset(&nodes, per);
-    let c = Communicator::new(&sub, comm.env())?.with_gpus_per_process(1);
-    Ok((sub, c))
+    let locals: std::collections::BTreeSet<&Vec<usize>> = per_node.values().collect();
+    Ok(match locals.into_iter().collect::<Vec<_>>().as_slice() {
+        [gpus] => cluster.subset_gpus(&nodes, gpus),
+        _ => cluster.subset(&nodes, per),
+    })
+}
+
+/// Of `siblings` (groups' global ranks), the views and communicators of those that share a
+/// link inside a node with `own`'s view (see [`node_links`]): their collectives slow each
+/// other's. Siblings on links of their own (one NIC per GPU, NVSwitch ports) run as if alone,
+/// and are left out.
+fn sharing_siblings(
+    cluster: &Cluster,
+    comm: &Communicator,
+    own: &Cluster,
+    siblings: &[Vec<usize>],
+) -> Result<Vec<(Cluster, Communicator)>, Error> {
+    let ppn = comm.ppn().max(1);
+    let nodes: std::collections::BTreeSet<NodeId> =
+        (0..own.nodes()).map(|n| own.machine_node(NodeId(n))).collect();
+    let mut mine = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for members in siblings {
+        // Only a sibling on some of the group's nodes can share their links; the nodes are
+        // alike, so one of them shows whether it does.
+        let on = members.iter().map(|&r| cluster.machine_node(NodeId(r / ppn)));
+        let Some(node) = on.into_iter().find(|n| nodes.contains(n)) else { continue };
+        // A sibling spread unevenly over its nodes (which its group is not) is timed as alone.
+        let Ok(sub) = group_view(cluster, comm, members) else { continue };
+        let own_links = mine.entry(node).or_insert_with(|| node_links(own, node));
+        if !node_links(&sub, node).is_disjoint(own_links) {
+            let c = Communicator::new(&sub, comm.env())?.with_gpus_per_process(1);
+            out.push((sub, c));
+        }
+    }
+    Ok(out)
+}
+
+/// The links a group's GPUs use in and out of the machine's node `node`: each GPU's routes to
+/// and from the NICs NCCL gives it and those NICs' own links into the network, and the routes
+/// between the group's GPUs there.
+fn node_links(view: &Cluster, node: NodeId) -> std::collections::BTreeSet<net::LinkId> {
+    use hw::{GpuId, Vertex};
+    let mut links = std::collections::BTreeSet::new();
+    let here = (0..view.nodes()).map(NodeId).filter(|&n| view.machine_node(n) == node);
+    for n in here {
+        for g in (0..view.gpus_per_node()).map(GpuId) {
+            if view.nodes() > 1 {
+                for nic in view.gpu_nics(g) {
+                    links.extend(view.gpu_to_nic(n, g, nic));
+                    links.extend(view.nic_to_gpu(n, nic, g));
+                    let (up, down) = view.nic_links(n, nic);
+                    links.extend([up, down]);
+                }
+            }
+            for h in (0..view.gpus_per_node()).map(GpuId).filter(|&h| h != g) {
+                links.extend(view.route(n, Vertex::Gpu(g), Vertex::Gpu(h)).0);
+            }
+        }
+    }
+    links
 }
 
 /// What one job of a multi-job scenario did.
@@ -798,4 +899,105 @@ pub fn simulate_jobs_with(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use workload::parallel::{Group, Layout};
+
+    /// A layout of `tp` on `nodes` nodes of `topology`: its cluster, world communicator and
+    /// the data-parallel group of stage 0 with the views and communicators of its siblings
+    /// (every one, and those `sharing_siblings` keeps).
+    #[allow(clippy::type_complexity)]
+    fn dp_groups(
+        topology: &str,
+        nodes: usize,
+        tp: usize,
+    ) -> (Cluster, (Cluster, Communicator), Vec<(Cluster, Communicator)>, usize) {
+        let (_, spec) = config::resolve_topology(topology, None).unwrap();
+        let cluster = Cluster::new(&spec, nodes, spec.gpu.count);
+        let comm = Communicator::new(&cluster, &NcclEnv::default()).unwrap();
+        let layout = Layout {
+            tp,
+            pp: 1,
+            ep: 1,
+            virtual_stages: 1,
+            sequence_parallel: false,
+            recompute: false,
+            overlap_grad_reduce: false,
+        };
+        let world = comm.nranks();
+        let own = group_comm(&cluster, &comm, &layout.members(Group::Data(0), world)).unwrap();
+        let all = layout.siblings(Group::Data(0), world);
+        let kept = sharing_siblings(&cluster, &comm, &own.0, &all).unwrap();
+        let every: Vec<_> = all.iter().map(|m| group_comm(&cluster, &comm, m).unwrap()).collect();
+        let n = kept.len();
+        (cluster, own, every, n)
+    }
+
+    /// Each group's all-reduce of `bytes` alone and beside `others` (µs).
+    fn together(
+        own: &(Cluster, Communicator),
+        others: &[(Cluster, Communicator)],
+        bytes: u64,
+    ) -> (f64, Vec<f64>) {
+        let params =
+            config::parse_profile(config::DEFAULT_PROFILE.0, config::DEFAULT_PROFILE.1).unwrap();
+        let spec = workload::sweep::SweepSpec::one(
+            collective::Collective::AllReduce,
+            bytes,
+            workload::DataType::Float,
+        );
+        let call = |c, m| workload::sweep::call(c, m, &spec, bytes, &params, Mode::Detailed, &[]);
+        let alone = collective::simulate(&call(&own.0, &own.1)).time.as_us();
+        let mut calls = vec![call(&own.0, &own.1)];
+        calls.extend(others.iter().map(|(c, m)| call(c, m)));
+        let runs = collective::run::simulate_together(&calls);
+        (alone, runs.iter().map(|r| r.time.as_us()).collect())
+    }
+
+    #[test]
+    fn sibling_groups_on_links_of_their_own_run_as_if_alone() {
+        // Eight DGX H100 nodes at tp 8: eight data-parallel groups of eight ranks, one GPU a
+        // node each, every GPU with a NIC of its own. None is kept as sharing, and all eight
+        // all-reducing 256 MiB at once take what one takes alone (the fast path skips them).
+        let (_, own, every, kept) = dp_groups("dgx-h100", 8, 8);
+        assert_eq!((every.len(), kept), (7, 0));
+        let (alone, runs) = together(&own, &every, 256 << 20);
+        for t in runs {
+            assert!((t / alone - 1.0).abs() < 0.01, "{t} µs beside the others, {alone} alone");
+        }
+    }
+
+    #[test]
+    fn sibling_groups_sharing_a_nic_slow_each_other() {
+        // AWS p4d: 4 NICs for 8 GPUs, two GPUs under each NIC's PCIe switch. At tp 8 on four
+        // nodes the data-parallel group of GPU 0 shares its NIC with GPU 1's: that one sibling
+        // is kept, and the two take twice as long as one alone; the other six, on other NICs,
+        // change nothing.
+        let (cluster, own, every, kept) = dp_groups("aws-p4d", 4, 8);
+        assert_eq!((every.len(), kept), (7, 1));
+        let bytes = 256 << 20;
+        let partner: Vec<_> = every
+            .iter()
+            .filter(|(c, _)| !node_links(c, NodeId(0)).is_disjoint(&node_links(&own.0, NodeId(0))))
+            .cloned()
+            .collect();
+        assert_eq!(partner.len(), 1);
+        let (alone, pair) = together(&own, &partner, bytes);
+        let (_, all) = together(&own, &every, bytes);
+        assert!(
+            (pair[0] / alone - 2.0).abs() < 0.1,
+            "{} µs beside its partner, {alone} alone",
+            pair[0]
+        );
+        assert!(
+            (all[0] / pair[0] - 1.0).abs() < 0.01,
+            "{} µs beside all, {} beside one",
+            all[0],
+            pair[0]
+        );
+        assert_eq!(cluster.nodes(), 4);
+    }
 }

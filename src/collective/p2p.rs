@@ -167,8 +167,7 @@ fn net_peer_channels(cluster: &Cluster, comm: &Communicator, g: GpuId, total: us
     if env.minor < 20 {
         return 2;
     }
-    let graph = cluster.graph();
-    let cpu = graph.route(Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))));
+    let cpu = cluster.graph_route(Vertex::Gpu(g), Vertex::Numa(cluster.numa_of(Vertex::Gpu(g))));
     let gpu_bw = match cpu {
         Some(r) if env.minor >= 29 || r.links.len() == 1 => r.bw.gbyte_per_s(),
         _ => 0.0,

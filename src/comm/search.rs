@@ -81,19 +81,16 @@ impl Paths {
 
     /// Whether `gpu` reaches `nic` by GPUDirect RDMA.
     pub fn uses_gdr(&self, cluster: &Cluster, gpu: GpuId, nic: NicId) -> bool {
-        let ty = cluster
-            .graph()
-            .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
-            .map_or(PathType::Sys, |r| r.ty);
+        let ty =
+            cluster.graph_route(Vertex::Gpu(gpu), Vertex::Nic(nic)).map_or(PathType::Sys, |r| r.ty);
         self.gdr && ty <= self.gdr_level
     }
 
     /// The NVLink peer whose NIC path `gpu` would borrow to reach `nic` (PXN, §3.3): when
     /// `gpu`'s own path crosses the CPU and a peer reaches the NIC under a PCIe switch.
     pub fn pxn_peer(&self, cluster: &Cluster, gpu: GpuId, nic: NicId) -> Option<GpuId> {
-        let graph = cluster.graph();
         let ty = |g: GpuId| {
-            graph.route(Vertex::Gpu(g), Vertex::Nic(nic)).map_or(PathType::Net, |r| r.ty)
+            cluster.graph_route(Vertex::Gpu(g), Vertex::Nic(nic)).map_or(PathType::Net, |r| r.ty)
         };
         if !self.pxn || ty(gpu) <= PathType::Pxb {
             return None;
@@ -111,8 +108,7 @@ impl Paths {
     /// relays another's network traffic.
     fn nvlink_p2p(&self, cluster: &Cluster, a: GpuId, b: GpuId) -> bool {
         cluster
-            .graph()
-            .route(Vertex::Gpu(a), Vertex::Gpu(b))
+            .graph_route(Vertex::Gpu(a), Vertex::Gpu(b))
             .is_some_and(|r| r.ty <= PathType::Nvl && r.ty <= self.p2p_level)
     }
 
@@ -139,9 +135,8 @@ impl Paths {
         if !self.pxn_p2p {
             return (own, None);
         }
-        let graph = cluster.graph();
         let ty = |g: GpuId| {
-            graph.route(Vertex::Gpu(g), Vertex::Nic(rail)).map_or(PathType::Net, |r| r.ty)
+            cluster.graph_route(Vertex::Gpu(g), Vertex::Nic(rail)).map_or(PathType::Net, |r| r.ty)
         };
         // The NIC's local GPU (ncclTopoGetLocalGpu): among the GPUs closest to it (the most
         // bandwidth, then the shortest path type), the one that takes it as its own NIC; none,
@@ -509,8 +504,7 @@ pub fn search_rings(cluster: &Cluster, paths: Paths, arch: Arch) -> RingSearch {
             .filter_map(|(g, n)| n.map(|n| (g, n)))
             .map(|(g, n)| {
                 let ty = cluster
-                    .graph()
-                    .route(Vertex::Gpu(g), Vertex::Nic(n))
+                    .graph_route(Vertex::Gpu(g), Vertex::Nic(n))
                     .map_or(PathType::Sys, |r| r.ty);
                 if paths.uses_gdr(cluster, g, n) { ty } else { ty.max(PathType::Phb) }
             })

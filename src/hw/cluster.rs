@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::fabric::{Fabric, Placement};
-use super::graph::{NodeGraph, PathType, Vertex};
+use super::graph::{NodeGraph, PathType, Route, Vertex};
 use super::{GpuId, NicId, NodeId, NodeSpec};
 use crate::net::{Link, LinkId};
 use crate::units::{Bandwidth, Time};
@@ -30,6 +30,9 @@ pub struct Cluster {
     members: Vec<NodeId>,
     /// Nodes in the whole machine.
     machine_nodes: usize,
+    /// For a view of chosen GPUs ([`Cluster::subset_gpus`]): the node's GPU behind each of the
+    /// view's, in order (None: the node's first `gpus_per_node`).
+    gpus: Option<Arc<[usize]>>,
 }
 
 impl Cluster {
@@ -78,6 +81,7 @@ impl Cluster {
             placement: placement.clone(),
             members: Vec::new(),
             machine_nodes: nodes,
+            gpus: None,
         }
     }
 
@@ -87,7 +91,37 @@ impl Cluster {
     /// on shared links.
     pub fn subset(&self, members: &[NodeId], gpus_per_node: usize) -> Cluster {
         let members: Vec<NodeId> = members.iter().map(|&n| self.machine_node(n)).collect();
-        Cluster { nodes: members.len(), gpus_per_node, members, ..self.clone() }
+        Cluster { nodes: members.len(), gpus_per_node, members, gpus: None, ..self.clone() }
+    }
+
+    /// As [`Cluster::subset`], using the node's GPUs `gpus` (their indices in the node, in the
+    /// view's order) on each: the view's GPU `i` is the node's `gpus[i]`, and every method
+    /// taking a [`GpuId`] or a GPU [`Vertex`] takes the view's. A process group of some GPUs
+    /// per node runs on the links of those GPUs, beside its sibling groups on the others.
+    pub fn subset_gpus(&self, members: &[NodeId], gpus: &[usize]) -> Cluster {
+        let view = self.subset(members, gpus.len());
+        Cluster { gpus: Some(gpus.into()), ..view }
+    }
+
+    /// The node's GPU behind this view's GPU `g`.
+    fn node_gpu(&self, g: GpuId) -> GpuId {
+        match &self.gpus {
+            Some(map) => GpuId(map.get(g.0).copied().unwrap_or(g.0)),
+            None => g,
+        }
+    }
+
+    /// `v` with a GPU as the node's.
+    fn node_vertex(&self, v: Vertex) -> Vertex {
+        match v {
+            Vertex::Gpu(g) => Vertex::Gpu(self.node_gpu(g)),
+            v => v,
+        }
+    }
+
+    /// The node graph's route between two devices (a GPU as this view's).
+    pub fn graph_route(&self, from: Vertex, to: Vertex) -> Option<&Route> {
+        self.graph.route(self.node_vertex(from), self.node_vertex(to))
     }
 
     /// The ids of node `n`'s own links (inside the node: NVLink, PCIe, the socket link).
@@ -170,7 +204,7 @@ impl Cluster {
     /// The links and path type of the route between two devices of `node`.
     pub fn route(&self, node: NodeId, from: Vertex, to: Vertex) -> (Vec<LinkId>, PathType) {
         let base = self.node_base(node);
-        match self.graph.route(from, to) {
+        match self.graph_route(from, to) {
             Some(r) => (r.links.iter().map(|&l| LinkId(base + l)).collect(), r.ty),
             None => (Vec::new(), PathType::Loc),
         }
@@ -187,7 +221,7 @@ impl Cluster {
 
     /// The NUMA domain a GPU or NIC hangs off.
     pub fn numa_of(&self, v: Vertex) -> usize {
-        match v {
+        match self.node_vertex(v) {
             Vertex::Gpu(i) => self.spec.numa_of(self.spec.gpu_parent[i.0]),
             Vertex::Nic(i) => self.spec.numa_of(self.spec.nic_parent[i.0]),
             Vertex::Switch(i) => self.spec.numa_of(super::Parent::Switch(i)),
@@ -244,19 +278,23 @@ impl Cluster {
     /// Bandwidth of the GPU→NIC route, capped by the NIC's speed (NCCL's GPU→NET path bw).
     pub fn nic_path_bandwidth(&self, gpu: GpuId, nic: NicId) -> Bandwidth {
         let speed = self.spec.nic.as_ref().map_or(Bandwidth::from_bits_per_sec(0), |n| n.speed);
-        self.graph.route(Vertex::Gpu(gpu), Vertex::Nic(nic)).map_or(speed, |r| r.bw.min(speed))
+        self.graph_route(Vertex::Gpu(gpu), Vertex::Nic(nic)).map_or(speed, |r| r.bw.min(speed))
     }
 
     /// The NICs local to `gpu` (`nccl-model.md` §3.8): highest path bandwidth, then best path
     /// type.
     pub fn local_nics(&self, gpu: GpuId) -> Vec<NicId> {
+        self.node_local_nics(self.node_gpu(gpu))
+    }
+
+    /// [`Cluster::local_nics`] of the node's GPU `gpu`.
+    fn node_local_nics(&self, gpu: GpuId) -> Vec<NicId> {
         let n = self.spec.nic.as_ref().map_or(0, |n| n.count);
+        let speed = self.spec.nic.as_ref().map_or(Bandwidth::from_bits_per_sec(0), |n| n.speed);
         let key = |nic: NicId| {
-            let ty = self
-                .graph
-                .route(Vertex::Gpu(gpu), Vertex::Nic(nic))
-                .map_or(PathType::Net, |r| r.ty);
-            (std::cmp::Reverse(self.nic_path_bandwidth(gpu, nic)), ty)
+            let r = self.graph.route(Vertex::Gpu(gpu), Vertex::Nic(nic));
+            let ty = r.map_or(PathType::Net, |r| r.ty);
+            (std::cmp::Reverse(r.map_or(speed, |r| r.bw.min(speed))), ty)
         };
         let Some(best) = (0..n).map(|i| key(NicId(i))).min() else { return Vec::new() };
         (0..n).map(NicId).filter(|&nic| key(nic) == best).collect()
@@ -265,12 +303,15 @@ impl Cluster {
     /// The NICs `gpu` uses (`nccl-model.md` §3.8): if k GPUs share m local NICs, each takes
     /// ceil(m/k) of them, in turn.
     pub fn gpu_nics(&self, gpu: GpuId) -> Vec<NicId> {
-        let local = self.local_nics(gpu);
+        let gpu = self.node_gpu(gpu);
+        let local = self.node_local_nics(gpu);
         if local.is_empty() {
             return Vec::new();
         }
-        let sharing: Vec<GpuId> =
-            (0..self.spec.gpu.count).map(GpuId).filter(|&g| self.local_nics(g) == local).collect();
+        let sharing: Vec<GpuId> = (0..self.spec.gpu.count)
+            .map(GpuId)
+            .filter(|&g| self.node_local_nics(g) == local)
+            .collect();
         let pos = sharing.iter().position(|&g| g == gpu).unwrap_or(0);
         let share = local.len().div_ceil(sharing.len().max(1));
         (0..share).map(|k| local[(pos * share + k) % local.len()]).collect()
@@ -287,5 +328,35 @@ impl Cluster {
             .map(|l| self.links[l.0 as usize].capacity)
             .min()
             .unwrap_or(Bandwidth::from_gbit_per_s(u32::MAX as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::resolve_topology;
+
+    #[test]
+    fn a_view_of_chosen_gpus_answers_for_the_nodes_gpus_behind_it() {
+        // AWS p4d: GPUs 2k and 2k+1 share NIC k. A view of GPUs 3 and 6 on nodes 1 and 2 is
+        // their routes, NICs and NUMA domains, on those nodes' links.
+        let (_, spec) = resolve_topology("aws-p4d", None).unwrap();
+        let machine = Cluster::new(&spec, 4, 8);
+        let view = machine.subset_gpus(&[NodeId(1), NodeId(2)], &[3, 6]);
+        assert_eq!((view.nodes(), view.gpus_per_node()), (2, 2));
+        for (v, g) in [(GpuId(0), GpuId(3)), (GpuId(1), GpuId(6))] {
+            assert_eq!(view.gpu_nics(v), machine.gpu_nics(g));
+            assert_eq!(view.local_nics(v), machine.local_nics(g));
+            assert_eq!(view.numa_of(Vertex::Gpu(v)), machine.numa_of(Vertex::Gpu(g)));
+            let nic = machine.local_nic(g).unwrap();
+            assert_eq!(view.gpu_to_nic(NodeId(0), v, nic), machine.gpu_to_nic(NodeId(1), g, nic));
+            assert_eq!(view.nic_path_bandwidth(v, nic), machine.nic_path_bandwidth(g, nic));
+        }
+        let (a, b) = (Vertex::Gpu(GpuId(0)), Vertex::Gpu(GpuId(1)));
+        let node_gpus = (Vertex::Gpu(GpuId(3)), Vertex::Gpu(GpuId(6)));
+        assert_eq!(view.route(NodeId(1), a, b), machine.route(NodeId(2), node_gpus.0, node_gpus.1));
+        // GPU 3's NIC is GPU 2's, not GPU 1's (the first GPUs' view would say NIC 0).
+        assert_eq!(view.local_nic(GpuId(0)), machine.local_nic(GpuId(2)));
+        assert_ne!(view.local_nic(GpuId(0)), machine.local_nic(GpuId(0)));
     }
 }

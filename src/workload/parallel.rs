@@ -123,6 +123,34 @@ impl Layout {
         }
     }
 
+    /// The other groups of `group`'s kind that run its collectives at the same time, by their
+    /// global ranks on `world` ranks: the other tensor ranks' data-parallel (and
+    /// expert-data-parallel) groups of its stage, the other pipeline pairs between its stages,
+    /// and the other tensor and expert groups of the first stage. Groups of other stages run
+    /// other micro-batches and are left out.
+    pub fn siblings(&self, group: Group, world: usize) -> Vec<Vec<usize>> {
+        let (tp, dp, ep) = (self.tp, self.dp(world), self.ep.max(1));
+        let offsets: Vec<usize> = match group {
+            Group::Tensor => (1..dp).map(|d| tp * d).collect(),
+            Group::Data(_) => (1..tp).collect(),
+            Group::Pipeline(_) | Group::Embedding => (1..tp * dp).collect(),
+            Group::Expert => (0..tp)
+                .flat_map(|t| (0..dp / ep).map(move |j| t + tp * ep * j))
+                .filter(|&o| o > 0)
+                .collect(),
+            Group::ExpertData(_) => {
+                (0..tp).flat_map(|t| (0..ep).map(move |k| t + tp * k)).filter(|&o| o > 0).collect()
+            }
+            Group::World | Group::Shard | Group::Replicate => Vec::new(),
+        };
+        let members = self.members(group, world);
+        offsets
+            .into_iter()
+            .map(|o| members.iter().map(|&r| r + o).collect::<Vec<usize>>())
+            .filter(|g| g.iter().all(|&r| r < world))
+            .collect()
+    }
+
     /// The groups a step on `world` ranks times collectives on.
     pub fn groups(&self, world: usize) -> Vec<Group> {
         let mut g = vec![Group::Tensor, Group::Expert];
@@ -995,6 +1023,34 @@ mod tests {
             recompute: false,
             overlap_grad_reduce: true,
         }
+    }
+
+    #[test]
+    fn a_groups_siblings_are_the_other_groups_of_its_kind_beside_it() {
+        // tp 2 x pp 2 x dp 4 on 16 ranks, with ep 2: each kind's group and its siblings are
+        // disjoint and cover what runs at once (a stage's ranks, or the first stage's).
+        let l = Layout { ep: 2, ..layout(2, 2, 1) };
+        let world = 16;
+        let cover = |g: Group| {
+            let mut all = l.members(g, world);
+            for s in l.siblings(g, world) {
+                assert_eq!(s.len(), all.len().min(s.len()));
+                all.extend(s);
+            }
+            let n = all.len();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), n, "{g:?}: siblings overlap");
+            all
+        };
+        let stage = |s: usize| (8 * s..8 * s + 8).collect::<Vec<usize>>();
+        assert_eq!(cover(Group::Data(1)), stage(1));
+        assert_eq!(cover(Group::Tensor), stage(0));
+        assert_eq!(cover(Group::Expert), stage(0));
+        assert_eq!(cover(Group::ExpertData(0)), stage(0));
+        assert_eq!(cover(Group::Pipeline(0)), (0..16).collect::<Vec<_>>());
+        assert_eq!(l.siblings(Group::Data(0), world).len(), 1);
+        assert!(l.siblings(Group::World, world).is_empty());
     }
 
     #[test]

@@ -364,3 +364,32 @@ fn a_sweep_warns_of_each_point_whose_model_does_not_fit() {
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("at workload.parallel.ep=1:"), "{err}");
 }
+
+#[test]
+fn data_parallel_groups_that_share_a_nic_reduce_at_its_shared_rate() {
+    // tp 8 on four nodes: eight data-parallel groups, one GPU a node each, reduce their
+    // gradients at once. On AWS p4d two GPUs share each NIC, so each group's all-reduce takes
+    // twice what the same all-reduce takes alone on one GPU a node; on DGX H100, a NIC a GPU,
+    // it takes the same.
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .unwrap();
+    for (topology, ratio) in [("aws-p4d", 2.0), ("dgx-h100", 1.0)] {
+        let step = format!(
+            "[cluster]\ntopology = \"{topology}\"\nnodes = 4\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nefficiency = 0.5\noptimizer = \"adam\"\n[workload.parallel]\ntp = 8\noverlap_grad_reduce = false\n"
+        );
+        let s = collsim::config::parse_scenario("step.toml", &step).unwrap();
+        let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).unwrap();
+        let [bucket] = r.buckets.as_slice() else { panic!("{:?}", r.buckets) };
+        let alone = format!(
+            "[cluster]\ntopology = \"{topology}\"\nnodes = 4\ngpus_per_node = 1\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"{b} B\"\nmax_bytes = \"{b} B\"\ndtype = \"float\"\n",
+            b = bucket.bytes
+        );
+        let s = collsim::config::parse_scenario("alone.toml", &alone).unwrap();
+        let (rows, _) = collsim::simulate(&s, &params, Mode::Auto).unwrap();
+        let got = (bucket.end_ms - bucket.start_ms) / (rows[0].time_us / 1e3);
+        assert!((got / ratio - 1.0).abs() < 0.02, "{topology}: {got:.3} times alone");
+    }
+}
