@@ -509,9 +509,11 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
 }
 
 /// Of `siblings` (groups' global ranks), the views and communicators of those that share a
-/// link inside a node with `own`'s view (see [`node_links`]): their collectives slow each
-/// other's. Siblings on links of their own (one NIC per GPU, NVSwitch ports) run as if alone,
-/// and are left out.
+/// link with `own`'s view: inside a node (see [`node_links`]), or, on a network that is not one
+/// ideal switch (tiers, oversubscription, ECMP, placement groups), any sibling on its nodes
+/// when they span several (their traffic crosses the same tiers, and runs together to find
+/// where it meets). Their collectives slow each other's. Siblings on links of their own (one
+/// NIC per GPU on an ideal switch, NVSwitch ports) run as if alone, and are left out.
 fn sharing_siblings(
     cluster: &Cluster,
     comm: &Communicator,
@@ -530,8 +532,9 @@ fn sharing_siblings(
         let Some(node) = on.into_iter().find(|n| nodes.contains(n)) else { continue };
         // A sibling spread unevenly over its nodes (which its group is not) is timed as alone.
         let Ok(sub) = group_view(cluster, comm, members) else { continue };
+        let fabric = !cluster.network_is_uniform() && own.nodes() > 1 && sub.nodes() > 1;
         let own_links = mine.entry(node).or_insert_with(|| node_links(own, node));
-        if !node_links(&sub, node).is_disjoint(own_links) {
+        if fabric || !node_links(&sub, node).is_disjoint(own_links) {
             let c = Communicator::new(&sub, comm.env())?.with_gpus_per_process(1);
             out.push((sub, c));
         }

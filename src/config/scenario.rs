@@ -643,17 +643,12 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         ("grad_dtype", w.grad_dtype.as_ref().map(|x| x.span().start)),
         ("launch_us", w.launch_us.as_ref().map(|x| x.span().start)),
         ("attention", w.attention.as_ref().map(|x| x.span().start)),
-    ];
-    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
-        return Err(src.error_at(at, format!("workload.{key}: {only}")));
-    }
-    let tables = [
         ("ddp", w.ddp.as_ref().map(|x| x.span().start)),
         ("fsdp", w.fsdp.as_ref().map(|x| x.span().start)),
         ("zero", w.zero.as_ref().map(|x| x.span().start)),
         ("input", w.input.as_ref().map(|x| x.span().start)),
     ];
-    if let Some((key, Some(at))) = tables.into_iter().find(|g| g.1.is_some()) {
+    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
         return Err(src.error_at(at, format!("workload.{key}: {only}")));
     }
     if w.layer.is_some() {

@@ -118,6 +118,29 @@ fn errors(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> (f64, f64, f64) {
     (abs[abs.len() / 2], abs[abs.len() * 95 / 100], e[e.len() / 2])
 }
 
+/// The fits' first grid: GEMM efficiency, and host µs per kernel.
+const COARSE_EFF: [f64; 5] = [0.5, 0.6, 0.7, 0.8, 0.9];
+const COARSE_LAUNCH: [f64; 5] = [40.0, 50.0, 60.0, 70.0, 80.0];
+
+/// Five points `step` apart around `x`: the fits' second grid.
+fn around(x: f64, step: f64) -> [f64; 5] {
+    [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step)
+}
+
+/// The (efficiency, µs per kernel) of the grid with the least median error on `fit`.
+fn search(fit: &[Run], effs: &[f64], launches: &[f64]) -> (f64, f64) {
+    let mut best = (f64::MAX, 0.0, 0.0);
+    for &launch in launches {
+        for &eff in effs {
+            let (median, _, _) = errors(fit, |r| simulate_with(r, eff, launch, "full"));
+            if median < best.0 {
+                best = (median, eff, launch);
+            }
+        }
+    }
+    (best.1, best.2)
+}
+
 #[test]
 fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // Two free parameters, fitted on the 12- and 16-layer models (every third row), the error
@@ -136,21 +159,8 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
     let fit: Vec<Run> = fit.into_iter().step_by(3).collect();
     // A coarse grid, then a finer one around its best point.
-    let search = |effs: &[f64], launches: &[f64]| {
-        let mut best = (f64::MAX, 0.0, 0.0);
-        for &launch in launches {
-            for &eff in effs {
-                let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
-                if median < best.0 {
-                    best = (median, eff, launch);
-                }
-            }
-        }
-        best
-    };
-    let (_, eff, launch) = search(&[0.5, 0.6, 0.7, 0.8, 0.9], &[40.0, 50.0, 60.0, 70.0, 80.0]);
-    let around = |x: f64, step: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step);
-    let (_, eff, launch) = search(&around(eff, 0.05), &around(launch, 2.5));
+    let (eff, launch) = search(&fit, &COARSE_EFF, &COARSE_LAUNCH);
+    let (eff, launch) = search(&fit, &around(eff, 0.05), &around(launch, 2.5));
     let (median, p95, signed) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
     println!(
         "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
@@ -330,23 +340,10 @@ fn megatron_other_splits() {
     for (name, fits) in splits {
         let (fit, held): (Vec<Run>, Vec<Run>) = runs().into_iter().partition(fits);
         let fit: Vec<Run> = fit.into_iter().step_by(3).collect();
-        let search = |effs: &[f64], launches: &[f64]| {
-            let mut best = (f64::MAX, 0.0, 0.0);
-            for &launch in launches {
-                for &eff in effs {
-                    let (median, _, _) = errors(&fit, |r| simulate_with(r, eff, launch, "full"));
-                    if median < best.0 {
-                        best = (median, eff, launch);
-                    }
-                }
-            }
-            best
-        };
-        let (_, eff, launch) = search(&[0.5, 0.6, 0.7, 0.8, 0.9], &[40.0, 50.0, 60.0, 70.0, 80.0]);
+        let (eff, launch) = search(&fit, &COARSE_EFF, &COARSE_LAUNCH);
         let (median, p95, _) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
         println!("{name}, coarse grid: {eff}, {launch} µs: {median:.1} %, p95 {p95:.1} %");
-        let around = |x: f64, step: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step);
-        let (_, eff, launch) = search(&around(eff, 0.05), &around(launch, 2.5));
+        let (eff, launch) = search(&fit, &around(eff, 0.05), &around(launch, 2.5));
         let (median, p95, _) = errors(&held, |r| simulate_with(r, eff, launch, "full"));
         println!("{name}, fine grid: {eff}, {launch} µs: {median:.1} %, p95 {p95:.1} %");
     }
@@ -367,27 +364,32 @@ fn a_sweep_warns_of_each_point_whose_model_does_not_fit() {
 
 #[test]
 fn data_parallel_groups_that_share_a_nic_reduce_at_its_shared_rate() {
-    // tp 8 on four nodes: eight data-parallel groups, one GPU a node each, reduce their
-    // gradients at once. On AWS p4d two GPUs share each NIC, so each group's all-reduce takes
-    // twice what the same all-reduce takes alone on one GPU a node; on DGX H100, a NIC a GPU,
-    // it takes the same.
+    // tp 8: eight data-parallel groups, one GPU a node each, reduce their gradients at once.
+    // On AWS p4d two GPUs share each NIC, so each group's all-reduce takes twice what the same
+    // all-reduce takes alone on one GPU a node; on DGX H100, a NIC a GPU, it takes the same.
     let params = collsim::config::parse_profile(
         collsim::config::DEFAULT_PROFILE.0,
         collsim::config::DEFAULT_PROFILE.1,
     )
     .unwrap();
-    for (topology, ratio) in [("aws-p4d", 2.0), ("dgx-h100", 1.0)] {
+    // A 2:1 oversubscribed spine with the 16 nodes dealt over its two racks: every ring hop
+    // crosses it, and the eight groups' traffic meets there, at half the line rate.
+    let spine = "../topologies/user/dgx-h100-spine-2to1.toml";
+    let spread = "\n[placement]\npolicy = \"spread\"\n";
+    for (topology, nodes, placement, ratio) in
+        [("aws-p4d", 4, "", 2.0), ("dgx-h100", 4, "", 1.0), (spine, 16, spread, 2.0)]
+    {
         let step = format!(
-            "[cluster]\ntopology = \"{topology}\"\nnodes = 4\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nefficiency = 0.5\noptimizer = \"adam\"\n[workload.parallel]\ntp = 8\noverlap_grad_reduce = false\n"
+            "[cluster]\ntopology = \"{topology}\"\nnodes = {nodes}\n{placement}[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nefficiency = 0.5\noptimizer = \"adam\"\n[workload.parallel]\ntp = 8\noverlap_grad_reduce = false\n"
         );
-        let s = collsim::config::parse_scenario("step.toml", &step).unwrap();
+        let s = collsim::config::parse_scenario("scenarios/step.toml", &step).unwrap();
         let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).unwrap();
         let [bucket] = r.buckets.as_slice() else { panic!("{:?}", r.buckets) };
         let alone = format!(
-            "[cluster]\ntopology = \"{topology}\"\nnodes = 4\ngpus_per_node = 1\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"{b} B\"\nmax_bytes = \"{b} B\"\ndtype = \"float\"\n",
+            "[cluster]\ntopology = \"{topology}\"\nnodes = {nodes}\ngpus_per_node = 1\n{placement}[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"{b} B\"\nmax_bytes = \"{b} B\"\ndtype = \"float\"\n",
             b = bucket.bytes
         );
-        let s = collsim::config::parse_scenario("alone.toml", &alone).unwrap();
+        let s = collsim::config::parse_scenario("scenarios/alone.toml", &alone).unwrap();
         let (rows, _) = collsim::simulate(&s, &params, Mode::Auto).unwrap();
         let got = (bucket.end_ms - bucket.start_ms) / (rows[0].time_us / 1e3);
         assert!((got / ratio - 1.0).abs() < 0.02, "{topology}: {got:.3} times alone");
