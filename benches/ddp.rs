@@ -1,6 +1,8 @@
 //! DDP training steps: one Llama-7B step on 16, 128, 1,024 and 16,384 H100s (2 to 2,048
 //! DGX-H100 nodes; the communicator's construction included), and a 50-point bucket_cap_mb
-//! sweep of GPT-2 XL on 16 nodes run as `simulate --sweep` runs it (in parallel).
+//! sweep of GPT-2 XL on 16 nodes run as `simulate --sweep` runs it (in parallel). And a 3-D
+//! step at tp 8 on 4 and 128 nodes whose data-parallel groups share NICs (AWS p4d: each
+//! all-reduce simulated in detail beside its sibling's) or not (DGX H100: timed alone).
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
@@ -20,6 +22,18 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("llama7b_step_gpus", nodes * 8), &s, |b, s| {
             b.iter(|| collsim::simulate_ddp(s, &params, Mode::Auto).expect("step"))
         });
+    }
+    for topology in ["aws-p4d", "dgx-h100"] {
+        for nodes in [4usize, 128] {
+            let text = format!(
+                "[cluster]\ntopology = \"{topology}\"\nnodes = {nodes}\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nefficiency = 0.5\noptimizer = \"adam\"\n[workload.parallel]\ntp = 8\noverlap_grad_reduce = false\n"
+            );
+            let s = parse_scenario("3d.toml", &text).expect("scenario");
+            let id = BenchmarkId::new(format!("llama7b_3d_tp8_{topology}_nodes"), nodes);
+            g.bench_with_input(id, &s, |b, s| {
+                b.iter(|| collsim::simulate_ddp(s, &params, Mode::Auto).expect("step"))
+            });
+        }
     }
     let gpt = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").expect("scenario");
     g.bench_function("gpt2xl_sweep_50_bucket_caps", |b| {
