@@ -2,7 +2,7 @@
 //! DGX-H100 nodes; the communicator's construction included), and a 50-point bucket_cap_mb
 //! sweep of GPT-2 XL on 16 nodes run as `simulate --sweep` runs it (in parallel). And a 3-D
 //! step at tp 8 on 4 and 128 nodes whose data-parallel groups share NICs (AWS p4d: each
-//! all-reduce simulated in detail beside its sibling's) or not (DGX H100: timed alone).
+//! all-reduce on its half of the shared NICs) or not (DGX H100: timed alone).
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;

@@ -362,8 +362,8 @@ fn with_ddp<R>(
         }
     };
     // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
-    // lays them out (a group of one rank sends nothing); with the sibling groups that run its
-    // collectives beside it on links it shares (see `sharing_siblings`).
+    // lays them out (a group of one rank sends nothing), on its share of the links its sibling
+    // groups share with it (see `sharing_siblings` and `with_siblings`).
     let mut groups = std::collections::BTreeMap::new();
     let world = comm.nranks();
     if let Some(layout) = &spec.parallel {
@@ -371,7 +371,7 @@ fn with_ddp<R>(
             let members = layout.members(g, world);
             let own = group_comm(cluster, comm, &members)?;
             let siblings = sharing_siblings(cluster, comm, &own.0, &layout.siblings(g, world))?;
-            groups.insert(g, (own, siblings));
+            groups.insert(g, with_siblings(own, siblings));
         }
     }
     if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
@@ -387,7 +387,7 @@ fn with_ddp<R>(
                     _ => Vec::new(),
                 };
                 let siblings = sharing_siblings(cluster, comm, &own.0, &others)?;
-                groups.insert(g, (own, siblings));
+                groups.insert(g, with_siblings(own, siblings));
             }
         }
     }
@@ -395,11 +395,8 @@ fn with_ddp<R>(
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
             Group::World => Some((cluster, comm)),
-            g => groups.get(&g).map(|((c, m), _)| (c, m)),
+            g => groups.get(&g).map(|(c, m)| (c, m)),
         }
-    };
-    let siblings = |g: Group| -> &[(Cluster, Communicator)] {
-        groups.get(&g).map_or(&[], |(_, s)| s.as_slice())
     };
     let nothing = || CollTime { secs: 0.0, algo: "", proto: "", channels: 0, links: Vec::new() };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
@@ -414,9 +411,6 @@ fn with_ddp<R>(
                 let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
                 if let Ok(mut b) = budget.lock() {
                     b.count(&call);
-                    for (sc, sm) in siblings(g) {
-                        b.count(&workload::sweep::call(sc, sm, &spec, bytes, params, mode, &[]));
-                    }
                 }
             }
             CollTime { secs: 0.0, algo: "", proto: "", channels: 1, links: Vec::new() }
@@ -432,21 +426,7 @@ fn with_ddp<R>(
         }
         let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
         let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
-        let run = match siblings(g) {
-            [] => collective::simulate(&call),
-            sib => {
-                // The group and its siblings in one network (the background once): the call
-                // lasts as long as the slowest of them.
-                let mut calls = vec![call];
-                calls.extend(sib.iter().map(|(sc, sm)| {
-                    workload::sweep::call(sc, sm, &spec, bytes, params, mode, &[])
-                }));
-                let runs = collective::run::simulate_together(&calls);
-                let slowest = runs.iter().map(|r| r.time).max().unwrap_or(runs[0].time);
-                collective::run::CallRun { time: slowest, ..runs[0] }
-            }
-        };
-        let row = workload::sweep::row(&spec, &call, &run);
+        let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
         // The busiest few links, for traces.
         let links = if links {
             let busiest = collective::run::link_utilisation(&call).into_iter().take(LINKS_PER_CALL);
@@ -497,7 +477,7 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
         return Err(Error::Ddp(format!(
             "workload.parallel: a process group of {} ranks falls unevenly on the nodes ({:?} per node); choose degrees that divide the GPUs per node or are multiples of it",
             members.len(),
-            per_node.values().collect::<Vec<_>>()
+            per_node.values().map(Vec::len).collect::<Vec<_>>()
         )));
     };
     let nodes: Vec<NodeId> = per_node.keys().map(|&n| NodeId(n)).collect();
@@ -508,12 +488,66 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
     })
 }
 
-/// Of `siblings` (groups' global ranks), the views and communicators of those that share a
-/// link with `own`'s view: inside a node (see [`node_links`]), or, on a network that is not one
-/// ideal switch (tiers, oversubscription, ECMP, placement groups), any sibling on its nodes
-/// when they span several (their traffic crosses the same tiers, and runs together to find
-/// where it meets). Their collectives slow each other's. Siblings on links of their own (one
-/// NIC per GPU on an ideal switch, NVSwitch ports) run as if alone, and are left out.
+/// A group's view and communicator as it runs beside `siblings`, the groups that share links
+/// with it: they are copies of it on other GPUs doing the same work at the same time, so each
+/// loads the links they share alike, and the group runs alone on a view whose links shared by
+/// k groups (inside the nodes, the NICs' links, the network's links its rings cross between
+/// nodes) give it 1/k of their capacity, in whatever mode the step runs. Checked against the
+/// group and its siblings simulated together in detail (a NIC shared by two GPUs, PCIe boxes,
+/// an oversubscribed spine, ECMP), at the cost of one group.
+fn with_siblings(
+    own: (Cluster, Communicator),
+    siblings: Vec<(Cluster, Communicator)>,
+) -> (Cluster, Communicator) {
+    if siblings.is_empty() {
+        return own;
+    }
+    let mut shares: std::collections::BTreeMap<net::LinkId, usize> = Default::default();
+    let mut mine = fabric_links(&own.0, &own.1);
+    for node in (0..own.0.nodes()).map(|n| own.0.machine_node(NodeId(n))) {
+        mine.extend(node_links(&own.0, node));
+    }
+    for l in &mine {
+        *shares.entry(*l).or_insert(0) += 1;
+    }
+    for (c, m) in &siblings {
+        let mut theirs = fabric_links(c, m);
+        for node in (0..c.nodes()).map(|n| c.machine_node(NodeId(n))) {
+            theirs.extend(node_links(c, node));
+        }
+        for l in theirs.intersection(&mine) {
+            *shares.entry(*l).or_insert(0) += 1;
+        }
+    }
+    let (view, comm) = own;
+    (view.with_link_shares(&shares), comm)
+}
+
+/// The network links a group's rings cross between its nodes: each channel's route from its
+/// NIC out of one node into its NIC in on the next (its own route under ECMP).
+fn fabric_links(view: &Cluster, comm: &Communicator) -> std::collections::BTreeSet<net::LinkId> {
+    let mut links = std::collections::BTreeSet::new();
+    let n = view.nodes();
+    if n < 2 {
+        return links;
+    }
+    for i in 0..n {
+        for (c, ch) in comm.channels().iter().enumerate() {
+            if let (Some(out), Some(into)) = (ch.nic_out, ch.nic_in) {
+                let (from, to) = ((NodeId(i), out), (NodeId((i + 1) % n), into));
+                links.extend(view.nic_to_nic(from, to, c));
+            }
+        }
+    }
+    links
+}
+
+/// Of `siblings` (groups' global ranks), the views and communicators of those that may share
+/// links with `own`'s view: inside a node (see [`node_links`]), or, on a network that is not
+/// one ideal switch (tiers, oversubscription, ECMP, placement groups), any sibling on its nodes
+/// when they span several (their rings may cross the same network links: [`with_siblings`]
+/// counts which). Siblings on links of their own (one NIC per GPU on an ideal switch, NVSwitch
+/// ports) change nothing, and are left out.
 fn sharing_siblings(
     cluster: &Cluster,
     comm: &Communicator,
@@ -958,6 +992,71 @@ mod tests {
         calls.extend(others.iter().map(|(c, m)| call(c, m)));
         let runs = collective::run::simulate_together(&calls);
         (alone, runs.iter().map(|r| r.time.as_us()).collect())
+    }
+
+    #[test]
+    fn shared_links_at_a_share_of_their_capacity_time_what_the_siblings_together_take() {
+        // The fast path (the group alone on its share of each shared link, aggregated where it
+        // can be) against the group and every sharing sibling simulated together in detail, on
+        // cases big enough to aggregate (32 p4d nodes, two data-parallel groups a NIC; 16
+        // a3-high nodes), on PCIe boxes and NIC-poor nodes, and on fat trees (ECMP, a 2:1
+        // spine), wherever some sibling shares.
+        let params =
+            config::parse_profile(config::DEFAULT_PROFILE.0, config::DEFAULT_PROFILE.1).unwrap();
+        let mut compared = Vec::new();
+        for (topology, nodes, tp, group) in [
+            ("aws-p4d", 32, 8, Group::Data(0)),
+            ("gcp-a3-highgpu-8g", 16, 8, Group::Data(0)),
+            ("pcie-8gpu-2socket", 1, 2, Group::Tensor),
+            ("pcie-8gpu-2socket", 2, 2, Group::Data(0)),
+            ("pcie-8gpu-2socket", 2, 4, Group::Data(0)),
+            ("pcie-a100-4gpu-2socket", 2, 2, Group::Data(0)),
+            ("polaris-a100-4gpu", 2, 2, Group::Data(0)),
+            ("gcp-a2-highgpu-8g", 2, 2, Group::Data(0)),
+            ("gcp-a2-highgpu-8g", 2, 4, Group::Data(0)),
+            ("topologies/user/hgx-h100-roce-ecmp-2tier.toml", 8, 2, Group::Data(0)),
+            ("topologies/user/hgx-h100-roce-ecmp-2tier.toml", 8, 4, Group::Data(0)),
+            ("topologies/user/dgx-h100-spine-2to1.toml", 16, 8, Group::Data(0)),
+        ] {
+            let (_, spec) = config::resolve_topology(topology, None).unwrap();
+            let cluster = Cluster::new(&spec, nodes, spec.gpu.count);
+            let comm = Communicator::new(&cluster, &NcclEnv::default()).unwrap();
+            let layout = Layout {
+                tp,
+                pp: 1,
+                ep: 1,
+                virtual_stages: 1,
+                sequence_parallel: false,
+                recompute: false,
+                overlap_grad_reduce: false,
+            };
+            let world = comm.nranks();
+            let own = group_comm(&cluster, &comm, &layout.members(group, world)).unwrap();
+            let sib = layout.siblings(group, world);
+            let sharing = sharing_siblings(&cluster, &comm, &own.0, &sib).unwrap();
+            if sharing.is_empty() {
+                continue;
+            }
+            compared.push((topology, nodes, tp));
+            let (_, together) = together(&own, &sharing, 256 << 20);
+            let (view, c) = with_siblings(own, sharing);
+            let spec = workload::sweep::SweepSpec::one(
+                collective::Collective::AllReduce,
+                256 << 20,
+                workload::DataType::Float,
+            );
+            let call = workload::sweep::call(&view, &c, &spec, 256 << 20, &params, Mode::Auto, &[]);
+            let fast = collective::simulate(&call).time.as_us();
+            let slowest = together.iter().copied().fold(0.0, f64::max);
+            // Under ECMP each connection hashes onto its own path, which shares do not see.
+            let within = if topology.contains("ecmp") { 0.05 } else { 0.02 };
+            assert!(
+                (fast / slowest - 1.0).abs() < within,
+                "{topology} x {nodes}: {fast} µs on shares, {slowest} µs together"
+            );
+        }
+        assert!(compared.len() >= 3, "{compared:?}");
+        assert_eq!(&compared[..2], &[("aws-p4d", 32, 8), ("gcp-a3-highgpu-8g", 16, 8)]);
     }
 
     #[test]

@@ -103,6 +103,22 @@ impl Cluster {
         Cluster { gpus: Some(gpus.into()), ..view }
     }
 
+    /// This view with each link of `shares` giving 1/k of its capacity: what a process group
+    /// gets of links it shares evenly with k − 1 sibling groups doing the same work at the
+    /// same time (a NIC two GPUs' groups reduce through).
+    pub fn with_link_shares(&self, shares: &std::collections::BTreeMap<LinkId, usize>) -> Cluster {
+        let mut links = self.links.to_vec();
+        let mut capacities = self.capacities.to_vec();
+        for (&l, &k) in shares {
+            let i = l.0 as usize;
+            if k > 1 && i < links.len() {
+                links[i].capacity = Bandwidth::from_gbyte_per_s_f64(capacities[i] / k as f64 / 1e9);
+                capacities[i] = links[i].capacity.bytes_per_sec();
+            }
+        }
+        Cluster { links: links.into(), capacities: capacities.into(), ..self.clone() }
+    }
+
     /// The node's GPU behind this view's GPU `g`.
     fn node_gpu(&self, g: GpuId) -> GpuId {
         match &self.gpus {
