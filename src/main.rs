@@ -1436,6 +1436,12 @@ fn simulate(
             .map_err(|e| anyhow!("--workload-trace {e}"))?;
         collsim::workload::calls::check(&f.calls)
             .map_err(|e| anyhow!("--workload-trace {}: {e}", p.display()))?;
+        if !f.calls.iter().any(|c| matches!(c, collsim::workload::calls::Call::Nccl { .. })) {
+            eprintln!(
+                "warning: --workload-trace {}: no collectives in the trace (FSDP2 issues none on one GPU): the replay is its compute alone",
+                p.display()
+            );
+        }
         let name = format!("Kineto trace {}", p.display());
         s.workload =
             config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));

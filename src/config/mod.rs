@@ -72,7 +72,8 @@ pub enum ConfigError {
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
 
 /// Reads a file to a string, with a [`ConfigError::Io`] naming it on failure; a file over
-/// [`MAX_INPUT_BYTES`] or not UTF-8 text is an error naming it, read no further than the cap.
+/// [`MAX_INPUT_BYTES`] (gzipped or, once unpacked) or not UTF-8 text is an error naming it,
+/// read no further than the cap.
 pub fn load_text(path: &Path) -> Result<String, ConfigError> {
     read_capped(path).map_err(|reason| ConfigError::Io { file: path.display().to_string(), reason })
 }
@@ -83,6 +84,15 @@ pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    // A gzip file (PyTorch's trace handler writes `.json.gz`) is read as what it holds.
+    if bytes.starts_with(&[0x1f, 0x8b]) && bytes.len() as u64 <= MAX_INPUT_BYTES {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| format!("gzip: {e}"))?;
+        bytes = text;
+    }
     if bytes.len() as u64 > MAX_INPUT_BYTES {
         return Err(format!(
             "larger than {} (collsim reads input files up to that size)",

@@ -1136,6 +1136,9 @@ pub(crate) struct StepPlan {
     pub(crate) tp_comm: f64,
     /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
     pub(crate) pipeline: f64,
+    /// Whether the timeline's waits until a time ([`Work::Until`]) are the host's, launching
+    /// late (a replayed trace's gaps), rather than a pipeline stage's.
+    pub(crate) host_idle: bool,
     /// Model replicas, each taking `micro_batch` samples per micro-step (the ranks under
     /// data parallelism; fewer under tensor and pipeline parallelism).
     pub(crate) replicas: usize,
@@ -1161,7 +1164,9 @@ impl StepPlan {
         let StepPlan { first_end, k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
         let gpu_end = step.end.unwrap_or(0.0);
         let comm = step.comm_before + step.comm + self.tp_comm;
-        let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute;
+        // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
+        let host = if self.host_idle { step.idle } else { 0.0 };
+        let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute + host;
         let exposed = (gpu_end - compute - self.tp_comm - self.pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
@@ -1177,7 +1182,7 @@ impl StepPlan {
         let breakdown = Breakdown {
             flop_ms: ms(l.flop),
             memory_ms: ms(l.memory),
-            launch_ms: ms(l.launch),
+            launch_ms: ms(l.launch) + host * 1e3,
             measured_ms: ms(l.measured),
             ddp_copies_ms: (copies + step.hook_compute) * 1e3,
             optimizer_ms: optimizer * 1e3,
@@ -1283,6 +1288,7 @@ fn plan_calls(
         input: None,
         tp_comm: 0.0,
         pipeline: 0.0,
+        host_idle: true,
         replicas: world,
         alone_compute: None,
     }
@@ -1555,6 +1561,7 @@ pub(crate) fn plan_ddp(
         world,
         tp_comm: 0.0,
         pipeline: 0.0,
+        host_idle: false,
         replicas: world,
         alone_compute: None,
         micro_batch: spec.micro_batch,
@@ -1723,6 +1730,7 @@ fn sharded_plan(
         world,
         tp_comm: 0.0,
         pipeline: 0.0,
+        host_idle: false,
         replicas: world,
         alone_compute: None,
         micro_batch: spec.micro_batch,

@@ -1,23 +1,32 @@
 //! A PyTorch profiler (Kineto) trace of one rank's step as a list of calls
-//! ([`super::calls`]): its GPU kernels in the order they ran, NCCL kernels as collectives (the
-//! collective, element count, dtype and group from the comm record's args), every other
-//! kernel (and memcpy/memset) as compute on the compute stream, and the compute stream's waits
-//! on the NCCL stream inferred from the timing.
+//! ([`super::calls`]): its collectives, from the comm records PyTorch writes for each (the
+//! collective, element count, dtype and group), in the order the host issued them; every other
+//! GPU kernel (and memcpy/memset) as compute on the compute stream; the compute stream's waits
+//! on the NCCL stream; and the host's gaps.
 //!
-//! What is read, from the Chrome-trace JSON PyTorch writes (`prof.export_chrome_trace`):
-//! * `traceEvents` of `ph = "X"`: GPU work (`cat` "kernel", "gpu_memcpy", "gpu_memset"), with
-//!   `ts` and `dur` in µs;
-//! * NCCL kernels by name (`ncclKernel_...`, `ncclDevKernel_...`); their size from the args
-//!   PyTorch records for each collective (`Collective name`, `In msg nelems`, `Out msg
-//!   nelems`, `dtype`, `Group size`), on the kernel itself or on the CPU op
-//!   (`record_param_comms`, `nccl:*`) with the same `External id`;
+//! What is read, from the Chrome-trace JSON PyTorch writes (`prof.export_chrome_trace`, or its
+//! trace handler's `.json.gz`):
+//! * CPU ops with comm args (`record_param_comms`, `nccl:*`: `Collective name`, `In msg
+//!   nelems`, `Out msg nelems`, `dtype`, `Group size`), the innermost where they nest; a
+//!   collective's GPU work is what the op launched (`External id`, or a launch inside its
+//!   span), and an NCCL kernel may carry the args itself;
+//! * GPU work (`cat` "kernel", "gpu_memcpy", "gpu_memset") with `ts` and `dur` in µs, and the
+//!   host's launches (`cuda_runtime`, `cuda_driver`, matched by `correlation`): a collective
+//!   goes before the first compute kernel launched after it (the GPU's order where launches
+//!   are not recorded);
 //! * `distributedInfo.world_size`, the ranks the trace ran on.
 //!
-//! Inferred: a compute kernel that starts within [`WAIT_SLACK_US`] of an NCCL kernel's end,
-//! after idling since the previous compute kernel, waited for it (a `wait` call); any other
-//! idle gap on the compute stream is the host's (kept as time that passes). Several compute
-//! streams are taken as one, in start order. Collectives on a group smaller than the trace's
-//! world are refused (a replay times every collective on the whole cluster).
+//! Waits: a compute kernel that starts within [`WAIT_SLACK_US`] of a collective's GPU end,
+//! after idling since the previous compute kernel, waited for it. Where the collectives left
+//! no GPU work (one rank: NCCL does nothing in place), a `cudaStreamWaitEvent` the host made
+//! outside any collective (the Reducer's, FSDP's), or a device-wide synchronisation, waits for
+//! all issued before it. Any other idle gap on the compute stream is the host's where the
+//! kernel after it started within [`HOST_LATE_US`] of its launch and the host had not yet
+//! blocked on the GPU: that kernel starts no earlier than it did in the trace, counted from the
+//! step's first GPU work, however early the GPU is free (the host runs ahead of the GPU, so a
+//! longer collective hides its gaps). Other gaps (a trace without launches, a host that had
+//! synchronised) are kept as time that passes. Several compute streams are taken as one, in start order. Collectives on a group smaller
+//! than the trace's world are refused (a replay times every collective on the whole cluster).
 
 use serde_json::Value;
 
@@ -26,13 +35,31 @@ use super::calls::{Call, CallsFile, NcclOp, VERSION};
 /// How close after an NCCL kernel's end a compute kernel must start to have waited for it, µs.
 pub const WAIT_SLACK_US: f64 = 5.0;
 
-/// One GPU kernel of the trace.
+/// A kernel that started within this long of its launch waited for the host, µs (the
+/// launch latency is 4–30 µs in the traces under `calibration/data/2026-11-26-h200-kineto/`).
+pub const HOST_LATE_US: f64 = 50.0;
+
+/// Host calls that block until the GPU catches up.
+const BLOCKING: [&str; 8] = [
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH_v2",
+];
+
+/// A compute kernel of the trace: its GPU start and duration (µs), its name, and when the
+/// host launched it (its GPU start where the trace does not say).
 struct Kernel {
     ts: f64,
     dur: f64,
     name: String,
-    /// For NCCL kernels: the collective (nccl-tests' name), nccl-tests' size, dtype.
-    nccl: Option<(String, u64, String)>,
+    at: f64,
+    /// When the host launched it, if the trace says.
+    launch: Option<f64>,
 }
 
 /// Element size and nccl-tests dtype name of PyTorch's dtype names.
@@ -73,10 +100,10 @@ fn is_nccl(name: &str) -> bool {
 }
 
 /// A collective as a trace records it: nccl-tests' name, size and dtype, and its group's size.
-type Comm = (String, u64, String, Option<u64>);
+type Recorded = (String, u64, String, Option<u64>);
 
 /// The comm args of an event, if it has them.
-fn comm_args(args: &Value) -> Option<Result<Comm, String>> {
+fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
     let name = args.get("Collective name")?.as_str()?;
     Some((|| {
         let (c, out) = collective(name)
@@ -104,6 +131,46 @@ fn comm_args(args: &Value) -> Option<Result<Comm, String>> {
     })())
 }
 
+/// A collective of the trace: when the host issued it, what it was, and when its GPU work
+/// ended, if it left any (one rank's in-place collectives leave none).
+struct Comm {
+    at: f64,
+    collective: String,
+    bytes: u64,
+    dtype: String,
+    name: String,
+    /// Its GPU work's start and end, µs.
+    gpu: Option<(f64, f64)>,
+}
+
+impl Comm {
+    /// Its NCCL launch.
+    fn call(&self) -> Call {
+        Call::Nccl {
+            nccl: vec![NcclOp::Collective {
+                collective: self.collective.clone(),
+                bytes: self.bytes.max(1),
+                dtype: self.dtype.clone(),
+                name: Some(self.name.clone()),
+            }],
+            slowdown: None,
+        }
+    }
+}
+
+/// What a compute-stream position holds, in program order.
+enum Item {
+    Comm(usize),
+    /// The host made the compute stream wait for the NCCL stream (`cudaStreamWaitEvent`
+    /// outside any collective).
+    Wait,
+}
+
+/// A number of an event, µs.
+fn num(e: &Value, k: &str) -> Option<f64> {
+    e.get(k).and_then(Value::as_f64)
+}
+
 /// Converts a Kineto trace (`file` names it in errors).
 pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
     let v: Value = serde_json::from_str(text)
@@ -127,116 +194,314 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
             }
         },
     };
-    // Comm args of CPU ops, by External id.
-    let mut by_id = std::collections::BTreeMap::new();
-    for e in events {
-        let cat = e.get("cat").and_then(Value::as_str).unwrap_or("");
-        if cat == "cpu_op" || cat == "user_annotation" {
-            let args = e.get("args").cloned().unwrap_or(Value::Null);
-            if let (Some(id), Some(_)) =
-                (args.get("External id").and_then(Value::as_u64), args.get("Collective name"))
-            {
-                by_id.insert(id, args);
+    let cat = |e: &Value| e.get("cat").and_then(Value::as_str).unwrap_or("").to_string();
+    let ext = |e: &Value| e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64);
+    let checked = |i: usize, c: Result<Recorded, String>| -> Result<Recorded, String> {
+        let c = c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
+        if let (Some(g), Some(w)) = (c.3, world)
+            && g < w
+        {
+            return Err(format!(
+                "{file}: traceEvents[{i}]: {} on a group of {g} of the {w} ranks; collectives on sub-groups are not replayed yet",
+                c.0
+            ));
+        }
+        Ok(c)
+    };
+    // When the host launched each GPU operation (by correlation id), and the host's waits.
+    let mut launched_at = std::collections::BTreeMap::new();
+    let mut host_waits = Vec::new();
+    // The host's first wait for the GPU: its launches after it follow the GPU's progress.
+    let mut first_block = f64::INFINITY;
+    // CPU ops that record a collective: (start, end, External id, event index).
+    let mut records: Vec<(f64, f64, Option<u64>, usize)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let c = cat(e);
+        let args = e.get("args");
+        match c.as_str() {
+            "cuda_runtime" | "cuda_driver" => {
+                let corr = args.and_then(|a| a.get("correlation")).and_then(Value::as_u64);
+                if let (Some(corr), Some(ts)) = (corr, num(e, "ts")) {
+                    launched_at.insert(corr, ts);
+                    let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+                    // A device-wide synchronisation waits for the collectives too.
+                    if matches!(
+                        name,
+                        "cudaStreamWaitEvent" | "cudaDeviceSynchronize" | "cuCtxSynchronize"
+                    ) {
+                        host_waits.push(ts);
+                    }
+                    if BLOCKING.contains(&name) {
+                        first_block = first_block.min(ts);
+                    }
+                }
             }
+            "cpu_op" | "user_annotation"
+                if args.is_some_and(|a| a.get("Collective name").is_some()) =>
+            {
+                let ts = num(e, "ts").filter(|t| t.is_finite()).ok_or_else(|| {
+                    format!("{file}: traceEvents[{i}]: a collective's op without ts")
+                })?;
+                let dur = num(e, "dur").filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
+                records.push((ts, ts + dur, ext(e), i));
+            }
+            _ => {}
         }
     }
+    // The innermost record of each collective: PyTorch nests its own (a barrier's all-reduce,
+    // a coalesced call's members) inside an outer one.
+    let inner: Vec<_> = records
+        .iter()
+        .filter(|r| {
+            !records
+                .iter()
+                .any(|o| o.3 != r.3 && o.0 >= r.0 && o.1 <= r.1 && (o.0, o.1) != (r.0, r.1))
+        })
+        .copied()
+        .collect();
+    let mut comms = Vec::new();
+    let mut by_ext = std::collections::BTreeMap::new();
+    for &(ts, _, id, i) in &inner {
+        let args = events[i].get("args").unwrap_or(&Value::Null);
+        let Some(c) = comm_args(args) else { continue };
+        let (collective, bytes, dtype, _) = checked(i, c)?;
+        let name = events[i].get("name").and_then(Value::as_str).unwrap_or("collective");
+        if let Some(id) = id {
+            by_ext.insert(id, comms.len());
+        }
+        comms.push(Comm { at: ts, collective, bytes, dtype, name: name.to_string(), gpu: None });
+    }
+    let span_of = |at: f64| inner.iter().position(|r| r.0 <= at && at <= r.1);
     let mut kernels = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        if e.get("ph").and_then(Value::as_str) != Some("X") {
+        let c = cat(e);
+        if e.get("ph").and_then(Value::as_str) != Some("X")
+            || !matches!(c.as_str(), "kernel" | "Kernel" | "gpu_memcpy" | "gpu_memset")
+        {
             continue;
         }
-        let cat = e.get("cat").and_then(Value::as_str).unwrap_or("");
-        if !matches!(cat, "kernel" | "Kernel" | "gpu_memcpy" | "gpu_memset") {
-            continue;
-        }
-        let num = |k: &str| e.get(k).and_then(Value::as_f64);
-        let (Some(ts), Some(dur)) = (num("ts"), num("dur")) else {
+        let (Some(ts), Some(dur)) = (num(e, "ts"), num(e, "dur")) else {
             return Err(format!("{file}: traceEvents[{i}]: a GPU event without ts or dur"));
         };
         if !(ts.is_finite() && dur.is_finite() && dur >= 0.0) {
             return Err(format!("{file}: traceEvents[{i}]: ts {ts}, dur {dur}"));
         }
-        let name = e.get("name").and_then(Value::as_str).unwrap_or("kernel").to_string();
-        let nccl = if cat == "kernel" && is_nccl(&name) {
-            let args = e.get("args").cloned().unwrap_or(Value::Null);
-            let own = comm_args(&args);
-            let linked = || {
-                let id = args.get("External id").and_then(Value::as_u64)?;
-                comm_args(by_id.get(&id)?)
-            };
-            let found = own.or_else(linked).ok_or_else(|| {
-                format!(
-                    "{file}: traceEvents[{i}] ({name}): an NCCL kernel without its collective's size (profile with PyTorch 2.1 or later, which records it)"
-                )
-            })?;
-            let (c, bytes, d, group) =
-                found.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
-            if let (Some(g), Some(w)) = (group, world)
-                && g < w
-            {
-                return Err(format!(
-                    "{file}: traceEvents[{i}]: {c} on a group of {g} of the {w} ranks; collectives on sub-groups are not replayed yet"
-                ));
+        let name = e.get("name").and_then(Value::as_str).unwrap_or("kernel");
+        let short = name.split('(').next().unwrap_or(name).to_string();
+        let args = e.get("args").unwrap_or(&Value::Null);
+        let corr = args.get("correlation").and_then(Value::as_u64);
+        let launch = corr.and_then(|c| launched_at.get(&c).copied());
+        // The collective whose work it is: by the op that launched it, or the host's time.
+        let owner = ext(e).and_then(|id| by_ext.get(&id).copied()).or_else(|| {
+            launch
+                .and_then(span_of)
+                .and_then(|r| inner[r].2.and_then(|id| by_ext.get(&id).copied()))
+        });
+        let owner = match owner {
+            Some(k) => Some(k),
+            None if c == "kernel" && is_nccl(name) => {
+                // An NCCL kernel with its sizes on itself.
+                let own = comm_args(args).ok_or_else(|| {
+                    format!(
+                        "{file}: traceEvents[{i}] ({name}): an NCCL kernel without its collective's size (profile with PyTorch 2.1 or later, which records it)"
+                    )
+                })?;
+                let (collective, bytes, dtype, _) = checked(i, own)?;
+                let at = launch.unwrap_or(ts);
+                comms.push(Comm { at, collective, bytes, dtype, name: short.clone(), gpu: None });
+                Some(comms.len() - 1)
             }
-            Some((c, bytes.max(1), d))
-        } else {
-            None
+            None => None,
         };
-        kernels.push(Kernel { ts, dur, name, nccl });
+        match owner {
+            Some(k) => {
+                let g = comms[k].gpu.get_or_insert((ts, ts + dur));
+                *g = (g.0.min(ts), g.1.max(ts + dur));
+                if is_nccl(name) {
+                    comms[k].name = short;
+                }
+            }
+            None => kernels.push(Kernel { ts, dur, name: short, at: launch.unwrap_or(ts), launch }),
+        }
     }
-    if kernels.is_empty() {
+    if kernels.is_empty() && comms.is_empty() {
         return Err(format!("{file}: no GPU kernels (profile with ProfilerActivity.CUDA)"));
     }
     kernels.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    // Program order: each collective, and each host wait outside one, goes before the first
+    // compute kernel the host launched after it (the GPU's order where launches are not
+    // recorded).
+    let mut order: Vec<(f64, f64, Item)> = comms
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (c.at, c.gpu.map_or(f64::INFINITY, |g| g.0), Item::Comm(k)))
+        .collect();
+    order.extend(
+        host_waits
+            .iter()
+            .filter(|&&t| span_of(t).is_none())
+            .map(|&t| (t, f64::INFINITY, Item::Wait)),
+    );
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut reach = Vec::with_capacity(kernels.len());
+    let mut latest = f64::NEG_INFINITY;
+    for k in &kernels {
+        latest = latest.max(k.at);
+        reach.push(latest);
+    }
+    let t0 = kernels
+        .iter()
+        .map(|k| k.ts)
+        .chain(comms.iter().filter_map(|c| c.gpu.map(|g| g.0)))
+        .fold(f64::INFINITY, f64::min);
     let mut calls = Vec::new();
-    // NCCL launches so far: (their end, µs).
-    let mut launched: Vec<f64> = Vec::new();
+    let mut ends: Vec<Option<f64>> = Vec::new();
     let mut waited = 0usize;
     let mut clock: Option<f64> = None;
-    for k in &kernels {
-        match &k.nccl {
-            Some((c, bytes, d)) => {
-                calls.push(Call::Nccl {
-                    nccl: vec![NcclOp::Collective {
-                        collective: c.clone(),
-                        bytes: *bytes,
-                        dtype: d.clone(),
-                        name: Some(k.name.split('(').next().unwrap_or(&k.name).to_string()),
-                    }],
-                    slowdown: None,
-                });
-                launched.push(k.ts + k.dur);
-            }
-            None => {
-                if let Some(prev) = clock
-                    && k.ts > prev
-                {
-                    // The latest NCCL launch that ended in the gap, just before this kernel.
-                    let hit = launched
-                        .iter()
-                        .rposition(|&end| end > prev && end <= k.ts && k.ts - end <= WAIT_SLACK_US);
-                    let mut from = prev;
-                    if let Some(j) = hit.filter(|&j| j + 1 > waited) {
-                        calls.push(Call::Wait { wait: j + 1 });
-                        waited = j + 1;
-                        from = launched[j];
-                    }
-                    if k.ts > from {
-                        let gap = Call::Compute {
-                            compute_us: k.ts - from,
-                            name: Some("host gap".into()),
-                        };
-                        calls.push(gap);
+    let mut items = order.into_iter().peekable();
+    for (n, Kernel { ts, dur, name, launch, .. }) in kernels.iter().enumerate() {
+        while let Some((_, _, item)) = items.next_if(|it| reach[n] > it.0) {
+            match item {
+                Item::Comm(k) => {
+                    calls.push(comms[k].call());
+                    ends.push(comms[k].gpu.map(|g| g.1));
+                }
+                // Where the collectives left no GPU work their timing cannot tell a wait.
+                Item::Wait => {
+                    if ends.len() > waited && ends.last().is_some_and(Option::is_none) {
+                        waited = ends.len();
+                        calls.push(Call::Wait { wait: waited });
                     }
                 }
-                let name = Some(k.name.split('(').next().unwrap_or(&k.name).to_string());
-                calls.push(Call::Compute { compute_us: k.dur, name });
-                clock = Some(clock.map_or(k.ts + k.dur, |c: f64| c.max(k.ts + k.dur)));
             }
         }
+        if let Some(prev) = clock
+            && *ts > prev
+        {
+            // The latest collective whose GPU work ended in the gap, just before this kernel.
+            let hit = ends.iter().rposition(|e| {
+                e.is_some_and(|end| end > prev && end <= *ts && ts - end <= WAIT_SLACK_US)
+            });
+            match hit.filter(|&j| j + 1 > waited) {
+                Some(j) => {
+                    calls.push(Call::Wait { wait: j + 1 });
+                    waited = j + 1;
+                    let end = ends[j].unwrap_or(prev);
+                    if *ts > end {
+                        calls.push(Call::Compute {
+                            compute_us: ts - end,
+                            name: Some("launch".into()),
+                        });
+                    }
+                }
+                // The host launched this kernel just before it ran, and had not waited for
+                // the GPU: it would have launched it then whatever the GPU did before.
+                None if launch.is_some_and(|l| ts - l <= HOST_LATE_US && l < first_block) => {
+                    calls.push(Call::Until { idle_until_us: ts - t0 });
+                }
+                // Otherwise the gap is kept as time that passes (a wait on another stream, a
+                // host that waited for the GPU, a trace without launches).
+                None => {
+                    calls.push(Call::Compute { compute_us: ts - prev, name: Some("gap".into()) })
+                }
+            }
+        }
+        calls.push(Call::Compute { compute_us: *dur, name: Some(name.clone()) });
+        clock = Some(clock.map_or(ts + dur, |c: f64| c.max(ts + dur)));
     }
-    if !launched.is_empty() {
+    for (_, _, item) in items {
+        if let Item::Comm(k) = item {
+            calls.push(comms[k].call());
+            ends.push(comms[k].gpu.map(|g| g.1));
+        }
+    }
+    if !ends.is_empty() {
         calls.push(Call::Drain { drain: true });
     }
     Ok(CallsFile { collsim_calls: VERSION, ranks: world.map(|w| w as usize), calls })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One rank's step as PyTorch 2.11 records it under DDP on one GPU: the all-reduce's CPU
+    /// op carries its sizes and leaves no GPU work (NCCL does nothing in place on one rank),
+    /// the kernels' launches are runtime events, and the Reducer's wait is a
+    /// `cudaStreamWaitEvent` outside the collective.
+    fn one_rank() -> String {
+        let launch = |ts: f64, corr: u64, name: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "cuda_runtime", "name": "{name}", "ts": {ts}, "dur": 1, "args": {{"correlation": {corr}, "External id": {corr}}}}}"#
+            )
+        };
+        let kernel = |ts: f64, dur: f64, corr: u64, name: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "ts": {ts}, "dur": {dur}, "args": {{"stream": 7, "correlation": {corr}, "External id": {corr}}}}}"#
+            )
+        };
+        let events = [
+            launch(0.0, 1, "cudaLaunchKernel"),
+            kernel(10.0, 100.0, 1, "bwd_gemm_0"),
+            // The bucket is issued at 20 µs, while the GPU runs the first kernel.
+            r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 20, "dur": 30, "args": {"External id": 50, "Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "dtype": "Float", "Group size": 1}}"#.to_string(),
+            launch(30.0, 2, "cudaStreamWaitEvent"),
+            launch(60.0, 3, "cudaLaunchKernel"),
+            kernel(110.0, 100.0, 3, "bwd_gemm_1"),
+            // The Reducer's wait, then the optimizer launched late: the host's gap.
+            launch(70.0, 4, "cudaStreamWaitEvent"),
+            launch(400.0, 5, "cudaLaunchKernel"),
+            kernel(410.0, 50.0, 5, "adam"),
+        ];
+        format!(
+            r#"{{"distributedInfo": {{"world_size": 1}}, "traceEvents": [{}]}}"#,
+            events.join(",")
+        )
+    }
+
+    #[test]
+    fn a_one_rank_trace_keeps_its_collectives_in_launch_order_and_its_waits() {
+        let f = import("t.json", &one_rank()).unwrap();
+        let kinds: Vec<String> = f
+            .calls
+            .iter()
+            .map(|c| match c {
+                Call::Compute { name, .. } => name.clone().unwrap_or_default(),
+                Call::Nccl { nccl, .. } => match &nccl[0] {
+                    NcclOp::Collective { collective, bytes, .. } => format!("{collective} {bytes}"),
+                    NcclOp::Hook { .. } => "hook".into(),
+                },
+                Call::Wait { wait } => format!("wait {wait}"),
+                Call::Drain { .. } => "drain".into(),
+                Call::Until { idle_until_us } => format!("until {idle_until_us}"),
+            })
+            .collect();
+        // The all-reduce goes after the kernel launched before it, not after the one the GPU
+        // ran next; the wait outside it holds the optimizer; the optimizer's late start is
+        // the host's, from the step's start.
+        assert_eq!(
+            kinds,
+            ["bwd_gemm_0", "all_reduce 4000", "bwd_gemm_1", "wait 1", "until 400", "adam", "drain"]
+        );
+        assert_eq!(f.ranks, Some(1));
+        // A collective on the GPU's own work (a one-rank copy out of place) is not compute.
+        let with_copy = one_rank().replace(
+            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "ts": 30"#,
+            r#"{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 215, "dur": 5, "args": {"correlation": 9, "External id": 50}}, {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "ts": 30"#,
+        );
+        let f = import("t.json", &with_copy).unwrap();
+        let compute: f64 = f
+            .calls
+            .iter()
+            .map(|c| if let Call::Compute { compute_us, .. } = c { *compute_us } else { 0.0 })
+            .sum();
+        assert_eq!(compute, 250.0);
+        // A host that waited for the GPU before launching the optimizer launched it relative
+        // to the GPU's progress: the gap is kept as time that passes.
+        let synced = one_rank()
+            .replace("cudaStreamWaitEvent\", \"ts\": 70", "cudaDeviceSynchronize\", \"ts\": 70");
+        let f = import("t.json", &synced).unwrap();
+        assert!(f.calls.contains(&Call::Compute { compute_us: 200.0, name: Some("gap".into()) }));
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::Until { .. })));
+    }
 }

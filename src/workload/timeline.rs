@@ -210,6 +210,8 @@ pub(crate) struct Timeline {
     pub comm: f64,
     /// Hook compute, s.
     pub hook_compute: f64,
+    /// Time the compute stream idled on [`Work::Until`], s.
+    pub idle: f64,
     /// When the last item ended.
     pub end: Option<f64>,
     /// When it started.
@@ -244,6 +246,7 @@ impl Timeline {
             comm_before: 0.0,
             comm: 0.0,
             hook_compute: 0.0,
+            idle: 0.0,
             end: None,
             t0: 0.0,
         }
@@ -372,6 +375,7 @@ impl Timeline {
                     if let Some(Work::Until { name, .. }) = self.work.pop_front()
                         && now > self.began
                     {
+                        self.idle += now - self.began;
                         let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
                         self.spans.push(Span::compute("wait", name, start_ms, end_ms));
                     }

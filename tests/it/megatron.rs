@@ -395,3 +395,85 @@ fn data_parallel_groups_that_share_a_nic_reduce_at_its_shared_rate() {
         assert!((got / ratio - 1.0).abs() < 0.02, "{topology}: {got:.3} times alone");
     }
 }
+
+/// Step times of 24-layer GPTs under DDP on one H200 (eager PyTorch 2.11, flash attention
+/// through `scaled_dot_product_attention`, bf16 autocast, fused AdamW, no activation
+/// recomputation; `calibration/data/2026-11-26-h200-kineto/run1-steps.csv`) against the DDP
+/// model with the GEMM efficiency and host time per kernel given.
+fn h200_errors(eff: f64, launch_us: f64, rows: &[(u64, u64, u64, u64, f64)]) -> Vec<f64> {
+    let dir = super::scratch();
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let topo = dir.join(format!("h200-{}-{n}.toml", std::process::id()));
+    let text = std::fs::read_to_string("topologies/dgx-h100.toml")
+        .unwrap()
+        .replace("model = \"H100-SXM5-80GB\"", "model = \"H200-SXM-141GB\"");
+    std::fs::write(&topo, text).unwrap();
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .unwrap();
+    let errors = rows
+        .iter()
+        .map(|&(layers, h, seq, micro, ms)| {
+            let toml = format!(
+                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n",
+                topo.display()
+            );
+            let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
+            if let Workload::Ddp(d) = &mut s.workload {
+                let fp32 = collsim::workload::DataType::Float;
+                d.model = gpt(layers, h, 16, 50_304, seq, fp32);
+                d.sequence = Some(seq);
+            }
+            let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
+            (r.iteration_time_ms / ms - 1.0) * 100.0
+        })
+        .collect();
+    std::fs::remove_file(&topo).ok();
+    errors
+}
+
+fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
+    let text =
+        std::fs::read_to_string("calibration/data/2026-11-26-h200-kineto/run1-steps.csv").unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[2] == "24")
+        .map(|f| {
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            (24, n(3), n(5), n(6), f[8].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Median and largest |error|, %.
+fn spread(e: &[f64]) -> (f64, f64) {
+    let mut abs: Vec<f64> = e.iter().map(|x| x.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    (abs[abs.len() / 2], abs[abs.len() - 1])
+}
+
+#[test]
+fn the_megatron_fit_carries_to_gpt_steps_on_an_h200() {
+    // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.75, 55 µs of host a kernel:
+    // the README's fit), checked on 16 DDP steps of 24-layer GPTs in eager PyTorch on one
+    // H200, none of them fitted: median 11.1 %, largest 24.5 %. The host-bound steps (one or
+    // two samples) come out within -7..+21 %, the GPU-bound ones 7-12 % fast.
+    let (median, max) = spread(&h200_errors(0.75, 55.0, &h200_rows()));
+    assert!(median < 13.0 && max < 27.0, "median {median:.1} %, largest {max:.1} %");
+}
+
+#[test]
+#[ignore = "exploration: prints the DDP model's error on one H200's GPT steps"]
+fn h200_gpt_steps() {
+    let rows = h200_rows();
+    for (eff, launch) in [(0.75, 5.0), (0.75, 35.0), (0.75, 55.0), (0.6, 35.0), (0.6, 55.0)] {
+        let e = h200_errors(eff, launch, &rows);
+        let (median, max) = spread(&e);
+        let e: Vec<f64> = e.iter().map(|x| (x * 10.0).round() / 10.0).collect();
+        println!("eff {eff} launch {launch} us: median |e| {median:.1} %, max {max:.1} %; {e:?}");
+    }
+}
