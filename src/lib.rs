@@ -236,7 +236,8 @@ fn on_cluster<R>(
     if let Some(layout) = &spec.parallel {
         layout
             .check(&spec.model, world, spec.grad_accumulation)
-            .map_err(|e| Error::Ddp(format!("workload.parallel: {e}")))?;
+            .and_then(|()| layout.check_placement(world, comm.ppn()))
+            .map_err(|e| Error::Ddp(format!("{}: {e}", e.field())))?;
     }
     let r = with_ddp(
         &cluster,
@@ -391,6 +392,21 @@ fn with_ddp<R>(
             }
         }
     }
+    // A replayed step's groups: each beside its translates, which run the same step.
+    if let Some(calls) = &spec.calls {
+        let used = workload::calls::groups(calls, world)
+            .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+        for g in used {
+            let Some((members, others)) = workload::parallel::strided_members(g, world) else {
+                continue;
+            };
+            if members.len() > 1 {
+                let own = group_comm(cluster, comm, &members)?;
+                let siblings = sharing_siblings(cluster, comm, &own.0, &others)?;
+                groups.insert(g, with_siblings(own, siblings));
+            }
+        }
+    }
     let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
@@ -475,7 +491,7 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
     let counts: std::collections::BTreeSet<usize> = per_node.values().map(Vec::len).collect();
     let &[per] = counts.iter().copied().collect::<Vec<_>>().as_slice() else {
         return Err(Error::Ddp(format!(
-            "workload.parallel: a process group of {} ranks falls unevenly on the nodes ({:?} per node); choose degrees that divide the GPUs per node or are multiples of it",
+            "a process group of {} ranks falls unevenly on the nodes ({:?} per node); collsim times a group with as many GPUs on each of its nodes",
             members.len(),
             per_node.values().map(Vec::len).collect::<Vec<_>>()
         )));

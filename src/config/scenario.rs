@@ -987,7 +987,10 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         && let Some(layout) = &d.parallel
     {
         let world = nodes * gpus_per_node;
-        if let Err(e) = layout.check(&d.model, world, d.grad_accumulation) {
+        let fits = layout
+            .check(&d.model, world, d.grad_accumulation)
+            .and_then(|()| layout.check_placement(world, gpus_per_node));
+        if let Err(e) = fits {
             // The key's own line where the file gives it, else the table's.
             let (table, raw) = (raw.workload.as_ref(), p.get_ref());
             let given = match e.key {
@@ -998,11 +1001,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
                 _ => table.and_then(|w| w.grad_accumulation.as_ref()),
             };
             let at = given.map_or(p.span().start, |v| v.span().start);
-            let key = match e.key {
-                "grad_accumulation" => "workload.grad_accumulation".to_string(),
-                k => format!("workload.parallel.{k}"),
-            };
-            return Err(src.error_at(at, format!("{key}: {e}")));
+            return Err(src.error_at(at, format!("{}: {e}", e.field())));
         }
     }
     // A sharded step needs ranks to shard over (PyTorch switches one rank to NO_SHARD).

@@ -10,6 +10,8 @@
 //! {"collsim_calls": 1, "ranks": 128, "calls": [
 //!   {"compute_us": 812.5, "name": "fwd transformer.h.0"},
 //!   {"nccl": [{"collective": "all_reduce", "bytes": 26214400, "dtype": "float"}]},
+//!   {"nccl": [{"collective": "all_reduce", "bytes": 4194304, "dtype": "bfloat16",
+//!              "group": {"size": 8, "stride": 1}}]},
 //!   {"wait": 1},
 //!   {"drain": true}
 //! ]}
@@ -18,13 +20,16 @@
 //! `compute_us` is a compute kernel's time at full speed (a collective running beside it slows
 //! it by its channels' share of the SMs, unless the entry's batch gives `slowdown`); an `nccl`
 //! entry is one launch on the NCCL stream, run after every earlier one: its collectives
-//! (nccl-tests' size) and `hook_us` compute the stream runs in their place; `wait: n` holds
+//! (nccl-tests' size; on every rank, or on a `group` of ranks `stride` apart, `size` of them
+//! or, without a size, as many as the cluster holds: [`GroupShape`]) and `hook_us` compute
+//! the stream runs in their place; `wait: n` holds
 //! the compute stream until the first n `nccl` entries are done, `drain` until all are;
 //! `idle_until_us` until that time from the step's start.
 
 use serde::{Deserialize, Serialize};
 
 use super::DataType;
+use super::parallel::Group;
 use super::timeline::{Batch, Op, Slowdown, Work};
 use crate::collective::Collective;
 
@@ -98,6 +103,9 @@ pub enum NcclOp {
         /// Its span's name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// Its process group, if not every rank.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<GroupShape>,
     },
     /// Compute the stream runs in the launch's place (a communication hook's).
     Hook {
@@ -107,6 +115,39 @@ pub enum NcclOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+}
+
+/// A collective's process group in a list of calls: ranks `stride` apart from the rank the
+/// step is of (1: consecutive), `size` of them, or, without a size, as many as the world
+/// holds at that stride (a data-parallel group, which grows with the cluster). Every rank runs
+/// the same step, so the group's translates by the ranks between (and by whole blocks of
+/// `size x stride`) run theirs beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupShape {
+    /// Ranks in the group (none: the world's ranks over `stride`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
+    /// Global ranks between two of its ranks.
+    pub stride: usize,
+}
+
+impl GroupShape {
+    /// The group on `world` ranks (the whole world where it takes every rank).
+    pub fn on(&self, world: usize) -> Result<Group, String> {
+        let stride = self.stride;
+        if stride == 0 {
+            return Err("group.stride: at least 1".into());
+        }
+        let size = self.size.unwrap_or(world / stride);
+        if size == 0 || size.saturating_mul(stride) > world || !world.is_multiple_of(size * stride)
+        {
+            return Err(format!(
+                "group: {size} ranks {stride} apart do not tile the {world} ranks of this cluster"
+            ));
+        }
+        Ok(if size == world { Group::World } else { Group::Strided { size, stride } })
+    }
 }
 
 impl Call {
@@ -137,6 +178,7 @@ impl Call {
                     bytes: *bytes,
                     dtype: dtype.name().to_string(),
                     name: Some(name.clone()),
+                    group: None,
                 },
             })
             .collect();
@@ -148,10 +190,15 @@ impl Call {
     }
 }
 
-/// A list of calls as timeline work: every collective on the world's communicator, compute
-/// slowed under collectives by `per_channel` unless an entry fixes its slowdown. Errors name
-/// the entry.
-pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>, String> {
+/// A list of calls as timeline work on `world` ranks (None: checking an entry alone, each
+/// group on as many ranks as it spans), each collective on its group (the world's where it
+/// names none), compute slowed under collectives by `per_channel` unless an entry fixes its
+/// slowdown. Errors name the entry.
+pub(crate) fn to_work(
+    calls: &[Call],
+    per_channel: Slowdown,
+    world: Option<usize>,
+) -> Result<Vec<Work>, String> {
     let mut out = Vec::with_capacity(calls.len());
     let mut launches = 0usize;
     let us = |i: usize, what: &str, x: f64| {
@@ -177,7 +224,7 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
                             secs: us(i, &format!("nccl[{k}].hook_us"), *hook_us)?,
                             name: name.clone().unwrap_or_else(|| "hook".into()),
                         },
-                        NcclOp::Collective { collective, bytes, dtype, name } => {
+                        NcclOp::Collective { collective, bytes, dtype, name, group } => {
                             let c = Collective::parse(collective).ok_or_else(|| {
                                 format!("calls[{i}].nccl[{k}].collective: unknown collective {collective:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)")
                             })?;
@@ -190,8 +237,17 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
                                     "calls[{i}].nccl[{k}].bytes: must be 1 B to {max}, more than any GPU holds (got {bytes})"
                                 ));
                             }
+                            let group = match group {
+                                None => super::parallel::Group::World,
+                                Some(g) => {
+                                    let span = g.size.unwrap_or(1).saturating_mul(g.stride);
+                                    g.on(world.unwrap_or(span)).map_err(|e| {
+                                        format!("calls[{i}].nccl[{k}].{e}")
+                                    })?
+                                }
+                            };
                             Op::Coll {
-                                group: super::parallel::Group::World,
+                                group,
                                 collective: c,
                                 bytes: *bytes,
                                 dtype: d,
@@ -229,9 +285,26 @@ pub(crate) fn to_work(calls: &[Call], per_channel: Slowdown) -> Result<Vec<Work>
     Ok(out)
 }
 
+/// The process groups other than the world that `calls` run collectives on, on `world` ranks.
+pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet<Group>, String> {
+    let mut out = std::collections::BTreeSet::new();
+    for (i, c) in calls.iter().enumerate() {
+        let Call::Nccl { nccl, .. } = c else { continue };
+        for (k, op) in nccl.iter().enumerate() {
+            if let NcclOp::Collective { group: Some(g), .. } = op {
+                let g = g.on(world).map_err(|e| format!("calls[{i}].nccl[{k}].{e}"))?;
+                if g != Group::World {
+                    out.insert(g);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Why `calls` cannot be replayed, if they cannot: a bad entry, or a step of no work at all.
 pub fn check(calls: &[Call]) -> Result<(), String> {
-    let work = to_work(calls, Slowdown::Fixed(0.0))?;
+    let work = to_work(calls, Slowdown::Fixed(0.0), None)?;
     let busy = work.iter().any(|w| match w {
         Work::Run { secs, .. } => *secs > 0.0,
         Work::Post(_) => true,
@@ -257,4 +330,30 @@ pub fn parse(file: &str, text: &str) -> Result<CallsFile, String> {
         return Err(format!("{file}: calls: the list is empty"));
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::parallel::strided_members;
+
+    #[test]
+    fn a_group_shape_lands_on_the_world_it_is_replayed_on() {
+        let shape = |size, stride| GroupShape { size, stride };
+        // Data parallel (no size): every second rank of 16.
+        let dp = shape(None, 2).on(16).unwrap();
+        assert_eq!(dp, Group::Strided { size: 8, stride: 2 });
+        // A block of 4 keeps its size; tiles of 16, with its translates beside it.
+        let tp = shape(Some(4), 1).on(16).unwrap();
+        let (own, others) = strided_members(tp, 16).unwrap();
+        assert_eq!(own, [0, 1, 2, 3]);
+        assert_eq!(others, [vec![4, 5, 6, 7], vec![8, 9, 10, 11], vec![12, 13, 14, 15]]);
+        let (own, others) = strided_members(Group::Strided { size: 4, stride: 2 }, 16).unwrap();
+        assert_eq!(own, [0, 2, 4, 6]);
+        assert_eq!(others, [vec![1, 3, 5, 7], vec![8, 10, 12, 14], vec![9, 11, 13, 15]]);
+        // The whole world is the world's group; what does not tile it is refused.
+        assert_eq!(shape(Some(16), 1).on(16).unwrap(), Group::World);
+        assert!(shape(Some(3), 1).on(16).unwrap_err().contains("do not tile the 16 ranks"));
+        assert!(shape(None, 0).on(16).unwrap_err().contains("stride: at least 1"));
+    }
 }

@@ -1255,7 +1255,7 @@ fn plan_calls(
 ) -> StepPlan {
     let per_call = call_slowdown(spec, gpu);
     // Checked where they were read (scenario or trace import): a bad entry cannot come here.
-    let work = super::calls::to_work(calls, per_call).unwrap_or_default();
+    let work = super::calls::to_work(calls, per_call, Some(world)).unwrap_or_default();
     let compute: f64 =
         work.iter().map(|w| if let Work::Run { secs, .. } = w { *secs } else { 0.0 }).sum();
     let steady = Timeline::new(work, Vec::new(), Vec::new());

@@ -25,12 +25,18 @@
 //! blocked on the GPU: that kernel starts no earlier than it did in the trace, counted from the
 //! step's first GPU work, however early the GPU is free (the host runs ahead of the GPU, so a
 //! longer collective hides its gaps). Other gaps (a trace without launches, a host that had
-//! synchronised) are kept as time that passes. Several compute streams are taken as one, in start order. Collectives on a group smaller
-//! than the trace's world are refused (a replay times every collective on the whole cluster).
+//! synchronised) are kept as time that passes. Several compute streams are taken as one, in
+//! start order.
+//!
+//! Groups: a collective on fewer ranks than the trace's world keeps its group's shape, its
+//! ranks a stride apart (`Global rank stride`, or the spacing of `Process Group Ranks`): one
+//! that spans the world (a data-parallel group) grows with the replay's cluster, any other (a
+//! tensor-parallel block) keeps its size ([`GroupShape`]). Groups whose ranks are not evenly
+//! spaced are refused.
 
 use serde_json::Value;
 
-use super::calls::{Call, CallsFile, NcclOp, VERSION};
+use super::calls::{Call, CallsFile, GroupShape, NcclOp, VERSION};
 
 /// How close after an NCCL kernel's end a compute kernel must start to have waited for it, µs.
 pub const WAIT_SLACK_US: f64 = 5.0;
@@ -99,13 +105,45 @@ fn is_nccl(name: &str) -> bool {
     name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel")
 }
 
-/// A collective as a trace records it: nccl-tests' name, size and dtype, and its group's size.
-type Recorded = (String, u64, String, Option<u64>);
+/// A collective as a trace records it: nccl-tests' name, size and dtype, and its group's size
+/// and the global ranks between two of its ranks (None: not recorded, or not evenly spaced).
+type Recorded = (String, u64, String, Option<u64>, Option<u64>);
+
+/// The global ranks between a group's ranks as PyTorch records them: `Global rank stride`
+/// (PyTorch 2.2 and later; -1 where they are not evenly spaced), or the spacing of `Process
+/// Group Ranks` (a string, "[0, 8, 16]").
+fn stride_of(args: &Value) -> Option<u64> {
+    if let Some(s) = args.get("Global rank stride").and_then(Value::as_i64) {
+        return u64::try_from(s).ok().filter(|&s| s >= 1);
+    }
+    let list = args.get("Process Group Ranks").and_then(Value::as_str)?;
+    let ranks: Vec<u64> = list
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|r| r.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    let step = match ranks.as_slice() {
+        [a, b, ..] => b.checked_sub(*a)?,
+        _ => 1,
+    };
+    (step >= 1 && ranks.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(step))).then_some(step)
+}
 
 /// The comm args of an event, if it has them.
 fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
     let name = args.get("Collective name")?.as_str()?;
     Some((|| {
+        let group = match args.get("Group size") {
+            None => None,
+            Some(g) => match g.as_u64() {
+                Some(g) if g >= 1 => Some(g),
+                _ => return Err(format!("{name}: \"Group size\" {g} is not a number of ranks")),
+            },
+        };
+        // ProcessGroupNCCL's barrier is an all-reduce of one element.
+        if name == "barrier" {
+            return Ok(("all_reduce".into(), 4, "float".into(), group, stride_of(args)));
+        }
         let (c, out) = collective(name)
             .ok_or_else(|| format!("collective {name:?} is not one collsim times"))?;
         let d = args
@@ -120,14 +158,7 @@ fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
         let bytes = n.checked_mul(size).filter(|&b| b <= max.get()).ok_or_else(|| {
             format!("{name}: {key:?} {n} of {d} is more than {max}, more than any GPU holds")
         })?;
-        let group = match args.get("Group size") {
-            None => None,
-            Some(g) => match g.as_u64() {
-                Some(g) if g >= 1 => Some(g),
-                _ => return Err(format!("{name}: \"Group size\" {g} is not a number of ranks")),
-            },
-        };
-        Ok((c.to_string(), bytes, d.to_string(), group))
+        Ok((c.to_string(), bytes, d.to_string(), group, stride_of(args)))
     })())
 }
 
@@ -141,6 +172,8 @@ struct Comm {
     name: String,
     /// Its GPU work's start and end, µs.
     gpu: Option<(f64, f64)>,
+    /// Its process group, if not the world.
+    group: Option<GroupShape>,
 }
 
 impl Comm {
@@ -152,6 +185,7 @@ impl Comm {
                 bytes: self.bytes.max(1),
                 dtype: self.dtype.clone(),
                 name: Some(self.name.clone()),
+                group: self.group,
             }],
             slowdown: None,
         }
@@ -196,17 +230,25 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
     };
     let cat = |e: &Value| e.get("cat").and_then(Value::as_str).unwrap_or("").to_string();
     let ext = |e: &Value| e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64);
-    let checked = |i: usize, c: Result<Recorded, String>| -> Result<Recorded, String> {
-        let c = c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
-        if let (Some(g), Some(w)) = (c.3, world)
-            && g < w
-        {
-            return Err(format!(
-                "{file}: traceEvents[{i}]: {} on a group of {g} of the {w} ranks; collectives on sub-groups are not replayed yet",
-                c.0
-            ));
-        }
-        Ok(c)
+    // A collective's group: the world's, or its shape, which grows with the world where it
+    // spans the trace's (a data-parallel group), else keeps its size (a tensor-parallel one).
+    let checked = |i: usize, c: Result<Recorded, String>| -> Result<Comm, String> {
+        let (collective, bytes, dtype, size, stride) =
+            c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
+        let group = match (size, world) {
+            (None, _) => None,
+            (Some(g), Some(w)) if g >= w => None,
+            (Some(g), w) => {
+                let stride = stride.ok_or_else(|| {
+                    format!(
+                        "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
+                    )
+                })?;
+                let size = if w == Some(g * stride) { None } else { Some(g as usize) };
+                Some(GroupShape { size, stride: stride as usize })
+            }
+        };
+        Ok(Comm { at: 0.0, collective, bytes, dtype, name: String::new(), gpu: None, group })
     };
     // When the host launched each GPU operation (by correlation id), and the host's waits.
     let mut launched_at = std::collections::BTreeMap::new();
@@ -264,12 +306,12 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
     for &(ts, _, id, i) in &inner {
         let args = events[i].get("args").unwrap_or(&Value::Null);
         let Some(c) = comm_args(args) else { continue };
-        let (collective, bytes, dtype, _) = checked(i, c)?;
+        let comm = checked(i, c)?;
         let name = events[i].get("name").and_then(Value::as_str).unwrap_or("collective");
         if let Some(id) = id {
             by_ext.insert(id, comms.len());
         }
-        comms.push(Comm { at: ts, collective, bytes, dtype, name: name.to_string(), gpu: None });
+        comms.push(Comm { at: ts, name: name.to_string(), ..comm });
     }
     let span_of = |at: f64| inner.iter().position(|r| r.0 <= at && at <= r.1);
     let mut kernels = Vec::new();
@@ -306,9 +348,9 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
                         "{file}: traceEvents[{i}] ({name}): an NCCL kernel without its collective's size (profile with PyTorch 2.1 or later, which records it)"
                     )
                 })?;
-                let (collective, bytes, dtype, _) = checked(i, own)?;
+                let comm = checked(i, own)?;
                 let at = launch.unwrap_or(ts);
-                comms.push(Comm { at, collective, bytes, dtype, name: short.clone(), gpu: None });
+                comms.push(Comm { at, name: short.clone(), ..comm });
                 Some(comms.len() - 1)
             }
             None => None,
@@ -484,6 +526,11 @@ mod tests {
             ["bwd_gemm_0", "all_reduce 4000", "bwd_gemm_1", "wait 1", "until 400", "adam", "drain"]
         );
         assert_eq!(f.ranks, Some(1));
+        // A barrier is NCCL's all-reduce of one element.
+        let barrier = one_rank().replace("\"allreduce\"", "\"barrier\"");
+        let f = import("t.json", &barrier).unwrap();
+        assert!(f.calls.iter().any(|c| matches!(c, Call::Nccl { nccl, .. }
+            if matches!(&nccl[0], NcclOp::Collective { bytes: 4, .. }))));
         // A collective on the GPU's own work (a one-rank copy out of place) is not compute.
         let with_copy = one_rank().replace(
             r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "ts": 30"#,

@@ -82,6 +82,31 @@ pub enum Group {
     Shard,
     /// HYBRID_SHARD's replicate group: rank 0 of each node (each node's local rank 0).
     Replicate,
+    /// A replayed trace's group: `size` ranks `stride` apart from rank 0, beside its
+    /// translates, which tile the world.
+    Strided {
+        /// Ranks.
+        size: usize,
+        /// Global ranks between two of them.
+        stride: usize,
+    },
+}
+
+/// The ranks of a [`Group::Strided`] and of the translates running beside it on `world`
+/// ranks (each `o + k * stride` within a block of `size * stride` ranks, every block); None
+/// for other groups.
+pub fn strided_members(group: Group, world: usize) -> Option<(Vec<usize>, Vec<Vec<usize>>)> {
+    let Group::Strided { size, stride } = group else { return None };
+    let own: Vec<usize> = (0..size).map(|i| i * stride).collect();
+    let block = (size * stride).max(1);
+    let siblings = (0..world)
+        .step_by(block)
+        .flat_map(|b| (0..stride).map(move |o| b + o))
+        .filter(|&o| o > 0)
+        .map(|o| own.iter().map(|r| r + o).collect::<Vec<usize>>())
+        .filter(|g| g.iter().all(|&r| r < world))
+        .collect();
+    Some((own, siblings))
 }
 
 /// The ranks of HYBRID_SHARD's shard group (rank 0's node) or replicate group (each node's
@@ -119,7 +144,7 @@ impl Layout {
                 (0..dp / self.ep).map(|j| tp * self.ep * j + stage(s)).collect()
             }
             // Not a Megatron group.
-            Group::Shard | Group::Replicate => Vec::new(),
+            Group::Shard | Group::Replicate | Group::Strided { .. } => Vec::new(),
         }
     }
 
@@ -141,7 +166,7 @@ impl Layout {
             Group::ExpertData(_) => {
                 (0..tp).flat_map(|t| (0..ep).map(move |k| t + tp * k)).filter(|&o| o > 0).collect()
             }
-            Group::World | Group::Shard | Group::Replicate => Vec::new(),
+            Group::World | Group::Shard | Group::Replicate | Group::Strided { .. } => Vec::new(),
         };
         let members = self.members(group, world);
         offsets
@@ -268,6 +293,46 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// Why the layout's process groups cannot be timed on `world` ranks of `ranks_per_node` a
+    /// node, if they cannot: a group (or a sibling of it) with more ranks on some of its nodes
+    /// than on others (NCCL runs such a ring; collsim times a group on the same number of GPUs
+    /// on each of its nodes).
+    pub fn check_placement(&self, world: usize, ranks_per_node: usize) -> Result<(), LayoutError> {
+        let ppn = ranks_per_node.max(1);
+        for g in self.groups(world) {
+            let mut all = vec![self.members(g, world)];
+            all.extend(self.siblings(g, world));
+            for members in all {
+                let mut per_node = std::collections::BTreeMap::<usize, usize>::new();
+                for r in &members {
+                    *per_node.entry(r / ppn).or_default() += 1;
+                }
+                let counts: Vec<usize> = per_node.into_values().collect();
+                if counts.iter().any(|&c| c != counts[0]) {
+                    let (what, key) = match g {
+                        Group::Tensor => ("tensor-parallel", "tp"),
+                        Group::Expert => ("expert-parallel", "ep"),
+                        Group::ExpertData(_) => ("expert-data-parallel", "ep"),
+                        Group::Pipeline(_) | Group::Embedding => ("pipeline", "pp"),
+                        _ => ("data-parallel", if self.tp > 1 { "tp" } else { "pp" }),
+                    };
+                    let counts: Vec<String> = counts.iter().map(usize::to_string).collect();
+                    return Err(LayoutError {
+                        key,
+                        why: format!(
+                            "a {what} group of {} ranks lies {} on its nodes of {ppn} GPUs; collsim times a group with as many GPUs on each of its nodes: choose degrees that divide the GPUs per node or are multiples of it",
+                            members.len(),
+                            counts.join(" + ")
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why a layout does not fit its model or cluster, and the key to blame: `tp`, `pp`, `ep` or
 /// `virtual_stages` of `[workload.parallel]`, or the workload's `grad_accumulation`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +341,16 @@ pub struct LayoutError {
     pub key: &'static str,
     /// Why.
     pub why: String,
+}
+
+impl LayoutError {
+    /// The scenario's key to blame, in full (`workload.parallel.tp`, ...).
+    pub fn field(&self) -> String {
+        match self.key {
+            "grad_accumulation" => "workload.grad_accumulation".to_string(),
+            k => format!("workload.parallel.{k}"),
+        }
+    }
 }
 
 impl std::fmt::Display for LayoutError {

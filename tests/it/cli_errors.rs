@@ -818,6 +818,18 @@ fn a_table_or_key_out_of_place_is_named_on_its_own_line() {
     let p = tmp("tp3.toml", &text);
     let at = format!("tp3.toml:{}:", line_of(&text, "tp = 3"));
     fails_with(&["simulate", p.to_str().unwrap()], &[&at, "workload.parallel.tp: tp x pp"]);
+    // A layout whose data-parallel groups lie unevenly on the nodes (3 nodes, tp 2 x pp 2: six
+    // ranks, four on one node and two on the next): the tp line, before anything runs.
+    let text = three_d
+        .replacen("nodes = 64", "nodes = 3", 1)
+        .replacen("\ntp = 8", "\ntp = 2", 1)
+        .replacen("\npp = 8", "\npp = 2", 1);
+    let p = tmp("uneven.toml", &text);
+    let at = format!("uneven.toml:{}:", line_of(&text, "tp = 2"));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[&at, "workload.parallel.tp: a data-parallel group of 6 ranks lies 4 + 2"],
+    );
     // A value of the wrong type: the key with its table.
     let p = tmp("nodes-two.toml", &GOOD.replace("nodes = 1", "nodes = \"two\""));
     fails_with(

@@ -1038,19 +1038,36 @@ fn a_kineto_trace_replays_on_another_cluster() {
     assert!(num(&p5, "iteration_time_ms") > num(&one, "iteration_time_ms"));
     let table = collsim_ok(&["simulate", "--workload-trace", f, "--topology", "dgx-h100"]);
     assert!(table.contains("collectives                  2, 80 MiB in all"), "{table}");
-    // A collective on a sub-group is refused, as is an NCCL kernel without its sizes.
+    // Collectives on sub-groups: a block of 4 consecutive ranks keeps its size on a larger
+    // cluster (a tensor-parallel group: inside a node, so no slower on 16 nodes); every
+    // second rank spans the trace's 8 and grows with the world (a data-parallel group: 64
+    // ranks across the nodes on 16). A group whose ranks are not recorded evenly spaced, or
+    // that does not tile the cluster's ranks, is refused.
     let text = std::fs::read_to_string(f).unwrap();
     let dir = std::env::temp_dir().join(format!("collsim-kineto-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let sub = dir.join("sub.json");
-    std::fs::write(
-        &sub,
-        text.replace("\"Group size\": 8,\n    \"Process", "\"Group size\": 4,\n    \"Process"),
-    )
-    .unwrap();
+    let grouped = |name: &str, group: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text.replace("\"Group size\": 8", group)).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let comm = |trace: &str, nodes: &str| {
+        let args = ["simulate", "--workload-trace", trace, "--topology", "aws-p5", "--nodes"];
+        num(&json(&[&args[..], &[nodes, "--format", "json"]].concat()), "comm_ms")
+    };
+    let block = grouped("block.json", "\"Group size\": 4, \"Global rank stride\": 1");
+    assert!((comm(&block, "16") / comm(&block, "1") - 1.0).abs() < 1e-9);
+    let strided = grouped("strided.json", "\"Group size\": 4, \"Global rank stride\": 2");
+    assert!(comm(&strided, "16") > 1.5 * comm(&strided, "1"));
+    let sub = grouped("sub.json", "\"Group size\": 4");
     super::cli_errors::fails_with(
-        &["simulate", "--workload-trace", sub.to_str().unwrap(), "--topology", "dgx-h100"],
-        &["--workload-trace", "on a group of 4 of the 8 ranks"],
+        &["simulate", "--workload-trace", &sub, "--topology", "dgx-h100"],
+        &["--workload-trace", "a group of 4 ranks that are not evenly spaced"],
+    );
+    let three = grouped("three.json", "\"Group size\": 3, \"Global rank stride\": 1");
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", &three, "--topology", "dgx-h100"],
+        &["3 ranks 1 apart do not tile the 8 ranks"],
     );
     let bare = dir.join("bare.json");
     std::fs::write(&bare, text.replace("\"External id\": 99\n", "\"External id\": 98\n")).unwrap();
