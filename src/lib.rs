@@ -269,11 +269,6 @@ pub fn export_calls(
             "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
         ));
     }
-    if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
-        return Err(Error::Ddp(
-            "--export-calls: hybrid sharding cannot be exported yet (its collectives run on two groups)".into(),
-        ));
-    }
     if !spec.skew.is_none() || spec.input.is_some() {
         return Err(Error::Ddp(
             "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
@@ -282,7 +277,8 @@ pub fn export_calls(
     let cache = CollCache::default();
     let (calls, summary) =
         on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
-            workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls()
+            let ranks = (gpu.ranks_per_node, world);
+            workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls(ranks)
         })?;
     let world = summary.nranks;
     Ok(workload::calls::CallsFile {
@@ -401,8 +397,9 @@ fn with_ddp<R>(
                 continue;
             };
             if members.len() > 1 {
-                let own = group_comm(cluster, comm, &members)?;
-                let siblings = sharing_siblings(cluster, comm, &own.0, &others)?;
+                let named = |e: Error| Error::Ddp(format!("{}: {e}", spec.model.name));
+                let own = group_comm(cluster, comm, &members).map_err(named)?;
+                let siblings = sharing_siblings(cluster, comm, &own.0, &others).map_err(named)?;
                 groups.insert(g, with_siblings(own, siblings));
             }
         }

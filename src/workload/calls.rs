@@ -139,33 +139,55 @@ impl GroupShape {
         if stride == 0 {
             return Err("group.stride: at least 1".into());
         }
-        let size = self.size.unwrap_or(world / stride);
-        if size == 0 || size.saturating_mul(stride) > world || !world.is_multiple_of(size * stride)
-        {
+        if self.size == Some(0) {
+            return Err("group.size: at least 1".into());
+        }
+        if stride > world {
             return Err(format!(
-                "group: {size} ranks {stride} apart do not tile the {world} ranks of this cluster"
+                "group.stride: {stride} ranks apart, more than the {world} ranks of this cluster"
+            ));
+        }
+        let size = self.size.unwrap_or(world / stride);
+        if size.checked_mul(stride).is_none_or(|n| n > world || !world.is_multiple_of(n)) {
+            return Err(format!(
+                "group: {size} ranks, {stride} apart, do not tile the {world} ranks of this cluster"
             ));
         }
         Ok(if size == world { Group::World } else { Group::Strided { size, stride } })
     }
+
+    /// The shape of a step's group on `(ranks per node, ranks)` (None: the world's; 3-D
+    /// groups are not exported): a group spanning the ranks keeps growing with them.
+    pub(crate) fn of(group: Group, (ranks_per_node, world): (usize, usize)) -> Option<GroupShape> {
+        let ppn = ranks_per_node.max(1);
+        match group {
+            Group::Shard => Some(GroupShape { size: Some(ppn), stride: 1 }),
+            Group::Replicate => Some(GroupShape { size: None, stride: ppn }),
+            Group::Strided { size, stride } => {
+                let size = (size.saturating_mul(stride) != world).then_some(size);
+                Some(GroupShape { size, stride })
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Call {
-    /// The entry of a timeline's work item.
-    pub(crate) fn of_work(w: &Work) -> Call {
+    /// The entry of a timeline's work item, on `(ranks per node, ranks)`.
+    pub(crate) fn of_work(w: &Work, ranks: (usize, usize)) -> Call {
         match w {
             Work::Run { secs, name, .. } => {
                 Call::Compute { compute_us: secs * 1e6, name: name.clone() }
             }
-            Work::Post(b) => Call::of_batch(b),
+            Work::Post(b) => Call::of_batch(b, ranks),
             Work::Drain => Call::Drain { drain: true },
             Work::Wait(n) => Call::Wait { wait: *n },
             Work::Until { at, .. } => Call::Until { idle_until_us: at * 1e6 },
         }
     }
 
-    /// The entry of an NCCL-stream batch.
-    pub(crate) fn of_batch(b: &Batch) -> Call {
+    /// The entry of an NCCL-stream batch, on `(ranks per node, ranks)`.
+    pub(crate) fn of_batch(b: &Batch, ranks: (usize, usize)) -> Call {
         let nccl = b
             .ops
             .iter()
@@ -173,12 +195,12 @@ impl Call {
                 Op::Hold { secs, name } => {
                     NcclOp::Hook { hook_us: secs * 1e6, name: Some(name.clone()) }
                 }
-                Op::Coll { collective, bytes, dtype, name, .. } => NcclOp::Collective {
+                Op::Coll { group, collective, bytes, dtype, name } => NcclOp::Collective {
                     collective: collective.name().to_string(),
                     bytes: *bytes,
                     dtype: dtype.name().to_string(),
                     name: Some(name.clone()),
-                    group: None,
+                    group: GroupShape::of(*group, ranks),
                 },
             })
             .collect();
@@ -240,10 +262,13 @@ pub(crate) fn to_work(
                             let group = match group {
                                 None => super::parallel::Group::World,
                                 Some(g) => {
-                                    let span = g.size.unwrap_or(1).saturating_mul(g.stride);
-                                    g.on(world.unwrap_or(span)).map_err(|e| {
-                                        format!("calls[{i}].nccl[{k}].{e}")
-                                    })?
+                                    // Checked alone: on the ranks of its own block.
+                                    let block = g.size.unwrap_or(1).checked_mul(g.stride.max(1));
+                                    match world.or(block) {
+                                        Some(w) => g.on(w),
+                                        None => Err(format!("group: {} ranks {} apart, more ranks than there can be", g.size.unwrap_or(1), g.stride)),
+                                    }
+                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}"))?
                                 }
                             };
                             Op::Coll {

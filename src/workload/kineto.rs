@@ -146,14 +146,20 @@ fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
         }
         let (c, out) = collective(name)
             .ok_or_else(|| format!("collective {name:?} is not one collsim times"))?;
-        let d = args
-            .get("dtype")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{name}: no \"dtype\""))?;
+        let d = match args.get("dtype") {
+            None => return Err(format!("{name}: no \"dtype\"")),
+            Some(d) => {
+                d.as_str().ok_or_else(|| format!("{name}: \"dtype\" {d} is not a type's name"))?
+            }
+        };
         let (size, d) = dtype(d).ok_or_else(|| format!("dtype {d:?} is not one collsim knows"))?;
         let key = if out { "Out msg nelems" } else { "In msg nelems" };
-        let n =
-            args.get(key).and_then(Value::as_u64).ok_or_else(|| format!("{name}: no {key:?}"))?;
+        let n = match args.get(key) {
+            None => return Err(format!("{name}: no {key:?}")),
+            Some(n) => n
+                .as_u64()
+                .ok_or_else(|| format!("{name}: {key:?} {n} is not a count of elements"))?,
+        };
         let max = super::sweep::MAX_CALL_BYTES;
         let bytes = n.checked_mul(size).filter(|&b| b <= max.get()).ok_or_else(|| {
             format!("{name}: {key:?} {n} of {d} is more than {max}, more than any GPU holds")
@@ -228,6 +234,15 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
             }
         },
     };
+    // Without distributedInfo (a bare event list), the world is the largest group recorded:
+    // the default group spans every rank.
+    let world = world.or_else(|| {
+        events
+            .iter()
+            .filter_map(|e| e.get("args")?.get("Group size")?.as_u64())
+            .filter(|&g| g >= 1)
+            .max()
+    });
     let cat = |e: &Value| e.get("cat").and_then(Value::as_str).unwrap_or("").to_string();
     let ext = |e: &Value| e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64);
     // A collective's group: the world's, or its shape, which grows with the world where it
@@ -237,14 +252,20 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
             c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
         let group = match (size, world) {
             (None, _) => None,
-            (Some(g), Some(w)) if g >= w => None,
+            (Some(g), Some(w)) if g > w => {
+                return Err(format!(
+                    "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks, more than the trace's {w}"
+                ));
+            }
+            (Some(g), Some(w)) if g == w => None,
             (Some(g), w) => {
                 let stride = stride.ok_or_else(|| {
                     format!(
                         "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
                     )
                 })?;
-                let size = if w == Some(g * stride) { None } else { Some(g as usize) };
+                let spans = g.checked_mul(stride).is_some_and(|n| Some(n) == w);
+                let size = if spans { None } else { Some(g as usize) };
                 Some(GroupShape { size, stride: stride as usize })
             }
         };
@@ -281,6 +302,13 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
             "cpu_op" | "user_annotation"
                 if args.is_some_and(|a| a.get("Collective name").is_some()) =>
             {
+                if let Some(n) =
+                    args.and_then(|a| a.get("Collective name")).filter(|n| !n.is_string())
+                {
+                    return Err(format!(
+                        "{file}: traceEvents[{i}]: \"Collective name\" {n} is not a collective's name"
+                    ));
+                }
                 let ts = num(e, "ts").filter(|t| t.is_finite()).ok_or_else(|| {
                     format!("{file}: traceEvents[{i}]: a collective's op without ts")
                 })?;
@@ -333,15 +361,17 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
         let args = e.get("args").unwrap_or(&Value::Null);
         let corr = args.get("correlation").and_then(Value::as_u64);
         let launch = corr.and_then(|c| launched_at.get(&c).copied());
-        // The collective whose work it is: by the op that launched it, or the host's time.
-        let owner = ext(e).and_then(|id| by_ext.get(&id).copied()).or_else(|| {
-            launch
+        // The collective whose work it is: by the op that launched it, or, where the trace
+        // does not name that op, by the host's time.
+        let owner = match ext(e) {
+            Some(id) => by_ext.get(&id).copied(),
+            None => launch
                 .and_then(span_of)
-                .and_then(|r| inner[r].2.and_then(|id| by_ext.get(&id).copied()))
-        });
+                .and_then(|r| inner[r].2.and_then(|id| by_ext.get(&id).copied())),
+        };
         let owner = match owner {
             Some(k) => Some(k),
-            None if c == "kernel" && is_nccl(name) => {
+            None if c.eq_ignore_ascii_case("kernel") && is_nccl(name) => {
                 // An NCCL kernel with its sizes on itself.
                 let own = comm_args(args).ok_or_else(|| {
                     format!(
@@ -526,6 +556,23 @@ mod tests {
             ["bwd_gemm_0", "all_reduce 4000", "bwd_gemm_1", "wait 1", "until 400", "adam", "drain"]
         );
         assert_eq!(f.ranks, Some(1));
+        // A kernel of another op launched while the collective's op is open (another thread)
+        // stays compute.
+        let crossed = one_rank().replace("\"ts\": 60, \"dur\": 1", "\"ts\": 40, \"dur\": 1");
+        let f = import("t.json", &crossed).unwrap();
+        assert!(
+            f.calls.contains(&Call::Compute { compute_us: 100.0, name: Some("bwd_gemm_1".into()) })
+        );
+        // Without distributedInfo (a bare event list) the world is the largest group recorded;
+        // a group larger than the trace's world is refused.
+        let bare =
+            format!("[{}]", one_rank().split_once("[").unwrap().1.rsplit_once("]").unwrap().0);
+        let bare = bare.replace("\"Group size\": 1", "\"Group size\": 8");
+        let f = import("t.json", &bare).unwrap();
+        assert!(f.calls.iter().any(|c| matches!(c, Call::Nccl { nccl, .. }
+            if matches!(&nccl[0], NcclOp::Collective { group: None, .. }))));
+        let big = one_rank().replace("\"Group size\": 1", "\"Group size\": 2");
+        assert!(import("t.json", &big).unwrap_err().contains("more than the trace's 1"));
         // A barrier is NCCL's all-reduce of one element.
         let barrier = one_rank().replace("\"allreduce\"", "\"barrier\"");
         let f = import("t.json", &barrier).unwrap();

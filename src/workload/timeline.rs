@@ -254,19 +254,19 @@ impl Timeline {
 
     /// The work as a list of calls in program order, each bucket's launch placed after the
     /// gradient that completes it (and every bucket before it), as [`Timeline::gradient`]
-    /// launches them.
-    pub(crate) fn calls(&self) -> Vec<super::calls::Call> {
+    /// launches them; its groups on `(ranks per node, ranks)`.
+    pub(crate) fn calls(&self, ranks: (usize, usize)) -> Vec<super::calls::Call> {
         use super::calls::Call;
         let mut pending = self.pending.clone();
         let mut next = self.next;
         let mut out = Vec::with_capacity(self.work.len());
         for w in &self.work {
-            out.push(Call::of_work(w));
+            out.push(Call::of_work(w, ranks));
             if let Work::Run { grad: Some(i), .. } = w {
                 pending[self.owner[*i]] -= 1;
                 while next < pending.len() && pending[next] == 0 {
                     if let Some(b) = &self.buckets[next] {
-                        out.push(Call::of_batch(b));
+                        out.push(Call::of_batch(b, ranks));
                     }
                     next += 1;
                 }

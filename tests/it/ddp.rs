@@ -1010,6 +1010,49 @@ fn an_exported_step_replays_as_a_list_of_calls() {
 }
 
 #[test]
+fn a_hybrid_sharded_step_exports_its_groups_and_replays() {
+    // HYBRID_SHARD's reduce-scatter on each node and all-reduce across them go into the list
+    // of calls as groups (8 consecutive ranks; every 8th of the world) and replay on the same
+    // cluster to the same step; on twice the nodes the all-reduce group grows, the shard
+    // group does not.
+    let dir = super::scratch().join(format!("collsim-hybrid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fsdp = std::fs::read_to_string("scenarios/llama7b-fsdp-p5-16node.toml").unwrap();
+    let s = dir.join("hybrid.toml");
+    std::fs::write(&s, fsdp.replace("\"FULL_SHARD\"", "\"HYBRID_SHARD\"")).unwrap();
+    let calls = dir.join("calls.json");
+    let step = json(&[
+        "simulate",
+        s.to_str().unwrap(),
+        "--format",
+        "json",
+        "--export-calls",
+        calls.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&calls).unwrap();
+    assert!(text.contains(r#""group":{"size":8,"stride":1}"#), "{}", &text[..400]);
+    assert!(text.contains(r#""group":{"stride":8}"#));
+    let replay = |nodes: usize| {
+        let r = dir.join(format!("replay{nodes}.toml"));
+        let toml = format!(
+            "[cluster]\ntopology = \"aws-p5\"\nnodes = {nodes}\n[workload]\nkind = \"trace\"\ncalls = \"calls.json\"\n"
+        );
+        std::fs::write(&r, toml).unwrap();
+        json(&["simulate", r.to_str().unwrap(), "--format", "json"])
+    };
+    let same = replay(16);
+    let err = num(&same, "iteration_time_ms") / num(&step, "iteration_time_ms") - 1.0;
+    assert!(
+        err.abs() < 0.01,
+        "{} vs {}",
+        num(&same, "iteration_time_ms"),
+        num(&step, "iteration_time_ms")
+    );
+    assert!(num(&replay(32), "comm_ms") > num(&same, "comm_ms"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_kineto_trace_replays_on_another_cluster() {
     // A synthetic trace in PyTorch's profiler format (tests/data/kineto-synthetic.json, one
     // rank of 8: seven GEMMs, an fp32 all-reduce of 16 Mi elements with its sizes on the
@@ -1067,7 +1110,7 @@ fn a_kineto_trace_replays_on_another_cluster() {
     let three = grouped("three.json", "\"Group size\": 3, \"Global rank stride\": 1");
     super::cli_errors::fails_with(
         &["simulate", "--workload-trace", &three, "--topology", "dgx-h100"],
-        &["3 ranks 1 apart do not tile the 8 ranks"],
+        &["3 ranks, 1 apart, do not tile the 8 ranks"],
     );
     let bare = dir.join("bare.json");
     std::fs::write(&bare, text.replace("\"External id\": 99\n", "\"External id\": 98\n")).unwrap();
