@@ -2,7 +2,9 @@
 //! DGX-H100 nodes; the communicator's construction included), and a 50-point bucket_cap_mb
 //! sweep of GPT-2 XL on 16 nodes run as `simulate --sweep` runs it (in parallel). And a 3-D
 //! step at tp 8 on 4 and 128 nodes whose data-parallel groups share NICs (AWS p4d: each
-//! all-reduce on its half of the shared NICs) or not (DGX H100: timed alone).
+//! all-reduce on its half of the shared NICs) or not (DGX H100: timed alone). And a PyTorch
+//! profiler trace captured on an H200 (1.42 B GPT, 74 buckets) imported and replayed on 16 and
+//! 128 aws-p5 nodes.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
@@ -34,6 +36,29 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| collsim::simulate_ddp(s, &params, Mode::Auto).expect("step"))
             });
         }
+    }
+    // A real PyTorch profiler trace (one DDP step of a 1.42 B GPT on an H200): imported, and
+    // replayed on 16 and 128 aws-p5 nodes.
+    let path = std::path::Path::new(
+        "calibration/data/2026-11-26-h200-kineto/run2-kineto-ddp-h2048.json.gz",
+    );
+    let trace = collsim::config::load_text(path).expect("trace");
+    g.bench_function("kineto_import_h2048", |b| {
+        b.iter(|| collsim::workload::kineto::import("trace", &trace).expect("import"))
+    });
+    let calls = collsim::workload::kineto::import("trace", &trace).expect("import").calls;
+    for nodes in [16usize, 128] {
+        // A cluster, its workload replaced by the trace's step (as --workload-trace does).
+        let text = format!(
+            "[cluster]\ntopology = \"aws-p5\"\nnodes = {nodes}\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"8 B\"\nmax_bytes = \"8 B\"\n"
+        );
+        let mut s = parse_scenario("replay.toml", &text).expect("scenario");
+        let spec = collsim::workload::ddp::DdpSpec::replay("trace".into(), calls.clone());
+        s.workload = collsim::config::Workload::Ddp(Box::new(spec));
+        let id = BenchmarkId::new("kineto_replay_h2048_aws-p5_nodes", nodes);
+        g.bench_with_input(id, &s, |b, s| {
+            b.iter(|| collsim::simulate_ddp(s, &params, Mode::Auto).expect("step"))
+        });
     }
     let gpt = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").expect("scenario");
     g.bench_function("gpt2xl_sweep_50_bucket_caps", |b| {

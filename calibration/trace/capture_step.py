@@ -10,6 +10,9 @@ TASKS (default `ddp,fsdp,grid`):
   (`fully_shard` per block, bf16 parameters, fp32 reduction, foreach AdamW);
 * `ddp-light`: the DDP step profiled without shapes or sync events (`kineto-ddp-light.json`);
 * `ddp-h2048`: a 24-layer, 2,048-wide, 16-head GPT's DDP step (`kineto-ddp-h2048.json`);
+* `hooks`: DDP steps of the 2,048-wide and the small GPT under each of PyTorch's DDP
+  communication hooks (none, fp16, bf16, PowerSGD and batched PowerSGD at rank 4), without
+  the profiler;
 * `grid`: step times of 24-layer GPTs (1,024 and 2,048 wide, 1,024 and 2,048 tokens, 1-8
   samples) under DDP, without the profiler;
 
@@ -71,6 +74,23 @@ class Gpt(nn.Module):
             x = b(x)
         logits = self.head(self.ln(x))
         return F.cross_entropy(logits.view(-1, VOCAB).float(), target.view(-1))
+
+
+def hook(model, name):
+    """Registers DDP's communication hook `name` (PyTorch's own) on `model`."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks as dh
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+
+    if name == "fp16":
+        model.register_comm_hook(None, dh.fp16_compress_hook)
+    elif name == "bf16":
+        model.register_comm_hook(None, dh.bf16_compress_hook)
+    elif name in ("powersgd", "batched_powersgd"):
+        # Compressing from the second step: the timed steps all compress.
+        state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=4,
+                                 start_powerSGD_iter=2)
+        fn = ps.powerSGD_hook if name == "powersgd" else ps.batched_powerSGD_hook
+        model.register_comm_hook(state, fn)
 
 
 def build(kind, layers, h, heads, seq):
@@ -244,7 +264,7 @@ def main():
     shapes = {"ddp": (12, 768, 12, 1024, 8), "fsdp": (12, 768, 12, 1024, 8),
               "ddp-h2048": (24, 2048, 16, 1024, 8)}
     for task in tasks:
-        if task == "grid":
+        if task in ("grid", "hooks"):
             continue
         kind = "fsdp" if task == "fsdp" else "ddp"
         try:
@@ -259,6 +279,20 @@ def main():
             torch.cuda.empty_cache()
         except Exception:
             traceback.print_exc()
+
+    # "hooks": DDP's step under each communication hook, the 2,048-wide GPT and the small one.
+    for name in ("none", "fp16", "bf16", "powersgd", "batched_powersgd") if "hooks" in tasks else []:
+        for layers, h, heads, seq, micro in ((24, 2048, 16, 1024, 8), (12, 768, 12, 1024, 8)):
+            try:
+                torch.manual_seed(0)
+                model, opt = build("ddp", layers, h, heads, seq)
+                hook(model, name)
+                record(f"ddp-{name}", layers, h, heads, seq, micro,
+                       time_steps(model, opt, batch_of(micro, seq), "ddp", 5, 10))
+                del model, opt
+                torch.cuda.empty_cache()
+            except Exception:
+                traceback.print_exc()
 
     grid = [(l, h, a, s, m) for (l, h, a) in ((24, 1024, 16), (24, 2048, 16))
             for s in (1024, 2048) for m in (1, 2, 4, 8)]

@@ -401,6 +401,17 @@ fn data_parallel_groups_that_share_a_nic_reduce_at_its_shared_rate() {
 /// recomputation; `calibration/data/2026-11-26-h200-kineto/run1-steps.csv`) against the DDP
 /// model with the GEMM efficiency and host time per kernel given.
 fn h200_errors(eff: f64, launch_us: f64, rows: &[(u64, u64, u64, u64, f64)]) -> Vec<f64> {
+    let sim = h200_steps(eff, launch_us, "", rows);
+    sim.iter().zip(rows).map(|(s, r)| (s / r.4 - 1.0) * 100.0).collect()
+}
+
+/// The DDP model's steps (ms) for `rows` on one H200, `extra` appended to the scenario.
+fn h200_steps(
+    eff: f64,
+    launch_us: f64,
+    extra: &str,
+    rows: &[(u64, u64, u64, u64, f64)],
+) -> Vec<f64> {
     let dir = super::scratch();
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -414,11 +425,11 @@ fn h200_errors(eff: f64, launch_us: f64, rows: &[(u64, u64, u64, u64, f64)]) -> 
         collsim::config::DEFAULT_PROFILE.1,
     )
     .unwrap();
-    let errors = rows
+    let steps = rows
         .iter()
-        .map(|&(layers, h, seq, micro, ms)| {
+        .map(|&(layers, h, seq, micro, _)| {
             let toml = format!(
-                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n",
+                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n{extra}",
                 topo.display()
             );
             let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
@@ -428,11 +439,11 @@ fn h200_errors(eff: f64, launch_us: f64, rows: &[(u64, u64, u64, u64, f64)]) -> 
                 d.sequence = Some(seq);
             }
             let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
-            (r.iteration_time_ms / ms - 1.0) * 100.0
+            r.iteration_time_ms
         })
         .collect();
     std::fs::remove_file(&topo).ok();
-    errors
+    steps
 }
 
 fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
@@ -475,5 +486,22 @@ fn h200_gpt_steps() {
         let (median, max) = spread(&e);
         let e: Vec<f64> = e.iter().map(|x| (x * 10.0).round() / 10.0).collect();
         println!("eff {eff} launch {launch} us: median |e| {median:.1} %, max {max:.1} %; {e:?}");
+    }
+}
+
+#[test]
+#[ignore = "exploration: prints the DDP model's steps under communication hooks on one H200"]
+fn h200_hooks() {
+    let text =
+        std::fs::read_to_string("calibration/data/2026-11-26-h200-kineto/run3-steps.csv").unwrap();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        let row = (n(2), n(3), n(5), n(6), f[8].parse::<f64>().unwrap());
+        let hook = f[0].trim_start_matches("ddp-");
+        let extra = format!("[workload.ddp]\ncomm_hook = \"{hook}\"\n");
+        let extra = if hook == "powersgd" { format!("{extra}powersgd_rank = 4\n") } else { extra };
+        let sim = h200_steps(0.75, 55.0, &extra, &[row])[0];
+        println!("{hook:>10} L{} h{}: measured {:.1} ms, model {sim:.1} ms", row.0, row.1, row.4);
     }
 }
