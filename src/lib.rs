@@ -365,43 +365,32 @@ fn with_ddp<R>(
     let world = comm.nranks();
     if let Some(layout) = &spec.parallel {
         for g in layout.groups(world) {
-            let members = layout.members(g, world);
-            let own = group_comm(cluster, comm, &members)?;
-            let siblings = sharing_siblings(cluster, comm, &own.0, &layout.siblings(g, world))?;
-            groups.insert(g, with_siblings(own, siblings));
+            let own = beside(cluster, comm, &layout.members(g, world), &layout.siblings(g, world))?;
+            groups.insert(g, own);
         }
     }
+    // HYBRID_SHARD's groups and a replayed step's: ranks a stride apart, each beside its
+    // translates (every node's shard group, every local rank's replicate group), which run the
+    // same step.
+    let mut strided = Vec::new();
     if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
         for g in [Group::Shard, Group::Replicate] {
-            let members = workload::parallel::hybrid_members(g, world, comm.ppn());
-            if let Some(m) = members.filter(|m| m.len() > 1) {
-                let own = group_comm(cluster, comm, &m)?;
-                // Every local rank's replicate group reduces at once.
-                let others: Vec<Vec<usize>> = match g {
-                    Group::Replicate => (1..comm.ppn())
-                        .map(|k| m.iter().map(|r| r + k).filter(|&r| r < world).collect())
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                let siblings = sharing_siblings(cluster, comm, &own.0, &others)?;
-                groups.insert(g, with_siblings(own, siblings));
-            }
+            strided.extend(workload::parallel::hybrid_group(g, world, comm.ppn()).map(|s| (g, s)));
         }
     }
-    // A replayed step's groups: each beside its translates, which run the same step.
     if let Some(calls) = &spec.calls {
         let used = workload::calls::groups(calls, world)
             .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
-        for g in used {
-            let Some((members, others)) = workload::parallel::strided_members(g, world) else {
-                continue;
-            };
-            if members.len() > 1 {
-                let named = |e: Error| Error::Ddp(format!("{}: {e}", spec.model.name));
-                let own = group_comm(cluster, comm, &members).map_err(named)?;
-                let siblings = sharing_siblings(cluster, comm, &own.0, &others).map_err(named)?;
-                groups.insert(g, with_siblings(own, siblings));
-            }
+        strided.extend(used.into_iter().map(|g| (g, g)));
+    }
+    for (g, shape) in strided {
+        let Some((members, others)) = workload::parallel::strided_members(shape, world) else {
+            continue;
+        };
+        if members.len() > 1 {
+            let own = beside(cluster, comm, &members, &others)
+                .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+            groups.insert(g, own);
         }
     }
     let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
@@ -499,6 +488,19 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
         [gpus] => cluster.subset_gpus(&nodes, gpus),
         _ => cluster.subset(&nodes, per),
     })
+}
+
+/// The cluster and communicator of a group of `members` as it runs beside `others`, the
+/// groups of its kind at the same time ([`sharing_siblings`], [`with_siblings`]).
+fn beside(
+    cluster: &Cluster,
+    comm: &Communicator,
+    members: &[usize],
+    others: &[Vec<usize>],
+) -> Result<(Cluster, Communicator), Error> {
+    let own = group_comm(cluster, comm, members)?;
+    let siblings = sharing_siblings(cluster, comm, &own.0, others)?;
+    Ok(with_siblings(own, siblings))
 }
 
 /// A group's view and communicator as it runs beside `siblings`, the groups that share links

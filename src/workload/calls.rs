@@ -159,10 +159,8 @@ impl GroupShape {
     /// The shape of a step's group on `(ranks per node, ranks)` (None: the world's; 3-D
     /// groups are not exported): a group spanning the ranks keeps growing with them.
     pub(crate) fn of(group: Group, (ranks_per_node, world): (usize, usize)) -> Option<GroupShape> {
-        let ppn = ranks_per_node.max(1);
-        match group {
-            Group::Shard => Some(GroupShape { size: Some(ppn), stride: 1 }),
-            Group::Replicate => Some(GroupShape { size: None, stride: ppn }),
+        let strided = super::parallel::hybrid_group(group, world, ranks_per_node).unwrap_or(group);
+        match strided {
             Group::Strided { size, stride } => {
                 let size = (size.saturating_mul(stride) != world).then_some(size);
                 Some(GroupShape { size, stride })

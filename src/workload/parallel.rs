@@ -109,13 +109,14 @@ pub fn strided_members(group: Group, world: usize) -> Option<(Vec<usize>, Vec<Ve
     Some((own, siblings))
 }
 
-/// The ranks of HYBRID_SHARD's shard group (rank 0's node) or replicate group (each node's
-/// first rank), on `world` ranks of `ranks_per_node` a node; None for other groups.
-pub fn hybrid_members(group: Group, world: usize, ranks_per_node: usize) -> Option<Vec<usize>> {
-    let ppn = ranks_per_node.max(1);
+/// HYBRID_SHARD's shard group (rank 0's node) or replicate group (each node's rank of the
+/// same local index) as ranks a stride apart, on `world` ranks of `ranks_per_node` a node;
+/// None for other groups.
+pub fn hybrid_group(group: Group, world: usize, ranks_per_node: usize) -> Option<Group> {
+    let ppn = ranks_per_node.clamp(1, world.max(1));
     match group {
-        Group::Shard => Some((0..ppn.min(world)).collect()),
-        Group::Replicate => Some((0..world).step_by(ppn).collect()),
+        Group::Shard => Some(Group::Strided { size: ppn, stride: 1 }),
+        Group::Replicate => Some(Group::Strided { size: world / ppn, stride: ppn }),
         _ => None,
     }
 }
