@@ -295,6 +295,8 @@ pub struct RawParallel {
 pub struct RawFsdp {
     pub sharding_strategy: Option<S<String>>,
     pub backward_prefetch: Option<S<String>>,
+    pub forward_prefetch: Option<bool>,
+    pub limit_all_gathers: Option<bool>,
     pub param_dtype: Option<S<String>>,
     pub reduce_dtype: Option<S<String>>,
     pub no_sync: Option<bool>,

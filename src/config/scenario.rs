@@ -756,7 +756,7 @@ fn parallel_layout(
     Ok(Some(layout))
 }
 
-/// `[workload.fsdp]`: FSDP's sharding strategy, backward prefetch and mixed-precision dtypes
+/// `[workload.fsdp]`: FSDP's sharding strategy, prefetch, all-gather limit and mixed-precision dtypes
 /// (`param_dtype` defaults to the parameters' own, `reduce_dtype` to `param_dtype`, as FSDP's
 /// MixedPrecision does).
 fn fsdp_sharding(
@@ -774,6 +774,8 @@ fn fsdp_sharding(
     let none = super::raw::RawFsdp {
         sharding_strategy: None,
         backward_prefetch: None,
+        forward_prefetch: None,
+        limit_all_gathers: None,
         param_dtype: None,
         reduce_dtype: None,
         no_sync: None,
@@ -811,7 +813,16 @@ fn fsdp_sharding(
     let param_dtype = dtype("workload.fsdp.param_dtype", &f.param_dtype, grad_dtype)?;
     let reduce_dtype = dtype("workload.fsdp.reduce_dtype", &f.reduce_dtype, param_dtype)?;
     let no_sync = f.no_sync.unwrap_or(false);
-    Ok(Sharding { strategy, backward_prefetch, param_dtype, reduce_dtype, no_sync, zero: None })
+    Ok(Sharding {
+        strategy,
+        backward_prefetch,
+        forward_prefetch: f.forward_prefetch.unwrap_or(false),
+        limit_all_gathers: f.limit_all_gathers.unwrap_or(true),
+        param_dtype,
+        reduce_dtype,
+        no_sync,
+        zero: None,
+    })
 }
 
 /// `[workload.zero]`: DeepSpeed's `zero_optimization` (`stage`, `reduce_bucket_size`,
@@ -885,6 +896,9 @@ fn zero_sharding(
     Ok(Sharding {
         strategy,
         backward_prefetch: BackwardPrefetch::BackwardPre,
+        // DeepSpeed's stage 3 fetches the next parameters as a unit's forward begins.
+        forward_prefetch: true,
+        limit_all_gathers: true,
         param_dtype: dtype,
         reduce_dtype: dtype,
         no_sync: false,

@@ -81,9 +81,15 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             (true, false) => format!(" x {k} micro-steps, each reducing"),
             (true, true) => format!(" x {k} micro-steps, the first {} inside no_sync()", k - 1),
         };
+        // The two switches named only where they differ from FSDP's defaults.
+        let switches = format!(
+            "{}{}",
+            if sh.forward_prefetch { "; forward_prefetch" } else { "" },
+            if sh.limit_all_gathers { "" } else { "; limit_all_gathers off" }
+        );
         writeln!(
             out,
-            "micro-batch {}{accumulation}; sharding {}; backward_prefetch {}; param_dtype {}; reduce_dtype {}; each layer a unit",
+            "micro-batch {}{accumulation}; sharding {}; backward_prefetch {}{switches}; param_dtype {}; reduce_dtype {}; each layer a unit",
             spec.micro_batch,
             sh.strategy.name(),
             sh.backward_prefetch.name(),

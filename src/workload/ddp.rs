@@ -652,6 +652,12 @@ pub struct Sharding {
     pub strategy: ShardingStrategy,
     /// The backward prefetch.
     pub backward_prefetch: BackwardPrefetch,
+    /// `forward_prefetch`: a unit's forward issues the next unit's all-gather once its own has
+    /// been waited for (else the host issues it when it reaches the next unit).
+    pub forward_prefetch: bool,
+    /// `limit_all_gathers`: the host issues an all-gather only once the forward (or backward)
+    /// two units back has freed its parameters, about two units gathered at a time.
+    pub limit_all_gathers: bool,
     /// `MixedPrecision.param_dtype`: what the all-gathers carry.
     pub param_dtype: DataType,
     /// `MixedPrecision.reduce_dtype`: what the reduce-scatters carry.
@@ -921,6 +927,9 @@ pub(crate) struct LayerTimes {
     pub launch: f64,
     /// Layers given as measured times.
     pub measured: f64,
+    /// The host's clock as it has launched each layer's forward, from the micro-step's start
+    /// (the GPU's: each layer starts where the one before ended, `fwd` summed).
+    pub host_fwd: Vec<f64>,
 }
 
 /// One micro-step's layer times on `gpu`: a layer's GEMMs at the FLOP rate and its
@@ -947,6 +956,7 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
         memory: 0.0,
         launch: 0.0,
         measured: 0.0,
+        host_fwd: Vec::new(),
     };
     // Per layer, forward and backward: (GPU time, launch time).
     let mut work = Vec::with_capacity(layers.len());
@@ -975,13 +985,19 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
         let start = done;
         done = f64::max(done + gpu_s, host);
         wait += done - start - gpu_s;
-        done - start
+        (done - start, host)
     };
-    t.fwd = work.iter().map(|w| step(w.0)).collect();
+    let mut host_fwd = Vec::with_capacity(work.len());
+    for w in &work {
+        let (d, h) = step(w.0);
+        t.fwd.push(d);
+        host_fwd.push(h);
+    }
     for (i, w) in work.iter().enumerate().rev() {
-        t.bwd[i] = step(w.1);
+        t.bwd[i] = step(w.1).0;
     }
     t.launch = wait.max(0.0);
+    t.host_fwd = host_fwd;
     t
 }
 
@@ -1283,6 +1299,7 @@ fn plan_calls(
             memory: 0.0,
             launch: 0.0,
             measured: compute,
+            host_fwd: Vec::new(),
         },
         flops: gpu.flops,
         input: None,
@@ -1740,13 +1757,48 @@ fn sharded_plan(
     }
 }
 
+/// Issue times closer than this (s) count as the same moment.
+const ISSUE_EPS: f64 = 1e-12;
+
+/// When the host issues each unit's forward all-gather, on the layers' own clock (from the
+/// micro-step's start, the GPU waiting for launches but not for all-gathers;
+/// docs/fsdp-model.md §2): at the unit's pre-forward hook, which the host reaches once it has
+/// launched the forward before it, or with `forward_prefetch` at the previous unit's, one
+/// unit earlier; under `limit_all_gathers` not before the forward two units back has ended
+/// and freed its parameters. While the host runs ahead of the GPU the limit decides (two
+/// all-gathers ahead, prefetch or not); where the host bounds the step, only a prefetch issues
+/// the next all-gather before the unit's forward is launched. Left out: the limit's blocking
+/// of the host, which delays its later launches.
+fn forward_issue(layers: &LayerTimes, sharding: &Sharding) -> Vec<f64> {
+    let n = layers.fwd.len();
+    let mut done = Vec::with_capacity(n);
+    let mut t = 0.0;
+    for d in &layers.fwd {
+        t += d;
+        done.push(t);
+    }
+    // The host's clock as it reaches unit k's pre-forward.
+    let reach =
+        |k: usize| if k == 0 { 0.0 } else { layers.host_fwd.get(k - 1).copied().unwrap_or(0.0) };
+    (0..n)
+        .map(|u| {
+            let host =
+                if sharding.forward_prefetch { reach(u.saturating_sub(1)) } else { reach(u) };
+            let gate = if sharding.limit_all_gathers && u >= 2 { done[u - 2] } else { 0.0 };
+            host.max(gate)
+        })
+        .collect()
+}
+
 /// An FSDP step (docs/fsdp-model.md): every layer a unit whose parameters are one flat
 /// parameter, padded to a multiple of the `world` ranks. All-gathers and reduce-scatters share
 /// one NCCL communicator, so they run one at a time in the order they were issued: one FIFO
 /// stream.
 ///
-/// * Forward: `limit_all_gathers` keeps two all-gathers ahead: unit j+2's is issued once unit
-///   j's forward is done; unit j's forward waits for its own all-gather (not for later ones).
+/// * Forward: each unit's all-gather is issued as [`forward_issue`] says (`limit_all_gathers`:
+///   unit j+2's not before unit j's forward is done; without `forward_prefetch`, not before
+///   the host reaches unit j+2); unit j's forward waits for its own all-gather (not for later
+///   ones).
 /// * Backward (FULL_SHARD): each unit's all-gather again, issued by `backward_prefetch` (PRE:
 ///   as the previous unit's backward begins; POST: after it; None: when the unit needs it,
 ///   behind the previous reduce-scatter), then the unit's backward, then its gradients'
@@ -1757,7 +1809,7 @@ fn sharded_plan(
 /// the last micro-step reduces (the others keep whole gradients), and SHARD_GRAD_OP gathers its
 /// parameters once (they stay unsharded through the accumulation); the optimizer runs once.
 ///
-/// Left out: the root unit's parameters kept after forward, forward prefetch, the gradient's
+/// Left out: the root unit's parameters kept after forward, the gradient's
 /// cast to `reduce_dtype` and the all-gather's copy-out (elementwise passes).
 fn plan_sharded(
     spec: &DdpSpec,
@@ -1825,25 +1877,37 @@ fn plan_sharded(
     for step in 0..k {
         let sync = !sharding.no_sync || step + 1 == k;
         let kept = sharding.no_sync && step > 0 && !sharding.strategy.reshards_after_forward();
-        // Forward: two all-gathers ahead.
+        // Forward: each unit's all-gather posted where the host issues it ([`forward_issue`]);
+        // a forward the issue falls inside is split there.
         let mut ag = vec![0usize; units];
         let gathers = !no_shard && !kept;
-        let ahead = if gathers { 2 } else { 0 };
-        for (u, slot) in ag.iter_mut().enumerate().take(ahead) {
-            *slot = post(&mut work, gather(u, "all_gather (fwd)"));
-        }
+        let issue = if gathers { forward_issue(&layers, &sharding) } else { Vec::new() };
+        let (mut next, mut start) = (0, 0.0);
         for u in 0..units {
-            if gathers {
-                work.push(Work::Wait(ag[u]));
+            let end = start + fwd[u];
+            let name = Some(format!("fwd {}", m.layers[u].name));
+            if !gathers {
+                work.push(Work::Run { secs: fwd[u], name, grad: None });
+                continue;
             }
-            work.push(Work::Run {
-                secs: fwd[u],
-                name: Some(format!("fwd {}", m.layers[u].name)),
-                grad: None,
-            });
-            if gathers && u + 2 < units {
-                ag[u + 2] = post(&mut work, gather(u + 2, "all_gather (fwd)"));
+            // Issued before this forward begins (its own all-gather always is).
+            while next < units && (next <= u || issue[next] <= start + ISSUE_EPS) {
+                ag[next] = post(&mut work, gather(next, "all_gather (fwd)"));
+                next += 1;
             }
+            work.push(Work::Wait(ag[u]));
+            let mut at = start;
+            while next < units && issue[next] < end - ISSUE_EPS {
+                let cut = issue[next].max(at);
+                if cut > at {
+                    work.push(Work::Run { secs: cut - at, name: name.clone(), grad: None });
+                    at = cut;
+                }
+                ag[next] = post(&mut work, gather(next, "all_gather (fwd)"));
+                next += 1;
+            }
+            work.push(Work::Run { secs: end - at, name, grad: None });
+            start = end;
         }
         // Backward, last unit first.
         let full = sharding.strategy.reshards_after_forward();
@@ -1947,6 +2011,40 @@ mod tests {
 
     fn mib(b: &[Bucket]) -> Vec<f64> {
         b.iter().map(|b| (b.bytes as f64 / 1048576.0 * 100.0).round() / 100.0).collect()
+    }
+
+    #[test]
+    fn forward_all_gathers_are_issued_by_the_host_or_the_limit_whichever_is_later() {
+        let layers = |host_fwd: [f64; 4]| LayerTimes {
+            fwd: vec![1.0; 4],
+            bwd: vec![1.0; 4],
+            flop: 4.0,
+            memory: 0.0,
+            launch: 0.0,
+            measured: 0.0,
+            host_fwd: host_fwd.to_vec(),
+        };
+        let sharding = |forward_prefetch, limit_all_gathers| Sharding {
+            strategy: ShardingStrategy::FullShard,
+            backward_prefetch: BackwardPrefetch::BackwardPre,
+            forward_prefetch,
+            limit_all_gathers,
+            param_dtype: DataType::Bfloat16,
+            reduce_dtype: DataType::Bfloat16,
+            no_sync: false,
+            zero: None,
+        };
+        // The host ahead of the GPU: the limit decides, two units ahead, prefetch or not.
+        let ahead = layers([0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(forward_issue(&ahead, &sharding(false, true)), [0.0, 0.1, 1.0, 2.0]);
+        assert_eq!(forward_issue(&ahead, &sharding(true, true)), [0.0, 0.0, 1.0, 2.0]);
+        // ... and without the limit, the host alone.
+        assert_eq!(forward_issue(&ahead, &sharding(false, false)), [0.0, 0.1, 0.2, 0.3]);
+        // The host bounding the step: it reaches unit u as unit u - 1's forward ends; a
+        // prefetch issues a unit earlier.
+        let bound = layers([1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(forward_issue(&bound, &sharding(false, true)), [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(forward_issue(&bound, &sharding(true, true)), [0.0, 0.0, 1.0, 2.0]);
     }
 
     #[test]
@@ -2432,6 +2530,8 @@ mod tests {
             sharding: Some(Sharding {
                 strategy,
                 backward_prefetch: prefetch,
+                forward_prefetch: false,
+                limit_all_gathers: true,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
                 no_sync: false,
@@ -2536,6 +2636,8 @@ mod tests {
                     ShardingStrategy::Zero2
                 },
                 backward_prefetch: BackwardPrefetch::BackwardPre,
+                forward_prefetch: false,
+                limit_all_gathers: true,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Bfloat16,
                 no_sync: false,
@@ -2603,6 +2705,8 @@ mod tests {
                 sharding: Some(Sharding {
                     strategy,
                     backward_prefetch: BackwardPrefetch::BackwardPre,
+                    forward_prefetch: false,
+                    limit_all_gathers: true,
                     param_dtype: DataType::Bfloat16,
                     reduce_dtype: DataType::Float,
                     no_sync: false,
@@ -2638,6 +2742,8 @@ mod tests {
             sharding: Some(Sharding {
                 strategy: ShardingStrategy::HybridShard,
                 backward_prefetch: BackwardPrefetch::BackwardPre,
+                forward_prefetch: false,
+                limit_all_gathers: true,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Float,
                 no_sync: false,
@@ -2662,6 +2768,8 @@ mod tests {
             sharding: Some(Sharding {
                 strategy: ShardingStrategy::FullShard,
                 backward_prefetch: BackwardPrefetch::BackwardPre,
+                forward_prefetch: false,
+                limit_all_gathers: true,
                 param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Bfloat16,
                 no_sync: false,

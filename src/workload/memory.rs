@@ -252,7 +252,8 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
 /// in their own dtype and casts for the all-gather). Besides, the all-gathered parameters of
 /// the units in flight: `limit_all_gathers` keeps about two (one computing, one gathering),
 /// counted as twice the largest unit in `param_dtype` (SHARD_GRAD_OP: every unit, kept from
-/// forward to backward), and the reduce-scatter's full-size
+/// forward to backward; without the limit, every unit: the most a host running ahead of the
+/// GPU can have gathered), and the reduce-scatter's full-size
 /// gradient of one unit in `reduce_dtype`. Activations as under DDP.
 fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMemory {
     let m = &spec.model;
@@ -266,8 +267,13 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         whole += n.div_ceil(w) * w;
     }
     let shard = shard as f64;
-    // SHARD_GRAD_OP keeps every unit's gathered parameters from its forward to its backward.
-    let live = if sh.strategy.reshards_after_forward() { 2 * largest } else { whole };
+    // SHARD_GRAD_OP keeps every unit's gathered parameters from its forward to its backward;
+    // without limit_all_gathers a host running ahead gathers up to every unit at once.
+    let live = if sh.strategy.reshards_after_forward() && sh.limit_all_gathers {
+        2 * largest
+    } else {
+        whole
+    };
     let params = shard * m.grad_dtype.size() as f64;
     let grads = params;
     let master = 0.0;

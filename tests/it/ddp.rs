@@ -1354,3 +1354,48 @@ fn a_zero_step_keeps_parameters_whole_and_gathers_them_after_the_optimizer() {
         assert!(e.starts_with("z.toml:") && e.contains(want), "{e}");
     }
 }
+
+#[test]
+fn forward_prefetch_overlaps_the_all_gathers_only_where_the_host_bounds_the_step() {
+    // PyTorch's docs: forward_prefetch "is only useful for CPU-bound workloads". While the host
+    // runs ahead of the GPU, limit_all_gathers decides when a forward all-gather is issued (two
+    // units ahead), prefetch or not; where launching kernels bounds the step, the host reaches
+    // a unit's pre-forward hook only as the previous unit's forward ends, and only a prefetch
+    // issues its all-gather a unit earlier.
+    let step = |text: &str, sweep: &str| {
+        let f = super::scratch().join(format!("fp-{}-{}.toml", std::process::id(), text.len()));
+        std::fs::write(&f, text).unwrap();
+        let v = json(&["simulate", f.to_str().unwrap(), "--format", "json", "--sweep", sweep]);
+        std::fs::remove_file(&f).ok();
+        v["points"].as_array().unwrap().iter().map(|p| p["result"].clone()).collect::<Vec<_>>()
+    };
+    let gpu_bound = std::fs::read_to_string("scenarios/llama7b-fsdp-p5-16node.toml").unwrap();
+    let r = step(&gpu_bound, "workload.fsdp.forward_prefetch=false,true");
+    let (off, on) = (num(&r[0], "iteration_time_ms"), num(&r[1], "iteration_time_ms"));
+    assert!((on / off - 1.0).abs() < 1e-4, "GPU-bound: {off} vs {on} ms");
+    // GPT-2 XL, one sequence a GPU, 60 µs of host a kernel: launches bound the step.
+    let host_bound = "[cluster]\ntopology = \"aws-p5\"\nnodes = 2\n[workload]\nkind = \"fsdp\"\nmodel = \"gpt2-xl\"\nmicro_batch = 1\nprecision = \"bf16\"\nefficiency = 0.5\nlaunch_us = 60\noptimizer = \"adam\"\n[workload.fsdp]\nparam_dtype = \"bfloat16\"\n";
+    let r = step(host_bound, "workload.fsdp.forward_prefetch=false,true");
+    let launch = num(&r[0]["breakdown"], "launch_ms");
+    assert!(launch > 0.5 * num(&r[0], "iteration_time_ms"), "not host-bound: {launch} ms");
+    let (off, on) = (num(&r[0], "iteration_time_ms"), num(&r[1], "iteration_time_ms"));
+    let (x_off, x_on) = (num(&r[0], "exposed_comm_ms"), num(&r[1], "exposed_comm_ms"));
+    assert!(
+        on < 0.98 * off && x_on < x_off,
+        "host-bound: {off} vs {on} ms, exposed {x_off} vs {x_on}"
+    );
+    // Without the limit the host gathers as far ahead as it gets: at most every unit at once
+    // (GPT-2 XL's 1.56 B bf16 parameters, padded: 3.05 GiB), never slower.
+    let r = step(&gpu_bound, "workload.fsdp.limit_all_gathers=true,false");
+    assert!(num(&r[1], "iteration_time_ms") <= num(&r[0], "iteration_time_ms") + 1e-9);
+    let limited = |on: bool| {
+        let text = format!("{host_bound}limit_all_gathers = {on}\n");
+        let f = super::scratch().join(format!("fl-{}-{on}.toml", std::process::id()));
+        std::fs::write(&f, text).unwrap();
+        let v = json(&["simulate", f.to_str().unwrap(), "--format", "json"]);
+        std::fs::remove_file(&f).ok();
+        num(&v["memory"], "unsharded") / (1u64 << 30) as f64
+    };
+    let (on, off) = (limited(true), limited(false));
+    assert!(on < 1.0 && (off - 3.05).abs() < 0.05, "{on} / {off} GiB");
+}

@@ -61,6 +61,16 @@ pub fn runs() -> Vec<Run> {
 /// The scenario names a preset whose heads and layers admit every layout of the set; the
 /// run's own GPT replaces it after parsing.
 pub fn simulate_with(run: &Run, eff: f64, launch_us: f64, recompute: &str) -> f64 {
+    step_of(run, eff, launch_us, recompute).iteration_time_ms
+}
+
+/// As [`simulate_with`], the whole simulated step.
+pub fn step_of(
+    run: &Run,
+    eff: f64,
+    launch_us: f64,
+    recompute: &str,
+) -> collsim::workload::ddp::StepResult {
     let m = run.global / (run.micro * run.dp as u64);
     let toml = format!(
         r#"
@@ -90,6 +100,10 @@ overlap_grad_reduce = false
         pp = run.pp,
     );
     let mut s = collsim::config::parse_scenario("megatron.toml", &toml).expect("parses");
+    if let Some(tb) = std::env::var("MEGATRON_MEMBW").ok().and_then(|v| v.parse::<f64>().ok()) {
+        s.node.gpu.model.memory_bandwidth =
+            Some(collsim::units::Bandwidth::from_gbyte_per_s_f64(tb * 1e3));
+    }
     // Megatron pads GPT-2's vocabulary to a multiple of 128 x tp.
     let pad = 128 * run.tp as u64;
     let vocab = 50_257u64.div_ceil(pad) * pad;
@@ -105,7 +119,7 @@ overlap_grad_reduce = false
     )
     .expect("the default profile parses");
     let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
-    r.iteration_time_ms
+    r
 }
 
 /// |error| percentiles (median, p95) of `sim` against the runs, %.
@@ -238,7 +252,10 @@ fn the_expert_parallel_scenario_divides_the_experts() {
 }
 
 /// Every run's measured and simulated step, for study: `MEGATRON_EFF=0.6 MEGATRON_LAUNCH=70
-/// cargo test --release megatron_dump -- --ignored --nocapture`.
+/// cargo test --release megatron_dump -- --ignored --nocapture`. Each row: the run's shape,
+/// micro-batches, measured and simulated ms, then the step's FLOP-bound, memory-bound, launch
+/// wait, tensor-parallel and pipeline ms. `MEGATRON_MEMBW` (TB/s) replaces the A100's memory
+/// bandwidth (the set does not say 40 or 80 GB: 1.555 or 2.039).
 #[test]
 #[ignore]
 fn megatron_dump() {
@@ -246,10 +263,11 @@ fn megatron_dump() {
     let var = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (eff, launch) = (var("MEGATRON_EFF", 0.6), var("MEGATRON_LAUNCH", 70.0));
     let runs = runs();
-    let sims: Vec<f64> = runs.par_iter().map(|r| simulate_with(r, eff, launch, "full")).collect();
+    let sims: Vec<_> = runs.par_iter().map(|r| step_of(r, eff, launch, "full")).collect();
     for (r, s) in runs.iter().zip(sims) {
+        let b = &s.breakdown;
         println!(
-            "ROW,{},{},{},{},{},{},{},{},{},{:.3},{:.3}",
+            "ROW,{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
             r.gpus,
             r.global,
             r.micro,
@@ -260,7 +278,12 @@ fn megatron_dump() {
             r.pp,
             r.global / (r.micro * r.dp as u64),
             r.ms,
-            s
+            s.iteration_time_ms,
+            b.flop_ms,
+            b.memory_ms,
+            b.launch_ms,
+            b.tp_comm_ms,
+            b.pipeline_ms
         );
     }
 }
