@@ -912,10 +912,14 @@ fn misfit_warning(
     ))
 }
 
-/// What one point of a `--sweep` ran: a DDP step (and why its model does not fit, if it does
-/// not), or an nccl-tests-like sweep's rows.
+/// What one point of a `--sweep` ran: a DDP step, its memory per GPU (and why its model does
+/// not fit, if it does not), or an nccl-tests-like sweep's rows.
 enum PointRun {
-    Step(Box<collsim::workload::ddp::StepResult>, Option<String>),
+    Step(
+        Box<collsim::workload::ddp::StepResult>,
+        Box<collsim::workload::memory::DdpMemory>,
+        Option<String>,
+    ),
     Rows(Vec<collsim::workload::sweep::Row>),
 }
 
@@ -1067,7 +1071,7 @@ fn simulate_sweep(
                 edited_profile = config::parse_profile(&profile_name, &text)?;
                 &edited_profile
             };
-            if s.ddp().is_some() {
+            if let Some(spec) = s.ddp() {
                 if let Some(f) = flags.given().iter().find(|f| f.1) {
                     bail_usage!(
                         "{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep",
@@ -1075,8 +1079,9 @@ fn simulate_sweep(
                     );
                 }
                 let step = collsim::simulate_ddp(&s, params, m)?.0;
-                let misfit = s.ddp().and_then(|spec| misfit_warning(&s, spec, step.world));
-                return Ok(PointRun::Step(Box::new(step), misfit));
+                let mem = collsim::workload::memory::ddp_memory(spec, step.world, s.gpus_per_node);
+                let misfit = misfit_warning(&s, spec, step.world);
+                return Ok(PointRun::Step(Box::new(step), Box::new(mem), misfit));
             }
             apply_sweep_flags(&mut s, flags)?;
             Ok(PointRun::Rows(collsim::simulate(&s, params, m)?.0))
@@ -1090,12 +1095,12 @@ fn simulate_sweep(
         // A parse error's line and column are in the file as edited for the point.
         let label = format!("--sweep point {label} (positions in the file with its values set)");
         match r.with_context(|| label)? {
-            PointRun::Step(step, misfit) => {
+            PointRun::Step(step, mem, misfit) => {
                 if let Some(w) = misfit {
                     let at = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
                     eprintln!("collsim: warning: at {}: {w}", at.join(" "));
                 }
-                steps.push((p, *step))
+                steps.push((p, *step, *mem))
             }
             PointRun::Rows(rows) => sizes.push((p, rows)),
         }
@@ -1498,7 +1503,10 @@ fn simulate(
         match format {
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
             SimFmt::Json => report::ddp::json(&s, &profile, &spec, &r, &mut out)?,
-            SimFmt::Csv => report::sweep::ddp_csv(&[(Vec::new(), r.clone())], &mut out)?,
+            SimFmt::Csv => {
+                let mem = collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node);
+                report::sweep::ddp_csv(&[(Vec::new(), r.clone(), mem)], &mut out)?
+            }
             SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),
         }
         out.finish()?;

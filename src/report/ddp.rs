@@ -305,8 +305,8 @@ pub fn json(
     writeln!(out)
 }
 
-/// One point of a sweep: the keys set and the step there.
-pub type SweepPoint = (Vec<(String, String)>, StepResult);
+/// One point of a sweep: the keys set, the step there and its memory per GPU.
+pub type SweepPoint = (Vec<(String, String)>, StepResult, crate::workload::memory::DdpMemory);
 
 /// Writes a sweep, one row per point.
 pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
@@ -317,7 +317,7 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         "{head}{:>12} {:>10} {:>10} {:>8} {:>12} {:>8}",
         "iteration ms", "comm ms", "exposed ms", "overlap", "samples/s", "scaling"
     )?;
-    for ((_, r), line) in rows.iter().zip(&leads) {
+    for ((_, r, _), line) in rows.iter().zip(&leads) {
         writeln!(
             out,
             "{line}{:>12.3} {:>10.3} {:>10.3} {:>7.1}% {:>12.1} {:>8.3}",

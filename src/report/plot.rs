@@ -156,7 +156,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(),
     let key = first.0.first().map_or(String::new(), |k| k.0.clone());
     let mut xs: Vec<String> = Vec::new();
     let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
-    for (p, r) in rows {
+    for (p, r, _) in rows {
         let x = p.first().map_or(String::new(), |k| k.1.clone());
         let xi = xs.iter().position(|v| *v == x).unwrap_or_else(|| {
             xs.push(x);

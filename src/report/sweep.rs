@@ -44,17 +44,21 @@ fn write_json(
 /// step (timeline left to `--trace`).
 pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
     let mut points = Vec::new();
-    for (point, r) in rows {
+    for (point, r, mem) in rows {
         let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+        let mem = serde_json::to_value(mem).map_err(io::Error::other)?;
         if let Some(o) = v.as_object_mut() {
             o.remove("timeline");
+            // As a single step's JSON carries it.
+            o.insert("memory".into(), mem);
         }
         points.push(json!({"point": point_object(point), "result": v}));
     }
     write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
 }
 
-/// A DDP sweep as CSV: the swept keys, then the step's figures, one line per point.
+/// A DDP sweep as CSV: the swept keys, then the step's figures and its memory per GPU (bytes),
+/// one line per point.
 pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     let mut head = keys(rows.first().map(|r| r.0.as_slice()));
@@ -80,12 +84,13 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         let b = r.breakdown.parts();
         b.into_iter().filter(|p| p.1 != "exposed_comm_ms").collect::<Vec<_>>()
     };
-    if let Some((_, r)) = rows.first() {
+    if let Some((_, r, _)) = rows.first() {
         head.extend(parts(r).iter().map(|p| p.1.to_string()));
         head.push("gemm_tflops".into());
+        head.push("memory_bytes".into());
     }
     w.write_record(&head).map_err(io::Error::other)?;
-    for (point, r) in rows {
+    for (point, r, mem) in rows {
         let mut rec: Vec<String> = point.iter().map(|(_, v)| v.clone()).collect();
         rec.extend(
             [
@@ -106,6 +111,7 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         rec.push(r.world.to_string());
         rec.extend(parts(r).iter().map(|p| p.2.to_string()));
         rec.push(r.gemm_tflops.to_string());
+        rec.push(mem.total.to_string());
         w.write_record(&rec).map_err(io::Error::other)?;
     }
     w.flush()

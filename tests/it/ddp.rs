@@ -1399,3 +1399,26 @@ fn forward_prefetch_overlaps_the_all_gathers_only_where_the_host_bounds_the_step
     let (on, off) = (limited(true), limited(false));
     assert!(on < 1.0 && (off - 3.05).abs() < 0.05, "{on} / {off} GiB");
 }
+
+#[test]
+fn a_sweep_gives_each_points_memory_as_a_single_run_does() {
+    // Sharding strategies trade time for memory: a sweep over them must show both.
+    let s = "scenarios/llama7b-fsdp-p5-16node.toml";
+    let sweep = "workload.fsdp.sharding_strategy=FULL_SHARD,SHARD_GRAD_OP";
+    let v = json(&["simulate", s, "--format", "json", "--sweep", sweep]);
+    let mem: Vec<f64> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p["result"]["memory"], "total"))
+        .collect();
+    let single = json(&["simulate", s, "--format", "json"]);
+    assert_eq!(mem[0], num(&single["memory"], "total"));
+    // SHARD_GRAD_OP keeps every unit's gathered parameters from forward to backward.
+    assert!(mem[1] > mem[0] + 10.0 * (1u64 << 30) as f64, "{mem:?}");
+    let csv = collsim_ok(&["simulate", s, "--format", "csv", "--sweep", sweep]);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = rows[0].iter().position(|c| *c == "memory_bytes").expect("a memory column");
+    let got: Vec<f64> = rows[1..].iter().map(|r| r[col].parse().unwrap()).collect();
+    assert_eq!(got, mem);
+}
