@@ -28,6 +28,8 @@ use crate::workload::ddp::{Span, StepResult};
 /// Thread ids.
 const COMPUTE: u32 = 0;
 const NCCL: u32 = 1;
+/// The second NCCL stream's thread (HYBRID_SHARD's all-reduce across the replicas).
+const NCCL2: u32 = 2;
 
 /// A complete event on `tid`, times in ms.
 fn complete(name: &str, cat: &str, tid: u32, start_ms: f64, end_ms: f64, args: Value) -> Value {
@@ -113,6 +115,10 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
         meta("thread_name", Some(NCCL), json!({"name": "NCCL stream"})),
         meta("thread_sort_index", Some(NCCL), json!({"sort_index": 1})),
     ];
+    if r.timeline.iter().any(|s| s.stream == 1) {
+        events.push(meta("thread_name", Some(NCCL2), json!({"name": "NCCL stream 2"})));
+        events.push(meta("thread_sort_index", Some(NCCL2), json!({"sort_index": 2})));
+    }
     for (name, cat, a, b, args) in parents(r) {
         events.push(complete(&name, cat, COMPUTE, a, b, args));
     }
@@ -139,7 +145,7 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
                         a.insert("algbw_gbyte_per_s".into(), (s.bytes as f64 / secs / 1e9).into());
                     }
                 }
-                (NCCL, Value::Object(a))
+                (to_tid(s), Value::Object(a))
             }
             "wait" if category(s) == "input_stall" => {
                 (COMPUTE, json!({"input_stall_ms": s.end_ms - s.start_ms}))
@@ -247,5 +253,9 @@ fn link_counters(r: &StepResult) -> Vec<Value> {
 
 /// The thread a span is drawn on.
 fn to_tid(s: &Span) -> u32 {
-    if matches!(s.lane, "nccl" | "hook") { NCCL } else { COMPUTE }
+    match (s.lane, s.stream) {
+        ("nccl", 1) => NCCL2,
+        ("nccl" | "hook", _) => NCCL,
+        _ => COMPUTE,
+    }
 }

@@ -19,11 +19,14 @@
 //!
 //! `compute_us` is a compute kernel's time at full speed (a collective running beside it slows
 //! it by its channels' share of the SMs, unless the entry's batch gives `slowdown`); an `nccl`
-//! entry is one launch on the NCCL stream, run after every earlier one: its collectives
+//! entry is one launch on the NCCL stream, run after every earlier one (with `"stream": 1`, on
+//! a second stream with a communicator of its own, after the main stream's earlier launches
+//! and every earlier one of its own, beside the main stream's later ones): its collectives
 //! (nccl-tests' size; on every rank, or on a `group` of ranks `stride` apart, `size` of them
 //! or, without a size, as many as the cluster holds: [`GroupShape`]) and `hook_us` compute
 //! the stream runs in their place; `wait: n` holds
-//! the compute stream until the first n `nccl` entries are done, `drain` until all are;
+//! the compute stream until the first n `nccl` entries of the main stream are done, `drain`
+//! until all are;
 //! `idle_until_us` until that time from the step's start.
 
 use serde::{Deserialize, Serialize};
@@ -69,8 +72,11 @@ pub enum Call {
         /// the GPU's SMs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         slowdown: Option<f64>,
+        /// 1: a second NCCL stream, with a communicator of its own (else the main one, 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
-    /// The compute stream waits for the first `wait` NCCL launches.
+    /// The compute stream waits for the first `wait` NCCL launches of the main stream.
     Wait {
         /// Launches.
         wait: usize,
@@ -206,7 +212,7 @@ impl Call {
             Slowdown::Fixed(s) => Some(s),
             Slowdown::PerChannel(_) => None,
         };
-        Call::Nccl { nccl, slowdown }
+        Call::Nccl { nccl, slowdown, stream: b.side.then_some(1) }
     }
 }
 
@@ -233,7 +239,16 @@ pub(crate) fn to_work(
             Call::Compute { compute_us, name } => {
                 Work::Run { secs: us(i, "compute_us", *compute_us)?, name: name.clone(), grad: None }
             }
-            Call::Nccl { nccl, slowdown } => {
+            Call::Nccl { nccl, slowdown, stream } => {
+                let side = match stream {
+                    None | Some(0) => false,
+                    Some(1) => true,
+                    Some(n) => {
+                        return Err(format!(
+                            "calls[{i}].stream: 0 (the main NCCL stream) or 1 (a second one), not {n}"
+                        ));
+                    }
+                };
                 if nccl.is_empty() {
                     return Err(format!("calls[{i}].nccl: an NCCL launch runs at least one collective or hook"));
                 }
@@ -284,13 +299,14 @@ pub(crate) fn to_work(
                     Some(s) => return Err(format!("calls[{i}].slowdown: a fraction in [0, 1] (got {s})")),
                     None => per_channel,
                 };
-                launches += 1;
-                Work::Post(Batch { ops, slowdown, row: None, early: false })
+                // Waits count the main stream's launches.
+                launches += usize::from(!side);
+                Work::Post(Batch { ops, slowdown, row: None, early: false, side })
             }
             Call::Wait { wait } => {
                 if *wait > launches {
                     return Err(format!(
-                        "calls[{i}].wait: {wait}, but only {launches} NCCL launches come before it"
+                        "calls[{i}].wait: {wait}, but only {launches} NCCL launches come before it on the main stream"
                     ));
                 }
                 Work::Wait(*wait)

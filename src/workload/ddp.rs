@@ -787,6 +787,10 @@ pub struct Span {
     /// 0–1); for traces.
     #[serde(skip)]
     pub links: Vec<(String, f64)>,
+    /// The NCCL stream a collective ran on: 0 the main one, 1 a second one (HYBRID_SHARD's
+    /// all-reduce across the replicas).
+    #[serde(skip)]
+    pub stream: u8,
 }
 
 impl Span {
@@ -805,6 +809,7 @@ impl Span {
             channels: 0,
             dtype,
             links: Vec::new(),
+            stream: 0,
         }
     }
 }
@@ -1394,7 +1399,7 @@ pub(crate) fn plan_ddp(
                     })
                     .collect();
                 let row = BucketRow::new(bi, b.bytes, wire_bytes(&steps), b.tensors.len());
-                Batch { ops, slowdown, row: Some(row), early: false }
+                Batch { ops, slowdown, row: Some(row), early: false, side: false }
             })
             .collect()
     };
@@ -1438,6 +1443,7 @@ pub(crate) fn plan_ddp(
                     slowdown,
                     row: None,
                     early: false,
+                    side: false,
                 }));
             }
             work.push(Work::Drain);
@@ -1529,6 +1535,7 @@ pub(crate) fn plan_ddp(
             slowdown: per_call,
             row: None,
             early: true,
+            side: false,
         }));
         before.push(Work::Drain);
     }
@@ -1645,7 +1652,10 @@ fn plan_zero(
             dtype: sharding.reduce_dtype,
             name,
         };
-        let n = post(work, Batch { ops: vec![op], slowdown, row: Some(row), early: false });
+        let n = post(
+            work,
+            Batch { ops: vec![op], slowdown, row: Some(row), early: false, side: false },
+        );
         if !zero.overlap_comm {
             work.push(Work::Wait(n));
         }
@@ -1704,7 +1714,7 @@ fn plan_zero(
             dtype: sharding.param_dtype,
             name: "all_gather (updated parameters)".into(),
         };
-        post(&mut work, Batch { ops: vec![op], slowdown, row: None, early: false });
+        post(&mut work, Batch { ops: vec![op], slowdown, row: None, early: false, side: false });
     }
     work.push(Work::Drain);
     let reported = match slowdown {
@@ -1793,7 +1803,8 @@ fn forward_issue(layers: &LayerTimes, sharding: &Sharding) -> Vec<f64> {
 /// An FSDP step (docs/fsdp-model.md): every layer a unit whose parameters are one flat
 /// parameter, padded to a multiple of the `world` ranks. All-gathers and reduce-scatters share
 /// one NCCL communicator, so they run one at a time in the order they were issued: one FIFO
-/// stream.
+/// stream (HYBRID_SHARD's all-reduce across the replicas runs on a second, after its unit's
+/// reduce-scatter).
 ///
 /// * Forward: each unit's all-gather is issued as [`forward_issue`] says (`limit_all_gathers`:
 ///   unit j+2's not before unit j's forward is done; without `forward_prefetch`, not before
@@ -1840,19 +1851,22 @@ fn plan_sharded(
             BucketRow::new(u, grad, bytes, m.layers[u].tensors.len())
         });
         let name = format!("{what} {}", m.layers[u].name);
-        let mut ops = vec![Op::Coll { group: shard_group, collective, bytes, dtype, name }];
-        // HYBRID_SHARD: the reduce-scattered shard all-reduced across the nodes (FSDP runs it
-        // on its own stream after the reduce-scatter; here it follows it on the one stream).
-        if hybrid && collective == Collective::ReduceScatter {
-            ops.push(Op::Coll {
-                group: Group::Replicate,
-                collective: Collective::AllReduce,
-                bytes: bytes / w,
-                dtype,
-                name: format!("all_reduce (replicas) {}", m.layers[u].name),
-            });
-        }
-        Batch { ops, slowdown, row, early: false }
+        let ops = vec![Op::Coll { group: shard_group, collective, bytes, dtype, name }];
+        Batch { ops, slowdown, row, early: false, side: false }
+    };
+    // HYBRID_SHARD: the reduce-scattered shard all-reduced across the nodes, on FSDP's
+    // all-reduce stream and the replicas' communicator: after the reduce-scatter, beside the
+    // shard group's next collectives (docs/fsdp-model.md §1, post-backward).
+    let replicas = |u: usize| {
+        let bytes = padded[u] * sharding.reduce_dtype.size() / w;
+        let op = Op::Coll {
+            group: Group::Replicate,
+            collective: Collective::AllReduce,
+            bytes,
+            dtype: sharding.reduce_dtype,
+            name: format!("all_reduce (replicas) {}", m.layers[u].name),
+        };
+        Batch { ops: vec![op], slowdown, row: None, early: false, side: true }
     };
     let mut work = Vec::new();
     let mut posted = 0usize;
@@ -1936,6 +1950,9 @@ fn plan_sharded(
             }
             if sync {
                 post(&mut work, batch(reduce, u, sharding.reduce_dtype, reduce_name, true));
+                if hybrid {
+                    work.push(Work::Post(replicas(u)));
+                }
             }
         }
     }

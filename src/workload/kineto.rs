@@ -194,6 +194,7 @@ impl Comm {
                 group: self.group,
             }],
             slowdown: None,
+            stream: None,
         }
     }
 }

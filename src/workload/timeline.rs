@@ -82,6 +82,10 @@ pub(crate) struct Batch {
     pub row: Option<BucketRow>,
     /// Whether it runs before the backward (its collectives count in `comm_before`).
     pub early: bool,
+    /// Whether it runs on a second NCCL stream, with a communicator of its own (HYBRID_SHARD's
+    /// all-reduce across the replicas): after the main stream's batches posted before it, in
+    /// order with the second stream's, beside whatever the main stream runs next.
+    pub side: bool,
 }
 
 /// Work on the compute stream.
@@ -176,6 +180,30 @@ struct Running {
     collectives: usize,
 }
 
+/// A batch waiting on its NCCL stream, with its row's and spans' places in the output, and how
+/// many of the main stream's batches must have finished before it starts.
+#[derive(Clone)]
+struct Queued {
+    batch: Batch,
+    row: Option<usize>,
+    spans: Vec<usize>,
+    after: usize,
+}
+
+/// An NCCL stream: its waiting batches, the running one, and counts.
+#[derive(Clone, Default)]
+struct Lane {
+    fifo: VecDeque<Queued>,
+    running: Option<Running>,
+    /// Batches finished, and batches taken.
+    finished: usize,
+    taken: usize,
+}
+
+/// The main NCCL stream's index in [`Timeline`]'s lanes, and the second's.
+const MAIN: usize = 0;
+const SIDE: usize = 1;
+
 /// One step's (or one backward's) timeline.
 #[derive(Clone)]
 pub(crate) struct Timeline {
@@ -194,14 +222,12 @@ pub(crate) struct Timeline {
     next: usize,
     ready: Vec<f64>,
     buckets: Vec<Option<Batch>>,
-    /// The NCCL stream: waiting batches (with their row and span places) and the running one.
-    fifo: VecDeque<(Batch, Option<usize>, Vec<usize>)>,
-    running: Option<Running>,
+    /// The NCCL streams: the main one ([`MAIN`]) and a second ([`SIDE`]), idle but for
+    /// batches that ask for it.
+    lanes: [Lane; 2],
     /// Since when the compute stream has waited for the NCCL stream to drain (hook compute
     /// aside), if it is waiting.
     waiting: Option<f64>,
-    /// Batches the NCCL stream has finished.
-    finished: usize,
     /// Output.
     pub spans: Vec<Span>,
     pub rows: Vec<BucketRow>,
@@ -237,10 +263,8 @@ impl Timeline {
             next: 0,
             ready: vec![0.0; buckets.len()],
             buckets: buckets.into_iter().map(Some).collect(),
-            fifo: VecDeque::new(),
-            running: None,
+            lanes: [Lane::default(), Lane::default()],
             waiting: None,
-            finished: 0,
             spans: Vec::new(),
             rows: Vec::new(),
             comm_before: 0.0,
@@ -290,9 +314,12 @@ impl Timeline {
             Event::Wake(tag) if tag != self.tag => return,
             // The time the timer was set for, exactly (the network's clock is rounded).
             Event::Wake(_) => self.due,
-            Event::Done(h) => match &self.running {
-                Some(r) if r.handle == h => r.secs.map_or(now, |d| r.started + d),
-                _ => return,
+            Event::Done(h) => match self.lane_of(h) {
+                Some(l) => {
+                    let r = self.lanes[l].running.as_ref();
+                    r.and_then(|r| r.secs.map(|d| r.started + d)).unwrap_or(now)
+                }
+                None => return,
             },
         };
         self.catch_up(now);
@@ -300,20 +327,37 @@ impl Timeline {
             // The timer was set for the current run's end, and its speed has not changed since:
             // it has ended (what is left is rounding).
             Event::Wake(_) => self.left = 0.0,
-            Event::Done(_) => self.op_done(now, io),
+            Event::Done(h) => {
+                if let Some(l) = self.lane_of(h) {
+                    self.op_done(l, now, io)
+                }
+            }
         }
         self.settle(now, io);
     }
 
-    /// Compute's speed now.
+    /// The lane whose running op has handle `h`.
+    fn lane_of(&self, h: u32) -> Option<usize> {
+        (0..self.lanes.len())
+            .find(|&l| self.lanes[l].running.as_ref().is_some_and(|r| r.handle == h))
+    }
+
+    /// Compute's speed now: stopped under hook compute, slowed by each running collective's
+    /// share of the SMs (together at most all of them).
     fn factor(&self) -> f64 {
-        match &self.running {
-            None => 1.0,
-            Some(r) => match r.batch.ops[r.op] {
-                Op::Hold { .. } => 0.0,
-                Op::Coll { .. } => 1.0 - r.batch.slowdown.of(r.channels),
-            },
+        let mut slow = 0.0;
+        for r in self.lanes.iter().filter_map(|l| l.running.as_ref()) {
+            match r.batch.ops[r.op] {
+                Op::Hold { .. } => return 0.0,
+                Op::Coll { .. } => slow += r.batch.slowdown.of(r.channels),
+            }
         }
+        1.0 - f64::min(slow, 1.0)
+    }
+
+    /// Whether no NCCL stream runs or holds anything.
+    fn nccl_idle(&self) -> bool {
+        self.lanes.iter().all(|l| l.running.is_none() && l.fifo.is_empty())
     }
 
     /// Brings the current run's work left up to `now`.
@@ -365,7 +409,7 @@ impl Timeline {
                     self.begin(now);
                     moved = true;
                 }
-                Some(Work::Drain) if self.running.is_none() && self.fifo.is_empty() => {
+                Some(Work::Drain) if self.nccl_idle() => {
                     self.close_wait(now);
                     self.work.pop_front();
                     self.begin(now);
@@ -382,14 +426,14 @@ impl Timeline {
                     self.begin(now);
                     moved = true;
                 }
-                Some(Work::Wait(n)) if self.finished >= *n => {
+                Some(Work::Wait(n)) if self.lanes[MAIN].finished >= *n => {
                     self.close_wait(now);
                     self.work.pop_front();
                     self.begin(now);
                     moved = true;
                 }
                 Some(Work::Drain | Work::Wait(_)) => {
-                    let holding = self
+                    let holding = self.lanes[MAIN]
                         .running
                         .as_ref()
                         .is_some_and(|r| matches!(r.batch.ops[r.op], Op::Hold { .. }));
@@ -397,14 +441,18 @@ impl Timeline {
                         self.waiting = Some(now);
                     }
                 }
-                None if self.end.is_none() && self.running.is_none() && self.fifo.is_empty() => {
+                None if self.end.is_none() && self.nccl_idle() => {
                     self.end = Some(now);
                 }
                 _ => {}
             }
-            if self.running.is_none() && !self.fifo.is_empty() {
-                self.start_batch(now, io);
-                moved = true;
+            for l in [MAIN, SIDE] {
+                let lane = &self.lanes[l];
+                let ready = lane.fifo.front().is_some_and(|q| self.lanes[MAIN].finished >= q.after);
+                if lane.running.is_none() && ready {
+                    self.start_batch(l, now, io);
+                    moved = true;
+                }
             }
             if !moved {
                 break;
@@ -472,6 +520,7 @@ impl Timeline {
                         lane: "nccl",
                         bytes: *bytes,
                         dtype: dtype.name(),
+                        stream: u8::from(batch.side),
                         ..Span::compute("nccl", name.clone(), 0.0, 0.0)
                     },
                 };
@@ -480,16 +529,22 @@ impl Timeline {
                 self.spans.len() - 1
             })
             .collect();
-        self.fifo.push_back((batch, row, spans));
+        let l = if batch.side { SIDE } else { MAIN };
+        // A second-stream batch waits for the main stream's batches posted before it.
+        let after = if batch.side { self.lanes[MAIN].taken } else { 0 };
+        self.lanes[l].taken += 1;
+        self.lanes[l].fifo.push_back(Queued { batch, row, spans, after });
     }
 
-    /// Starts the next waiting batch's first op at `now`.
-    fn start_batch(&mut self, now: f64, io: &mut dyn Comms) {
-        let Some((batch, row, spans)) = self.fifo.pop_front() else { return };
+    /// Starts lane `l`'s next waiting batch's first op at `now`.
+    fn start_batch(&mut self, l: usize, now: f64, io: &mut dyn Comms) {
+        let Some(Queued { batch, row, spans, .. }) = self.lanes[l].fifo.pop_front() else {
+            return;
+        };
         if let Some(r) = row {
             self.rows[r].start_ms = now * 1e3;
         }
-        self.running = Some(Running {
+        self.lanes[l].running = Some(Running {
             batch,
             row,
             spans,
@@ -501,15 +556,16 @@ impl Timeline {
             largest: None,
             collectives: 0,
         });
-        self.start_op(now, io);
+        self.start_op(l, now, io);
     }
 
-    /// Starts the running batch's current op at `now`.
-    fn start_op(&mut self, now: f64, io: &mut dyn Comms) {
-        if matches!(&self.running, Some(r) if matches!(r.batch.ops[r.op], Op::Hold { .. })) {
+    /// Starts lane `l`'s running batch's current op at `now`.
+    fn start_op(&mut self, l: usize, now: f64, io: &mut dyn Comms) {
+        let running = &self.lanes[l].running;
+        if matches!(running, Some(r) if matches!(r.batch.ops[r.op], Op::Hold { .. })) {
             self.close_wait(now);
         }
-        let Some(r) = &mut self.running else { return };
+        let Some(r) = &mut self.lanes[l].running else { return };
         r.started = now;
         match &r.batch.ops[r.op] {
             Op::Hold { secs, .. } => {
@@ -532,9 +588,9 @@ impl Timeline {
         }
     }
 
-    /// The running op ended at `now`: account for it and start the next.
-    fn op_done(&mut self, now: f64, io: &mut dyn Comms) {
-        let Some(r) = &mut self.running else { return };
+    /// Lane `l`'s running op ended at `now`: account for it and start the next.
+    fn op_done(&mut self, l: usize, now: f64, io: &mut dyn Comms) {
+        let Some(r) = &mut self.lanes[l].running else { return };
         let d = r.secs.unwrap_or(now - r.started);
         let span = &mut self.spans[r.spans[r.op]];
         span.start_ms = r.started * 1e3;
@@ -546,7 +602,7 @@ impl Timeline {
         }
         r.op += 1;
         if r.op < r.batch.ops.len() {
-            self.start_op(now, io);
+            self.start_op(l, now, io);
             return;
         }
         if let Some(i) = r.row {
@@ -555,8 +611,8 @@ impl Timeline {
             row.collectives = r.collectives;
             (row.algo, row.proto) = r.largest.take().map_or(("", ""), |l| (l.1, l.2));
         }
-        self.running = None;
-        self.finished += 1;
+        self.lanes[l].running = None;
+        self.lanes[l].finished += 1;
     }
 }
 
@@ -641,12 +697,38 @@ mod tests {
             slowdown: Slowdown::Fixed(0.2),
             row: None,
             early: false,
+            side: false,
         };
         let mut t = Timeline::new(vec![Work::Post(batch), run(1.0)], Vec::new(), Vec::new());
         run_alone(&mut t, 0.0, &coll(0.5));
         assert!((t.end.unwrap() - 2.1).abs() < 1e-12, "{:?}", t.end);
         assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
         assert_eq!((t.comm, t.hook_compute), (0.5, 1.0));
+    }
+
+    #[test]
+    fn a_second_stream_runs_after_the_main_streams_earlier_batches_and_beside_its_later_ones() {
+        let post = |side| {
+            let ops = vec![all_reduce()];
+            Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
+        };
+        // Main A (0-1), then the second stream's S after A (1-2) beside main B (1-2): the drain
+        // ends at 2, where one stream would take 3.
+        let work = vec![post(false), post(true), post(false), Work::Drain];
+        let mut t = Timeline::new(work, Vec::new(), Vec::new());
+        run_alone(&mut t, 0.0, &coll(1.0));
+        assert!((t.end.unwrap() - 2.0).abs() < 1e-12, "{:?}", t.end);
+        let nccl: Vec<&Span> = t.spans.iter().filter(|s| s.lane == "nccl").collect();
+        assert_eq!(nccl.iter().map(|s| s.start_ms).collect::<Vec<_>>(), [0.0, 1000.0, 1000.0]);
+        assert_eq!(nccl.iter().map(|s| s.stream).collect::<Vec<_>>(), [0, 1, 0]);
+        // A wait counts the main stream's batches: `Wait(2)` is A and B, not S; a second S,
+        // queued behind the first, keeps the drain until 3.
+        let work = vec![post(false), post(true), post(true), post(false), Work::Wait(2), run(0.5)];
+        let mut t = Timeline::new(work, Vec::new(), Vec::new());
+        run_alone(&mut t, 0.0, &coll(1.0));
+        let run_span = t.spans.iter().find(|s| s.lane == "compute").unwrap();
+        assert_eq!((run_span.start_ms, run_span.end_ms), (2000.0, 2500.0));
+        assert!((t.end.unwrap() - 3.0).abs() < 1e-12, "{:?}", t.end);
     }
 
     #[test]
