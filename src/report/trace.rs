@@ -254,7 +254,7 @@ fn link_counters(r: &StepResult) -> Vec<Value> {
 /// The thread a span is drawn on.
 fn to_tid(s: &Span) -> u32 {
     match (s.lane, s.stream) {
-        ("nccl", 1) => NCCL2,
+        ("nccl" | "hook", 1) => NCCL2,
         ("nccl" | "hook", _) => NCCL,
         _ => COMPUTE,
     }

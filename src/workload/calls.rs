@@ -21,7 +21,9 @@
 //! it by its channels' share of the SMs, unless the entry's batch gives `slowdown`); an `nccl`
 //! entry is one launch on the NCCL stream, run after every earlier one (with `"stream": 1`, on
 //! a second stream with a communicator of its own, after the main stream's earlier launches
-//! and every earlier one of its own, beside the main stream's later ones): its collectives
+//! and every earlier one of its own, beside the main stream's later ones; each collective is
+//! timed as if alone on its links, so a launch waits while the other stream runs a collective
+//! on the same group, or hook compute if it starts with hook compute): its collectives
 //! (nccl-tests' size; on every rank, or on a `group` of ranks `stride` apart, `size` of them
 //! or, without a size, as many as the cluster holds: [`GroupShape`]) and `hook_us` compute
 //! the stream runs in their place; `wait: n` holds
@@ -355,10 +357,91 @@ pub fn check(calls: &[Call]) -> Result<(), String> {
     Ok(())
 }
 
+/// Which entry and field of a list of calls does not read, and why: serde's error for an
+/// entry (an untagged enum) says only that no kind of entry matched. None where the entries
+/// read (the error is elsewhere).
+fn diagnose(v: &serde_json::Value) -> Option<String> {
+    use serde::de::DeserializeOwned;
+    use serde_json::Value;
+    fn field<T: DeserializeOwned>(
+        o: &serde_json::Map<String, Value>,
+        key: &str,
+        at: &str,
+    ) -> Result<(), String> {
+        match o.get(key) {
+            Some(x) => serde_json::from_value::<T>(x.clone())
+                .map(|_| ())
+                .map_err(|e| format!("{at}.{key}: {e}")),
+            None => Ok(()),
+        }
+    }
+    // Each kind of entry: the key that marks it, and its keys with their checks.
+    type Check = fn(&serde_json::Map<String, Value>, &str, &str) -> Result<(), String>;
+    let kinds: [(&str, &[(&str, Check)]); 5] = [
+        ("compute_us", &[("compute_us", field::<f64>), ("name", field::<Option<String>>)]),
+        (
+            "nccl",
+            &[
+                ("nccl", field::<Vec<Value>>),
+                ("slowdown", field::<Option<f64>>),
+                ("stream", field::<Option<u32>>),
+            ],
+        ),
+        ("wait", &[("wait", field::<usize>)]),
+        ("drain", &[("drain", field::<bool>)]),
+        ("idle_until_us", &[("idle_until_us", field::<f64>)]),
+    ];
+    let ops: [(&str, &[(&str, Check)]); 2] = [
+        (
+            "collective",
+            &[
+                ("collective", field::<String>),
+                ("bytes", field::<u64>),
+                ("dtype", field::<String>),
+                ("name", field::<Option<String>>),
+                ("group", field::<Option<GroupShape>>),
+            ],
+        ),
+        ("hook_us", &[("hook_us", field::<f64>), ("name", field::<Option<String>>)]),
+    ];
+    // An object of one of `kinds`, checked key by key.
+    let check = |x: &Value, at: &str, kinds: &[(&str, &[(&str, Check)])]| -> Result<(), String> {
+        let Some(o) = x.as_object() else { return Err(format!("{at}: an object, not {x}")) };
+        let names: Vec<&str> = kinds.iter().map(|k| k.0).collect();
+        let Some((_, keys)) = kinds.iter().find(|k| o.contains_key(k.0)) else {
+            return Err(format!("{at}: needs one of {}", names.join(", ")));
+        };
+        if let Some(k) = o.keys().find(|k| !keys.iter().any(|(name, _)| name == k)) {
+            let known: Vec<&str> = keys.iter().map(|k| k.0).collect();
+            return Err(format!("{at}: unknown field `{k}` here (expected {})", known.join(", ")));
+        }
+        keys.iter().try_for_each(|(key, f)| f(o, key, at))
+    };
+    let calls = v.get("calls")?.as_array()?;
+    for (i, c) in calls.iter().enumerate() {
+        let at = format!("calls[{i}]");
+        if let Err(e) = check(c, &at, &kinds) {
+            return Some(e);
+        }
+        for (k, op) in c.get("nccl").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if let Err(e) = check(op, &format!("{at}.nccl[{k}]"), &ops) {
+                return Some(e);
+            }
+        }
+    }
+    None
+}
+
 /// Parses a list-of-calls file (`file` names it in errors).
 pub fn parse(file: &str, text: &str) -> Result<CallsFile, String> {
-    let f: CallsFile = serde_json::from_str(text)
-        .map_err(|e| format!("{file}:{}:{}: {e}", e.line(), e.column()))?;
+    let f: CallsFile = serde_json::from_str(text).map_err(|e| {
+        // Serde names no field of an entry that does not read: find it.
+        let why = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| diagnose(&v))
+            .unwrap_or_else(|| e.to_string());
+        format!("{file}:{}:{}: {why}", e.line(), e.column())
+    })?;
     if f.collsim_calls != VERSION {
         return Err(format!(
             "{file}: collsim_calls {} is not a version this collsim reads ({VERSION})",
@@ -375,6 +458,23 @@ pub fn parse(file: &str, text: &str) -> Result<CallsFile, String> {
 mod tests {
     use super::*;
     use crate::workload::parallel::strided_members;
+
+    #[test]
+    fn an_entry_that_does_not_read_is_named_with_its_field() {
+        let err = |entry: &str| {
+            let text =
+                format!(r#"{{"collsim_calls": 1, "calls": [{{"compute_us": 1}}, {entry}]}}"#);
+            parse("c.json", &text).unwrap_err()
+        };
+        let ar = r#"{"collective": "all_reduce", "bytes": 8, "dtype": "float"}"#;
+        let e = err(&format!(r#"{{"nccl": [{ar}], "stream": -1}}"#));
+        assert!(e.starts_with("c.json:1:") && e.contains("calls[1].stream: invalid value"), "{e}");
+        let e = err(r#"{"nccl": [{"collective": "all_reduce", "bytes": -5, "dtype": "float"}]}"#);
+        assert!(e.contains("calls[1].nccl[0].bytes: invalid value: integer `-5`"), "{e}");
+        let e = err(&format!(r#"{{"nccl": [{ar}], "strem": 1}}"#));
+        assert!(e.contains("calls[1]: unknown field `strem`"), "{e}");
+        assert!(err(r#"{"foo": 1}"#).contains("calls[1]: needs one of compute_us, nccl"));
+    }
 
     #[test]
     fn a_group_shape_lands_on_the_world_it_is_replayed_on() {

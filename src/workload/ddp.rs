@@ -787,8 +787,8 @@ pub struct Span {
     /// 0–1); for traces.
     #[serde(skip)]
     pub links: Vec<(String, f64)>,
-    /// The NCCL stream a collective ran on: 0 the main one, 1 a second one (HYBRID_SHARD's
-    /// all-reduce across the replicas).
+    /// The NCCL stream a collective or hook ran on: 0 the main one, 1 a second one
+    /// (HYBRID_SHARD's all-reduce across the replicas).
     #[serde(skip)]
     pub stream: u8,
 }

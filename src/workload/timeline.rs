@@ -355,6 +355,21 @@ impl Timeline {
         1.0 - f64::min(slow, 1.0)
     }
 
+    /// Whether `batch` would contend with what lane `other` runs now: hook compute with hook
+    /// compute (both need the whole GPU), or a collective with one on the same process group
+    /// (both need the same links). Each collective is timed as if alone on its links, so two
+    /// such take turns rather than both running at full speed: their total is right, if not
+    /// each one's end. Collectives of different groups are timed as if they shared no links
+    /// (HYBRID_SHARD's: NVLink inside the node, the NICs across); checked as a launch starts.
+    fn contends(&self, batch: &Batch, other: usize) -> bool {
+        let Some(r) = &self.lanes[other].running else { return false };
+        match (batch.ops.first(), &r.batch.ops[r.op]) {
+            (Some(Op::Hold { .. }), Op::Hold { .. }) => true,
+            (Some(Op::Coll { group: a, .. }), Op::Coll { group: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
     /// Whether no NCCL stream runs or holds anything.
     fn nccl_idle(&self) -> bool {
         self.lanes.iter().all(|l| l.running.is_none() && l.fifo.is_empty())
@@ -448,7 +463,9 @@ impl Timeline {
             }
             for l in [MAIN, SIDE] {
                 let lane = &self.lanes[l];
-                let ready = lane.fifo.front().is_some_and(|q| self.lanes[MAIN].finished >= q.after);
+                let ready = lane.fifo.front().is_some_and(|q| {
+                    self.lanes[MAIN].finished >= q.after && !self.contends(&q.batch, 1 - l)
+                });
                 if lane.running.is_none() && ready {
                     self.start_batch(l, now, io);
                     moved = true;
@@ -515,7 +532,10 @@ impl Timeline {
             .iter()
             .map(|op| {
                 let mut span = match op {
-                    Op::Hold { name, .. } => Span::compute("hook", name.clone(), 0.0, 0.0),
+                    Op::Hold { name, .. } => Span {
+                        stream: u8::from(batch.side),
+                        ..Span::compute("hook", name.clone(), 0.0, 0.0)
+                    },
                     Op::Coll { name, bytes, dtype, .. } => Span {
                         lane: "nccl",
                         bytes: *bytes,
@@ -708,8 +728,13 @@ mod tests {
 
     #[test]
     fn a_second_stream_runs_after_the_main_streams_earlier_batches_and_beside_its_later_ones() {
+        // The second stream's all-reduces across the replicas, the main one's on the world.
         let post = |side| {
-            let ops = vec![all_reduce()];
+            let mut op = all_reduce();
+            if let (true, Op::Coll { group, .. }) = (side, &mut op) {
+                *group = Group::Replicate;
+            }
+            let ops = vec![op];
             Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
         };
         // Main A (0-1), then the second stream's S after A (1-2) beside main B (1-2): the drain
@@ -729,6 +754,28 @@ mod tests {
         let run_span = t.spans.iter().find(|s| s.lane == "compute").unwrap();
         assert_eq!((run_span.start_ms, run_span.end_ms), (2000.0, 2500.0));
         assert!((t.end.unwrap() - 3.0).abs() < 1e-12, "{:?}", t.end);
+        // On the same group the two streams need the same links: they take turns (A, B, S),
+        // as do two hooks (each needs the whole GPU).
+        let same = |side| {
+            Work::Post(Batch {
+                ops: vec![all_reduce()],
+                slowdown: Slowdown::Fixed(0.0),
+                row: None,
+                early: false,
+                side,
+            })
+        };
+        let hook = |side| {
+            let ops = vec![Op::Hold { secs: 1.0, name: "hook".into() }];
+            Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
+        };
+        for (a, s, b) in
+            [(same(false), same(true), same(false)), (hook(false), hook(true), hook(false))]
+        {
+            let mut t = Timeline::new(vec![a, s, b, Work::Drain], Vec::new(), Vec::new());
+            run_alone(&mut t, 0.0, &coll(1.0));
+            assert!((t.end.unwrap() - 3.0).abs() < 1e-12, "{:?}", t.end);
+        }
     }
 
     #[test]
