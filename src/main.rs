@@ -209,7 +209,8 @@ struct SimulateArgs {
     #[arg(long, value_enum, default_value = "table")]
     format: SimFmt,
     /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
-    /// `workload.ddp.X`, `topology.X` a key of its topology, `profile.X` one of the profile);
+    /// `workload.ddp.X`, as do `fsdp.X`, `zero.X` and `parallel.X` theirs, `topology.X` a key
+    /// of its topology, `profile.X` one of the profile);
     /// several --sweep run their cross product, in parallel.
     #[arg(long, value_name = "KEY=VALUES")]
     sweep: Vec<String>,
@@ -917,7 +918,7 @@ fn misfit_warning(
 enum PointRun {
     Step(
         Box<collsim::workload::ddp::StepResult>,
-        Box<collsim::workload::memory::DdpMemory>,
+        Option<Box<collsim::workload::memory::DdpMemory>>,
         Option<String>,
     ),
     Rows(Vec<collsim::workload::sweep::Row>),
@@ -931,7 +932,8 @@ enum SweepFile {
     Profile,
 }
 
-/// Which file a swept key (`ddp.X` already made `workload.ddp.X`) edits, and the key there:
+/// Which file a swept key (`ddp.X` and the like already made `workload.ddp.X`) edits, and the
+/// key there:
 /// `topology.KEY` the scenario's topology, `profile.KEY` the timing profile, anything else the
 /// scenario.
 fn sweep_target(key: &str) -> (SweepFile, &str) {
@@ -968,7 +970,9 @@ fn simulate_sweep(
         let (k, v) = s.split_once('=').ok_or_else(|| {
             usage(format!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)"))
         })?;
-        let key = if k.starts_with("ddp.") { format!("workload.{k}") } else { k.to_string() };
+        // The workload's tables, short: `ddp.X` is `workload.ddp.X`.
+        let short = ["ddp.", "fsdp.", "zero.", "parallel."].iter().any(|t| k.starts_with(t));
+        let key = if short { format!("workload.{k}") } else { k.to_string() };
         if key.split('.').any(|p| p.trim().is_empty())
             || matches!(key.as_str(), "topology" | "profile")
         {
@@ -1079,9 +1083,12 @@ fn simulate_sweep(
                     );
                 }
                 let step = collsim::simulate_ddp(&s, params, m)?.0;
-                let mem = collsim::workload::memory::ddp_memory(spec, step.world, s.gpus_per_node);
+                // A list of calls says nothing of what the step holds in memory.
+                let mem = spec.calls.is_none().then(|| {
+                    collsim::workload::memory::ddp_memory(spec, step.world, s.gpus_per_node)
+                });
                 let misfit = misfit_warning(&s, spec, step.world);
-                return Ok(PointRun::Step(Box::new(step), Box::new(mem), misfit));
+                return Ok(PointRun::Step(Box::new(step), mem.map(Box::new), misfit));
             }
             apply_sweep_flags(&mut s, flags)?;
             Ok(PointRun::Rows(collsim::simulate(&s, params, m)?.0))
@@ -1100,7 +1107,7 @@ fn simulate_sweep(
                     let at = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
                     eprintln!("collsim: warning: at {}: {w}", at.join(" "));
                 }
-                steps.push((p, *step, *mem))
+                steps.push((p, *step, mem.map(|m| *m)))
             }
             PointRun::Rows(rows) => sizes.push((p, rows)),
         }
@@ -1504,7 +1511,9 @@ fn simulate(
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
             SimFmt::Json => report::ddp::json(&s, &profile, &spec, &r, &mut out)?,
             SimFmt::Csv => {
-                let mem = collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node);
+                let mem = spec.calls.is_none().then(|| {
+                    collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node)
+                });
                 report::sweep::ddp_csv(&[(Vec::new(), r.clone(), mem)], &mut out)?
             }
             SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),

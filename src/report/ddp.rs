@@ -34,8 +34,26 @@ fn replay_table(
     row(out, "overlap", format!("{:.1} %", 100.0 * r.overlap_fraction))?;
     let n = r.timeline.iter().filter(|x| x.lane == "nccl").count();
     let bytes: u64 = r.timeline.iter().filter(|x| x.lane == "nccl").map(|x| x.bytes).sum();
-    row(out, "collectives", format!("{n}, {} in all", Bytes::new(bytes)))?;
+    // Exact where a binary unit of a MiB or more divides it, else rounded with the exact count.
+    let exact = Bytes::new(bytes).to_string();
+    let small = exact.ends_with(" B") || exact.ends_with(" KiB");
+    let shown = if small && bytes >= 1 << 20 {
+        format!("{} ({exact})", approx_bytes(bytes))
+    } else {
+        exact
+    };
+    row(out, "collectives", format!("{n}, {shown} in all"))?;
     Ok(())
+}
+
+/// `bytes` in the largest binary unit it reaches, to two decimals ("5.80 GiB", "512 B").
+fn approx_bytes(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1u64 << shift {
+            return format!("{:.2} {unit}", bytes as f64 / (1u64 << shift) as f64);
+        }
+    }
+    format!("{bytes} B")
 }
 
 /// Writes the human-readable report.
@@ -290,8 +308,9 @@ pub fn json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-    let mem = serde_json::to_value(ddp_memory(spec, r.world, s.gpus_per_node))
-        .map_err(io::Error::other)?;
+    // A replayed list of calls says nothing of what the step holds: null.
+    let mem = spec.calls.is_none().then(|| ddp_memory(spec, r.world, s.gpus_per_node));
+    let mem = serde_json::to_value(mem).map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
         o.insert("optimizer".into(), spec.optimizer.name().into());
@@ -305,8 +324,10 @@ pub fn json(
     writeln!(out)
 }
 
-/// One point of a sweep: the keys set, the step there and its memory per GPU.
-pub type SweepPoint = (Vec<(String, String)>, StepResult, crate::workload::memory::DdpMemory);
+/// One point of a sweep: the keys set, the step there and its memory per GPU (none for a
+/// replayed list of calls, which does not say).
+pub type SweepPoint =
+    (Vec<(String, String)>, StepResult, Option<crate::workload::memory::DdpMemory>);
 
 /// Writes a sweep, one row per point.
 pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {

@@ -57,8 +57,8 @@ pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io:
     write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
 }
 
-/// A DDP sweep as CSV: the swept keys, then the step's figures and its memory per GPU (bytes),
-/// one line per point.
+/// A DDP sweep as CSV: the swept keys, then the step's figures and its memory per GPU (bytes;
+/// empty for a replayed list of calls), one line per point.
 pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
     let mut w = ::csv::Writer::from_writer(out);
     let mut head = keys(rows.first().map(|r| r.0.as_slice()));
@@ -111,7 +111,7 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         rec.push(r.world.to_string());
         rec.extend(parts(r).iter().map(|p| p.2.to_string()));
         rec.push(r.gemm_tflops.to_string());
-        rec.push(mem.total.to_string());
+        rec.push(mem.as_ref().map_or(String::new(), |m| m.total.to_string()));
         w.write_record(&rec).map_err(io::Error::other)?;
     }
     w.flush()

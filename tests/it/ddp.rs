@@ -1154,7 +1154,7 @@ fn a_kineto_trace_captured_on_a_gpu_replays_its_step_and_at_scale() {
     let table = collsim_ok(&["simulate", "--workload-trace", &big, "--topology", "dgx-h100"]);
     let kib = params * 4 / 1024;
     assert!(
-        table.contains(&format!("collectives                  74, {kib} KiB in all")),
+        table.contains(&format!("collectives                  74, 5.28 GiB ({kib} KiB) in all")),
         "{table}"
     );
     // On 16 nodes of p5 the all-reduces are timed over 128 ranks: longer, some of it exposed.
@@ -1416,11 +1416,19 @@ fn a_sweep_gives_each_points_memory_as_a_single_run_does() {
     assert_eq!(mem[0], num(&single["memory"], "total"));
     // SHARD_GRAD_OP keeps every unit's gathered parameters from forward to backward.
     assert!(mem[1] > mem[0] + 10.0 * (1u64 << 30) as f64, "{mem:?}");
-    let csv = collsim_ok(&["simulate", s, "--format", "csv", "--sweep", sweep]);
+    // `fsdp.X` is short for `workload.fsdp.X`, as `ddp.X` is.
+    let short = "fsdp.sharding_strategy=FULL_SHARD,SHARD_GRAD_OP";
+    let csv = collsim_ok(&["simulate", s, "--format", "csv", "--sweep", short]);
     let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
     let col = rows[0].iter().position(|c| *c == "memory_bytes").expect("a memory column");
     let got: Vec<f64> = rows[1..].iter().map(|r| r[col].parse().unwrap()).collect();
     assert_eq!(got, mem);
+    // A replayed trace says nothing of what the step holds: no memory, rather than a guess.
+    let trace = ["simulate", "--workload-trace", "tests/data/kineto-synthetic.json"];
+    let replay = json(&[&trace[..], &["--topology", "dgx-h100", "--format", "json"]].concat());
+    assert!(replay["memory"].is_null(), "{}", replay["memory"]);
+    let csv = collsim_ok(&[&trace[..], &["--topology", "dgx-h100", "--format", "csv"]].concat());
+    assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(',')), "{csv}");
 }
 
 #[test]
