@@ -73,15 +73,16 @@ fn ordinals(r: &StepResult) -> Vec<usize> {
         .collect()
 }
 
-/// What a span is drawn as (`i`: its place in its lane): its lane (0 compute, 1 NCCL), colour
-/// and legend entry.
+/// What a span is drawn as (`i`: its place in its lane): its lane (0 compute, 1 NCCL, 2 the
+/// second NCCL stream), colour and legend entry.
 fn style(i: usize, s: &Span) -> (usize, &'static str, &'static str) {
+    let nccl = 1 + usize::from(s.stream);
     match s.lane {
         "nccl" => match s.bucket {
-            Some(b) => (1, COLLECTIVE[b % 2], "bucket collective"),
-            None => (1, OTHER_COLL, "other collective"),
+            Some(b) => (nccl, COLLECTIVE[b % 2], "bucket collective"),
+            None => (nccl, OTHER_COLL, "other collective"),
         },
-        "hook" => (1, HOOK, "hook compute (compute waits)"),
+        "hook" => (nccl, HOOK, "hook compute (compute waits)"),
         _ if s.name.contains("(no_sync)") => (0, NO_SYNC[i % 2], "no_sync micro-step"),
         _ if s.name.starts_with("fwd") => (0, FORWARD, "forward (per layer)"),
         _ if s.name.starts_with("bwd") => (0, BACKWARD[i % 2], "backward (per layer)"),
@@ -134,7 +135,14 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
         top + 13.0,
         esc(title)
     );
-    for (l, name) in ["compute stream", "NCCL stream"].iter().enumerate() {
+    // A second NCCL stream (HYBRID_SHARD's all-reduce) gets a lane of its own where it ran.
+    let names: &[&str] = if r.timeline.iter().any(|s| s.stream == 1) {
+        &["compute stream", "NCCL stream", "NCCL stream 2"]
+    } else {
+        &["compute stream", "NCCL stream"]
+    };
+    let lanes = names.len();
+    for (l, name) in names.iter().enumerate() {
         let y = lane_y(l);
         let _ = writeln!(
             svg,
@@ -154,7 +162,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
         let (lane, color, _) = style(i, s);
         let (x0, x1) = (x(s.start_ms), x(s.end_ms));
         // Collectives are often thinner than a pixel: draw them at least that wide.
-        let w = (x1 - x0).max(if lane == 1 { 1.0 } else { 0.0 });
+        let w = (x1 - x0).max(if lane >= 1 { 1.0 } else { 0.0 });
         let y = lane_y(lane) + 3.0;
         let _ = writeln!(
             svg,
@@ -178,7 +186,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
             );
         }
     }
-    // Exposed communication: a band over both lanes where compute waits for NCCL.
+    // Exposed communication: a band over the lanes where compute waits for NCCL.
     for s in r.timeline.iter().filter(|s| s.lane == "wait" && s.end_ms >= t0 && s.start_ms <= t1) {
         let (x0, x1) = (x(s.start_ms), x(s.end_ms));
         let c = if is_stall(s) { INPUT } else { EXPOSED };
@@ -187,7 +195,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
             r#"<rect x="{x0:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{c}" fill-opacity="0.35" stroke="{c}" stroke-width="1"><title>{}</title></rect>"#,
             lane_y(0),
             (x1 - x0).max(1.0),
-            2.0 * LANE + GAP,
+            lanes as f64 * LANE + (lanes - 1) as f64 * GAP,
             esc(&tooltip(s))
         );
     }
@@ -210,7 +218,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
         );
     }
     // The time axis.
-    let axis_y = lane_y(1) + LANE + 4.0;
+    let axis_y = lane_y(lanes - 1) + LANE + 4.0;
     let _ = writeln!(
         svg,
         r##"<line x1="{LEFT}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#000000"/>"##,

@@ -1451,10 +1451,14 @@ fn hybrid_shards_all_reduce_runs_on_a_stream_of_its_own() {
     let trace = dir.join("trace.json");
     let (s, calls_s, trace_s) =
         (s.to_str().unwrap(), calls.to_str().unwrap(), trace.to_str().unwrap());
-    let step =
-        json(&["simulate", s, "--format", "json", "--export-calls", calls_s, "--trace", trace_s]);
+    let plot = dir.join("plot.svg");
+    let plot_s = plot.to_str().unwrap();
+    let args = ["simulate", s, "--format", "json", "--export-calls", calls_s, "--trace", trace_s];
+    let step = json(&[&args[..], &["--plot", plot_s]].concat());
     let t = std::fs::read_to_string(&trace).unwrap();
     assert!(t.contains("NCCL stream 2"), "no second NCCL stream in the trace");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains(">NCCL stream 2</text>"), "no second NCCL lane in the plot");
     let text = std::fs::read_to_string(&calls).unwrap();
     let mut f: serde_json::Value = serde_json::from_str(&text).unwrap();
     let second = f["calls"].as_array().unwrap().iter().filter(|c| c["stream"] == 1).count();
