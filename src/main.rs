@@ -1083,10 +1083,8 @@ fn simulate_sweep(
                     );
                 }
                 let step = collsim::simulate_ddp(&s, params, m)?.0;
-                // A list of calls says nothing of what the step holds in memory.
-                let mem = spec.calls.is_none().then(|| {
-                    collsim::workload::memory::ddp_memory(spec, step.world, s.gpus_per_node)
-                });
+                let mem =
+                    collsim::workload::memory::known_memory(spec, step.world, s.gpus_per_node);
                 let misfit = misfit_warning(&s, spec, step.world);
                 return Ok(PointRun::Step(Box::new(step), mem.map(Box::new), misfit));
             }
@@ -1511,9 +1509,7 @@ fn simulate(
             SimFmt::Table => report::ddp::table(&s, &spec, &r, &mut out)?,
             SimFmt::Json => report::ddp::json(&s, &profile, &spec, &r, &mut out)?,
             SimFmt::Csv => {
-                let mem = spec.calls.is_none().then(|| {
-                    collsim::workload::memory::ddp_memory(&spec, r.world, s.gpus_per_node)
-                });
+                let mem = collsim::workload::memory::known_memory(&spec, r.world, s.gpus_per_node);
                 report::sweep::ddp_csv(&[(Vec::new(), r.clone(), mem)], &mut out)?
             }
             SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),

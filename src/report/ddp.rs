@@ -308,8 +308,8 @@ pub fn json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-    // A replayed list of calls says nothing of what the step holds: null.
-    let mem = spec.calls.is_none().then(|| ddp_memory(spec, r.world, s.gpus_per_node));
+    // Null for a replayed list of calls, which says nothing of what the step holds.
+    let mem = crate::workload::memory::known_memory(spec, r.world, s.gpus_per_node);
     let mem = serde_json::to_value(mem).map_err(io::Error::other)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");

@@ -460,6 +460,36 @@ mod tests {
     use crate::workload::parallel::strided_members;
 
     #[test]
+    fn every_field_of_every_entry_reads_in_the_diagnosis_too() {
+        // The diagnosis lists each kind of entry's fields by hand: an entry with every field
+        // set (a field added to `Call` or `NcclOp` must be set here) must pass it.
+        let group = Some(GroupShape { size: Some(8), stride: 1 });
+        let calls = vec![
+            Call::Compute { compute_us: 1.0, name: Some("c".into()) },
+            Call::Nccl {
+                nccl: vec![
+                    NcclOp::Collective {
+                        collective: "all_reduce".into(),
+                        bytes: 8,
+                        dtype: "float".into(),
+                        name: Some("ar".into()),
+                        group,
+                    },
+                    NcclOp::Hook { hook_us: 1.0, name: Some("h".into()) },
+                ],
+                slowdown: Some(0.1),
+                stream: Some(1),
+            },
+            Call::Wait { wait: 0 },
+            Call::Drain { drain: true },
+            Call::Until { idle_until_us: 1.0 },
+        ];
+        let f = CallsFile { collsim_calls: VERSION, ranks: Some(8), calls };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(diagnose(&v), None);
+    }
+
+    #[test]
     fn an_entry_that_does_not_read_is_named_with_its_field() {
         let err = |entry: &str| {
             let text =

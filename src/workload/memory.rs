@@ -195,6 +195,12 @@ pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
     }
 }
 
+/// [`ddp_memory`] where the step says what it holds: none for a replayed list of calls, whose
+/// model is not known.
+pub fn known_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> Option<DdpMemory> {
+    spec.calls.is_none().then(|| ddp_memory(spec, world, ranks_per_node))
+}
+
 /// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
 /// sharded.
 pub fn ddp_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> DdpMemory {
