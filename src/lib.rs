@@ -422,6 +422,15 @@ fn with_ddp<R>(
     }
     let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
         let Some((cluster, comm)) = on(g) else { return nothing() };
+        // On one rank NCCL launches nothing for an in-place call without a pre-scaling op
+        // (ncclLaunchOneRank, src/device/onerank.cu at NVIDIA/nccl 5067397c): training's
+        // all-reduces (DDP's buckets, Megatron's tensor-parallel sums) and broadcasts are in
+        // place and sum. Its all-gathers and reduce-scatters write another buffer: a copy.
+        if comm.nranks() == 1
+            && matches!(c, collective::Collective::AllReduce | collective::Collective::Broadcast)
+        {
+            return nothing();
+        }
         let key = ((g, degrees), c, bytes, dtype);
         if let Some(t) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return t;

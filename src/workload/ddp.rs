@@ -266,6 +266,37 @@ impl CommHook {
     }
 }
 
+/// Host-side PyTorch ops of `torch.linalg.qr` on one of PowerSGD's P matrices, with the
+/// views the hook makes for each compressed tensor: fitted on one H200 (the 2,048-wide GPT of
+/// calibration/data/2026-11-26-h200-kineto/run3-steps.csv, 85.1 ms of hook in a step), where
+/// the 768-wide one checks it (`tests/it/megatron.rs`).
+pub const POWERSGD_QR_OPS: u64 = 7;
+
+/// The PyTorch ops PowerSGD's hook (`torch.distributed.algorithms.ddp_comm_hooks.
+/// powerSGD_hook`, as we know it: PyTorch is not among the repositories collsim reads) runs on
+/// one bucket of `compressed` matrices and `uncompressed` other tensors, in its three parts:
+/// before the all-reduces of the uncompressed tensors and of P (error feedback's add and
+/// clone, the uncompressed tensors' concatenation, P = MQ per matrix); after them (the
+/// division, each uncompressed tensor copied back, each P orthogonalised, Q = MᵀP per matrix);
+/// after Q's all-reduce (the division, M = PQᵀ per matrix, error feedback's difference).
+/// Orthogonalisation is Gram-Schmidt at rank 2 or below and in 16-bit (a norm and a division
+/// per column, and four ops per column after it to remove it from the rest), else a QR
+/// factorisation ([`POWERSGD_QR_OPS`]).
+pub fn powersgd_ops(
+    rank: u64,
+    dtype: super::DataType,
+    error_feedback: bool,
+    compressed: u64,
+    uncompressed: u64,
+) -> [u64; 3] {
+    use super::DataType as D;
+    let r = rank.max(1);
+    let ortho =
+        if r <= 2 || matches!(dtype, D::Half | D::Bfloat16) { 6 * r - 4 } else { POWERSGD_QR_OPS };
+    let fb = u64::from(error_feedback);
+    [2 * fb + 1 + compressed, 1 + uncompressed + compressed * (ortho + 1), 1 + compressed + fb]
+}
+
 /// PowerSGD's `min_compression_rate` default.
 pub const MIN_COMPRESSION_RATE: u64 = 2;
 /// The per-channel quantisation hook's row length.
@@ -310,24 +341,29 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
         CommHook::None => vec![ar(bucket.bytes, dt)],
         CommHook::Fp16 | CommHook::Bf16 => {
             let d = if *hook == CommHook::Fp16 { D::Half } else { D::Bfloat16 };
-            // Cast + divide (read the gradient, write 2 B), then copy back (read 2 B, write).
-            let pass = n * (elt + 2) as f64;
-            vec![mem(pass), ar(numel * 2, d), mem(pass)]
+            // PyTorch's `_compress_hook`: `buffer.to(dtype)` (read the gradient, write 2 B),
+            // `.div_(world_size)` in place (read and write 2 B), two kernels; after the
+            // all-reduce, `buffer.copy_(value)` (read 2 B, write the gradient).
+            let cast = HookStep::Compute { bytes: n * (elt + 6) as f64, flops: 0.0, launches: 1 };
+            vec![cast, ar(numel * 2, d), mem(n * (2 + elt) as f64)]
         }
         CommHook::PowerSgd { rank, error_feedback, warm_start, .. } => {
             let (mut raw, mut p, mut q, mut gemm_bytes, mut flops) = (0u64, 0u64, 0u64, 0.0, 0.0);
+            let (mut compressed, mut uncompressed) = (0u64, 0u64);
             let tensors: Vec<&super::models::Tensor> = model.tensors().collect();
             for &i in &bucket.tensors {
                 let t = tensors[i];
                 let (rows, cols) = (t.rows.max(1), t.numel / t.rows.max(1));
                 let r = rank.min(rows).min(cols);
                 if (rows + cols) * r * MIN_COMPRESSION_RATE < rows * cols {
+                    compressed += 1;
                     p += rows * r;
                     q += cols * r;
                     // P = MQ, Q = MᵀP, M = PQᵀ: three reads of M (and a write).
                     gemm_bytes += 4.0 * (t.numel * elt) as f64;
                     flops += 3.0 * 2.0 * (t.numel * r) as f64;
                 } else {
+                    uncompressed += 1;
                     raw += t.numel;
                 }
             }
@@ -336,7 +372,8 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
             let feedback = if error_feedback { 3.0 * 2.0 * n * e } else { 0.0 };
             // Without warm start Q is drawn on the CPU and copied each step.
             let fresh_q = if warm_start { 0.0 } else { (q * elt) as f64 };
-            let launches = 4 * bucket.tensors.len() as u64;
+            // The hook's PyTorch ops, each a launch from the host ([`powersgd_ops`]).
+            let ops = powersgd_ops(rank, dt, error_feedback, compressed, uncompressed);
             vec![
                 HookStep::Compute {
                     bytes: feedback * 2.0 / 3.0
@@ -344,16 +381,20 @@ pub fn hook_steps(hook: &CommHook, model: &Model, bucket: &Bucket, world: u64) -
                         + fresh_q
                         + gemm_bytes / 4.0,
                     flops: flops / 3.0,
-                    launches,
+                    launches: ops[0].saturating_sub(1),
                 },
                 ar(raw * elt, dt),
                 ar(p * elt, dt),
-                HookStep::Compute { bytes: gemm_bytes / 4.0, flops: flops / 3.0, launches },
+                HookStep::Compute {
+                    bytes: gemm_bytes / 4.0 + (raw * elt) as f64 * 2.0,
+                    flops: flops / 3.0,
+                    launches: ops[1].saturating_sub(1),
+                },
                 ar(q * elt, dt),
                 HookStep::Compute {
                     bytes: feedback / 3.0 + gemm_bytes / 2.0,
                     flops: flops / 3.0,
-                    launches,
+                    launches: ops[2].saturating_sub(1),
                 },
             ]
         }

@@ -494,8 +494,8 @@ fn spread(e: &[f64]) -> (f64, f64) {
 fn the_megatron_fit_carries_to_gpt_steps_on_an_h200() {
     // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.75, 55 µs of host a kernel:
     // the README's fit), checked on 16 DDP steps of 24-layer GPTs in eager PyTorch on one
-    // H200, none of them fitted: median 11.1 %, largest 24.5 %. The host-bound steps (one or
-    // two samples) come out within -7..+21 %, the GPU-bound ones 7-12 % fast.
+    // H200, none of them fitted: median 12.0 %, from -24.9 % to +22.4 % (one rank: its
+    // in-place all-reduces cost nothing, as NCCL launches nothing for them).
     let (median, max) = spread(&h200_errors(0.75, 55.0, &h200_rows()));
     assert!(median < 13.0 && max < 27.0, "median {median:.1} %, largest {max:.1} %");
 }
@@ -512,19 +512,73 @@ fn h200_gpt_steps() {
     }
 }
 
-#[test]
-#[ignore = "exploration: prints the DDP model's steps under communication hooks on one H200"]
-fn h200_hooks() {
+/// One H200 run: layers, hidden size, sequence, micro-batch, measured ms.
+type H200Row = (u64, u64, u64, u64, f64);
+
+/// The H200 hook runs (run3-steps.csv): the hook and its run.
+fn h200_hook_rows() -> Vec<(String, H200Row)> {
     let text =
         std::fs::read_to_string("calibration/data/2026-11-26-h200-kineto/run3-steps.csv").unwrap();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let n = |i: usize| f[i].parse::<u64>().unwrap();
-        let row = (n(2), n(3), n(5), n(6), f[8].parse::<f64>().unwrap());
-        let hook = f[0].trim_start_matches("ddp-");
-        let extra = format!("[workload.ddp]\ncomm_hook = \"{hook}\"\n");
-        let extra = if hook == "powersgd" { format!("{extra}powersgd_rank = 4\n") } else { extra };
-        let sim = h200_steps(0.75, 55.0, &extra, &[row])[0];
-        println!("{hook:>10} L{} h{}: measured {:.1} ms, model {sim:.1} ms", row.0, row.1, row.4);
+    text.lines()
+        .skip(1)
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let hook = f[0].trim_start_matches("ddp-").to_string();
+            (hook, (n(2), n(3), n(5), n(6), f[8].parse::<f64>().unwrap()))
+        })
+        .collect()
+}
+
+/// What `hook` adds to the step of `row` (against no hook), measured and modelled, ms, with
+/// the Megatron fit (0.75, 55 µs a kernel).
+fn hook_cost(rows: &[(String, H200Row)], hook: &str, layers: u64) -> (f64, f64) {
+    let find = |h: &str| rows.iter().find(|(x, r)| x == h && r.0 == layers).unwrap().1;
+    let (plain, hooked) = (find("none"), find(hook));
+    let extra = format!("[workload.ddp]\ncomm_hook = \"{hook}\"\n");
+    let extra = if hook == "powersgd" { format!("{extra}powersgd_rank = 4\n") } else { extra };
+    let model =
+        h200_steps(0.75, 55.0, &extra, &[hooked])[0] - h200_steps(0.75, 55.0, "", &[plain])[0];
+    (hooked.4 - plain.4, model)
+}
+
+#[test]
+fn hook_costs_on_one_h200_carry_from_one_gpt_to_the_other() {
+    // On one rank a hook communicates nothing: what it adds to a step is its kernels and the
+    // host's launches (calibration/data/2026-11-26-h200-kineto, run 3). PowerSGD rank 4 runs
+    // three products and a QR factorisation per matrix; the QR's host ops were fitted on the
+    // 24-layer, 2,048-wide GPT (85.1 ms measured, 87.5 modelled) and this checks them on the
+    // 12-layer, 768-wide one (32.6 measured, 36.1 modelled). The fp16 hook's three passes over
+    // the gradients (a cast, the division, the copy back) give 8.4 ms where 8.7 are measured;
+    // on the small, host-bound GPT 1.1 against 1.9 (not asserted: the model runs a hook's
+    // launches on the NCCL stream's side, not on the host thread that launches the backward).
+    let rows = h200_hook_rows();
+    let (measured, model) = hook_cost(&rows, "powersgd", 12);
+    assert!(
+        (model / measured - 1.0).abs() < 0.15,
+        "PowerSGD, 768 wide: {measured:.1} measured, {model:.1} modelled"
+    );
+    let (measured, model) = hook_cost(&rows, "powersgd", 24);
+    assert!(
+        (model / measured - 1.0).abs() < 0.05,
+        "PowerSGD, 2,048 wide: {measured:.1} measured, {model:.1} modelled"
+    );
+    let (measured, model) = hook_cost(&rows, "fp16", 24);
+    assert!(
+        (model / measured - 1.0).abs() < 0.15,
+        "fp16, 2,048 wide: {measured:.1} measured, {model:.1} modelled"
+    );
+}
+
+#[test]
+#[ignore = "exploration: prints what each hook adds on one H200, measured and modelled"]
+fn h200_hooks() {
+    let rows = h200_hook_rows();
+    for (hook, r) in rows.iter().filter(|(h, _)| h != "none") {
+        let (measured, model) = hook_cost(&rows, hook, r.0);
+        println!(
+            "{hook:>10} L{} h{}: adds {measured:.1} ms measured, {model:.1} ms modelled",
+            r.0, r.1
+        );
     }
 }
