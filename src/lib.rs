@@ -361,38 +361,10 @@ fn with_ddp<R>(
     // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
     // lays them out (a group of one rank sends nothing), on its share of the links its sibling
     // groups share with it (see `sharing_siblings` and `with_siblings`).
-    let mut groups = std::collections::BTreeMap::new();
-    let world = comm.nranks();
-    if let Some(layout) = &spec.parallel {
-        for g in layout.groups(world) {
-            let own = beside(cluster, comm, &layout.members(g, world), &layout.siblings(g, world))?;
-            groups.insert(g, own);
-        }
-    }
-    // HYBRID_SHARD's groups and a replayed step's: ranks a stride apart, each beside its
-    // translates (every node's shard group, every local rank's replicate group), which run the
-    // same step.
-    let mut strided = Vec::new();
-    if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
-        for g in [Group::Shard, Group::Replicate] {
-            strided.extend(workload::parallel::hybrid_group(g, world, comm.ppn()).map(|s| (g, s)));
-        }
-    }
-    if let Some(calls) = &spec.calls {
-        let used = workload::calls::groups(calls, world)
-            .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
-        strided.extend(used.into_iter().map(|g| (g, g)));
-    }
-    for (g, shape) in strided {
-        let Some((members, others)) = workload::parallel::strided_members(shape, world) else {
-            continue;
-        };
-        if members.len() > 1 {
-            let own = beside(cluster, comm, &members, &others)
-                .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
-            groups.insert(g, own);
-        }
-    }
+    let groups: std::collections::BTreeMap<_, _> = step_groups(cluster, comm, spec)?
+        .into_iter()
+        .map(|(g, gc)| (g, with_siblings(gc.own, gc.siblings)))
+        .collect();
     let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
@@ -422,13 +394,7 @@ fn with_ddp<R>(
     }
     let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
         let Some((cluster, comm)) = on(g) else { return nothing() };
-        // On one rank NCCL launches nothing for an in-place call without a pre-scaling op
-        // (ncclLaunchOneRank, src/device/onerank.cu at NVIDIA/nccl 5067397c): training's
-        // all-reduces (DDP's buckets, Megatron's tensor-parallel sums) and broadcasts are in
-        // place and sum. Its all-gathers and reduce-scatters write another buffer: a copy.
-        if comm.nranks() == 1
-            && matches!(c, collective::Collective::AllReduce | collective::Collective::Broadcast)
-        {
+        if collective::in_place_no_op(comm.nranks(), c) {
             return nothing();
         }
         let key = ((g, degrees), c, bytes, dtype);
@@ -458,6 +424,54 @@ fn with_ddp<R>(
         t
     };
     Ok(f(&gpu, &coll))
+}
+
+/// The process groups of `spec`'s step on `comm` beyond the world, each with the sibling
+/// groups that share links with it: a 3-D layout's as Megatron lays them out, HYBRID_SHARD's
+/// and a replayed step's ranks a stride apart, each beside its translates (every node's shard
+/// group, every local rank's replicate group), which run the same step. Groups of one rank are
+/// left out: they send nothing.
+fn step_groups(
+    cluster: &Cluster,
+    comm: &Communicator,
+    spec: &workload::ddp::DdpSpec,
+) -> Result<workload::jobs::GroupComms, Error> {
+    use workload::jobs::GroupComm;
+    use workload::parallel::Group;
+    let mut groups = workload::jobs::GroupComms::new();
+    let world = comm.nranks();
+    let mut add = |g: Group, members: &[usize], others: &[Vec<usize>]| -> Result<(), Error> {
+        let own = group_comm(cluster, comm, members)?;
+        let siblings = sharing_siblings(cluster, comm, &own.0, others)?;
+        groups.insert(g, GroupComm { own, siblings });
+        Ok(())
+    };
+    if let Some(layout) = &spec.parallel {
+        for g in layout.groups(world) {
+            add(g, &layout.members(g, world), &layout.siblings(g, world))?;
+        }
+    }
+    let mut strided = Vec::new();
+    if spec.sharding.is_some_and(|s| s.strategy.hybrid()) {
+        for g in [Group::Shard, Group::Replicate] {
+            strided.extend(workload::parallel::hybrid_group(g, world, comm.ppn()).map(|s| (g, s)));
+        }
+    }
+    if let Some(calls) = &spec.calls {
+        let used = workload::calls::groups(calls, world)
+            .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+        strided.extend(used.into_iter().map(|g| (g, g)));
+    }
+    for (g, shape) in strided {
+        let Some((members, others)) = workload::parallel::strided_members(shape, world) else {
+            continue;
+        };
+        if members.len() > 1 {
+            add(g, &members, &others)
+                .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+        }
+    }
+    Ok(groups)
 }
 
 /// The cluster and communicator of a process group of `members` (global ranks of `comm`,
@@ -497,19 +511,6 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
         [gpus] => cluster.subset_gpus(&nodes, gpus),
         _ => cluster.subset(&nodes, per),
     })
-}
-
-/// The cluster and communicator of a group of `members` as it runs beside `others`, the
-/// groups of its kind at the same time ([`sharing_siblings`], [`with_siblings`]).
-fn beside(
-    cluster: &Cluster,
-    comm: &Communicator,
-    members: &[usize],
-    others: &[Vec<usize>],
-) -> Result<(Cluster, Communicator), Error> {
-    let own = group_comm(cluster, comm, members)?;
-    let siblings = sharing_siblings(cluster, comm, &own.0, others)?;
-    Ok(with_siblings(own, siblings))
 }
 
 /// A group's view and communicator as it runs beside `siblings`, the groups that share links
@@ -723,7 +724,8 @@ pub fn job_calls(scenario: &Scenario) -> u64 {
     use workload::Workload;
     let per = |w: &Workload| match w {
         Workload::Sweep(s) => workload::sweep::sizes(s).len() as u64,
-        Workload::Ddp(_) => 1,
+        // A 3-D step runs each pipeline stage's step.
+        Workload::Ddp(d) => d.parallel.map_or(1, |l| l.pp as u64),
         Workload::Idle => 0,
     };
     scenario.jobs.iter().map(|j| 2 * per(&j.workload)).sum()
@@ -784,14 +786,20 @@ pub fn simulate_jobs_with(
     // beside the other jobs' flows, which every rate solve visits too.
     let ddp_jobs = built.iter().filter(|b| matches!(b.scenario.workload, Workload::Ddp(_))).count();
     let shared = 2.0 * ddp_jobs as f64;
-    // DDP jobs' steps, ready to post their collectives into a shared network.
-    let plans: Vec<Option<workload::ddp::StepPlan>> = built
+    // DDP jobs' steps, ready to post their collectives into a shared network: one plan, or
+    // one per pipeline stage of a 3-D layout.
+    struct JobPlan {
+        stages: Vec<workload::ddp::StepPlan>,
+        report: Option<workload::parallel::ParallelReport>,
+        groups: workload::jobs::GroupComms,
+    }
+    let plans: Vec<Option<JobPlan>> = built
         .par_iter()
         .map(|b| match &b.scenario.workload {
             Workload::Ddp(d) => {
                 let world = b.comm.nranks();
                 let s = &b.scenario;
-                with_ddp(
+                let (stages, report) = with_ddp(
                     &b.cluster,
                     &b.comm,
                     s,
@@ -801,19 +809,51 @@ pub fn simulate_jobs_with(
                     &bg,
                     &CollCache::default(),
                     (shared, false),
-                    |gpu, coll| Some(workload::ddp::plan_step(d, world, gpu, coll)),
-                )
+                    |gpu, coll| match &d.parallel {
+                        Some(layout) => {
+                            let (stages, report) =
+                                workload::parallel::plan_stages(d, layout, world, gpu, coll);
+                            (stages, Some(report))
+                        }
+                        None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
+                    },
+                )?;
+                let groups = step_groups(&b.cluster, &b.comm, d)?;
+                Ok(Some(JobPlan { stages, report, groups }))
             }
             _ => Ok(None),
         })
-        .collect::<Result<_, _>>()?;
-    let shared = |j: usize| {
-        plans[j].as_ref().map(|plan| workload::jobs::SharedStep {
-            cluster: &built[j].cluster,
-            comm: &built[j].comm,
-            params,
-            plan,
-            mode,
+        .collect::<Result<_, Error>>()?;
+    // A job's steps to share a network: its stages in order.
+    let shared = |j: usize| -> Vec<workload::jobs::SharedStep<'_>> {
+        let Some(plan) = &plans[j] else { return Vec::new() };
+        let staged = plan.report.is_some();
+        (plan.stages.iter().enumerate())
+            .map(|(s, stage)| workload::jobs::SharedStep {
+                cluster: &built[j].cluster,
+                comm: &built[j].comm,
+                params,
+                plan: stage,
+                mode,
+                groups: &plan.groups,
+                stage: staged.then_some(s),
+            })
+            .collect()
+    };
+    // A job's step from its stages' (one, unless 3-D).
+    let job_step = |j: usize, results: Vec<workload::ddp::StepResult>| {
+        let Some(first) = results.first().cloned() else {
+            return Err(Error::Ddp(format!(
+                "job {:?}: its step has no stage",
+                scenario.jobs[j].name
+            )));
+        };
+        Ok(match plans[j].as_ref().and_then(|p| p.report.clone()) {
+            Some(report) => {
+                let world = built[j].comm.nranks();
+                workload::parallel::stage_step(results, report, world, || first)
+            }
+            None => first,
         })
     };
     let links = whole.links();
@@ -835,9 +875,8 @@ pub fn simulate_jobs_with(
             }
             // Alone: its step in a network of its own (with the background).
             Workload::Ddp(_) => {
-                let steps: Vec<_> = shared(j).into_iter().collect();
-                let mut r = workload::jobs::run_shared(&steps, links, &load(0), tick);
-                Ran::Step(Box::new(r.remove(0)))
+                let r = workload::jobs::run_shared(&shared(j), links, &load(0), tick);
+                Ran::Step(Box::new(job_step(j, r)?))
             }
             Workload::Idle => Ran::Idle,
         })
@@ -909,7 +948,8 @@ pub fn simulate_jobs_with(
     // background and the sweep jobs (each running its largest size back to back).
     let ddp_jobs: Vec<usize> = (0..built.len()).filter(|&j| plans[j].is_some()).collect();
     let mut together = {
-        let steps: Vec<_> = ddp_jobs.iter().filter_map(|&j| shared(j)).collect();
+        let owner: Vec<usize> = ddp_jobs.iter().flat_map(|&j| vec![j; shared(j).len()]).collect();
+        let steps: Vec<_> = ddp_jobs.iter().flat_map(|&j| shared(j)).collect();
         let mut load = bg.clone();
         for t in &traffic {
             if let Traffic::PerSize(rows) = t {
@@ -921,7 +961,14 @@ pub fn simulate_jobs_with(
         } else {
             workload::jobs::run_shared(&steps, links, &load, tick)
         };
-        ddp_jobs.iter().copied().zip(done).collect::<std::collections::BTreeMap<_, _>>()
+        let mut by_job = std::collections::BTreeMap::<usize, Vec<_>>::new();
+        for (j, r) in owner.into_iter().zip(done) {
+            by_job.entry(j).or_default().push(r);
+        }
+        by_job
+            .into_iter()
+            .map(|(j, r)| Ok((j, job_step(j, r)?)))
+            .collect::<Result<std::collections::BTreeMap<_, _>, Error>>()?
     };
     let mut out = Vec::new();
     for (j, (b, alone)) in built.iter().zip(alone).enumerate() {

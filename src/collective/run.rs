@@ -316,6 +316,15 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
     }
 }
 
+/// Whether NCCL launches nothing for a training step's `coll` on `ranks` ranks: on one rank an
+/// in-place call without a pre-scaling op does nothing (ncclLaunchOneRank,
+/// src/device/onerank.cu at NVIDIA/nccl 5067397c), and training's all-reduces (DDP's buckets,
+/// Megatron's tensor-parallel sums, HYBRID_SHARD's) and broadcasts are in place and sum. Its
+/// all-gathers and reduce-scatters write another buffer: a copy.
+pub fn in_place_no_op(ranks: usize, coll: Collective) -> bool {
+    ranks == 1 && matches!(coll, Collective::AllReduce | Collective::Broadcast)
+}
+
 /// A call on one rank: NCCL copies the send buffer into the receive buffer (out of place, as
 /// nccl-tests times it) — read and write at the GPU's memory bandwidth. When both buffers fit
 /// in the L2 cache they stay there from one iteration to the next, and the copy hides behind

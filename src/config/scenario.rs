@@ -1065,22 +1065,6 @@ pub(crate) fn parse_workload(
         })?,
         None => "sweep".to_string(),
     };
-    if let (true, Some(p)) = (idle, &w.parallel) {
-        return Err(src.error_at(
-            p.span().start,
-            "job.workload.parallel: 3-D layouts run as a scenario's one [workload], not in [[job]] tables yet",
-        ));
-    }
-    let hybrid = w.fsdp.as_ref().and_then(|f| f.get_ref().sharding_strategy.as_ref());
-    if let (true, Some(h)) = (
-        idle,
-        hybrid.filter(|h| h.get_ref().starts_with("HYBRID") || h.get_ref().starts_with("_HYBRID")),
-    ) {
-        return Err(src.error_at(
-            h.span().start,
-            "job.workload.fsdp.sharding_strategy: hybrid sharding runs as a scenario's one [workload], not in [[job]] tables yet",
-        ));
-    }
     if let (Some(z), false) = (&w.zero, kind == "zero") {
         return Err(src.error_at(z.span().start, "workload.zero: only for kind = \"zero\""));
     }

@@ -195,7 +195,21 @@ impl BackgroundSpec {
 /// The link classes a `links` background may name.
 pub const LINK_CLASSES: [&str; 4] = ["nvlink", "pcie", "sys", "net"];
 
-/// One DDP job's step, to run in a shared network.
+/// A process group of a step other than the world's: its ranks' view and communicator, and
+/// its siblings that share links with it (copies of it on other GPUs of the job, which run the
+/// same collectives at the same time: each node's shard group, each local rank's replicate
+/// group, the other tensor ranks' data-parallel groups).
+pub(crate) struct GroupComm {
+    /// The group's nodes and GPUs (the machine's link ids, at full capacity).
+    pub own: (Cluster, crate::comm::Communicator),
+    /// Its siblings that cross some of its links.
+    pub siblings: Vec<(Cluster, crate::comm::Communicator)>,
+}
+
+/// A job's process groups other than the world, by group.
+pub(crate) type GroupComms = std::collections::BTreeMap<super::parallel::Group, GroupComm>;
+
+/// One DDP job's step (or one pipeline stage's), to run in a shared network.
 pub(crate) struct SharedStep<'a> {
     /// The job's nodes (the machine's link ids).
     pub cluster: &'a Cluster,
@@ -208,13 +222,32 @@ pub(crate) struct SharedStep<'a> {
     /// How its collectives run: in detail with [`Mode::Detailed`](crate::collective::Mode),
     /// else in their steady form ([`SteadyForm`](crate::collective::SteadyForm)).
     pub mode: crate::collective::Mode,
+    /// Its process groups beyond the world (HYBRID_SHARD's, a 3-D layout's, a replayed
+    /// step's): a group missing here has one rank, and its collectives take no time.
+    pub groups: &'a GroupComms,
+    /// The pipeline stage this step is, in a 3-D job: its data-parallel collectives run on the
+    /// stage's group.
+    pub stage: Option<usize>,
 }
 
-/// Steady forms registered on a shared network, by job and call, with their labels.
+/// Steady forms registered on a shared network, by step (job and stage), group, copy (0 the
+/// group's own, then its siblings) and call, with their labels.
 type Forms = std::collections::BTreeMap<
-    (usize, crate::collective::Collective, u64, super::DataType),
+    (
+        usize,
+        Option<usize>,
+        super::parallel::Group,
+        usize,
+        crate::collective::Collective,
+        u64,
+        super::DataType,
+    ),
     (crate::collective::FormId, &'static str),
 >;
+
+/// The owner recorded for a sibling group's copy of a call: it loads the links, and nothing
+/// waits for it.
+const SIBLING: usize = usize::MAX;
 
 /// A job's collectives, posted into the shared network.
 struct Posting<'n, 'a> {
@@ -229,6 +262,42 @@ struct Posting<'n, 'a> {
     forms: &'n mut Forms,
 }
 
+impl Posting<'_, '_> {
+    /// Posts `copy` (0 the group's own, then its siblings) of a collective on `at`: its call
+    /// id, algorithm, protocol and channels.
+    fn post(
+        &mut self,
+        (group, collective, bytes, dtype): (
+            super::parallel::Group,
+            crate::collective::Collective,
+            u64,
+            super::DataType,
+        ),
+        copy: usize,
+        (cluster, comm): (&Cluster, &crate::comm::Communicator),
+    ) -> (crate::collective::CallId, &'static str, &'static str, usize) {
+        use crate::collective::{Mode, SteadyForm};
+        let s = self.step;
+        let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
+        let call = super::sweep::call(cluster, comm, &spec, bytes, s.params, s.mode, &[]);
+        let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
+        let (id, proto) = if s.mode == Mode::Detailed {
+            let (id, proto, _) = self.net.post(&call);
+            (id, proto.name())
+        } else {
+            let key = (self.job, s.stage, group, copy, collective, bytes, dtype);
+            if !self.forms.contains_key(&key) {
+                let form = SteadyForm::of(&call);
+                let proto = form.proto.name();
+                self.forms.insert(key, (self.net.register(&form), proto));
+            }
+            let (form, proto) = self.forms[&key];
+            (self.net.post_steady(form), proto)
+        };
+        (id, algo, proto, call.sel.nchannels)
+    }
+}
+
 impl super::timeline::Comms for Posting<'_, '_> {
     fn launch(
         &mut self,
@@ -238,28 +307,39 @@ impl super::timeline::Comms for Posting<'_, '_> {
         bytes: u64,
         dtype: super::DataType,
     ) -> super::timeline::Launched {
-        // Jobs run on one communicator each (a HYBRID_SHARD or 3-D job is refused in [[job]]).
-        debug_assert_eq!(group, super::parallel::Group::World);
-        let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
-        use crate::collective::{Mode, SteadyForm};
+        use super::parallel::Group;
         let s = self.step;
-        let call = super::sweep::call(s.cluster, s.comm, &spec, bytes, s.params, s.mode, &[]);
-        let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
-        let (id, proto) = if s.mode == Mode::Detailed {
-            let (id, proto, _) = self.net.post(&call);
-            (id, proto.name())
-        } else {
-            let key = (self.job, collective, bytes, dtype);
-            if !self.forms.contains_key(&key) {
-                let form = SteadyForm::of(&call);
-                let proto = form.proto.name();
-                self.forms.insert(key, (self.net.register(&form), proto));
-            }
-            let (form, proto) = self.forms[&key];
-            (self.net.post_steady(form), proto)
+        let group = s.stage.map_or(group, |st| super::parallel::on_stage(group, st));
+        let (own, siblings): ((&Cluster, &crate::comm::Communicator), &[_]) = match group {
+            Group::World => ((s.cluster, s.comm), &[]),
+            g => match s.groups.get(&g) {
+                Some(gc) => ((&gc.own.0, &gc.own.1), &gc.siblings),
+                None => ((s.cluster, s.comm), &[]),
+            },
         };
+        // A group of one rank sends nothing; an in-place call there launches nothing.
+        let one = group != Group::World && !s.groups.contains_key(&group);
+        if one || crate::collective::in_place_no_op(own.1.nranks(), collective) {
+            let id =
+                self.net.post_timed(crate::units::Time::ZERO, crate::collective::Form::Aggregated);
+            self.owners.push(self.job);
+            let (algo, proto, links) = ("", "", Vec::new());
+            return super::timeline::Launched {
+                handle: id.0,
+                algo,
+                proto,
+                channels: 0,
+                links,
+                secs: None,
+            };
+        }
+        let what = (group, collective, bytes, dtype);
+        let (id, algo, proto, channels) = self.post(what, 0, own);
         self.owners.push(self.job);
-        let channels = call.sel.nchannels;
+        for (copy, (cluster, comm)) in siblings.iter().enumerate() {
+            self.post(what, copy + 1, (cluster, comm));
+            self.owners.push(SIBLING);
+        }
         // In a shared network the links' load changes as the jobs' calls come and go: no
         // steady-state figure to give.
         let links = Vec::new();
@@ -340,7 +420,10 @@ pub(crate) fn run_shared(
         }
         let Some((t, notice)) = net.advance() else { break };
         let (j, event) = match notice {
-            Notice::Done(id) => (owners[id.0 as usize], Event::Done(id.0)),
+            Notice::Done(id) => match owners[id.0 as usize] {
+                SIBLING => continue,
+                j => (j, Event::Done(id.0)),
+            },
             Notice::Wake(k) => {
                 let (j, epoch, tag) = tags[k as usize];
                 if epoch != epochs[j] {

@@ -991,7 +991,7 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
 
 /// A stage's step's group: its data-parallel group for the world's, its expert-data group
 /// for the experts'.
-fn on_stage(g: Group, stage: usize) -> Group {
+pub(crate) fn on_stage(g: Group, stage: usize) -> Group {
     match g {
         Group::World => Group::Data(stage),
         Group::ExpertData(_) => Group::ExpertData(stage),
@@ -1009,13 +1009,32 @@ pub fn simulate_parallel(
     gpu: &GpuFacts,
     coll: &GroupTimer<'_>,
 ) -> StepResult {
-    let (plans, mut report) = plan_stages(spec, layout, world, gpu, coll);
+    let (plans, report) = plan_stages(spec, layout, world, gpu, coll);
+    let results = plans
+        .iter()
+        .enumerate()
+        .map(|(s, plan)| {
+            let mut line = plan.timeline();
+            let dp_coll =
+                |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
+            timeline::run_alone(&mut line, 0.0, &dp_coll);
+            plan.result(&line)
+        })
+        .collect();
+    stage_step(results, report, world, || plans[0].result(&plans[0].timeline()))
+}
+
+/// The step of a 3-D layout on `world` ranks from each stage's (`results`, in stage order):
+/// the slowest stage's, with `report` completed (each stage's end, the critical stage, the
+/// bubble's share); `none` gives the step if there are no stages.
+pub(crate) fn stage_step(
+    results: Vec<StepResult>,
+    mut report: ParallelReport,
+    world: usize,
+    none: impl FnOnce() -> StepResult,
+) -> StepResult {
     let mut best: Option<StepResult> = None;
-    for (s, plan) in plans.iter().enumerate() {
-        let mut line = plan.timeline();
-        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
-        timeline::run_alone(&mut line, 0.0, &dp_coll);
-        let r = plan.result(&line);
+    for (s, r) in results.into_iter().enumerate() {
         if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {
             row.end_ms = r.iteration_time_ms;
         }
@@ -1024,10 +1043,11 @@ pub fn simulate_parallel(
             best = Some(r);
         }
     }
-    let mut r = best.unwrap_or_else(|| plans[0].result(&plans[0].timeline()));
+    let mut r = best.unwrap_or_else(none);
     report.bubble_fraction = r.breakdown.pipeline_ms / r.iteration_time_ms.max(1e-30);
     r.world = world;
     // A replica is tp x pp GPUs: one GPU alone would take that many times its samples' time.
+    let layout = report.layout;
     r.scaling_efficiency /= (layout.tp * layout.pp) as f64;
     r.parallel = Some(report);
     r

@@ -391,3 +391,87 @@ fn jobs_whose_steps_differ_a_thousandfold_are_refused_not_run_for_ever() {
         &["job \"a\"'s step", "over 1000 times job \"b\"'s"],
     );
 }
+
+/// The FSDP HYBRID_SHARD and 3-D jobs of scenarios/fsdp-and-3d-jobs-shared-spine.toml, both
+/// placed `policy`: each job's JSON.
+fn fsdp_and_3d_jobs(policy: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/fsdp-and-3d-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
+    .replace("placement = \"spread\"", &format!("placement = \"{policy}\""));
+    let v = json(&["simulate", &write(&format!("fsdp-3d-{policy}"), &text), "--format", "json"]);
+    v["jobs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn hybrid_and_3d_jobs_meet_on_the_spine_only_when_spread() {
+    // Spread over the two racks, the replicate groups' all-reduces (eight at once a node) and
+    // the 3-D job's data-parallel ones (eight groups a stage) cross the 2:1 spine together;
+    // in a rack each, nothing meets.
+    for (policy, slower) in [("spread", true), ("compact", false)] {
+        for j in fsdp_and_3d_jobs(policy) {
+            let speed = j["relative_speed"][0].as_f64().unwrap();
+            let (beside, alone) =
+                (j["step"]["iteration_time_ms"].as_f64(), j["alone"]["iteration_time_ms"].as_f64());
+            if slower {
+                assert!(speed < 0.995, "{policy} {}: {speed} ({beside:?} / {alone:?})", j["name"]);
+            } else {
+                assert!(
+                    (speed - 1.0).abs() < 1e-6,
+                    "{policy} {}: {beside:?} / {alone:?}",
+                    j["name"]
+                );
+            }
+        }
+    }
+    // The 3-D job reports its layout and stages as a one-workload scenario does.
+    let j = &fsdp_and_3d_jobs("spread")[1];
+    assert_eq!(j["step"]["parallel"]["stages"].as_array().map(Vec::len), Some(2), "{j}");
+}
+
+#[test]
+fn a_hybrid_or_3d_job_alone_is_its_one_workload_step() {
+    // aws-p4d has a NIC for two GPUs: two local ranks' replicate groups share it. Alone in the
+    // shared network a job posts its sibling groups' copies of each collective beside its own;
+    // a one-workload scenario gives each group its share of the links instead. Both on the
+    // job's 4 nodes.
+    let fsdp = "[job.workload]\nkind = \"fsdp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[job.workload.fsdp]\nsharding_strategy = \"HYBRID_SHARD\"\n";
+    let three_d = "[job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[job.workload.parallel]\ntp = 8\npp = 2\n";
+    let jobs = format!(
+        "[cluster]\ntopology = \"aws-p4d\"\nnodes = 8\n[[job]]\nname = \"fsdp\"\nnodes = 4\n{fsdp}[[job]]\nname = \"3d\"\nnodes = 4\n{three_d}"
+    );
+    let v = json(&["simulate", &write("p4d-jobs", &jobs), "--format", "json"]);
+    for (j, workload) in v["jobs"].as_array().unwrap().iter().zip([fsdp, three_d]) {
+        let one = format!(
+            "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n{}",
+            workload.replace("[job.workload", "[workload")
+        );
+        let p = json(&["simulate", &write("p4d-one", &one), "--format", "json"]);
+        let (a, b) = (
+            j["alone"]["iteration_time_ms"].as_f64().unwrap(),
+            p["iteration_time_ms"].as_f64().unwrap(),
+        );
+        assert!((a / b - 1.0).abs() < 1e-3, "{}: alone {a} ms, one workload {b} ms", j["name"]);
+    }
+}
+
+#[test]
+fn a_replayed_hybrid_step_runs_its_groups_as_a_job() {
+    // A list of calls exported from HYBRID_SHARD names its shard and replicate groups; as a
+    // job, each collective runs on its group (not on the job's every rank), as the step it
+    // came from.
+    let one = "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n[workload]\nkind = \"fsdp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[workload.fsdp]\nsharding_strategy = \"HYBRID_SHARD\"\n";
+    let path = write("replay-one", one);
+    let calls = path.replace("s.toml", "calls.json");
+    let step = json(&["simulate", &path, "--format", "json", "--export-calls", &calls]);
+    let jobs = format!(
+        "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n[[job]]\nname = \"replay\"\nnodes = 4\n[job.workload]\nkind = \"trace\"\ncalls = \"{calls}\"\n"
+    );
+    let v = json(&["simulate", &write("replay-job", &jobs), "--format", "json"]);
+    let alone = v["jobs"][0]["alone"]["iteration_time_ms"].as_f64().unwrap();
+    let want = step["iteration_time_ms"].as_f64().unwrap();
+    assert!((alone / want - 1.0).abs() < 0.01, "replayed as a job {alone} ms, the step {want} ms");
+}
