@@ -799,6 +799,9 @@ pub fn simulate_jobs_with(
             Workload::Ddp(d) => {
                 let world = b.comm.nranks();
                 let s = &b.scenario;
+                let groups = step_groups(&b.cluster, &b.comm, d)?;
+                // In detail, each of a group's calls runs beside its siblings' copies.
+                let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
                 let (stages, report) = with_ddp(
                     &b.cluster,
                     &b.comm,
@@ -808,7 +811,7 @@ pub fn simulate_jobs_with(
                     mode,
                     &bg,
                     &CollCache::default(),
-                    (shared, false),
+                    (shared * copies as f64, false),
                     |gpu, coll| match &d.parallel {
                         Some(layout) => {
                             let (stages, report) =
@@ -818,7 +821,6 @@ pub fn simulate_jobs_with(
                         None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
                     },
                 )?;
-                let groups = step_groups(&b.cluster, &b.comm, d)?;
                 Ok(Some(JobPlan { stages, report, groups }))
             }
             _ => Ok(None),

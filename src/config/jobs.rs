@@ -176,7 +176,10 @@ pub(crate) fn parse_jobs(
                         ),
                     ));
                 }
-                parse_workload(src, w, node, true).map_err(in_job)?
+                let workload = parse_workload(src, w, node, true).map_err(in_job)?;
+                super::scenario::check_ranks(src, w, &workload, chosen.len(), gpus_per_node)
+                    .map_err(in_job)?;
+                workload
             }
             None => {
                 return Err(src.error_at(

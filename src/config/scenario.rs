@@ -127,6 +127,48 @@ fn missing(src: &Source<'_>, field: &str, why: &str) -> ConfigError {
 }
 
 /// The nccl-tests-like sweep of `[workload]`.
+/// Checks `workload` (read from `w`) against the ranks it runs on, `nodes` of `gpus_per_node`:
+/// a 3-D layout must fit them and the model, and a sharded step needs two ranks or more
+/// (PyTorch switches one rank to NO_SHARD). Errors name the key's line.
+pub(super) fn check_ranks(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    workload: &Workload,
+    nodes: usize,
+    gpus_per_node: usize,
+) -> Result<(), ConfigError> {
+    let Workload::Ddp(d) = workload else { return Ok(()) };
+    let world = nodes * gpus_per_node;
+    if let (Some(p), Some(layout)) = (&w.parallel, &d.parallel) {
+        let fits = layout
+            .check(&d.model, world, d.grad_accumulation)
+            .and_then(|()| layout.check_placement(world, gpus_per_node));
+        if let Err(e) = fits {
+            // The key's own line where the file gives it, else the table's.
+            let raw = p.get_ref();
+            let given = match e.key {
+                "tp" => raw.tp.as_ref(),
+                "pp" => raw.pp.as_ref(),
+                "ep" => raw.ep.as_ref(),
+                "virtual_stages" => raw.virtual_stages.as_ref(),
+                _ => w.grad_accumulation.as_ref(),
+            };
+            let at = given.map_or(p.span().start, |v| v.span().start);
+            return Err(src.error_at(at, format!("{}: {e}", e.field())));
+        }
+    }
+    if let (Some(k), true) = (&w.kind, d.sharding.is_some() && world < 2) {
+        return Err(src.error_at(
+            k.span().start,
+            format!(
+                "workload.kind: {:?} on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more",
+                k.get_ref()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, ConfigError> {
     let why = "a collective sweep needs collective, min_bytes and max_bytes; a training step \
                needs kind = \"ddp\"";
@@ -995,42 +1037,8 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
             ),
         ));
     }
-    // A 3-D layout must fit the cluster's ranks and the model.
-    if let (Workload::Ddp(d), Some(p)) =
-        (&workload, raw.workload.as_ref().and_then(|w| w.parallel.as_ref()))
-        && let Some(layout) = &d.parallel
-    {
-        let world = nodes * gpus_per_node;
-        let fits = layout
-            .check(&d.model, world, d.grad_accumulation)
-            .and_then(|()| layout.check_placement(world, gpus_per_node));
-        if let Err(e) = fits {
-            // The key's own line where the file gives it, else the table's.
-            let (table, raw) = (raw.workload.as_ref(), p.get_ref());
-            let given = match e.key {
-                "tp" => raw.tp.as_ref(),
-                "pp" => raw.pp.as_ref(),
-                "ep" => raw.ep.as_ref(),
-                "virtual_stages" => raw.virtual_stages.as_ref(),
-                _ => table.and_then(|w| w.grad_accumulation.as_ref()),
-            };
-            let at = given.map_or(p.span().start, |v| v.span().start);
-            return Err(src.error_at(at, format!("{}: {e}", e.field())));
-        }
-    }
-    // A sharded step needs ranks to shard over (PyTorch switches one rank to NO_SHARD).
-    if let (Workload::Ddp(d), Some(k)) =
-        (&workload, raw.workload.as_ref().and_then(|w| w.kind.as_ref()))
-        && d.sharding.is_some()
-        && nodes * gpus_per_node < 2
-    {
-        return Err(src.error_at(
-            k.span().start,
-            format!(
-                "workload.kind: {:?} on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more",
-                k.get_ref()
-            ),
-        ));
+    if let Some(w) = &raw.workload {
+        check_ranks(&src, w, &workload, nodes, gpus_per_node)?;
     }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
     Ok(Scenario {

@@ -1178,6 +1178,9 @@ pub(crate) struct StepPlan {
     pub(crate) steady: Timeline,
     /// The first iteration's end, s (run alone, with `coll`'s times).
     pub(crate) first_end: f64,
+    /// Whether the first iteration is a steady one (nothing to rebuild): its time is the
+    /// step's, wherever that runs (beside other jobs too).
+    pub(crate) first_as_steady: bool,
     pub(crate) k: u64,
     pub(crate) fwd_s: f64,
     pub(crate) bwd_s: f64,
@@ -1262,7 +1265,11 @@ impl StepPlan {
         StepResult {
             world,
             iteration_time_ms: end * 1e3,
-            first_iteration_ms: first_end.max(self.loader_secs()) * 1e3,
+            first_iteration_ms: if self.first_as_steady {
+                end * 1e3
+            } else {
+                first_end.max(self.loader_secs()) * 1e3
+            },
             forward_ms: k as f64 * fwd_s * 1e3,
             backward_ms: k as f64 * bwd_s * 1e3,
             optimizer_ms: optimizer * 1e3,
@@ -1326,6 +1333,7 @@ fn plan_calls(
     StepPlan {
         steady,
         first_end: first.end.unwrap_or(0.0),
+        first_as_steady: true,
         k: 1,
         fwd_s: compute,
         bwd_s: 0.0,
@@ -1616,6 +1624,7 @@ pub(crate) fn plan_ddp(
     StepPlan {
         steady: steady_line,
         first_end: first.end.unwrap_or(first_start),
+        first_as_steady: false,
         k,
         fwd_s,
         bwd_s,
@@ -1788,6 +1797,7 @@ fn sharded_plan(
     StepPlan {
         steady,
         first_end: first.end.unwrap_or(0.0),
+        first_as_steady: true,
         k: spec.grad_accumulation.max(1),
         fwd_s: layers.fwd.iter().sum(),
         bwd_s: layers.bwd.iter().sum(),

@@ -10,7 +10,10 @@
 //! DDP jobs do better than steady traffic for each other: `run_shared` runs their steps
 //! together in one [`Shared`](crate::collective::Shared) network, each collective posted when
 //! its job's NCCL stream reaches it (in detail, or in its steady form), so buckets meet only
-//! where they really overlap.
+//! where they really overlap. A collective of a process group other than the job's world
+//! (HYBRID_SHARD's shard and replicate groups, a 3-D layout's, a replayed step's) runs on the
+//! group's nodes, with a copy for each sibling group that crosses some of its links (they run
+//! the same collective at the same time); a 3-D job runs each pipeline stage's step.
 
 use crate::collective::Load;
 use crate::hw::{Cluster, NicId, NodeId};
@@ -281,7 +284,11 @@ impl Posting<'_, '_> {
         let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
         let call = super::sweep::call(cluster, comm, &spec, bytes, s.params, s.mode, &[]);
         let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
-        let (id, proto) = if s.mode == Mode::Detailed {
+        let (id, proto) = if comm.nranks() == 1 {
+            // One rank's call crosses no link: it takes its time alone, copy included.
+            let run = crate::collective::simulate(&call);
+            (self.net.post_timed(run.time, run.form), run.proto.name())
+        } else if s.mode == Mode::Detailed {
             let (id, proto, _) = self.net.post(&call);
             (id, proto.name())
         } else {

@@ -905,6 +905,8 @@ pub(crate) fn plan_stages(
         plan.tp_comm = m as f64 * tp_mb;
         plan.pipeline = (last.start - busy - tp_before).max(0.0) + embedding;
         plan.replicas = dp;
+        // One all-reduce after the last backward: the first iteration is a steady one.
+        plan.first_as_steady = !layout.overlap_grad_reduce;
         // Recomputation is forward work again: split as the forward's is.
         if rec > 0.0 {
             let share = rec / (plan.fwd_s + t.lt.bwd.iter().sum::<f64>()).max(1e-30);

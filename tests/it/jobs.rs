@@ -157,6 +157,9 @@ fn same_bytes_with_1_and_2_threads(path: &str) {
     assert_eq!(run("1"), run("2"));
 }
 
+/// A Llama-7B step's `[job.workload]`, for layouts to be added to.
+const LLAMA: &str = "[job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\n";
+
 #[test]
 fn bad_jobs_and_background_are_one_line_errors() {
     let base = ONE_JOB.replace("TOPO", SPINE);
@@ -234,6 +237,29 @@ fn bad_jobs_and_background_are_one_line_errors() {
         (
             format!("{base}\n[[background]]\npattern = \"all_to_all\"\n"),
             &["background.load: missing"],
+        ),
+        // A job's layout must fit its own ranks (2 nodes of 8 GPUs here), as a one-workload
+        // scenario's fits the cluster's.
+        (
+            second(&format!("name = \"b\"\nnodes = 2\n{LLAMA}[job.workload.parallel]\ntp = 32\n")),
+            &["job.workload.parallel.tp: tp x pp = 32 does not divide the 16 ranks"],
+        ),
+        (
+            second(&format!(
+                "name = \"b\"\nnodes = 2\ngpus_per_node = 1\n{LLAMA}[job.workload.parallel]\ntp = 4\n"
+            )),
+            &["job.workload.parallel.tp: tp x pp = 4 does not divide the 2 ranks"],
+        ),
+        (
+            second(&format!("name = \"b\"\nnodes = 2\n{LLAMA}[job.workload.parallel]\nep = 2\n")),
+            &["job.workload.parallel.ep: ep = 2, but the model \"llama-7b\" has no experts"],
+        ),
+        (
+            second(&format!(
+                "name = \"b\"\nnodes = 1\ngpus_per_node = 1\n{}[job.workload.fsdp]\nsharding_strategy = \"HYBRID_SHARD\"\n",
+                LLAMA.replace("\"ddp\"", "\"fsdp\"")
+            )),
+            &["job.workload.kind: \"fsdp\" on one rank"],
         ),
     ];
     for (i, (text, needles)) in cases.iter().enumerate() {
@@ -427,9 +453,13 @@ fn hybrid_and_3d_jobs_meet_on_the_spine_only_when_spread() {
             }
         }
     }
-    // The 3-D job reports its layout and stages as a one-workload scenario does.
-    let j = &fsdp_and_3d_jobs("spread")[1];
+    // The 3-D job reports its layout and stages as a one-workload scenario does; FSDP has
+    // nothing to rebuild, so its first iteration is its step beside the other.
+    let jobs = fsdp_and_3d_jobs("spread");
+    let j = &jobs[1];
     assert_eq!(j["step"]["parallel"]["stages"].as_array().map(Vec::len), Some(2), "{j}");
+    let step = &jobs[0]["step"];
+    assert_eq!(step["first_iteration_ms"], step["iteration_time_ms"], "{step}");
 }
 
 #[test]
@@ -474,4 +504,34 @@ fn a_replayed_hybrid_step_runs_its_groups_as_a_job() {
     let alone = v["jobs"][0]["alone"]["iteration_time_ms"].as_f64().unwrap();
     let want = step["iteration_time_ms"].as_f64().unwrap();
     assert!((alone / want - 1.0).abs() < 0.01, "replayed as a job {alone} ms, the step {want} ms");
+}
+
+#[test]
+fn a_one_rank_job_copies_as_its_one_workload_step_does() {
+    // On one rank an all-gather writes another buffer: NCCL copies it (an all-reduce in place
+    // does nothing). As a job, the call takes that time as alone.
+    let dir = write("one-rank", "");
+    let calls = dir.replace("s.toml", "calls.json");
+    std::fs::write(
+        &calls,
+        r#"{"collsim_calls": 1, "calls": [{"compute_us": 100.0},
+            {"nccl": [{"collective": "all_gather", "bytes": 268435456, "dtype": "float"}]},
+            {"compute_us": 50.0}, {"drain": true}]}"#,
+    )
+    .unwrap();
+    let workload = format!("kind = \"trace\"\ncalls = \"{calls}\"\n");
+    let one = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\ngpus_per_node = 1\n[workload]\n{workload}"
+    );
+    let jobs = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 2\ngpus_per_node = 1\n[[job]]\nname = \"j\"\nnodes = 1\n[job.workload]\n{workload}"
+    );
+    let p = json(&["simulate", &write("one-rank-one", &one), "--format", "json"]);
+    let v = json(&["simulate", &write("one-rank-jobs", &jobs), "--format", "json"]);
+    let (a, b) = (
+        v["jobs"][0]["alone"]["iteration_time_ms"].as_f64().unwrap(),
+        p["iteration_time_ms"].as_f64().unwrap(),
+    );
+    assert!(b > 0.15 + 0.05, "the copy of 256 MiB takes time: {b} ms");
+    assert!((a / b - 1.0).abs() < 1e-6, "job alone {a} ms, one workload {b} ms");
 }
