@@ -273,7 +273,7 @@ impl CommHook {
 pub const POWERSGD_QR_OPS: u64 = 7;
 
 /// The PyTorch ops PowerSGD's hook (`torch.distributed.algorithms.ddp_comm_hooks.
-/// powerSGD_hook`, as we know it: PyTorch is not among the repositories collsim reads) runs on
+/// powerSGD_hook`, as we know it: pytorch/pytorch was too large to fetch here) runs on
 /// one bucket of `compressed` matrices and `uncompressed` other tensors, in its three parts:
 /// before the all-reduces of the uncompressed tensors and of P (error feedback's add and
 /// clone, the uncompressed tensors' concatenation, P = MQ per matrix); after them (the
