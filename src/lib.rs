@@ -239,6 +239,7 @@ fn on_cluster<R>(
             .and_then(|()| layout.check_placement(world, comm.ppn()))
             .map_err(|e| Error::Ddp(format!("{}: {e}", e.field())))?;
     }
+    let groups = step_groups(&cluster, &comm, spec)?;
     let r = with_ddp(
         &cluster,
         &comm,
@@ -249,6 +250,7 @@ fn on_cluster<R>(
         &load,
         cache,
         (1.0, links),
+        &groups,
         |gpu, coll| f(spec, world, gpu, coll),
     )?;
     Ok((r, summary))
@@ -303,7 +305,8 @@ const STEP_RATIO: f64 = 1000.0;
 const LINKS_PER_CALL: usize = 8;
 
 /// Hands `f` the GPU facts of `scenario`'s GPU for `spec` and a timer of collectives on
-/// `cluster` beside `load` (each distinct call simulated once).
+/// `cluster` beside `load` (each distinct call simulated once), each group of `groups`
+/// ([`step_groups`]) on its share of the links its siblings share with it.
 #[allow(clippy::too_many_arguments)]
 fn with_ddp<R>(
     cluster: &Cluster,
@@ -315,6 +318,7 @@ fn with_ddp<R>(
     load: &[Load],
     cache: &CollCache,
     (shared, links): (f64, bool),
+    groups: &workload::jobs::GroupComms,
     f: impl Fn(&workload::ddp::GpuFacts, &workload::parallel::GroupTimer<'_>) -> R,
 ) -> Result<R, Error> {
     use workload::ddp::{CollTime, ComputeRate, GpuFacts};
@@ -361,9 +365,9 @@ fn with_ddp<R>(
     // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
     // lays them out (a group of one rank sends nothing), on its share of the links its sibling
     // groups share with it (see `sharing_siblings` and `with_siblings`).
-    let groups: std::collections::BTreeMap<_, _> = step_groups(cluster, comm, spec)?
-        .into_iter()
-        .map(|(g, gc)| (g, with_siblings(gc.own, gc.siblings)))
+    let groups: std::collections::BTreeMap<_, _> = groups
+        .iter()
+        .map(|(&g, gc)| (g, with_siblings(gc.own.clone(), gc.siblings.clone())))
         .collect();
     let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
@@ -812,6 +816,7 @@ pub fn simulate_jobs_with(
                     &bg,
                     &CollCache::default(),
                     (shared * copies as f64, false),
+                    &groups,
                     |gpu, coll| match &d.parallel {
                         Some(layout) => {
                             let (stages, report) =
