@@ -225,9 +225,10 @@ struct SimulateArgs {
     /// with `kind = "trace"` to replay on another cluster.
     #[arg(long, value_name = "JSON")]
     export_calls: Option<PathBuf>,
-    /// Replay a PyTorch profiler (Kineto) trace of one rank's step: its kernels' compute kept,
-    /// its NCCL collectives timed on this cluster (--topology, --nodes).
-    #[arg(long, value_name = "JSON")]
+    /// Replay one rank's step from a PyTorch profiler (Kineto) JSON trace, a Chakra execution
+    /// trace (`NAME.RANK.et`, ASTRA-sim's input) or a list of calls: its compute kept, its
+    /// collectives timed on this cluster (--topology, --nodes).
+    #[arg(long, value_name = "FILE")]
     workload_trace: Option<PathBuf>,
 }
 
@@ -1077,10 +1078,7 @@ fn simulate_sweep(
             };
             if let Some(spec) = s.ddp() {
                 if let Some(f) = flags.given().iter().find(|f| f.1) {
-                    bail_usage!(
-                        "{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep",
-                        f.0
-                    );
+                    bail_usage!("{}: the scenario's workload is a training step, not a sweep", f.0);
                 }
                 let step = collsim::simulate_ddp(&s, params, m)?.0;
                 let mem =
@@ -1439,20 +1437,27 @@ fn simulate(
         }
         if s.gpus_per_process > 1 {
             bail_usage!(
-                "--workload-trace: a PyTorch trace is one process per GPU (drop --gpus-per-process)"
+                "--workload-trace: a trace is one process per GPU (drop --gpus-per-process)"
             );
         }
-        let f = collsim::workload::kineto::import(&p.display().to_string(), &config::load_text(p)?)
-            .map_err(|e| anyhow!("--workload-trace {e}"))?;
+        let step =
+            collsim::workload::calls::read_step(&p.display().to_string(), &config::load_bytes(p)?)
+                .map_err(|e| anyhow!("--workload-trace {e}"))?;
+        for n in &step.notes {
+            eprintln!("warning: --workload-trace {n}");
+        }
+        let f = step.file;
         collsim::workload::calls::check(&f.calls)
             .map_err(|e| anyhow!("--workload-trace {}: {e}", p.display()))?;
         if !f.calls.iter().any(|c| matches!(c, collsim::workload::calls::Call::Nccl { .. })) {
+            let why =
+                if step.kind == "Kineto trace" { " (FSDP2 issues none on one GPU)" } else { "" };
             eprintln!(
-                "warning: --workload-trace {}: no collectives in the trace (FSDP2 issues none on one GPU): the replay is its compute alone",
+                "warning: --workload-trace {}: no collectives in the trace{why}: the replay is its compute alone",
                 p.display()
             );
         }
-        let name = format!("Kineto trace {}", p.display());
+        let name = format!("{} {}", step.kind, p.display());
         s.workload =
             config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));
     }
@@ -1489,10 +1494,7 @@ fn simulate(
     }
     if let Some(spec) = s.ddp().cloned() {
         if let Some(f) = sweep_flags.iter().find(|f| f.1) {
-            bail_usage!(
-                "{}: the scenario's workload is a DDP step (kind = \"ddp\"), not a sweep",
-                f.0
-            );
+            bail_usage!("{}: the scenario's workload is a training step, not a sweep", f.0);
         }
         let profile = load_profile(common.profile.as_deref())?;
         // What cannot be exported is refused before anything is printed.

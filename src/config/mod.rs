@@ -3,7 +3,7 @@
 //! typed model ([`crate::hw::NodeSpec`], [`Scenario`], [`crate::collective::TimingParams`]).
 //!
 //! Every error names the file, the line and column, and the field path. Nothing here touches
-//! the filesystem except [`load_text`]; parsing works on strings.
+//! the filesystem except [`load_text`] and [`load_bytes`]; parsing works on strings.
 
 pub mod import;
 mod jobs;
@@ -78,8 +78,23 @@ pub fn load_text(path: &Path) -> Result<String, ConfigError> {
     read_capped(path).map_err(|reason| ConfigError::Io { file: path.display().to_string(), reason })
 }
 
+/// Reads a file's bytes (a gzip file's once unpacked), with a [`ConfigError::Io`] naming it
+/// on failure; a file over [`MAX_INPUT_BYTES`] is an error, read no further than the cap.
+pub fn load_bytes(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    read_bytes_capped(path)
+        .map_err(|reason| ConfigError::Io { file: path.display().to_string(), reason })
+}
+
 /// [`load_text`]'s reading, with the reason as text.
 pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
+    let bytes = read_bytes_capped(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
+    })
+}
+
+/// [`load_bytes`]'s reading, with the reason as text.
+fn read_bytes_capped(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
@@ -87,7 +102,8 @@ pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
     // A gzip file (PyTorch's trace handler writes `.json.gz`) is read as what it holds.
     if bytes.starts_with(&[0x1f, 0x8b]) && bytes.len() as u64 <= MAX_INPUT_BYTES {
         let mut text = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..])
+        // Every member, as zcat reads them (`cat a.gz b.gz`, pigz and bgzip write several).
+        flate2::read::MultiGzDecoder::new(&bytes[..])
             .take(MAX_INPUT_BYTES + 1)
             .read_to_end(&mut text)
             .map_err(|e| format!("gzip: {e}"))?;
@@ -99,9 +115,7 @@ pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
             crate::units::Bytes::new(MAX_INPUT_BYTES)
         ));
     }
-    String::from_utf8(bytes).map_err(|e| {
-        format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
-    })
+    Ok(bytes)
 }
 
 /// A source text with its name, for turning byte spans into line and column.

@@ -663,7 +663,8 @@ fn ddp_workload(
 }
 
 /// A step given as a list of calls (`kind = "trace"`, `calls = "FILE"`, relative to the
-/// scenario; [`crate::workload::calls`]): replayed with its compute as given.
+/// scenario; [`crate::workload::calls`]), or a PyTorch profiler or Chakra trace read as one
+/// ([`crate::workload::calls::read_step`]): replayed with its compute as given.
 fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigError> {
     let only = "not for kind = \"trace\" (the calls file gives the step)";
     let given = [
@@ -697,16 +698,21 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         return Err(src.error(format!("workload: tables of a DDP model are {only}")));
     }
     let Some(path) = &w.calls else {
-        return Err(missing(src, "calls", "kind = \"trace\" replays a list-of-calls file"));
+        return Err(missing(
+            src,
+            "calls",
+            "kind = \"trace\" replays a list-of-calls file (or a Kineto or Chakra trace)",
+        ));
     };
     let file = match std::path::Path::new(src.name).parent() {
         Some(dir) => dir.join(path.get_ref()),
         None => std::path::PathBuf::from(path.get_ref()),
     };
     let calls = src.check("workload.calls", path, |_| {
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let f = crate::workload::calls::parse(&file.display().to_string(), &text)?;
+        let bytes = super::load_bytes(&file).map_err(|e| e.to_string())?;
+        // What the replay leaves out (a Chakra trace's host nodes) is `--workload-trace`'s
+        // to say; a scenario replays the GPU's work as it does there.
+        let f = crate::workload::calls::read_step(&file.display().to_string(), &bytes)?.file;
         // Checked now, where the scenario's line is known.
         crate::workload::calls::check(&f.calls).map_err(|e| format!("{}: {e}", file.display()))?;
         Ok(f.calls)

@@ -2,7 +2,9 @@
 //! and hook compute on the NCCL stream in the order issued, and the compute stream's waits on
 //! the NCCL stream. `simulate --export-calls` writes a simulated DDP or FSDP step so; a
 //! scenario with `kind = "trace"` and `calls = "FILE"` replays one, its compute kept and its
-//! collectives timed again on the scenario's cluster.
+//! collectives timed again on the scenario's cluster. A PyTorch profiler trace
+//! ([`super::kineto`]) or a Chakra execution trace ([`super::chakra`]) is read as one
+//! ([`read_step`]).
 //!
 //! The file is JSON:
 //!
@@ -283,7 +285,7 @@ pub(crate) fn to_work(
                                         Some(w) => g.on(w),
                                         None => Err(format!("group: {} ranks {} apart, more ranks than there can be", g.size.unwrap_or(1), g.stride)),
                                     }
-                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}"))?
+                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?
                                 }
                             };
                             Op::Coll {
@@ -326,14 +328,20 @@ pub(crate) fn to_work(
     Ok(out)
 }
 
+/// A collective's name as an error gives it after the entry (a trace's name for it).
+fn named(name: &Option<String>) -> String {
+    name.as_ref().map_or(String::new(), |n| format!(" (collective {n:?})"))
+}
+
 /// The process groups other than the world that `calls` run collectives on, on `world` ranks.
 pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet<Group>, String> {
     let mut out = std::collections::BTreeSet::new();
     for (i, c) in calls.iter().enumerate() {
         let Call::Nccl { nccl, .. } = c else { continue };
         for (k, op) in nccl.iter().enumerate() {
-            if let NcclOp::Collective { group: Some(g), .. } = op {
-                let g = g.on(world).map_err(|e| format!("calls[{i}].nccl[{k}].{e}"))?;
+            if let NcclOp::Collective { group: Some(g), name, .. } = op {
+                let g =
+                    g.on(world).map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?;
                 if g != Group::World {
                     out.insert(g);
                 }
@@ -452,6 +460,51 @@ pub fn parse(file: &str, text: &str) -> Result<CallsFile, String> {
         return Err(format!("{file}: calls: the list is empty"));
     }
     Ok(f)
+}
+
+/// A step from a file of any kind collsim replays (`file` names it in errors): a Chakra
+/// execution trace (protobuf, [`super::chakra`]), a PyTorch profiler trace (JSON with
+/// `traceEvents`, or a bare event list: [`super::kineto`]) or a list of calls, with notes on
+/// what the replay leaves out.
+pub fn read_step(file: &str, bytes: &[u8]) -> Result<Step, String> {
+    if bytes.is_empty() {
+        return Err(format!("{file}: empty (no trace and no list of calls)"));
+    }
+    if super::chakra::looks_like_chakra(bytes) {
+        let ranks = super::chakra::ranks_beside(std::path::Path::new(file));
+        let c = super::chakra::import(file, bytes, ranks)?;
+        let mut notes = Vec::new();
+        if c.host_ops > 0 {
+            notes.push(format!(
+                "{file}: {} host (CPU) nodes, {:.3} ms recorded, take no GPU time in the replay",
+                c.host_ops,
+                c.host_us / 1e3
+            ));
+        }
+        return Ok(Step { file: c.file, kind: "Chakra trace", notes });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{file}: not a Chakra trace and not UTF-8 JSON (invalid byte at offset {})",
+            e.valid_up_to()
+        )
+    })?;
+    if text.trim_start().starts_with('[') || text.contains("\"traceEvents\"") {
+        let file = super::kineto::import(file, text)?;
+        return Ok(Step { file, kind: "Kineto trace", notes: Vec::new() });
+    }
+    Ok(Step { file: parse(file, text)?, kind: "list of calls", notes: Vec::new() })
+}
+
+/// A step read by [`read_step`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Its calls.
+    pub file: CallsFile,
+    /// What the file was: "Chakra trace", "Kineto trace" or "list of calls".
+    pub kind: &'static str,
+    /// What the replay leaves out, one line each.
+    pub notes: Vec<String>,
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! ([`ddp`]), and several jobs side by side with background traffic ([`jobs`]).
 
 pub mod calls;
+pub mod chakra;
 pub mod ddp;
 pub mod jobs;
 pub mod kineto;

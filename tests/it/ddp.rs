@@ -417,7 +417,7 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
     }
     super::cli_errors::misused_with(
         &["simulate", "scenarios/gpt2-xl-a3-16node.toml", "--collective", "all_gather"],
-        &["--collective: the scenario's workload is a DDP step"],
+        &["--collective: the scenario's workload is a training step"],
     );
     let misused = super::cli_errors::misused_with;
     misused(
@@ -1117,6 +1117,114 @@ fn a_kineto_trace_replays_on_another_cluster() {
     super::cli_errors::fails_with(
         &["simulate", "--workload-trace", bare.to_str().unwrap(), "--topology", "dgx-h100"],
         &["--workload-trace", "without its collective's size"],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_chakra_trace_written_by_chakras_own_tools_replays() {
+    // tests/data/chakra/: ASTRA-sim's data-parallel text workload converted by MLCommons'
+    // chakra_converter (4 layers; 2 ms of compute per layer and pass; a 32 MiB all-reduce
+    // after each weight gradient, which the next layer's backward overlaps), and one node of
+    // each kind from chakra_generator.
+    let d = "tests/data/chakra";
+    let replay = |f: &str| {
+        json(&["simulate", "--workload-trace", f, "--topology", "dgx-h100", "--format", "json"])
+    };
+    let step = replay(&format!("{d}/data-parallel.0.et"));
+    assert!((num(&step, "compute_ms") - 22.0).abs() < 1e-9, "{}", num(&step, "compute_ms"));
+    // The last layer's all-reduce follows the last compute, so the step is the compute, that
+    // all-reduce alone (as nccl-tests would time it), and what the three others took from the
+    // compute they ran beside (their channels' share of the SMs, one CTA each).
+    let sweep = json(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--collective",
+        "all_reduce",
+        "--min-bytes",
+        "32M",
+        "--max-bytes",
+        "32M",
+        "--format",
+        "json",
+    ]);
+    let row = &sweep["rows"][0];
+    let ar_ms = row["time_us"].as_f64().unwrap() / 1e3;
+    let share = row["channels"].as_f64().unwrap() / 132.0;
+    let want = 22.0 + ar_ms * (1.0 + 3.0 * share);
+    let got = num(&step, "iteration_time_ms");
+    assert!((got / want - 1.0).abs() < 1e-6, "{got} against {want}");
+    assert!((num(&step, "comm_ms") / (4.0 * ar_ms) - 1.0).abs() < 1e-6);
+    // Rank 1's file (other node ids), the same file gzipped, and a scenario naming it replay
+    // the same step.
+    let same = |v: &serde_json::Value| {
+        ["iteration_time_ms", "comm_ms", "exposed_comm_ms"]
+            .iter()
+            .all(|k| num(v, k) == num(&step, k))
+    };
+    assert!(same(&replay(&format!("{d}/data-parallel.1.et"))));
+    let dir = super::scratch().join(format!("chakra-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let et = std::fs::read(format!("{d}/data-parallel.0.et")).unwrap();
+    // Gzipped in two members, as `cat a.gz b.gz` or pigz writes it: both are read.
+    let gz = dir.join("data-parallel.0.et.gz");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&gz).unwrap();
+        for part in et.chunks(et.len() / 2 + 1) {
+            let mut w = flate2::write::GzEncoder::new(&mut file, flate2::Compression::default());
+            w.write_all(part).unwrap();
+            w.finish().unwrap();
+        }
+    }
+    assert!(same(&replay(gz.to_str().unwrap())));
+    let scenario = dir.join("replay.toml");
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(d).join("data-parallel.0.et");
+    std::fs::write(
+        &scenario,
+        format!(
+            "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = {:?}\n",
+            trace.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    assert!(same(&json(&["simulate", scenario.to_str().unwrap(), "--format", "json"])));
+    // Every collective Chakra names that collsim times, at the generator's 65,536 bytes (a
+    // barrier: one float; an all-gather: each rank's part, of the 2 ranks whose files are
+    // there).
+    for (f, bytes) in [
+        ("ALL_REDUCE", "64 KiB"),
+        ("ALL_GATHER", "128 KiB"),
+        ("REDUCE_SCATTER", "64 KiB"),
+        ("ALL_TO_ALL", "64 KiB"),
+        ("BROADCAST", "64 KiB"),
+        ("BARRIER", "4 B"),
+    ] {
+        let path = format!("{d}/{f}.0.et");
+        let t = collsim_ok(&["simulate", "--workload-trace", &path, "--topology", "dgx-h100"]);
+        assert!(t.contains(&format!("collectives                  1, {bytes} in all")), "{f}: {t}");
+    }
+    let two = |f: &str| num(&replay(&format!("{d}/{f}.0.et")), "iteration_time_ms");
+    assert!((two("two_comp_nodes_dependent") - 0.010).abs() < 1e-9);
+    assert!((two("one_comp_node") - 0.005).abs() < 1e-9);
+    // What it cannot replay is refused, naming the node; so is a file that is not a trace.
+    for (f, want) in [
+        ("one_comm_send_node", "node 0 (id 28, \"COMM_SEND_NODE\"): a point-to-point node"),
+        ("one_remote_mem_load_node", "a remote memory node"),
+        ("one_metadata_node_all_types", "nothing to replay"),
+    ] {
+        let path = format!("{d}/{f}.0.et");
+        super::cli_errors::fails_with(
+            &["simulate", "--workload-trace", &path, "--topology", "dgx-h100"],
+            &["--workload-trace", &path, want],
+        );
+    }
+    let cut = dir.join("cut.et");
+    std::fs::write(&cut, &et[..et.len() - 20]).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", cut.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["node 14: does not decode", "cut short"],
     );
     std::fs::remove_dir_all(&dir).ok();
 }
