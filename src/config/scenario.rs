@@ -157,6 +157,11 @@ pub(super) fn check_ranks(
             return Err(src.error_at(at, format!("{}: {e}", e.field())));
         }
     }
+    // A replayed step's groups must tile these ranks.
+    if let (Some(calls), Some(path)) = (&d.calls, &w.calls) {
+        crate::workload::calls::groups(calls, world)
+            .map_err(|e| src.error_at(path.span().start, format!("workload.calls: {e}")))?;
+    }
     if let (Some(k), true) = (&w.kind, d.sharding.is_some() && world < 2) {
         return Err(src.error_at(
             k.span().start,

@@ -1220,6 +1220,23 @@ fn a_chakra_trace_written_by_chakras_own_tools_replays() {
             &["--workload-trace", &path, want],
         );
     }
+    // A replayed group that does not tile the scenario's ranks is refused on its line.
+    let calls = dir.join("three.json");
+    std::fs::write(
+        &calls,
+        r#"{"collsim_calls": 1, "calls": [{"nccl": [{"collective": "all_reduce", "bytes": 1024, "dtype": "float", "name": "tp", "group": {"size": 3, "stride": 1}}]}]}"#,
+    )
+    .unwrap();
+    let bad = dir.join("three.toml");
+    std::fs::write(
+        &bad,
+        "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = \"three.json\"\n",
+    )
+    .unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", bad.to_str().unwrap()],
+        &["three.toml:6:9: workload.calls: calls[0].nccl[0].group: 3 ranks", "(collective \"tp\")"],
+    );
     let cut = dir.join("cut.et");
     std::fs::write(&cut, &et[..et.len() - 20]).unwrap();
     super::cli_errors::fails_with(
