@@ -713,7 +713,10 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         Some(dir) => dir.join(path.get_ref()),
         None => std::path::PathBuf::from(path.get_ref()),
     };
-    let calls = src.check("workload.calls", path, |_| {
+    let calls = src.check("workload.calls", path, |p| {
+        if p.trim().is_empty() {
+            return Err("an empty path (name the list of calls or trace to replay)".to_string());
+        }
         let bytes = super::load_bytes(&file).map_err(|e| e.to_string())?;
         // What the replay leaves out (a Chakra trace's host nodes) is `--workload-trace`'s
         // to say; a scenario replays the GPU's work as it does there.

@@ -1237,6 +1237,16 @@ fn a_chakra_trace_written_by_chakras_own_tools_replays() {
         &["simulate", bad.to_str().unwrap()],
         &["three.toml:6:9: workload.calls: calls[0].nccl[0].group: 3 ranks", "(collective \"tp\")"],
     );
+    let empty = dir.join("empty.toml");
+    std::fs::write(
+        &empty,
+        "[cluster]\ntopology = \"dgx-h100\"\n[workload]\nkind = \"trace\"\ncalls = \"\"\n",
+    )
+    .unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", empty.to_str().unwrap()],
+        &["empty.toml:5:9: workload.calls: an empty path"],
+    );
     let cut = dir.join("cut.et");
     std::fs::write(&cut, &et[..et.len() - 20]).unwrap();
     super::cli_errors::fails_with(
