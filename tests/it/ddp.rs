@@ -1081,6 +1081,20 @@ fn a_kineto_trace_replays_on_another_cluster() {
     assert!(num(&p5, "iteration_time_ms") > num(&one, "iteration_time_ms"));
     let table = collsim_ok(&["simulate", "--workload-trace", f, "--topology", "dgx-h100"]);
     assert!(table.contains("collectives                  2, 80 MiB in all"), "{table}");
+    // A scenario naming the trace replays the same step.
+    let scenario = super::scratch().join(format!("kineto-{}.toml", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
+    std::fs::write(
+        &scenario,
+        format!(
+            "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = {:?}\n",
+            path.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let named = json(&["simulate", scenario.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(num(&named, "iteration_time_ms"), num(&one, "iteration_time_ms"));
+    std::fs::remove_file(&scenario).ok();
     // Collectives on sub-groups: a block of 4 consecutive ranks keeps its size on a larger
     // cluster (a tensor-parallel group: inside a node, so no slower on 16 nodes); every
     // second rank spans the trace's 8 and grows with the world (a data-parallel group: 64
