@@ -287,15 +287,16 @@ fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64
     Ok(groups)
 }
 
-/// A group's shape from its ranks on a `world` of ranks (None: the world's; an empty list, as
-/// PyTorch may record the default group, is the world).
-fn shape(ranks: &[u64], world: u64) -> Result<Option<GroupShape>, String> {
+/// A group's ranks (None: an empty list, which PyTorch may record for the default group) and
+/// its shape on a `world` of ranks (None: the world's).
+fn shape(ranks: &[u64], world: u64) -> Result<(Option<u64>, Option<GroupShape>), String> {
     let mut r = ranks.to_vec();
     r.sort_unstable();
     r.dedup();
     let g = r.len() as u64;
+    let members = (g > 0).then_some(g);
     if g == 0 || g == world {
-        return Ok(None);
+        return Ok((members, None));
     }
     let stride = if g == 1 { 1 } else { r[1] - r[0] };
     if r.windows(2).any(|w| w[1] - w[0] != stride) {
@@ -308,7 +309,7 @@ fn shape(ranks: &[u64], world: u64) -> Result<Option<GroupShape>, String> {
     // The trace's own ranks must hold it, as the replay's will.
     let world = usize::try_from(world).unwrap_or(usize::MAX);
     shape.on(world).map_err(|e| format!("on the trace's {world} ranks: {e}"))?;
-    Ok(Some(shape))
+    Ok((members, Some(shape)))
 }
 
 /// A node's part in the replay.
@@ -436,16 +437,8 @@ pub fn import(file: &str, bytes: &[u8], ranks: Option<u64>) -> Result<Chakra, St
                                 "pg_name {name:?}: the trace's process_group:init metadata node gives no such group (collsim needs its ranks)"
                             ))
                         })?;
-                        let members = {
-                            let mut r = ranks.clone();
-                            r.sort_unstable();
-                            r.dedup();
-                            (!r.is_empty()).then_some(r.len() as u64)
-                        };
-                        let world = world.unwrap_or(1);
-                        let shape = shape(ranks, world)
-                            .map_err(|e| fail(format!("pg_name {name:?}: {e}")))?;
-                        (members, shape)
+                        shape(ranks, world.unwrap_or(1))
+                            .map_err(|e| fail(format!("pg_name {name:?}: {e}")))?
                     }
                 };
                 let (c, bytes, dtype) = match c {

@@ -1052,6 +1052,16 @@ fn a_hybrid_sharded_step_exports_its_groups_and_replays() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Writes at `scenario` a dgx-h100 scenario replaying `trace` (relative to the repository).
+fn naming_trace(scenario: &std::path::Path, trace: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(trace);
+    let text = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = {:?}\n",
+        path.to_str().unwrap()
+    );
+    std::fs::write(scenario, text).unwrap();
+}
+
 #[test]
 fn a_kineto_trace_replays_on_another_cluster() {
     // A synthetic trace in PyTorch's profiler format (tests/data/kineto-synthetic.json, one
@@ -1083,15 +1093,7 @@ fn a_kineto_trace_replays_on_another_cluster() {
     assert!(table.contains("collectives                  2, 80 MiB in all"), "{table}");
     // A scenario naming the trace replays the same step.
     let scenario = super::scratch().join(format!("kineto-{}.toml", std::process::id()));
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(f);
-    std::fs::write(
-        &scenario,
-        format!(
-            "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = {:?}\n",
-            path.to_str().unwrap()
-        ),
-    )
-    .unwrap();
+    naming_trace(&scenario, f);
     let named = json(&["simulate", scenario.to_str().unwrap(), "--format", "json"]);
     assert_eq!(num(&named, "iteration_time_ms"), num(&one, "iteration_time_ms"));
     std::fs::remove_file(&scenario).ok();
@@ -1194,15 +1196,7 @@ fn a_chakra_trace_written_by_chakras_own_tools_replays() {
     }
     assert!(same(&replay(gz.to_str().unwrap())));
     let scenario = dir.join("replay.toml");
-    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(d).join("data-parallel.0.et");
-    std::fs::write(
-        &scenario,
-        format!(
-            "[cluster]\ntopology = \"dgx-h100\"\n\n[workload]\nkind = \"trace\"\ncalls = {:?}\n",
-            trace.to_str().unwrap()
-        ),
-    )
-    .unwrap();
+    naming_trace(&scenario, &format!("{d}/data-parallel.0.et"));
     assert!(same(&json(&["simulate", scenario.to_str().unwrap(), "--format", "json"])));
     // Every collective Chakra names that collsim times, at the generator's 65,536 bytes (a
     // barrier: one float; an all-gather: each rank's part, of the 2 ranks whose files are
