@@ -1450,8 +1450,11 @@ fn simulate(
         collsim::workload::calls::check(&f.calls)
             .map_err(|e| anyhow!("--workload-trace {}: {e}", p.display()))?;
         if !f.calls.iter().any(|c| matches!(c, collsim::workload::calls::Call::Nccl { .. })) {
-            let why =
-                if step.kind == "Kineto trace" { " (FSDP2 issues none on one GPU)" } else { "" };
+            let why = if step.kind == "Kineto trace" {
+                " (a one-GPU step may have none: FSDP2 issues none there)"
+            } else {
+                ""
+            };
             eprintln!(
                 "warning: --workload-trace {}: no collectives in the trace{why}: the replay is its compute alone",
                 p.display()

@@ -527,13 +527,14 @@ fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
 /// A GPT-2-architecture model of `blocks` layers of width `d`, `heads` heads and `ctx`
 /// positions.
 fn gpt2_style(blocks: u64, d: u64, heads: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
-    gpt_layers(blocks, d, heads, ctx, 50_257, s, gs)
+    gpt_layers(blocks, d, heads, ctx, 50_257, s, gs, loss_mem(50_257))
 }
 
 /// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`
 /// with `heads` attention heads, a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a
 /// multiple of 128 x tp), trained at sequence `seq` (also its positions), with gradients of
-/// `grad_dtype`; attention is flash attention (see [`with_attention`]).
+/// `grad_dtype`; attention is flash attention (see [`with_attention`]), the loss Megatron's
+/// own ([`megatron_loss_mem`]).
 pub fn gpt(
     layers: u64,
     hidden: u64,
@@ -542,9 +543,36 @@ pub fn gpt(
     seq: u64,
     grad_dtype: DataType,
 ) -> Model {
+    let loss = megatron_loss_mem(vocab);
+    gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss)
+}
+
+/// As [`gpt`], with the loss as plain PyTorch code computes it (`F.cross_entropy` on the fp32
+/// logits, as nanoGPT and `calibration/trace/capture_step.py` do).
+pub fn gpt_torch_loss(
+    layers: u64,
+    hidden: u64,
+    heads: u64,
+    vocab: u64,
+    seq: u64,
+    grad_dtype: DataType,
+) -> Model {
+    gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss_mem(vocab))
+}
+
+fn gpt_with_loss(
+    layers: u64,
+    hidden: u64,
+    heads: u64,
+    vocab: u64,
+    seq: u64,
+    grad_dtype: DataType,
+    loss: MemoryWork,
+) -> Model {
+    let gs = grad_dtype.size() as f64;
     Model {
         name: format!("gpt-{layers}x{hidden}"),
-        layers: gpt_layers(layers, hidden, heads, seq, vocab, seq, grad_dtype.size() as f64),
+        layers: gpt_layers(layers, hidden, heads, seq, vocab, seq, gs, loss),
         grad_dtype,
         buffer_bytes: 0,
     }
@@ -659,6 +687,7 @@ fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gpt_layers(
     blocks: u64,
     d: u64,
@@ -667,6 +696,7 @@ fn gpt_layers(
     vocab: u64,
     s: u64,
     gs: f64,
+    loss: MemoryWork,
 ) -> Vec<Layer> {
     let sf = s as f64;
     let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
@@ -710,7 +740,7 @@ fn gpt_layers(
             bn("transformer.ln_f", d).to_vec(),
             (d * vocab) as f64 * sf,
             logits_acts(s, vocab),
-            layer_norm_mem(h).plus(loss_mem(vocab)).per_token(s),
+            layer_norm_mem(h).plus(loss).per_token(s),
         )
     });
     out
@@ -833,6 +863,19 @@ fn rms_norm_mem(h: f64) -> MemoryWork {
 fn loss_mem(v: u64) -> MemoryWork {
     let v = v as f64;
     MemoryWork::new(18.0 * v, 22.0 * v, 4, 6)
+}
+
+/// The loss over a vocabulary of `v` per token as Megatron-LM computes it: the logits cast to
+/// fp32 (6 bytes per logit), then `vocab_parallel_cross_entropy`'s passes over them in place:
+/// max (4), subtract the max (8), exp (8), sum (4), divide by the sum (8); backward multiplies
+/// the saved softmax by the loss's gradient in place (8) and casts it back (6): 38 bytes forward
+/// in 21 launches and 14 backward in 8 (the per-token ones small). A profiled step of our
+/// re-implementation on an H200 runs exactly these eight passes
+/// (`calibration/data/2026-11-27-h200-megatron`); PyTorch's `F.cross_entropy` ([`loss_mem`])
+/// moves 40 bytes a logit where this moves 52.
+fn megatron_loss_mem(v: u64) -> MemoryWork {
+    let v = v as f64;
+    MemoryWork::new(38.0 * v, 14.0 * v, 21, 8)
 }
 
 /// A GPT-2 block per token (pre-LN, SDPA attention, dropout 0.1), h the hidden size, 2-byte

@@ -3,7 +3,7 @@
 
 use collsim::collective::Mode;
 use collsim::workload::Workload;
-use collsim::workload::models::{Attention, gpt, with_attention};
+use collsim::workload::models::{Attention, gpt, gpt_torch_loss, with_attention};
 
 /// Megatron-DeepSpeed's attention in these runs: its CoreAttention without flash attention
 /// (`--use-flash-attn` is off by default).
@@ -141,14 +141,24 @@ fn around(x: f64, step: f64) -> [f64; 5] {
     [-2.0, -1.0, 0.0, 1.0, 2.0].map(|k| x + k * step)
 }
 
-/// The (efficiency, µs per kernel) of the grid with the least median error on `fit`.
+/// Mean |error| of `sim` against the runs, %.
+fn mean_error(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> f64 {
+    use rayon::prelude::*;
+    let sum: f64 = runs.par_iter().map(|r| (sim(r) / r.ms - 1.0).abs()).sum();
+    sum / runs.len() as f64 * 100.0
+}
+
+/// The (efficiency, µs per kernel) of the grid with the least mean |error| on `fit`. (Not the
+/// median: most runs are bound by the host, so the median hardly moves with the GEMMs'
+/// efficiency, and its flat, bumpy minimum chose 0.45 once Megatron's loss was counted,
+/// leaving the GEMM-bound runs 50 % slow: the fitted runs' p95 showed it.)
 fn search(fit: &[Run], effs: &[f64], launches: &[f64]) -> (f64, f64) {
     let mut best = (f64::MAX, 0.0, 0.0);
     for &launch in launches {
         for &eff in effs {
-            let (median, _, _) = errors(fit, |r| simulate_with(r, eff, launch, "full"));
-            if median < best.0 {
-                best = (median, eff, launch);
+            let mean = mean_error(fit, |r| simulate_with(r, eff, launch, "full"));
+            if mean < best.0 {
+                best = (mean, eff, launch);
             }
         }
     }
@@ -167,7 +177,9 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // efficiency to 0.6 to make up for the 1,024-wide models, and the 2,048-wide ones came
     // out slow (held-out median 8.4 %, p95 32.3 %). At tp 8 with one sample a micro-batch the
     // scores miss Megatron's fused softmax (2 matrices, not a multiple of 4): without PyTorch's
-    // ops in its place those runs came out 20-29 % fast (p95 25.3 %).
+    // ops in its place those runs came out 20-29 % fast (p95 25.3 %). The loss is Megatron's
+    // own, 52 bytes a logit where PyTorch's cross entropy moves 40: with PyTorch's the fit
+    // (mean |error|) gave held-out median 8.2 %, p95 24.7 %.
     let runs = runs();
     assert_eq!(runs.len(), 1440);
     let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
@@ -179,9 +191,9 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     println!(
         "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
-    // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.75 and 55 µs, 6.3 %
-    // and 23.7 %): a guard against getting worse.
-    assert!(median < 8.0 && p95 < 27.0, "median {median:.1} %, p95 {p95:.1} %");
+    // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.70 and 55 µs, 6.5 %
+    // and 21.9 %): a guard against getting worse.
+    assert!(median < 7.5 && p95 < 24.0, "median {median:.1} %, p95 {p95:.1} %");
 }
 
 #[test]
@@ -339,8 +351,8 @@ fn a_micro_batch_too_small_for_the_fused_softmax_runs_slower_than_a_larger_one()
         };
         for two in runs.iter().filter(same).filter(|r| r.global == one.global) {
             let measured = per_micro(one, one.ms) / per_micro(two, two.ms);
-            let simulated = per_micro(one, simulate_with(one, 0.75, 55.0, "full"))
-                / per_micro(two, simulate_with(two, 0.75, 55.0, "full"));
+            let simulated = per_micro(one, simulate_with(one, 0.7, 55.0, "full"))
+                / per_micro(two, simulate_with(two, 0.7, 55.0, "full"));
             assert!(measured > 1.1, "{one:?} vs {two:?}: measured {measured:.3}");
             assert!(simulated > 1.05, "{one:?} vs {two:?}: simulated {simulated:.3}");
             pairs += 1;
@@ -458,7 +470,7 @@ fn h200_steps(
             let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
             if let Workload::Ddp(d) = &mut s.workload {
                 let fp32 = collsim::workload::DataType::Float;
-                d.model = gpt(layers, h, 16, 50_304, seq, fp32);
+                d.model = gpt_torch_loss(layers, h, 16, 50_304, seq, fp32);
                 d.sequence = Some(seq);
             }
             let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
@@ -492,19 +504,20 @@ fn spread(e: &[f64]) -> (f64, f64) {
 
 #[test]
 fn the_megatron_fit_carries_to_gpt_steps_on_an_h200() {
-    // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.75, 55 µs of host a kernel:
+    // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.70, 55 µs of host a kernel:
     // the README's fit), checked on 16 DDP steps of 24-layer GPTs in eager PyTorch on one
-    // H200, none of them fitted: median 12.0 %, from -24.9 % to +22.4 % (one rank: its
-    // in-place all-reduces cost nothing, as NCCL launches nothing for them).
-    let (median, max) = spread(&h200_errors(0.75, 55.0, &h200_rows()));
-    assert!(median < 13.0 && max < 27.0, "median {median:.1} %, largest {max:.1} %");
+    // H200, none of them fitted: median 7.7 %, from -21.7 % to +22.4 % (one rank: its
+    // in-place all-reduces cost nothing, as NCCL launches nothing for them). Their loss is
+    // PyTorch's cross entropy, not Megatron's.
+    let (median, max) = spread(&h200_errors(0.7, 55.0, &h200_rows()));
+    assert!(median < 9.0 && max < 25.0, "median {median:.1} %, largest {max:.1} %");
 }
 
 #[test]
 #[ignore = "exploration: prints the DDP model's error on one H200's GPT steps"]
 fn h200_gpt_steps() {
     let rows = h200_rows();
-    for (eff, launch) in [(0.75, 5.0), (0.75, 35.0), (0.75, 55.0), (0.6, 35.0), (0.6, 55.0)] {
+    for (eff, launch) in [(0.7, 5.0), (0.7, 35.0), (0.7, 55.0), (0.6, 35.0), (0.6, 55.0)] {
         let e = h200_errors(eff, launch, &rows);
         let (median, max) = spread(&e);
         let e: Vec<f64> = e.iter().map(|x| (x * 10.0).round() / 10.0).collect();
@@ -531,14 +544,14 @@ fn h200_hook_rows() -> Vec<(String, H200Row)> {
 }
 
 /// What `hook` adds to the step of `row` (against no hook), measured and modelled, ms, with
-/// the Megatron fit (0.75, 55 µs a kernel).
+/// the Megatron fit (0.70, 55 µs a kernel).
 fn hook_cost(rows: &[(String, H200Row)], hook: &str, layers: u64) -> (f64, f64) {
     let find = |h: &str| rows.iter().find(|(x, r)| x == h && r.0 == layers).unwrap().1;
     let (plain, hooked) = (find("none"), find(hook));
     let extra = format!("[workload.ddp]\ncomm_hook = \"{hook}\"\n");
     let extra = if hook == "powersgd" { format!("{extra}powersgd_rank = 4\n") } else { extra };
     let model =
-        h200_steps(0.75, 55.0, &extra, &[hooked])[0] - h200_steps(0.75, 55.0, "", &[plain])[0];
+        h200_steps(0.7, 55.0, &extra, &[hooked])[0] - h200_steps(0.7, 55.0, "", &[plain])[0];
     (hooked.4 - plain.4, model)
 }
 
@@ -547,7 +560,7 @@ fn hook_costs_on_one_h200_carry_from_one_gpt_to_the_other() {
     // On one rank a hook communicates nothing: what it adds to a step is its kernels and the
     // host's launches (calibration/data/2026-11-26-h200-kineto, run 3). PowerSGD rank 4 runs
     // three products and a QR factorisation per matrix; the QR's host ops were fitted on the
-    // 24-layer, 2,048-wide GPT (85.1 ms measured, 87.5 modelled) and this checks them on the
+    // 24-layer, 2,048-wide GPT (85.1 ms measured, 87.6 modelled) and this checks them on the
     // 12-layer, 768-wide one (32.6 measured, 36.1 modelled). The fp16 hook's three passes over
     // the gradients (a cast, the division, the copy back) give 8.4 ms where 8.7 are measured;
     // on the small, host-bound GPT 1.1 against 1.9 (not asserted: the model runs a hook's
@@ -579,6 +592,90 @@ fn h200_hooks() {
         println!(
             "{hook:>10} L{} h{}: adds {measured:.1} ms measured, {model:.1} ms modelled",
             r.0, r.1
+        );
+    }
+}
+
+/// One Megatron-style micro-batch measured on one H200 (calibration/data/2026-11-27-h200-megatron):
+/// layers, hidden size, sequence, micro-batch, recompute, ms per micro-batch (host syncing at
+/// each micro-batch's start), optimizer ms.
+type MegatronH200 = (u64, u64, u64, u64, bool, f64, f64);
+
+fn megatron_h200_rows() -> Vec<MegatronH200> {
+    let text =
+        std::fs::read_to_string("calibration/data/2026-11-27-h200-megatron/steps.csv").unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let x = |i: usize| f[i].parse::<f64>().unwrap();
+            (n(0), n(1), n(3), n(4), f[5] == "1", x(6), x(8))
+        })
+        .collect()
+}
+
+/// The model's (ms per micro-batch, optimizer ms) for a Megatron-style GPT on one H200: the
+/// step at one and at two micro-batches, their difference the micro-batch.
+fn megatron_h200_sim(row: &MegatronH200, eff: f64, launch_us: f64) -> (f64, f64) {
+    let (layers, h, seq, micro, recompute, _, _) = *row;
+    let dir = super::scratch();
+    let topo =
+        dir.join(format!("h200-megatron-{}-{layers}-{h}-{seq}-{micro}.toml", std::process::id()));
+    let text = std::fs::read_to_string("topologies/dgx-h100.toml")
+        .unwrap()
+        .replace("model = \"H100-SXM5-80GB\"", "model = \"H200-SXM-141GB\"");
+    std::fs::write(&topo, text).unwrap();
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .unwrap();
+    let recompute = if recompute { "full" } else { "none" };
+    let step = |m: u64| {
+        let toml = format!(
+            "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nmicro_batch = {micro}\ngrad_accumulation = {m}\ngrad_dtype = \"half\"\nprecision = \"fp16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n[workload.parallel]\ntp = 1\npp = 1\nrecompute = \"{recompute}\"\noverlap_grad_reduce = false\n",
+            topo.display()
+        );
+        let mut s = collsim::config::parse_scenario("h200-megatron.toml", &toml).expect("parses");
+        if let Workload::Ddp(d) = &mut s.workload {
+            let half = collsim::workload::DataType::Half;
+            let model = gpt(layers, h, 16, 50_304, seq, half);
+            d.model =
+                if layers > 0 { with_attention(model, Attention::Unfused).unwrap() } else { model };
+            d.sequence = Some(seq);
+        }
+        let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
+        r.iteration_time_ms
+    };
+    let (one, two) = (step(1), step(2));
+    std::fs::remove_file(&topo).ok();
+    (two - one, 2.0 * one - two)
+}
+
+/// The model with the Megatron fit against our Megatron-style micro-batches on one H200, for
+/// study: `cargo test --release megatron_h200 -- --ignored --nocapture`. The 0-layer rows are
+/// what lies outside the layers, Megatron's own code path there; the layers run PyTorch's
+/// unfused kernels where Megatron fuses, so the GEMM-bound rows are not Megatron's.
+#[test]
+#[ignore = "exploration: the model against Megatron-style micro-batches on one H200"]
+fn megatron_h200() {
+    let var = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (eff, launch) = (var("MEGATRON_EFF", 0.7), var("MEGATRON_LAUNCH", 55.0));
+    for r in megatron_h200_rows() {
+        let (micro, opt) = megatron_h200_sim(&r, eff, launch);
+        println!(
+            "L{} h{} s{} mb{} rc{}: micro {:.2} ms measured {:.2} ({:+.1} %), optimizer {:.2} measured {:.2}",
+            r.0,
+            r.1,
+            r.2,
+            r.3,
+            r.4 as u8,
+            micro,
+            r.5,
+            (micro / r.5 - 1.0) * 100.0,
+            opt,
+            r.6
         );
     }
 }
