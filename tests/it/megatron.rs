@@ -440,17 +440,12 @@ fn h200_errors(eff: f64, launch_us: f64, rows: &[(u64, u64, u64, u64, f64)]) -> 
     sim.iter().zip(rows).map(|(s, r)| (s / r.4 - 1.0) * 100.0).collect()
 }
 
-/// The DDP model's steps (ms) for `rows` on one H200, `extra` appended to the scenario.
-fn h200_steps(
-    eff: f64,
-    launch_us: f64,
-    extra: &str,
-    rows: &[(u64, u64, u64, u64, f64)],
-) -> Vec<f64> {
-    let dir = super::scratch();
+/// A node of H200s (dgx-h100's topology with the GPU swapped), written to a scratch file of
+/// its own for each call, and the default timing profile.
+fn h200_node() -> (std::path::PathBuf, collsim::collective::TimingParams) {
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let topo = dir.join(format!("h200-{}-{n}.toml", std::process::id()));
+    let topo = super::scratch().join(format!("h200-{}-{n}.toml", std::process::id()));
     let text = std::fs::read_to_string("topologies/dgx-h100.toml")
         .unwrap()
         .replace("model = \"H100-SXM5-80GB\"", "model = \"H200-SXM-141GB\"");
@@ -460,6 +455,17 @@ fn h200_steps(
         collsim::config::DEFAULT_PROFILE.1,
     )
     .unwrap();
+    (topo, params)
+}
+
+/// The DDP model's steps (ms) for `rows` on one H200, `extra` appended to the scenario.
+fn h200_steps(
+    eff: f64,
+    launch_us: f64,
+    extra: &str,
+    rows: &[(u64, u64, u64, u64, f64)],
+) -> Vec<f64> {
+    let (topo, params) = h200_node();
     let steps = rows
         .iter()
         .map(|&(layers, h, seq, micro, _)| {
@@ -619,18 +625,7 @@ fn megatron_h200_rows() -> Vec<MegatronH200> {
 /// step at one and at two micro-batches, their difference the micro-batch.
 fn megatron_h200_sim(row: &MegatronH200, eff: f64, launch_us: f64) -> (f64, f64) {
     let (layers, h, seq, micro, recompute, _, _) = *row;
-    let dir = super::scratch();
-    let topo =
-        dir.join(format!("h200-megatron-{}-{layers}-{h}-{seq}-{micro}.toml", std::process::id()));
-    let text = std::fs::read_to_string("topologies/dgx-h100.toml")
-        .unwrap()
-        .replace("model = \"H100-SXM5-80GB\"", "model = \"H200-SXM-141GB\"");
-    std::fs::write(&topo, text).unwrap();
-    let params = collsim::config::parse_profile(
-        collsim::config::DEFAULT_PROFILE.0,
-        collsim::config::DEFAULT_PROFILE.1,
-    )
-    .unwrap();
+    let (topo, params) = h200_node();
     let recompute = if recompute { "full" } else { "none" };
     let step = |m: u64| {
         let toml = format!(
