@@ -15,7 +15,7 @@
 //! `payload / efficiency` bytes on the hop's links, the efficiency being the protocol's on that
 //! link class (per architecture on NVLink). Across nodes a step (Simple: a slice) is one network
 //! message, posted by the sending GPU's proxy thread and completed by the receiving GPU's, each
-//! busy the transport's `proxy_op` per message over all its channels ([`run::Proxies`]); an LL
+//! busy the transport's `proxy_op` per message over all its channels (`run::Proxies`); an LL
 //! step is seen by the receiving GPU only once its message has landed.
 //!
 //! Two ways to run it: [`Mode::Detailed`] simulates every rank and channel with max-min rates

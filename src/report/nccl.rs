@@ -102,7 +102,7 @@ fn nccl_version_code(release: &str) -> u32 {
 
 /// The name CUDA reports for a GPU of the library's `model` (what nccl-tests prints after the
 /// bus id, and what `validate` reads back to pick the GPU): "H100-SXM5-80GB" is "NVIDIA H100
-/// 80GB HBM3". Models without a known device name print as "NVIDIA <model>".
+/// 80GB HBM3". Models without a known device name print as `"NVIDIA <model>"`.
 pub fn device_name(model: &str) -> String {
     let known = match model {
         "A100-SXM4-40GB" => "NVIDIA A100-SXM4-40GB",

@@ -534,7 +534,7 @@ fn gpt2_style(blocks: u64, d: u64, heads: u64, ctx: u64, s: u64, gs: f64) -> Vec
 /// with `heads` attention heads, a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a
 /// multiple of 128 x tp), trained at sequence `seq` (also its positions), with gradients of
 /// `grad_dtype`; attention is flash attention (see [`with_attention`]), the loss Megatron's
-/// own ([`megatron_loss_mem`]).
+/// own (`vocab_parallel_cross_entropy`, pass for pass).
 pub fn gpt(
     layers: u64,
     hidden: u64,
@@ -606,7 +606,7 @@ impl Attention {
 }
 
 /// `model` with its transformer blocks' attention computed as `attention` says: unfused adds
-/// [`core_attention_mem`] at each block's heads and tokens (None if the model has no blocks
+/// `core_attention_mem` at each block's heads and tokens (None if the model has no blocks
 /// with heads: a preset without a Megatron layout, or custom layers).
 pub fn with_attention(mut model: Model, attention: Attention) -> Option<Model> {
     let mut blocks = 0;

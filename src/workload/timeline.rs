@@ -3,7 +3,7 @@
 //! The compute stream runs a list of `Work` items (forward, each layer's backward, each
 //! gradient's copy into its bucket, the copy-out); the NCCL stream runs `Batch`es FIFO (a
 //! bucket's hook: collectives and hook compute; the buffer broadcast; the `local_used_map`
-//! all-reduce). While a collective runs, compute slows by its batch's [`Slowdown`] (the SMs the
+//! all-reduce). While a collective runs, compute slows by its batch's `Slowdown` (the SMs the
 //! collective's own channels take, one CTA each; all of them where the hook synchronises);
 //! while hook compute runs, compute waits. A bucket joins the NCCL stream once its last gradient is in and every lower-index
 //! bucket has joined.
