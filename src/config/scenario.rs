@@ -570,6 +570,9 @@ fn ddp_workload(
             OptimizerImpl::parse(o)
                 .ok_or_else(|| format!("unknown optimizer_impl {o:?} ({})", OptimizerImpl::NAMES))
         })?,
+        // Megatron steps its optimizers as Apex's fused kernels (megatron/optimizer/__init__.py
+        // imports FusedAdam as Adam and FusedSGD as SGD): one pass, not PyTorch's foreach.
+        None if w.parallel.is_some() => OptimizerImpl::Fused,
         None => OptimizerImpl::Foreach,
     };
     // Tokens per sample: the transformer presets' sequence (their usual one if not given).

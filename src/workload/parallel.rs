@@ -20,7 +20,8 @@
 //! * From the stage's last backward on, the step is a DDP step on the stage's data-parallel
 //!   group: gradient buckets reduce while that backward runs (`overlap_grad_reduce`), or one
 //!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
-//!   first and last stage, and the optimizer on the stage's parameters.
+//!   first and last stage, and the optimizer on the stage's parameters (Apex's fused kernels,
+//!   as Megatron runs them, unless `optimizer_impl` says otherwise).
 //!
 //! The step takes as long as its slowest stage. Left out: sibling groups' traffic on shared
 //! links (each group's collectives are timed alone: rail-aligned NICs keep the data-parallel

@@ -132,6 +132,11 @@ fn errors(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> (f64, f64, f64) {
     (abs[abs.len() / 2], abs[abs.len() * 95 / 100], e[e.len() / 2])
 }
 
+/// What [`megatron_steps_fitted_on_two_depths_predict_the_other_two`] fits (GEMM efficiency,
+/// host µs per kernel): the values the other tests carry to other runs (that test checks the
+/// fit still lands here).
+const FIT: (f64, f64) = (0.65, 55.0);
+
 /// The fits' first grid: GEMM efficiency, and host µs per kernel.
 const COARSE_EFF: [f64; 5] = [0.5, 0.6, 0.7, 0.8, 0.9];
 const COARSE_LAUNCH: [f64; 5] = [40.0, 50.0, 60.0, 70.0, 80.0];
@@ -179,7 +184,12 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // scores miss Megatron's fused softmax (2 matrices, not a multiple of 4): without PyTorch's
     // ops in its place those runs came out 20-29 % fast (p95 25.3 %). The loss is Megatron's
     // own, 52 bytes a logit where PyTorch's cross entropy moves 40: with PyTorch's the fit
-    // (mean |error|) gave held-out median 8.2 %, p95 24.7 %.
+    // (mean |error|) gave held-out median 8.2 %, p95 24.7 %. The optimizer is Apex's fused
+    // Adam, as Megatron runs it (the default under [workload.parallel]): with PyTorch's
+    // foreach Adam (88 bytes a parameter, not 40) the per-iteration cost, read off the
+    // measurements as the intercept of step time against micro-batches, came out 1.6 to 3.3
+    // times the measured one without pipeline stages (fused: 0.89 to 1.23), and the fit gave
+    // 0.70 and 55 µs, 6.5 % and 21.9 %.
     let runs = runs();
     assert_eq!(runs.len(), 1440);
     let (fit, held): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(|r| r.layers <= 16);
@@ -191,9 +201,10 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     println!(
         "Megatron, fitted efficiency {eff} and {launch} µs per kernel: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
-    // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.70 and 55 µs, 6.5 %
-    // and 21.9 %): a guard against getting worse.
-    assert!(median < 7.5 && p95 < 24.0, "median {median:.1} %, p95 {p95:.1} %");
+    // Where the model stands (issue #16 asks for 6 % and 20 %; fitted 0.65 and 55 µs, 6.3 %
+    // and 21.0 %): a guard against getting worse.
+    assert!(median < 7.0 && p95 < 23.0, "median {median:.1} %, p95 {p95:.1} %");
+    assert!((eff - FIT.0).abs() < 1e-9 && launch == FIT.1, "the other tests carry {FIT:?}");
 }
 
 #[test]
@@ -226,6 +237,22 @@ fn the_3d_scenario_runs_with_every_output() {
     let col = rows[0].iter().position(|c| *c == "pipeline_ms").unwrap();
     let (one, two): (f64, f64) = (rows[1][col].parse().unwrap(), rows[2][col].parse().unwrap());
     assert!(one > 1.5 * two, "{one} vs {two}");
+}
+
+#[test]
+fn a_megatron_layout_steps_a_fused_optimizer_unless_told_otherwise() {
+    use collsim::workload::memory::OptimizerImpl;
+    let text = std::fs::read_to_string("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    let imp = |t: &str| match collsim::config::parse_scenario("x.toml", t).unwrap().workload {
+        Workload::Ddp(d) => d.optimizer_impl,
+        w => panic!("{w:?}"),
+    };
+    assert_eq!(imp(&text), OptimizerImpl::Fused);
+    let told =
+        text.replace("optimizer = \"adam\"", "optimizer = \"adam\"\noptimizer_impl = \"foreach\"");
+    assert_eq!(imp(&told), OptimizerImpl::Foreach);
+    let plain = &text[..text.find("[workload.parallel]").unwrap()];
+    assert_eq!(imp(plain), OptimizerImpl::Foreach);
 }
 
 #[test]
@@ -351,8 +378,8 @@ fn a_micro_batch_too_small_for_the_fused_softmax_runs_slower_than_a_larger_one()
         };
         for two in runs.iter().filter(same).filter(|r| r.global == one.global) {
             let measured = per_micro(one, one.ms) / per_micro(two, two.ms);
-            let simulated = per_micro(one, simulate_with(one, 0.7, 55.0, "full"))
-                / per_micro(two, simulate_with(two, 0.7, 55.0, "full"));
+            let simulated = per_micro(one, simulate_with(one, FIT.0, FIT.1, "full"))
+                / per_micro(two, simulate_with(two, FIT.0, FIT.1, "full"));
             assert!(measured > 1.1, "{one:?} vs {two:?}: measured {measured:.3}");
             assert!(simulated > 1.05, "{one:?} vs {two:?}: simulated {simulated:.3}");
             pairs += 1;
@@ -470,7 +497,7 @@ fn h200_steps(
         .iter()
         .map(|&(layers, h, seq, micro, _)| {
             let toml = format!(
-                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n{extra}",
+                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adamw\"\noptimizer_impl = \"fused\"\n{extra}",
                 topo.display()
             );
             let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
@@ -510,20 +537,24 @@ fn spread(e: &[f64]) -> (f64, f64) {
 
 #[test]
 fn the_megatron_fit_carries_to_gpt_steps_on_an_h200() {
-    // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.70, 55 µs of host a kernel:
+    // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.65, 55 µs of host a kernel:
     // the README's fit), checked on 16 DDP steps of 24-layer GPTs in eager PyTorch on one
-    // H200, none of them fitted: median 7.7 %, from -21.7 % to +22.4 % (one rank: its
+    // H200, none of them fitted: median 11.4 %, from -27.8 % to +4.5 % (one rank: its
     // in-place all-reduces cost nothing, as NCCL launches nothing for them). Their loss is
-    // PyTorch's cross entropy, not Megatron's.
-    let (median, max) = spread(&h200_errors(0.7, 55.0, &h200_rows()));
-    assert!(median < 9.0 && max < 25.0, "median {median:.1} %, largest {max:.1} %");
+    // PyTorch's cross entropy, not Megatron's, their optimizer fused AdamW. The model is fast
+    // where the GPU bounds the step: its memory-bound kernels run below the datasheet's
+    // bandwidth there (the fused AdamW of the 2,048-wide GPT takes 11.8 ms in run 2's trace,
+    // 3.2 of 4.8 TB/s; the model 7.8). Counted as foreach Adam, as this test once did by
+    // mistake, the optimizer's excess hid that: median 7.7 %, -21.7 % to +22.4 %.
+    let (median, max) = spread(&h200_errors(FIT.0, FIT.1, &h200_rows()));
+    assert!(median < 13.0 && max < 30.0, "median {median:.1} %, largest {max:.1} %");
 }
 
 #[test]
 #[ignore = "exploration: prints the DDP model's error on one H200's GPT steps"]
 fn h200_gpt_steps() {
     let rows = h200_rows();
-    for (eff, launch) in [(0.7, 5.0), (0.7, 35.0), (0.7, 55.0), (0.6, 35.0), (0.6, 55.0)] {
+    for (eff, launch) in [FIT, (0.7, 55.0), (0.6, 55.0), (0.65, 50.0)] {
         let e = h200_errors(eff, launch, &rows);
         let (median, max) = spread(&e);
         let e: Vec<f64> = e.iter().map(|x| (x * 10.0).round() / 10.0).collect();
@@ -550,14 +581,14 @@ fn h200_hook_rows() -> Vec<(String, H200Row)> {
 }
 
 /// What `hook` adds to the step of `row` (against no hook), measured and modelled, ms, with
-/// the Megatron fit (0.70, 55 µs a kernel).
+/// the Megatron fit ([`FIT`]).
 fn hook_cost(rows: &[(String, H200Row)], hook: &str, layers: u64) -> (f64, f64) {
     let find = |h: &str| rows.iter().find(|(x, r)| x == h && r.0 == layers).unwrap().1;
     let (plain, hooked) = (find("none"), find(hook));
     let extra = format!("[workload.ddp]\ncomm_hook = \"{hook}\"\n");
     let extra = if hook == "powersgd" { format!("{extra}powersgd_rank = 4\n") } else { extra };
     let model =
-        h200_steps(0.7, 55.0, &extra, &[hooked])[0] - h200_steps(0.7, 55.0, "", &[plain])[0];
+        h200_steps(FIT.0, FIT.1, &extra, &[hooked])[0] - h200_steps(FIT.0, FIT.1, "", &[plain])[0];
     (hooked.4 - plain.4, model)
 }
 
@@ -629,7 +660,7 @@ fn megatron_h200_sim(row: &MegatronH200, eff: f64, launch_us: f64) -> (f64, f64)
     let recompute = if recompute { "full" } else { "none" };
     let step = |m: u64| {
         let toml = format!(
-            "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nmicro_batch = {micro}\ngrad_accumulation = {m}\ngrad_dtype = \"half\"\nprecision = \"fp16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adam\"\n[workload.parallel]\ntp = 1\npp = 1\nrecompute = \"{recompute}\"\noverlap_grad_reduce = false\n",
+            "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nmicro_batch = {micro}\ngrad_accumulation = {m}\ngrad_dtype = \"half\"\nprecision = \"fp16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\noptimizer = \"adamw\"\n[workload.parallel]\ntp = 1\npp = 1\nrecompute = \"{recompute}\"\noverlap_grad_reduce = false\n",
             topo.display()
         );
         let mut s = collsim::config::parse_scenario("h200-megatron.toml", &toml).expect("parses");
@@ -656,7 +687,7 @@ fn megatron_h200_sim(row: &MegatronH200, eff: f64, launch_us: f64) -> (f64, f64)
 #[ignore = "exploration: the model against Megatron-style micro-batches on one H200"]
 fn megatron_h200() {
     let var = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (eff, launch) = (var("MEGATRON_EFF", 0.7), var("MEGATRON_LAUNCH", 55.0));
+    let (eff, launch) = (var("MEGATRON_EFF", FIT.0), var("MEGATRON_LAUNCH", FIT.1));
     for r in megatron_h200_rows() {
         let (micro, opt) = megatron_h200_sim(&r, eff, launch);
         println!(
