@@ -541,7 +541,8 @@ pub struct DdpSpec {
     pub compute_slowdown: Option<f64>,
     /// The optimizer: its state in memory, and its step's traffic after backward.
     pub optimizer: super::memory::Optimizer,
-    /// How PyTorch runs its step (foreach by default).
+    /// How PyTorch runs its step (foreach by default; fused under `[workload.parallel]`, as
+    /// Megatron steps Apex's fused optimizers).
     pub optimizer_impl: super::memory::OptimizerImpl,
     /// Per-rank compute variation: each bucket waits for the slowest rank.
     pub skew: super::skew::Skew,

@@ -548,7 +548,9 @@ pub fn gpt(
 }
 
 /// As [`gpt`], with the loss as plain PyTorch code computes it (`F.cross_entropy` on the fp32
-/// logits, as nanoGPT and `calibration/trace/capture_step.py` do).
+/// logits, as nanoGPT and `calibration/trace/capture_step.py` do) and, as that script builds
+/// it, a head of its own (`nn.Linear(h, vocab, bias=False)`, not tied to the embedding): its
+/// weight's gradient and optimizer state count apart.
 pub fn gpt_torch_loss(
     layers: u64,
     hidden: u64,
@@ -557,7 +559,11 @@ pub fn gpt_torch_loss(
     seq: u64,
     grad_dtype: DataType,
 ) -> Model {
-    gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss_mem(vocab))
+    let mut m = gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss_mem(vocab));
+    if let Some(head) = m.layers.last_mut() {
+        head.tensors.push(t("lm_head.weight", vocab, hidden));
+    }
+    m
 }
 
 fn gpt_with_loss(
