@@ -224,14 +224,20 @@ fn who(file: &str, k: usize, n: &Node) -> String {
     format!("{file}: node {k} (id {}, {:?})", n.id, n.name)
 }
 
-/// A node's attribute.
-fn attr<'a>(n: &'a Node, name: &str) -> Option<&'a Attr> {
-    n.attr.iter().find(|a| a.name == name)
+/// A node's attribute (None if absent); an error if the node gives it more than once, as no
+/// trace writer does, rather than replaying one of them.
+fn attr<'a>(file: &str, k: usize, n: &'a Node, name: &str) -> Result<Option<&'a Attr>, String> {
+    let mut given = n.attr.iter().filter(|a| a.name == name);
+    let first = given.next();
+    match given.next() {
+        Some(_) => Err(format!("{}: attribute {name} given more than once", who(file, k, n))),
+        None => Ok(first),
+    }
 }
 
 /// A node's whole-number attribute: None if absent, an error if not a number.
 fn int_attr(file: &str, k: usize, n: &Node, name: &str) -> Result<Option<i128>, String> {
-    match attr(n, name) {
+    match attr(file, k, n, name)? {
         None => Ok(None),
         Some(a) => a.value.as_ref().and_then(Value::int).map(Some).ok_or_else(|| {
             format!("{}: attribute {name}: not a whole number ({:?})", who(file, k, n), a.value)
@@ -282,6 +288,11 @@ fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64
             .map(serde_json::Value::as_u64)
             .collect::<Option<Vec<u64>>>()
             .ok_or_else(|| bad(format!("group {name:?}: a rank that is not a rank number")))?;
+        let mut sorted = ranks.clone();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(format!("group {name:?}: rank {} listed more than once", w[0])));
+        }
         groups.push((name, ranks));
     }
     Ok(groups)
@@ -290,9 +301,9 @@ fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64
 /// A group's ranks (None: an empty list, which PyTorch may record for the default group) and
 /// its shape on a `world` of ranks (None: the world's).
 fn shape(ranks: &[u64], world: u64) -> Result<(Option<u64>, Option<GroupShape>), String> {
+    // Sorted: the trace's groups list each rank once ([`process_groups`] checks).
     let mut r = ranks.to_vec();
     r.sort_unstable();
-    r.dedup();
     let g = r.len() as u64;
     let members = (g > 0).then_some(g);
     if g == 0 || g == world {
@@ -376,7 +387,7 @@ pub fn import(file: &str, bytes: &[u8], ranks: Option<u64>) -> Result<Chakra, St
     for (k, n) in nodes.iter().enumerate() {
         let fail = |why: String| format!("{}: {why}", who(file, k, n));
         // A bool as Chakra writes it, or a number (nonzero: true).
-        let cpu = match attr(n, "is_cpu_op").and_then(|a| a.value.as_ref()) {
+        let cpu = match attr(file, k, n, "is_cpu_op")?.and_then(|a| a.value.as_ref()) {
             Some(Value::Bool(b)) => *b,
             Some(v) => v.int().is_some_and(|x| x != 0),
             None => false,
@@ -421,7 +432,7 @@ pub fn import(file: &str, bytes: &[u8], ranks: Option<u64>) -> Result<Chakra, St
                     ))
                 })?;
                 // The group's ranks (None: the world's) and shape.
-                let (members, group) = match attr(n, "pg_name") {
+                let (members, group) = match attr(file, k, n, "pg_name")? {
                     None => (None, None),
                     Some(a) => {
                         let name = match &a.value {
@@ -706,7 +717,7 @@ mod tests {
 
     #[test]
     fn bad_traces_name_the_node_and_field() {
-        let cases: Vec<(Vec<Node>, &str)> = vec![
+        let mut cases: Vec<(Vec<Node>, &str)> = vec![
             (
                 vec![
                     node(1, node_type::COMP, 5, &[2], vec![]),
@@ -759,6 +770,18 @@ mod tests {
                 "comm_type: not a whole number",
             ),
         ];
+        let twice = vec![int("comm_type", 0), int("comm_size", 8), int("comm_size", 16)];
+        cases.push((
+            vec![node(1, node_type::COMM_COLL, 0, &[], twice)],
+            "attribute comm_size given more than once",
+        ));
+        let mut meta = node(1, node_type::METADATA, 0, &[], vec![]);
+        meta.name = "process_group:init".into();
+        meta.inputs = Some(IoInfo {
+            values: r#"[{"pg_name": "0", "ranks": [0, 1, 1, 3]}]"#.into(),
+            ..IoInfo::default()
+        });
+        cases.push((vec![meta], "group \"0\": rank 1 listed more than once"));
         for (nodes, want) in cases {
             let e = import_("bad.et", &encode(&nodes)).unwrap_err();
             assert!(e.starts_with("bad.et: node ") && e.contains(want), "{e} (wanted {want})");
