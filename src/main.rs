@@ -353,7 +353,7 @@ fn main() -> ExitCode {
         // A reader that stopped early (`| head`) is not an error.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("collsim: {}", shorten(&format!("{e:#}")));
+            eprintln!("collsim: {}", shorten(&one_line(&format!("{e:#}"))));
             ExitCode::from(if e.downcast_ref::<Usage>().is_some() { 2 } else { 1 })
         }
     }
@@ -600,6 +600,25 @@ fn shorten(msg: &str) -> String {
     let head: String = msg.chars().take(HEAD).collect();
     let tail: String = msg.chars().skip(chars - TAIL).collect();
     format!("{head}… ({} characters cut) …{tail}", chars - HEAD - TAIL)
+}
+
+/// `msg` on one line: control characters a path or a value brought in (a newline in a file
+/// name) written as escapes, so that an error or a warning stays the one line it is meant to be.
+fn one_line(msg: &str) -> String {
+    if !msg.chars().any(|c| c.is_control() && c != '\t') {
+        return msg.to_string();
+    }
+    msg.chars()
+        .map(
+            |c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_default().collect()
+                } else {
+                    c.to_string()
+                }
+            },
+        )
+        .collect()
 }
 
 /// The most warnings of one kind printed one a line.
@@ -1507,7 +1526,7 @@ fn simulate(
         };
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
         if let Some(w) = misfit_warning(&s, &spec, r.world) {
-            eprintln!("collsim: warning: {w}");
+            eprintln!("collsim: warning: {}", one_line(&w));
         }
         let mut out = open_output(common.output.as_deref())?;
         match format {

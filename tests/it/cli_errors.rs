@@ -62,6 +62,16 @@ fn missing_file() {
 }
 
 #[test]
+fn a_newline_in_a_file_name_stays_on_the_error_line() {
+    fails_with(
+        &["simulate", "no/such\nscenario.toml"],
+        &["no/such\\nscenario.toml", "cannot read"],
+    );
+    let p = tmp("line\nbreak.toml", &GOOD.replace("nodes = 1", "nodes = 0"));
+    fails_with(&["simulate", p.to_str().unwrap()], &["line\\nbreak.toml:4:", "cluster.nodes"]);
+}
+
+#[test]
 fn toml_syntax_error() {
     let p = tmp("syntax.toml", "[cluster\ntopology = 1\n");
     fails_with(&["simulate", p.to_str().unwrap()], &["syntax.toml:1:"]);
