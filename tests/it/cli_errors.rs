@@ -72,6 +72,22 @@ fn a_newline_in_a_file_name_stays_on_the_error_line() {
 }
 
 #[test]
+fn dotted_keys_read_as_their_tables_do() {
+    // `parallel.tp = 8` under [workload] is TOML for [workload.parallel] tp = 8: the same
+    // scenario, the same step; a wrong key among them is named on its line.
+    let f = "scenarios/llama70b-3d-dgx-h100-64node.toml";
+    let text = std::fs::read_to_string(f).unwrap();
+    let (head, table) = text.split_once("[workload.parallel]\n").unwrap();
+    let dotted: String = table.lines().map(|l| format!("parallel.{l}\n")).collect();
+    let p = tmp("dotted.toml", &format!("{head}{dotted}"));
+    let at = p.to_str().unwrap();
+    assert_eq!(collsim_ok(&["simulate", at]), collsim_ok(&["simulate", f]));
+    let line = head.lines().count() + 1;
+    let p = tmp("dotted-bad.toml", &format!("{head}parallel.tq = 8\n{dotted}"));
+    fails_with(&["simulate", p.to_str().unwrap()], &[&format!("dotted-bad.toml:{line}:10"), "tq"]);
+}
+
+#[test]
 fn toml_syntax_error() {
     let p = tmp("syntax.toml", "[cluster\ntopology = 1\n");
     fails_with(&["simulate", p.to_str().unwrap()], &["syntax.toml:1:"]);
