@@ -565,7 +565,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         for line in ignored_lines(&env.ignored) {
-            eprintln!("collsim: {line}");
+            say(line);
         }
     });
     Ok(s)
@@ -619,6 +619,11 @@ fn one_line(msg: &str) -> String {
             },
         )
         .collect()
+}
+
+/// Prints `msg` on stderr as one line of collsim's ([`one_line`]).
+fn say(msg: String) {
+    eprintln!("collsim: {}", one_line(&msg));
 }
 
 /// The most warnings of one kind printed one a line.
@@ -817,7 +822,7 @@ fn log_scenario(
     for (k, v) in &setup.env {
         match own.nccl.iter().find(|(key, _)| key == k) {
             Some((_, given)) if given != v => {
-                eprintln!("collsim: warning: {name} ran with {k}={v}; using {k}={given} as given")
+                say(format!("warning: {name} ran with {k}={v}; using {k}={given} as given"))
             }
             Some(_) => {}
             None => {
@@ -829,7 +834,7 @@ fn log_scenario(
                         own.nccl = trial;
                         taken.push(format!("{k}={v}"));
                     }
-                    Err(e) => eprintln!("collsim: warning: {name}: {e}; left out"),
+                    Err(e) => say(format!("warning: {name}: {e}; left out")),
                 }
             }
         }
@@ -1120,7 +1125,7 @@ fn simulate_sweep(
             PointRun::Step(step, mem, misfit) => {
                 if let Some(w) = misfit {
                     let at = p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
-                    eprintln!("collsim: warning: at {}: {w}", at.join(" "));
+                    say(format!("warning: at {}: {w}", at.join(" ")));
                 }
                 steps.push((p, *step, mem.map(|m| *m)))
             }
@@ -1205,7 +1210,7 @@ fn calibrate_run(
     words.extend(sweep.iter().map(|w| w.to_string()));
     words.push("-o".into());
     words.push(out.display().to_string());
-    eprintln!("collsim: running {}", words.join(" "));
+    say(format!("running {}", words.join(" ")));
     // The bench's progress rows go to stderr: stdout is the report (or the profile).
     let progress = std::io::stderr().as_fd().try_clone_to_owned()?;
     let status = std::process::Command::new(&words[0])
@@ -1227,7 +1232,7 @@ fn calibrate_run(
             config::import::import_nccl_xml(&xml.display().to_string(), &config::load_text(&xml)?)?;
         let topo = out.join("topology.toml");
         std::fs::write(&topo, toml).with_context(|| format!("{}: cannot write", topo.display()))?;
-        eprintln!("collsim: topology imported from NCCL's dump: {}", topo.display());
+        say(format!("topology imported from NCCL's dump: {}", topo.display()));
         c.topology = Some(topo.display().to_string());
     }
     let s = apply_common(None, &c)?;
@@ -1292,7 +1297,7 @@ fn read_log(
                     "{log_name}: no collective named in the log, and its counts are per rank (size = count x {nranks} ranks), as all_gather and reduce_scatter print them; pass --collective"
                 );
             }
-            eprintln!("collsim: {log_name}: no collective named in the log; assuming all_reduce");
+            say(format!("{log_name}: no collective named in the log; assuming all_reduce"));
             Collective::AllReduce
         }
     };
@@ -1526,7 +1531,7 @@ fn simulate(
         };
         let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
         if let Some(w) = misfit_warning(&s, &spec, r.world) {
-            eprintln!("collsim: warning: {}", one_line(&w));
+            say(format!("warning: {w}"));
         }
         let mut out = open_output(common.output.as_deref())?;
         match format {
@@ -1687,7 +1692,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
         if nbytes == 0 {
             bail!("{why}: nothing to move");
         }
-        eprintln!("collsim: {why}");
+        say(why.clone());
     }
     let e = report::explain::Explanation::new(
         &cluster,

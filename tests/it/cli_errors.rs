@@ -69,6 +69,15 @@ fn a_newline_in_a_file_name_stays_on_the_error_line() {
     );
     let p = tmp("line\nbreak.toml", &GOOD.replace("nodes = 1", "nodes = 0"));
     fails_with(&["simulate", p.to_str().unwrap()], &["line\\nbreak.toml:4:", "cluster.nodes"]);
+    // A warning too: an NCCL variable the model does not use, named with a newline.
+    let p = tmp("nccl-newline.toml", &format!("{GOOD}[nccl]\n\"NCCL_FOO\\nBAR\" = \"1\"\n"));
+    let out = collsim(&["simulate", p.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.trim_end().lines().collect::<Vec<_>>(),
+        ["collsim: ignoring NCCL_FOO\\nBAR (not used by the model)"]
+    );
 }
 
 #[test]
