@@ -262,7 +262,9 @@ fn dtype(n: &Node) -> &'static str {
 
 /// The process groups of a `process_group:init` metadata node: each `pg_name` and its ranks.
 /// PyTorch records them as a JSON list of objects (`[{"pg_name": "0", ..., "ranks": [0, 1]},
-/// ...]`), which Chakra's converter keeps inside the node's input values.
+/// ...]`), which Chakra's converter keeps inside the node's input values; also read where a
+/// writer escaped that JSON as a string (`[{\"pg_name\": ...`) or wrote the list as Python
+/// prints it (`[{'pg_name': '0', ..., 'ranks': [0, 1]}]`).
 fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64>)>, String> {
     let values = n.inputs.as_ref().map_or("", |i| i.values.as_str());
     let list = match (values.find("[{"), values.rfind("}]")) {
@@ -272,6 +274,7 @@ fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64
     };
     let bad = |why: String| format!("{}: inputs.values: {why}", who(file, k, n));
     let v: serde_json::Value = serde_json::from_str(list)
+        .or_else(|e| relaxed_groups(list).ok_or(e))
         .map_err(|e| bad(format!("the process groups do not read as JSON ({e})")))?;
     let mut groups = Vec::new();
     for (i, g) in v.as_array().into_iter().flatten().enumerate() {
@@ -296,6 +299,25 @@ fn process_groups(file: &str, k: usize, n: &Node) -> Result<Vec<(String, Vec<u64
         groups.push((name, ranks));
     }
     Ok(groups)
+}
+
+/// The process groups' list where it is not plain JSON: JSON escaped as a string's contents
+/// (`\"` for each quote), or Python's printing of the list (single quotes, `None`, `True`,
+/// `False`, and no double quote anywhere).
+fn relaxed_groups(list: &str) -> Option<serde_json::Value> {
+    let text = if list.contains("\\\"") {
+        serde_json::from_str::<String>(&format!("\"{list}\"")).ok()?
+    } else if list.contains('\'') && !list.contains('"') {
+        let quoted = list.replace('\'', "\"");
+        let words = |w: &str, json: &str, t: String| {
+            t.replace(&format!(": {w}"), &format!(": {json}"))
+                .replace(&format!(", {w}"), &format!(", {json}"))
+        };
+        words("None", "null", words("True", "true", words("False", "false", quoted)))
+    } else {
+        return None;
+    };
+    serde_json::from_str(&text).ok()
 }
 
 /// A group's ranks (None: an empty list, which PyTorch may record for the default group) and
@@ -693,6 +715,16 @@ mod tests {
                 Some(GroupShape { size: None, stride: 2 })
             ]
         );
+        // The same groups escaped as a string, and as Python prints them.
+        for values in [
+            r#"['[{\"pg_name\": \"0\", \"ranks\": [0, 1, 2, 3, 4, 5, 6, 7]}, {\"pg_name\": \"1\", \"ranks\": [0, 1]}, {\"pg_name\": \"2\", \"ranks\": [0, 2, 4, 6]}]']"#,
+            r#"[[{'pg_name': '0', 'pg_desc': None, 'ranks': [0, 1, 2, 3, 4, 5, 6, 7]}, {'pg_name': '1', 'ranks': [0, 1]}, {'pg_name': '2', 'ranks': [0, 2, 4, 6]}]]"#,
+        ] {
+            let mut m = meta.clone();
+            m.inputs = Some(IoInfo { values: values.into(), ..IoInfo::default() });
+            let again = import_("t.et", &encode(&[m, pg(2, "0"), pg(3, "1"), pg(4, "2")]));
+            assert_eq!(again.map(|c| c.file), Ok(c.file.clone()), "{values}");
+        }
         let e = import_("t.et", &encode(&[meta.clone(), pg(5, "3")])).unwrap_err();
         assert!(e.contains("node 1 (id 5") && e.contains("not evenly spaced"), "{e}");
         let e = import_("t.et", &encode(&[meta.clone(), pg(6, "9")])).unwrap_err();
