@@ -563,17 +563,30 @@ fn h200_steps(
     steps
 }
 
+/// One row of a calibration CSV file, its fields read as numbers by column.
+struct Row(Vec<String>);
+
+impl Row {
+    fn int(&self, i: usize) -> u64 {
+        self.0[i].parse().expect("a whole number")
+    }
+
+    fn num(&self, i: usize) -> f64 {
+        self.0[i].parse().expect("a number")
+    }
+}
+
+/// The rows of a calibration CSV file after its header.
+fn data_rows(path: &str) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().skip(1).map(|l| Row(l.split(',').map(String::from).collect())).collect()
+}
+
 fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
-    let text =
-        std::fs::read_to_string("calibration/data/2026-11-26-h200-kineto/run1-steps.csv").unwrap();
-    text.lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f[2] == "24")
-        .map(|f| {
-            let n = |i: usize| f[i].parse::<u64>().unwrap();
-            (24, n(3), n(5), n(6), f[8].parse().unwrap())
-        })
+    data_rows("calibration/data/2026-11-26-h200-kineto/run1-steps.csv")
+        .into_iter()
+        .filter(|r| r.0[2] == "24")
+        .map(|r| (24, r.int(3), r.int(5), r.int(6), r.num(8)))
         .collect()
 }
 
@@ -616,15 +629,11 @@ type H200Row = (u64, u64, u64, u64, f64);
 
 /// The H200 hook runs (run3-steps.csv): the hook and its run.
 fn h200_hook_rows() -> Vec<(String, H200Row)> {
-    let text =
-        std::fs::read_to_string("calibration/data/2026-11-26-h200-kineto/run3-steps.csv").unwrap();
-    text.lines()
-        .skip(1)
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            let n = |i: usize| f[i].parse::<u64>().unwrap();
-            let hook = f[0].trim_start_matches("ddp-").to_string();
-            (hook, (n(2), n(3), n(5), n(6), f[8].parse::<f64>().unwrap()))
+    data_rows("calibration/data/2026-11-26-h200-kineto/run3-steps.csv")
+        .into_iter()
+        .map(|r| {
+            let hook = r.0[0].trim_start_matches("ddp-").to_string();
+            (hook, (r.int(2), r.int(3), r.int(5), r.int(6), r.num(8)))
         })
         .collect()
 }
@@ -688,16 +697,9 @@ fn h200_hooks() {
 type MegatronH200 = (u64, u64, u64, u64, bool, f64, f64);
 
 fn megatron_h200_rows() -> Vec<MegatronH200> {
-    let text =
-        std::fs::read_to_string("calibration/data/2026-11-27-h200-megatron/steps.csv").unwrap();
-    text.lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            let n = |i: usize| f[i].parse::<u64>().unwrap();
-            let x = |i: usize| f[i].parse::<f64>().unwrap();
-            (n(0), n(1), n(3), n(4), f[5] == "1", x(6), x(8))
-        })
+    data_rows("calibration/data/2026-11-27-h200-megatron/steps.csv")
+        .into_iter()
+        .map(|r| (r.int(0), r.int(1), r.int(3), r.int(4), r.0[5] == "1", r.num(6), r.num(8)))
         .collect()
 }
 
