@@ -351,6 +351,7 @@ fn with_ddp<R>(
         memory_bandwidth,
         multiprocessors: model.multiprocessors,
         launch: spec.launch.unwrap_or(KERNEL_LAUNCH_SECS),
+        gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
         ranks_per_node: comm.ppn(),
     };
     gpu.flops = match &spec.rate {

@@ -266,6 +266,7 @@ pub struct RawWorkload {
     pub input: Option<S<RawInput>>,
     pub compute_slowdown: Option<S<f64>>,
     pub launch_us: Option<S<f64>>,
+    pub gemm_fixed_us: Option<S<f64>>,
     pub attention: Option<S<String>>,
     pub calls: Option<S<String>>,
     pub rank_skew_cv: Option<S<f64>>,
@@ -346,6 +347,7 @@ pub struct RawLayer {
     pub fwd_memory: Option<S<RawQuantity>>,
     pub bwd_memory: Option<S<RawQuantity>>,
     pub kernels: Option<S<i64>>,
+    pub gemms: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

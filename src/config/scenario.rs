@@ -346,6 +346,7 @@ fn ddp_workload(
                         ("fwd_memory", l.fwd_memory.as_ref().map(|q| q.span().start)),
                         ("bwd_memory", l.bwd_memory.as_ref().map(|q| q.span().start)),
                         ("kernels", l.kernels.as_ref().map(|k| k.span().start)),
+                        ("gemms", l.gemms.as_ref().map(|k| k.span().start)),
                     ];
                     if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
                         return Err(src.error_at(
@@ -369,13 +370,27 @@ fn ddp_workload(
                     })?,
                     None => 0,
                 };
+                // One FLOP-bound kernel forward unless told otherwise (none without FLOPs).
+                let gemms = match &l.gemms {
+                    Some(k) => src.check(&f("gemms"), k, |&n| {
+                        if (0..=i64::from(kernels)).contains(&n) {
+                            Ok(n as u32)
+                        } else {
+                            Err(format!(
+                                "must be 0 to the layer's kernels ({kernels}): FLOP-bound kernels among its launches (got {n})"
+                            ))
+                        }
+                    })?,
+                    None => u32::from(gflops > 0.0 && kernels > 0),
+                };
                 out.push(Layer {
                     name: l.name.get_ref().clone(),
                     tensors,
                     fwd_macs: gflops * 1e9 / 2.0,
                     times,
                     act_bytes,
-                    memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels),
+                    memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels)
+                        .with_gemms(gemms),
                     parallel: None,
                 });
             }
@@ -650,6 +665,16 @@ fn ddp_workload(
             })?),
             None => None,
         },
+        gemm_fixed: match &w.gemm_fixed_us {
+            Some(v) => Some(src.check("workload.gemm_fixed_us", v, |&x| {
+                if x.is_finite() && (0.0..=10_000.0).contains(&x) {
+                    Ok(x * 1e-6)
+                } else {
+                    Err(format!("must be a GPU time per GEMM in µs, 0 to 10000 (got {x})"))
+                }
+            })?),
+            None => None,
+        },
     };
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known
     // (the step solves the GEMM rate again, with the same inputs).
@@ -662,6 +687,7 @@ fn ddp_workload(
             memory_bandwidth: bw.bytes_per_sec(),
             multiprocessors: None,
             launch: spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
+            gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
             ranks_per_node: 1,
         };
         let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu, peak);
@@ -693,6 +719,7 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
         ("sequence", w.sequence.as_ref().map(|x| x.span().start)),
         ("grad_dtype", w.grad_dtype.as_ref().map(|x| x.span().start)),
         ("launch_us", w.launch_us.as_ref().map(|x| x.span().start)),
+        ("gemm_fixed_us", w.gemm_fixed_us.as_ref().map(|x| x.span().start)),
         ("attention", w.attention.as_ref().map(|x| x.span().start)),
         ("ddp", w.ddp.as_ref().map(|x| x.span().start)),
         ("fsdp", w.fsdp.as_ref().map(|x| x.span().start)),

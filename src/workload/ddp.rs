@@ -558,6 +558,8 @@ pub struct DdpSpec {
     /// Host time to issue one kernel, s (None: the cudaLaunchKernel floor): PyTorch eager's
     /// per-op dispatch where the framework's Python adds to it.
     pub launch: Option<f64>,
+    /// GPU time each FLOP-bound kernel takes beyond its FLOPs, s (None: 0).
+    pub gemm_fixed: Option<f64>,
     /// A step given as a list of calls (`kind = "trace"`), replayed instead of the model's.
     pub calls: Option<Vec<super::calls::Call>>,
 }
@@ -585,6 +587,7 @@ impl DdpSpec {
             sharding: None,
             parallel: None,
             launch: None,
+            gemm_fixed: None,
             calls: Some(calls),
         }
     }
@@ -722,6 +725,9 @@ pub struct GpuFacts {
     pub multiprocessors: Option<u32>,
     /// Cost of one kernel launch, s (layers and hooks that launch many small kernels pay it).
     pub launch: f64,
+    /// GPU time each of a layer's FLOP-bound kernels ([`super::models::MemoryWork::gemms`])
+    /// takes beyond its FLOPs at `flops`, s.
+    pub gemm_fixed: f64,
     /// The job's ranks on a node (they share its data-loading CPUs).
     pub ranks_per_node: usize,
 }
@@ -1014,7 +1020,7 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
             continue;
         }
         let m = &super::models::layer_memory_work(l, spec.micro_batch, sixteen);
-        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
+        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops + m.gemms as f64 * gpu.gemm_fixed;
         let passes = if i == 0 && !first_dgrad { 1.0 } else { 2.0 };
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
@@ -1049,9 +1055,9 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
 }
 
 /// The GEMM rate (FLOP/s) at which one micro-step's forward and backward take the model's
-/// FLOPs at `mfu_flops` (the model FLOPs utilisation times `peak`), memory-bound work and
-/// launches included; an error if those alone take longer, or if the GEMMs would have to run
-/// above `peak`.
+/// FLOPs at `mfu_flops` (the model FLOPs utilisation times `peak`), memory-bound work,
+/// launches and the GEMMs' fixed time included; an error if those alone take longer, or if
+/// the GEMMs would have to run above `peak`.
 pub fn rate_for_mfu(
     spec: &DdpSpec,
     gpu: &GpuFacts,
@@ -1069,9 +1075,14 @@ pub fn rate_for_mfu(
     }
     let target = one / mfu_flops;
     let floor = at(f64::INFINITY);
+    let what = if gpu.gemm_fixed > 0.0 {
+        "the memory-bound work, kernel launches and GEMMs' fixed time"
+    } else {
+        "the memory-bound work and kernel launches"
+    };
     if floor >= target {
         return Err(format!(
-            "the memory-bound work and kernel launches alone take {:.3} ms of the {:.3} ms that this mfu allows forward and backward; give a lower mfu, or efficiency for the GEMMs alone",
+            "{what} alone take {:.3} ms of the {:.3} ms that this mfu allows forward and backward; give a lower mfu, or efficiency for the GEMMs alone",
             floor * 1e3,
             target * 1e3
         ));
@@ -1089,7 +1100,7 @@ pub fn rate_for_mfu(
     let rate = (lo * hi).sqrt();
     if rate > peak * (1.0 + 1e-9) {
         return Err(format!(
-            "the GEMMs would have to run at {:.1} TFLOP/s, above the {:.1} TFLOP/s peak, for the memory-bound work and kernel launches ({:.3} ms) to fit the {:.3} ms this mfu allows forward and backward; give a lower mfu",
+            "the GEMMs would have to run at {:.1} TFLOP/s, above the {:.1} TFLOP/s peak, for {what} ({:.3} ms) to fit the {:.3} ms this mfu allows forward and backward; give a lower mfu",
             rate / 1e12,
             peak / 1e12,
             floor * 1e3,
@@ -1134,6 +1145,7 @@ pub fn simulate_step_on(
         flops: gpu.flops / c,
         memory_bandwidth: gpu.memory_bandwidth / c,
         launch: gpu.launch * c,
+        gemm_fixed: gpu.gemm_fixed * c,
         ..*gpu
     };
     let mut slow_spec = spec.clone();
@@ -2258,6 +2270,7 @@ mod tests {
             memory_bandwidth: 2e12,
             multiprocessors: Some(100),
             launch: 4e-6,
+            gemm_fixed: 0.0,
             ranks_per_node: 8,
         }
     }
@@ -2294,6 +2307,7 @@ mod tests {
             sharding: None,
             parallel: None,
             launch: None,
+            gemm_fixed: None,
             calls: None,
         }
     }

@@ -121,13 +121,24 @@ pub struct MemoryWork {
     pub fwd_kernels: u32,
     /// Kernels the backward launches per micro-batch.
     pub bwd_kernels: u32,
+    /// The forward's kernels bound by FLOPs (GEMMs, convolutions, fused attention; the
+    /// presets count a head's or pooler's GEMMs here, not always among its launches): each
+    /// takes the GPU's fixed time per GEMM beyond its FLOPs
+    /// ([`super::ddp::GpuFacts::gemm_fixed`]), and the backward runs twice as many (the
+    /// input's and the weights' gradients).
+    pub gemms: u32,
 }
 
 impl MemoryWork {
     /// Forward `fwd` bytes and backward `bwd` bytes per sample, `kernels` launches forward
     /// and `bwd_kernels` backward.
     pub fn new(fwd: f64, bwd: f64, kernels: u32, bwd_kernels: u32) -> MemoryWork {
-        MemoryWork { fwd, bwd, bwd_fixed: 0.0, fwd_kernels: kernels, bwd_kernels }
+        MemoryWork { fwd, bwd, bwd_fixed: 0.0, fwd_kernels: kernels, bwd_kernels, gemms: 0 }
+    }
+
+    /// This work, `n` of whose forward kernels are FLOP-bound ([`MemoryWork::gemms`]).
+    pub fn with_gemms(self, n: u32) -> MemoryWork {
+        MemoryWork { gemms: n, ..self }
     }
 
     /// Per-token bytes as per-sample bytes for a sequence of `s` tokens (launches and fixed
@@ -144,6 +155,7 @@ impl MemoryWork {
             bwd_fixed: self.bwd_fixed + o.bwd_fixed,
             fwd_kernels: self.fwd_kernels + o.fwd_kernels,
             bwd_kernels: self.bwd_kernels + o.bwd_kernels,
+            gemms: self.gemms + o.gemms,
         }
     }
 }
@@ -429,14 +441,14 @@ fn resnet50() -> Vec<Layer> {
     }
     // The head: global average pool over 2048 × 7 × 7 (read forward, written backward), the
     // linear layer, and the loss over 1,000 classes (negligible bytes, 3 launches each way).
-    let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7);
+    let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7).with_gemms(1);
     out.push(layer_mem("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64, 0.0, head));
     out
 }
 
-/// A convolution's launches: forward 1, backward 2 (data and weight gradients).
+/// A convolution's launches: forward 1, backward 2 (data and weight gradients), FLOP-bound.
 fn conv_mem() -> MemoryWork {
-    MemoryWork::new(0.0, 0.0, 1, 2)
+    MemoryWork::new(0.0, 0.0, 1, 2).with_gemms(1)
 }
 
 /// A training batch norm over `e` elements per sample, 2-byte activations, and an in-place
@@ -494,7 +506,9 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
         out.push(layer_mem(p, v, macs, transformer_acts(s, d), bert_block_mem(h).per_token(s)));
     }
-    out.push(layer("bert.pooler", linear("bert.pooler.dense", d, d).to_vec(), (d * d) as f64));
+    let one_gemm = MemoryWork::default().with_gemms(1);
+    let pooler = linear("bert.pooler.dense", d, d).to_vec();
+    out.push(layer_mem("bert.pooler", pooler, (d * d) as f64, 0.0, one_gemm));
     let mut head = vec![t("cls.predictions.bias", vocab, 1)];
     head.extend(linear("cls.predictions.transform.dense", d, d));
     head.extend(bn("cls.predictions.transform.LayerNorm", d));
@@ -503,7 +517,8 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
     let head_mem = MemoryWork::new(4.0 * h, 6.0 * h, 1, 1)
         .plus(layer_norm_mem(h))
         .plus(loss_mem(vocab))
-        .per_token(s);
+        .per_token(s)
+        .with_gemms(2);
     out.push(layer_mem(
         "cls.predictions",
         head,
@@ -511,10 +526,12 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         logits_acts(s, vocab),
         head_mem,
     ));
-    out.push(layer(
+    out.push(layer_mem(
         "cls.seq_relationship",
         linear("cls.seq_relationship", d, 2).to_vec(),
         (2 * d) as f64,
+        0.0,
+        one_gemm,
     ));
     out
 }
@@ -690,7 +707,8 @@ fn unfused_attention_acts(heads: u64, s: u64) -> f64 {
 
 fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     let e = (heads * s) as f64;
-    MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s)
+    // Two batched GEMMs where flash attention runs one kernel: one FLOP-bound kernel more.
+    MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s).with_gemms(1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -746,7 +764,7 @@ fn gpt_layers(
             bn("transformer.ln_f", d).to_vec(),
             (d * vocab) as f64 * sf,
             logits_acts(s, vocab),
-            layer_norm_mem(h).plus(loss).per_token(s),
+            layer_norm_mem(h).plus(loss).per_token(s).with_gemms(1),
         )
     });
     out
@@ -835,7 +853,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
             head,
             (d * vocab) as f64 * sf,
             logits_acts(s, vocab),
-            loss_mem(vocab).per_token(s),
+            loss_mem(vocab).per_token(s).with_gemms(1),
         )
     });
     out
@@ -891,20 +909,21 @@ fn megatron_loss_mem(v: u64) -> MemoryWork {
 /// nanoGPT, Megatron and transformers' `gelu_pytorch_tanh` run it: transformers' default
 /// `gelu_new` runs eight elementwise kernels, 144h forward, about four times this block's
 /// count in all):
-/// 50h forward in 13 launches (4 GEMMs and flash attention among them). Backward: LayerNorms
-/// 20h, dropouts 10h, the residual branches' gradients meeting 12h, the merge 4h, GELU 24h
-/// (reads gradient and input, writes), bias gradients reading each GEMM's output gradient
-/// (18h): 88h in 23 launches.
+/// 50h forward in 13 launches (4 GEMMs and flash attention among them: 5 FLOP-bound).
+/// Backward: LayerNorms 20h, dropouts 10h, the residual branches' gradients meeting 12h, the
+/// merge 4h, GELU 24h (reads gradient and input, writes), bias gradients reading each GEMM's
+/// output gradient (18h): 88h in 23 launches.
 fn gpt2_block_mem(h: f64) -> MemoryWork {
-    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23)
+    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23).with_gemms(5)
 }
 
 /// An HF BERT block per token (post-LN, SDPA attention, dropout 0.1, exact GELU as one kernel):
 /// merge 4h, two dropouts 10h, two residual adds 12h, two LayerNorms 8h, GELU on 4h elements
-/// 16h: 50h forward in 15 launches (6 GEMMs). Backward: merge 4h, dropouts 10h, residual
-/// gradients 12h, LayerNorms 20h, GELU 24h, bias gradients 18h: 88h in 30 launches.
+/// 16h: 50h forward in 15 launches (6 GEMMs and SDPA's attention: 7 FLOP-bound). Backward:
+/// merge 4h, dropouts 10h, residual gradients 12h, LayerNorms 20h, GELU 24h, bias gradients
+/// 18h: 88h in 30 launches.
 fn bert_block_mem(h: f64) -> MemoryWork {
-    MemoryWork::new(50.0 * h, 88.0 * h, 15, 30)
+    MemoryWork::new(50.0 * h, 88.0 * h, 15, 30).with_gemms(7)
 }
 
 /// An HF Llama block per token, h hidden, `kv` the key/value width and `ff` MLP width, 2-byte
@@ -912,18 +931,19 @@ fn bert_block_mem(h: f64) -> MemoryWork {
 /// cos, rotate half by a negation and a concatenation, multiply by sin, add: 20 bytes per
 /// element, 20h + 20kv), the heads merged (4h), two residual adds (12h), SiLU on the gate
 /// (4·ff) and its product with up (6·ff): 108h + 20kv + 10·ff forward (128h + 10·ff without
-/// grouped-query attention) in 39 launches (7 GEMMs). Backward: norms 144h, rotary twice its
-/// forward, merge 4h, residual gradients 12h, SiLU 6·ff, the product's two gradients 12·ff:
-/// 200h + 40kv + 18·ff in 66 launches.
+/// grouped-query attention) in 39 launches (7 GEMMs and flash attention: 8 FLOP-bound).
+/// Backward: norms 144h, rotary twice its forward, merge 4h, residual gradients 12h, SiLU
+/// 6·ff, the product's two gradients 12·ff: 200h + 40kv + 18·ff in 66 launches.
 fn llama_block_mem(h: f64, ff: f64, kv: f64) -> MemoryWork {
     MemoryWork::new(108.0 * h + 20.0 * kv + 10.0 * ff, 200.0 * h + 40.0 * kv + 18.0 * ff, 39, 66)
+        .with_gemms(8)
 }
 
 /// A Mixtral block per token: the Llama block's attention and norms, then the router (a
 /// softmax and top-k over `experts` logits, per token), each token copied to its `top` experts
 /// and back (gathered: 6h bytes per expert; combined with its weight and added: 6h), and
 /// `top` experts' SwiGLU (10·ff each). HF's MixtralSparseMoeBlock loops over the experts: about
-/// 8 launches each forward, 16 backward.
+/// 8 launches each forward, 16 backward, 3 of them GEMMs, and the router's GEMM.
 fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork {
     let top = top as f64;
     let dense = llama_block_mem(h, 0.0, kv);
@@ -932,10 +952,17 @@ fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork
         top * (24.0 * h + 18.0 * ff),
         4 + 8 * experts as u32,
         8 + 16 * experts as u32,
-    );
+    )
+    .with_gemms(1 + 3 * experts as u32);
     // The dense block's own MLP launches (3 GEMMs, SiLU, product) are the experts' here.
-    MemoryWork { fwd_kernels: dense.fwd_kernels - 5, bwd_kernels: dense.bwd_kernels - 10, ..dense }
-        .plus(routed)
+    let gemms = dense.gemms - 3;
+    MemoryWork {
+        fwd_kernels: dense.fwd_kernels - 5,
+        bwd_kernels: dense.bwd_kernels - 10,
+        gemms,
+        ..dense
+    }
+    .plus(routed)
 }
 
 #[cfg(test)]
@@ -1030,6 +1057,8 @@ mod tests {
             let launches = b.memory.fwd_kernels + b.memory.bwd_kernels;
             let before = a.memory.fwd_kernels + a.memory.bwd_kernels;
             assert_eq!(launches - before, if block { 8 } else { 0 });
+            // Two batched GEMMs where flash attention runs one kernel.
+            assert_eq!(b.memory.gemms - a.memory.gemms, u32::from(block), "{}", a.name);
         }
         // Split over 4 tensor-parallel ranks (4 heads each), a rank's share is a quarter.
         let (a, b) = (&flash.layers[1], &unfused.layers[1]);
@@ -1039,6 +1068,29 @@ mod tests {
         assert_eq!(with_attention(flash.clone(), Attention::Flash).unwrap().layers, flash.layers);
         let resnet = preset("resnet50", None, DataType::Float).unwrap();
         assert!(with_attention(resnet, Attention::Unfused).is_none());
+    }
+
+    #[test]
+    fn each_layer_counts_its_flop_bound_kernels() {
+        // Forward GEMMs (and fused attention) per layer, whatever the tensor-parallel split.
+        let gemms = |name: &str| -> Vec<u32> {
+            let m = preset(name, None, DataType::Half).unwrap();
+            let mut v: Vec<u32> = m.layers.iter().map(|l| l.memory.gemms).collect();
+            v.dedup();
+            v
+        };
+        // Embedding, blocks (4 GEMMs and flash attention), the head's logits.
+        assert_eq!(gemms("gpt2-xl"), [0, 5, 1]);
+        // Embedding, blocks (q, k, v, o, gate, up, down and flash attention), norm, head.
+        assert_eq!(gemms("llama-7b"), [0, 8, 0, 1]);
+        // Mixtral: q, k, v, o, flash attention, the router and 3 GEMMs for each of 8 experts.
+        assert_eq!(gemms("mixtral-8x7b"), [0, 30, 0, 1]);
+        // BERT: 6 GEMMs and SDPA a block; pooler; the MLM transform and decoder; NSP.
+        assert_eq!(gemms("bert-large"), [0, 7, 1, 2, 1]);
+        // ResNet-50: the stem, bottlenecks of 3 convolutions (4 with the downsample), fc.
+        assert_eq!(gemms("resnet50")[..3], [1, 4, 3]);
+        let llama = preset("llama-7b", None, DataType::Half).unwrap();
+        assert_eq!(crate::workload::parallel::split(&llama.layers[1], 8, true).memory.gemms, 8);
     }
 
     #[test]

@@ -1068,6 +1068,7 @@ mod tests {
             memory_bandwidth: 2e12,
             multiprocessors: Some(100),
             launch: 4e-6,
+            gemm_fixed: 0.0,
             ranks_per_node: 8,
         }
     }
@@ -1108,6 +1109,7 @@ mod tests {
             sharding: None,
             parallel: None,
             launch: None,
+            gemm_fixed: None,
             calls: None,
         }
     }

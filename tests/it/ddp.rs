@@ -87,9 +87,10 @@ proptest! {
             sharding: None,
             parallel: None,
             launch: None,
+            gemm_fixed: None,
             calls: None,
         };
-        let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, ranks_per_node: 8 };
+        let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, gemm_fixed: 0.0, ranks_per_node: 8 };
         // Free communication: the step is its compute, or the loader's time if longer.
         let free = run(&spec, gpu, 0.0, 0.0);
         let loader_ms = node_rate.map_or(0.0, |r| 1e3 * (4 * accumulation) as f64 * 8.0 / r);
@@ -99,7 +100,7 @@ proptest! {
         // Infinitely fast compute (and no loader limit): the step is its collectives, back to
         // back.
         let no_loader = DdpSpec { input: None, ..spec.clone() };
-        let instant = GpuFacts { flops: f64::INFINITY, memory_bandwidth: f64::INFINITY, multiprocessors: Some(100), launch: 0.0, ranks_per_node: 8 };
+        let instant = GpuFacts { flops: f64::INFINITY, memory_bandwidth: f64::INFINITY, multiprocessors: Some(100), launch: 0.0, gemm_fixed: 0.0, ranks_per_node: 8 };
         let fast = run(&no_loader, instant, per_byte, 20e-6);
         prop_assert!((fast.iteration_time_ms - fast.comm_ms).abs() < 1e-9 * fast.comm_ms,
             "{} vs {}", fast.iteration_time_ms, fast.comm_ms);
@@ -798,6 +799,64 @@ fn measured_rank_speeds_set_the_pace_as_a_straggler_does() {
     super::cli_errors::fails_with(
         &["simulate", p.to_str().unwrap(), "--nodes", "1", "--gpus-per-node", "2"],
         &["workload.rank_speeds lists 3 ranks", "the job has 2"],
+    );
+}
+
+#[test]
+fn each_flop_bound_kernel_pays_the_gemms_fixed_time() {
+    // block0 with 8 kernels, 4 of them GEMMs, at 50 µs a GEMM: forward 4, backward 8 (dgrad
+    // and wgrad) FLOP-bound kernels, 600 µs more GEMM time than at 0 µs; a layer with FLOPs
+    // and kernels but no `gemms` counts one (150 µs).
+    let s = "scenarios/ddp-custom-layers.toml";
+    let text = std::fs::read_to_string(s).unwrap();
+    let dir = super::scratch();
+    let at = |layer: &str, gemm_us: f64, name: &str| {
+        let t = text
+            .replacen(
+                "fwd_gflops = 25           # per sample",
+                &format!("fwd_gflops = 25\n{layer}"),
+                1,
+            )
+            .replace("tflops = 300", &format!("tflops = 300\ngemm_fixed_us = {gemm_us}"));
+        let p = dir.join(format!("collsim-gemm-{name}-{}.toml", std::process::id()));
+        std::fs::write(&p, t).unwrap();
+        let v = json(&["simulate", p.to_str().unwrap(), "--format", "json"]);
+        num(&v["breakdown"], "flop_ms")
+    };
+    let four = "kernels = 8\ngemms = 4";
+    let extra = at(four, 50.0, "four") - at(four, 0.0, "none");
+    assert!((extra - 0.6).abs() < 1e-9, "{extra} ms");
+    let one = at("kernels = 8", 50.0, "one") - at("kernels = 8", 0.0, "one-none");
+    assert!((one - 0.15).abs() < 1e-9, "{one} ms");
+    // More GEMMs than kernels, a negative time, and gemms on a measured layer are refused.
+    let cases = [(
+        "kernels = 2\ngemms = 3",
+        "workload.layer[1].gemms: must be 0 to the layer's kernels (2)",
+    )];
+    for (i, (layer, needle)) in cases.iter().enumerate() {
+        let p = dir.join(format!("collsim-gemm-bad-{i}-{}.toml", std::process::id()));
+        std::fs::write(
+            &p,
+            text.replacen(
+                "fwd_gflops = 25           # per sample",
+                &format!("fwd_gflops = 25\n{layer}"),
+                1,
+            ),
+        )
+        .unwrap();
+        super::cli_errors::fails_with(&["simulate", p.to_str().unwrap()], &[".toml:", needle]);
+    }
+    let p = dir.join(format!("collsim-gemm-neg-{}.toml", std::process::id()));
+    std::fs::write(&p, text.replace("tflops = 300", "tflops = 300\ngemm_fixed_us = -5")).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[".toml:", "workload.gemm_fixed_us: must be a GPU time per GEMM in µs"],
+    );
+    let measured = text.replacen("bwd_ms = 0.9", "bwd_ms = 0.9\ngemms = 1", 1);
+    std::fs::write(&p, measured).unwrap();
+    super::cli_errors::fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[".toml:", "workload.layer[0].gemms", "measured fwd_ms already includes"],
     );
 }
 
