@@ -390,7 +390,7 @@ fn ddp_workload(
                     times,
                     act_bytes,
                     memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels)
-                        .with_gemms(gemms),
+                        .with_gemms(gemms, 2 * gemms),
                     parallel: None,
                 });
             }
@@ -666,6 +666,13 @@ fn ddp_workload(
             None => None,
         },
         gemm_fixed: match &w.gemm_fixed_us {
+            Some(_) if w.mfu.is_some() => {
+                let at = w.mfu.as_ref().map_or(0, |m| m.span().start);
+                return Err(src.error_at(
+                    at,
+                    "workload.mfu: with gemm_fixed_us the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
+                ));
+            }
             Some(v) => Some(src.check("workload.gemm_fixed_us", v, |&x| {
                 if x.is_finite() && (0.0..=10_000.0).contains(&x) {
                     Ok(x * 1e-6)

@@ -1020,15 +1020,19 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
             continue;
         }
         let m = &super::models::layer_memory_work(l, spec.micro_batch, sixteen);
-        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops + m.gemms as f64 * gpu.gemm_fixed;
+        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
         let passes = if i == 0 && !first_dgrad { 1.0 } else { 2.0 };
+        // The FLOP-bound kernels' fixed time: a first layer without dgrad runs only wgrads.
+        let bwd_gemms = if passes < 2.0 { m.gemms } else { m.bwd_gemms };
+        let (fixed_f, fixed_b) =
+            (m.gemms as f64 * gpu.gemm_fixed, bwd_gemms as f64 * gpu.gemm_fixed);
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
-        t.flop += (1.0 + passes) * gemm;
+        t.flop += (1.0 + passes) * gemm + fixed_f + fixed_b;
         t.memory += mem_f + mem_b;
         work.push((
-            (gemm + mem_f, m.fwd_kernels as f64 * gpu.launch),
-            (passes * gemm + mem_b, m.bwd_kernels as f64 * gpu.launch),
+            (gemm + fixed_f + mem_f, m.fwd_kernels as f64 * gpu.launch),
+            (passes * gemm + fixed_b + mem_b, m.bwd_kernels as f64 * gpu.launch),
         ));
     }
     // The host's clock and the GPU's, through forward then backward.
@@ -1055,9 +1059,9 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
 }
 
 /// The GEMM rate (FLOP/s) at which one micro-step's forward and backward take the model's
-/// FLOPs at `mfu_flops` (the model FLOPs utilisation times `peak`), memory-bound work,
-/// launches and the GEMMs' fixed time included; an error if those alone take longer, or if
-/// the GEMMs would have to run above `peak`.
+/// FLOPs at `mfu_flops` (the model FLOPs utilisation times `peak`), memory-bound work and
+/// launches included; an error if those alone take longer, or if the GEMMs would have to run
+/// above `peak`.
 pub fn rate_for_mfu(
     spec: &DdpSpec,
     gpu: &GpuFacts,
@@ -1075,14 +1079,9 @@ pub fn rate_for_mfu(
     }
     let target = one / mfu_flops;
     let floor = at(f64::INFINITY);
-    let what = if gpu.gemm_fixed > 0.0 {
-        "the memory-bound work, kernel launches and GEMMs' fixed time"
-    } else {
-        "the memory-bound work and kernel launches"
-    };
     if floor >= target {
         return Err(format!(
-            "{what} alone take {:.3} ms of the {:.3} ms that this mfu allows forward and backward; give a lower mfu, or efficiency for the GEMMs alone",
+            "the memory-bound work and kernel launches alone take {:.3} ms of the {:.3} ms that this mfu allows forward and backward; give a lower mfu, or efficiency for the GEMMs alone",
             floor * 1e3,
             target * 1e3
         ));
@@ -1100,7 +1099,7 @@ pub fn rate_for_mfu(
     let rate = (lo * hi).sqrt();
     if rate > peak * (1.0 + 1e-9) {
         return Err(format!(
-            "the GEMMs would have to run at {:.1} TFLOP/s, above the {:.1} TFLOP/s peak, for {what} ({:.3} ms) to fit the {:.3} ms this mfu allows forward and backward; give a lower mfu",
+            "the GEMMs would have to run at {:.1} TFLOP/s, above the {:.1} TFLOP/s peak, for the memory-bound work and kernel launches ({:.3} ms) to fit the {:.3} ms this mfu allows forward and backward; give a lower mfu",
             rate / 1e12,
             peak / 1e12,
             floor * 1e3,

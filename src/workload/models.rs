@@ -124,21 +124,33 @@ pub struct MemoryWork {
     /// The forward's kernels bound by FLOPs (GEMMs, convolutions, fused attention; the
     /// presets count a head's or pooler's GEMMs here, not always among its launches): each
     /// takes the GPU's fixed time per GEMM beyond its FLOPs
-    /// ([`super::ddp::GpuFacts::gemm_fixed`]), and the backward runs twice as many (the
-    /// input's and the weights' gradients).
+    /// ([`super::ddp::GpuFacts::gemm_fixed`]).
     pub gemms: u32,
+    /// The backward's: two for each GEMM and convolution (the input's and the weights'
+    /// gradients), one for fused attention's backward kernel. A first layer that computes no
+    /// input gradient runs `gemms` of them.
+    pub bwd_gemms: u32,
 }
 
 impl MemoryWork {
     /// Forward `fwd` bytes and backward `bwd` bytes per sample, `kernels` launches forward
     /// and `bwd_kernels` backward.
     pub fn new(fwd: f64, bwd: f64, kernels: u32, bwd_kernels: u32) -> MemoryWork {
-        MemoryWork { fwd, bwd, bwd_fixed: 0.0, fwd_kernels: kernels, bwd_kernels, gemms: 0 }
+        MemoryWork {
+            fwd,
+            bwd,
+            bwd_fixed: 0.0,
+            fwd_kernels: kernels,
+            bwd_kernels,
+            gemms: 0,
+            bwd_gemms: 0,
+        }
     }
 
-    /// This work, `n` of whose forward kernels are FLOP-bound ([`MemoryWork::gemms`]).
-    pub fn with_gemms(self, n: u32) -> MemoryWork {
-        MemoryWork { gemms: n, ..self }
+    /// This work with `fwd` FLOP-bound kernels forward and `bwd` backward
+    /// ([`MemoryWork::gemms`]).
+    pub fn with_gemms(self, fwd: u32, bwd: u32) -> MemoryWork {
+        MemoryWork { gemms: fwd, bwd_gemms: bwd, ..self }
     }
 
     /// Per-token bytes as per-sample bytes for a sequence of `s` tokens (launches and fixed
@@ -156,6 +168,7 @@ impl MemoryWork {
             fwd_kernels: self.fwd_kernels + o.fwd_kernels,
             bwd_kernels: self.bwd_kernels + o.bwd_kernels,
             gemms: self.gemms + o.gemms,
+            bwd_gemms: self.bwd_gemms + o.bwd_gemms,
         }
     }
 }
@@ -441,14 +454,14 @@ fn resnet50() -> Vec<Layer> {
     }
     // The head: global average pool over 2048 × 7 × 7 (read forward, written backward), the
     // linear layer, and the loss over 1,000 classes (negligible bytes, 3 launches each way).
-    let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7).with_gemms(1);
+    let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7).with_gemms(1, 2);
     out.push(layer_mem("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64, 0.0, head));
     out
 }
 
 /// A convolution's launches: forward 1, backward 2 (data and weight gradients), FLOP-bound.
 fn conv_mem() -> MemoryWork {
-    MemoryWork::new(0.0, 0.0, 1, 2).with_gemms(1)
+    MemoryWork::new(0.0, 0.0, 1, 2).with_gemms(1, 2)
 }
 
 /// A training batch norm over `e` elements per sample, 2-byte activations, and an in-place
@@ -506,7 +519,7 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
         out.push(layer_mem(p, v, macs, transformer_acts(s, d), bert_block_mem(h).per_token(s)));
     }
-    let one_gemm = MemoryWork::default().with_gemms(1);
+    let one_gemm = MemoryWork::default().with_gemms(1, 2);
     let pooler = linear("bert.pooler.dense", d, d).to_vec();
     out.push(layer_mem("bert.pooler", pooler, (d * d) as f64, 0.0, one_gemm));
     let mut head = vec![t("cls.predictions.bias", vocab, 1)];
@@ -518,7 +531,7 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         .plus(layer_norm_mem(h))
         .plus(loss_mem(vocab))
         .per_token(s)
-        .with_gemms(2);
+        .with_gemms(2, 4);
     out.push(layer_mem(
         "cls.predictions",
         head,
@@ -707,8 +720,9 @@ fn unfused_attention_acts(heads: u64, s: u64) -> f64 {
 
 fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     let e = (heads * s) as f64;
-    // Two batched GEMMs where flash attention runs one kernel: one FLOP-bound kernel more.
-    MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s).with_gemms(1)
+    // Two batched GEMMs where flash attention runs one kernel, four backward for its one: one
+    // FLOP-bound kernel more forward, three backward.
+    MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s).with_gemms(1, 3)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -764,7 +778,7 @@ fn gpt_layers(
             bn("transformer.ln_f", d).to_vec(),
             (d * vocab) as f64 * sf,
             logits_acts(s, vocab),
-            layer_norm_mem(h).plus(loss).per_token(s).with_gemms(1),
+            layer_norm_mem(h).plus(loss).per_token(s).with_gemms(1, 2),
         )
     });
     out
@@ -853,7 +867,7 @@ fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
             head,
             (d * vocab) as f64 * sf,
             logits_acts(s, vocab),
-            loss_mem(vocab).per_token(s).with_gemms(1),
+            loss_mem(vocab).per_token(s).with_gemms(1, 2),
         )
     });
     out
@@ -914,7 +928,7 @@ fn megatron_loss_mem(v: u64) -> MemoryWork {
 /// merge 4h, GELU 24h (reads gradient and input, writes), bias gradients reading each GEMM's
 /// output gradient (18h): 88h in 23 launches.
 fn gpt2_block_mem(h: f64) -> MemoryWork {
-    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23).with_gemms(5)
+    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23).with_gemms(5, 9)
 }
 
 /// An HF BERT block per token (post-LN, SDPA attention, dropout 0.1, exact GELU as one kernel):
@@ -923,7 +937,7 @@ fn gpt2_block_mem(h: f64) -> MemoryWork {
 /// merge 4h, dropouts 10h, residual gradients 12h, LayerNorms 20h, GELU 24h, bias gradients
 /// 18h: 88h in 30 launches.
 fn bert_block_mem(h: f64) -> MemoryWork {
-    MemoryWork::new(50.0 * h, 88.0 * h, 15, 30).with_gemms(7)
+    MemoryWork::new(50.0 * h, 88.0 * h, 15, 30).with_gemms(7, 13)
 }
 
 /// An HF Llama block per token, h hidden, `kv` the key/value width and `ff` MLP width, 2-byte
@@ -936,7 +950,7 @@ fn bert_block_mem(h: f64) -> MemoryWork {
 /// 6·ff, the product's two gradients 12·ff: 200h + 40kv + 18·ff in 66 launches.
 fn llama_block_mem(h: f64, ff: f64, kv: f64) -> MemoryWork {
     MemoryWork::new(108.0 * h + 20.0 * kv + 10.0 * ff, 200.0 * h + 40.0 * kv + 18.0 * ff, 39, 66)
-        .with_gemms(8)
+        .with_gemms(8, 15)
 }
 
 /// A Mixtral block per token: the Llama block's attention and norms, then the router (a
@@ -953,13 +967,13 @@ fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork
         4 + 8 * experts as u32,
         8 + 16 * experts as u32,
     )
-    .with_gemms(1 + 3 * experts as u32);
+    .with_gemms(1 + 3 * experts as u32, 2 + 6 * experts as u32);
     // The dense block's own MLP launches (3 GEMMs, SiLU, product) are the experts' here.
-    let gemms = dense.gemms - 3;
     MemoryWork {
         fwd_kernels: dense.fwd_kernels - 5,
         bwd_kernels: dense.bwd_kernels - 10,
-        gemms,
+        gemms: dense.gemms - 3,
+        bwd_gemms: dense.bwd_gemms - 6,
         ..dense
     }
     .plus(routed)
@@ -1057,8 +1071,9 @@ mod tests {
             let launches = b.memory.fwd_kernels + b.memory.bwd_kernels;
             let before = a.memory.fwd_kernels + a.memory.bwd_kernels;
             assert_eq!(launches - before, if block { 8 } else { 0 });
-            // Two batched GEMMs where flash attention runs one kernel.
-            assert_eq!(b.memory.gemms - a.memory.gemms, u32::from(block), "{}", a.name);
+            // Two batched GEMMs where flash attention runs one kernel (backward four for one).
+            let more = (b.memory.gemms - a.memory.gemms, b.memory.bwd_gemms - a.memory.bwd_gemms);
+            assert_eq!(more, if block { (1, 3) } else { (0, 0) }, "{}", a.name);
         }
         // Split over 4 tensor-parallel ranks (4 heads each), a rank's share is a quarter.
         let (a, b) = (&flash.layers[1], &unfused.layers[1]);
@@ -1089,8 +1104,15 @@ mod tests {
         assert_eq!(gemms("bert-large"), [0, 7, 1, 2, 1]);
         // ResNet-50: the stem, bottlenecks of 3 convolutions (4 with the downsample), fc.
         assert_eq!(gemms("resnet50")[..3], [1, 4, 3]);
+        // Backward two for each GEMM, one for fused attention's backward.
         let llama = preset("llama-7b", None, DataType::Half).unwrap();
-        assert_eq!(crate::workload::parallel::split(&llama.layers[1], 8, true).memory.gemms, 8);
+        let block = crate::workload::parallel::split(&llama.layers[1], 8, true).memory;
+        assert_eq!((block.gemms, block.bwd_gemms), (8, 15));
+        let gpt = preset("gpt2-xl", None, DataType::Half).unwrap();
+        assert_eq!(
+            (gpt.layers[1].memory.bwd_gemms, gpt.layers.last().unwrap().memory.bwd_gemms),
+            (9, 2)
+        );
     }
 
     #[test]

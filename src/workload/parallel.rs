@@ -681,6 +681,11 @@ fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
         if let Some((experts, _)) = l.parallel.and_then(|p| p.moe) {
             let local = experts / layout.ep.max(1) as u64;
             l.tensors.retain(|t| t.expert.is_none_or(|e| u64::from(e) < local));
+            // And runs only its own experts' GEMMs (3 each forward, 6 backward). (Their
+            // other launches are still counted for every expert.)
+            let apart = (experts - local) as u32;
+            l.memory.gemms = l.memory.gemms.saturating_sub(3 * apart);
+            l.memory.bwd_gemms = l.memory.bwd_gemms.saturating_sub(6 * apart);
         }
         st.model.layers.push(l);
         st.chunk.push(q / p);
@@ -1307,6 +1312,12 @@ mod tests {
         let expert_params: u64 = 32 * 3 * 14_336 * 4096;
         let par = r.parallel.as_ref().unwrap();
         assert_eq!(par.stages[0].params, m.params() - expert_params * 7);
+        // A block runs its one expert's GEMMs (3 forward, 6 backward), the router's and
+        // attention's (q, k, v, o and flash attention).
+        let st = stages(&m, &l);
+        let block = |x: &&Layer| matches!(x.parallel.map(|p| p.role), Some(TpRole::Block { .. }));
+        let b = st[0].model.layers.iter().find(block).unwrap();
+        assert_eq!((b.memory.gemms, b.memory.bwd_gemms), (3 + 1 + 5, 6 + 2 + 9));
         let calls = calls.into_inner().unwrap();
         let a2a = 2 * 1024 * 2 * 4096 * 2;
         assert!(calls.contains(&(Group::Expert, Collective::AllToAll, a2a)));

@@ -410,6 +410,10 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
             "workload.precision: the H100-SXM5-80GB has no peak for \"fp4\"",
         ),
         (base.replace("mfu = 0.4", "mfu = 1.4"), "workload.mfu: must be a fraction"),
+        (
+            base.replace("mfu = 0.4", "mfu = 0.4\ngemm_fixed_us = 60"),
+            "workload.mfu: with gemm_fixed_us the GEMM rate would be solved",
+        ),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let p = dir.join(format!("bad-ddp-{i}.toml"));

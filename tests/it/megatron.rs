@@ -167,8 +167,9 @@ fn env_fit() -> Fit {
 /// Root-mean-square relative error of `sim` against the runs, %.
 fn rms_error(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> f64 {
     use rayon::prelude::*;
-    let sum: f64 = runs.par_iter().map(|r| (sim(r) / r.ms - 1.0).powi(2)).sum();
-    (sum / runs.len() as f64).sqrt() * 100.0
+    // Summed in order: a parallel sum's order, and its last bits, vary with the threads.
+    let e: Vec<f64> = runs.par_iter().map(|r| (sim(r) / r.ms - 1.0).powi(2)).collect();
+    (e.iter().sum::<f64>() / e.len() as f64).sqrt() * 100.0
 }
 
 /// The point of the grid (efficiencies, µs per kernel, µs per GEMM) with the least squares
@@ -211,19 +212,22 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // last is what the GPU-bound runs ask for: the 2,048-wide layer at tp 1 and 8 samples
     // costs 17.0 ms measured, its GEMMs at the full 312 TFLOP/s and its memory traffic 15.9,
     // so the GEMMs run near the peak there, while the 1,024-wide layer's (8.2 measured, 6.8
-    // at the peak) run at 0.69 of it: a GEMM's time is not proportional to its FLOPs, and
-    // smaller ones run further from the peak. Without it (two parameters) the fit gave 0.65
-    // and 55 µs, held-out median 6.3 %, p95 21.0 % (least squares: 0.6 and 55 µs, 7.4 % and
-    // 24.2 %); with it the same 16 H200 steps that check the fit below (another GPU and
-    // framework, none fitted) went from a median 10.9 % (largest 27.2 %) to 8.7 % (20.4 %).
-    // Attention is Megatron's unfused CoreAttention, whose scores' memory
+    // at the peak) run at 0.69 of it. Without it (two parameters) the fit gave 0.65 and 55 µs,
+    // held-out median 6.3 %, p95 21.0 % (least squares: 0.6 and 55 µs, 7.4 % and 24.2 %);
+    // with it the same 16 H200 steps that check the fit below (another GPU and framework, none
+    // fitted) went from a median 10.9 % (largest 27.2 %) to 8.7 % (22.2 %). It is an
+    // effective term: on the H200 traces the GEMM kernels themselves take their FLOPs at 0.83
+    // of the peak plus 10 µs; the rest stands for per-layer work the model under-counts (the
+    // 2,048-wide GPT's memory-bound kernels take 45.7 ms in run 2's trace, the model 15.3).
+    // The earlier fits below had two parameters (mean |error|). Attention is Megatron's
+    // unfused CoreAttention, whose scores' memory
     // traffic does not grow with the hidden size: without it the fit lowered the GEMMs'
     // efficiency to 0.6 to make up for the 1,024-wide models, and the 2,048-wide ones came
     // out slow (held-out median 8.4 %, p95 32.3 %). At tp 8 with one sample a micro-batch the
     // scores miss Megatron's fused softmax (2 matrices, not a multiple of 4): without PyTorch's
     // ops in its place those runs came out 20-29 % fast (p95 25.3 %). The loss is Megatron's
     // own, 52 bytes a logit where PyTorch's cross entropy moves 40: with PyTorch's the fit
-    // (mean |error|) gave held-out median 8.2 %, p95 24.7 %. The optimizer is Apex's fused
+    // gave held-out median 8.2 %, p95 24.7 %. The optimizer is Apex's fused
     // Adam, as Megatron runs it (the default under [workload.parallel]): with PyTorch's
     // foreach Adam (88 bytes a parameter, not 40) the per-iteration cost, read off the
     // measurements as the intercept of step time against micro-batches, came out 1.6 to 3.3
@@ -640,7 +644,7 @@ fn the_megatron_fit_carries_to_gpt_steps_on_an_h200() {
     // Fitted on Megatron-DeepSpeed on A100s (GEMM efficiency 0.8, 52.5 µs of host a kernel,
     // 60 µs of GPU a GEMM beyond its FLOPs: the README's fit), checked on 16 DDP steps of
     // 24-layer GPTs in eager PyTorch on one H200, none of them fitted: median 8.7 %, from
-    // -20.4 % to +1.0 % (one rank: its in-place all-reduces cost nothing, as NCCL launches
+    // -22.2 % to +1.0 % (one rank: its in-place all-reduces cost nothing, as NCCL launches
     // nothing for them). Fitted without the GEMMs' fixed time (0.65, 55 µs), 10.9 % and
     // -27.2 % to +5.4 %. Their loss is
     // PyTorch's cross entropy, not Megatron's, their head untied, their optimizer fused AdamW.
