@@ -655,16 +655,11 @@ fn ddp_workload(
         },
         parallel: parallel_layout(src, w, kind)?,
         calls: None,
-        launch: match &w.launch_us {
-            Some(v) => Some(src.check("workload.launch_us", v, |&x| {
-                if x.is_finite() && (0.0..=10_000.0).contains(&x) {
-                    Ok(x * 1e-6)
-                } else {
-                    Err(format!("must be a host time per kernel in µs, 0 to 10000 (got {x})"))
-                }
-            })?),
-            None => None,
-        },
+        launch: w
+            .launch_us
+            .as_ref()
+            .map(|v| micros(src, "workload.launch_us", v, "a host time per kernel"))
+            .transpose()?,
         gemm_fixed: match &w.gemm_fixed_us {
             Some(_) if w.mfu.is_some() => {
                 let at = w.mfu.as_ref().map_or(0, |m| m.span().start);
@@ -673,13 +668,7 @@ fn ddp_workload(
                     "workload.mfu: with gemm_fixed_us the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
                 ));
             }
-            Some(v) => Some(src.check("workload.gemm_fixed_us", v, |&x| {
-                if x.is_finite() && (0.0..=10_000.0).contains(&x) {
-                    Ok(x * 1e-6)
-                } else {
-                    Err(format!("must be a GPU time per GEMM in µs, 0 to 10000 (got {x})"))
-                }
-            })?),
+            Some(v) => Some(micros(src, "workload.gemm_fixed_us", v, "a GPU time per GEMM")?),
             None => None,
         },
     };
@@ -701,6 +690,17 @@ fn ddp_workload(
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// A time in µs from 0 to 10,000 (`what`, for the error), in seconds.
+fn micros(src: &Source<'_>, field: &str, v: &Spanned<f64>, what: &str) -> Result<f64, ConfigError> {
+    src.check(field, v, |&x| {
+        if x.is_finite() && (0.0..=10_000.0).contains(&x) {
+            Ok(x * 1e-6)
+        } else {
+            Err(format!("must be {what} in µs, 0 to 10000 (got {x})"))
+        }
+    })
 }
 
 /// A step given as a list of calls (`kind = "trace"`, `calls = "FILE"`, relative to the
