@@ -660,16 +660,17 @@ fn ddp_workload(
             .as_ref()
             .map(|v| micros(src, "workload.launch_us", v, "a host time per kernel"))
             .transpose()?,
-        gemm_fixed: match &w.gemm_fixed_us {
-            Some(_) if w.mfu.is_some() => {
-                let at = w.mfu.as_ref().map_or(0, |m| m.span().start);
+        gemm_fixed: match (&w.gemm_fixed_us, &w.mfu) {
+            (Some(_), Some(m)) => {
                 return Err(src.error_at(
-                    at,
+                    m.span().start,
                     "workload.mfu: with gemm_fixed_us the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
                 ));
             }
-            Some(v) => Some(micros(src, "workload.gemm_fixed_us", v, "a GPU time per GEMM")?),
-            None => None,
+            (Some(v), None) => {
+                Some(micros(src, "workload.gemm_fixed_us", v, "a GPU time per GEMM")?)
+            }
+            (None, _) => None,
         },
     };
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known

@@ -953,6 +953,10 @@ fn llama_block_mem(h: f64, ff: f64, kv: f64) -> MemoryWork {
         .with_gemms(8, 15)
 }
 
+/// One expert's FLOP-bound kernels (forward, backward): its three GEMMs (w1, w3, w2), each
+/// with its input and weight gradients backward.
+pub const EXPERT_GEMMS: (u32, u32) = (3, 6);
+
 /// A Mixtral block per token: the Llama block's attention and norms, then the router (a
 /// softmax and top-k over `experts` logits, per token), each token copied to its `top` experts
 /// and back (gathered: 6h bytes per expert; combined with its weight and added: 6h), and
@@ -967,7 +971,7 @@ fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork
         4 + 8 * experts as u32,
         8 + 16 * experts as u32,
     )
-    .with_gemms(1 + 3 * experts as u32, 2 + 6 * experts as u32);
+    .with_gemms(1 + EXPERT_GEMMS.0 * experts as u32, 2 + EXPERT_GEMMS.1 * experts as u32);
     // The dense block's own MLP launches (3 GEMMs, SiLU, product) are the experts' here.
     MemoryWork {
         fwd_kernels: dense.fwd_kernels - 5,

@@ -681,11 +681,12 @@ fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
         if let Some((experts, _)) = l.parallel.and_then(|p| p.moe) {
             let local = experts / layout.ep.max(1) as u64;
             l.tensors.retain(|t| t.expert.is_none_or(|e| u64::from(e) < local));
-            // And runs only its own experts' GEMMs (3 each forward, 6 backward). (Their
-            // other launches are still counted for every expert.)
+            // And runs only its own experts' GEMMs. (Their other launches are still counted
+            // for every expert.)
+            let (fwd, bwd) = super::models::EXPERT_GEMMS;
             let apart = (experts - local) as u32;
-            l.memory.gemms = l.memory.gemms.saturating_sub(3 * apart);
-            l.memory.bwd_gemms = l.memory.bwd_gemms.saturating_sub(6 * apart);
+            l.memory.gemms = l.memory.gemms.saturating_sub(fwd * apart);
+            l.memory.bwd_gemms = l.memory.bwd_gemms.saturating_sub(bwd * apart);
         }
         st.model.layers.push(l);
         st.chunk.push(q / p);
