@@ -297,6 +297,10 @@ struct ValidateArgs {
     /// clusters of its GPU generation).
     #[arg(long, value_name = "CSV")]
     manifest: Option<PathBuf>,
+    /// With --manifest: the pooled figures only, without the leave-one-cluster-out refits
+    /// (which take minutes).
+    #[arg(long, requires = "manifest")]
+    no_held_out: bool,
     #[command(flatten)]
     common: Common,
     /// Which test of the log (default: the first; its header names the collective).
@@ -348,7 +352,18 @@ enum TopoCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    // The outputs move into place only once the whole run has succeeded.
+    let done = run(cli).and_then(|()| {
+        let read = config::files_read();
+        outputs().commit(&read).map_err(|e| match e {
+            report::output::CommitError::Clash(m) => usage(m),
+            report::output::CommitError::Io(e) => e.into(),
+        })
+    });
+    if done.is_err() {
+        outputs().discard();
+    }
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped early (`| head`) is not an error.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
@@ -404,9 +419,36 @@ fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
     Ok(config::parse_profile(&name, &text)?)
 }
 
+/// This run's output files, complete and waiting: [`main`] moves them into place together once
+/// the run has succeeded (or removes them when it failed).
+static OUTPUTS: std::sync::Mutex<report::output::Outputs> =
+    std::sync::Mutex::new(report::output::Outputs::new());
+
+fn outputs() -> std::sync::MutexGuard<'static, report::output::Outputs> {
+    OUTPUTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stages `bytes` as the output `flag` names, written at the end of a successful run.
+fn stage(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
+    let ready = report::output::Staged::bytes(path, bytes)?;
+    outputs().add(flag, ready);
+    Ok(())
+}
+
+/// Stages an SVG drawn by `draw` as `flag`'s output.
+fn stage_svg(
+    flag: &str,
+    path: &Path,
+    draw: impl FnOnce(&mut String) -> Result<(), String>,
+) -> Result<()> {
+    let mut svg = String::new();
+    draw(&mut svg).map_err(|e| anyhow!("{flag} {}: {e}", path.display()))?;
+    stage(flag, path, svg.as_bytes())
+}
+
 /// Where a report goes: stdout, or a file written whole or not at all.
 enum Out {
-    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    Stdout(report::output::Stdout),
     File(report::output::Staged),
 }
 
@@ -427,11 +469,15 @@ impl Write for Out {
 }
 
 impl Out {
-    /// Flushes the report; a file is moved into place only now.
+    /// Flushes the report; a file is complete, and moved into place with the run's others.
     fn finish(self) -> Result<()> {
         match self {
             Out::Stdout(mut w) => Ok(w.flush()?),
-            Out::File(f) => Ok(f.commit()?),
+            Out::File(f) => {
+                let ready = f.finish()?;
+                outputs().add("-o", ready);
+                Ok(())
+            }
         }
     }
 }
@@ -439,7 +485,7 @@ impl Out {
 fn open_output(path: Option<&Path>) -> Result<Out> {
     Ok(match path {
         Some(p) => Out::File(report::output::Staged::create(p)?),
-        None => Out::Stdout(std::io::BufWriter::new(std::io::stdout().lock())),
+        None => Out::Stdout(report::output::Stdout::new()),
     })
 }
 
@@ -547,7 +593,10 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         bail!("--gpus-per-process {}: PyTorch DDP runs one process per GPU", s.gpus_per_process);
     }
     for kv in &c.nccl {
-        let (k, v) = NcclEnv::split_pair(kv).map_err(|e| anyhow!(e))?;
+        let (k, v) = NcclEnv::split_pair(kv).map_err(usage)?;
+        // A bad value on the command line is a usage error; the file's are checked below.
+        NcclEnv::from_pairs([(k.as_str(), v.as_str())])
+            .map_err(|e| usage(format!("--nccl {e}")))?;
         // The command line wins over every job's own [job.nccl] too.
         for j in &mut s.jobs {
             j.nccl.retain(|(key, _)| *key != k);
@@ -904,15 +953,16 @@ fn calibrate_logs(
     let report = report::calibration::text(&c);
     match common.output.as_deref() {
         Some(p) => {
-            let mut f = report::output::Staged::create(p)?;
-            f.write_all(c.profile.as_bytes())?;
-            f.commit()?;
-            print!("{report}");
-            println!("\nprofile written to {}", p.display());
+            stage("-o", p, c.profile.as_bytes())?;
+            let mut out = report::output::Stdout::new();
+            write!(out, "{report}\nprofile written to {}\n", p.display())?;
+            out.flush()?;
         }
         None => {
             eprint!("{report}");
-            print!("{}", c.profile);
+            let mut out = report::output::Stdout::new();
+            out.write_all(c.profile.as_bytes())?;
+            out.flush()?;
         }
     }
     Ok(())
@@ -1160,8 +1210,7 @@ fn simulate_sweep(
     }
     out.finish()?;
     if let Some(p) = plot {
-        report::output::write_through(p, |t| report::plot::sweep(&steps, t))
-            .map_err(|e| anyhow!("--plot {e}"))?;
+        stage_svg("--plot", p, |t| report::plot::sweep(&steps, t))?;
     }
     Ok(())
 }
@@ -1333,7 +1382,7 @@ fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
     };
     match command {
         Command::Simulate(a) => {
-            ins.extend(a.scenario.clone());
+            ins.extend(a.scenario.iter().chain(&a.workload_trace).cloned());
             common(&a.common, &mut ins);
             outs.extend([
                 ("-o", a.common.output.clone()),
@@ -1396,8 +1445,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Plan(args) => plan(args)?,
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "collsim", &mut out);
+            // Generated whole first: clap_complete panics on a failed write.
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "collsim", &mut text);
+            let mut out = report::output::Stdout::new();
+            out.write_all(&text)?;
             out.flush()?;
         }
     }
@@ -1545,18 +1597,15 @@ fn simulate(
         }
         out.finish()?;
         if let Some(p) = trace {
-            let mut f = report::output::Staged::create(&p)?;
+            let mut f = Vec::new();
             report::trace::ddp_step(&r, &mut f)?;
-            f.commit()?;
+            stage("--trace", &p, &f)?;
         }
         if let Some(p) = plot {
-            report::output::write_through(&p, |t| report::gantt::ddp_step(&r, t))
-                .map_err(|e| anyhow!("--plot {e}"))?;
+            stage("--plot", &p, report::gantt::ddp_step_svg(&r).as_bytes())?;
         }
         if let (Some(p), Some(calls)) = (export_calls, exported) {
-            let mut f = report::output::Staged::create(&p)?;
-            serde_json::to_writer(&mut f, &calls)?;
-            f.commit()?;
+            stage("--export-calls", &p, &serde_json::to_vec(&calls)?)?;
         }
         return Ok(());
     }
@@ -1642,7 +1691,13 @@ fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<SweepSpec> {
         sw.op = ReduceOp::parse(o).ok_or_else(|| usage(format!("--op {o}: unknown reduction")))?;
     }
     if let Err((field, msg)) = sw.check() {
-        bail!("{}: {msg}", field.replace("workload.", "--").replace('_', "-"));
+        let flag = field.replace("workload.", "--").replace('_', "-");
+        // The flags given made the sweep what it is: a usage error. (A scenario's own sweep
+        // was checked where it was read, on its line.)
+        if f.given().iter().any(|g| g.1) {
+            bail_usage!("{flag}: {msg}");
+        }
+        bail!("{flag}: {msg}");
     }
     Ok(sw.clone())
 }
@@ -1757,10 +1812,10 @@ fn calibrate(
 
 /// `collsim validate`.
 fn validate(
-    ValidateArgs { log, manifest, common, collective, plot, format }: ValidateArgs,
+    ValidateArgs { log, manifest, no_held_out, common, collective, plot, format }: ValidateArgs,
 ) -> Result<()> {
     let log = match (log, manifest) {
-        (_, Some(m)) => return validate_manifest(&m, &common, format),
+        (_, Some(m)) => return validate_manifest(&m, &common, no_held_out, format),
         (Some(l), None) => l,
         (None, None) => bail_usage!("validate needs --log LOG or --manifest CSV"),
     };
@@ -1800,15 +1855,19 @@ fn validate(
             "{} on {} x {} ({} GPUs per node), profile {}",
             log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
         );
-        report::output::write_through(&svg, |t| report::plot::validation_svg(t, &title, &v))
-            .map_err(|e| anyhow!("--plot {e}"))?;
+        stage_svg("--plot", &svg, |t| report::plot::validation_svg(t, &title, &v))?;
     }
     Ok(())
 }
 
 /// `validate --manifest`: every curve of the manifest on its recorded setup, then
 /// leave-one-cluster-out.
-fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()> {
+fn validate_manifest(
+    path: &Path,
+    common: &Common,
+    no_held_out: bool,
+    format: ValFmt,
+) -> Result<()> {
     use collsim::calibrate::accuracy::{self, Curve};
     use collsim::calibrate::pipeline::LogInput;
     for (flag, given) in [
@@ -1930,18 +1989,27 @@ fn validate_manifest(path: &Path, common: &Common, format: ValFmt) -> Result<()>
     let acc = accuracy::accuracy(&curves, &validations);
     let clusters: std::collections::BTreeSet<&str> =
         curves.iter().map(|c| c.cluster.as_str()).collect();
-    let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
-    let loo =
-        accuracy::leave_one_cluster_out(&curves, &validations, &base_name, &base_text, m, &|| {
-            progress.tick()
-        })
+    let loo = if no_held_out {
+        None
+    } else {
+        let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
+        let loo = accuracy::leave_one_cluster_out(
+            &curves,
+            &validations,
+            &base_name,
+            &base_text,
+            m,
+            &|| progress.tick(),
+        )
         .map_err(|e| anyhow!(e))?;
-    drop(progress);
+        drop(progress);
+        Some(loo)
+    };
     let r = report::accuracy::AccuracyReport {
         manifest: &name,
         profile: &profile.name,
         accuracy: &acc,
-        leave_one_cluster_out: &loo,
+        leave_one_cluster_out: loo.as_ref(),
     };
     let mut out = open_output(common.output.as_deref())?;
     match format {
@@ -2036,8 +2104,7 @@ fn plan_report(
         bail!("{}", collsim::plan::no_solution(&summary.plan, &ranking, &summary.objective));
     }
     if let Some(p) = &out.plot {
-        report::output::write_through(p, |t| report::plan::pareto_svg(t, summary, &ranking))
-            .map_err(|e| anyhow!("--plot {e}"))?;
+        stage_svg("--plot", p, |t| report::plan::pareto_svg(t, summary, &ranking))?;
     }
 
     Ok(())
@@ -2102,7 +2169,7 @@ fn plan(args: PlanArgs) -> Result<()> {
             Shard::parse(s)
         }
     }
-    .map_err(|e| anyhow!(e))?;
+    .map_err(usage)?;
     if args.out.plot.is_some() || !matches!(args.out.format, PlanFmt::Table) {
         bail_usage!(
             "--shard writes results (JSON lines) to -o; --format and --plot go to `collsim plan merge`"

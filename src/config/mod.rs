@@ -93,10 +93,44 @@ pub(crate) fn read_capped(path: &Path) -> Result<String, String> {
     })
 }
 
+/// A file on disk, whatever name it is reached by: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The file `m` describes.
+    pub fn of(m: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId { dev: m.dev(), ino: m.ino() }
+    }
+}
+
+/// Every regular file this process has read through [`load_text`] or [`load_bytes`], with the
+/// name it was read by, in order: what a run's outputs must not replace.
+static READ: std::sync::Mutex<Vec<(std::path::PathBuf, FileId)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The regular files read so far, each once, with the name it was first read by.
+pub fn files_read() -> Vec<(std::path::PathBuf, FileId)> {
+    READ.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// [`load_bytes`]'s reading, with the reason as text.
 fn read_bytes_capped(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    if let Ok(m) = file.metadata()
+        && m.is_file()
+    {
+        let id = FileId::of(&m);
+        let mut read = READ.lock().unwrap_or_else(|e| e.into_inner());
+        if !read.iter().any(|(_, i)| *i == id) {
+            read.push((path.to_path_buf(), id));
+        }
+    }
     let mut bytes = Vec::new();
     file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
     // A gzip file (PyTorch's trace handler writes `.json.gz`) is read as what it holds.

@@ -12,8 +12,9 @@ pub struct AccuracyReport<'a> {
     pub profile: &'a str,
     /// Every curve under the profile.
     pub accuracy: &'a Accuracy,
-    /// Each cluster held out.
-    pub leave_one_cluster_out: &'a LeaveOneOut,
+    /// Each cluster held out (none under `--no-held-out`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leave_one_cluster_out: Option<&'a LeaveOneOut>,
 }
 
 /// "median / p95".
@@ -32,12 +33,13 @@ fn groups(out: &mut String, title: &str, gs: &[Group]) {
 /// The text report.
 pub fn text(r: &AccuracyReport<'_>) -> String {
     let a = r.accuracy;
-    let loo = r.leave_one_cluster_out;
+    let clusters: std::collections::BTreeSet<&str> =
+        a.curves.iter().map(|c| c.cluster.as_str()).collect();
     let mut out = format!(
         "validate --manifest {}: {} curves on {} clusters, profile {}\n\n",
         r.manifest,
         a.curves.len(),
-        loo.clusters.len(),
+        clusters.len(),
         r.profile
     );
     out.push_str("|error| % per curve (median / p95), and its median by size band\n");
@@ -73,6 +75,10 @@ pub fn text(r: &AccuracyReport<'_>) -> String {
     ));
     groups(&mut out, "by size band", &a.by_band);
     groups(&mut out, "by algorithm simulated", &a.by_algorithm);
+    let Some(loo) = r.leave_one_cluster_out else {
+        out.push_str("\nleave-one-cluster-out: not run (--no-held-out)\n");
+        return out;
+    };
     out.push_str(
         "\nleave-one-cluster-out: each cluster predicted by the profile's physical parameters\ncalibrated (no size bands) on the other clusters of its GPU generation\n",
     );

@@ -10,7 +10,6 @@
 //! sliver. It is not a per-rank or per-link view: every rank runs the same step in this model.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use crate::units::Bytes;
 use crate::workload::ddp::{Span, StepResult};
@@ -48,11 +47,6 @@ const PARTS: [&str; 11] = [
 /// Whether a wait band is an input stall (else exposed communication).
 fn is_stall(s: &Span) -> bool {
     s.lane == "wait" && s.name.starts_with("input stall")
-}
-
-/// Writes the plot of `r` to `path`.
-pub fn ddp_step(r: &StepResult, path: &Path) -> Result<(), String> {
-    std::fs::write(path, ddp_step_svg(r)).map_err(|e| format!("cannot write: {e}"))
 }
 
 /// Escapes text for SVG.

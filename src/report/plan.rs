@@ -1,9 +1,7 @@
 //! `collsim plan`: the ranked table, JSON, CSV, and the time/cost Pareto plot.
 
-use std::io::{self, Write};
-use std::path::Path;
-
 use plotters::prelude::*;
+use std::io::{self, Write};
 
 use crate::config::plan::{Amount, Minimise, Pricing};
 use crate::plan::shard::Summary;
@@ -228,8 +226,8 @@ fn ticks(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// Draws cost to train against time to train for every priced solution, the Pareto front
-/// highlighted, joined and labelled, into an SVG file.
-pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
+/// highlighted, joined and labelled, as SVG into `svg`.
+pub fn pareto_svg(svg: &mut String, s: &Summary, r: &Ranking) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let pts: Vec<(f64, f64, bool, &Outcome)> = r
         .ranked
@@ -254,7 +252,7 @@ pub fn pareto_svg(path: &Path, s: &Summary, r: &Ranking) -> Result<(), String> {
     };
     let (x0, x1) = pad(x0, x1);
     let (y0, y1) = pad(y0, y1);
-    let root = SVGBackend::new(path, (1100, 700)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1100, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let title = format!("{}: cost against time to train ({} solutions)", s.plan, pts.len());
     let mut chart = ChartBuilder::on(&root)

@@ -1,8 +1,6 @@
 //! `validate --plot`: measured busbw (points) and predicted busbw (line, with its error band)
 //! against size on a log2 axis, as SVG.
 
-use std::path::Path;
-
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -21,12 +19,12 @@ fn gbps_label(v: f64) -> String {
     }
 }
 
-/// Draws `v` into an SVG file at `path` under `title`: above, busbw (log10 axis) against size
+/// Draws `v` as SVG into `svg` under `title`: above, busbw (log10 axis) against size
 /// (log2 axis), measured points over the predicted line and its band; below, the prediction's
 /// error per size, 100·(predicted − measured)/measured time (%). Measured busbw is taken from
 /// the measured time (busbw scales as 1 / time), because logs print it with two decimals and
 /// small sizes would read 0.00, which a log axis cannot show.
-pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), String> {
+pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(), String> {
     use crate::calibrate::validate::ValidationRow;
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let rows: Vec<_> = v
@@ -58,7 +56,7 @@ pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), St
     } else {
         (1e-3, 1e3)
     };
-    let root = SVGBackend::new(path, (960, 780)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (960, 780)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, bottom) = root.split_vertically(540);
     let size_label = |b: &f64| Bytes::new(b.round() as u64).to_string();
@@ -150,7 +148,7 @@ pub fn validation_svg(path: &Path, title: &str, v: &Validation) -> Result<(), St
 /// given), one series per value of the other keys. Categorical values (a hook, a bool, a
 /// name) are grouped bars, each labelled with its time; numbers are lines with points. The
 /// legend sits below the chart, one series a line, so it never covers or clips anything.
-pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(), String> {
+pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let Some(first) = rows.first() else { return Err(err(&"nothing to plot")) };
     let key = first.0.first().map_or(String::new(), |k| k.0.clone());
@@ -171,7 +169,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], path: &Path) -> Result<(),
     let numeric = xs.iter().all(|v| v.trim().parse::<f64>().is_ok_and(f64::is_finite));
     let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.15;
     let legend_h = if series.len() > 1 { 30 + 18 * series.len() as u32 } else { 0 };
-    let root = SVGBackend::new(path, (960, 600 + legend_h)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (960, 600 + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, bottom) = root.split_vertically(600);
     let n = xs.len().max(1);

@@ -57,6 +57,12 @@ impl SweepSpec {
                 ),
             ));
         }
+        if self.max_bytes.get() == 0 {
+            return Err((
+                "workload.max_bytes",
+                "0 B: no size to run (sizes start at 1 byte, as nccl-tests' do)".into(),
+            ));
+        }
         if self.min_bytes > self.max_bytes {
             return Err((
                 "workload.min_bytes",

@@ -169,7 +169,8 @@ fn unknown_preset() {
 
 #[test]
 fn unknown_nccl_algo() {
-    fails_with(
+    // A bad value on the command line is a usage error (exit 2, issue #45).
+    misused_with(
         &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=Rong"],
         &["NCCL_ALGO=Rong", "unknown value"],
     );
@@ -648,11 +649,11 @@ fn a_tensor_larger_than_any_model_is_refused() {
 fn every_section_of_an_nccl_list_is_checked() {
     // NCCL refuses the variable whose other section names no collective; collsim used to read
     // the allreduce section and drop the rest silently.
-    fails_with(
+    misused_with(
         &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=allreduce:tree;bogus:ring"],
         &["NCCL_ALGO=allreduce:tree;bogus:ring", "unknown collective `bogus`"],
     );
-    fails_with(
+    misused_with(
         &["simulate", "--topology", "dgx-h100", "--nccl", "NCCL_PROTO=allgather:LL;allreduce:Rong"],
         &["unknown value `Rong`"],
     );
@@ -679,7 +680,7 @@ fn floods_of_warnings_and_huge_values_stay_readable() {
     // A 100 kB value is not echoed whole: the error keeps its start and its reason.
     let huge = format!("NCCL_ALGO={}", "x".repeat(100_000));
     let err =
-        fails_with(&["simulate", "--topology", "dgx-h100", "--nccl", &huge], &["NCCL_ALGO=xxx"]);
+        misused_with(&["simulate", "--topology", "dgx-h100", "--nccl", &huge], &["NCCL_ALGO=xxx"]);
     assert!(err.len() < 1000, "{} bytes", err.len());
     assert!(err.contains("characters cut") && err.trim_end().ends_with("NVLSTree, PAT)"), "{err}");
 }
@@ -871,4 +872,28 @@ fn a_table_or_key_out_of_place_is_named_on_its_own_line() {
         &["simulate", p.to_str().unwrap()],
         &["nodes-two.toml:4:", "cluster.nodes: invalid type"],
     );
+}
+
+#[test]
+fn flags_that_cannot_run_as_given_are_usage_errors() {
+    // Issue #45: each of these exited 1, as if a file were wrong.
+    let sweep = ["simulate", "--topology", "dgx-h100"];
+    for (extra, needle) in [
+        (&["--min-bytes", "1G", "--max-bytes", "1M"][..], "--min-bytes: 1 GiB is larger than"),
+        (&["--factor", "0"][..], "--factor: must be at least 2"),
+        (&["--min-bytes", "0", "--max-bytes", "0"][..], "--max-bytes: 0 B: no size to run"),
+        (&["--nccl", "NCCL_ALGO"][..], "--nccl NCCL_ALGO: expected KEY=VALUE"),
+    ] {
+        misused_with(&[&sweep[..], extra].concat(), &[needle]);
+    }
+    let plan = ["plan", "scenarios/plan-gpt2xl.toml", "-o", "/nonexistent/results.jsonl"];
+    for (extra, needle) in [
+        (&["--shard", "3"][..], "--shard"),
+        (&["--shard", "0/2"][..], "--shard"),
+        (&["--shard", "3/2"][..], "--shard"),
+        (&["--shard", "a/b"][..], "--shard"),
+        (&["--shard", "auto", "--shard-count", "0"][..], "shard"),
+    ] {
+        misused_with(&[&plan[..], extra].concat(), &[needle]);
+    }
 }

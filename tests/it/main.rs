@@ -12,6 +12,7 @@ mod import;
 mod jobs;
 mod megatron;
 mod model;
+mod outputs;
 mod plan;
 mod readme;
 mod reference;

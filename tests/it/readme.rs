@@ -90,7 +90,8 @@ fn examples() -> Vec<Example> {
 }
 
 /// The manifest's accuracy run takes minutes; `accuracy::the_pooled_and_held_out_figures_do_not_get_worse`
-/// runs it (as JSON) and checks the README's figures, so it is not run twice.
+/// runs it in the long tier (as JSON) and checks the README's figures, and
+/// `accuracy::the_pooled_figures_do_not_get_worse` its pooled half in this one.
 fn covered_elsewhere(args: &[String]) -> bool {
     args == ["validate", "--manifest", "calibration/data/manifest.csv"]
 }
