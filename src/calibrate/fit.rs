@@ -10,6 +10,7 @@ use statrs::statistics::{Data, Median, OrderStatistics};
 use std::collections::BTreeMap;
 
 use crate::collective::{Bands, SizeCorrection};
+use crate::config::{CORRECTION_FACTOR_RANGE, MAX_CORRECTION_RESIDUAL};
 use crate::units::Bytes;
 
 /// Default band edges (lowest byte count of each band): latency-bound, LL, LL128, Simple
@@ -32,6 +33,8 @@ pub struct Sample {
     pub measured_us: f64,
     /// Model time, µs.
     pub model_us: f64,
+    /// The log it was measured in.
+    pub log: String,
 }
 
 /// Why no correction can be fitted.
@@ -51,6 +54,24 @@ pub enum FitError {
         measured: f64,
         /// Model.
         model: f64,
+    },
+    /// A band whose factor would leave [`CORRECTION_FACTOR_RANGE`].
+    #[error(
+        "{mechanism}, sizes {band}: measured times are {factor:.3} x the model's, outside the \
+         {lo}-{hi} a size-band correction may take (the model lacks a mechanism there, or the \
+         measurements are wrong); the sizes come from {logs}",
+        lo = CORRECTION_FACTOR_RANGE.0,
+        hi = CORRECTION_FACTOR_RANGE.1
+    )]
+    OutOfRange {
+        /// The mechanism ("NVLS/SIMPLE").
+        mechanism: String,
+        /// The band's sizes.
+        band: String,
+        /// The factor the band asked for.
+        factor: f64,
+        /// The logs its sizes come from, comma-separated.
+        logs: String,
     },
 }
 
@@ -85,7 +106,7 @@ pub fn fit(
     }
     let mut notes = Vec::new();
     // The others' merges are not noted: their table shows where their bands start.
-    let others = fit_bands(samples.iter(), edges, (false, true), "others", &mut Vec::new());
+    let others = fit_bands(samples.iter(), edges, (false, true), "others", &mut Vec::new())?;
     let mut groups: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
         groups.entry(s.mechanism.as_str()).or_default().push(s);
@@ -99,7 +120,7 @@ pub fn fit(
             ));
             continue;
         }
-        let bands = fit_bands(group.into_iter(), edges, (factors, false), m, &mut notes);
+        let bands = fit_bands(group.into_iter(), edges, (factors, false), m, &mut notes)?;
         mechanisms.push((m.to_string(), bands));
     }
     Ok((SizeCorrection { others, mechanisms, fitted_on }, notes))
@@ -114,12 +135,14 @@ fn fit_bands<'a>(
     (factors, from_zero): (bool, bool),
     name: &str,
     notes: &mut Vec<String>,
-) -> Bands {
-    // (lowest byte count, log ratios), one entry per band.
-    let mut bands: Vec<(u64, Vec<f64>)> = edges.iter().map(|&e| (e, Vec::new())).collect();
+) -> Result<Bands, FitError> {
+    // (lowest byte count, log ratios, the logs they come from), one entry per band.
+    type Band<'a> = (u64, Vec<f64>, Vec<&'a str>);
+    let mut bands: Vec<Band<'a>> = edges.iter().map(|&e| (e, Vec::new(), Vec::new())).collect();
     for s in samples {
         let b = edges.iter().rposition(|&e| e <= s.bytes).unwrap_or(0);
         bands[b].1.push((s.measured_us / s.model_us).ln());
+        bands[b].2.push(&s.log);
     }
     let label = |lo: u64, hi: Option<u64>| match hi {
         Some(h) => format!("{} – {}", Bytes::new(lo), Bytes::new(h)),
@@ -144,6 +167,8 @@ fn fit_bands<'a>(
         if i + 1 < bands.len() {
             let moved = std::mem::take(&mut bands[i].1);
             bands[i + 1].1.extend(moved);
+            let logs = std::mem::take(&mut bands[i].2);
+            bands[i + 1].2.extend(logs);
             bands[i + 1].0 = lo;
             bands.remove(i);
             notes.push(format!(
@@ -151,8 +176,9 @@ fn fit_bands<'a>(
                 label(lo, hi)
             ));
         } else {
-            let moved = bands.remove(i).1;
-            bands[i - 1].1.extend(moved);
+            let moved = bands.remove(i);
+            bands[i - 1].1.extend(moved.1);
+            bands[i - 1].2.extend(moved.2);
             notes.push(format!(
                 "{name}: band {}: {n} size(s), merged into the band below",
                 label(lo, hi)
@@ -161,14 +187,27 @@ fn fit_bands<'a>(
     }
     let mut factor = Vec::new();
     let mut residual = Vec::new();
-    for (_, logs) in &bands {
-        let data = Data::new(logs.clone());
+    for (k, (lo, ratios, from)) in bands.iter().enumerate() {
+        let data = Data::new(ratios.clone());
         let centre = if factors { data.median() } else { 0.0 };
-        let mut spread = Data::new(logs.iter().map(|l| (l - centre).abs()).collect::<Vec<_>>());
-        factor.push(centre.exp());
-        residual.push(spread.percentile(95));
+        let mut spread = Data::new(ratios.iter().map(|l| (l - centre).abs()).collect::<Vec<_>>());
+        let f = centre.exp();
+        if !(CORRECTION_FACTOR_RANGE.0..=CORRECTION_FACTOR_RANGE.1).contains(&f) {
+            let mut logs: Vec<&str> = from.clone();
+            logs.sort_unstable();
+            logs.dedup();
+            return Err(FitError::OutOfRange {
+                mechanism: name.to_string(),
+                band: label(*lo, bands.get(k + 1).map(|b| b.0)),
+                factor: f,
+                logs: logs.join(", "),
+            });
+        }
+        factor.push(f);
+        // A residual past the cap is kept at the cap: the band is as wide as a profile holds.
+        residual.push(spread.percentile(95).min(MAX_CORRECTION_RESIDUAL));
     }
-    Bands { bands: bands.iter().map(|b| b.0).collect(), factor, residual }
+    Ok(Bands { bands: bands.iter().map(|b| b.0).collect(), factor, residual })
 }
 
 #[cfg(test)]
@@ -176,7 +215,27 @@ mod tests {
     use super::*;
 
     fn s(bytes: u64, measured: f64, model: f64) -> Sample {
-        Sample { mechanism: "RING/SIMPLE".into(), bytes, measured_us: measured, model_us: model }
+        Sample {
+            mechanism: "RING/SIMPLE".into(),
+            bytes,
+            measured_us: measured,
+            model_us: model,
+            log: "a.log".into(),
+        }
+    }
+
+    #[test]
+    fn a_band_far_off_the_model_is_refused_naming_its_logs() {
+        // A flat log (50 µs at every size) against a model that grows with the size.
+        let v: Vec<Sample> =
+            (0..8).map(|i| s(1 << (20 + i), 50.0, 6000.0 * (i + 1) as f64)).collect();
+        let e = fit(&v, &[0], true, vec!["flat.log".into()]).unwrap_err().to_string();
+        assert!(
+            e.contains("RING/SIMPLE") && e.contains("outside the 0.1-10") && e.contains("a.log"),
+            "{e}"
+        );
+        // The model's own misfit, without factors, is an error band, not a refusal.
+        assert!(fit(&v, &[0], false, vec!["flat.log".into()]).is_ok());
     }
 
     #[test]

@@ -154,8 +154,9 @@ pub fn calibrate(
         .iter()
         .zip(&middle)
         .filter(|(l, _)| l.is_fit)
-        .flat_map(|(_, v)| v.rows.iter())
-        .map(|r| Sample {
+        .flat_map(|(l, v)| v.rows.iter().map(move |r| (l, r)))
+        .map(|(l, r)| Sample {
+            log: l.name.clone(),
             mechanism: format!("{}/{}", r.algo, r.proto),
             bytes: r.size_bytes,
             measured_us: r.measured_time_us,

@@ -315,7 +315,7 @@ mod tests {
         assert!(e.starts_with("bad.toml:") && e.contains("correction.mechanism: "), "{e}");
         let bad = text.replace("factor = [1.5]", "factor = [0.0]");
         let e = parse_profile("bad.toml", &bad).unwrap_err().to_string();
-        let why = "correction.mechanism[0].factor[0]: must be a finite number above 0, got 0";
+        let why = "correction.mechanism[0].factor[0]: must be between 0.1 and 10, got 0";
         assert!(e.ends_with(why), "{e}");
     }
 }

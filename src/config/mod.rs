@@ -16,7 +16,10 @@ mod topology;
 
 pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placement_tiers};
 pub use plan::{PlanSpec, parse_plan};
-pub use profile::{DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, parse_profile};
+pub use profile::{
+    CORRECTION_FACTOR_RANGE, DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, MAX_CORRECTION_RESIDUAL,
+    parse_profile,
+};
 pub use scenario::{
     MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, MAX_SHARDED_ACCUMULATION, Scenario,
     Workload, bucket_cap_bytes, parse_scenario,

@@ -16,6 +16,19 @@ pub const DEFAULT_PROFILE: (&str, &str) =
 /// hold NCCL's effective figures, so a fit far above them means the topology is wrong.
 pub const MAX_BANDWIDTH_FRACTION: f64 = 2.0;
 
+/// The range a size-band correction factor may take: one order of magnitude either way. A
+/// band whose measured times are more than 10x off the model's, or less than a tenth of them,
+/// shows a mechanism the model lacks or a measurement that is wrong (a flat log of 50 µs at
+/// every size asked `calibrate` for 0.009), not a scale to correct; the largest misfit of any
+/// curve in the repository's manifest is 4.6x (Polaris's Tree). Applies to profiles read and to
+/// factors `calibrate` fits.
+pub const CORRECTION_FACTOR_RANGE: (f64, f64) = (0.1, 10.0);
+
+/// The largest residual a band may record: the p95 of |ln(measured / model)|, so 5 is an
+/// error band of e^5 ≈ 150x either way, past any fit worth keeping; it keeps the band's
+/// exponential finite.
+pub const MAX_CORRECTION_RESIDUAL: f64 = 5.0;
+
 fn per_proto(src: &Source<'_>, field: &str, raw: &RawPerProto) -> Result<[Time; 3], ConfigError> {
     let t = |name: &str, v: &toml::Spanned<super::RawQuantity>| {
         src.check(&format!("{field}.{name}"), v, |q| q.parse_with(Time::parse))
@@ -69,39 +82,38 @@ fn bands(
         }
         bands.push(v);
     }
-    let numbers = |name: &str, list: &toml::Spanned<Vec<toml::Spanned<f64>>>, min: f64| {
-        if list.get_ref().len() != bands.len() {
-            return Err(src.error_at(
-                list.span().start,
-                format!(
-                    "{field}.{name}: {} values for {} bands",
-                    list.get_ref().len(),
-                    bands.len()
-                ),
-            ));
-        }
-        list.get_ref()
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                src.check(&format!("{field}.{name}[{i}]"), x, |&v| {
-                    if v.is_finite() && v >= min && !(min > 0.0 && v == 0.0) {
-                        Ok(v)
-                    } else if min > 0.0 {
-                        Err(format!("must be a finite number above 0, got {v}"))
-                    } else {
-                        Err(format!("must be a finite number of at least {min}, got {v}"))
-                    }
+    let numbers =
+        |name: &str, list: &toml::Spanned<Vec<toml::Spanned<f64>>>, (min, max): (f64, f64)| {
+            if list.get_ref().len() != bands.len() {
+                return Err(src.error_at(
+                    list.span().start,
+                    format!(
+                        "{field}.{name}: {} values for {} bands",
+                        list.get_ref().len(),
+                        bands.len()
+                    ),
+                ));
+            }
+            list.get_ref()
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    src.check(&format!("{field}.{name}[{i}]"), x, |&v| {
+                        if (min..=max).contains(&v) {
+                            Ok(v)
+                        } else {
+                            Err(format!("must be between {min} and {max}, got {v}"))
+                        }
+                    })
                 })
-            })
-            .collect::<Result<Vec<f64>, _>>()
-    };
+                .collect::<Result<Vec<f64>, _>>()
+        };
     if bands.is_empty() {
         return Err(src.error_at(raw_bands.span().start, format!("{field}.bands: empty")));
     }
     Ok(Bands {
-        factor: numbers("factor", raw_factor, f64::MIN_POSITIVE)?,
-        residual: numbers("residual", raw_residual, 0.0)?,
+        factor: numbers("factor", raw_factor, CORRECTION_FACTOR_RANGE)?,
+        residual: numbers("residual", raw_residual, (0.0, MAX_CORRECTION_RESIDUAL))?,
         bands,
     })
 }

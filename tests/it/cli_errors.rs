@@ -897,3 +897,50 @@ fn flags_that_cannot_run_as_given_are_usage_errors() {
         misused_with(&[&plan[..], extra].concat(), &[needle]);
     }
 }
+
+#[test]
+fn correction_factors_are_bounded_where_read_and_where_fitted() {
+    // Issue #45: 1e-300 gave a 1 GiB all-reduce in 4e-297 µs, 1e300 a time past 53 days.
+    let text = std::fs::read_to_string("calibration/profiles/dgx-h100.toml").unwrap();
+    for bad in ["1e-300", "1e300", "0.05", "11.0"] {
+        let p = tmp(
+            "bad-factor.toml",
+            &text.replacen("factor = [1.0, 1.0]", &format!("factor = [{bad}, 1.0]"), 1),
+        );
+        fails_with(
+            &["simulate", "scenarios/quickstart.toml", "--profile", p.to_str().unwrap()],
+            &["bad-factor.toml:138:", "correction.factor[0]: must be between 0.1 and 10"],
+        );
+    }
+    // A log whose times are flat (50 µs at every size, 8 B to 8 GiB): calibrate refuses the
+    // band that asks for a factor of about 0.05 and names the log (it wrote factors of 0.009).
+    let mut log = String::from(
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 1073741824 step: 2(factor)\n# Using devices\n",
+    );
+    log.push_str("#  Rank  0 Group  0 Pid 1 on host device  0 [0x00] NVIDIA H100 80GB HBM3\n");
+    log.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+    let mut size = 8u64;
+    while size <= 8 << 30 {
+        log.push_str(&format!(
+            "{size:>12} {:>12} float sum -1 50.00 0.00 0.00 0 50.00 0.00 0.00 0\n",
+            size / 4
+        ));
+        size *= 2;
+    }
+    let flat = tmp("flat.log", &log);
+    let out = collsim(&[
+        "calibrate",
+        "--from-log",
+        &format!("{}@all_reduce", flat.display()),
+        "--topology",
+        "dgx-h100",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("outside the 0.1-10 a size-band correction may take")
+            && last.contains("flat.log@all_reduce"),
+        "{err}"
+    );
+}
