@@ -1976,7 +1976,7 @@ fn validate_manifest(
         }
     }
     if let Some(o) = &common.output {
-        refuse_overwrite(o, &inputs)?;
+        refuse_overwrite("-o", o, &inputs)?;
     }
     let m = mode(common.mode);
     let validations = {
@@ -2069,19 +2069,10 @@ fn topo(command: TopoCommand) -> Result<()> {
     Ok(())
 }
 
-/// An error if `out` is one of `inputs` (or the two of them would be one file).
-fn refuse_overwrite(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    let canon = |p: &Path| std::fs::canonicalize(p).ok();
-    if let Some(o) = canon(out)
-        && let Some(i) = inputs.iter().find(|i| canon(i).as_ref() == Some(&o))
-    {
-        bail_usage!(
-            "{}: is an input of this run ({}); write somewhere else",
-            out.display(),
-            i.display()
-        );
-    }
-    Ok(())
+/// A usage error if the output `flag` names, `out`, would replace one of `inputs` (as the run's
+/// end would refuse it, but before the work).
+fn refuse_overwrite(flag: &str, out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    report::output::check_paths(inputs, &[(flag, out)]).map_err(usage)
 }
 
 /// Ranks a plan's outcomes and writes the report; fails (exit 1) when no candidate meets the
@@ -2120,8 +2111,10 @@ fn plan(args: PlanArgs) -> Result<()> {
             let text = config::load_text(p)?;
             files.push((name.clone(), shard::read(&name, &text).map_err(|e| anyhow!(e))?));
         }
-        for o in output.iter().chain(&out.plot) {
-            refuse_overwrite(o, &results)?;
+        for (flag, o) in [("-o", &output), ("--plot", &out.plot)] {
+            if let Some(o) = o {
+                refuse_overwrite(flag, o, &results)?;
+            }
         }
         let (summary, outcomes) = shard::merge(&files).map_err(|e| anyhow!(e))?;
         return plan_report(&summary, outcomes, &out, output.as_deref());
@@ -2136,8 +2129,12 @@ fn plan(args: PlanArgs) -> Result<()> {
         config::TopologySource::Preset(_) => None,
     }));
     inputs.extend(plan.scenario.clone());
-    for o in args.output.iter().filter(|_| args.shard.is_none()).chain(&args.out.plot) {
-        refuse_overwrite(o, &inputs)?;
+    let outs = [
+        ("-o", args.output.as_ref().filter(|_| args.shard.is_none())),
+        ("--plot", args.out.plot.as_ref()),
+    ];
+    for (flag, o) in outs.into_iter().filter_map(|(f, o)| Some((f, o?))) {
+        refuse_overwrite(flag, o, &inputs)?;
         // Fail now, not after the evaluation, where the output cannot be written.
         let dir = o.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
@@ -2184,7 +2181,7 @@ fn plan(args: PlanArgs) -> Result<()> {
     if out_path.exists() && !out_path.is_file() {
         bail!("{out_name}: not a regular file; give a results file path");
     }
-    refuse_overwrite(&out_path, &inputs)?;
+    refuse_overwrite("-o", &out_path, &inputs)?;
     let existing = if out_path.exists() {
         Some(config::load_text(&out_path)?).filter(|t| !t.is_empty())
     } else {

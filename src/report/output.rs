@@ -89,7 +89,7 @@ fn naming(path: &Path, what: &str, e: io::Error) -> io::Error {
 #[derive(Debug)]
 pub struct Staged {
     ready: Ready,
-    file: Option<BufWriter<File>>,
+    file: BufWriter<File>,
 }
 
 impl Staged {
@@ -102,7 +102,7 @@ impl Staged {
         };
         let file = File::create(&tmp).map_err(|e| naming(path, "create", e))?;
         let ready = Ready { path: path.to_path_buf(), target, tmp, pending: true };
-        Ok(Staged { ready, file: Some(BufWriter::new(file)) })
+        Ok(Staged { ready, file: BufWriter::new(file) })
     }
 
     /// The path as given.
@@ -111,21 +111,12 @@ impl Staged {
     }
 
     /// Flushes the temporary to disk: the file is complete, waiting for [`Outputs::commit`].
-    pub fn finish(mut self) -> io::Result<Ready> {
-        let path = self.ready.path.clone();
-        let file = self.file.take().expect("a staged file is finished once");
-        let file = file.into_inner().map_err(|e| naming(&path, "write", e.into_error()))?;
-        file.sync_all().map_err(|e| naming(&path, "write", e))?;
-        drop(file);
-        // The temporary passes to the one returned.
-        self.ready.pending = false;
-        let r = &self.ready;
-        Ok(Ready {
-            path: r.path.clone(),
-            target: r.target.clone(),
-            tmp: r.tmp.clone(),
-            pending: true,
-        })
+    pub fn finish(self) -> io::Result<Ready> {
+        let Staged { ready, file } = self;
+        // On a failure `ready` drops here and removes the temporary.
+        let file = file.into_inner().map_err(|e| naming(&ready.path, "write", e.into_error()))?;
+        file.sync_all().map_err(|e| naming(&ready.path, "write", e))?;
+        Ok(ready)
     }
 
     /// Writes all of `bytes` to `path` as one staged file.
@@ -138,13 +129,11 @@ impl Staged {
 
 impl Write for Staged {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let f = self.file.as_mut().expect("a finished file is not written");
-        f.write(buf).map_err(|e| naming(&self.ready.path, "write", e))
+        self.file.write(buf).map_err(|e| naming(&self.ready.path, "write", e))
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        let f = self.file.as_mut().expect("a finished file is not written");
-        f.flush().map_err(|e| naming(&self.ready.path, "write", e))
+        self.file.flush().map_err(|e| naming(&self.ready.path, "write", e))
     }
 }
 
@@ -231,29 +220,9 @@ impl Outputs {
     /// nothing is written.
     pub fn commit(&mut self, read: &[(PathBuf, FileId)]) -> Result<(), CommitError> {
         let ready = std::mem::take(&mut self.ready);
-        let mut replaced: Vec<(&Path, &str, Option<FileId>)> = Vec::new();
-        for (flag, r) in &ready {
-            let Target::Replace(real) = &r.target else { continue };
-            let id = regular(real);
-            if let Some(id) = id
-                && let Some((name, _)) = read.iter().find(|(_, i)| *i == id)
-            {
-                return Err(CommitError::Clash(format!(
-                    "{flag} {}: is an input of this run ({}); write somewhere else",
-                    r.path.display(),
-                    name.display()
-                )));
-            }
-            if let Some((_, other, _)) =
-                replaced.iter().find(|(p, _, i)| *p == real.as_path() || (id.is_some() && *i == id))
-            {
-                return Err(CommitError::Clash(format!(
-                    "{flag} {}: {other} writes the same file; give each output its own path",
-                    r.path.display()
-                )));
-            }
-            replaced.push((real, flag, id));
-        }
+        let outs: Vec<(&str, &Path, &Target)> =
+            ready.iter().map(|(flag, r)| (flag.as_str(), r.path.as_path(), &r.target)).collect();
+        clash(&outs, read).map_err(CommitError::Clash)?;
         for (_, r) in ready {
             r.commit()?;
         }
@@ -261,35 +230,45 @@ impl Outputs {
     }
 }
 
-/// Refuses, before a run starts, outputs that would replace one of `inputs` or each other
-/// (`outputs`: each with the flag that names it), as [`Outputs::commit`] will at its end.
-pub fn check_paths(inputs: &[PathBuf], outputs: &[(&str, &Path)]) -> Result<(), String> {
-    let ins: Vec<(PathBuf, FileId)> =
-        inputs.iter().filter_map(|i| Some((i.clone(), regular(i)?))).collect();
-    let mut seen: Vec<(PathBuf, Option<FileId>, &str)> = Vec::new();
-    for &(flag, out) in outputs {
-        let Ok(Target::Replace(real)) = target(out) else { continue };
-        let id = regular(&real);
+/// The first output (flag, path as given, where it lands) that would replace one of `read` or
+/// land where an earlier one does, as an error naming both. Only regular files are compared:
+/// a device or `/dev/stdout` may take several outputs.
+fn clash(outs: &[(&str, &Path, &Target)], read: &[(PathBuf, FileId)]) -> Result<(), String> {
+    let mut seen: Vec<(&Path, Option<FileId>, &str)> = Vec::new();
+    for &(flag, given, target) in outs {
+        let Target::Replace(real) = target else { continue };
+        let id = regular(real);
         if let Some(id) = id
-            && let Some((i, _)) = ins.iter().find(|(_, x)| *x == id)
+            && let Some((name, _)) = read.iter().find(|(_, i)| *i == id)
         {
             return Err(format!(
                 "{flag} {}: is an input of this run ({}); write somewhere else",
-                out.display(),
-                i.display()
+                given.display(),
+                name.display()
             ));
         }
         if let Some((_, _, other)) =
-            seen.iter().find(|(p, i, _)| *p == real || (id.is_some() && *i == id))
+            seen.iter().find(|(p, i, _)| *p == real.as_path() || (id.is_some() && *i == id))
         {
             return Err(format!(
                 "{flag} {}: {other} writes the same file; give each output its own path",
-                out.display()
+                given.display()
             ));
         }
         seen.push((real, id, flag));
     }
     Ok(())
+}
+
+/// Refuses, before a run starts, outputs that would replace one of `inputs` or each other
+/// (`outputs`: each with the flag that names it), as [`Outputs::commit`] will at its end.
+pub fn check_paths(inputs: &[PathBuf], outputs: &[(&str, &Path)]) -> Result<(), String> {
+    let read: Vec<(PathBuf, FileId)> =
+        inputs.iter().filter_map(|i| Some((i.clone(), regular(i)?))).collect();
+    let targets: Vec<(&str, &Path, Target)> =
+        outputs.iter().filter_map(|&(flag, out)| Some((flag, out, target(out).ok()?))).collect();
+    let outs: Vec<(&str, &Path, &Target)> = targets.iter().map(|(f, p, t)| (*f, *p, t)).collect();
+    clash(&outs, &read)
 }
 
 /// Standard output for a report. A reader that went away (`| head`) ends the report quietly:

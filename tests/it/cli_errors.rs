@@ -476,15 +476,7 @@ fn outputs_never_replace_inputs_or_each_other() {
 fn a_reader_that_stops_early_is_not_an_error() {
     // The reading end closes before collsim writes a byte (as `| head -1` does once it has its
     // line): the write fails with a broken pipe, which ends the run quietly with exit 0.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_collsim"))
-        .args(["simulate", "scenarios/quickstart.toml"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = crate::collsim_stdout_closed(&["simulate", "scenarios/quickstart.toml"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {err}");
     assert!(err.is_empty(), "stderr: {err}");

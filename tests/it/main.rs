@@ -31,6 +31,20 @@ pub fn collsim(args: &[&str]) -> Output {
         .expect("the collsim binary runs")
 }
 
+/// Runs `collsim` with its stdout closed before it writes a byte, as `| head -1` closes it
+/// once it has its line.
+pub fn collsim_stdout_closed(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_collsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the collsim binary runs");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("collsim ends")
+}
+
 /// Runs `collsim` and returns its stdout, asserting success.
 pub fn collsim_ok(args: &[&str]) -> String {
     let out = collsim(args);

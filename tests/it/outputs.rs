@@ -4,7 +4,7 @@
 //! are written when stdout closes early.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use proptest::prelude::*;
 
@@ -127,16 +127,14 @@ fn a_run_that_fails_changes_none_of_its_outputs() {
 fn side_outputs_are_written_when_stdout_closes_early() {
     let d = folder("closed");
     let (plot, trace) = (d.join("step.svg"), d.join("trace.json"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_collsim"))
-        .args(["simulate", "scenarios/ddp-custom-layers.toml", "--plot", s(&plot)])
-        .args(["--trace", s(&trace)])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = crate::collsim_stdout_closed(&[
+        "simulate",
+        "scenarios/ddp-custom-layers.toml",
+        "--plot",
+        s(&plot),
+        "--trace",
+        s(&trace),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {err}");
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
