@@ -80,9 +80,49 @@ pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary)
     Ok((cluster, comm, summary))
 }
 
+/// `nodes` of `gpus_per_node` GPUs within [`config::MAX_RANKS`].
+pub fn check_ranks(nodes: usize, gpus_per_node: usize) -> Result<(), String> {
+    let ranks = nodes.saturating_mul(gpus_per_node);
+    if ranks > config::MAX_RANKS {
+        return Err(format!(
+            "{nodes} nodes of {gpus_per_node} GPUs are {ranks} ranks, more than the {} collsim simulates",
+            config::MAX_RANKS
+        ));
+    }
+    Ok(())
+}
+
+/// Where a calibrated `profile` was fitted on another setup than the run of `s`: which of
+/// topology, GPU model and NCCL release (by the cost-model tables it maps to) differ, as one
+/// warning. `None` where they agree or the profile records none.
+pub fn profile_mismatch(profile: &TimingParams, s: &Scenario) -> Option<String> {
+    let on = profile.fitted_on.as_ref()?;
+    let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str()))).ok()?;
+    let run_tables = env.version.tables();
+    let fit_tables = comm::tuning::NcclVersion::parse(&on.nccl).map(|v| v.tables());
+    let mut differ = Vec::new();
+    if on.topology != s.node.name {
+        differ.push(format!("topology {} (this run: {})", on.topology, s.node.name));
+    }
+    if on.gpu != s.node.gpu.model.name {
+        differ.push(format!("GPU {} (this run: {})", on.gpu, s.node.gpu.model.name));
+    }
+    if fit_tables.is_some_and(|t| t != run_tables) {
+        differ.push(format!("NCCL {} (this run's tables: {run_tables})", on.nccl));
+    }
+    (!differ.is_empty()).then(|| {
+        format!(
+            "profile {:?} was fitted on {}; its fitted values may not hold here",
+            profile.name,
+            differ.join(", ")
+        )
+    })
+}
+
 /// Every node of the scenario's cluster with `gpus_per_node` GPUs used on each, on its
 /// network and placement.
 fn machine(scenario: &Scenario, env: &NcclEnv, gpus_per_node: usize) -> Result<Cluster, Error> {
+    check_ranks(scenario.nodes, gpus_per_node).map_err(Error::Placement)?;
     hw::fabric::check(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
     let placement =
         scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;

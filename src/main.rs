@@ -288,7 +288,8 @@ struct CalibrateArgs {
 /// `collsim validate`.
 #[derive(clap::Args)]
 struct ValidateArgs {
-    /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too).
+    /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too); LOG@COLLECTIVE
+    /// picks that test of a file holding several.
     #[arg(long, required_unless_present = "manifest", conflicts_with = "manifest")]
     log: Option<PathBuf>,
     /// Every curve a manifest CSV lists (calibration/data/manifest.csv), each on the setup its
@@ -414,6 +415,15 @@ fn profile_source(path: Option<&Path>) -> Result<(String, String)> {
     })
 }
 
+/// [`load_profile`] for a run of `s`, warning where the profile was fitted on another setup.
+fn load_profile_for(path: Option<&Path>, s: &Scenario) -> Result<TimingParams> {
+    let p = load_profile(path)?;
+    if let Some(w) = collsim::profile_mismatch(&p, s) {
+        say(format!("warning: {w}"));
+    }
+    Ok(p)
+}
+
 fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
     let (name, text) = profile_source(path)?;
     Ok(config::parse_profile(&name, &text)?)
@@ -453,11 +463,17 @@ enum Out {
 }
 
 impl Write for Out {
+    /// Control characters a name brought in (an escape sequence in a job or topology name, a
+    /// carriage return in a price source) are written escaped, as `\u{1b}`: a report never
+    /// drives the terminal it is read on. Reports hold no control characters of their own but
+    /// newlines and tabs.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let escaped = report::output::escape_controls(buf);
         match self {
-            Out::Stdout(w) => w.write(buf),
-            Out::File(w) => w.write(buf),
+            Out::Stdout(w) => w.write_all(&escaped)?,
+            Out::File(w) => w.write_all(&escaped)?,
         }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -496,8 +512,9 @@ fn check_nodes(n: usize) -> Result<()> {
     }
     if n > config::MAX_NODES {
         bail_usage!(
-            "--nodes {n}: at most {} (the simulated network of a larger cluster does not fit in memory)",
-            config::MAX_NODES
+            "--nodes {n}: at most {} (and at most {} GPUs in all: a larger cluster's simulation does not keep to 10 s and 2 GB)",
+            config::MAX_NODES,
+            config::MAX_RANKS
         );
     }
     Ok(())
@@ -573,6 +590,10 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         }
         Some(g) => s.gpus_per_node = g,
         None => {}
+    }
+    if c.nodes.is_some() || c.gpus_per_node.is_some() {
+        collsim::check_ranks(s.nodes, s.gpus_per_node)
+            .map_err(|e| usage(format!("--nodes {}: {e}", s.nodes)))?;
     }
     if let Some(g) = c.gpus_per_process {
         if g == 0 || s.gpus_per_node % g != 0 {
@@ -668,6 +689,14 @@ fn one_line(msg: &str) -> String {
             },
         )
         .collect()
+}
+
+/// `eprintln!` with control characters escaped ([`one_line`]): a warning quotes names from the
+/// user's files.
+macro_rules! eprint_line {
+    ($($arg:tt)*) => {
+        eprintln!("{}", one_line(&format!($($arg)*)))
+    };
 }
 
 /// Prints `msg` on stderr as one line of collsim's ([`one_line`]).
@@ -781,7 +810,7 @@ fn log_scenario(
     // Notes say which default came from the log; warnings (flags that disagree) always print.
     let note = |m: String| {
         if notes {
-            eprintln!("{m}");
+            eprint_line!("{m}");
         }
     };
     let mut own = s.clone();
@@ -791,9 +820,10 @@ fn log_scenario(
         let flags = layout_from_flags && (common.nodes.is_some() || common.gpus_per_node.is_some());
         if ranks != s.nodes * s.gpus_per_node || hosts != s.nodes {
             if flags {
-                eprintln!(
+                eprint_line!(
                     "collsim: warning: {name} lists {ranks} ranks on {hosts} host(s); using {} nodes x {} GPUs as the flags say",
-                    s.nodes, s.gpus_per_node
+                    s.nodes,
+                    s.gpus_per_node
                 );
             } else {
                 let gpn = ranks / hosts;
@@ -826,7 +856,7 @@ fn log_scenario(
                         ));
                         own.node.gpu.model = m;
                     }
-                    _ => eprintln!(
+                    _ => eprint_line!(
                         "collsim: warning: {name}: the log's GPUs are {gpu}, the topology's {}",
                         own.node.gpu.model.name
                     ),
@@ -838,7 +868,7 @@ fn log_scenario(
     // Process layout: nccl-tests' nGpus.
     if let Some(g) = setup.gpus_per_process {
         match common.gpus_per_process {
-            Some(f) if f != g => eprintln!(
+            Some(f) if f != g => eprint_line!(
                 "collsim: warning: {name} ran {g} GPU(s) per process; using {f} as --gpus-per-process says"
             ),
             Some(_) => {}
@@ -850,7 +880,7 @@ fn log_scenario(
                 }
                 own.gpus_per_process = g;
             }
-            None => eprintln!(
+            None => eprint_line!(
                 "collsim: warning: {name} ran {g} GPUs per process, which does not divide {} GPUs per node; using 1",
                 own.gpus_per_node
             ),
@@ -862,7 +892,7 @@ fn log_scenario(
         match collsim::comm::tuning::NcclVersion::parse(v) {
             _ if flag => {}
             Some(_) => own.nccl.push(("version".into(), v.clone())),
-            None => eprintln!(
+            None => eprint_line!(
                 "collsim: {name}: NCCL {v}: no cost-model tables for it; using NCCL 2.30's"
             ),
         }
@@ -902,7 +932,7 @@ fn log_topology(name: &str, test: &nccl_log::LogTest, what: &str) -> Result<Stri
     let (_, preset) = collsim::hw::gpus::from_reported_name(gpu).ok_or_else(|| {
         anyhow!("{what} needs --topology: {name}'s GPUs are {gpu}, which no preset has (a preset name or a topology TOML)")
     })?;
-    eprintln!(
+    eprint_line!(
         "collsim: {name}: topology {preset}, the preset for its {gpu} GPUs (give --topology to override)"
     );
     Ok(preset.to_string())
@@ -950,6 +980,9 @@ fn calibrate_logs(
     .map_err(|e| anyhow!(e));
     fitting.finish_and_clear();
     let c = c?;
+    for w in &c.warnings {
+        say(format!("warning: {w}"));
+    }
     let report = report::calibration::text(&c);
     match common.output.as_deref() {
         Some(p) => {
@@ -1037,7 +1070,8 @@ fn simulate_sweep(
     let path = scenario.ok_or_else(|| usage("--sweep needs a scenario file"))?;
     let name = path.display().to_string();
     let text = config::load_text(path)?;
-    if !config::parse_scenario(&name, &text)?.jobs.is_empty() {
+    let base = config::parse_scenario(&name, &text)?;
+    if !base.jobs.is_empty() {
         bail_usage!("--sweep runs one job at a time; {name} has [[job]] tables");
     }
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
@@ -1113,6 +1147,9 @@ fn simulate_sweep(
     }
     let (profile_name, profile_text) = profile_source(common.profile.as_deref())?;
     let profile = config::parse_profile(&profile_name, &profile_text)?;
+    if let Some(w) = collsim::profile_mismatch(&profile, &apply_common(Some(base), common)?) {
+        say(format!("warning: {w}"));
+    }
     let m = mode(common.mode);
     let progress = Progress::new(points.len() as u64, "points");
     let results: Vec<Result<PointRun>> = points
@@ -1520,7 +1557,7 @@ fn simulate(
             collsim::workload::calls::read_step(&p.display().to_string(), &config::load_bytes(p)?)
                 .map_err(|e| anyhow!("--workload-trace {e}"))?;
         for n in &step.notes {
-            eprintln!("warning: --workload-trace {n}");
+            eprint_line!("warning: --workload-trace {n}");
         }
         let f = step.file;
         collsim::workload::calls::check(&f.calls)
@@ -1531,7 +1568,7 @@ fn simulate(
             } else {
                 ""
             };
-            eprintln!(
+            eprint_line!(
                 "warning: --workload-trace {}: no collectives in the trace{why}: the replay is its compute alone",
                 p.display()
             );
@@ -1555,7 +1592,7 @@ fn simulate(
                 f.0
             );
         }
-        let profile = load_profile(common.profile.as_deref())?;
+        let profile = load_profile_for(common.profile.as_deref(), &s)?;
         let m = mode(common.mode);
         let progress = Progress::new(collsim::job_calls(&s), "jobs");
         let runs = collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick())?;
@@ -1575,7 +1612,7 @@ fn simulate(
         if let Some(f) = sweep_flags.iter().find(|f| f.1) {
             bail_usage!("{}: the scenario's workload is a training step, not a sweep", f.0);
         }
-        let profile = load_profile(common.profile.as_deref())?;
+        let profile = load_profile_for(common.profile.as_deref(), &s)?;
         // What cannot be exported is refused before anything is printed.
         let exported = match &export_calls {
             Some(_) => Some(collsim::export_calls(&s, &profile, mode(common.mode))?),
@@ -1616,7 +1653,7 @@ fn simulate(
         bail_usage!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
     }
     let sweep = apply_sweep_flags(&mut s, &flags)?;
-    let profile = load_profile(common.profile.as_deref())?;
+    let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let m = mode(common.mode);
     let progress = Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
     let (rows, communicator) = collsim::simulate_with(&s, &profile, m, &|| progress.tick())?;
@@ -1721,7 +1758,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
         dtype: dt,
         op: ReduceOp::Sum,
     };
-    let profile = load_profile(common.profile.as_deref())?;
+    let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let (cluster, comm, _) = collsim::build(&s)?;
     collsim::workload::sweep::check_supported(spec.collective, &comm)?;
     let elt = dt.size();
@@ -1765,10 +1802,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
     let mut out = open_output(common.output.as_deref())?;
     match format {
         ValFmt::Table => e.write_text(&mut out)?,
-        ValFmt::Json => {
-            serde_json::to_writer_pretty(&mut out, &e)?;
-            writeln!(out)?;
-        }
+        ValFmt::Json => report::write_json(&e, &mut out)?,
     }
     out.finish()?;
     Ok(())
@@ -1789,18 +1823,17 @@ fn calibrate(
     // Without --check-log the split is made once the logs are read (None).
     let auto = check_log.is_empty() && from_log.len() >= 2;
     let mut common = common;
+    // LOG@collective picks that test of a file holding several.
+    let pick = |p: PathBuf, is_fit: Option<bool>| {
+        let (file, c) = log_and_collective(p);
+        (file, c.or_else(|| collective.clone()), is_fit)
+    };
     if common.topology.is_none() {
-        let first = &from_log[0];
-        let (test, _) = read_log(first, collective.as_deref(), None)?;
+        let (first, c, _) = pick(from_log[0].clone(), None);
+        let (test, _) = read_log(&first, c.as_deref(), None)?;
         common.topology = Some(log_topology(&first.display().to_string(), &test, "calibrate")?);
     }
     let s = apply_common(None, &common)?;
-    // LOG@collective picks that test of a file holding several.
-    let pick = |p: PathBuf, is_fit: Option<bool>| match p.to_str().and_then(|t| t.rsplit_once('@'))
-    {
-        Some((file, c)) if !p.exists() => (PathBuf::from(file), Some(c.to_string()), is_fit),
-        _ => (p, collective.clone(), is_fit),
-    };
     let logs: Vec<(PathBuf, Option<String>, Option<bool>)> = from_log
         .into_iter()
         .map(|p| pick(p, if auto { None } else { Some(true) }))
@@ -1808,6 +1841,17 @@ fn calibrate(
         .collect();
     calibrate_logs(&s, &common, &logs, fit.as_deref(), !no_correction)?;
     Ok(())
+}
+
+/// A log path written `LOG@collective` (that test of a file holding several): the file and the
+/// collective. A path that exists as written is a file, `@` and all.
+fn log_and_collective(p: PathBuf) -> (PathBuf, Option<String>) {
+    match p.to_str().and_then(|t| t.rsplit_once('@')) {
+        Some((file, c)) if !p.exists() && !c.contains('/') => {
+            (PathBuf::from(file), Some(c.to_string()))
+        }
+        _ => (p, None),
+    }
 }
 
 /// `collsim validate`.
@@ -1818,6 +1862,13 @@ fn validate(
         (_, Some(m)) => return validate_manifest(&m, &common, no_held_out, format),
         (Some(l), None) => l,
         (None, None) => bail_usage!("validate needs --log LOG or --manifest CSV"),
+    };
+    let (log, at) = log_and_collective(log);
+    let collective = match (at, collective) {
+        (Some(a), Some(c)) if a != c => {
+            bail_usage!("--log {}@{a} and --collective {c}: two tests named", log.display())
+        }
+        (a, c) => a.or(c),
     };
     let log_name = log.display().to_string();
     // What the log says (its GPU's preset, layout, process layout, NCCL release and
@@ -1837,7 +1888,7 @@ fn validate(
         }
     };
     let s = log_scenario(&s, &common, &log_name, test, true, true)?;
-    let profile = load_profile(common.profile.as_deref())?;
+    let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let (cluster, comm, _) = collsim::build(&s)?;
     let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
         .map_err(|e| anyhow!("{log_name}: {e}"))?;
@@ -2014,10 +2065,7 @@ fn validate_manifest(
     let mut out = open_output(common.output.as_deref())?;
     match format {
         ValFmt::Table => out.write_all(report::accuracy::text(&r).as_bytes())?,
-        ValFmt::Json => {
-            serde_json::to_writer_pretty(&mut out, &r)?;
-            writeln!(out)?;
-        }
+        ValFmt::Json => report::write_json(&r, &mut out)?,
     }
     out.finish()?;
     Ok(())
@@ -2029,6 +2077,8 @@ fn topo(command: TopoCommand) -> Result<()> {
         TopoCommand::Show { topology, nodes, format, output } => {
             check_nodes(nodes)?;
             let (_, spec) = config::resolve_topology(&topology, None)?;
+            collsim::check_ranks(nodes, spec.gpu.count)
+                .map_err(|e| usage(format!("--nodes {nodes}: {e}")))?;
             // A `links` network that leaves nodes unconnected has no bisection to report:
             // refuse it as simulate does.
             collsim::hw::fabric::check(&spec, nodes)
@@ -2038,10 +2088,7 @@ fn topo(command: TopoCommand) -> Result<()> {
             let mut out = open_output(output.as_deref())?;
             match format {
                 ValFmt::Table => view.write_text(&mut out)?,
-                ValFmt::Json => {
-                    serde_json::to_writer_pretty(&mut out, &view)?;
-                    writeln!(out)?;
-                }
+                ValFmt::Json => report::write_json(&view, &mut out)?,
             }
             out.finish()?;
         }
@@ -2059,8 +2106,20 @@ fn topo(command: TopoCommand) -> Result<()> {
                     bail_usage!("topo import needs --nccl-xml FILE or --nvidia-smi FILE")
                 }
             };
-            // What is written must read back.
-            config::parse_topology("imported topology", &toml)?;
+            // What is written must read back; where it does not, the cause is in the user's
+            // file (a value no topology takes), so the error names it, with the generated line.
+            let source = nccl_xml.as_ref().or(nvidia_smi.as_ref()).map(|p| p.display().to_string());
+            let source = source.unwrap_or_default();
+            config::parse_topology("imported topology", &toml).map_err(|e| match e {
+                config::ConfigError::At { line, msg, .. } => anyhow!(
+                    "{source}: what it describes is no topology collsim can load: {msg} (in the imported TOML's line {line}: {:?})",
+                    toml.lines().nth(line.saturating_sub(1)).unwrap_or_default().trim()
+                ),
+                config::ConfigError::File { msg, .. } => {
+                    anyhow!("{source}: what it describes is no topology collsim can load: {msg}")
+                }
+                other => anyhow!(other),
+            })?;
             let mut out = open_output(output.as_deref())?;
             out.write_all(toml.as_bytes())?;
             out.finish()?;
@@ -2235,23 +2294,38 @@ fn plan(args: PlanArgs) -> Result<()> {
     let mine: Vec<_> =
         cands.into_iter().filter(|c| shard.owns(c.index) && !done.contains(&c.index)).collect();
     let progress = Progress::new(mine.len() as u64, "candidates");
-    let sink = std::sync::Mutex::new((file, None::<std::io::Error>));
+    // Lines go out in candidate order, whatever order the threads finish in: an outcome that
+    // finishes early waits in `held` for those before it (so the same shard writes the same
+    // bytes every run; a killed shard loses at most the held ones, which --resume runs again).
+    struct Sink {
+        file: std::fs::File,
+        failed: Option<std::io::Error>,
+        next: usize,
+        held: std::collections::BTreeMap<usize, String>,
+    }
+    let order: Vec<usize> = mine.iter().map(|c| c.index).collect();
+    let sink =
+        std::sync::Mutex::new(Sink { file, failed: None, next: 0, held: Default::default() });
     collsim::plan::evaluate_all(&plan, &mine, &profile, m, &|o| {
         progress.tick();
-        let line = shard::outcome_line(o);
+        let line = shard::outcome_line(&summary, o);
         let mut g = sink.lock().unwrap_or_else(|e| e.into_inner());
-        if g.1.is_none()
-            && let Err(e) = g.0.write_all(line.as_bytes()).and_then(|()| g.0.flush())
-        {
-            g.1 = Some(e);
+        g.held.insert(o.index, line);
+        while let Some(line) = order.get(g.next).and_then(|i| g.held.remove(i)) {
+            g.next += 1;
+            if g.failed.is_none()
+                && let Err(e) = g.file.write_all(line.as_bytes()).and_then(|()| g.file.flush())
+            {
+                g.failed = Some(e);
+            }
         }
     });
     drop(progress);
-    let (_, failed) = sink.into_inner().unwrap_or_else(|e| e.into_inner());
+    let failed = sink.into_inner().unwrap_or_else(|e| e.into_inner()).failed;
     if let Some(e) = failed {
         bail!("{out_name}: cannot write: {e}");
     }
-    eprintln!(
+    eprint_line!(
         "collsim: shard {}/{}: {} candidates evaluated, {} already in {out_name}",
         shard.k + 1,
         shard.n,

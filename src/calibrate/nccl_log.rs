@@ -160,22 +160,25 @@ fn strip_tags(line: &str) -> String {
 }
 
 /// A line is a result row when it has at least 12 fields and its first two are integers; such a
-/// row whose numbers do not read is an error (the reason), not a line to skip.
-fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
+/// row whose numbers do not read is an error (the reason), not a line to skip. Inside a table
+/// (`in_table`: rows came before it), a line that starts with a size but stops short is a row cut
+/// off, also an error.
+fn parse_row(line: &str, in_table: bool) -> Result<Option<LogRow>, String> {
     let t: Vec<&str> = line.split_whitespace().collect();
+    let cut = |t: &[&str]| format!("cut off: {} fields where a result row has 12 or more", t.len());
     let (Some(Ok(size)), Some(Ok(count))) =
         (t.first().map(|v| v.parse::<u64>()), t.get(1).map(|v| v.parse::<u64>()))
     else {
+        if in_table && t.first().is_some_and(|v| v.parse::<u64>().is_ok()) {
+            return Err(cut(&t));
+        }
         return Ok(None);
     };
-    let max = crate::workload::sweep::MAX_CALL_BYTES;
-    if size > max.get() {
-        return Err(format!("size {size} is larger than {max}, more than any GPU holds"));
-    }
     if t.len() < 12 {
-        // Size, count and a data type: a row cut off, not a line of something else.
-        if t.get(2).is_some_and(|d| DataType::parse(d).is_some()) {
-            return Err(format!("cut off: {} fields where a result row has 12 or more", t.len()));
+        // Size, count and a data type, or a size and count among rows: a row cut off, not a
+        // line of something else.
+        if in_table || t.get(2).is_some_and(|d| DataType::parse(d).is_some()) {
+            return Err(cut(&t));
         }
         return Ok(None);
     }
@@ -188,6 +191,7 @@ fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
         Some(v) => v.parse::<f64>().map_err(|_| format!("{what} {v:?} is not a number")),
         None => Err(format!("no {what} column")),
     };
+    // A time's error quotes it as written.
     let time = |i: usize, what: &str| {
         let v = f(i, what)?;
         if v.is_finite() && v > 0.0 {
@@ -196,7 +200,7 @@ fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
             Err(format!("{what} {} is not a positive number of microseconds", t[i]))
         }
     };
-    Ok(Some(LogRow {
+    let row = LogRow {
         size_bytes: size,
         count,
         dtype: t[2].to_string(),
@@ -205,7 +209,35 @@ fn parse_row(line: &str) -> Result<Option<LogRow>, String> {
         oop_busbw: f(base + 2, "out-of-place busbw")?,
         ip_time_us: time(base + half, "in-place time")?,
         ip_busbw: f(base + half + 2, "in-place busbw")?,
-    }))
+    };
+    check_row(&row)?;
+    Ok(Some(row))
+}
+
+/// The checks every row passes, whichever reader read it (text or `-J` JSON): its size fits a
+/// GPU, its times are positive microseconds and its bus bandwidths finite and not negative.
+fn check_row(row: &LogRow) -> Result<(), String> {
+    if row.size_bytes == 0 {
+        return Ok(()); // dropped by both readers: nothing moved, nothing timed
+    }
+    let max = crate::workload::sweep::MAX_CALL_BYTES;
+    if row.size_bytes > max.get() {
+        return Err(format!(
+            "size {} is larger than {max}, more than any GPU holds",
+            row.size_bytes
+        ));
+    }
+    for (what, v) in [("out-of-place time", row.oop_time_us), ("in-place time", row.ip_time_us)] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("{what} {v} is not a positive number of microseconds"));
+        }
+    }
+    for (what, v) in [("out-of-place busbw", row.oop_busbw), ("in-place busbw", row.ip_busbw)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("{what} {v} is not a bandwidth (GB/s, zero or more)"));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `row` belongs after `rows` in one test: sizes grow (a size repeated or smaller is a
@@ -307,7 +339,9 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
         {
             continue;
         }
-        let row = parse_row(trimmed).map_err(|reason| LogError { line: n + 1, reason })?;
+        let in_table = tests.last().is_some_and(|t| !t.rows.is_empty());
+        let row =
+            parse_row(trimmed, in_table).map_err(|reason| LogError { line: n + 1, reason })?;
         if let Some(row) = row {
             if row.size_bytes == 0 {
                 continue;
@@ -432,12 +466,6 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
             .map(|k| r.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string())
             .join("/");
         let size = uint("size")?;
-        let max = crate::workload::sweep::MAX_CALL_BYTES;
-        if size > max.get() {
-            return Err(JsonLogError(format!(
-                "results[{i}].size: {size} is larger than {max}, more than any GPU holds"
-            )));
-        }
         let (oop_time_us, oop_busbw) = timing("out_of_place")?;
         let (ip_time_us, ip_busbw) = timing("in_place")?;
         let row = LogRow {
@@ -450,6 +478,9 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
             ip_time_us,
             ip_busbw,
         };
+        // The text reader's checks, so that a log reads the same in either form.
+        let bad = |reason: String| JsonLogError(format!("results[{i}]: {reason}"));
+        check_row(&row).map_err(bad)?;
         let key = (collective, combo);
         if last_key.as_ref() != Some(&key) {
             tests.push(LogTest {
@@ -460,7 +491,9 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
             last_key = Some(key);
         }
         if size > 0 {
-            tests.last_mut().expect("a test was just pushed").rows.push(row);
+            let test = tests.last_mut().expect("a test was just pushed");
+            fits_test(&test.rows, &row).map_err(bad)?;
+            test.rows.push(row);
         }
     }
     tests.retain(|t| !t.rows.is_empty());
@@ -543,6 +576,49 @@ mod tests {
         assert!(e.starts_with("line 2, column"), "{e}");
         let e = parse_json("{}").unwrap_err().to_string();
         assert!(e.contains("no \"results\" array"), "{e}");
+    }
+
+    #[test]
+    fn both_readers_refuse_the_same_rows() {
+        let text_row = |t: &str| format!("8 2 float sum -1 {t} 0.00 0.00 0 10.0 0.00 0.00 0\n");
+        let json_row = |t: &str| {
+            format!(
+                r#"{{"results": [{{"size": 8, "count": 2, "type": "float", "redop": "sum",
+                "out_of_place": {{"time": {t}, "bus_bw": 0.0}},
+                "in_place": {{"time": 10.0, "bus_bw": 0.0}}}}]}}"#
+            )
+        };
+        for t in ["-5.0", "0"] {
+            let e = parse(&text_row(t)).unwrap_err().to_string();
+            assert!(e.contains("out-of-place time") && e.contains("positive"), "{e}");
+            let e = parse_json(&json_row(t)).unwrap_err().to_string();
+            assert!(e.starts_with("results[0]: out-of-place time"), "{e}");
+        }
+        // Sizes that shrink, and a count that is not the size over the type.
+        let two = |a: &str, b: &str| format!(r#"{{"results": [{a}, {b}]}}"#,);
+        let r = |size: u64, count: u64| {
+            format!(
+                r#"{{"size": {size}, "count": {count}, "type": "float", "redop": "sum",
+                "out_of_place": {{"time": 10.0, "bus_bw": 0.0}},
+                "in_place": {{"time": 10.0, "bus_bw": 0.0}}}}"#
+            )
+        };
+        let e = parse_json(&two(&r(16, 4), &r(8, 2))).unwrap_err().to_string();
+        assert!(e.starts_with("results[1]: size 8 after size 16"), "{e}");
+        let e = parse_json(&two(&r(8, 2), &r(16, 3))).unwrap_err().to_string();
+        assert!(e.contains("does not divide size 16"), "{e}");
+    }
+
+    #[test]
+    fn a_row_cut_off_in_a_table_names_its_line() {
+        let head = "# nThread 1 nGpus 1\n8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n";
+        for cut in ["16 4", "16", "16 4 float sum -1 10.0"] {
+            let e = parse(&format!("{head}{cut}\n")).unwrap_err();
+            assert_eq!(e.line, 3, "{cut}");
+            assert!(e.reason.starts_with("cut off"), "{e}");
+        }
+        // Before any row, a line of numbers is something else.
+        assert!(parse("16 4\n").unwrap().is_empty());
     }
 
     #[test]

@@ -206,6 +206,21 @@ pub struct ParamFit {
     pub iterations: usize,
     /// Huber cost per size before and after.
     pub cost: (f64, f64),
+    /// Fitted parameters that ended at a bound of their range: the data asked for more than
+    /// the model allows.
+    pub at_bound: Vec<AtBound>,
+}
+
+/// A fitted parameter held at a bound of its range.
+#[derive(Debug, Clone)]
+pub struct AtBound {
+    /// The parameter.
+    pub param: Param,
+    /// At its upper bound (else its lower).
+    pub upper: bool,
+    /// Each size's pull on it: the Huber-weighted gradient of the cost, in the order of the
+    /// measured times (positive: the size asks for a lower value).
+    pub pull: Vec<f64>,
 }
 
 /// Why no fit can be made.
@@ -362,7 +377,14 @@ where
     let per_size = |c: f64| c / n.max(1.0);
     if fitted.is_empty() {
         let c = per_size(c0);
-        return Ok(ParamFit { params: base.clone(), fitted, held, iterations: 0, cost: (c, c) });
+        return Ok(ParamFit {
+            params: base.clone(),
+            fitted,
+            held,
+            iterations: 0,
+            cost: (c, c),
+            at_bound: Vec::new(),
+        });
     }
 
     // Levenberg–Marquardt on the Huber-weighted normal equations.
@@ -417,12 +439,26 @@ where
         jac = jacobian(&fitted, &x, &r)?;
     }
     let c = cost(&r);
+    let w: Vec<f64> = r.iter().map(|&v| huber_weight(v)).collect();
+    let at_bound = (0..dim)
+        .filter_map(|i| {
+            let (lo, hi) = bounds[i];
+            let upper = hi > 0.0 && x[i] >= hi - 1e-9;
+            let lower = lo < 0.0 && x[i] <= lo + 1e-9;
+            (upper || lower).then(|| AtBound {
+                param: fitted[i],
+                upper,
+                pull: jac[i].iter().zip(&r).zip(&w).map(|((p, q), w)| p * q * w).collect(),
+            })
+        })
+        .collect();
     Ok(ParamFit {
         params: at(&fitted, &x),
         fitted,
         held,
         iterations,
         cost: (per_size(c0), per_size(c)),
+        at_bound,
     })
 }
 
@@ -440,6 +476,22 @@ mod tests {
         move |p: &TimingParams| {
             sizes.iter().map(|b| p.call_overhead.as_us() + b / (p.bandwidth[2] * 100e3)).collect()
         }
+    }
+
+    #[test]
+    fn a_fit_pushed_to_a_bound_says_so_and_which_sizes_pushed() {
+        // Measured at 3 x the base bandwidth, past the 2 x a profile may give.
+        let sizes: Vec<f64> = (0..30).map(|i| 2f64.powi(i + 3)).collect();
+        let mut truth = base();
+        truth.bandwidth[2] = 3.0 * base().bandwidth[2];
+        let model = toy(&sizes);
+        let measured = model(&truth);
+        let f = fit(&base(), &Param::candidates(Arch::Hopper), false, &measured, &model).unwrap();
+        let b = f.at_bound.iter().find(|b| b.param == Param::Bandwidth(HopClass::Net)).unwrap();
+        assert!(b.upper);
+        assert_eq!(b.pull.len(), sizes.len());
+        assert!(b.pull.iter().sum::<f64>() < 0.0, "the sizes ask for more");
+        assert!((f.params.bandwidth[2] - MAX_BANDWIDTH_FRACTION).abs() < 1e-9);
     }
 
     #[test]

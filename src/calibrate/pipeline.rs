@@ -68,6 +68,9 @@ pub struct Calibration {
     pub factors: bool,
     /// What the band fit noted (merged bands).
     pub notes: Vec<String>,
+    /// Fitted parameters held at a bound of their range, each with the fit logs that pull it
+    /// past the bound: warnings.
+    pub warnings: Vec<String>,
     /// Every log's errors.
     pub logs: Vec<LogErrors>,
     /// The profile written: the base profile's text with the fitted values.
@@ -165,6 +168,35 @@ pub fn calibrate(
         .collect();
     let (correction, notes) = fit::fit(&samples, &fit::DEFAULT_BANDS, factors, fitted_on.clone())
         .map_err(|e| format!("calibrate: cannot fit: {e}"))?;
+    // A parameter the fit pushed to a bound: which logs pull it there (their sizes' summed
+    // pull points past the bound).
+    let warnings: Vec<String> = pf
+        .at_bound
+        .iter()
+        .map(|b| {
+            let mut at = 0;
+            let pulling: Vec<&str> = fit_logs
+                .iter()
+                .filter_map(|l| {
+                    let n = l.test.rows.len();
+                    let pull: f64 = b.pull.get(at..at + n).map_or(0.0, |p| p.iter().sum());
+                    at += n;
+                    let past = if b.upper { pull < 0.0 } else { pull > 0.0 };
+                    past.then_some(l.name.as_str())
+                })
+                .collect();
+            format!(
+                "{} is fitted to the {} bound of its range ({}): {} ask{} for {} than the model allows; check that {} ran on the setup given (topology, nodes, NCCL version)",
+                b.param.name(),
+                if b.upper { "upper" } else { "lower" },
+                b.param.show(&pf.params),
+                if pulling.is_empty() { "the fit logs".to_string() } else { pulling.join(", ") },
+                if pulling.len() == 1 { "s" } else { "" },
+                if b.upper { "more" } else { "less" },
+                if pulling.len() == 1 { "it" } else { "they" },
+            )
+        })
+        .collect();
     let mut fitted = pf.params.clone();
     fitted.correction = Some(correction.clone());
     let mut out_logs = Vec::new();
@@ -178,6 +210,17 @@ pub fn calibrate(
             errors: [errors(b), errors(mid), errors(&after)],
         });
     }
+    // The setup it holds for: the machine's, and the NCCL release the first fit log names (else
+    // that of the tables the fit ran with).
+    let tables =
+        crate::comm::env::NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|e| e.version.tables().to_string())
+            .unwrap_or_default();
+    let setup = crate::collective::FittedOn {
+        topology: s.node.name.clone(),
+        gpu: s.node.gpu.model.name.clone(),
+        nccl: fit_logs.first().and_then(|l| l.test.setup.nccl_version.clone()).unwrap_or(tables),
+    };
     let name = format!("{}-calibrated", s.node.name);
     let source =
         format!("{} calibrated by collsim calibrate on {}", base.name, fitted_on.join(", "));
@@ -191,6 +234,7 @@ pub fn calibrate(
             fitted: &pf.fitted,
             held: &pf.held,
             correction: &correction,
+            fitted_on: &setup,
         },
     )
     .map_err(|e| format!("{base_name}: {e}"))?;
@@ -206,6 +250,7 @@ pub fn calibrate(
         correction,
         factors,
         notes,
+        warnings,
         logs: out_logs,
         profile,
     })

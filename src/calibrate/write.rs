@@ -27,6 +27,8 @@ pub struct Fitted<'a> {
     pub held: &'a [(Param, String)],
     /// The size-band correction.
     pub correction: &'a SizeCorrection,
+    /// The setup it is fitted on.
+    pub fitted_on: &'a crate::collective::FittedOn,
 }
 
 fn marked(mut v: Value, was: &str) -> Value {
@@ -65,6 +67,16 @@ pub fn write(text: &str, f: &Fitted<'_>) -> Result<String, String> {
     let mut doc: DocumentMut = body.parse().map_err(|e| format!("{e}"))?;
     doc["name"] = value(f.name);
     doc["source"] = value(f.source);
+    doc.remove("fitted_on");
+    let mut on = Table::new();
+    on.decor_mut().set_prefix(
+        "\n# The setup the fit ran on: a run on another topology, GPU or NCCL release is warned\n\
+         # that these values may not carry over.\n",
+    );
+    on["topology"] = value(f.fitted_on.topology.as_str());
+    on["gpu"] = value(f.fitted_on.gpu.as_str());
+    on["nccl"] = value(f.fitted_on.nccl.as_str());
+    doc.insert("fitted_on", Item::Table(on));
     for &p in f.fitted {
         set(&mut doc, p, f.base, f.params);
     }
@@ -255,7 +267,13 @@ mod tests {
             Param::NvlinkEfficiency(Arch::Volta, Proto::LL128),
         ];
         let held = [(Param::Bandwidth(HopClass::Pcie), "no PCIe hop".to_string())];
+        let on = crate::collective::FittedOn {
+            topology: "aws-p5".into(),
+            gpu: "H100-SXM5-80GB".into(),
+            nccl: "2.23.4".into(),
+        };
         let f = Fitted {
+            fitted_on: &on,
             name: "fit",
             source: "fitted on a and b",
             base: &base,

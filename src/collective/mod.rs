@@ -23,6 +23,18 @@ use crate::comm::{HopClass, Proto};
 use crate::hw::Arch;
 use crate::units::Time;
 
+/// The setup a profile was calibrated on: its values (bandwidth fractions, latencies, size-band
+/// factors) hold for that machine and NCCL release.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FittedOn {
+    /// The topology (preset or file name).
+    pub topology: String,
+    /// The GPU model, as the GPU library names it.
+    pub gpu: String,
+    /// The NCCL release of the fitted logs (or of the tables the fit ran with).
+    pub nccl: String,
+}
+
 /// The timing parameters of the mechanistic model (a calibration profile's content).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TimingParams {
@@ -30,6 +42,9 @@ pub struct TimingParams {
     pub name: String,
     /// Where the numbers come from.
     pub source: String,
+    /// The setup a calibrated profile was fitted on (profile `[fitted_on]`), which a run on
+    /// another is warned of; `None` for a profile not fitted to one machine.
+    pub fitted_on: Option<FittedOn>,
     /// Fixed cost of one collective call as nccl-tests times it, paid once per process (NCCL's
     /// host-side enqueue of the group and the completion), added once per call.
     #[serde(serialize_with = "ser_time")]

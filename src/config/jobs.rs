@@ -208,6 +208,9 @@ pub(crate) fn parse_background(
     nodes: usize,
 ) -> Result<Vec<BackgroundSpec>, ConfigError> {
     let mut out = Vec::new();
+    // What the `links` reservations so far take of each (class, node)'s links: together they
+    // must leave every link something, as one alone must.
+    let mut reserved: std::collections::BTreeMap<(String, usize), f64> = Default::default();
     for b in raw {
         let chosen = match &b.nodes {
             Some(v) => src.check("background.nodes", v, |v| node_list(v, nodes))?,
@@ -313,6 +316,21 @@ pub(crate) fn parse_background(
                         b.pattern.span().start,
                         format!("background.class: a {} node has no {class} links", node.name),
                     ));
+                }
+                let fraction = b.load.as_ref().map_or(0.0, |f| *f.get_ref());
+                for &n in senders {
+                    let sum = reserved.entry((class.clone(), n)).or_default();
+                    *sum += fraction;
+                    if *sum >= 1.0 {
+                        let at = b.load.as_ref().map_or(b.pattern.span().start, |f| f.span().start);
+                        return Err(src.error_at(
+                            at,
+                            format!(
+                                "background.load: with the links reservations before it, node {n}'s {class} links are reserved {:.3} of their capacity; together they must leave the link something (below 1)",
+                                *sum
+                            ),
+                        ));
+                    }
                 }
                 Pattern::Links { class }
             }

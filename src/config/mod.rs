@@ -21,8 +21,8 @@ pub use profile::{
     parse_profile,
 };
 pub use scenario::{
-    MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, MAX_SHARDED_ACCUMULATION, Scenario,
-    Workload, bucket_cap_bytes, parse_scenario,
+    MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, MAX_RANKS, MAX_SHARDED_ACCUMULATION,
+    Scenario, Workload, bucket_cap_bytes, parse_scenario,
 };
 pub use topology::{
     TopologySource, gpu_library, parse_topology, parse_transports, preset_names, resolve_topology,

@@ -200,6 +200,11 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         gpu,
         name: raw.name,
         source: raw.source,
+        fitted_on: raw.fitted_on.map(|f| crate::collective::FittedOn {
+            topology: f.topology,
+            gpu: f.gpu,
+            nccl: f.nccl,
+        }),
         call_overhead: src
             .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
         launch: match &raw.overhead.launch {

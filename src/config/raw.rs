@@ -279,6 +279,89 @@ pub struct RawWorkload {
     pub layer: Option<Vec<RawLayer>>,
 }
 
+impl RawWorkload {
+    /// Every key the table gives, in the order of the struct, with the byte where its value (or
+    /// its table) starts; `layer` tables at their first `name`.
+    pub fn given(&self) -> Vec<(&'static str, usize)> {
+        fn at<T>(key: &'static str, v: &Option<S<T>>) -> Option<(&'static str, usize)> {
+            v.as_ref().map(|v| (key, v.span().start))
+        }
+        // Taken apart field by field, so that a key added to the table is a compile error here
+        // until it is listed.
+        let RawWorkload {
+            kind,
+            collective,
+            min_bytes,
+            max_bytes,
+            factor,
+            dtype,
+            op,
+            model,
+            sequence,
+            micro_batch,
+            grad_accumulation,
+            grad_dtype,
+            optimizer,
+            optimizer_impl,
+            precision,
+            efficiency,
+            mfu,
+            tflops,
+            input,
+            compute_slowdown,
+            launch_us,
+            gemm_fixed_us,
+            attention,
+            calls,
+            rank_skew_cv,
+            straggler_speed,
+            rank_speeds,
+            ddp,
+            fsdp,
+            zero,
+            parallel,
+            layer,
+        } = self;
+        [
+            at("kind", kind),
+            at("collective", collective),
+            at("min_bytes", min_bytes),
+            at("max_bytes", max_bytes),
+            at("factor", factor),
+            at("dtype", dtype),
+            at("op", op),
+            at("model", model),
+            at("sequence", sequence),
+            at("micro_batch", micro_batch),
+            at("grad_accumulation", grad_accumulation),
+            at("grad_dtype", grad_dtype),
+            at("optimizer", optimizer),
+            at("optimizer_impl", optimizer_impl),
+            at("precision", precision),
+            at("efficiency", efficiency),
+            at("mfu", mfu),
+            at("tflops", tflops),
+            at("input", input),
+            at("compute_slowdown", compute_slowdown),
+            at("launch_us", launch_us),
+            at("gemm_fixed_us", gemm_fixed_us),
+            at("attention", attention),
+            at("calls", calls),
+            at("rank_skew_cv", rank_skew_cv),
+            at("straggler_speed", straggler_speed),
+            at("rank_speeds", rank_speeds),
+            at("ddp", ddp),
+            at("fsdp", fsdp),
+            at("zero", zero),
+            at("parallel", parallel),
+            layer.as_ref().and_then(|l| l.first()).map(|l| ("layer", l.name.span().start)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawParallel {
@@ -355,11 +438,20 @@ pub struct RawLayer {
 pub struct RawProfile {
     pub name: String,
     pub source: String,
+    pub fitted_on: Option<RawFittedOn>,
     pub overhead: RawOverhead,
     pub step_latency: RawStepLatency,
     pub bandwidth: Option<RawBandwidth>,
     pub gpu: BTreeMap<S<String>, RawGpuParams>,
     pub correction: Option<RawCorrection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFittedOn {
+    pub topology: String,
+    pub gpu: String,
+    pub nccl: String,
 }
 
 #[derive(Debug, Deserialize)]

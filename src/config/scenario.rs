@@ -71,10 +71,15 @@ impl Scenario {
     }
 }
 
-/// The most nodes a cluster may have: the largest machines built today (~100,000 GPUs) fit
-/// with room to spare, and the simulated network of a bigger one would not fit in memory (a
-/// DGX H100 node's links take ~90 KB; a sweep on 16,384 nodes holds 1.5 GB).
+/// The most nodes a cluster may have (of one GPU each: [`MAX_RANKS`] bounds the GPUs).
 pub const MAX_NODES: usize = 1 << 16;
+
+/// The most GPUs (ranks) a simulated cluster may have: 65,536, 8,192 eight-GPU nodes. Measured
+/// on a 2-core machine (issue #45): a 1 GiB all-reduce there takes 1.1 s of CPU and 0.4 GB,
+/// `explain` 4.8 s and 0.5 GB, 910 GB200 NVL72 racks 6.1 s and 0.8 GB; 65,536 DGX-H100 nodes
+/// (524,288 GPUs) took 16 s and 2.9 GB, past the 10 s and 2 GB a run at the limit must keep
+/// to. Memory and time grow with the ranks (each rank's channels and tree edges).
+pub const MAX_RANKS: usize = 1 << 16;
 
 /// Most samples per GPU per micro-step.
 pub const MAX_MICRO_BATCH: u64 = 1 << 24;
@@ -177,13 +182,6 @@ pub(super) fn check_ranks(
 fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, ConfigError> {
     let why = "a collective sweep needs collective, min_bytes and max_bytes; a training step \
                needs kind = \"ddp\"";
-    for (key, v) in [("model", &w.model), ("attention", &w.attention)] {
-        if let Some(v) = v {
-            return Err(
-                src.error_at(v.span().start, format!("workload.{key}: only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\")"))
-            );
-        }
-    }
     let c = w.collective.as_ref().ok_or_else(|| missing(src, "collective", why))?;
     let collective = src.check("workload.collective", c, |c| {
         Collective::parse(c).ok_or_else(|| format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)"))
@@ -223,6 +221,18 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     Ok(sweep)
 }
 
+/// The slowest rate a GPU is given as a fraction of a nominal one (`efficiency` and `mfu` of the
+/// peak, `straggler_speed` and `rank_speeds` of the fastest rank): 1 %. Throttled GPUs run at
+/// about half speed and a degraded link slows a rank a few times; a hundredfold is a GPU that
+/// has failed, and far below it the step's time leaves what collsim can report.
+pub const MIN_RATE_FRACTION: f64 = 0.01;
+
+/// The range of `tflops`, TFLOP/s: from 0.1 (below any CUDA GPU since 2010) to 100,000 (ten
+/// times the densest FP4 peak listed, B200's ~10,000).
+pub const MIN_TFLOPS: f64 = 0.1;
+/// See [`MIN_TFLOPS`].
+pub const MAX_TFLOPS: f64 = 1e5;
+
 /// A DDP training step (`kind = "ddp"`), or an FSDP one (`kind = "fsdp"`, `fsdp`).
 fn ddp_workload(
     src: &Source<'_>,
@@ -235,17 +245,6 @@ fn ddp_workload(
     };
     use crate::workload::memory::{Optimizer, OptimizerImpl};
     use crate::workload::models::{self, Layer, MemoryWork, Model, tensor};
-    for (name, present) in [
-        ("collective", w.collective.is_some()),
-        ("min_bytes", w.min_bytes.is_some()),
-        ("max_bytes", w.max_bytes.is_some()),
-    ] {
-        if present {
-            return Err(src.error(format!(
-                "workload.{name}: not for kind = \"ddp\" (the buckets set the sizes)"
-            )));
-        }
-    }
     let grad_dtype = match &w.grad_dtype {
         Some(d) => src.check("workload.grad_dtype", d, |d| match DataType::parse(d) {
             Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
@@ -270,21 +269,26 @@ fn ddp_workload(
             let mut out = Vec::new();
             for (i, l) in layers.iter().enumerate() {
                 let f = |k: &str| format!("workload.layer[{i}].{k}");
-                let nonneg = |field: &str, v: &Spanned<f64>, what: &str| {
+                let nonneg = |field: &str, v: &Spanned<f64>, what: &str, most: f64| {
                     src.check(&f(field), v, |&g| {
-                        if g.is_finite() && g >= 0.0 {
+                        if g.is_finite() && (0.0..=most).contains(&g) {
                             Ok(g)
                         } else {
-                            Err(format!("must be {what}, at least 0 (got {g})"))
+                            Err(format!("must be {what}, 0 to {most:e} (got {g})"))
                         }
                     })
                 };
+                // An hour of one layer's pass, or an exaFLOP per sample (a thousand times GPT-3's
+                // whole forward pass at 2,048 tokens): past either, a unit is mistaken.
+                let (hour_ms, most_gflops) = (crate::workload::calls::MAX_ENTRY_US * 1e-3, 1e9);
                 let (gflops, times) = match (&l.fwd_gflops, &l.fwd_ms) {
-                    (Some(g), None) => (nonneg("fwd_gflops", g, "GFLOP per sample")?, None),
+                    (Some(g), None) => {
+                        (nonneg("fwd_gflops", g, "GFLOP per sample", most_gflops)?, None)
+                    }
                     (None, Some(t)) => {
-                        let fwd = nonneg("fwd_ms", t, "ms per micro-batch")? * 1e-3;
+                        let fwd = nonneg("fwd_ms", t, "ms per micro-batch", hour_ms)? * 1e-3;
                         let bwd = match &l.bwd_ms {
-                            Some(b) => nonneg("bwd_ms", b, "ms per micro-batch")? * 1e-3,
+                            Some(b) => nonneg("bwd_ms", b, "ms per micro-batch", hour_ms)? * 1e-3,
                             None => 2.0 * fwd,
                         };
                         (0.0, Some((fwd, bwd)))
@@ -467,6 +471,17 @@ fn ddp_workload(
             }
         })
     };
+    // A rate as a fraction of the nominal one (of the peak, of the fastest rank): at least
+    // MIN_RATE_FRACTION, below which a GPU does not train but has failed.
+    let rate_fraction = |field: &str, v: &Spanned<f64>| {
+        src.check(field, v, |&x| {
+            if x.is_finite() && (MIN_RATE_FRACTION..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be a fraction in [{MIN_RATE_FRACTION}, 1] (got {x}); below it a GPU has failed rather than slowed"))
+            }
+        })
+    };
     if let (Some(e), Some(m)) = (&w.efficiency, &w.mfu) {
         let at = e.span().start.max(m.span().start);
         return Err(src.error_at(
@@ -478,10 +493,12 @@ fn ddp_workload(
     let fraction_of_peak = efficiency.or(w.mfu.as_ref().map(|m| ("workload.mfu", m, true)));
     let rate = match (&w.tflops, &w.precision, fraction_of_peak) {
         (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
-            if x.is_finite() && x > 0.0 {
+            if x.is_finite() && (MIN_TFLOPS..=MAX_TFLOPS).contains(&x) {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number (got {x})"))
+                Err(format!(
+                    "must be TFLOP/s one GPU sustains, {MIN_TFLOPS} to {MAX_TFLOPS} (got {x})"
+                ))
             }
         })?),
         (None, Some(p), Some((field, e, mfu))) => {
@@ -498,7 +515,7 @@ fn ddp_workload(
                     }
                 }
             })?;
-            let x = fraction(field, e, true)?;
+            let x = rate_fraction(field, e)?;
             if mfu {
                 ComputeRate::Mfu { precision, mfu: x }
             } else {
@@ -561,8 +578,8 @@ fn ddp_workload(
             if w.straggler_speed.is_some() {
                 return Err("give straggler_speed (one slow rank) or rank_speeds (each listed rank's), not both".into());
             }
-            match speeds.iter().find(|&&x| !(x.is_finite() && x > 0.0 && x <= 1.0)) {
-                Some(x) => Err(format!("each speed is relative to the nominal rate (the fastest rank's), above 0 and at most 1 (got {x})")),
+            match speeds.iter().find(|&&x| !(x.is_finite() && (MIN_RATE_FRACTION..=1.0).contains(&x))) {
+                Some(x) => Err(format!("each speed is relative to the nominal rate (the fastest rank's), {MIN_RATE_FRACTION} to 1 (got {x}); below it a GPU has failed rather than slowed")),
                 None => Ok(speeds.clone()),
             }
         })?,
@@ -570,7 +587,11 @@ fn ddp_workload(
     let skew = crate::workload::skew::Skew {
         rank_speeds,
         cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?.unwrap_or(0.0),
-        straggler_speed: optional("workload.straggler_speed", &w.straggler_speed, true)?
+        straggler_speed: w
+            .straggler_speed
+            .as_ref()
+            .map(|v| rate_fraction("workload.straggler_speed", v))
+            .transpose()?
             .unwrap_or(1.0),
     };
     let optimizer = match &w.optimizer {
@@ -708,38 +729,7 @@ fn micros(src: &Source<'_>, field: &str, v: &Spanned<f64>, what: &str) -> Result
 /// scenario; [`crate::workload::calls`]), or a PyTorch profiler or Chakra trace read as one
 /// ([`crate::workload::calls::read_step`]): replayed with its compute as given.
 fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigError> {
-    let only = "not for kind = \"trace\" (the calls file gives the step)";
-    let given = [
-        ("model", w.model.as_ref().map(|x| x.span().start)),
-        ("collective", w.collective.as_ref().map(|x| x.span().start)),
-        ("micro_batch", w.micro_batch.as_ref().map(|x| x.span().start)),
-        ("parallel", w.parallel.as_ref().map(|x| x.span().start)),
-        ("grad_accumulation", w.grad_accumulation.as_ref().map(|x| x.span().start)),
-        ("precision", w.precision.as_ref().map(|x| x.span().start)),
-        ("mfu", w.mfu.as_ref().map(|x| x.span().start)),
-        ("efficiency", w.efficiency.as_ref().map(|x| x.span().start)),
-        ("tflops", w.tflops.as_ref().map(|x| x.span().start)),
-        ("optimizer", w.optimizer.as_ref().map(|x| x.span().start)),
-        ("optimizer_impl", w.optimizer_impl.as_ref().map(|x| x.span().start)),
-        ("rank_skew_cv", w.rank_skew_cv.as_ref().map(|x| x.span().start)),
-        ("straggler_speed", w.straggler_speed.as_ref().map(|x| x.span().start)),
-        ("rank_speeds", w.rank_speeds.as_ref().map(|x| x.span().start)),
-        ("sequence", w.sequence.as_ref().map(|x| x.span().start)),
-        ("grad_dtype", w.grad_dtype.as_ref().map(|x| x.span().start)),
-        ("launch_us", w.launch_us.as_ref().map(|x| x.span().start)),
-        ("gemm_fixed_us", w.gemm_fixed_us.as_ref().map(|x| x.span().start)),
-        ("attention", w.attention.as_ref().map(|x| x.span().start)),
-        ("ddp", w.ddp.as_ref().map(|x| x.span().start)),
-        ("fsdp", w.fsdp.as_ref().map(|x| x.span().start)),
-        ("zero", w.zero.as_ref().map(|x| x.span().start)),
-        ("input", w.input.as_ref().map(|x| x.span().start)),
-    ];
-    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
-        return Err(src.error_at(at, format!("workload.{key}: {only}")));
-    }
-    if w.layer.is_some() {
-        return Err(src.error(format!("workload: tables of a DDP model are {only}")));
-    }
+    // Keys of other kinds were refused by `parse_workload`.
     let Some(path) = &w.calls else {
         return Err(missing(
             src,
@@ -1034,6 +1024,16 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         }
         None => node.gpu.count,
     };
+    if nodes * gpus_per_node > MAX_RANKS {
+        let at = raw.cluster.nodes.as_ref().map_or(0, |n| n.span().start);
+        return Err(src.error_at(
+            at,
+            format!(
+                "cluster.nodes: {nodes} nodes of {gpus_per_node} GPUs are {} ranks, more than the {MAX_RANKS} collsim simulates",
+                nodes * gpus_per_node
+            ),
+        ));
+    }
     let gpus_per_process = match &raw.cluster.gpus_per_process {
         Some(g) => {
             let n = positive(&src, "cluster.gpus_per_process", g, 1 << 20)?;
@@ -1125,6 +1125,37 @@ pub(crate) fn parse_workload(
         })?,
         None => "sweep".to_string(),
     };
+    if kind == "idle"
+        && let Some((_, at)) = w.given().into_iter().find(|(key, _)| *key != "kind")
+    {
+        return Err(src.error_at(
+            at,
+            "workload.kind: an idle job runs nothing; drop its collective, sizes and model",
+        ));
+    }
+    // A key another kind reads is refused on its line, never read by none.
+    const SWEEP: [&str; 6] = ["collective", "min_bytes", "max_bytes", "factor", "dtype", "op"];
+    let misplaced = w.given().into_iter().find_map(|(key, at)| {
+        let why = match kind.as_str() {
+            _ if key == "kind" => return None,
+            "sweep" if SWEEP.contains(&key) => return None,
+            "sweep" if key == "calls" => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
+            "sweep" => "only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\"), not a collective sweep".to_string(),
+            "trace" if matches!(key, "calls" | "compute_slowdown") => return None,
+            "trace" => "not for kind = \"trace\" (the calls file gives the step)".to_string(),
+            k if SWEEP.contains(&key) => format!(
+                "not for kind = \"{k}\" (the model sets the sizes and types of its calls; a collective sweep is kind = \"sweep\")"
+            ),
+            k if key == "calls" => format!(
+                "not for kind = \"{k}\" (a list of calls or a trace is replayed with kind = \"trace\")"
+            ),
+            _ => return None,
+        };
+        Some((key, at, why))
+    });
+    if let Some((key, at, why)) = misplaced {
+        return Err(src.error_at(at, format!("workload.{key}: {why}")));
+    }
     if let (Some(z), false) = (&w.zero, kind == "zero") {
         return Err(src.error_at(z.span().start, "workload.zero: only for kind = \"zero\""));
     }
@@ -1134,14 +1165,7 @@ pub(crate) fn parse_workload(
     Ok(match kind.as_str() {
         "ddp" | "fsdp" | "zero" => Workload::Ddp(Box::new(ddp_workload(src, w, node, &kind)?)),
         "trace" => Workload::Ddp(Box::new(trace_workload(src, w)?)),
-        "idle" => {
-            if w.collective.is_some() || w.model.is_some() || w.min_bytes.is_some() {
-                return Err(src.error(
-                    "workload.kind: an idle job runs nothing; drop its collective, sizes and model",
-                ));
-            }
-            Workload::Idle
-        }
+        "idle" => Workload::Idle,
         _ => Workload::Sweep(sweep_workload(src, w)?),
     })
 }

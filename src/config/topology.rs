@@ -508,8 +508,19 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                     .unwrap_or(nccl_nvlink_bandwidth(gpu.model.sm)),
             };
             let mut pairs = Vec::new();
-            if n.all_to_all.as_ref().is_some_and(|a| *a.get_ref()) {
-                let per = links_per_gpu / (gpus as u32 - 1).max(1);
+            if let Some(a) = n.all_to_all.as_ref().filter(|a| *a.get_ref()) {
+                // Each GPU's links shared evenly among its peers: a share of none would leave
+                // GPUs unjoined, and links left over would be links the GPU has and never uses.
+                let peers = (gpus as u32 - 1).max(1);
+                if links_per_gpu < peers || !links_per_gpu.is_multiple_of(peers) {
+                    return Err(src.error_at(
+                        a.span().start,
+                        format!(
+                            "nvlink.all_to_all: links_per_gpu = {links_per_gpu} does not split evenly among each GPU's {peers} peers; give a multiple of {peers}, or list the pairs with nvlink.pair"
+                        ),
+                    ));
+                }
+                let per = links_per_gpu / peers;
                 for a in 0..gpus {
                     for b in a + 1..gpus {
                         pairs.push((GpuId(a), GpuId(b), per));

@@ -100,9 +100,50 @@ struct Explicit {
     dist: Vec<Vec<usize>>,
 }
 
-/// Checks an explicit (`links`) network against the node count: every node plugs into exactly
-/// one switch and every pair of nodes is connected.
+/// The NIC ports a generated fabric can hold: a fat-tree's top switches give each of their
+/// `radix` ports to one group of the tier below (one leaf for a single tier: `radix` NICs); a
+/// rail fabric's spines each reach at most `radix` rail leaves. `None` where the fabric is not
+/// generated from a radix.
+pub fn capacity(kind: &FabricKind, nics: usize) -> Option<usize> {
+    match kind {
+        FabricKind::FatTree { tiers, radix, oversubscription } => {
+            let below = (0..tiers.saturating_sub(1)).fold(1usize, |size, level| {
+                let o = oversubscription.get(level).copied().unwrap_or(1.0);
+                size.saturating_mul(down_ports(*radix, o))
+            });
+            Some(radix.saturating_mul(below))
+        }
+        FabricKind::Rail { radix, oversubscription } => {
+            // Rail leaves: `nics` rails, each of leaves of `down_ports` nodes.
+            let leaves_per_rail = radix / nics.max(1);
+            Some(leaves_per_rail.saturating_mul(down_ports(*radix, *oversubscription)) * nics)
+        }
+        _ => None,
+    }
+}
+
+/// Checks the network against the node count: a fat-tree or rail fabric must have switch ports
+/// for every NIC ([`capacity`]); in an explicit (`links`) network every node plugs into
+/// exactly one switch and every pair of nodes is connected.
 pub fn check(spec: &NodeSpec, nodes: usize) -> Result<(), String> {
+    let nics = spec.nic.as_ref().map_or(0, |n| n.count);
+    if let Some(cap) = capacity(&spec.network.fabric, nics)
+        && nodes.saturating_mul(nics) > cap
+    {
+        let (what, radix) = match &spec.network.fabric {
+            FabricKind::FatTree { tiers, radix, .. } => {
+                (format!("a {tiers}-tier fat_tree of {radix}-port switches"), *radix)
+            }
+            FabricKind::Rail { radix, .. } => {
+                (format!("a rail fabric of {radix}-port switches ({nics} rails)"), *radix)
+            }
+            _ => unreachable!("capacity is only given for generated fabrics"),
+        };
+        return Err(format!(
+            "network.radix: {what} holds {cap} NIC ports, and {nodes} nodes of {nics} NICs need {}; give more tiers or a larger radix than {radix}",
+            nodes * nics
+        ));
+    }
     let FabricKind::Links { switches, links } = &spec.network.fabric else { return Ok(()) };
     let mut home = vec![None; nodes];
     for (s, (id, members)) in switches.iter().enumerate() {

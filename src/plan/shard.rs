@@ -158,11 +158,57 @@ pub fn header_line(s: &Summary) -> String {
     l
 }
 
-/// One outcome's line (with its newline).
-pub fn outcome_line(o: &Outcome) -> String {
-    let mut l = serde_json::to_string(o).expect("serialisable");
+/// The check an outcome's line carries: a fingerprint of the plan's and of the outcome as
+/// written, so that a line edited by hand, or one from another plan, is refused when read.
+fn outcome_check(plan_fingerprint: &str, o: &Outcome) -> String {
+    let text = serde_json::to_string(o).expect("serialisable");
+    crate::config::plan::fingerprint(&[plan_fingerprint, &text])
+}
+
+/// One outcome's line (with its newline), for the plan of `summary`: the outcome's fields and
+/// its `check`.
+pub fn outcome_line(summary: &Summary, o: &Outcome) -> String {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        #[serde(flatten)]
+        outcome: &'a Outcome,
+        check: String,
+    }
+    let line = Line { outcome: o, check: outcome_check(&summary.fingerprint, o) };
+    let mut l = serde_json::to_string(&line).expect("serialisable");
     l.push('\n');
     l
+}
+
+/// Why an outcome's numbers cannot be what a simulation gave: each a finite number; the step,
+/// the rate and the scaling efficiency above 0, the rest 0 or more.
+fn check_metrics(m: &super::Metrics) -> Result<(), String> {
+    let positive = [
+        ("step_ms", m.step_ms),
+        ("samples_per_s", m.samples_per_s),
+        ("scaling_efficiency", m.scaling_efficiency),
+    ];
+    let not_negative = [
+        ("compute_ms", Some(m.compute_ms)),
+        ("exposed_comm_ms", Some(m.exposed_comm_ms)),
+        ("memory_gib", Some(m.memory_gib)),
+        ("train_hours", Some(m.train_hours)),
+        ("tokens_per_s", m.tokens_per_s),
+        ("usd_per_hour", m.usd_per_hour),
+        ("usd_per_m_samples", m.usd_per_m_samples),
+        ("train_usd", m.train_usd),
+    ];
+    for (k, v) in positive {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("metrics.{k}: {v} is not a positive number"));
+        }
+    }
+    for (k, v) in not_negative.into_iter().filter_map(|(k, v)| Some((k, v?))) {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("metrics.{k}: {v} is not a number of 0 or more"));
+        }
+    }
+    Ok(())
 }
 
 /// A results file read back: its summary, its outcomes, and the length of its complete
@@ -199,8 +245,31 @@ pub fn read(name: &str, text: &str) -> Result<ResultsFile, String> {
         if l.trim().is_empty() {
             continue;
         }
-        let o: Outcome = serde_json::from_str(l)
-            .map_err(|e| format!("{name}:{}: not a candidate's outcome ({e})", i + 1))?;
+        let at = format!("{name}:{}", i + 1);
+        let mut v: serde_json::Value = serde_json::from_str(l)
+            .map_err(|e| format!("{at}: not a candidate's outcome ({e})"))?;
+        let check = v.as_object_mut().and_then(|o| o.remove("check"));
+        let o: Outcome = serde_json::from_value(v)
+            .map_err(|e| format!("{at}: not a candidate's outcome ({e})"))?;
+        if let Some(m) = &o.metrics {
+            check_metrics(m).map_err(|e| format!("{at}: candidate {}: {e}", o.index))?;
+        }
+        match check.as_ref().and_then(|c| c.as_str()) {
+            Some(c) if c == outcome_check(&summary.fingerprint, &o) => {}
+            Some(_) => {
+                return Err(format!(
+                    "{at}: candidate {} does not match its check: the line was edited, or belongs to another plan's file",
+                    o.index
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "{at}: candidate {} has no check (written by an older collsim?); run its shard again",
+                    o.index
+                ));
+            }
+        }
+
         if o.index >= summary.candidates {
             return Err(format!(
                 "{name}:{}: candidate {} of a plan of {}",

@@ -36,6 +36,9 @@ pub fn text(c: &Calibration) -> String {
     for (p, why) in &pf.held {
         report.push_str(&format!("    {:<36} held: {why}\n", p.name()));
     }
+    for w in &c.warnings {
+        report.push_str(&format!("  warning: {w}\n"));
+    }
     report.push_str(if c.factors {
         "\n  size bands, per mechanism the fit logs ran (every other: factor 1)\n"
     } else {

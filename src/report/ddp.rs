@@ -316,12 +316,10 @@ pub fn json(
         o.insert("optimizer".into(), spec.optimizer.name().into());
         o.insert("memory".into(), mem);
         // The inputs as resolved (defaults filled in), as a sweep's JSON carries them.
-        o.insert("format_version".into(), super::sweep::FORMAT_VERSION.into());
         o.insert("scenario".into(), serde_json::to_value(s).map_err(io::Error::other)?);
         o.insert("profile".into(), serde_json::to_value(profile).map_err(io::Error::other)?);
     }
-    serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
-    writeln!(out)
+    super::write_json(&v, out)
 }
 
 /// One point of a sweep: the keys set, the step there and its memory per GPU (none for a

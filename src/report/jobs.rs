@@ -175,6 +175,5 @@ pub fn json(
         "mode": mode,
         "jobs": jobs,
     });
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+    super::write_json(&doc, out)
 }

@@ -9,14 +9,12 @@ pub struct Json;
 
 impl SimFormat for Json {
     fn write_sim(&self, r: &SimReport<'_>, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, r)?;
-        writeln!(out)
+        super::write_json(r, out)
     }
 }
 
 impl ValidationFormat for Json {
     fn write_validation(&self, r: &ValidationReport<'_>, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, r)?;
-        writeln!(out)
+        super::write_json(r, out)
     }
 }

@@ -20,6 +20,27 @@ pub mod trace;
 use std::io::{self, Write};
 
 use crate::calibrate::validate::Validation;
+
+/// The version of every JSON document collsim writes (`simulate`, `plan`, `validate`, `explain`,
+/// `topo show`, jobs, sweeps, DDP steps), as each document's `format_version`: one number for
+/// the crate, bumped whenever a field is added, renamed, retyped or dropped. A test
+/// (`tests/it/report.rs`) keeps the fields of each document and fails when they change and
+/// this does not.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// Writes `value` (a JSON object) as collsim's JSON documents are written: pretty, its
+/// `format_version` first, then its own fields in their order, and a newline.
+pub fn write_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut dyn Write) -> io::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Versioned<'a, T: serde::Serialize + ?Sized> {
+        format_version: u32,
+        #[serde(flatten)]
+        body: &'a T,
+    }
+    let doc = Versioned { format_version: FORMAT_VERSION, body: value };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::other)?;
+    writeln!(out)
+}
 use crate::collective::{Mode, TimingParams};
 use crate::comm::Graph;
 use crate::config::Scenario;

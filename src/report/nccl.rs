@@ -1,6 +1,9 @@
-//! The nccl-tests text layout (v2.19.6, `nccl-model.md` §5.4), so that tools that read
-//! nccl-tests output read collsim's. Times are predictions; `#wrong` is `N/A` (nothing is
-//! validated), and the in-place columns repeat the out-of-place prediction.
+//! The nccl-tests text layout (v2.19.6, `nccl-model.md` §5.4; NVIDIA/nccl-tests
+//! src/util.cu `writeDeviceReport` and src/common.cu at a0b82b2), so that tools that read
+//! nccl-tests output read collsim's, as nccl-tests prints it with its defaults: one warmup and
+//! 20 timed iterations, data checked (`#wrong` 0: a prediction has nothing wrong), and sizes
+//! capped by the GPU's memory as nccl-tests caps them. Times are predictions, and the in-place
+//! columns repeat the out-of-place prediction.
 
 use std::io::{self, Write};
 
@@ -29,7 +32,7 @@ impl SimFormat for Nccl {
         let per_process = s.gpus_per_process.max(1);
         writeln!(
             out,
-            "# nThread 1 nGpus {per_process} minBytes {} maxBytes {} step: {}(factor) warmup iters: 0 iters: 1 agg iters: 1 validation: 0 graph: 0 unalign: 0",
+            "# nThread 1 nGpus {per_process} minBytes {} maxBytes {} step: {}(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0",
             sw.min_bytes.get(),
             sw.max_bytes.get(),
             sw.factor
@@ -48,6 +51,13 @@ impl SimFormat for Nccl {
                     (g + 1) % 256
                 )?;
             }
+        }
+        // nccl-tests leaves each GPU a reserve and 1 GiB, and needs three buffers of the size
+        // (send, receive, expected): a larger -e is cut to what fits, with a line saying so,
+        // and the sizes past it are not run.
+        let cap = memory_cap(s.node.gpu.model.memory.get());
+        if sw.max_bytes.get() > cap {
+            writeln!(out, "#\n# Reducing maxBytes to {cap} due to memory limitation")?;
         }
         writeln!(out, "#")?;
         writeln!(
@@ -68,13 +78,14 @@ impl SimFormat for Nccl {
             crate::collective::Collective::Broadcast | crate::collective::Collective::Reduce => 0,
             _ => -1,
         };
-        for row in r.rows {
+        let rows: Vec<_> = r.rows.iter().filter(|row| row.size_bytes <= cap).collect();
+        for row in &rows {
             let half = format!(
                 "  {}  {}  {}  {:>6}",
                 fit_number(row.time_us, 7),
                 fit_number(row.algbw, 6),
                 fit_number(row.busbw, 6),
-                "N/A"
+                0
             );
             writeln!(
                 out,
@@ -83,13 +94,23 @@ impl SimFormat for Nccl {
             )?;
             sum += 2.0 * row.busbw;
         }
-        let avg = if r.rows.is_empty() { 0.0 } else { sum / (2 * r.rows.len()) as f64 };
+        let avg = if rows.is_empty() { 0.0 } else { sum / (2 * rows.len()) as f64 };
         writeln!(out, "# Out of bounds values : 0 OK")?;
         writeln!(out, "# Avg bus bandwidth    : {} ", format_g(avg))?;
         writeln!(out, "#")?;
         writeln!(out, "# Collective test concluded: {}_perf", sw.collective.name())?;
         Ok(())
     }
+}
+
+/// The largest size nccl-tests runs on a GPU of `memory` bytes with its data check on
+/// (src/common.cu): it reserves 1 GiB per 16 GiB (at most 4 GiB) and 1 GiB more, and holds
+/// three buffers of the size. From the library's nominal memory; CUDA's `totalGlobalMem` is a
+/// little less (an 80 GiB H100 reports about 79.6 GiB), so the cap can be that much higher.
+pub fn memory_cap(memory: u64) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let reserve = (memory.div_ceil(16 * GIB) * GIB).min(4 * GIB);
+    memory.saturating_sub(reserve + GIB) / 3
 }
 
 /// NCCL_VERSION_CODE of a release "2.30.7": major × 10000 + minor × 100 + patch.

@@ -338,6 +338,33 @@ impl Write for Stdout {
     }
 }
 
+/// `text` with its control characters written as `\u{..}` escapes, but newlines and tabs: C0
+/// controls (escape sequences, carriage returns, bells), DEL and the C1 controls (U+0080 to
+/// U+009F, which some terminals obey). Bytes that are not UTF-8 text pass unchanged.
+pub fn escape_controls(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let c1 = |w: &[u8]| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]);
+    let control = |b: u8| (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7F;
+    if !text.iter().any(|&b| control(b)) && !text.windows(2).any(c1) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = Vec::with_capacity(text.len() + 16);
+    let mut i = 0;
+    while i < text.len() {
+        let b = text[i];
+        if control(b) {
+            out.extend_from_slice(format!("\\u{{{b:x}}}").as_bytes());
+            i += 1;
+        } else if i + 1 < text.len() && c1(&text[i..i + 2]) {
+            out.extend_from_slice(format!("\\u{{{:x}}}", text[i + 1]).as_bytes());
+            i += 2;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,5 +457,16 @@ mod tests {
         all.add("-o", Staged::bytes(Path::new("/dev/null"), b"gone").unwrap());
         all.commit(&[]).unwrap();
         assert!(!std::fs::metadata("/dev/null").unwrap().file_type().is_file());
+    }
+
+    #[test]
+    fn control_characters_are_escaped_but_newlines_and_tabs() {
+        let text = "a\x1b[31mb\tc\rd\u{9b}e\u{7f}\n";
+        let out = escape_controls(text.as_bytes());
+        assert_eq!(
+            String::from_utf8(out.into_owned()).unwrap(),
+            "a\\u{1b}[31mb\tc\\u{d}d\\u{9b}e\\u{7f}\n"
+        );
+        assert!(matches!(escape_controls(b"plain\n"), std::borrow::Cow::Borrowed(_)));
     }
 }

@@ -138,8 +138,7 @@ pub fn json(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         "rejected": r.rejected,
         "recommendation": r.recommendation,
     });
-    serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
-    writeln!(out)
+    super::write_json(&v, out)
 }
 
 #[derive(serde::Serialize)]

@@ -9,10 +9,6 @@ use super::ddp::SweepPoint;
 use super::fit_number;
 use crate::workload::sweep::Row;
 
-/// The version of the JSON layouts of a sweep over keys and of a DDP step; it changes when a
-/// field changes meaning or goes.
-pub const FORMAT_VERSION: u32 = 2;
-
 /// One point of a collective sweep: the keys set and the rows there.
 pub type RowsPoint = (Vec<(String, String)>, Vec<Row>);
 
@@ -31,13 +27,11 @@ fn write_json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let doc = json!({
-        "format_version": FORMAT_VERSION,
         "scenario": scenario,
         "swept": swept,
         "points": points,
     });
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::other)?;
-    writeln!(out)
+    super::write_json(&doc, out)
 }
 
 /// A DDP sweep as JSON: the scenario file, the swept keys and per point its values and the

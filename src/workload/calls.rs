@@ -232,10 +232,12 @@ pub(crate) fn to_work(
     let mut out = Vec::with_capacity(calls.len());
     let mut launches = 0usize;
     let us = |i: usize, what: &str, x: f64| {
-        if x.is_finite() && x >= 0.0 {
+        if x.is_finite() && (0.0..=MAX_ENTRY_US).contains(&x) {
             Ok(x * 1e-6)
         } else {
-            Err(format!("calls[{i}].{what}: must be a time in µs, at least 0 (got {x})"))
+            Err(format!(
+                "calls[{i}].{what}: must be a time in µs, 0 to {MAX_ENTRY_US:e} (an hour; got {x})"
+            ))
         }
     };
     for (i, c) in calls.iter().enumerate() {
@@ -350,6 +352,11 @@ pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet
     }
     Ok(out)
 }
+
+/// The longest one entry of a replayed step may take, µs: an hour. A profiler trace or a list
+/// of calls times one training step, and no kernel, collective or gap in one runs that long; a
+/// longer one is a unit mistaken (ns or ps for µs) or a corrupt number.
+pub const MAX_ENTRY_US: f64 = 3.6e9;
 
 /// Why `calls` cannot be replayed, if they cannot: a bad entry, or a step of no work at all.
 pub fn check(calls: &[Call]) -> Result<(), String> {

@@ -154,7 +154,7 @@ pub(crate) mod node_type {
 
 /// The longest compute node read, µs (an hour: a node is a kernel or a layer's work, and a
 /// larger figure is a unit mistaken).
-const MAX_NODE_US: u64 = 3_600_000_000;
+const MAX_NODE_US: u64 = super::calls::MAX_ENTRY_US as u64;
 
 /// nccl-tests' collective for a `CollectiveCommType` value, and Chakra's name for it.
 fn collective(comm_type: i128) -> Result<&'static str, String> {

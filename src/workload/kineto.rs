@@ -357,6 +357,11 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
         if !(ts.is_finite() && dur.is_finite() && dur >= 0.0) {
             return Err(format!("{file}: traceEvents[{i}]: ts {ts}, dur {dur}"));
         }
+        if dur > super::calls::MAX_ENTRY_US {
+            return Err(format!(
+                "{file}: traceEvents[{i}].dur: {dur} µs, more than an hour of GPU work in one event (a profiler trace's times are µs)"
+            ));
+        }
         let name = e.get("name").and_then(Value::as_str).unwrap_or("kernel");
         let short = name.split('(').next().unwrap_or(name).to_string();
         let args = e.get("args").unwrap_or(&Value::Null);

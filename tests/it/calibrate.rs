@@ -442,3 +442,19 @@ fn nccl_layout_output_reads_back_as_the_setup_that_made_it() {
     let out = super::collsim(&["validate", "--log", l]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("8 GPUs per process (nccl-tests -g 8"));
 }
+
+/// Issue #45: `LOG@collective` names one test of a log wherever a log is named: the first log
+/// of `calibrate` (whose GPU and layout give the topology) and `validate --log`.
+#[test]
+fn log_at_collective_works_wherever_a_log_is_named() {
+    let log = "calibration/data/H100_1N8G_AR_RING_TOGETHER.log";
+    let out = super::scratch().join("log-at.toml");
+    let at = format!("{log}@all_reduce");
+    super::collsim_ok(&["calibrate", "--from-log", &at, "-o", out.to_str().unwrap()]);
+    let plain = super::collsim_ok(&["validate", "--log", log]);
+    assert_eq!(super::collsim_ok(&["validate", "--log", &at]), plain);
+    super::cli_errors::fails_with(
+        &["validate", "--log", &format!("{log}@all_gather")],
+        &["no all_gather test in the log"],
+    );
+}

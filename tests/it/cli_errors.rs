@@ -936,3 +936,185 @@ fn correction_factors_are_bounded_where_read_and_where_fitted() {
         "{err}"
     );
 }
+
+/// Issue #45 item 3: a key or table another kind of workload reads is refused on its own line,
+/// whichever kind the scenario is, and the same for a `--sweep` key that adds one.
+#[test]
+fn a_key_of_another_kind_is_refused_on_its_line_never_ignored() {
+    let line_of = |text: &str, needle: &str| {
+        text.lines().position(|l| l.starts_with(needle)).map(|i| i + 1).unwrap()
+    };
+    for (extra, key) in [
+        ("[workload.ddp]\ncomm_hook = \"fp16\"\n", "workload.ddp"),
+        ("[workload.fsdp]\nsharding_strategy = \"FULL_SHARD\"\n", "workload.fsdp"),
+        ("[workload.input]\ngpu_samples_per_s = 100\n", "workload.input"),
+        ("[workload.parallel]\ntp = 2\n", "workload.parallel"),
+    ] {
+        let text = format!("{GOOD}{extra}");
+        let p = tmp("sweep-with-other-kind.toml", &text);
+        let at = format!(
+            "sweep-with-other-kind.toml:{}:",
+            line_of(&text, extra.lines().next().unwrap())
+        );
+        fails_with(&["simulate", p.to_str().unwrap()], &[&at, key]);
+    }
+    let p = tmp("sweep-plain.toml", GOOD);
+    fails_with(
+        &["simulate", p.to_str().unwrap(), "--sweep", "ddp.comm_hook=none,fp16"],
+        &["workload.ddp: only for a training step", "not a collective sweep"],
+    );
+    // A sweep's keys on a training step, and a key of a training step on a replay.
+    let ddp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama7b-dgx-h100-16node.toml"
+    ))
+    .unwrap();
+    let at = ddp.find("[workload]\n").unwrap() + "[workload]\n".len();
+    for (key, line) in [
+        ("dtype", "dtype = \"half\"\n"),
+        ("factor", "factor = 4\n"),
+        ("calls", "calls = \"x.json\"\n"),
+    ] {
+        let text = format!("{}{line}{}", &ddp[..at], &ddp[at..]);
+        let p = tmp("ddp-with-sweep-key.toml", &text);
+        let at = format!("ddp-with-sweep-key.toml:{}:", line_of(&text, line.trim_end()));
+        fails_with(
+            &["simulate", p.to_str().unwrap()],
+            &[&at, &format!("workload.{key}: not for kind")],
+        );
+    }
+}
+
+/// Issue #45 item 4: nccl-tests' `-J` JSON is held to the text reader's row checks, and a row
+/// cut off in a text table is an error with its line.
+#[test]
+fn both_log_readers_refuse_what_the_other_refuses() {
+    let json = r#"{"args": "./build/all_reduce_perf -b 8 -e 16 -g 8", "results": [
+        {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+         "out_of_place": {"time": -10.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+         "in_place": {"time": 9.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0}}]}"#;
+    let p = tmp("negative.json", json);
+    fails_with(
+        &["validate", "--log", p.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["negative.json: results[0]: out-of-place time -10.5 is not a positive number"],
+    );
+    let text = "# nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20\n\
+                8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n\
+                16 4\n";
+    let p = tmp("cut.log", text);
+    fails_with(
+        &["validate", "--log", p.to_str().unwrap(), "--topology", "dgx-h100"],
+        &["cut.log:3: cut off"],
+    );
+}
+
+/// Issue #45 item 2: numbers that cannot be are refused where they are read, on their line:
+/// `links` reservations that together take a whole link, a fabric whose switches cannot hold
+/// the nodes' NICs, NVLink all-to-all links that do not split among the peers.
+#[test]
+fn impossible_fabrics_and_reservations_are_refused_where_read() {
+    let links = |load_a: f64, load_b: f64| {
+        format!(
+            "{GOOD}\n[[background]]\npattern = \"links\"\nclass = \"net\"\nload = {load_a}\n\n\
+             [[background]]\npattern = \"links\"\nclass = \"net\"\nnodes = [0]\nload = {load_b}\n"
+        )
+    };
+    let p = tmp("links-sum.toml", &links(0.6, 0.6));
+    let line = links(0.6, 0.6).lines().position(|l| l == "load = 0.6").unwrap() + 1;
+    let second = links(0.6, 0.6).lines().skip(line).position(|l| l == "load = 0.6").unwrap();
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[&format!("links-sum.toml:{}:", line + second + 1), "reserved 1.200 of their capacity"],
+    );
+    let p = tmp("links-ok.toml", &links(0.5, 0.4));
+    super::collsim_ok(&["simulate", p.to_str().unwrap(), "--max-bytes", "1KiB"]);
+    // Fabrics: a one-tier fat-tree of 16 ports under 64 nodes; 2-port switches for 8 nodes;
+    // a rail fabric of radix 2 for 64 nodes.
+    for (network, nodes, holds) in [
+        (
+            "kind = \"fat_tree\"\ntiers = 1\nradix = 16",
+            "64",
+            "holds 16 NIC ports, and 64 nodes of 8 NICs need 512",
+        ),
+        ("kind = \"fat_tree\"\ntiers = 2\nradix = 2", "8", "holds 2 NIC ports"),
+        ("kind = \"rail\"\nradix = 2", "64", "holds 0 NIC ports"),
+    ] {
+        let p = tmp("small-fabric.toml", &topo_with("kind = \"non_blocking\"", network));
+        for cmd in [
+            vec![
+                "simulate",
+                "--topology",
+                p.to_str().unwrap(),
+                "--nodes",
+                nodes,
+                "--max-bytes",
+                "1MiB",
+            ],
+            vec!["topo", "show", p.to_str().unwrap(), "--nodes", nodes],
+        ] {
+            fails_with(&cmd, &["network.radix", holds]);
+        }
+    }
+    // A two-tier fat-tree of 64-port switches holds 2,048 NICs: 256 DGX-H100s.
+    let p = tmp(
+        "fat-tree-64.toml",
+        &topo_with("kind = \"non_blocking\"", "kind = \"fat_tree\"\ntiers = 2\nradix = 64"),
+    );
+    super::collsim_ok(&["topo", "show", p.to_str().unwrap(), "--nodes", "256"]);
+    fails_with(&["topo", "show", p.to_str().unwrap(), "--nodes", "257"], &["holds 2048 NIC ports"]);
+    // NVLink all-to-all: 6 links among 8 GPUs' 7 peers.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/polaris-a100-4gpu.toml"
+    ))
+    .unwrap();
+    let bad = text.replace("links_per_gpu = 12", "links_per_gpu = 7");
+    assert_ne!(bad, text);
+    let p = tmp("a2a.toml", &bad);
+    let at =
+        format!("a2a.toml:{}:", bad.lines().position(|l| l.starts_with("all_to_all")).unwrap() + 1);
+    fails_with(
+        &["topo", "show", p.to_str().unwrap()],
+        &[&at, "links_per_gpu = 7 does not split evenly among each GPU's 3 peers"],
+    );
+}
+
+/// Issue #45 item 6: values whose step would pass what collsim reports are refused where they
+/// are read, naming their line and field.
+#[test]
+fn rates_and_times_out_of_reach_are_refused_on_their_line() {
+    let ddp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama7b-dgx-h100-16node.toml"
+    ))
+    .unwrap();
+    let at = ddp.find("[workload]\n").unwrap() + "[workload]\n".len();
+    for (line, field) in [
+        ("straggler_speed = 1e-12\n", "workload.straggler_speed"),
+        ("rank_speeds = [1.0, 0.001]\n", "workload.rank_speeds"),
+    ] {
+        let text = format!("{}{line}{}", &ddp[..at], &ddp[at..]);
+        let p = tmp("slow-rank.toml", &text);
+        let at = format!(
+            "slow-rank.toml:{}:",
+            text.lines().position(|l| l == line.trim_end()).unwrap() + 1
+        );
+        fails_with(&["simulate", p.to_str().unwrap()], &[&at, field, "failed rather than slowed"]);
+    }
+    let mfu = ddp.lines().find(|l| l.starts_with("mfu") || l.starts_with("efficiency")).unwrap();
+    let key = mfu.split_whitespace().next().unwrap();
+    let text = ddp.replacen(mfu, &format!("{key} = 1e-300"), 1);
+    let p = tmp("slow-gpu.toml", &text);
+    fails_with(&["simulate", p.to_str().unwrap()], &[&format!("workload.{key}"), "[0.01, 1]"]);
+    // A replayed entry of more than an hour.
+    let calls = tmp("long.json", r#"{"collsim_calls": 1, "calls": [{"compute_us": 1e30}]}"#);
+    let scenario = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n[workload]\nkind = \"trace\"\ncalls = \"{}\"\n",
+        calls.file_name().unwrap().to_str().unwrap()
+    );
+    let p = tmp("long-replay.toml", &scenario);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["long-replay.toml:6:", "calls[0].compute_us", "an hour"],
+    );
+}

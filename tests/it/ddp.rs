@@ -267,7 +267,7 @@ fn gpt2_xl_on_a3_high_with_and_without_fp16_compression() {
         "--format",
         "json",
     ]);
-    assert_eq!(rows["format_version"], 2);
+    assert_eq!(rows["format_version"], collsim::report::FORMAT_VERSION);
     assert_eq!(rows["scenario"], "scenarios/gpt2-xl-a3-16node.toml");
     assert_eq!(rows["swept"][0], "workload.ddp.comm_hook");
     let rows = &rows["points"];
@@ -551,7 +551,7 @@ fn sweeps_reach_topology_profile_and_collective_scenarios() {
         "--format",
         "json",
     ]);
-    assert_eq!(v["format_version"], 2);
+    assert_eq!(v["format_version"], collsim::report::FORMAT_VERSION);
     let points = v["points"].as_array().unwrap();
     let algo = |i: usize| points[i]["rows"][0]["algo"].as_str().unwrap().to_string();
     assert_eq!((algo(0), algo(1)), ("RING".to_string(), "NVLS".to_string()));
@@ -661,7 +661,7 @@ fn one_gpu_at_80_percent_sets_the_pace_of_a_64_gpu_job() {
     assert!((num(r, "iteration_time_ms") - nominal).abs() < 1e-9);
     super::cli_errors::fails_with(
         &["simulate", s, "--sweep", "workload.straggler_speed=0"],
-        &["workload.straggler_speed", "must be a fraction in (0, 1]"],
+        &["workload.straggler_speed", "must be a fraction in [0.01, 1]"],
     );
 }
 
@@ -796,7 +796,7 @@ fn measured_rank_speeds_set_the_pace_as_a_straggler_does() {
         std::fs::write(&p, measured.replace("0.97]", bad)).unwrap();
         super::cli_errors::fails_with(
             &["simulate", p.to_str().unwrap()],
-            &["workload.rank_speeds", "above 0 and at most 1"],
+            &["workload.rank_speeds", "0.01 to 1"],
         );
     }
     std::fs::write(&p, measured.clone()).unwrap();
@@ -1012,10 +1012,11 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         &["simulate", s, "--nodes", "1", "--gpus-per-node", "1"],
         &["on one rank", "NO_SHARD"],
     );
-    // A compute rate so small the step's times overflow is refused, never printed as NaN.
+    // A compute rate so small the step's times would overflow is refused where it is read,
+    // never printed as NaN.
     super::cli_errors::fails_with(
         &["simulate", s, "--sweep", "workload.mfu=1e-200"],
-        &["simulated time passes 53 days"],
+        &["llama7b-fsdp-p5-16node.toml:", "workload.mfu: must be a fraction in [0.01, 1]"],
     );
     // Accumulating four micro-steps: each gathers and reduce-scatters again (no no_sync).
     let k4 = json(&["simulate", s, "--format", "json", "--sweep", "workload.grad_accumulation=4"]);

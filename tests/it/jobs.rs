@@ -402,15 +402,15 @@ fn a_ddp_job_beside_an_idle_one_is_a_ddp_job_alone() {
 
 #[test]
 fn jobs_whose_steps_differ_a_thousandfold_are_refused_not_run_for_ever() {
-    // Job a at 1e-6 of the peak: 10^5 times job b's step. Side by side, b would repeat its step
-    // that many times; each step alone would also overflow past a point.
+    // Job a at 1 % of the peak (40 times slower than b) accumulating 64 micro-batches: 2,560
+    // times job b's step. Side by side, b would repeat its step that many times.
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/two-ddp-jobs-shared-spine.toml"
     ))
     .unwrap()
     .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
-    .replacen("mfu = 0.4", "mfu = 1e-6", 1);
+    .replacen("mfu = 0.4", "mfu = 0.01\ngrad_accumulation = 64", 1);
     let p = write("ddp-unequal", &text);
     super::cli_errors::fails_with(
         &["simulate", &p],

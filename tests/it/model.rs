@@ -44,6 +44,7 @@ fn params(step: Time) -> TimingParams {
     TimingParams {
         name: "t".into(),
         source: "test".into(),
+        fitted_on: None,
         call_overhead: Time::ZERO,
         launch: Time::ZERO,
         p2p_peer: Time::ZERO,

@@ -493,3 +493,49 @@ fn a_3d_workload_is_planned_over_node_counts_and_layouts() {
     let mem = |k: &str| row("64", k)["memory_gib"].parse::<f64>().unwrap();
     assert!(mem("tp 4, pp 8") > 1.5 * mem("tp 8, pp 8"));
 }
+
+/// Issue #45: a results line edited by hand (a step made negative or huge, an instance
+/// renamed) is refused by `plan merge`, naming its line; a shard writes its lines in candidate
+/// order, the same bytes every run.
+#[test]
+fn merge_refuses_lines_edited_by_hand_and_shards_write_in_candidate_order() {
+    let d = dir("edited");
+    let (a, b) = (d.join("a.jsonl"), d.join("b.jsonl"));
+    collsim_ok(&["plan", SMALL, "--shard", "1/2", "-o", path(&a)]);
+    collsim_ok(&["plan", SMALL, "--shard", "2/2", "-o", path(&b)]);
+    let text = std::fs::read_to_string(&a).unwrap();
+    // Candidate order: 0, 2, 4, ... after the header.
+    let order: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["index"].as_u64().unwrap())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    for run in 0..2 {
+        let again = d.join(format!("again{run}.jsonl"));
+        collsim_ok(&["plan", SMALL, "--shard", "1/2", "-o", path(&again)]);
+        assert_eq!(std::fs::read_to_string(&again).unwrap(), text, "run {run}");
+    }
+    let line = text.lines().nth(2).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let step = v["metrics"]["step_ms"].as_f64().unwrap().to_string();
+    for (edit, needles) in [
+        (
+            line.replace(&format!("\"step_ms\":{step}"), "\"step_ms\":-260"),
+            ["a-edited.jsonl:3", "metrics.step_ms: -260 is not a positive number"],
+        ),
+        (
+            line.replace(&format!("\"step_ms\":{step}"), "\"step_ms\":1e308"),
+            ["a-edited.jsonl:3", "does not match its check"],
+        ),
+        (
+            line.replace("\"instance\":\"", "\"instance\":\"my-"),
+            ["a-edited.jsonl:3", "does not match its check"],
+        ),
+    ] {
+        assert_ne!(edit, line, "the edit changed nothing");
+        let edited = d.join("a-edited.jsonl");
+        std::fs::write(&edited, text.replace(line, &edit)).unwrap();
+        fails_with(&["plan", "merge", path(&edited), path(&b)], &needles);
+    }
+}

@@ -110,6 +110,7 @@ fn probes() -> Vec<Probe> {
     serde(Profile, p, "`[gpu.<arch>]`", "[gpu.x]");
     serde(Profile, p, "`[correction]`", "[correction]");
     serde(Profile, p, "`[[correction.mechanism]]`", "[[correction.mechanism]]");
+    serde(Profile, p, "`[fitted_on]`", "[fitted_on]");
     let pl = "Plan file";
     serde(Plan, pl, "Top level", "");
     serde(Plan, pl, "`[train]`", "[train]");

@@ -348,3 +348,93 @@ fn validate_plot_has_log_axes_and_an_error_panel() {
     assert!(red.len() >= 2 * 31, "measured points and error points: {}", red.len());
     assert!(red.iter().filter(|c| c.num("cy") < 540.0).all(|c| c.num("cy") < floor + 60.0));
 }
+
+/// Issue #45: every JSON document collsim writes carries `format_version`, one number for the
+/// crate, and its fields change only with it. The fields of each document (paths and types,
+/// array elements merged) are kept in tests/data/json-fields.txt under the version they belong
+/// to: a change of fields without a bump of `collsim::report::FORMAT_VERSION` fails here. After
+/// a bump, `COLLSIM_BLESS=1 cargo test --release --test it json_fields` writes the new list.
+#[test]
+fn json_fields_change_only_with_the_format_version() {
+    fn fields(path: &str, v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        let kind = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        out.insert(format!("{path}: {kind}"));
+        match v {
+            Value::Array(a) => a.iter().for_each(|x| fields(&format!("{path}[]"), x, out)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| fields(&format!("{path}.{k}"), x, out)),
+            _ => {}
+        }
+    }
+    let small = "--max-bytes=1KiB";
+    let documents: [(&str, &[&str]); 10] = [
+        ("simulate", &["simulate", "scenarios/quickstart.toml", small]),
+        ("simulate-ddp", &["simulate", "scenarios/resnet50-dgx-a100-1node.toml"]),
+        ("simulate-jobs", &["simulate", "scenarios/two-jobs-shared-spine.toml"]),
+        (
+            "simulate-sweep",
+            &["simulate", "scenarios/quickstart.toml", small, "--sweep", "cluster.nodes=1,2"],
+        ),
+        (
+            "simulate-ddp-sweep",
+            &[
+                "simulate",
+                "scenarios/resnet50-dgx-a100-1node.toml",
+                "--sweep",
+                "ddp.bucket_cap_mb=1,25",
+            ],
+        ),
+        ("plan", &["plan", "tests/data/plan/small.toml"]),
+        ("validate", &["validate", "--log", "calibration/data/H100_1N8G_AR_RING_TOGETHER.log"]),
+        (
+            "validate-manifest",
+            &["validate", "--manifest", "calibration/data/manifest.csv", "--no-held-out"],
+        ),
+        ("explain", &["explain", "--topology", "dgx-h100", "--bytes", "1MiB"]),
+        ("topo-show", &["topo", "show", "dgx-h100"]),
+    ];
+    let mut list = format!("format_version {}\n", collsim::report::FORMAT_VERSION);
+    for (name, args) in documents {
+        let mut args = args.to_vec();
+        args.extend(["--format", "json"]);
+        let v: Value = serde_json::from_str(&super::collsim_ok(&args)).unwrap();
+        assert_eq!(v["format_version"], collsim::report::FORMAT_VERSION, "{name}");
+        let mut set = std::collections::BTreeSet::new();
+        fields(name, &v, &mut set);
+        for f in set {
+            list.push_str(&f);
+            list.push('\n');
+        }
+    }
+    let kept_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/json-fields.txt");
+    if std::env::var_os("COLLSIM_BLESS").is_some() {
+        std::fs::write(kept_path, &list).unwrap();
+        return;
+    }
+    let kept = std::fs::read_to_string(kept_path).unwrap_or_default();
+    if kept == list {
+        return;
+    }
+    let version = |t: &str| t.lines().next().unwrap_or_default().to_string();
+    let (old, new): (std::collections::BTreeSet<&str>, std::collections::BTreeSet<&str>) =
+        (kept.lines().skip(1).collect(), list.lines().skip(1).collect());
+    let gone: Vec<&&str> = old.difference(&new).take(5).collect();
+    let added: Vec<&&str> = new.difference(&old).take(5).collect();
+    assert_ne!(
+        version(&kept),
+        version(&list),
+        "JSON fields changed without a new format_version (gone: {gone:?}; added: {added:?}): bump collsim::report::FORMAT_VERSION, then run with COLLSIM_BLESS=1"
+    );
+    panic!(
+        "{} is for {}; rerun with COLLSIM_BLESS=1 to write the fields of {}",
+        kept_path,
+        version(&kept),
+        version(&list)
+    );
+}

@@ -337,3 +337,40 @@ fn gpus_per_process_prices_each_call_by_its_kernel_launches() {
         "{err}"
     );
 }
+
+/// Issue #45: `--format nccl` is what nccl-tests prints with its defaults: its header's
+/// iterations and data check, `#wrong` 0, and a maxBytes past the GPU's memory cut, with the
+/// line nccl-tests prints and the larger sizes left out of the table and the average.
+#[test]
+fn nccl_format_is_what_nccl_tests_prints() {
+    let run = |max: &str| {
+        collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--min-bytes",
+            "4GiB",
+            "--max-bytes",
+            max,
+            "--format",
+            "nccl",
+        ])
+    };
+    let out = run("64GiB");
+    assert!(out.contains("warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0"), "{out}");
+    // 80 GiB: (80 - 4 - 1) / 3 GiB.
+    assert!(
+        out.contains("#\n# Reducing maxBytes to 26843545600 due to memory limitation\n"),
+        "{out}"
+    );
+    let rows: Vec<&str> =
+        out.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
+    let sizes: Vec<&str> = rows.iter().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(sizes, ["4294967296", "8589934592", "17179869184"]);
+    for r in &rows {
+        let t: Vec<&str> = r.split_whitespace().collect();
+        assert_eq!((t[8], t[12]), ("0", "0"), "{r}");
+    }
+    // Within the memory, no cut.
+    assert!(!run("16GiB").contains("Reducing maxBytes"));
+}
