@@ -17,6 +17,7 @@ mod plan;
 mod readme;
 mod reference;
 mod report;
+mod scaling;
 mod scenarios;
 mod selection;
 
