@@ -846,7 +846,19 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // small calls in full detail, or, alone on the network, their representatives where they
     // are fewer.
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
-    let shape = Shape { chunks, chunk, last, units_per_step, sync, nranks };
+    // NCCL's per-channel Tree maximum (a plain Tree across nodes; not NVLSTree or CollNet,
+    // whose heads NCCL caps otherwise): its bus bandwidth is twice the call's data rate (each
+    // byte goes up and comes down), spread over the pipelines.
+    // Simple only: LL128's maximum (`perChMaxTreeLL128Bws`), applied the same way, made the
+    // A100 two-node curves that run Tree/LL128 at 1-16 MiB (CRUSOE, Sophia) slower than
+    // measured (median 12.6 -> 32.3 % on those sizes).
+    let cap = match comm.tuning().tree_bus_cap(sel.proto) {
+        Some(bus) if sel.proto == Proto::Simple && !collnet && !lay.nvls_tree && nnodes > 1 => {
+            bus * 1e9 / (2.0 * pipes as f64)
+        }
+        _ => f64::INFINITY,
+    };
+    let shape = Shape { cap, chunks, chunk, last, units_per_step, sync, nranks };
     let small_auto = call.mode == Mode::Auto && work <= AGGREGATE_ABOVE;
     let links = cluster.links();
     // The classes of equivalent pipelines, if there are few enough flows to look; other traffic
@@ -889,6 +901,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         &arena,
         cluster.capacities(),
         call.load,
+        cap,
         chunks,
         per_channel as f64 / chunks as f64,
         units_per_step,
@@ -934,6 +947,10 @@ fn run_reps(
 /// How a Tree-family call's pipelines cut their bytes.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
+    /// The most one flow of a pipeline carries, data bytes/s (infinity for no cap): NCCL's
+    /// per-channel Tree maximum ([`crate::comm::tuning::TuningInput::tree_bus_cap`]) shared by
+    /// the pipelines, each moving its data up and down at once.
+    cap: f64,
     chunks: usize,
     /// Payload of every chunk but the last, and of the last.
     chunk: u64,
@@ -947,6 +964,8 @@ struct Shape {
 struct Tree {
     /// Every pipeline (else one representative per class of equivalent ones).
     detailed: bool,
+    /// The most one flow carries, data bytes/s ([`Shape::cap`]).
+    cap: f64,
     channels: Vec<Channel>,
     chunks: usize,
     /// Payload of every chunk but the last, and of the last.
@@ -965,7 +984,7 @@ impl Tree {
     /// A call over `channels`, their paths registered; `detailed` when they are every pipeline
     /// (else representatives).
     fn new(mut channels: Vec<Channel>, shape: Shape, detailed: bool) -> Tree {
-        let Shape { chunks, chunk, last, units_per_step, sync, nranks } = shape;
+        let Shape { cap, chunks, chunk, last, units_per_step, sync, nranks } = shape;
         for ch in &mut channels {
             ch.delivered = vec![0; ch.edges.len()];
             ch.held = vec![[0; 2]; ch.edges.len()];
@@ -975,6 +994,7 @@ impl Tree {
         let total_done = nranks * channels.len();
         Tree {
             detailed,
+            cap,
             channels,
             chunks,
             chunk,
@@ -1012,7 +1032,8 @@ impl Tree {
                 Some(e) => {
                     let edge = &ch.edges[e];
                     let wire = Bytes::new((payload(k) as f64 / edge.up_eff).ceil() as u64);
-                    cx.flow(edge.up, wire, Ev::Moved { ch: ci as u32, edge: e as u32, up: true });
+                    let ev = Ev::Moved { ch: ci as u32, edge: e as u32, up: true };
+                    cx.capped_flow(edge.up, wire, self.cap / edge.up_eff, ev);
                     ch.ranks[r].up_busy = true;
                     break;
                 }
@@ -1034,7 +1055,7 @@ impl Tree {
                     let edge = &ch.edges[e as usize];
                     let wire = Bytes::new((payload(k) as f64 / edge.down_eff).ceil() as u64);
                     let ev = Ev::Moved { ch: ci as u32, edge: e, up: false };
-                    cx.flow(edge.down, wire, ev);
+                    cx.capped_flow(edge.down, wire, self.cap / edge.down_eff, ev);
                 }
                 ch.ranks[r].down_pending = nkids;
             }
@@ -1173,6 +1194,7 @@ fn pipeline_estimate(
     arena: &Arena,
     caps: &[f64],
     load: &[Load],
+    cap: f64,
     chunks: usize,
     unit: f64,
     units_per_step: usize,
@@ -1214,13 +1236,14 @@ fn pipeline_estimate(
     for (ci, c) in channels.iter().enumerate() {
         let n = c.parent_edge.len();
         // The CTA's sync holds the sender, not the data: it slows the pace, not the first unit.
+        // A flow's wire rate is at most the pipeline's cap on its data.
         let cost = |rate: f64, eff: f64, p2p: bool| {
-            unit / eff / rate.max(1.0) + if p2p { sync_per_unit } else { 0.0 }
+            unit / eff / rate.min(cap / eff).max(1.0) + if p2p { sync_per_unit } else { 0.0 }
         };
         // A network edge passes a whole step on at once: the first unit waits for its step.
         let step_units = units_per_step.min(chunks).max(1) as f64;
         let fill = |rate: f64, eff: f64, whole: bool| {
-            unit / eff / rate.max(1.0) * if whole { step_units } else { 1.0 }
+            unit / eff / rate.min(cap / eff).max(1.0) * if whole { step_units } else { 1.0 }
         };
         let mut pace = 0.0f64;
         for e in &c.edges {
@@ -1391,6 +1414,7 @@ mod tests {
                     &arena,
                     cluster.capacities(),
                     &[],
+                    f64::INFINITY,
                     512,
                     1e6,
                     1,

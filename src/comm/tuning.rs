@@ -220,6 +220,22 @@ impl TuningInput {
         }
     }
 
+    /// What NCCL's tuning model lets a Tree all-reduce's channels carry at most, as bus
+    /// bandwidth (GB/s): the tree graph's channels × the per-channel maximum of the GPU
+    /// generation and node count (`perChMaxTreeBws`, and `perChMaxTreeLL128Bws` for LL128;
+    /// NVIDIA/nccl `src/graph/tuning.cc`), NCCL's developers' measurement of what one channel's
+    /// CTA sustains reducing and forwarding through a tree. `None` for LL, which NCCL caps by
+    /// `llMaxBws` as a whole. (The simulation applies the Simple one: `collective::tree`.)
+    pub fn tree_bus_cap(&self, proto: Proto) -> Option<f64> {
+        let (arch, ni) = (arch_index(self.arch), self.node_index());
+        let per_channel = match proto {
+            Proto::Simple => TREE_MAX[arch][ni],
+            Proto::LL128 => TREE_LL128_MAX[arch][ni],
+            Proto::LL => return None,
+        };
+        Some(self.tree.n_channels as f64 * per_channel)
+    }
+
     fn ll_max(&self) -> f64 {
         let row = if self.nnodes == 1 {
             arch_index(self.arch)

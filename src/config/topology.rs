@@ -202,6 +202,11 @@ pub fn gpu_library() -> Result<Vec<GpuModel>, ConfigError> {
     raw.iter().map(|(k, m)| gpu_model(&src, k.get_ref(), m)).collect()
 }
 
+/// The most PCIe switches between a device and its CPU: servers nest 1 to 3 (a GPU board's
+/// switch under the host's, sometimes a retimer switch between); each level adds routes that
+/// every path enumerates, and a chain of 1,200 took 3.4 GB (issue #45).
+pub const MAX_PCIE_DEPTH: usize = 8;
+
 /// Resolves `attach` names ("numa1", a switch id) to parents, or spreads `n` devices evenly
 /// over the leaf switches (over the NUMA domains when there are no switches).
 fn attachments(
@@ -663,13 +668,24 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 let p = parent(&src, "pcie.switch.parent", &s.parent, &out, numas)?;
                 out[i].parent = p;
             }
-            // No cycles: every switch must reach a NUMA domain.
+            // No cycles: every switch must reach a NUMA domain, within MAX_PCIE_DEPTH switches.
             for (i, s) in list.iter().enumerate() {
                 let mut p = Parent::Switch(i);
+                let mut depth = 0;
                 for _ in 0..=out.len() {
                     if let Parent::Switch(j) = p {
                         p = out[j].parent;
+                        depth += 1;
                     }
+                }
+                if !matches!(p, Parent::Switch(_)) && depth > MAX_PCIE_DEPTH {
+                    return Err(src.error_at(
+                        s.parent.span().start,
+                        format!(
+                            "pcie.switch.parent: switch {:?} sits {depth} switches below its CPU, more than {MAX_PCIE_DEPTH} (servers nest 1 to 3)",
+                            s.id.get_ref()
+                        ),
+                    ));
                 }
                 if matches!(p, Parent::Switch(_)) {
                     return Err(src.error_at(

@@ -894,6 +894,8 @@ fn flags_that_cannot_run_as_given_are_usage_errors() {
 fn correction_factors_are_bounded_where_read_and_where_fitted() {
     // Issue #45: 1e-300 gave a 1 GiB all-reduce in 4e-297 µs, 1e300 a time past 53 days.
     let text = std::fs::read_to_string("calibration/profiles/dgx-h100.toml").unwrap();
+    let line = text.lines().position(|l| l.starts_with("factor = [1.0, 1.0]")).unwrap() + 1;
+    let at = format!("bad-factor.toml:{line}:");
     for bad in ["1e-300", "1e300", "0.05", "11.0"] {
         let p = tmp(
             "bad-factor.toml",
@@ -901,7 +903,7 @@ fn correction_factors_are_bounded_where_read_and_where_fitted() {
         );
         fails_with(
             &["simulate", "scenarios/quickstart.toml", "--profile", p.to_str().unwrap()],
-            &["bad-factor.toml:138:", "correction.factor[0]: must be between 0.1 and 10"],
+            &[&at, "correction.factor[0]: must be between 0.1 and 10"],
         );
     }
     // A log whose times are flat (50 µs at every size, 8 B to 8 GiB): calibrate refuses the
@@ -1116,5 +1118,31 @@ fn rates_and_times_out_of_reach_are_refused_on_their_line() {
     fails_with(
         &["simulate", p.to_str().unwrap()],
         &["long-replay.toml:6:", "calls[0].compute_us", "an hour"],
+    );
+}
+
+/// Issue #45 item 8: PCIe switches nest at most 8 deep (a chain of 1,200 took 3.4 GB).
+#[test]
+fn pcie_switches_nest_at_most_eight_deep() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/pcie-8gpu-2socket.toml"
+    ))
+    .unwrap();
+    assert!(base.contains("switches = 4\n"));
+    let chain = |n: usize| {
+        let mut t = base.replacen("switches = 4\n", "", 1);
+        for i in 0..n {
+            let parent = if i == 0 { "numa0".to_string() } else { format!("s{}", i - 1) };
+            t.push_str(&format!("\n[[pcie.switch]]\nid = \"s{i}\"\nparent = \"{parent}\"\n"));
+        }
+        t
+    };
+    let ok = tmp("pcie-8.toml", &chain(8));
+    super::collsim_ok(&["topo", "show", ok.to_str().unwrap()]);
+    let deep = tmp("pcie-9.toml", &chain(9));
+    fails_with(
+        &["topo", "show", deep.to_str().unwrap()],
+        &["pcie-9.toml:", "pcie.switch.parent: switch \"s8\" sits 9 switches below its CPU"],
     );
 }

@@ -470,7 +470,12 @@ fn symmetric_runs_beside_other_traffic_are_the_detailed_result() {
         assert_eq!(a.form, Form::Symmetric, "{algo}");
         let rel = (a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0).abs();
         assert!(rel < 1e-6, "{algo}: aggregated {} detailed {}", a.time, d.time);
-        assert!(d.time > alone.time, "{algo}: the load slows nothing");
+        assert!(
+            d.time > alone.time,
+            "{algo}: the load slows nothing ({} alone {})",
+            d.time,
+            alone.time
+        );
     }
 }
 

@@ -535,3 +535,20 @@ fn a_one_rank_job_copies_as_its_one_workload_step_does() {
     assert!(b > 0.15 + 0.05, "the copy of 256 MiB takes time: {b} ms");
     assert!((a / b - 1.0).abs() < 1e-6, "job alone {a} ms, one workload {b} ms");
 }
+
+/// Issue #45 item 8: at most 64 `[[job]]` tables (1,000 one-node jobs took 5 minutes).
+#[test]
+fn more_than_64_jobs_are_refused_on_the_65th() {
+    let mut text = String::from("[cluster]\ntopology = \"dgx-h100\"\nnodes = 65\n");
+    for i in 0..65 {
+        text.push_str(&format!(
+            "\n[[job]]\nname = \"j{i}\"\nnodes = 1\n[job.workload]\ncollective = \"all_reduce\"\nmin_bytes = \"1 MiB\"\nmax_bytes = \"1 MiB\"\n"
+        ));
+    }
+    let at = text.lines().position(|l| l == "name = \"j64\"").unwrap() + 1;
+    let p = write("65-jobs", &text);
+    super::cli_errors::fails_with(
+        &["simulate", &p],
+        &[&format!("s.toml:{at}:"), "more than 64 [[job]] tables (65 given)"],
+    );
+}

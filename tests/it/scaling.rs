@@ -88,11 +88,11 @@ fn sweep(
 
 /// Where the model is within 15 % of the B200 table today: two nodes, where every size is
 /// bandwidth-bound (the per-rank shares are 64-256 MiB, several loops per channel), for the
-/// ring (all_reduce, all_gather) and NVLSTree. Everywhere else the model is optimistic by up to
-/// 60 % (ring from 4 nodes, NVLSTree from 4 nodes, Tree everywhere), for the reasons
-/// docs/collective-scaling.md gives; those cells are only held to not being more than 15 %
-/// pessimistic, which catches the window-bound cliffs the issue reported (dgx-h100 all_gather
-/// at 1 GiB, 47 GB/s on 128 nodes).
+/// ring (all_reduce, all_gather) and NVLSTree; and Tree at every node count, held to NCCL's
+/// per-channel Tree maximum. Elsewhere the model is optimistic by up to 60 % (ring from 4
+/// nodes, NVLSTree from 4 nodes), for the reasons docs/collective-scaling.md gives; those cells
+/// are only held to not being more than 15 % pessimistic, which catches the window-bound
+/// cliffs the issue reported (dgx-h100 all_gather at 1 GiB, 47 GB/s on 128 nodes).
 #[test]
 fn the_b200_scaling_table_holds_where_the_model_reaches_it() {
     let mut report = Vec::new();
@@ -107,7 +107,7 @@ fn the_b200_scaling_table_holds_where_the_model_reaches_it() {
                  ({mech}) {:+5.1} %",
                 100.0 * err
             ));
-            let held = nodes == 2 && algo != "Tree";
+            let held = nodes == 2 || algo == "Tree";
             if (held && err.abs() > 0.15) || err < -0.15 {
                 misses.push(report.last().unwrap().clone());
             }
