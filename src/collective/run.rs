@@ -924,7 +924,7 @@ fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
         Kind::Pat => uncapped(pat::steady_paths(call)),
         Kind::Ring => uncapped(ring::steady_paths(call)),
         Kind::Chain => uncapped(chain::steady_paths(call)),
-        Kind::Tree => uncapped(tree::steady_paths(call)),
+        Kind::Tree => tree::steady_flows(call),
         Kind::Nvls => uncapped(nvls::steady_paths(call)),
     }
 }

@@ -520,6 +520,30 @@ impl Layout {
         }
     }
 
+    /// The most one flow of a pipeline carries, data bytes/s (infinity for none): NCCL's
+    /// per-channel Tree maximum ([`TuningInput::tree_bus_cap`]) for a plain Tree across nodes
+    /// (not NVLSTree or CollNet, whose heads NCCL caps otherwise), as bus bandwidth twice the
+    /// call's data rate (each byte goes up and comes down), spread over the pipelines. Simple
+    /// only: LL128's maximum (`perChMaxTreeLL128Bws`), applied the same way, made the A100
+    /// two-node curves that run Tree/LL128 at 1-16 MiB (CRUSOE, Sophia) slower than measured
+    /// (median 12.6 -> 32.3 % on those sizes).
+    ///
+    /// [`TuningInput::tree_bus_cap`]: crate::comm::tuning::TuningInput::tree_bus_cap
+    fn flow_cap(&self, comm: &Communicator, proto: Proto) -> f64 {
+        let pipes = self.reps.len().max(1) as f64;
+        match comm.tuning().tree_bus_cap(proto) {
+            Some(bus)
+                if proto == Proto::Simple
+                    && !self.collnet
+                    && !self.nvls_tree
+                    && self.nnodes > 1 =>
+            {
+                bus * 1e9 / (2.0 * pipes)
+            }
+            _ => f64::INFINITY,
+        }
+    }
+
     /// What pipeline `(c, hp)`'s edges depend on: its ring (unless the heads set the order, and
     /// the network routes every connection alike), its tree (unless CollNet) and its head.
     fn pipeline_key(&self, comm: &Communicator, (c, hp): (usize, usize)) -> (usize, usize, usize) {
@@ -703,8 +727,9 @@ impl Layout {
 }
 
 /// Every link path of a Tree-family call in steady state (each edge of every pipeline busy
-/// both ways), for `explain`'s bottleneck.
-pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+/// both ways) with its flow's cap ([`Layout::flow_cap`]), for `explain`'s bottleneck and the
+/// call's steady share of a shared network.
+pub(crate) fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
     let (cluster, comm) = (call.cluster, call.comm);
     let lay = Layout::new(cluster, comm, &call.sel);
     if lay.nnodes * lay.ppn < 2 {
@@ -717,7 +742,8 @@ pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
         .flat_map(|&rep| lay.channel_edges(cluster, comm, rep, &mut arena))
         .collect();
     let path = |r| arena.get(r).iter().map(|&l| LinkId(l)).collect::<Vec<LinkId>>();
-    edges.iter().flat_map(|e| [path(e.up), path(e.down)]).collect()
+    let cap = lay.flow_cap(comm, call.sel.proto);
+    edges.iter().flat_map(|e| [(path(e.up), cap), (path(e.down), cap)]).collect()
 }
 
 /// Simulates one Tree AllReduce — or, when `sel` says NVLSTree, an NVLSTree AllReduce: each
@@ -846,18 +872,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     // small calls in full detail, or, alone on the network, their representatives where they
     // are fewer.
     let work: usize = channels.iter().map(|c| c.edges.len()).sum::<usize>() * chunks * 2;
-    // NCCL's per-channel Tree maximum (a plain Tree across nodes; not NVLSTree or CollNet,
-    // whose heads NCCL caps otherwise): its bus bandwidth is twice the call's data rate (each
-    // byte goes up and comes down), spread over the pipelines.
-    // Simple only: LL128's maximum (`perChMaxTreeLL128Bws`), applied the same way, made the
-    // A100 two-node curves that run Tree/LL128 at 1-16 MiB (CRUSOE, Sophia) slower than
-    // measured (median 12.6 -> 32.3 % on those sizes).
-    let cap = match comm.tuning().tree_bus_cap(sel.proto) {
-        Some(bus) if sel.proto == Proto::Simple && !collnet && !lay.nvls_tree && nnodes > 1 => {
-            bus * 1e9 / (2.0 * pipes as f64)
-        }
-        _ => f64::INFINITY,
-    };
+    let cap = lay.flow_cap(comm, sel.proto);
     let shape = Shape { cap, chunks, chunk, last, units_per_step, sync, nranks };
     let small_auto = call.mode == Mode::Auto && work <= AGGREGATE_ABOVE;
     let links = cluster.links();

@@ -245,8 +245,16 @@ impl Explanation {
             ),
             (Some(b), None) if b.channel_capped => writeln!(
                 out,
-                "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; across nodes NCCL_P2P_PER_CHANNEL_NET_BW), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",
-                b.per_flow_gbyte_per_s, b.class, b.capacity_gbyte_per_s, b.flows
+                "bottleneck: each channel, {:.2} GB/s on the wire (what one channel's CTA moves; {}), under its share of a {} link of {:.1} GB/s shared by {} flow(s)",
+                b.per_flow_gbyte_per_s,
+                if crate::collective::is_p2p(self.collective) {
+                    "across nodes NCCL_P2P_PER_CHANNEL_NET_BW"
+                } else {
+                    "a Tree's: NCCL's per-channel maximum, perChMaxTreeBws"
+                },
+                b.class,
+                b.capacity_gbyte_per_s,
+                b.flows
             ),
             (Some(b), None) => writeln!(
                 out,
