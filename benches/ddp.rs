@@ -6,6 +6,7 @@
 //! profiler trace captured on an H200 (1.42 B GPT, 74 buckets) imported and replayed on 16 and
 //! 128 aws-p5 nodes.
 
+use collsim_benches::repo;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
 
@@ -15,7 +16,7 @@ use collsim::config::{DEFAULT_PROFILE, parse_profile, parse_scenario, set_keys};
 fn bench(c: &mut Criterion) {
     let params = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).expect("profile");
     let llama =
-        std::fs::read_to_string("scenarios/llama7b-dgx-h100-16node.toml").expect("scenario");
+        std::fs::read_to_string(repo("scenarios/llama7b-dgx-h100-16node.toml")).expect("scenario");
     let mut g = c.benchmark_group("ddp");
     g.sample_size(10);
     for nodes in [2usize, 16, 128, 2048] {
@@ -39,10 +40,8 @@ fn bench(c: &mut Criterion) {
     }
     // A real PyTorch profiler trace (one DDP step of a 1.42 B GPT on an H200): imported, and
     // replayed on 16 and 128 aws-p5 nodes.
-    let path = std::path::Path::new(
-        "calibration/data/2026-11-26-h200-kineto/run2-kineto-ddp-h2048.json.gz",
-    );
-    let trace = collsim::config::load_text(path).expect("trace");
+    let path = repo("calibration/data/2026-11-26-h200-kineto/run2-kineto-ddp-h2048.json.gz");
+    let trace = collsim::config::load_text(std::path::Path::new(&path)).expect("trace");
     g.bench_function("kineto_import_h2048", |b| {
         b.iter(|| collsim::workload::kineto::import("trace", &trace).expect("import"))
     });
@@ -60,7 +59,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| collsim::simulate_ddp(s, &params, Mode::Auto).expect("step"))
         });
     }
-    let gpt = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").expect("scenario");
+    let gpt = std::fs::read_to_string(repo("scenarios/gpt2-xl-a3-16node.toml")).expect("scenario");
     g.bench_function("gpt2xl_sweep_50_bucket_caps", |b| {
         b.iter(|| {
             (1..=50)

@@ -4,6 +4,7 @@
 //! up), and two 1,024-GPU GPT-2 XL DDP steps posting their buckets into one shared network
 //! (scenarios/two-ddp-jobs-shared-spine.toml, scaled up).
 
+use collsim_benches::repo;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 use collsim::collective::Mode;
@@ -11,11 +12,12 @@ use collsim::config::{DEFAULT_PROFILE, Scenario, parse_profile, parse_scenario};
 
 /// `file`'s two 8-node jobs on 16 nodes, scaled to 128 nodes each on 256.
 fn scaled(file: &str) -> Scenario {
+    let file = &repo(file);
     let text = std::fs::read_to_string(file)
         .expect("scenario")
         .replace(
             "../topologies/user/dgx-h100-spine-2to1.toml",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/user/dgx-h100-spine-2to1.toml"),
+            &repo("topologies/user/dgx-h100-spine-2to1.toml"),
         )
         .replace("nodes = 16", "nodes = 256")
         .replace("nodes = 8 ", "nodes = 128 ")

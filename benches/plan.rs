@@ -2,6 +2,7 @@
 //! 6 instances x 12 node counts x 3 placements x 5 bucket caps) evaluated in parallel as
 //! `collsim plan` does, and ranked; and the shipped scenarios/plan-gpt2xl.toml (324).
 
+use collsim_benches::repo;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 use collsim::collective::Mode;
@@ -15,6 +16,7 @@ fn bench(c: &mut Criterion) {
         ("gpt2xl_1080_candidates", "benches/data/plan-1080.toml"),
         ("shipped_plan_gpt2xl_324_candidates", "scenarios/plan-gpt2xl.toml"),
     ] {
+        let file = &repo(file);
         let text = std::fs::read_to_string(file).expect("plan");
         let plan = parse_plan(file, &text).expect("plan parses");
         let cands = collsim::plan::candidates(&plan);

@@ -69,6 +69,10 @@ pub enum Error {
     /// The training step cannot be simulated.
     #[error("{0}")]
     Ddp(String),
+    /// The training step passes [`units::Time::LIMIT`]: which inputs set it (the caller names
+    /// the file they came from).
+    #[error("{0}")]
+    StepTooLong(String),
 }
 
 /// A cluster and the communicator NCCL would build on it, for a scenario.
@@ -243,7 +247,7 @@ fn ddp_step(
             }
         })?;
     if !step_fits(&step) {
-        units::Time::MAX.check("the training step").map_err(Error::Ddp)?;
+        return Err(Error::StepTooLong(step_overflow(&step)));
     }
     Ok((step, summary))
 }
@@ -336,6 +340,28 @@ fn step_fits(r: &workload::ddp::StepResult) -> bool {
     let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
     let parts = [r.iteration_time_ms, r.compute_ms, r.forward_ms, r.backward_ms, r.comm_ms];
     parts.iter().all(|t| t.is_finite() && *t < limit_ms) && r.breakdown.total_ms().is_finite()
+}
+
+/// Why a step past [`units::Time::LIMIT`] is refused, naming the inputs that set the part that
+/// overflowed: its compute (the workload's batch, layers and compute rate) or its collectives
+/// (the gradients over the cluster's links).
+fn step_overflow(r: &workload::ddp::StepResult) -> String {
+    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
+    let past = |t: f64| !t.is_finite() || t >= limit_ms;
+    let days = units::Time::LIMIT.as_secs_f64() / 86_400.0;
+    let cause = if [r.compute_ms, r.forward_ms, r.backward_ms].into_iter().any(past) {
+        "its compute, set by workload.micro_batch (and grad_accum), the model's size (preset, \
+         layers' fwd_gflops or fwd_ms, or the trace's kernels) and the compute rate \
+         (workload.tflops, efficiency or mfu); is one of them far too large or too small?"
+    } else if past(r.comm_ms) {
+        "its collectives, set by the gradients' sizes over the links of cluster.topology and \
+         any [[background]] load; is a link far too slow or a size far too large?"
+    } else {
+        "its compute and collectives together; is a size far too large or a rate far too small?"
+    };
+    format!(
+        "the training step passes {days:.0} days of simulated time, more than collsim reports: {cause}"
+    )
 }
 
 /// Jobs' steps side by side may differ at most this many times in length.
@@ -940,8 +966,11 @@ pub fn simulate_jobs_with(
         if let Ran::Step(r) = ran {
             let t = r.iteration_time_ms;
             if !step_fits(r) {
-                let why = units::Time::MAX.check("the training step").err().unwrap_or_default();
-                return Err(Error::Ddp(format!("job {:?}: {why}", job.name)));
+                return Err(Error::StepTooLong(format!(
+                    "job {:?}: {}",
+                    job.name,
+                    step_overflow(r)
+                )));
             }
             steps.push((t, &job.name));
         }

@@ -453,7 +453,8 @@ fn stage_svg(
 ) -> Result<()> {
     let mut svg = String::new();
     draw(&mut svg).map_err(|e| anyhow!("{flag} {}: {e}", path.display()))?;
-    stage(flag, path, svg.as_bytes())
+    // Control characters a name brought in are no XML: written escaped, as in every report.
+    stage(flag, path, &report::output::escape_controls(svg.as_bytes()))
 }
 
 /// Where a report goes: stdout, or a file written whole or not at all.
@@ -1539,6 +1540,12 @@ fn simulate(
         None => None,
     };
     let mut s = apply_common(base, &common)?;
+    // A step too long to report names the file its workload came from.
+    let source = workload_trace.as_ref().or(scenario.as_ref()).map(|p| p.display().to_string());
+    let whose = |e: collsim::Error| match (&e, &source) {
+        (collsim::Error::StepTooLong(m), Some(p)) => anyhow!("{p}: {m}"),
+        _ => e.into(),
+    };
     if let Some(p) = &workload_trace {
         if !s.jobs.is_empty() {
             bail_usage!("--workload-trace: the scenario has [[job]] tables");
@@ -1595,7 +1602,8 @@ fn simulate(
         let profile = load_profile_for(common.profile.as_deref(), &s)?;
         let m = mode(common.mode);
         let progress = Progress::new(collsim::job_calls(&s), "jobs");
-        let runs = collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick())?;
+        let runs =
+            collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick()).map_err(whose)?;
         drop(progress);
         let mut out = open_output(common.output.as_deref())?;
         match format {
@@ -1618,7 +1626,7 @@ fn simulate(
             Some(_) => Some(collsim::export_calls(&s, &profile, mode(common.mode))?),
             None => None,
         };
-        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode))?;
+        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode)).map_err(whose)?;
         if let Some(w) = misfit_warning(&s, &spec, r.world) {
             say(format!("warning: {w}"));
         }
@@ -1639,7 +1647,10 @@ fn simulate(
             stage("--trace", &p, &f)?;
         }
         if let Some(p) = plot {
-            stage("--plot", &p, report::gantt::ddp_step_svg(&r).as_bytes())?;
+            stage_svg("--plot", &p, |t| {
+                t.push_str(&report::gantt::ddp_step_svg(&r));
+                Ok(())
+            })?;
         }
         if let (Some(p), Some(calls)) = (export_calls, exported) {
             stage("--export-calls", &p, &serde_json::to_vec(&calls)?)?;

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::collective::TimingParams;
 use crate::comm::{HopClass, Proto};
-use crate::config::MAX_BANDWIDTH_FRACTION;
+use crate::config::{MAX_BANDWIDTH_FRACTION, MIN_BANDWIDTH_FRACTION};
 use crate::hw::Arch;
 use crate::units::Time;
 
@@ -122,10 +122,10 @@ impl Param {
     fn bounds(self, base: &TimingParams) -> (f64, f64) {
         let v = self.base_value(base);
         let (lo, hi) = match self {
-            Param::Bandwidth(_) => (0.05, MAX_BANDWIDTH_FRACTION),
+            Param::Bandwidth(_) => (MIN_BANDWIDTH_FRACTION, MAX_BANDWIDTH_FRACTION),
             Param::CallOverhead => (0.5, 1000.0),
             Param::StepLatency(_) => (v / 50.0, v * 50.0),
-            Param::NvlinkEfficiency(_, q) => (0.05, q.payload_efficiency()),
+            Param::NvlinkEfficiency(_, q) => (MIN_BANDWIDTH_FRACTION, q.payload_efficiency()),
         };
         let (lo, hi) = ((lo / v).ln(), (hi / v).ln());
         (lo.min(0.0), hi.max(0.0))

@@ -18,7 +18,7 @@ pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placemen
 pub use plan::{PlanSpec, parse_plan};
 pub use profile::{
     CORRECTION_FACTOR_RANGE, DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, MAX_CORRECTION_RESIDUAL,
-    parse_profile,
+    MAX_PROFILE_LATENCY, MIN_BANDWIDTH_FRACTION, parse_profile,
 };
 pub use scenario::{
     MAX_GRAD_ACCUMULATION, MAX_MICRO_BATCH, MAX_NODES, MAX_RANKS, MAX_SHARDED_ACCUMULATION,

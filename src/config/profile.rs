@@ -16,6 +16,15 @@ pub const DEFAULT_PROFILE: (&str, &str) =
 /// hold NCCL's effective figures, so a fit far above them means the topology is wrong.
 pub const MAX_BANDWIDTH_FRACTION: f64 = 2.0;
 
+/// Smallest effective-bandwidth fraction (and NVLink payload efficiency) a profile may give: a
+/// link at a twentieth of its NCCL figure is broken, not slow, and `calibrate` fits no lower.
+pub const MIN_BANDWIDTH_FRACTION: f64 = 0.05;
+
+/// Longest latency a profile may give a call, a step or a hand-over: 10 ms, a hundred times
+/// the slowest per-call cost NCCL's own tables carry (TCP sockets, tens of µs) and five times
+/// the most `calibrate` fits (50 x the default 40 µs network step).
+pub const MAX_PROFILE_LATENCY: Time = Time::from_ns(10_000_000);
+
 /// The range a size-band correction factor may take: one order of magnitude either way. A
 /// band whose measured times are more than 10x off the model's, or less than a tenth of them,
 /// shows a mechanism the model lacks or a measurement that is wrong (a flat log of 50 µs at
@@ -31,7 +40,7 @@ pub const MAX_CORRECTION_RESIDUAL: f64 = 5.0;
 
 fn per_proto(src: &Source<'_>, field: &str, raw: &RawPerProto) -> Result<[Time; 3], ConfigError> {
     let t = |name: &str, v: &toml::Spanned<super::RawQuantity>| {
-        src.check(&format!("{field}.{name}"), v, |q| q.parse_with(Time::parse))
+        src.check(&format!("{field}.{name}"), v, latency)
     };
     Ok([t("LL", &raw.ll)?, t("LL128", &raw.ll128)?, t("Simple", &raw.simple)?])
 }
@@ -40,16 +49,18 @@ fn gpu_params(src: &Source<'_>, key: &str, raw: &RawGpuParams) -> Result<GpuPara
     let e = &raw.nvlink_efficiency;
     let eff = |name: &str, v: &toml::Spanned<f64>| {
         src.check(&format!("gpu.{key}.nvlink_efficiency.{name}"), v, |&x| {
-            if x > 0.0 && x <= 1.0 { Ok(x) } else { Err(format!("must be in (0, 1], got {x}")) }
+            if (MIN_BANDWIDTH_FRACTION..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be in [{MIN_BANDWIDTH_FRACTION}, 1], got {x}"))
+            }
         })
     };
     Ok(GpuParams {
         sync: per_proto(src, &format!("gpu.{key}.sync"), &raw.sync)?,
         nvlink_efficiency: [eff("LL", &e.ll)?, eff("LL128", &e.ll128)?, eff("Simple", &e.simple)?],
         nvls_call: match &raw.nvls_call {
-            Some(t) => {
-                src.check(&format!("gpu.{key}.nvls_call"), t, |q| q.parse_with(Time::parse))?
-            }
+            Some(t) => src.check(&format!("gpu.{key}.nvls_call"), t, latency)?,
             None => Time::ZERO,
         },
         p2p_channel: match &raw.p2p_channel {
@@ -154,15 +165,26 @@ fn correction(
     Ok(Some(SizeCorrection { others, mechanisms, fitted_on: raw.fitted_on.clone() }))
 }
 
-/// A `[bandwidth]` fraction: in (0, [`MAX_BANDWIDTH_FRACTION`]].
+/// A `[bandwidth]` fraction: in [[`MIN_BANDWIDTH_FRACTION`], [`MAX_BANDWIDTH_FRACTION`]].
 fn fraction(src: &Source<'_>, name: &str, v: &toml::Spanned<f64>) -> Result<f64, ConfigError> {
     src.check(&format!("bandwidth.{name}"), v, |&x| {
-        if x > 0.0 && x <= MAX_BANDWIDTH_FRACTION {
+        if (MIN_BANDWIDTH_FRACTION..=MAX_BANDWIDTH_FRACTION).contains(&x) {
             Ok(x)
         } else {
-            Err(format!("must be in (0, {MAX_BANDWIDTH_FRACTION}], got {x}"))
+            Err(format!("must be in [{MIN_BANDWIDTH_FRACTION}, {MAX_BANDWIDTH_FRACTION}], got {x}"))
         }
     })
+}
+
+/// A latency of a profile: a time up to [`MAX_PROFILE_LATENCY`].
+fn latency(q: &super::RawQuantity) -> Result<Time, String> {
+    let t = q.parse_with(Time::parse)?;
+    if t > MAX_PROFILE_LATENCY {
+        return Err(format!(
+            "{t} is past the {MAX_PROFILE_LATENCY} a profile's latencies may take (NCCL's slowest per-call costs are tens of µs)"
+        ));
+    }
+    Ok(t)
 }
 
 /// Parses and validates a profile's text; `file` names it in errors.
@@ -205,14 +227,13 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
             gpu: f.gpu,
             nccl: f.nccl,
         }),
-        call_overhead: src
-            .check("overhead.call", &raw.overhead.call, |q| q.parse_with(Time::parse))?,
+        call_overhead: src.check("overhead.call", &raw.overhead.call, latency)?,
         launch: match &raw.overhead.launch {
-            Some(l) => src.check("overhead.launch", l, |q| q.parse_with(Time::parse))?,
+            Some(l) => src.check("overhead.launch", l, latency)?,
             None => Time::ZERO,
         },
         p2p_peer: match &raw.overhead.peer {
-            Some(l) => src.check("overhead.peer", l, |q| q.parse_with(Time::parse))?,
+            Some(l) => src.check("overhead.peer", l, latency)?,
             None => Time::ZERO,
         },
         correction: correction(&src, raw.correction.as_ref())?,
@@ -266,7 +287,7 @@ mod tests {
             "{e}"
         );
         let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("LL128 = 0.9", "LL128 = 1.5")));
-        assert!(e.contains("gpu.default.nvlink_efficiency.LL128: must be in (0, 1]"), "{e}");
+        assert!(e.contains("gpu.default.nvlink_efficiency.LL128: must be in [0.05, 1]"), "{e}");
         let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("gpu.default", "gpu.hopper")));
         assert!(e.contains("missing table [gpu.default]"), "{e}");
         let e = err(&with_gpu_tables(&DEFAULT_TABLE.replace("\"0 us\" }", "\"fast\" }")));

@@ -147,13 +147,18 @@ impl Summary {
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct HeaderLine {
+    /// [`crate::report::FORMAT_VERSION`] of the collsim that wrote the file.
+    format_version: u32,
     collsim_plan: Summary,
 }
 
 /// The header line of a results file (with its newline).
 pub fn header_line(s: &Summary) -> String {
-    let mut l =
-        serde_json::to_string(&HeaderLine { collsim_plan: s.clone() }).expect("serialisable");
+    let mut l = serde_json::to_string(&HeaderLine {
+        format_version: crate::report::FORMAT_VERSION,
+        collsim_plan: s.clone(),
+    })
+    .expect("serialisable");
     l.push('\n');
     l
 }
@@ -230,9 +235,16 @@ pub fn read(name: &str, text: &str) -> Result<ResultsFile, String> {
     let mut lines = text[..complete].lines().enumerate();
     let summary = match lines.next() {
         Some((_, l)) => {
-            serde_json::from_str::<HeaderLine>(l)
-                .map_err(|e| format!("{name}:1: not a collsim plan results file ({e})"))?
-                .collsim_plan
+            let h = serde_json::from_str::<HeaderLine>(l)
+                .map_err(|e| format!("{name}:1: not a collsim plan results file ({e})"))?;
+            if h.format_version != crate::report::FORMAT_VERSION {
+                return Err(format!(
+                    "{name}:1: written in results format {}, this collsim writes {}: run the shard again",
+                    h.format_version,
+                    crate::report::FORMAT_VERSION
+                ));
+            }
+            h.collsim_plan
         }
         None => {
             return Err(format!(

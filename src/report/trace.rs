@@ -198,6 +198,7 @@ pub fn ddp_step(r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
         "otherData": {
             "tool": "collsim",
             "version": env!("CARGO_PKG_VERSION"),
+            "format_version": super::FORMAT_VERSION,
             "ranks": r.world,
             "shown": "rank 0 (every rank runs the same step in this model)",
             "breakdown_ms": r.breakdown,

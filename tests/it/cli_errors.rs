@@ -704,19 +704,47 @@ fn help_names_every_preset_and_collective() {
 
 #[test]
 fn times_too_long_to_hold_are_errors_everywhere() {
-    // A profile that leaves the network 1e-13 of its speed: a flow whose finish saturated was
-    // taken for one that never moves, and the call ended in 6 us without it.
+    // A profile that left the network 1e-13 of its speed gave a call past 53 days (before
+    // that, a call that ended in 6 us): the fraction is now held to the range calibrate fits.
     let text = collsim::config::DEFAULT_PROFILE.1.replace("\nnet = 1.0\n", "\nnet = 1e-13\n");
     assert_ne!(text, collsim::config::DEFAULT_PROFILE.1);
     let p = tmp("crawl.toml", &text);
     let prof = p.to_str().unwrap();
-    let call = ["--topology", "dgx-h100", "--nodes", "2", "--profile", prof];
-    let mut args = vec!["simulate", "--min-bytes", "1M", "--max-bytes", "1M"];
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nodes", "2", "--profile", prof],
+        &["crawl.toml:", "bandwidth.net: must be in [0.05, 2], got 0.0000000000001"],
+    );
+    let text =
+        collsim::config::DEFAULT_PROFILE.1.replacen("{ LL = \"0.4 us\"", "{ LL = \"20 ms\"", 1);
+    let p = tmp("late.toml", &text);
+    fails_with(
+        &["simulate", "--topology", "dgx-h100", "--nodes", "2", "--profile", p.to_str().unwrap()],
+        &["late.toml:", "past the 10 ms a profile's latencies may take"],
+    );
+    // A time past the limit from values each within bounds: NICs at the slowest speed and
+    // 1 TiB, in simulate and explain.
+    let p = tmp("one-mbit-x.toml", &topo_with("speed = \"400 Gb/s\"", "speed = \"1 Mb/s\""));
+    let call = ["--topology", p.to_str().unwrap(), "--nodes", "2"];
+    let mut args = vec!["simulate", "--min-bytes", "1T", "--max-bytes", "1T"];
     args.extend(call);
-    fails_with(&args, &["all_reduce of 1 MiB: simulated time passes 53 days"]);
-    let mut args = vec!["explain", "--bytes", "1M"];
+    fails_with(&args, &["all_reduce of 1 TiB: simulated time passes 53 days"]);
+    let mut args = vec!["explain", "--bytes", "1T"];
     args.extend(call);
-    fails_with(&args, &["all_reduce of 1 MiB: simulated time passes 53 days"]);
+    fails_with(&args, &["all_reduce of 1 TiB: simulated time passes 53 days"]);
+    // A training step past the limit names its file and the fields that set its compute.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/ddp-custom-layers.toml"
+    ))
+    .unwrap()
+    .replace("tflops = 300 ", "tflops = 0.1 #")
+    .replace("fwd_gflops = 25 ", "fwd_gflops = 1e9 #")
+    .replace("micro_batch = 16", "micro_batch = 100000");
+    let p = tmp("eons.toml", &text);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["eons.toml: the training step passes 53 days", "workload.micro_batch", "workload.tflops"],
+    );
 }
 
 #[test]

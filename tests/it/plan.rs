@@ -511,6 +511,18 @@ fn merge_refuses_lines_edited_by_hand_and_shards_write_in_candidate_order() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["index"].as_u64().unwrap())
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    // The header carries the results format; a file of another is refused, not misread.
+    let header = text.lines().next().unwrap();
+    let v: serde_json::Value = serde_json::from_str(header).unwrap();
+    assert_eq!(v["format_version"], collsim::report::FORMAT_VERSION, "{header}");
+    let old = d.join("old.jsonl");
+    let other = format!("\"format_version\":{}", collsim::report::FORMAT_VERSION + 1);
+    let edited = text.replacen(&format!("\"format_version\":{}", v["format_version"]), &other, 1);
+    std::fs::write(&old, edited).unwrap();
+    crate::cli_errors::fails_with(
+        &["plan", "merge", path(&old), path(&b)],
+        &["old.jsonl:1: written in results format", "run the shard again"],
+    );
     for run in 0..2 {
         let again = d.join(format!("again{run}.jsonl"));
         collsim_ok(&["plan", SMALL, "--shard", "1/2", "-o", path(&again)]);

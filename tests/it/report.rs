@@ -175,6 +175,7 @@ fn trace_has_args_flows_parent_spans_and_counters() {
     let (trace, _) = draw(R50, "report-r50-trace");
     let t: Value = serde_json::from_str(&trace).unwrap();
     assert_eq!(t["otherData"]["ranks"], 32);
+    assert_eq!(t["otherData"]["format_version"], collsim::report::FORMAT_VERSION);
     let ev = events(&trace);
     assert_nested(&ev);
     // Collectives carry their facts.
