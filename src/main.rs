@@ -298,10 +298,18 @@ struct ValidateArgs {
     /// clusters of its GPU generation).
     #[arg(long, value_name = "CSV")]
     manifest: Option<PathBuf>,
-    /// With --manifest: the pooled figures only, without the leave-one-cluster-out refits
-    /// (which take minutes).
-    #[arg(long, requires = "manifest")]
+    /// With --manifest: the pooled figures only, without the leave-one-cluster-out refits.
+    #[arg(long, requires = "manifest", conflicts_with_all = ["refit", "fits_dir"])]
     no_held_out: bool,
+    /// With --manifest: calibrate every held-out cluster again (minutes), rather than use the
+    /// fits kept for the same inputs (in the manifest's held-out-fits/ folder, then in
+    /// $XDG_CACHE_HOME/collsim, or ~/.cache/collsim, where this build keeps its own).
+    #[arg(long, requires = "manifest")]
+    refit: bool,
+    /// With --manifest: read and keep held-out fits in DIR only (as
+    /// calibration/profiles/regenerate.sh makes the repository's).
+    #[arg(long, value_name = "DIR", requires = "manifest")]
+    fits_dir: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
     /// Which test of the log (default: the first; its header names the collective).
@@ -1867,10 +1875,23 @@ fn log_and_collective(p: PathBuf) -> (PathBuf, Option<String>) {
 
 /// `collsim validate`.
 fn validate(
-    ValidateArgs { log, manifest, no_held_out, common, collective, plot, format }: ValidateArgs,
+    ValidateArgs {
+        log,
+        manifest,
+        no_held_out,
+        refit,
+        fits_dir,
+        common,
+        collective,
+        plot,
+        format,
+    }: ValidateArgs,
 ) -> Result<()> {
     let log = match (log, manifest) {
-        (_, Some(m)) => return validate_manifest(&m, &common, no_held_out, format),
+        (_, Some(m)) => {
+            let fits = (!no_held_out).then(|| held_out_fits(&m, refit, fits_dir));
+            return validate_manifest(&m, &common, fits, format);
+        }
         (Some(l), None) => l,
         (None, None) => bail_usage!("validate needs --log LOG or --manifest CSV"),
     };
@@ -1927,7 +1948,7 @@ fn validate(
 fn validate_manifest(
     path: &Path,
     common: &Common,
-    no_held_out: bool,
+    fits: Option<collsim::calibrate::accuracy::HeldOutFits>,
     format: ValFmt,
 ) -> Result<()> {
     use collsim::calibrate::accuracy::{self, Curve};
@@ -2051,21 +2072,29 @@ fn validate_manifest(
     let acc = accuracy::accuracy(&curves, &validations);
     let clusters: std::collections::BTreeSet<&str> =
         curves.iter().map(|c| c.cluster.as_str()).collect();
-    let loo = if no_held_out {
-        None
-    } else {
-        let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
-        let loo = accuracy::leave_one_cluster_out(
-            &curves,
-            &validations,
-            &base_name,
-            &base_text,
-            m,
-            &|| progress.tick(),
-        )
-        .map_err(|e| anyhow!(e))?;
-        drop(progress);
-        Some(loo)
+    let loo = match fits {
+        None => None,
+        Some(fits) => {
+            let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
+            let (loo, reused) = accuracy::leave_one_cluster_out(
+                &curves,
+                &validations,
+                &base_name,
+                &base_text,
+                m,
+                &fits,
+                &|| progress.tick(),
+            )
+            .map_err(|e| anyhow!(e))?;
+            drop(progress);
+            if reused > 0 {
+                say(format!(
+                    "note: {reused} of {} held-out calibrations were kept fits of the same inputs; --refit makes them again",
+                    loo.clusters.iter().filter(|c| !c.calibrated_on.is_empty()).count()
+                ));
+            }
+            Some(loo)
+        }
     };
     let r = report::accuracy::AccuracyReport {
         manifest: &name,
@@ -2080,6 +2109,43 @@ fn validate_manifest(
     }
     out.finish()?;
     Ok(())
+}
+
+/// Where `validate --manifest` finds and keeps its held-out calibrations: `dir` alone where
+/// given; else the manifest's `held-out-fits/` (the repository's, made by
+/// calibration/profiles/regenerate.sh) and this build's cache, which new fits go to.
+fn held_out_fits(
+    manifest: &Path,
+    refit: bool,
+    dir: Option<PathBuf>,
+) -> collsim::calibrate::accuracy::HeldOutFits {
+    use collsim::calibrate::accuracy::HeldOutFits;
+    if let Some(d) = dir {
+        return HeldOutFits {
+            read: vec![(d.clone(), String::new())],
+            write: Some((d, String::new())),
+            refit,
+        };
+    }
+    let shipped = manifest.parent().unwrap_or(Path::new(".")).join("held-out-fits");
+    let mut read = vec![(shipped, String::new())];
+    // This build's own cache, salted with the build (a changed model reads none of it).
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let build = std::env::current_exe().and_then(std::fs::read).map(|b| {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        h.write(&b);
+        format!("{:016x}", h.finish())
+    });
+    let write = match (cache, build) {
+        (Some(c), Ok(b)) => Some((c.join("collsim").join("held-out-fits"), b)),
+        _ => None,
+    };
+    read.extend(write.clone());
+    HeldOutFits { read, write, refit }
 }
 
 /// `collsim topo show` and `collsim topo import`.

@@ -27,3 +27,9 @@ $cs calibrate --from-log $d/A100SXM80_2N8G_AR_CRUSOE_DSTACK.log \
 $cs calibrate --from-log $d/H100_2N8G_AR_GCPA3MEGA_ZTAN.log@all_reduce \
     --check-log $d/H100_2N8G_AG_GCPA3MEGA_DSTACK.log@all_gather \
     --topology gcp-a3-megagpu-8g --nodes 2 --gpus-per-node 8 > calibration/profiles/gcp-a3-mega.toml
+
+# The leave-one-cluster-out calibrations `validate --manifest` reads instead of fitting again
+# (about four minutes on two cores); the long tier (tests/it/accuracy.rs) makes them again and
+# compares the bytes.
+rm -rf $d/held-out-fits
+$cs validate --manifest $d/manifest.csv --refit --fits-dir $d/held-out-fits > /dev/null

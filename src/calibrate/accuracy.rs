@@ -326,8 +326,10 @@ pub fn leave_one_cluster_out(
     base_name: &str,
     base_text: &str,
     mode: Mode,
+    fits: &HeldOutFits,
     done: &(dyn Fn() + Sync),
-) -> Result<LeaveOneOut, String> {
+) -> Result<(LeaveOneOut, usize), String> {
+    let reused = std::sync::atomic::AtomicUsize::new(0);
     use rayon::prelude::*;
     let mut clusters: Vec<&str> = Vec::new();
     for c in curves {
@@ -352,8 +354,15 @@ pub fn leave_one_cluster_out(
                     calibrated_on.push(c.cluster.clone());
                 }
             }
+            let key = fit_key(&others, base_text, mode);
+            let kept = if fits.refit { None } else { fits.find(&key) };
             let (params, fitted) = if others.is_empty() {
                 (None, Vec::new())
+            } else if let Some(k) = kept {
+                reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let p = crate::config::parse_profile("a kept held-out fit", &k.profile)
+                    .map_err(|e| format!("leaving out {name}: {e}"))?;
+                (Some(p), k.fitted)
             } else {
                 let inputs: Vec<LogInput> = others
                     .iter()
@@ -369,7 +378,7 @@ pub fn leave_one_cluster_out(
                     mode,
                 )
                 .map_err(|e| format!("leaving out {name}: {e}"))?;
-                let fitted = cal
+                let fitted: Vec<(String, String, String)> = cal
                     .params
                     .fitted
                     .iter()
@@ -377,6 +386,12 @@ pub fn leave_one_cluster_out(
                     .collect();
                 let p = crate::config::parse_profile("the calibrated profile", &cal.profile)
                     .map_err(|e| format!("leaving out {name}: {e}"))?;
+                fits.keep(&KeptFit {
+                    key: key.clone(),
+                    cluster: name.to_string(),
+                    profile: cal.profile.clone(),
+                    fitted: fitted.clone(),
+                });
                 (Some(p), fitted)
             };
             let mut before = Vec::new();
@@ -426,12 +441,86 @@ pub fn leave_one_cluster_out(
         }
     }
     let none = || "no sizes".to_string();
-    Ok(LeaveOneOut {
+    let loo = LeaveOneOut {
         base: Stats::of(&before).ok_or_else(none)?,
         held_out: Stats::of(&after).ok_or_else(none)?,
         by_band: band_groups(&bands),
         clusters: held.into_iter().map(|(h, _, _)| h).collect(),
-    })
+    };
+    Ok((loo, reused.into_inner()))
+}
+
+/// A held-out calibration kept on disk: what it fitted, for the inputs its key names.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct KeptFit {
+    /// [`fit_key`] of the fit's inputs.
+    pub key: String,
+    /// The cluster held out.
+    pub cluster: String,
+    /// The calibrated profile's text.
+    pub profile: String,
+    /// (name, base value, fitted value) of each fitted parameter.
+    pub fitted: Vec<(String, String, String)>,
+}
+
+/// Where leave-one-cluster-out finds the calibrations it made before (each the same function of
+/// the same inputs: the curves fitted on, their scenarios, the base profile and the mode) and
+/// keeps those it makes. A kept fit is used only where its key matches; `refit` ignores them.
+/// Each directory has a salt mixed into the key: a cache of one build's fits salts with the
+/// build, so that a changed model does not read them; the repository's fits (made by
+/// `calibration/profiles/regenerate.sh`, checked in the long tier) have none.
+#[derive(Debug, Clone, Default)]
+pub struct HeldOutFits {
+    /// Directories read, in order, each with its salt.
+    pub read: Vec<(std::path::PathBuf, String)>,
+    /// Where new fits are written, with its salt (a failed write only costs the next run time).
+    pub write: Option<(std::path::PathBuf, String)>,
+    /// Fit again, whatever is kept.
+    pub refit: bool,
+}
+
+impl HeldOutFits {
+    fn path(dir: &std::path::Path, key: &str, salt: &str) -> std::path::PathBuf {
+        dir.join(format!("{}.json", crate::config::plan::fingerprint(&[key, salt])))
+    }
+
+    /// The kept fit of `key`, if a directory holds one.
+    fn find(&self, key: &str) -> Option<KeptFit> {
+        self.read.iter().find_map(|(dir, salt)| {
+            let text = std::fs::read_to_string(Self::path(dir, key, salt)).ok()?;
+            let k: KeptFit = serde_json::from_str(&text).ok()?;
+            (k.key == key).then_some(k)
+        })
+    }
+
+    /// Writes `fit` where new fits go (staged and renamed: a reader never sees half a file).
+    fn keep(&self, fit: &KeptFit) {
+        let Some((dir, salt)) = &self.write else { return };
+        let path = Self::path(dir, &fit.key, salt);
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let text = serde_json::to_string_pretty(fit).expect("serialisable") + "\n";
+        let ok = std::fs::create_dir_all(dir).is_ok()
+            && std::fs::write(&tmp, text).is_ok()
+            && std::fs::rename(&tmp, &path).is_ok();
+        if !ok {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// The key of a held-out calibration: a fingerprint of everything it is a function of (each
+/// curve fitted on, with its scenario and measured rows; the base profile's text; the mode;
+/// collsim's version).
+pub fn fit_key(others: &[&Curve], base_text: &str, mode: Mode) -> String {
+    let curves: Vec<String> = others
+        .iter()
+        .map(|c| format!("{}|{:?}|{:?}|{:?}", c.id, c.input.coll, c.input.test, c.input.scenario))
+        .collect();
+    let mut parts: Vec<&str> = vec![env!("CARGO_PKG_VERSION"), base_text];
+    let mode = format!("{mode:?}");
+    parts.push(&mode);
+    parts.extend(curves.iter().map(String::as_str));
+    crate::config::plan::fingerprint(&parts)
 }
 
 #[cfg(test)]
