@@ -13,7 +13,6 @@
 //! is not determined by this data. Asked for by name it is an error; among the defaults it is
 //! left as the base profile has it, and the caller says so.
 
-use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use crate::collective::TimingParams;
@@ -399,20 +398,34 @@ where
     while iterations < MAX_ITERATIONS {
         iterations += 1;
         let w: Vec<f64> = r.iter().map(|&v| huber_weight(v)).collect();
-        let a = DMatrix::from_fn(dim, dim, |i, j| {
-            let d = if i == j { 2.0 * k } else { 0.0 };
-            d + jac[i].iter().zip(&jac[j]).zip(&w).map(|((p, q), w)| p * q * w).sum::<f64>()
-        });
-        let g = DVector::from_fn(dim, |i, _| {
-            2.0 * k * x[i] + jac[i].iter().zip(&r).zip(&w).map(|((p, q), w)| p * q * w).sum::<f64>()
-        });
+        let a: Vec<Vec<f64>> = (0..dim)
+            .map(|i| {
+                (0..dim)
+                    .map(|j| {
+                        let d = if i == j { 2.0 * k } else { 0.0 };
+                        d + jac[i]
+                            .iter()
+                            .zip(&jac[j])
+                            .zip(&w)
+                            .map(|((p, q), w)| p * q * w)
+                            .sum::<f64>()
+                    })
+                    .collect()
+            })
+            .collect();
+        let g: Vec<f64> = (0..dim)
+            .map(|i| {
+                2.0 * k * x[i]
+                    + jac[i].iter().zip(&r).zip(&w).map(|((p, q), w)| p * q * w).sum::<f64>()
+            })
+            .collect();
         let mut accepted = None;
         for _ in 0..10 {
             let mut damped = a.clone();
             for i in 0..dim {
-                damped[(i, i)] += lambda * a[(i, i)].max(1e-12);
+                damped[i][i] += lambda * a[i][i].max(1e-12);
             }
-            let Some(step) = damped.lu().solve(&(-&g)) else {
+            let Some(step) = lu_solve(damped, g.iter().map(|v| -v).collect()) else {
                 lambda *= 4.0;
                 continue;
             };
@@ -462,8 +475,82 @@ where
     })
 }
 
+/// Solves `a x = b` (`a` square, by rows) by LU decomposition with partial pivoting: in each
+/// column the row of largest |pivot| (the first of equals), multipliers scaled by the pivot's
+/// inverse, then forward and back substitution column by column. `None` where `a` is singular.
+///
+/// The normal equations of a fit have one row per fitted parameter (at most a dozen), so this
+/// is all the linear algebra the fit needs; it keeps nalgebra's operation order
+/// (`nalgebra::LU::solve`, 0.35), so fits are the bytes they were when it did this.
+fn lu_solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    let mut swaps = Vec::new();
+    for i in 0..n {
+        let mut piv = i;
+        for j in i + 1..n {
+            if a[j][i].abs() > a[piv][i].abs() {
+                piv = j;
+            }
+        }
+        let diag = a[piv][i];
+        if diag == 0.0 {
+            continue;
+        }
+        if piv != i {
+            a.swap(i, piv);
+            swaps.push((i, piv));
+        }
+        let inv = 1.0 / diag;
+        for row in &mut a[i + 1..] {
+            row[i] *= inv;
+        }
+        let (top, below) = a.split_at_mut(i + 1);
+        let pivot_row = &top[i];
+        for row in below {
+            for k in i + 1..n {
+                row[k] += -pivot_row[k] * row[i];
+            }
+        }
+    }
+    for &(i, p) in &swaps {
+        b.swap(i, p);
+    }
+    for i in 0..n.saturating_sub(1) {
+        let c = b[i];
+        for j in i + 1..n {
+            b[j] += -c * a[j][i];
+        }
+    }
+    for i in (0..n).rev() {
+        let d = a[i][i];
+        if d == 0.0 {
+            return None;
+        }
+        let c = b[i] / d;
+        b[i] = c;
+        for j in 0..i {
+            b[j] += -c * a[j][i];
+        }
+    }
+    Some(b)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lu_solve_solves_and_refuses_singular_systems() {
+        // Needs a row swap: the first pivot is 0.
+        let a = vec![vec![0.0, 2.0, 1.0], vec![1.0, 1.0, 0.0], vec![3.0, 0.0, 1.0]];
+        let x = [1.5, -2.0, 0.25];
+        let b: Vec<f64> = a.iter().map(|r| r.iter().zip(&x).map(|(p, q)| p * q).sum()).collect();
+        let got = super::lu_solve(a, b).unwrap();
+        for (g, w) in got.iter().zip(x) {
+            assert!((g - w).abs() < 1e-12, "{got:?}");
+        }
+        let singular = vec![vec![1.0, 2.0], vec![2.0, 4.0]];
+        assert_eq!(super::lu_solve(singular, vec![1.0, 2.0]), None);
+    }
+
     use super::*;
     use crate::config::{DEFAULT_PROFILE, parse_profile};
 
