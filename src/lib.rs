@@ -199,6 +199,17 @@ pub fn simulate_ddp(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    ddp_step(scenario, params, mode, &CollCache::default(), false)
+}
+
+/// As [`simulate_ddp`], each collective's span also naming the busiest links it crosses (for a
+/// trace's link counters): a steady state of the whole call, which at tens of thousands of
+/// ranks costs more than the step itself.
+pub fn simulate_ddp_with_links(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
     ddp_step(scenario, params, mode, &CollCache::default(), true)
 }
 

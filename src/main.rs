@@ -1634,7 +1634,11 @@ fn simulate(
             Some(_) => Some(collsim::export_calls(&s, &profile, mode(common.mode))?),
             None => None,
         };
-        let (r, _) = collsim::simulate_ddp(&s, &profile, mode(common.mode)).map_err(whose)?;
+        let step = match trace {
+            Some(_) => collsim::simulate_ddp_with_links,
+            None => collsim::simulate_ddp,
+        };
+        let (r, _) = step(&s, &profile, mode(common.mode)).map_err(whose)?;
         if let Some(w) = misfit_warning(&s, &spec, r.world) {
             say(format!("warning: {w}"));
         }

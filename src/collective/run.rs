@@ -937,16 +937,18 @@ pub fn link_utilisation(call: &Call<'_>) -> Vec<(LinkId, f64)> {
     let refs: Vec<&[u32]> = paths.iter().map(Vec::as_slice).collect();
     let caps = call.cluster.capacities();
     let rates = steady_rates_capped(caps, &refs, Some(&flow_caps), call.load);
-    let mut on = std::collections::BTreeMap::<u32, f64>::new();
+    // Summed per link in path order, then read in link order.
+    let mut on = vec![0.0f64; caps.len()];
     for (p, r) in paths.iter().zip(rates) {
         for &l in p {
-            *on.entry(l).or_default() += r;
+            on[l as usize] += r;
         }
     }
     let mut out: Vec<(LinkId, f64)> = on
         .into_iter()
-        .filter(|&(l, r)| r > 0.0 && caps[l as usize] > 0.0)
-        .map(|(l, r)| (LinkId(l), (r / caps[l as usize]).min(1.0)))
+        .enumerate()
+        .filter(|&(l, r)| r > 0.0 && caps[l] > 0.0)
+        .map(|(l, r)| (LinkId(l as u32), (r / caps[l]).min(1.0)))
         .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.0.cmp(&b.0.0)));
     out
