@@ -361,9 +361,10 @@ fn step_overflow(r: &workload::ddp::StepResult) -> String {
     let past = |t: f64| !t.is_finite() || t >= limit_ms;
     let days = units::Time::LIMIT.as_secs_f64() / 86_400.0;
     let cause = if [r.compute_ms, r.forward_ms, r.backward_ms].into_iter().any(past) {
-        "its compute, set by workload.micro_batch (and grad_accum), the model's size (preset, \
-         layers' fwd_gflops or fwd_ms, or the trace's kernels) and the compute rate \
-         (workload.tflops, efficiency or mfu); is one of them far too large or too small?"
+        "its compute, set by workload.micro_batch (and grad_accumulation), the model's size \
+         (workload.model, the layers' fwd_gflops or fwd_ms, or the trace's kernels) and the \
+         compute rate (workload.tflops, efficiency or mfu); is one of them far too large or too \
+         small?"
     } else if past(r.comm_ms) {
         "its collectives, set by the gradients' sizes over the links of cluster.topology and \
          any [[background]] load; is a link far too slow or a size far too large?"

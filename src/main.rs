@@ -2125,11 +2125,8 @@ fn held_out_fits(
 ) -> collsim::calibrate::accuracy::HeldOutFits {
     use collsim::calibrate::accuracy::HeldOutFits;
     if let Some(d) = dir {
-        return HeldOutFits {
-            read: vec![(d.clone(), String::new())],
-            write: Some((d, String::new())),
-            refit,
-        };
+        let write = Some((d.clone(), String::new()));
+        return HeldOutFits { read: vec![(d, String::new())], write, refit, write_required: true };
     }
     let shipped = manifest.parent().unwrap_or(Path::new(".")).join("held-out-fits");
     let mut read = vec![(shipped, String::new())];
@@ -2149,7 +2146,7 @@ fn held_out_fits(
         _ => None,
     };
     read.extend(write.clone());
-    HeldOutFits { read, write, refit }
+    HeldOutFits { read, write, refit, write_required: false }
 }
 
 /// `collsim topo show` and `collsim topo import`.

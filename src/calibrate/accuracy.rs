@@ -319,7 +319,9 @@ pub struct LeaveOneOut {
 /// no size-band factors, as a profile meant for other clusters is made — and predicts the
 /// cluster's curves with it. A cluster alone in its generation is predicted by `base`.
 /// `uncalibrated` are the curves' validations under `base` (as [`accuracy`] took them), in the
-/// same order. `done` is called as each cluster is finished (for a progress bar).
+/// same order. A calibration `fits` keeps for the same inputs is used instead of fitting again
+/// (see [`HeldOutFits`]); returns how many were. `done` is called as each cluster is finished
+/// (for a progress bar).
 pub fn leave_one_cluster_out(
     curves: &[Curve],
     uncalibrated: &[Validation],
@@ -354,7 +356,15 @@ pub fn leave_one_cluster_out(
                     calibrated_on.push(c.cluster.clone());
                 }
             }
-            let key = fit_key(&others, base_text, mode);
+            // The others' predictions under the base profile enter the key: a changed model
+            // (which moves them) reads no fit kept before it.
+            let predicted: Vec<&Validation> = curves
+                .iter()
+                .zip(uncalibrated)
+                .filter(|(c, _)| c.cluster != name && c.generation() == generation)
+                .map(|(_, v)| v)
+                .collect();
+            let key = fit_key(&others, &predicted, base_text, mode);
             let kept = if fits.refit { None } else { fits.find(&key) };
             let (params, fitted) = if others.is_empty() {
                 (None, Vec::new())
@@ -391,7 +401,8 @@ pub fn leave_one_cluster_out(
                     cluster: name.to_string(),
                     profile: cal.profile.clone(),
                     fitted: fitted.clone(),
-                });
+                })
+                .map_err(|e| format!("leaving out {name}: {e}"))?;
                 (Some(p), fitted)
             };
             let mut before = Vec::new();
@@ -477,6 +488,9 @@ pub struct HeldOutFits {
     pub write: Option<(std::path::PathBuf, String)>,
     /// Fit again, whatever is kept.
     pub refit: bool,
+    /// A fit that cannot be written is an error (the directory was asked for), not a cache
+    /// miss next time.
+    pub write_required: bool,
 }
 
 impl HeldOutFits {
@@ -493,28 +507,46 @@ impl HeldOutFits {
         })
     }
 
-    /// Writes `fit` where new fits go (staged and renamed: a reader never sees half a file).
-    fn keep(&self, fit: &KeptFit) {
-        let Some((dir, salt)) = &self.write else { return };
+    /// Writes `fit` where new fits go (staged and renamed: a reader never sees half a file). A
+    /// failure is an error only where [`HeldOutFits::write_required`].
+    fn keep(&self, fit: &KeptFit) -> Result<(), String> {
+        let Some((dir, salt)) = &self.write else { return Ok(()) };
         let path = Self::path(dir, &fit.key, salt);
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         let text = serde_json::to_string_pretty(fit).expect("serialisable") + "\n";
-        let ok = std::fs::create_dir_all(dir).is_ok()
-            && std::fs::write(&tmp, text).is_ok()
-            && std::fs::rename(&tmp, &path).is_ok();
-        if !ok {
-            let _ = std::fs::remove_file(&tmp);
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&tmp, text))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                if self.write_required { Err(format!("{}: {e}", path.display())) } else { Ok(()) }
+            }
         }
     }
 }
 
 /// The key of a held-out calibration: a fingerprint of everything it is a function of (each
 /// curve fitted on, with its scenario and measured rows; the base profile's text; the mode;
-/// collsim's version).
-pub fn fit_key(others: &[&Curve], base_text: &str, mode: Mode) -> String {
+/// collsim's version), and of the model as it stands: each curve's predicted times under the
+/// base profile (`predicted`, in the order of `others`).
+pub fn fit_key(
+    others: &[&Curve],
+    predicted: &[&Validation],
+    base_text: &str,
+    mode: Mode,
+) -> String {
     let curves: Vec<String> = others
         .iter()
-        .map(|c| format!("{}|{:?}|{:?}|{:?}", c.id, c.input.coll, c.input.test, c.input.scenario))
+        .zip(predicted)
+        .map(|(c, v)| {
+            let times: Vec<f64> = v.rows.iter().map(|r| r.predicted_time_us).collect();
+            format!(
+                "{}|{:?}|{:?}|{:?}|{:?}",
+                c.id, c.input.coll, c.input.test, c.input.scenario, times
+            )
+        })
         .collect();
     let mut parts: Vec<&str> = vec![env!("CARGO_PKG_VERSION"), base_text];
     let mode = format!("{mode:?}");

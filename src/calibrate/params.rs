@@ -123,7 +123,10 @@ impl Param {
         let (lo, hi) = match self {
             Param::Bandwidth(_) => (MIN_BANDWIDTH_FRACTION, MAX_BANDWIDTH_FRACTION),
             Param::CallOverhead => (0.5, 1000.0),
-            Param::StepLatency(_) => (v / 50.0, v * 50.0),
+            // No higher than a profile may hold (crate::config::MAX_PROFILE_LATENCY).
+            Param::StepLatency(_) => {
+                (v / 50.0, (v * 50.0).min(crate::config::MAX_PROFILE_LATENCY.as_us()))
+            }
             Param::NvlinkEfficiency(_, q) => (MIN_BANDWIDTH_FRACTION, q.payload_efficiency()),
         };
         let (lo, hi) = ((lo / v).ln(), (hi / v).ln());

@@ -147,7 +147,9 @@ impl Summary {
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct HeaderLine {
-    /// [`crate::report::FORMAT_VERSION`] of the collsim that wrote the file.
+    /// [`crate::report::FORMAT_VERSION`] of the collsim that wrote the file (0: written before
+    /// headers carried it).
+    #[serde(default)]
     format_version: u32,
     collsim_plan: Summary,
 }
