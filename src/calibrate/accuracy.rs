@@ -346,24 +346,19 @@ pub fn leave_one_cluster_out(
             let own: Vec<(&Curve, &Validation)> =
                 curves.iter().zip(uncalibrated).filter(|(c, _)| c.cluster == name).collect();
             let generation = own[0].0.generation();
-            let others: Vec<&Curve> = curves
+            // The others, with their predictions under the base profile: those enter the key,
+            // so a changed model (which moves them) reads no fit kept before it.
+            let (others, predicted): (Vec<&Curve>, Vec<&Validation>) = curves
                 .iter()
-                .filter(|c| c.cluster != name && c.generation() == generation)
-                .collect();
+                .zip(uncalibrated)
+                .filter(|(c, _)| c.cluster != name && c.generation() == generation)
+                .unzip();
             let mut calibrated_on: Vec<String> = Vec::new();
             for c in &others {
                 if !calibrated_on.contains(&c.cluster) {
                     calibrated_on.push(c.cluster.clone());
                 }
             }
-            // The others' predictions under the base profile enter the key: a changed model
-            // (which moves them) reads no fit kept before it.
-            let predicted: Vec<&Validation> = curves
-                .iter()
-                .zip(uncalibrated)
-                .filter(|(c, _)| c.cluster != name && c.generation() == generation)
-                .map(|(_, v)| v)
-                .collect();
             let key = fit_key(&others, &predicted, base_text, mode);
             let kept = if fits.refit { None } else { fits.find(&key) };
             let (params, fitted) = if others.is_empty() {
