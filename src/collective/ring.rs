@@ -18,6 +18,13 @@
 //! busy the transport's `proxy_op` per message over all its channels (`run::Proxies`); an LL
 //! step is seen by the receiving GPU only once its message has landed.
 //!
+//! Across nodes two of NCCL's own figures hold the pipeline back. Each step costs NCCL's
+//! per-step launch overhead on top of the bytes (`TuningInput::ring_step_overhead`): the call
+//! ends at least that many steps' cost after its bandwidth time, and at most that much after its
+//! pipeline, which hides the profile's step latencies behind the next slice
+//! ([`run::Delayed`]; docs/collective-scaling.md has the B200 and XXRJUN measurements behind it).
+//! LL128 connections share NCCL's LL128 bus bandwidth cap ([`payload_cap`]).
+//!
 //! Two ways to run it: [`Mode::Detailed`] simulates every rank and channel with max-min rates
 //! re-shared at every flow start and end; [`Mode::Aggregated`] uses the symmetry of identical
 //! nodes and channels — a ring over identical nodes is periodic, so one node's ranks with the
@@ -248,6 +255,10 @@ struct Ring {
     delay: Vec<Time>,
     msgs: Messages,
     carrier: Carrier,
+    /// Payload rate each connection is held to (bytes/s; infinite for none): across nodes
+    /// under LL128, NCCL's LL128 bus bandwidth cap shared over the call's channels
+    /// ([`payload_cap`]).
+    cap: f64,
     finish: Time,
     /// Connections that have consumed everything.
     done: usize,
@@ -288,10 +299,12 @@ impl Ring {
         let wire = Bytes::new((payload as f64 / self.eff[i]).ceil() as u64);
         self.conns[i].busy = true;
         let ev = Ev::Sent(i as u32);
+        let cap = self.cap / self.eff[i];
         match &self.carrier {
+            Carrier::Network(paths) if cap.is_finite() => cx.capped_flow(paths[i], wire, cap, ev),
             Carrier::Network(paths) => cx.flow(paths[i], wire, ev),
             Carrier::Fixed(rates) => {
-                cx.fixed(Time::from_secs_f64_ceil(wire.as_f64() / rates[i]), ev)
+                cx.fixed(Time::from_secs_f64_ceil(wire.as_f64() / rates[i].min(cap)), ev)
             }
         }
     }
@@ -435,7 +448,101 @@ impl Algorithm for Ring {
 /// A ring AllReduce (2(n−1) steps per loop), AllGather or ReduceScatter (n−1 steps) of
 /// `call.bytes` — for the last two the total over all ranks, as NCCL counts it — with the
 /// selection's protocol and channel count, its paths registered in `cx`.
-pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
+pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>, cost: run::StepCost) -> Box<dyn Algorithm> {
+    let inner = build(call, cx);
+    if cost == run::StepCost::None {
+        return inner;
+    }
+    // Beside other calls: what the call pays alone, on an otherwise empty network.
+    let alone = Call { load: &[], ..*call };
+    let measured = if cost == run::StepCost::Added { &alone } else { call };
+    let Some((floor, lat)) = latency_floor(measured) else {
+        return inner;
+    };
+    let extra = (cost == run::StepCost::Added)
+        .then(|| run::Delayed::added(floor, lat, run::pipeline_alone(&alone)));
+    if extra == Some(Time::ZERO) {
+        return inner;
+    }
+    Box::new(run::Delayed::new(inner, floor, lat, extra))
+}
+
+/// NCCL's per-step cost of a ring call across nodes, and the least the call takes with it: its
+/// bandwidth time at the steady-state rates of its hops plus that cost, paid once per step in
+/// addition to the bytes rather than hidden behind them. `None` on one node.
+fn latency_floor(call: &Call<'_>) -> Option<(Time, Time)> {
+    let comm = call.comm;
+    if comm.nnodes() < 2 || comm.nranks() < 2 || call.bytes.get() == 0 {
+        return None;
+    }
+    let (per_step, steps) = comm.tuning().ring_step_overhead(call.coll, call.sel.proto)?;
+    let (nch, plan) = call_plan(call);
+    let bytes: u64 =
+        plan.loops.iter().map(|l| l.iter().sum::<u64>()).sum::<u64>() * plan.steps as u64;
+    let cap = payload_cap(call);
+    let slowest = position_rates(call, nch)
+        .into_iter()
+        .map(|(rate, eff)| bytes as f64 / (eff * rate).min(cap))
+        .fold(0.0, f64::max);
+    let lat = Time::from_secs_f64_ceil(per_step * 1e-6 * steps as f64);
+    Some((Time::from_secs_f64_ceil(slowest).saturating_add(lat), lat))
+}
+
+/// The payload rate (bytes/s) NCCL's tuning model lets one connection of a ring across nodes
+/// carry: under LL128, its bus bandwidth cap (`nChannels × perChMaxRingLL128Bws`, over the
+/// ring graph's search channels) shared over the call's CUDA channels (a ring's busbw is its
+/// channels × one connection's rate; NCCL doubles the search channels or more, so each
+/// connection gets a half or a quarter of the per-channel figure); infinite otherwise. Not
+/// applied on one node, whose curves are fitted without it.
+fn payload_cap(call: &Call<'_>) -> f64 {
+    let nch = call.sel.nchannels.clamp(1, call.comm.channels().len().max(1));
+    match call.comm.tuning().ring_ll128_bus_cap(call.sel.proto) {
+        Some(bus) if call.comm.nnodes() > 1 => bus * 1e9 / nch as f64,
+        _ => f64::INFINITY,
+    }
+}
+
+/// Each ring position's steady-state rate (wire bytes/s) when every hop of every channel sends
+/// at once, its slowest over channels and nodes, with the payload efficiency of the hop whose
+/// payload rate is the slowest.
+fn position_rates(call: &Call<'_>, nch: usize) -> Vec<(f64, f64)> {
+    let (cluster, comm) = (call.cluster, call.comm);
+    let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
+    let uniform = (cluster.network_is_uniform() && call.load.is_empty()) || nnodes == 1;
+    let (span, to) = if uniform { (1, 0) } else { (nnodes, 1) };
+    let hop = |c: usize, node: usize, i: usize| {
+        let next = if uniform { 0 } else { (node + to) % nnodes };
+        comm.hop_path(cluster, c, NodeId(node), i, NodeId(next))
+    };
+    let all: Vec<Vec<u32>> = (0..span)
+        .flat_map(|node| {
+            (0..nch).flat_map(move |c| {
+                (0..ppn).map(move |i| hop(c, node, i).0.iter().map(|l| l.0).collect())
+            })
+        })
+        .collect();
+    let refs: Vec<&[u32]> = all.iter().map(|p| p.as_slice()).collect();
+    let all_rates = steady_rates(cluster.capacities(), &refs, call.load);
+    // Position i of channel c on node n is flow (n * nch + c) * ppn + i.
+    let arch = cluster.spec().gpu.arch;
+    (0..ppn)
+        .map(|i| {
+            let rate =
+                (0..span * nch).map(|k| all_rates[k * ppn + i]).fold(f64::INFINITY, f64::min);
+            let eff = (0..span * nch)
+                .map(|k| {
+                    let class = hop(k % nch, k / nch, i).1;
+                    let eff = call.params.efficiency(arch, class, call.sel.proto);
+                    (eff * all_rates[k * ppn + i], eff)
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map_or(1.0, |(_, eff)| eff);
+            (rate, eff)
+        })
+        .collect()
+}
+
+fn build(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     let (cluster, comm, sel, params) = (call.cluster, call.comm, &call.sel, call.params);
     let nranks = comm.nranks();
     let (nch, plan) = call_plan(call);
@@ -452,6 +559,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
             delay: Vec::new(),
             msgs: Messages::default(),
             carrier: Carrier::Fixed(Vec::new()),
+            cap: f64::INFINITY,
             finish: Time::ZERO,
             done: 0,
             empty: true,
@@ -489,6 +597,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         delay,
         msgs: Messages::new(net, sel.proto, proxy_op, ranks),
         carrier,
+        cap: payload_cap(call),
         finish: Time::ZERO,
         done: 0,
         empty: false,
@@ -536,24 +645,9 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
                 let next = if uniform { 0 } else { (node + to) % nnodes };
                 comm.hop_path(cluster, c, NodeId(node), i, NodeId(next))
             };
-            let all: Vec<Vec<u32>> = (0..span)
-                .flat_map(|node| {
-                    (0..nch).flat_map(move |c| {
-                        (0..ppn).map(move |i| hop(c, node, i).0.iter().map(|l| l.0).collect())
-                    })
-                })
-                .collect();
-            let caps = cluster.capacities();
-            let refs: Vec<&[u32]> = all.iter().map(|p| p.as_slice()).collect();
-            let all_rates = steady_rates(caps, &refs, call.load);
-            // Position i of channel c on node n is flow (n * nch + c) * ppn + i. Channels can
-            // differ (NICs shared unevenly when a node's GPUs are not all used), and the call
-            // ends with its slowest channel: each position runs at its slowest rate.
-            let rates: Vec<f64> = (0..ppn)
-                .map(|i| {
-                    (0..span * nch).map(|k| all_rates[k * ppn + i]).fold(f64::INFINITY, f64::min)
-                })
-                .collect();
+            // Channels can differ (NICs shared unevenly when a node's GPUs are not all used),
+            // and the call ends with its slowest channel: each position runs at its slowest rate.
+            let rates: Vec<f64> = position_rates(call, nch).into_iter().map(|(r, _)| r).collect();
             // A chunk crosses every hop of the ring in turn, so the call's latency is the sum
             // of all nodes' hop delays: position i's delay is its mean over the nodes (on racks
             // only the hops that leave a rack pay the spine's latency). Its efficiency and
@@ -779,6 +873,7 @@ fn symmetric(call: &Call<'_>, nch: usize, built: &Built, budget: Budget) -> Opti
                 delay,
                 msgs: Messages::new(net, built.proto, op, ranks),
                 carrier: Carrier::Network(paths),
+                cap: payload_cap(call),
                 finish: Time::ZERO,
                 done: 0,
                 empty: false,
@@ -896,14 +991,20 @@ fn reduced_ring(
     symmetry::refine(nch, caps, SYMMETRIC_FLOWS, images, own)
 }
 
-/// Every hop of every channel of every node busy at once.
-pub(crate) fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
+/// Every hop of every channel with its cap (wire bytes/s): across nodes under LL128, NCCL's
+/// LL128 bus cap shared over the call's channels ([`payload_cap`]) over the hop's efficiency;
+/// infinite otherwise.
+pub(crate) fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
     let (cluster, comm) = (call.cluster, call.comm);
     let (nnodes, ppn) = (comm.nnodes(), comm.ppn());
     let nch = call.sel.nchannels.clamp(1, comm.channels().len().max(1));
+    let cap = payload_cap(call);
+    let arch = cluster.spec().gpu.arch;
     (0..nnodes)
-        .flat_map(|node| {
-            (0..nch).flat_map(move |c| (0..ppn).map(move |i| ring_hop(cluster, comm, c, node, i).0))
+        .flat_map(|node| (0..nch).flat_map(move |c| (0..ppn).map(move |i| (node, c, i))))
+        .map(|(node, c, i)| {
+            let (p, class) = ring_hop(cluster, comm, c, node, i);
+            (p, cap / call.params.efficiency(arch, class, call.sel.proto))
         })
         .collect()
 }

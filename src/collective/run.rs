@@ -111,6 +111,8 @@ pub enum Signal {
     Chain(chain::Ev),
     /// A call timed in closed form has ended (or a step of a stepped call).
     End,
+    /// A ring call's per-step cost has been paid ([`Delayed`]).
+    Floor,
     /// Flow `i` of a call that starts its flows all at once has finished.
     Flow(u32),
     /// Background traffic (never completes).
@@ -236,6 +238,72 @@ impl Algorithm for Closed {
     }
 }
 
+/// A ring call across nodes with NCCL's per-step cost on top of its pipeline
+/// (`ring::latency_floor`): it ends `extra` after its algorithm does. Alone, `extra` is what
+/// it takes to reach `floor` (its bandwidth time plus the per-step cost), at most that cost
+/// `lat` and at least nothing (a pipeline slower than the floor has paid it already); beside
+/// other calls it is what the call alone would pay ([`StepCost::Added`]).
+pub(crate) struct Delayed {
+    inner: Box<dyn Algorithm>,
+    floor: Time,
+    lat: Time,
+    extra: Option<Time>,
+    start: Time,
+    posted: bool,
+    end: Option<Time>,
+}
+
+impl Delayed {
+    pub(crate) fn new(
+        inner: Box<dyn Algorithm>,
+        floor: Time,
+        lat: Time,
+        extra: Option<Time>,
+    ) -> Delayed {
+        Delayed { inner, floor, lat, extra, start: Time::ZERO, posted: false, end: None }
+    }
+
+    /// What the per-step cost adds to a pipeline that took `took` alone.
+    pub(crate) fn added(floor: Time, lat: Time, took: Time) -> Time {
+        (floor - took.min(floor)).min(lat)
+    }
+
+    fn check(&mut self, cx: &mut Ctx<'_>) {
+        if let (false, Some(t)) = (self.posted, self.inner.finished()) {
+            self.posted = true;
+            let took = t - self.start.min(t);
+            let extra = self.extra.unwrap_or_else(|| Delayed::added(self.floor, self.lat, took));
+            cx.at(t.max(cx.now()).saturating_add(extra), Signal::Floor);
+        }
+    }
+}
+
+impl Algorithm for Delayed {
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        self.start = cx.now();
+        self.inner.start(cx);
+        self.check(cx);
+    }
+    fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
+        match signal {
+            Signal::Floor => self.end = Some(cx.now()),
+            s => {
+                self.inner.on(cx, s);
+                self.check(cx);
+            }
+        }
+    }
+    fn finished(&self) -> Option<Time> {
+        self.end
+    }
+    fn last(&self) -> Time {
+        self.end.unwrap_or_else(|| self.inner.last())
+    }
+    fn form(&self) -> Form {
+        self.inner.form()
+    }
+}
+
 /// The algorithms, as the registry tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -289,7 +357,11 @@ pub fn select(comm: &Communicator, coll: Collective, bytes: u64) -> Selection {
 }
 
 /// The algorithm object for `call`, its paths registered in `cx`.
-fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto, usize) {
+fn instantiate(
+    call: &Call<'_>,
+    cx: &mut Ctx<'_>,
+    cost: StepCost,
+) -> (Box<dyn Algorithm>, Proto, usize) {
     let (proto, channels) = (call.sel.proto, call.sel.nchannels);
     match kind(call) {
         Kind::OneRank => {
@@ -309,7 +381,7 @@ fn instantiate(call: &Call<'_>, cx: &mut Ctx<'_>) -> (Box<dyn Algorithm>, Proto,
         }
         Kind::Pat if call.mode == Mode::Detailed => (pat::detailed(call), proto, channels),
         Kind::Pat => (Box::new(Closed::new(pat::time(call))), proto, channels),
-        Kind::Ring => (ring::new(call, cx), proto, channels),
+        Kind::Ring => (ring::new(call, cx, cost), proto, channels),
         Kind::Chain => (chain::new(call, cx), proto, channels),
         Kind::Tree => (tree::new(call, cx), proto, channels),
         Kind::Nvls => (nvls::new(call, cx), proto, channels),
@@ -350,11 +422,42 @@ pub fn simulate(call: &Call<'_>) -> CallRun {
 /// checks: no link over capacity, bytes conserved).
 pub fn simulate_inspected(
     call: &Call<'_>,
+    inspect: impl FnMut(&mut crate::net::Network<Token>),
+) -> CallRun {
+    simulate_costed(call, StepCost::Floor, inspect)
+}
+
+/// The time `call` takes alone without NCCL's per-step cost on top of its pipeline (what a
+/// ring across nodes pays beside other calls is measured against it), less its call overhead.
+pub(crate) fn pipeline_alone(call: &Call<'_>) -> Time {
+    // In its own mode, as `auto` picks it: a detailed run per post would double the cost of a
+    // detailed shared run; the symmetric and aggregated forms are the detailed result or close.
+    let call = Call { load: &[], mode: Mode::Auto, ..*call };
+    let run = simulate_costed(&call, StepCost::None, |_| {});
+    let cost = call.params.call_cost(call.comm.gpus_per_process());
+    run.time - cost.min(run.time)
+}
+
+/// How a ring call across nodes pays NCCL's per-step cost (`ring::latency_floor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepCost {
+    /// Alone on the network: the call pays what reaching its floor takes.
+    Floor,
+    /// Beside other calls: what the floor adds to the call alone is added to its shared
+    /// pipeline (the steady form's latency, so that the two forms meet).
+    Added,
+    /// Not at all: the pipeline alone.
+    None,
+}
+
+fn simulate_costed(
+    call: &Call<'_>,
+    cost: StepCost,
     mut inspect: impl FnMut(&mut crate::net::Network<Token>),
 ) -> CallRun {
     let mut sim: Simulation<Token> = Simulation::new(call.cluster.links());
     let mut cx = Ctx { sim: &mut sim, call: CallId(0) };
-    let (mut algo, proto, channels) = instantiate(call, &mut cx);
+    let (mut algo, proto, channels) = instantiate(call, &mut cx, cost);
     // Background traffic holds, on every link, the rate it gets in the call's steady state
     // (what the aggregated models pace themselves by): the call's flows share what is left. A
     // call on fixed rates never consults the network.
@@ -390,7 +493,7 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
     let mut shapes = Vec::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
         let mut cx = Ctx { sim: &mut sim, call: CallId(i as u32) };
-        let (mut a, p, c) = instantiate(call, &mut cx);
+        let (mut a, p, c) = instantiate(call, &mut cx, StepCost::Added);
         a.start(&mut cx);
         algos.push(a);
         shapes.push((p, c));
@@ -465,7 +568,8 @@ impl Shared {
             return (self.post_timed(run.time, run.form), run.proto, run.channels);
         }
         let id = CallId(self.calls.len() as u32);
-        let (algo, proto, channels) = instantiate(&call, &mut Ctx { sim: &mut self.sim, call: id });
+        let (algo, proto, channels) =
+            instantiate(&call, &mut Ctx { sim: &mut self.sim, call: id }, StepCost::Added);
         let at = self.sim.now().saturating_add(call.params.call_cost(call.comm.gpus_per_process()));
         self.sim.schedule(at, Token { call: id, signal: Signal::Start });
         self.calls.push(Posted { algo, done: false });
@@ -563,9 +667,10 @@ pub struct SteadyForm {
 impl SteadyForm {
     /// `call`'s steady form (simulated alone, without its load, in its own mode). Its moving
     /// time is what the bytes add at the margin: twice the time over the same call on half the
-    /// bytes (a large call hides its per-step latencies under the transfers, so they are not
-    /// part of what stretches when links are shared; a small one is nearly all latency), at
-    /// most the call's time less its call overhead.
+    /// bytes (a large call hides the profile's step latencies under the transfers, so they are
+    /// not part of what stretches when links are shared, while NCCL's per-step cost of a ring
+    /// across nodes, paid on top at both sizes, lands in the latency; a small call is nearly all
+    /// latency), at most the call's time less its call overhead.
     pub fn of(call: &Call<'_>) -> SteadyForm {
         let call = Call { load: &[], ..*call };
         let run = simulate(&call);
@@ -922,7 +1027,7 @@ fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
         Kind::OneRank => Vec::new(),
         Kind::P2p => p2p::steady_capped(call),
         Kind::Pat => uncapped(pat::steady_paths(call)),
-        Kind::Ring => uncapped(ring::steady_paths(call)),
+        Kind::Ring => ring::steady_flows(call),
         Kind::Chain => uncapped(chain::steady_paths(call)),
         Kind::Tree => tree::steady_flows(call),
         Kind::Nvls => uncapped(nvls::steady_paths(call)),

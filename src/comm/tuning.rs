@@ -281,6 +281,78 @@ impl TuningInput {
         }
     }
 
+    /// The per-step part of NCCL's latency for a Ring AllReduce, AllGather or ReduceScatter
+    /// (µs; 0 for other collectives): every one of its `nsteps` steps pays a hop's latency, the
+    /// inter-node ones the network's (`hwLat[NET]`), the others the intra-node hop's but, across
+    /// nodes, at least the network overhead of launching a step (`ncclTopoTuneModel`, NVIDIA/nccl
+    /// `src/graph/tuning.cc` v2.29.7-1: "Inter-node rings still have to launch nsteps * net
+    /// overhead"; 1 µs a step on Intel hosts, 2 on AMD, three times that under Simple).
+    pub fn ring_steps_us(&self, coll: Collective, proto: Proto) -> f64 {
+        let (allreduce, ag_rs) = (
+            coll == Collective::AllReduce,
+            matches!(coll, Collective::AllGather | Collective::ReduceScatter),
+        );
+        if !allreduce && !ag_rs {
+            return 0.0;
+        }
+        let (a, p) = (Algo::Ring as usize, proto as usize);
+        let n = self.nranks as f64;
+        let nnodes = self.nnodes;
+        let ppn = (self.nranks / nnodes.max(1)).max(1);
+        let nsteps = if allreduce { 2.0 * (n - 1.0) } else { n - 1.0 };
+        let link = if self.intra_nvlink { 0 } else { 1 };
+        let intra_lat = self.hw_lat(link, a, p);
+        let inter_lat =
+            if ppn == 1 { self.hw_lat(2, Algo::Tree as usize, p) } else { self.hw_lat(2, a, p) };
+        // Before 2.23 the ring latency counted 2·nNodes inter-node steps.
+        let nodes = nnodes as f64 - if self.version <= NcclVersion::V2_21 { 0.0 } else { 1.0 };
+        let ninter = match (nnodes > 1, allreduce) {
+            (false, _) => 0.0,
+            (true, true) => 2.0 * nodes,
+            (true, false) => nodes,
+        };
+        let net_ov = if nnodes == 1 {
+            0.0
+        } else {
+            let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
+            if proto == Proto::Simple { 3.0 * base } else { base }
+        };
+        (nsteps - ninter) * intra_lat.max(net_ov) + ninter * inter_lat
+    }
+
+    /// What NCCL's tuning model lets a Ring/LL128 call's channels carry at most, as bus
+    /// bandwidth (GB/s): the ring graph's channels × `perChMaxRingLL128Bws` of the GPU
+    /// generation (NVIDIA/nccl `src/graph/tuning.cc` v2.29.7-1), NCCL's developers' measurement
+    /// of what one channel's CTA sustains under LL128. `None` for other protocols.
+    pub fn ring_ll128_bus_cap(&self, proto: Proto) -> Option<f64> {
+        (proto == Proto::LL128).then(|| {
+            self.ring.n_channels as f64 * RING_LL128_MAX[arch_index(self.arch)][self.node_index()]
+        })
+    }
+
+    /// What every step of a Ring AllReduce, AllGather or ReduceScatter across nodes costs in
+    /// NCCL's cost model beyond the bytes, whatever its hop: the intra-node hop's latency, but at
+    /// least the network overhead of launching a step (`ncclTopoTuneModel`, NVIDIA/nccl
+    /// `src/graph/tuning.cc` v2.29.7-1: "Inter-node rings still have to launch nsteps * net
+    /// overhead"; 1 µs on Intel hosts, 2 on AMD, three times that under Simple) — and the number
+    /// of steps. `None` on one node or for other collectives.
+    pub fn ring_step_overhead(&self, coll: Collective, proto: Proto) -> Option<(f64, usize)> {
+        let n = self.nranks;
+        let nsteps = match coll {
+            Collective::AllReduce => 2 * (n.max(1) - 1),
+            Collective::AllGather | Collective::ReduceScatter => n.max(1) - 1,
+            _ => return None,
+        };
+        if self.nnodes < 2 || nsteps == 0 {
+            return None;
+        }
+        let link = if self.intra_nvlink { 0 } else { 1 };
+        let intra_lat = self.hw_lat(link, Algo::Ring as usize, proto as usize);
+        let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
+        let net_ov = if proto == Proto::Simple { 3.0 * base } else { base };
+        Some((intra_lat.max(net_ov), nsteps))
+    }
+
     /// NCCL's latency and bandwidth for `coll` with `algo`/`proto`.
     pub fn cost(&self, coll: Collective, algo: Algo, proto: Proto) -> Cost {
         let off = Cost { lat_us: 0.0, bw: 0.0 };
@@ -355,20 +427,7 @@ impl TuningInput {
                     lat = 0.0;
                 }
                 if algo == Algo::Ring && (allreduce || ag_rs) {
-                    // Before 2.23 the ring latency counted 2·nNodes inter-node steps.
-                    let nodes = nnodes as f64 - if v <= NcclVersion::V2_21 { 0.0 } else { 1.0 };
-                    let ninter = match (nnodes > 1, allreduce) {
-                        (false, _) => 0.0,
-                        (true, true) => 2.0 * nodes,
-                        (true, false) => nodes,
-                    };
-                    let net_ov = if nnodes == 1 {
-                        0.0
-                    } else {
-                        let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
-                        if proto == Proto::Simple { 3.0 * base } else { base }
-                    };
-                    lat += (nsteps - ninter) * intra_lat.max(net_ov) + ninter * inter_lat;
+                    lat += self.ring_steps_us(coll, proto);
                 } else if algo == Algo::Ring {
                     // Broadcast / Reduce on identical channels: one hop latency.
                     let l = if nnodes > 1 { 2 } else { link };

@@ -136,7 +136,9 @@ fn polaris_slingshot_fit_and_held_out() {
     let v = validate("A100SXM40_8N4G_ALL_REDUCE_POLARIS", "polaris-a100-4gpu", "8", "4", &[]);
     let from_128m =
         |r: &serde_json::Value| ring_chosen(r) && r["size_bytes"].as_u64().unwrap() >= 128 << 20;
-    assert!(worst(&v, from_128m) <= 3.0, "held out: {}", worst(&v, from_128m));
+    // 4 %: its AMD hosts pay NCCL's 6 us per ring step on top of the bytes (62 steps; 1.1 %
+    // before that cost, 3.8 % with it).
+    assert!(worst(&v, from_128m) <= 4.0, "held out: {}", worst(&v, from_128m));
     // Held out from both: the 8-node ring AllGather, whose 1, 2 and 4 channels at small and mid
     // sizes take 265, 594 and 903-1,013 us as the proxies' messages add up (3.0 / 22.3 %; with
     // a 10 us latency per message instead of the proxy cost, 8.4 / 68.0 %).
@@ -534,7 +536,7 @@ fn check_pooled(v: &serde_json::Value) {
         pooled["p95_abs_error_pct"].as_f64().unwrap(),
     );
     eprintln!("pooled: median {m:.1} %, p95 {p:.1} %");
-    assert!(m <= 8.6 && p <= 49.1, "pooled median {m:.1} %, p95 {p:.1} %");
+    assert!(m <= 8.5 && p <= 44.7, "pooled median {m:.1} %, p95 {p:.1} %");
 }
 
 /// The fast tier's guard on the manifest: the pooled figures at the shipped profile, without
@@ -556,7 +558,7 @@ fn check_held_out(v: &serde_json::Value) {
     let loo = &v["leave_one_cluster_out"];
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
-    assert!(hm <= 8.9 && hp <= 45.6, "held out: median {hm:.1} %, p95 {hp:.1} %");
+    assert!(hm <= 8.8 && hp <= 43.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);
@@ -580,9 +582,11 @@ fn check_held_out(v: &serde_json::Value) {
 /// leave-one-cluster-out, each cluster predicted with the calibration kept for it in
 /// calibration/data/held-out-fits/ (the long tier below makes them again and compares). The
 /// pooled figures are the README's; a change that makes either worse by more than one point
-/// fails here (issue #13). Measured when set: 771 sizes over 37 curves, median 7.6 %, p95
-/// 48.1 %; held out 7.9 % / 44.6 % (before the CUDA channels were built in NCCL's order, 16
-/// rather than 32 on a DGX-H100 across nodes: held out 9.0 / 45.4; before Tree's network steps
+/// fails here (issue #13). Measured when set: 771 sizes over 37 curves, median 7.5 %, p95
+/// 43.7 %; held out 7.8 % / 42.4 % (before a ring across nodes paid NCCL's per-step cost and its
+/// LL128 NCCL's per-channel maximum: 7.6 / 45.9 and 7.9 / 44.0; before Tree/Simple's cap:
+/// 7.6 / 48.1 and 7.9 / 44.6; before the CUDA channels were built in NCCL's order, 16 rather
+/// than 32 on a DGX-H100 across nodes: held out 9.0 / 45.4; before Tree's network steps
 /// were whole messages: 7.8 / 48.1, the same held out; before point-to-point sends took the
 /// peer's rail: held out 9.2 / 45.4; before the network proxy's cost per message: 8.2 / 66.2
 /// and 9.5 / 66.2; before the P2P per-channel caps: 8.3 / 68.3 and 9.5 / 67.0; before the P2P

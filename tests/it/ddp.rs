@@ -229,12 +229,14 @@ fn gpt2_xl_on_256_gpus_under_static_ecmp() {
     }
     // NVLSTree spreads a node's traffic over 8 heads x 16 channels of connections: the hashes
     // even out. The ring's 16 channels, two per NIC, collide on the ports between leaves: its
-    // largest all-reduce is much slower, the step a little (the backward pass hides the rest).
+    // largest all-reduce is much slower, the step a little (the backward pass hides the rest;
+    // 1.0 % since its LL128 buckets are held to NCCL's per-channel LL128 maximum, which the
+    // collisions then only partly exceed, and pay NCCL's per-step cost either way; over 2 % before).
     let (a, e) = (at("adaptive", "NVLSTree"), at("ecmp", "NVLSTree"));
     assert!(step(&e) / step(&a) < 1.001, "NVLSTree: {} vs {}", step(&e), step(&a));
     let (a, e) = (at("adaptive", "Ring"), at("ecmp", "Ring"));
     assert!(largest(&e) > 1.3 * largest(&a), "ring: {} vs {}", largest(&e), largest(&a));
-    assert!(step(&e) > 1.02 * step(&a), "ring: {} vs {}", step(&e), step(&a));
+    assert!(step(&e) > 1.005 * step(&a), "ring: {} vs {}", step(&e), step(&a));
     // The hash is a fixed function: the same scenario gives the same bytes, on one thread too.
     let once = collsim_ok(&["simulate", scenario, "--format", "json"]);
     assert_eq!(once, collsim_ok(&["simulate", scenario, "--format", "json"]));

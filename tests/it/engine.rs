@@ -560,7 +560,10 @@ type PostedCase = (&'static str, &'static str, u64, u64, f64);
 #[test]
 fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
     posted_cases(&[
-        ("Ring", "spread", 256, 0, 0.01),
+        // 2 %: a ring across nodes pays NCCL's per-step cost on top of its pipeline, and the
+        // steady form splits latency from moving time on two sizes, whose pipelines hide
+        // different parts of it (1.6 % apart here; 0.3 % before that cost).
+        ("Ring", "spread", 256, 0, 0.02),
         ("Ring", "spread", 25, 0, 0.12),
         ("Tree", "spread", 256, 0, 0.01),
     ]);
@@ -569,7 +572,7 @@ fn posted_calls_in_steady_form_meet_as_detailed_ones_do() {
 #[ignore = "long: two more detailed 256 MiB rings of 64 ranks each, about 30 s"]
 #[test]
 fn posted_calls_in_steady_form_meet_as_detailed_ones_do_apart_and_compact() {
-    posted_cases(&[("Ring", "spread", 256, 100, 0.01), ("Ring", "compact", 256, 0, 1e-6)]);
+    posted_cases(&[("Ring", "spread", 256, 100, 0.02), ("Ring", "compact", 256, 0, 1e-6)]);
 }
 
 /// Two 8-node jobs on a 2:1 spine (16 DGX-H100s in two racks of 8), each posting one
@@ -619,8 +622,14 @@ fn posted_cases(cases: &[PostedCase]) {
         if place == "compact" {
             assert!((d[0] - alone.as_secs_f64()).abs() < 1e-9, "{what}: compact jobs met");
         } else if algo == "Ring" && mib == 256 && off == 0 {
-            // Each gets half the spine: about twice as long.
-            assert!((d[0] / alone.as_secs_f64() - 2.0).abs() < 0.05, "{what}: {}", d[0]);
+            // Each gets half the spine: its bytes take up to twice as long (1.6 times: alone,
+            // this LL128 ring is held to NCCL's per-channel LL128 maximum, below its spine
+            // share), and NCCL's per-step cost (126 steps) is paid once either way.
+            let (per_step, steps) =
+                ma.tuning().ring_step_overhead(Collective::AllReduce, calls[0].sel.proto).unwrap();
+            let lat = per_step * 1e-6 * steps as f64;
+            let ratio = (d[0] - lat) / (alone.as_secs_f64() - lat);
+            assert!((1.5..2.05).contains(&ratio), "{what}: {} ({ratio:.3})", d[0]);
         }
     }
 }

@@ -228,18 +228,20 @@ fn trace_has_args_flows_parent_spans_and_counters() {
     }
     assert!(ev.iter().any(|e| e["ph"] == "C"));
     // Per-link counters, in a process of their own: the four busiest links, named by node and
-    // ends. On 4 DGX-A100s the GPUs' PCIe uplinks, which the NIC traffic shares, bound the
-    // all-reduces: 100 % while each moves its bytes, 0 between.
+    // ends. On 4 DGX-A100s the buckets' rings run LL128, held across nodes to NCCL's
+    // per-channel LL128 maximum (Ampere: 20 GB/s a channel), below what the GPUs' PCIe uplinks
+    // carry; their NVLink hops, at A100's measured LL128 efficiency (0.6 data bytes per wire
+    // byte), are the busiest: 97 % while each moves its bytes, 0 between.
     let links: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "C" && e["pid"] == 1).collect();
     let mut names: Vec<&str> = links.iter().map(|e| e["name"].as_str().unwrap()).collect();
     names.dedup();
     names.sort();
     names.dedup();
     assert_eq!(names.len(), 4, "{names:?}");
-    assert!(names.iter().all(|n| n.starts_with("node 0 GPU") && n.contains("pcie")), "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("node 0 GPU") && n.contains("nvlink")), "{names:?}");
     let pct = |e: &Value| e["args"]["%"].as_f64().unwrap();
     assert!(links.iter().all(|e| (0.0..=100.0).contains(&pct(e))));
-    assert!(links.iter().any(|e| pct(e) == 100.0));
+    assert!(links.iter().any(|e| pct(e) >= 90.0));
     for n in &names {
         let last = links
             .iter()

@@ -86,13 +86,22 @@ fn sweep(
         .collect()
 }
 
-/// Where the model is within 15 % of the B200 table today: two nodes, where every size is
-/// bandwidth-bound (the per-rank shares are 64-256 MiB, several loops per channel), for the
-/// ring (all_reduce, all_gather) and NVLSTree; and Tree at every node count, held to NCCL's
-/// per-channel Tree maximum. Elsewhere the model is optimistic by up to 60 % (ring from 4
-/// nodes, NVLSTree from 4 nodes), for the reasons docs/collective-scaling.md gives; those cells
-/// are only held to not being more than 15 % pessimistic, which catches the window-bound
-/// cliffs the issue reported (dgx-h100 all_gather at 1 GiB, 47 GB/s on 128 nodes).
+/// How far above the measurement the model may be, per (algorithm, nodes): 15 % where it
+/// reaches the issue's target (two nodes, where every size is bandwidth-bound, and Tree at
+/// every node count, held to NCCL's per-channel Tree maximum), and elsewhere what it reaches
+/// today, for the reasons docs/collective-scaling.md gives: Ring from 4 nodes +25 % (the per-step
+/// cost and the LL128 cap are in; the 8-node plateau, 310 GB/s against 344 on two nodes, is
+/// not), NVLSTree from 4 nodes +47 % (no mechanism for its 255-267 GB/s yet). No cell may be
+/// more than 15 % pessimistic, which catches the window-bound cliffs the issue reported
+/// (dgx-h100 all_gather at 1 GiB, 47 GB/s on 128 nodes). The ceilings may only come down.
+fn ceiling(algo: &str, nodes: usize) -> f64 {
+    match (algo, nodes) {
+        (_, 2) | ("Tree", _) => 0.15,
+        ("Ring", _) => 0.25,
+        _ => 0.47,
+    }
+}
+
 #[test]
 fn the_b200_scaling_table_holds_where_the_model_reaches_it() {
     let mut report = Vec::new();
@@ -107,8 +116,7 @@ fn the_b200_scaling_table_holds_where_the_model_reaches_it() {
                  ({mech}) {:+5.1} %",
                 100.0 * err
             ));
-            let held = nodes == 2 || algo == "Tree";
-            if (held && err.abs() > 0.15) || err < -0.15 {
+            if err > ceiling(algo, nodes) || err < -0.15 {
                 misses.push(report.last().unwrap().clone());
             }
         }
@@ -120,10 +128,12 @@ fn the_b200_scaling_table_holds_where_the_model_reaches_it() {
 /// A fixed-size collective under NCCL's default selection takes no less time with more nodes,
 /// on dgx-h100 and dgx-b200, all_reduce and all_gather of 1-8 GiB on 2-64 nodes (algbw, that
 /// is size over time, non-increasing within 0.5 %; busbw may rise by its 2(n-1)/n or (n-1)/n
-/// factor: NVLSTree's does, 1.6 % from 4 to 8 nodes, in the same time) — except the cases listed here, which the model gets wrong today: a Simple ring
-/// whose per-rank share per channel is a few hundred KiB runs into its 8-slot FIFO window over
-/// the 40 µs network step latency (a cliff, slower than measured), and where NCCL's cost model
-/// turns to LL128 one node count later the LL128 ring is not held back (faster than measured).
+/// factor: NVLSTree's does, 1.6 % from 4 to 8 nodes, in the same time) — except the cases
+/// listed here, which the model gets wrong today: a Simple ring whose per-rank share per
+/// channel is a few hundred KiB runs into its 8-slot FIFO window over the 40 µs network step
+/// latency (a cliff), and where NCCL's cost model turns to LL128 one node count later the LL128
+/// ring, held to NCCL's per-channel LL128 maximum and paying the per-step cost, is still faster
+/// than that cliff.
 /// Measured, B200 all_gather busbw falls steadily with the per-rank share (2 GiB: 288, 237,
 /// 225 GB/s on 16, 32, 64 nodes). The list may only shrink.
 #[test]
