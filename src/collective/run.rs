@@ -1338,3 +1338,21 @@ pub fn check_detailed<'c>(calls: impl IntoIterator<Item = Call<'c>>) -> Result<(
     calls.into_iter().for_each(|c| budget.count(&c));
     budget.verdict()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What NCCL's per-step cost adds to a pipeline alone: up to the floor, never more than the
+    /// cost itself, nothing once the pipeline is past the floor.
+    #[test]
+    fn the_per_step_cost_adds_up_to_the_floor_and_at_most_itself() {
+        let us = Time::from_us_f64;
+        let (floor, lat) = (us(1000.0), us(300.0));
+        assert_eq!(Delayed::added(floor, lat, us(900.0)), us(100.0));
+        assert_eq!(Delayed::added(floor, lat, us(500.0)), us(300.0));
+        assert_eq!(Delayed::added(floor, lat, Time::ZERO), us(300.0));
+        assert_eq!(Delayed::added(floor, lat, us(1000.0)), Time::ZERO);
+        assert_eq!(Delayed::added(floor, lat, us(5000.0)), Time::ZERO);
+    }
+}

@@ -311,13 +311,15 @@ impl TuningInput {
             (true, true) => 2.0 * nodes,
             (true, false) => nodes,
         };
-        let net_ov = if nnodes == 1 {
-            0.0
-        } else {
-            let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
-            if proto == Proto::Simple { 3.0 * base } else { base }
-        };
+        let net_ov = if nnodes == 1 { 0.0 } else { self.net_overhead(proto) };
         (nsteps - ninter) * intra_lat.max(net_ov) + ninter * inter_lat
+    }
+
+    /// NCCL's network overhead of launching a ring step across nodes (µs): 1 on Intel hosts, 2
+    /// on AMD (`getNetOverhead`), three times that under Simple.
+    fn net_overhead(&self, proto: Proto) -> f64 {
+        let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
+        if proto == Proto::Simple { 3.0 * base } else { base }
     }
 
     /// What NCCL's tuning model lets a Ring/LL128 call's channels carry at most, as bus
@@ -348,9 +350,7 @@ impl TuningInput {
         }
         let link = if self.intra_nvlink { 0 } else { 1 };
         let intra_lat = self.hw_lat(link, Algo::Ring as usize, proto as usize);
-        let base = if self.cpu == CpuVendor::Amd { 2.0 } else { 1.0 };
-        let net_ov = if proto == Proto::Simple { 3.0 * base } else { base };
-        Some((intra_lat.max(net_ov), nsteps))
+        Some((intra_lat.max(self.net_overhead(proto)), nsteps))
     }
 
     /// NCCL's latency and bandwidth for `coll` with `algo`/`proto`.
