@@ -1323,10 +1323,12 @@ fn calibrate_run(
     if c.topology.is_none() {
         // The machine as NCCL saw it.
         let xml = out.join("nccl_topo.xml");
-        let toml =
-            config::import::import_nccl_xml(&xml.display().to_string(), &config::load_text(&xml)?)?;
+        let source = xml.display().to_string();
+        let imported = config::import::import_nccl_xml(&source, &config::load_text(&xml)?)?;
+        check_imported(&source, &imported)?;
         let topo = out.join("topology.toml");
-        std::fs::write(&topo, toml).with_context(|| format!("{}: cannot write", topo.display()))?;
+        std::fs::write(&topo, &imported.toml)
+            .with_context(|| format!("{}: cannot write", topo.display()))?;
         say(format!("topology imported from NCCL's dump: {}", topo.display()));
         c.topology = Some(topo.display().to_string());
     }
@@ -2171,38 +2173,55 @@ fn topo(command: TopoCommand) -> Result<()> {
             out.finish()?;
         }
         TopoCommand::Import { nccl_xml, nvidia_smi, output } => {
-            let toml = match (&nccl_xml, &nvidia_smi) {
-                (Some(p), _) => config::import::import_nccl_xml(
-                    &p.display().to_string(),
-                    &config::load_text(p)?,
-                )?,
-                (None, Some(p)) => config::import::import_nvidia_smi(
-                    &p.display().to_string(),
-                    &config::load_text(p)?,
-                )?,
+            let (source, imported) = match (&nccl_xml, &nvidia_smi) {
+                (Some(p), _) => {
+                    let source = p.display().to_string();
+                    let imported =
+                        config::import::import_nccl_xml(&source, &config::load_text(p)?)?;
+                    (source, imported)
+                }
+                (None, Some(p)) => {
+                    let source = p.display().to_string();
+                    let imported =
+                        config::import::import_nvidia_smi(&source, &config::load_text(p)?)?;
+                    (source, imported)
+                }
                 (None, None) => {
                     bail_usage!("topo import needs --nccl-xml FILE or --nvidia-smi FILE")
                 }
             };
-            // What is written must read back; where it does not, the cause is in the user's
-            // file (a value no topology takes), so the error names it, with the generated line.
-            let source = nccl_xml.as_ref().or(nvidia_smi.as_ref()).map(|p| p.display().to_string());
-            let source = source.unwrap_or_default();
-            config::parse_topology("imported topology", &toml).map_err(|e| match e {
-                config::ConfigError::At { line, msg, .. } => anyhow!(
-                    "{source}: what it describes is no topology collsim can load: {msg} (in the imported TOML's line {line}: {:?})",
-                    toml.lines().nth(line.saturating_sub(1)).unwrap_or_default().trim()
-                ),
-                config::ConfigError::File { msg, .. } => {
-                    anyhow!("{source}: what it describes is no topology collsim can load: {msg}")
-                }
-                other => anyhow!(other),
-            })?;
+            check_imported(&source, &imported)?;
             let mut out = open_output(output.as_deref())?;
-            out.write_all(toml.as_bytes())?;
+            out.write_all(imported.toml.as_bytes())?;
             out.finish()?;
         }
     }
+    Ok(())
+}
+
+/// What `topo import` writes must read back. Where it does not, the cause is a value in the
+/// user's file that no topology takes, so the error points there (`source:line:col`, where the
+/// value has a place in it) and quotes the line it became.
+fn check_imported(source: &str, imported: &config::import::Imported) -> Result<()> {
+    let toml = &imported.toml;
+    config::parse_topology("imported topology", toml).map_err(|e| {
+        let what = "what it describes is no topology collsim can load";
+        match e {
+            config::ConfigError::At { line, msg, .. } => {
+                let quote = toml.lines().nth(line.saturating_sub(1)).unwrap_or_default().trim();
+                match imported.origin(line) {
+                    Some((l, c)) => {
+                        anyhow!("{source}:{l}:{c}: {what}: {msg} (imported as {quote:?})")
+                    }
+                    None => anyhow!(
+                        "{source}: {what}: {msg} (in the imported TOML's line {line}: {quote:?})"
+                    ),
+                }
+            }
+            config::ConfigError::File { msg, .. } => anyhow!("{source}: {what}: {msg}"),
+            other => anyhow!(other),
+        }
+    })?;
     Ok(())
 }
 

@@ -6,7 +6,6 @@
 //! model) is filled with a default and a comment saying so.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use super::ConfigError;
 
@@ -28,6 +27,52 @@ struct Found {
     pcie_generation: Option<u32>,
     pcie_lanes: Option<u32>,
     notes: Vec<String>,
+    /// Where each value came from in the user's file, parallel to the lists above, or for the
+    /// one value it names: the place an error in the imported topology points to.
+    at: Origins,
+}
+
+/// A 1-based line and column of the user's file.
+type Origin = Option<(usize, usize)>;
+
+/// Where the values of a [`Found`] came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Origins {
+    gpus: Vec<Origin>,
+    nics: Vec<Origin>,
+    switches: Vec<Origin>,
+    pairs: Vec<Origin>,
+    nvswitch: Origin,
+    /// The element that set the PCIe generation, and the lanes.
+    generation: Origin,
+    lanes: Origin,
+    /// The CPU that set the vendor, the one that set the inter-socket bandwidth, the last one.
+    vendor: Origin,
+    inter_socket: Origin,
+    last_cpu: Origin,
+}
+
+/// A topology TOML made from the user's file, with the place in that file each of its lines
+/// came from (where one did).
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The topology TOML.
+    pub toml: String,
+    origins: Vec<Origin>,
+}
+
+impl Imported {
+    /// The line and column of the user's file that TOML line `line` (1-based) came from.
+    pub fn origin(&self, line: usize) -> Option<(usize, usize)> {
+        self.origins.get(line.checked_sub(1)?).copied().flatten()
+    }
+}
+
+/// Where `node`'s attribute `attr` starts (the element where it has none).
+fn xml_at(node: roxmltree::Node<'_, '_>, attr: &str) -> Origin {
+    let start = node.attribute_node(attr).map_or(node.range(), |a| a.range()).start;
+    let p = node.document().text_pos_at(start);
+    Some((p.row as usize, p.col as usize))
 }
 
 fn err(file: &str, msg: impl Into<String>) -> ConfigError {
@@ -145,7 +190,7 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
     }
     let mut f = Found { name: "imported".into(), ..Found::default() };
     let mut gpu_bus: BTreeMap<String, usize> = BTreeMap::new();
-    let mut nvlinks: Vec<(usize, String, u32, u32)> = Vec::new();
+    let mut nvlinks: Vec<NvlinkFound> = Vec::new();
     for cpu in root.children().filter(|n| n.has_tag_name("cpu")) {
         let numa = f.numas;
         f.numas += 1;
@@ -158,21 +203,28 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
             number_attr(file, cpu, "familyid")?.unwrap_or(0),
             number_attr(file, cpu, "modelid")?.unwrap_or(0),
         );
-        f.inter_socket_gbps = f.inter_socket_gbps.max(bw);
+        if bw > f.inter_socket_gbps {
+            f.inter_socket_gbps = bw;
+            f.at.inter_socket = xml_at(cpu, "modelid");
+        }
         if f.vendor.is_empty() {
             f.vendor = vendor;
+            f.at.vendor = xml_at(cpu, "vendor");
         }
+        f.at.last_cpu = xml_at(cpu, "numaid");
         walk(file, &mut f, cpu, &format!("numa{numa}"), &mut gpu_bus, &mut nvlinks)?;
     }
     if f.numas == 0 {
         return Err(err(file, "no <cpu> element: nothing to import"));
     }
-    for (gpu, target, count, tclass) in nvlinks {
+    for (gpu, target, count, tclass, at) in nvlinks {
         if tclass == 0x068000 {
             *f.nvswitch_links.get_or_insert(0) += if gpu == 0 { count } else { 0 };
+            f.at.nvswitch = f.at.nvswitch.or(at);
         } else if let Some(&peer) = gpu_bus.get(&target.to_ascii_lowercase()) {
             if gpu < peer {
                 f.pairs.push((gpu, peer, count));
+                f.at.pairs.push(at);
             }
         } else {
             f.notes.push(format!(
@@ -183,29 +235,40 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
     Ok(f)
 }
 
+/// An `<nvlink>` as the walk finds it: its GPU, target bus id, link count, target class and
+/// place.
+type NvlinkFound = (usize, String, u32, u32, Origin);
+
 fn walk(
     file: &str,
     f: &mut Found,
     node: roxmltree::Node<'_, '_>,
     parent: &str,
     gpu_bus: &mut BTreeMap<String, usize>,
-    nvlinks: &mut Vec<(usize, String, u32, u32)>,
+    nvlinks: &mut Vec<NvlinkFound>,
 ) -> Result<(), ConfigError> {
     for child in node.children().filter(|n| n.is_element()) {
         match child.tag_name().name() {
             "pci" => {
                 let class = number_attr(file, child, "class")?.unwrap_or(0);
                 let busid = child.attribute("busid").unwrap_or("").to_ascii_lowercase();
-                if let Some(g) = child.attribute("link_speed").and_then(generation) {
-                    f.pcie_generation = Some(f.pcie_generation.map_or(g, |x| x.max(g)));
+                if let Some(g) = child.attribute("link_speed").and_then(generation)
+                    && f.pcie_generation.is_none_or(|x| g > x)
+                {
+                    f.pcie_generation = Some(g);
+                    f.at.generation = xml_at(child, "link_speed");
                 }
                 if let Some(w) = number_attr(file, child, "link_width")? {
                     let w = if w == 0 { 16 } else { w };
-                    f.pcie_lanes = Some(f.pcie_lanes.map_or(w, |x| x.max(w)));
+                    if f.pcie_lanes.is_none_or(|x| w > x) {
+                        f.pcie_lanes = Some(w);
+                        f.at.lanes = xml_at(child, "link_width");
+                    }
                 }
                 if class >> 8 == 0x0604 {
                     let id = format!("sw{}", f.switches.len());
                     f.switches.push((id.clone(), parent.to_string()));
+                    f.at.switches.push(xml_at(child, "busid"));
                     walk(file, f, child, &id, gpu_bus, nvlinks)?;
                 } else {
                     walk(file, f, child, parent, gpu_bus, nvlinks)?;
@@ -221,12 +284,14 @@ fn walk(
                             }
                         };
                         f.gpus.push((parent.to_string(), sm));
+                        f.at.gpus.push(xml_at(gpu, "sm"));
                         for l in gpu.children().filter(|n| n.has_tag_name("nvlink")) {
                             nvlinks.push((
                                 index,
                                 l.attribute("target").unwrap_or("").to_string(),
                                 link_count(file, l)?,
                                 number_attr(file, l, "tclass")?.unwrap_or(0),
+                                xml_at(l, "count"),
                             ));
                         }
                     }
@@ -240,6 +305,7 @@ fn walk(
                         None => None,
                     };
                     f.nics.push((parent.to_string(), name, speed));
+                    f.at.nics.push(xml_at(net, "speed"));
                 }
             }
             _ => {}
@@ -300,13 +366,17 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
         .collect();
     let numa_col = header.iter().position(|h| h.replace('_', " ") == "NUMA Affinity");
     let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for l in &lines[header_at + 1..] {
+    // Each row's line in the file (1-based; escapes removed keep the lines where they were).
+    let mut row_at: BTreeMap<String, Origin> = BTreeMap::new();
+    for (i, l) in lines.iter().enumerate().skip(header_at + 1) {
         let cells = split(l);
         let Some(label) = cells.first().filter(|c| !c.is_empty()) else { continue };
         if labels.contains(label) {
+            row_at.insert(label.clone(), Some((i + 1, 1)));
             rows.insert(label.clone(), cells);
         }
     }
+    let at = |label: &str| row_at.get(label).copied().flatten();
     let gpus: Vec<&String> = labels.iter().filter(|l| l.starts_with("GPU")).collect();
     let nics: Vec<&String> = labels.iter().filter(|l| !l.starts_with("GPU")).collect();
     if gpus.is_empty() {
@@ -403,6 +473,7 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
                 Some(id) => {
                     if !f.switches.iter().any(|(s, _)| *s == id) {
                         f.switches.push((id.clone(), format!("numa{numa}")));
+                        f.at.switches.push(at(devices[i]));
                     }
                     id
                 }
@@ -416,22 +487,25 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
             .or_insert_with(|| {
                 let t = format!("top{root}");
                 f.switches.push((t.clone(), format!("numa{numa}")));
+                f.at.switches.push(at(devices[i]));
                 t
             })
             .clone();
         let id = leaf_id.unwrap_or_else(|| format!("dev{i}"));
         if !f.switches.iter().any(|(s, _)| *s == id) {
             f.switches.push((id.clone(), top));
+            f.at.switches.push(at(devices[i]));
         }
         parent_of[i] = id;
     }
     for (i, g) in gpus.iter().enumerate() {
-        let _ = g;
         f.gpus.push((parent_of[i].clone(), 0));
+        f.at.gpus.push(at(g));
     }
     for (k, n) in nics.iter().enumerate() {
         let name = legend.get(*n).cloned().unwrap_or_else(|| n.to_string());
         f.nics.push((parent_of[gpus.len() + k].clone(), name, None));
+        f.at.nics.push(at(n));
     }
     // NVLink: all pairs NV<k> alike and more than two GPUs means an NVSwitch.
     let mut counts = BTreeMap::new();
@@ -458,8 +532,10 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
     let uniform = counts.values().collect::<std::collections::BTreeSet<_>>().len() == 1;
     if gpus.len() > 2 && counts.len() == all_pairs && uniform {
         f.nvswitch_links = counts.values().next().copied();
+        f.at.nvswitch = at(gpus[0]);
     } else {
         f.pairs = counts.iter().map(|(&(a, b), &k)| (a, b, k)).collect();
+        f.at.pairs = counts.keys().map(|&(a, _)| at(gpus[a])).collect();
     }
     f.notes.push(
         "nvidia-smi gives no PCIe generation, NIC speed or GPU model: defaults below, edit them"
@@ -480,67 +556,118 @@ fn gpu_model(sm: u32, nvswitch: bool) -> Option<&'static str> {
     }
 }
 
-fn to_toml(f: &Found, source: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# Imported by `collsim topo import` from {source}. Check every value marked EDIT."
+/// Lines of TOML, each with the place in the user's file it came from.
+#[derive(Default)]
+struct Lines {
+    text: String,
+    origins: Vec<Origin>,
+}
+
+impl Lines {
+    /// Appends `text` (one or more lines), every line from `origin`.
+    fn put(&mut self, origin: Origin, text: impl AsRef<str>) {
+        for line in text.as_ref().split('\n') {
+            self.text.push_str(line);
+            self.text.push('\n');
+            self.origins.push(origin);
+        }
+    }
+}
+
+/// `text` for a TOML comment: control characters (a newline would end the comment) escaped.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect()
+}
+
+/// `text` as a TOML basic string, quoted and escaped.
+fn quoted(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+fn to_toml(f: &Found, source: &str) -> Imported {
+    let mut s = Lines::default();
+    let at = &f.at;
+    s.put(
+        None,
+        format!(
+            "# Imported by `collsim topo import` from {}. Check every value marked EDIT.",
+            comment(source)
+        ),
     );
     for n in &f.notes {
-        let _ = writeln!(s, "# Note: {n}");
+        s.put(None, format!("# Note: {}", comment(n)));
     }
-    let _ = writeln!(s, "name = \"{}\"", f.name);
-    let _ = writeln!(s, "description = \"imported from {source}\"\n");
-    let sm = f.gpus.iter().map(|g| g.1).find(|&sm| sm > 0).or(Some(0));
+    s.put(None, format!("name = {}", quoted(&f.name)));
+    s.put(None, format!("description = {}\n", quoted(&format!("imported from {source}"))));
+    let first_sm = f.gpus.iter().position(|g| g.1 > 0);
+    let sm_at = first_sm.map_or(at.gpus.first().copied().flatten(), |i| at.gpus[i]);
+    let sm = first_sm.map(|i| f.gpus[i].1).or(Some(0));
     let model = sm.and_then(|sm| gpu_model(sm, f.nvswitch_links.is_some()));
     let generation = f.pcie_generation.unwrap_or(4).clamp(1, 6);
     let lanes = f.pcie_lanes.unwrap_or(16);
     match (model, sm) {
         (Some(m), _) => {
-            let _ = writeln!(
-                s,
-                "[gpu]\n# EDIT: guessed from the compute capability and NVLink; any model of topologies/gpus.toml\nmodel = \"{m}\""
-            );
+            s.put(None, "[gpu]\n# EDIT: guessed from the compute capability and NVLink; any model of topologies/gpus.toml");
+            s.put(sm_at, format!("model = \"{m}\""));
         }
         (None, sm) => {
             let sm = sm.unwrap_or(80);
-            let _ = writeln!(
-                s,
-                "[gpu_model.\"sm{sm}\"]\n# EDIT: name and memory of this GPU\nsm = {sm}\nmemory = \"80 GiB\"\npcie = {{ generation = {generation}, lanes = {lanes} }}\n\n[gpu]\nmodel = \"sm{sm}\""
+            s.put(None, format!("[gpu_model.\"sm{sm}\"]\n# EDIT: name and memory of this GPU"));
+            s.put(sm_at, format!("sm = {sm}"));
+            s.put(None, "memory = \"80 GiB\"");
+            s.put(
+                at.generation.or(at.lanes),
+                format!("pcie = {{ generation = {generation}, lanes = {lanes} }}"),
             );
+            s.put(None, format!("\n[gpu]\nmodel = \"sm{sm}\""));
         }
     }
-    let _ = writeln!(s, "count = {}", f.gpus.len());
+    s.put(at.gpus.last().copied().flatten(), format!("count = {}", f.gpus.len()));
     let attach: Vec<String> = f.gpus.iter().map(|g| format!("\"{}\"", g.0)).collect();
-    let _ = writeln!(s, "attach = [{}]\n", attach.join(", "));
+    s.put(None, format!("attach = [{}]\n", attach.join(", ")));
     if let Some(k) = f.nvswitch_links {
-        let _ = writeln!(s, "[nvlink]\nlinks_per_gpu = {k}\nlatency = \"0.2 us\"\n");
+        s.put(None, "[nvlink]");
+        s.put(at.nvswitch, format!("links_per_gpu = {k}"));
+        s.put(None, "latency = \"0.2 us\"\n");
         let nvls = sm.is_some_and(|sm| sm >= 90) || (sm == Some(0) && k >= 18);
-        let _ = writeln!(
-            s,
-            "[nvswitch]\n# EDIT: count and generation are not in the source\ncount = 4\ngeneration = {}\nnvls = {nvls}\n",
-            if nvls { 3 } else { 2 }
+        s.put(
+            None,
+            format!(
+                "[nvswitch]\n# EDIT: count and generation are not in the source\ncount = 4\ngeneration = {}\nnvls = {nvls}\n",
+                if nvls { 3 } else { 2 }
+            ),
         );
     } else if !f.pairs.is_empty() {
-        let per_gpu = (0..f.gpus.len())
-            .map(|g| f.pairs.iter().filter(|p| p.0 == g || p.1 == g).map(|p| p.2).sum::<u32>())
-            .max()
-            .unwrap_or(1);
-        let _ = writeln!(s, "[nvlink]\nlinks_per_gpu = {per_gpu}\nlatency = \"0.2 us\"");
+        let links =
+            |g: usize| f.pairs.iter().filter(|p| p.0 == g || p.1 == g).map(|p| p.2).sum::<u32>();
+        // The GPU with the most links, and the first of its pairs in the file.
+        let busiest = (0..f.gpus.len()).max_by_key(|&g| (links(g), std::cmp::Reverse(g)));
+        let per_gpu = busiest.map_or(1, links);
+        let busiest_at = busiest
+            .and_then(|g| f.pairs.iter().position(|p| p.0 == g || p.1 == g))
+            .and_then(|i| at.pairs.get(i).copied().flatten());
+        s.put(None, "[nvlink]");
+        s.put(busiest_at, format!("links_per_gpu = {per_gpu}"));
+        s.put(None, "latency = \"0.2 us\"");
         let pairs: Vec<String> = f
             .pairs
             .iter()
             .map(|(a, b, k)| format!("{{ gpus = [{a}, {b}], links = {k} }}"))
             .collect();
-        let _ = writeln!(s, "pair = [{}]\n", pairs.join(", "));
+        s.put(at.pairs.first().copied().flatten(), format!("pair = [{}]\n", pairs.join(", ")));
     }
-    let _ = writeln!(s, "[pcie]");
+    s.put(None, "[pcie]");
     if f.pcie_generation.is_none() {
-        let _ = writeln!(s, "# EDIT: generation and lanes are not in the source");
+        s.put(None, "# EDIT: generation and lanes are not in the source");
     }
-    let _ = writeln!(s, "generation = {generation}\nlanes = {lanes}\nlatency = \"0.1 us\"");
-    for (id, parent) in &f.switches {
-        let _ = writeln!(s, "[[pcie.switch]]\nid = \"{id}\"\nparent = \"{parent}\"");
+    s.put(at.generation, format!("generation = {generation}"));
+    s.put(at.lanes, format!("lanes = {lanes}"));
+    s.put(None, "latency = \"0.1 us\"");
+    for (k, (id, parent)) in f.switches.iter().enumerate() {
+        let origin = at.switches.get(k).copied().flatten();
+        s.put(origin, format!("[[pcie.switch]]\nid = \"{id}\"\nparent = \"{parent}\""));
     }
     let vendor = match f.vendor.as_str() {
         "GenuineIntel" => "intel",
@@ -548,18 +675,19 @@ fn to_toml(f: &Found, source: &str) -> String {
         "" => "intel",
         _ => "other",
     };
-    let _ = writeln!(s, "\n[cpu]");
+    s.put(None, "\n[cpu]");
     if f.vendor.is_empty() {
-        let _ = writeln!(s, "# EDIT: vendor and inter-socket bandwidth are not in the source");
+        s.put(None, "# EDIT: vendor and inter-socket bandwidth are not in the source");
     }
     let bw = if f.inter_socket_gbps > 0.0 { f.inter_socket_gbps } else { 22.0 };
-    let _ = writeln!(
-        s,
-        "sockets = {}\nvendor = \"{vendor}\"\ninter_socket = \"{bw} GB/s\"",
-        f.numas.max(1)
-    );
+    s.put(at.last_cpu, format!("sockets = {}", f.numas.max(1)));
+    s.put(at.vendor, format!("vendor = \"{vendor}\""));
+    s.put(at.inter_socket, format!("inter_socket = \"{bw} GB/s\""));
     if !f.nics.is_empty() {
-        let speed = f.nics.iter().filter_map(|n| n.2).max();
+        let fastest = (0..f.nics.len())
+            .filter(|&i| f.nics[i].2.is_some())
+            .max_by_key(|&i| (f.nics[i].2, std::cmp::Reverse(i)));
+        let speed = fastest.and_then(|i| f.nics[i].2);
         // NCCL gives Mb/s: write it in Gb/s where it is whole gigabits, else in Mb/s (a
         // 100 Mb/s port is not 1 Gb/s).
         let mbps = speed.unwrap_or(400_000);
@@ -573,24 +701,25 @@ fn to_toml(f: &Found, source: &str) -> String {
             n if n.starts_with("efa") || n.starts_with("rdmap") => "efa",
             _ => "tcp",
         };
-        let _ = writeln!(s, "\n[nic]\n# {}", names.join(", "));
+        s.put(None, format!("\n[nic]\n# {}", comment(&names.join(", "))));
         if speed.is_none() {
-            let _ = writeln!(s, "# EDIT: the speed is not in the source");
+            s.put(None, "# EDIT: the speed is not in the source");
         }
-        let _ = writeln!(s, "count = {}\nspeed = \"{speed_text}\"", f.nics.len());
-        let _ = writeln!(
-            s,
-            "# EDIT if needed: guessed from the device names\ntransport = \"{transport}\"\nlatency = \"0.5 us\""
-        );
+        s.put(at.nics.last().copied().flatten(), format!("count = {}", f.nics.len()));
+        let speed_at = fastest.and_then(|i| at.nics.get(i).copied().flatten());
+        s.put(speed_at, format!("speed = \"{speed_text}\""));
+        s.put(None, "# EDIT if needed: guessed from the device names");
+        s.put(at.nics.first().copied().flatten(), format!("transport = \"{transport}\""));
+        s.put(None, "latency = \"0.5 us\"");
         let attach: Vec<String> = f.nics.iter().map(|n| format!("\"{}\"", n.0)).collect();
-        let _ = writeln!(s, "attach = [{}]", attach.join(", "));
-        let _ = writeln!(s, "\n[network]\nkind = \"non_blocking\"\nlatency = \"0.6 us\"");
+        s.put(None, format!("attach = [{}]", attach.join(", ")));
+        s.put(None, "\n[network]\nkind = \"non_blocking\"\nlatency = \"0.6 us\"");
     }
-    s
+    Imported { toml: s.text, origins: s.origins }
 }
 
 /// Imports an NCCL topology XML dump; returns topology TOML.
-pub fn import_nccl_xml(file: &str, text: &str) -> Result<String, ConfigError> {
+pub fn import_nccl_xml(file: &str, text: &str) -> Result<Imported, ConfigError> {
     let f = from_nccl_xml(file, text)?;
     if f.gpus.is_empty() {
         return Err(err(file, "no <gpu> in the dump: nothing to import"));
@@ -599,6 +728,6 @@ pub fn import_nccl_xml(file: &str, text: &str) -> Result<String, ConfigError> {
 }
 
 /// Imports `nvidia-smi topo -m` output; returns topology TOML.
-pub fn import_nvidia_smi(file: &str, text: &str) -> Result<String, ConfigError> {
+pub fn import_nvidia_smi(file: &str, text: &str) -> Result<Imported, ConfigError> {
     Ok(to_toml(&from_nvidia_smi(file, text)?, file))
 }

@@ -159,3 +159,41 @@ fn a_nic_slower_than_a_gigabit_keeps_its_speed() {
         assert!(toml.contains(want), "{mbps}: {toml}");
     }
 }
+
+#[test]
+fn values_no_topology_takes_are_refused_where_the_users_file_has_them() {
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    // Line 13 holds the first <net>; its speed attribute starts at column 41.
+    let p = scratch_file("speed0.xml", &xml.replace("speed=\"400000\"", "speed=\"0\""));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &[
+            "speed0.xml:13:41: what it describes is no topology",
+            "nic.speed",
+            "speed = \\\"0 Gb/s\\\"",
+        ],
+    );
+    let p = scratch_file("sm3.xml", &xml.replace(" sm=\"90\"", " sm=\"3\""));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &["sm3.xml:5:22: ", "compute capability"],
+    );
+    // One NV17 among NV18s is no longer an NVSwitch: GPU0 (row 2) then has 126 links.
+    let smi = std::fs::read_to_string(data("dgx-h100-class.nvidia-smi-topo-m.txt")).unwrap();
+    let p = scratch_file("nv17.txt", &smi.replacen("NV18", "NV17", 1));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nvidia-smi", &p],
+        &["nv17.txt:2:1: ", "links_per_gpu", "got 126"],
+    );
+}
+
+#[test]
+fn a_source_name_with_quotes_and_backslashes_imports_and_reads_back() {
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    let p = scratch_file("q\"b\\x\nz.xml", &xml);
+    let toml = collsim_ok(&["topo", "import", "--nccl-xml", &p]);
+    assert!(toml.lines().next().unwrap().ends_with("z.xml. Check every value marked EDIT."));
+    let out = super::scratch().join(format!("collsim-import-quoted-{}.toml", std::process::id()));
+    std::fs::write(&out, &toml).unwrap();
+    collsim_ok(&["topo", "show", out.to_str().unwrap()]);
+}
