@@ -11,8 +11,7 @@
 
 use super::run::{self, Algorithm, Call, Closed, Ctx, Form, Signal, steady_rates};
 use super::{Mode, symmetry};
-use crate::comm::env::NcclEnv;
-use crate::comm::{HopClass, Proto};
+use crate::comm::{HopClass, NvlsLayout, Proto};
 use crate::hw::{Cluster, GpuId, NodeId, Vertex};
 use crate::net::{LinkId, PathId};
 use crate::units::{Bytes, Time};
@@ -33,18 +32,12 @@ pub(crate) fn chunk_size(bytes: u64, concurrent: u64, chunk: u64) -> u64 {
     chunk.min(cap)
 }
 
-/// NVLSTree's chunk (NCCL's `enqueue.cc`): the NVLS chunk capped by
-/// NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB on 4 nodes or more, else no cap), then cut to 256,
-/// 128, 64 and 32 KiB while the message is under 32, 16, 4 and 1 chunks for each of the
-/// `concurrent` pipelines (channels × heads), each test on the chunk the one before left.
-pub(crate) fn tree_chunk_size(bytes: u64, concurrent: u64, env: &NcclEnv, nnodes: usize) -> u64 {
-    let chunk = env.nvls_chunksize.get();
-    let max = match env.nvlstree_max_chunksize {
-        Some(m) => m.get(),
-        None if nnodes >= 4 => 64 * 1024,
-        None => chunk,
-    };
-    let mut c = chunk.min(max);
+/// NVLSTree's chunk (NCCL's `enqueue.cc`): the NVLS chunk capped by NVLSTree's largest
+/// ([`NvlsLayout`]: NCCL_NVLSTREE_MAX_CHUNKSIZE, else NCCL's default), then cut to 256, 128, 64
+/// and 32 KiB while the message is under 32, 16, 4 and 1 chunks for each of the `concurrent`
+/// pipelines (channels × heads), each test on the chunk the one before left.
+pub(crate) fn tree_chunk_size(bytes: u64, concurrent: u64, layout: NvlsLayout) -> u64 {
+    let mut c = layout.chunk.min(layout.tree_max_chunk);
     for (times, cap) in [(32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)] {
         if bytes < times * concurrent * c && c > cap {
             c = cap;
@@ -256,7 +249,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
     }
     let align = 16u64.max(elt);
     let share = bytes.div_ceil((n * nch) as u64).div_ceil(align) * align;
-    let chunk = chunk_size(bytes, (nch * n) as u64, comm.env().nvls_chunksize.get()).max(align);
+    let chunk = chunk_size(bytes, (nch * n) as u64, comm.nvls_layout().chunk).max(align);
     let chunks = share.div_ceil(chunk) as usize;
     let last = share - (chunks as u64 - 1) * chunk;
     // Rates: detailed re-solves as flows come and go; aggregated uses the steady state of every
@@ -363,10 +356,7 @@ fn symmetric(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> NcclEnv {
-        NcclEnv::from_pairs(pairs.iter().copied()).unwrap()
-    }
+    use crate::comm::env::NcclEnv;
 
     #[test]
     fn nvls_chunks_shrink_for_small_messages() {
@@ -381,20 +371,20 @@ mod tests {
     }
 
     #[test]
-    fn nvlstree_chunks_follow_the_env_and_the_message() {
+    fn nvlstree_chunks_follow_the_layout_and_the_message() {
         let k = 1024u64;
         let big = 1u64 << 40;
-        assert_eq!(tree_chunk_size(big, 64, &env(&[]), 2), 128 * k);
-        assert_eq!(tree_chunk_size(big, 64, &env(&[]), 4), 64 * k);
-        let p5 =
-            env(&[("NCCL_NVLS_CHUNKSIZE", "524288"), ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288")]);
-        assert_eq!(tree_chunk_size(big, 512, &p5, 2), 512 * k);
+        let layout = |chunk, tree_max_chunk| NvlsLayout { channels: 16, chunk, tree_max_chunk };
+        assert_eq!(tree_chunk_size(big, 64, layout(128 * k, 128 * k)), 128 * k);
+        assert_eq!(tree_chunk_size(big, 64, layout(128 * k, 64 * k)), 64 * k);
+        let p5 = layout(512 * k, 512 * k);
+        assert_eq!(tree_chunk_size(big, 512, p5), 512 * k);
         // 512 pipelines (16 channels × 32 NIC heads): under 32 × 512 × 512 KiB = 8 GiB the chunk
         // drops to 256 KiB, and so on down to 32 KiB under 512 × 64 KiB = 32 MiB.
-        assert_eq!(tree_chunk_size(4 << 30, 512, &p5, 2), 256 * k);
-        assert_eq!(tree_chunk_size(1 << 30, 512, &p5, 2), 128 * k);
-        assert_eq!(tree_chunk_size(64 << 20, 512, &p5, 2), 64 * k);
-        assert_eq!(tree_chunk_size(16 << 20, 512, &p5, 2), 32 * k);
+        assert_eq!(tree_chunk_size(4 << 30, 512, p5), 256 * k);
+        assert_eq!(tree_chunk_size(1 << 30, 512, p5), 128 * k);
+        assert_eq!(tree_chunk_size(64 << 20, 512, p5), 64 * k);
+        assert_eq!(tree_chunk_size(16 << 20, 512, p5), 32 * k);
     }
 
     #[test]

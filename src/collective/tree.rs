@@ -775,7 +775,7 @@ pub(crate) fn new(call: &Call<'_>, cx: &mut Ctx<'_>) -> Box<dyn Algorithm> {
         }
         c
     } else if lay.nvls_tree {
-        super::nvls::tree_chunk_size(bytes, lay.reps.len() as u64, comm.env(), nnodes)
+        super::nvls::tree_chunk_size(bytes, lay.reps.len() as u64, comm.nvls_layout())
     } else {
         chunk_size(sel.proto, bytes, nch as u64, nnodes, ppn, comm.env().buffsize)
     };

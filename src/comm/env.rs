@@ -37,7 +37,8 @@ pub struct NcclEnv {
     /// Which NCCL release's cost-model tables to use (scenario `nccl.version`).
     pub version: NcclVersion,
     /// The 2.x release's minor number (scenario `nccl.version`; 30 by default): mechanisms that
-    /// changed inside one range of cost-model tables (P2P channels per network peer, 2.29).
+    /// changed inside one range of cost-model tables (P2P channels per network peer, 2.29;
+    /// Blackwell's NVLS channels and chunks across nodes, 2.30).
     pub minor: u32,
     /// NCCL_NCHANNELS_PER_NET_PEER: P2P channels to each peer on another node (None: NCCL's
     /// rule for the release).
@@ -54,11 +55,15 @@ pub struct NcclEnv {
     pub collnet_enable: bool,
     /// NCCL_NVLS_NCHANNELS.
     pub nvls_nchannels: Option<usize>,
-    /// NCCL_NVLS_CHUNKSIZE: the NVLS chunk before NCCL's reductions for small messages.
-    #[serde(serialize_with = "ser_bytes")]
-    pub nvls_chunksize: Bytes,
-    /// NCCL_NVLSTREE_MAX_CHUNKSIZE (None: NCCL's default, 64 KiB on 4 nodes or more, else the
-    /// NVLS chunk).
+    /// NCCL_NVLS_CHUNKSIZE: the NVLS chunk before NCCL's reductions for small messages (None:
+    /// NCCL's default, [`Communicator::nvls_layout`]).
+    ///
+    /// [`Communicator::nvls_layout`]: super::Communicator::nvls_layout
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub nvls_chunksize: Option<Bytes>,
+    /// NCCL_NVLSTREE_MAX_CHUNKSIZE (None: NCCL's default, [`Communicator::nvls_layout`]).
+    ///
+    /// [`Communicator::nvls_layout`]: super::Communicator::nvls_layout
     #[serde(serialize_with = "ser_opt_bytes")]
     pub nvlstree_max_chunksize: Option<Bytes>,
     /// NCCL_PXN_DISABLE=1: no sending through an NVLink peer's NIC.
@@ -103,7 +108,7 @@ impl Default for NcclEnv {
             pxn_disable: false,
             p2p_pxn_level: 2,
             nvls_nchannels: None,
-            nvls_chunksize: Bytes::from_kib(128),
+            nvls_chunksize: None,
             nvlstree_max_chunksize: None,
             version: NcclVersion::V2_28,
             minor: 30,
@@ -362,7 +367,7 @@ impl NcclEnv {
                 "NCCL_NVLS_CHUNKSIZE" | "NCCL_NVLSTREE_MAX_CHUNKSIZE" => {
                     let b = Bytes::new(parse_int(k, v, 4096, 1 << 30)? as u64);
                     if k == "NCCL_NVLS_CHUNKSIZE" {
-                        env.nvls_chunksize = b;
+                        env.nvls_chunksize = Some(b);
                     } else {
                         env.nvlstree_max_chunksize = Some(b);
                     }

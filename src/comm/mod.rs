@@ -9,7 +9,7 @@ pub mod env;
 pub mod search;
 pub mod tuning;
 
-use crate::hw::{Arch, Cluster, GpuId, NicId, NodeId, PathType};
+use crate::hw::{Arch, Cluster, GpuId, NicId, NodeId, PathType, Vertex};
 use crate::net::LinkId;
 use env::NcclEnv;
 pub use search::{Hop, Paths};
@@ -267,6 +267,89 @@ pub struct Communicator {
     sharp: bool,
     /// GPUs each process drives (nccl-tests `-g`; 1 under torchrun and mpirun).
     gpus_per_process: usize,
+    nvls_layout: NvlsLayout,
+}
+
+/// How NCCL lays out NVLS and NVLSTree calls (`ncclNvlsTuning`, NVIDIA/nccl 2.30.7
+/// `src/transport/nvls.cc`; before 2.30 its defaults alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvlsLayout {
+    /// CUDA channels (`nvlsChannels`).
+    pub channels: usize,
+    /// The NVLS chunk (`nvlsChunkSize`), before the reductions for small messages.
+    pub chunk: u64,
+    /// NVLSTree's largest chunk (`nvlsTreeMaxChunkSize`).
+    pub tree_max_chunk: u64,
+}
+
+impl NvlsLayout {
+    /// NCCL's layout on `cluster` under `env`. The defaults: 16 channels on sm90, 24 on one
+    /// sm100 node, 32 across nodes; 128 KiB chunks; NVLSTree's chunk capped at 64 KiB from 4
+    /// nodes. From 2.30 (`ncclNvlsTreeSm100Tuning`) Blackwell across nodes is tuned by the
+    /// slowest GPU-to-NIC path bandwidth (`minNetBw`) and, with 400 Gb/s NICs under the GPUs'
+    /// PCIe switches: 32 channels and 64 KiB NVLSTree chunks on two nodes of 5 to 8 GPUs, 24
+    /// channels and 64 KiB on more. NCCL_NVLS_NCHANNELS, NCCL_NVLS_CHUNKSIZE and
+    /// NCCL_NVLSTREE_MAX_CHUNKSIZE override each.
+    fn new(cluster: &Cluster, env: &NcclEnv) -> NvlsLayout {
+        const K: u64 = 1024;
+        let (nnodes, ppn, arch) =
+            (cluster.nodes(), cluster.gpus_per_node(), cluster.spec().gpu.arch);
+        let blackwell = arch >= Arch::Blackwell;
+        let mut channels = match (blackwell, nnodes > 1) {
+            (false, _) => 16,
+            (true, false) => 24,
+            (true, true) => 32,
+        };
+        // Zero: not set by the tuning.
+        let (mut chunk, mut tree_max) = (0, 0);
+        if env.minor >= 30 && blackwell && nnodes > 1 {
+            let pairs: Vec<(GpuId, NicId)> =
+                (0..ppn).map(GpuId).filter_map(|g| cluster.local_nic(g).map(|n| (g, n))).collect();
+            let nic_bw = pairs
+                .iter()
+                .map(|&(g, n)| cluster.nic_path_bandwidth(g, n).gbyte_per_s())
+                .fold(f64::INFINITY, f64::min);
+            let nic_bw = if nic_bw.is_finite() { nic_bw } else { 0.0 };
+            let under_switch = pairs.iter().all(|&(g, n)| {
+                cluster
+                    .graph_route(Vertex::Gpu(g), Vertex::Nic(n))
+                    .is_some_and(|r| r.ty <= PathType::Pxb)
+            });
+            chunk = 128 * K;
+            if nnodes == 2 && nic_bw >= 48.0 {
+                channels = 32;
+                tree_max = 128 * K;
+                if ppn <= 4 {
+                    (chunk, tree_max) = (256 * K, 256 * K);
+                } else if ppn >= 16 || (ppn <= 8 && under_switch && nic_bw < 96.0) {
+                    tree_max = 64 * K;
+                }
+            } else if nic_bw >= 96.0 {
+                if ppn <= 8 {
+                    (channels, chunk, tree_max) = (24, 256 * K, 256 * K);
+                } else {
+                    channels = 32;
+                    tree_max = if ppn < 32 { 128 * K } else { 64 * K };
+                }
+            } else if nic_bw >= 48.0 {
+                channels = 24;
+                tree_max = if under_switch { 64 * K } else { 128 * K };
+            }
+        }
+        let channels = env.nvls_nchannels.unwrap_or(channels);
+        let chunk = match env.nvls_chunksize {
+            Some(b) => b.get(),
+            None if chunk > 0 => chunk,
+            None => 128 * K,
+        };
+        let tree_max_chunk = match env.nvlstree_max_chunksize {
+            Some(b) => b.get(),
+            None if tree_max > 0 => tree_max,
+            None if nnodes >= 4 => 64 * K,
+            None => chunk,
+        };
+        NvlsLayout { channels, chunk, tree_max_chunk }
+    }
 }
 
 impl Communicator {
@@ -395,6 +478,7 @@ impl Communicator {
             type_inter: found.type_inter,
             sharp: spec.network.sharp,
             gpus_per_process: 1,
+            nvls_layout: NvlsLayout::new(cluster, env),
         })
     }
 
@@ -565,17 +649,14 @@ impl Communicator {
         Err(format!("NCCL would refuse it: {}", reasons.join("; ")))
     }
 
-    /// CUDA channels of NVLS calls (`nvlsChannels`: 16 on sm90; 24 on one sm100 node, 32
-    /// across nodes), or NCCL_NVLS_NCHANNELS.
+    /// CUDA channels of NVLS and NVLSTree calls ([`NvlsLayout`]).
     pub fn nvls_channels(&self) -> usize {
-        if let Some(n) = self.env.nvls_nchannels {
-            return n;
-        }
-        match (self.arch >= Arch::Blackwell, self.nnodes > 1) {
-            (false, _) => 16,
-            (true, false) => 24,
-            (true, true) => 32,
-        }
+        self.nvls_layout.channels
+    }
+
+    /// How NCCL lays out NVLS and NVLSTree calls here.
+    pub fn nvls_layout(&self) -> NvlsLayout {
+        self.nvls_layout
     }
 
     /// Channels used for a ring call of `bytes` with `proto` (`topoGetAlgoInfo`'s trimming, then
@@ -665,6 +746,38 @@ mod tests {
         let (_, spec) = resolve_topology(preset, None).unwrap();
         let cluster = Cluster::new(&spec, nodes, g);
         Communicator::new(&cluster, &NcclEnv::default()).unwrap()
+    }
+
+    #[test]
+    fn nvls_layout_follows_the_release_and_the_env() {
+        const K: u64 = 1024;
+        let layout = |preset: &str, nodes: usize, pairs: &[(&str, &str)]| {
+            let (_, spec) = resolve_topology(preset, None).unwrap();
+            let cluster = Cluster::new(&spec, nodes, 8);
+            let env = NcclEnv::from_pairs(pairs.iter().copied()).unwrap();
+            let c = Communicator::new(&cluster, &env).unwrap().nvls_layout();
+            (c.channels, c.chunk / K, c.tree_max_chunk / K)
+        };
+        let v29 = [("version", "2.29.7")];
+        // Before 2.30: 24 channels on one B200 node, 32 across; the tree's chunk halves from 4
+        // nodes; Hopper keeps 16 channels.
+        assert_eq!(layout("dgx-b200", 1, &v29), (24, 128, 128));
+        assert_eq!(layout("dgx-b200", 2, &v29), (32, 128, 128));
+        assert_eq!(layout("dgx-b200", 4, &v29), (32, 128, 64));
+        assert_eq!(layout("dgx-h100", 4, &[]), (16, 128, 64));
+        // 2.30 (ncclNvlsTreeSm100Tuning): 400 Gb/s NICs under the GPUs' PCIe switches give 64
+        // KiB tree chunks from 2 nodes, and 24 channels past 2 nodes.
+        assert_eq!(layout("dgx-b200", 1, &[]), (24, 128, 128));
+        assert_eq!(layout("dgx-b200", 2, &[]), (32, 128, 64));
+        assert_eq!(layout("dgx-b200", 4, &[]), (24, 128, 64));
+        // The environment wins over both.
+        let set = [
+            ("NCCL_NVLS_NCHANNELS", "16"),
+            ("NCCL_NVLS_CHUNKSIZE", "262144"),
+            ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),
+        ];
+        assert_eq!(layout("dgx-b200", 4, &set), (16, 256, 128));
+        assert_eq!(layout("dgx-b200", 2, &set[1..2]), (32, 256, 64));
     }
 
     #[test]

@@ -68,6 +68,9 @@ fn sweep(
         max,
         "--format",
         "json",
+        // The release Together ran: 2.30 lays out B200's NVLSTree differently across nodes.
+        "--nccl-version",
+        "2.29.7",
     ];
     if let Some(f) = &forced {
         args.extend(["--nccl", f]);
