@@ -540,9 +540,36 @@ fn parse_size(flag: &str, s: &str) -> Result<Bytes> {
 
 /// Applies the cluster flags to a scenario (or builds one from them).
 fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
+    // The flags' NCCL settings together, before any file's: a bad value or two that do not go
+    // together is a usage error naming the flag.
+    let mut flagged: Vec<(String, String)> = Vec::new();
+    for kv in &c.nccl {
+        let (k, v) = NcclEnv::split_pair(kv).map_err(usage)?;
+        NcclEnv::from_pairs([(k.as_str(), v.as_str())])
+            .map_err(|e| usage(format!("--nccl {e}")))?;
+        flagged.retain(|(key, _)| *key != k);
+        flagged.push((k, v));
+    }
+    if let Some(v) = &c.nccl_version {
+        NcclEnv::from_pairs([("version", v.as_str())])
+            .map_err(|e| usage(format!("--nccl-version {v:?}: {}", e.reason)))?;
+    }
+    NcclEnv::from_pairs(flagged.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| usage(format!("--nccl {e}")))?;
+    let topology_flag = |t: &str| {
+        config::resolve_topology(t, None).map_err(|e| {
+            // A name that is neither a file nor a preset is the flag's fault; a file that does
+            // not read is the file's.
+            if std::path::Path::new(t).exists() {
+                anyhow!(e)
+            } else {
+                usage(format!("--topology {e}"))
+            }
+        })
+    };
     let mut s = match (base, &c.topology) {
         (Some(mut s), Some(t)) => {
-            let (src, node) = config::resolve_topology(t, None)?;
+            let (src, node) = topology_flag(t)?;
             s.topology = src;
             s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
             s.node = node;
@@ -550,7 +577,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         }
         (Some(s), None) => s,
         (None, Some(t)) => {
-            let (topology, node) = config::resolve_topology(t, None)?;
+            let (topology, node) = topology_flag(t)?;
             let sweep = SweepSpec {
                 collective: Collective::AllReduce,
                 min_bytes: Bytes::new(8),
@@ -622,11 +649,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     if s.gpus_per_process > 1 && matches!(s.workload, config::Workload::Ddp(_)) {
         bail!("--gpus-per-process {}: PyTorch DDP runs one process per GPU", s.gpus_per_process);
     }
-    for kv in &c.nccl {
-        let (k, v) = NcclEnv::split_pair(kv).map_err(usage)?;
-        // A bad value on the command line is a usage error; the file's are checked below.
-        NcclEnv::from_pairs([(k.as_str(), v.as_str())])
-            .map_err(|e| usage(format!("--nccl {e}")))?;
+    for (k, v) in flagged {
         // The command line wins over every job's own [job.nccl] too.
         for j in &mut s.jobs {
             j.nccl.retain(|(key, _)| *key != k);

@@ -93,11 +93,16 @@ fn rank_line(line: &str) -> Option<(String, String)> {
     Some((host, name.collect::<Vec<_>>().join(" ")))
 }
 
-/// `nGpus` of an nccl-tests header line ("# nThread 1 nGpus 8 minBytes ...").
-fn header_gpus(line: &str) -> Option<usize> {
+/// `nGpus` of an nccl-tests header line ("# nThread 1 nGpus 8 minBytes ..."): None where the
+/// line has none, an error where it is not a count nccl-tests runs (1 to 1,024 GPUs a thread).
+fn header_gpus(line: &str) -> Result<Option<usize>, String> {
     let t: Vec<&str> = line.split_whitespace().collect();
-    let at = t.iter().position(|&w| w == "nGpus")?;
-    t.get(at + 1)?.parse().ok().filter(|&g| g > 0)
+    let Some(at) = t.iter().position(|&w| w == "nGpus") else { return Ok(None) };
+    let Some(v) = t.get(at + 1) else { return Ok(None) };
+    match v.parse::<usize>() {
+        Ok(g) if (1..=1024).contains(&g) => Ok(Some(g)),
+        _ => Err(format!("the header's nGpus {v:?} is not a GPU count (1 to 1024)")),
+    }
 }
 
 /// The NCCL release of "nccl-library=22203" (2.22.3; 0 means not known) or of an INFO line's
@@ -231,14 +236,36 @@ fn check_row(row: &LogRow) -> Result<(), String> {
         if !(v.is_finite() && v > 0.0) {
             return Err(format!("{what} {v} is not a positive number of microseconds"));
         }
+        if !(MIN_TIME_US..=MAX_TIME_US).contains(&v) {
+            return Err(format!(
+                "{what} {v:e} µs is no call's time: nccl-tests prints hundredths of a µs, and \
+                 collsim holds calls up to 53 days ({MIN_TIME_US} to {MAX_TIME_US:e} µs)"
+            ));
+        }
     }
     for (what, v) in [("out-of-place busbw", row.oop_busbw), ("in-place busbw", row.ip_busbw)] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(format!("{what} {v} is not a bandwidth (GB/s, zero or more)"));
         }
     }
+    if !REDOPS.contains(&row.redop.as_str()) {
+        return Err(format!(
+            "reduction {:?} is not one nccl-tests prints ({})",
+            row.redop,
+            REDOPS.join(", ")
+        ));
+    }
     Ok(())
 }
+
+/// The shortest time a row may hold, µs: the least nccl-tests prints (`%7.2f`).
+const MIN_TIME_US: f64 = 0.01;
+/// The longest, µs: 53 days, past which collsim holds no simulated time.
+const MAX_TIME_US: f64 = 53.0 * 86_400.0 * 1e6;
+
+/// The reductions nccl-tests names in its `redop` column (`test_opnames` in its
+/// `src/common.cu`, and "none" for collectives that do not reduce).
+const REDOPS: [&str; 7] = ["sum", "prod", "max", "min", "avg", "mulsum", "none"];
 
 /// Whether `row` belongs after `rows` in one test: sizes grow (a size repeated or smaller is a
 /// row duplicated or out of place, or two runs pasted together without a header), and its
@@ -278,9 +305,10 @@ fn fits_test(rows: &[LogRow], row: &LogRow) -> Result<(), String> {
     Ok(())
 }
 
-/// A result row that does not read: its line (1-based) and why.
+/// A line that does not read (a result row, or the header's `nGpus`): its line (1-based) and
+/// why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: a result row that does not read: {reason}")]
+#[error("line {line}: {reason}")]
 pub struct LogError {
     /// 1-based line number.
     pub line: usize,
@@ -316,7 +344,8 @@ pub fn parse(text: &str) -> Result<Vec<LogTest>, LogError> {
                 tests.push(LogTest::new(None));
             }
             if let Some(t) = tests.last_mut() {
-                t.setup.gpus_per_process = header_gpus(trimmed);
+                t.setup.gpus_per_process =
+                    header_gpus(trimmed).map_err(|reason| LogError { line: n + 1, reason })?;
             }
             continue;
         }

@@ -274,8 +274,25 @@ fn walk(
                     walk(file, f, child, parent, gpu_bus, nvlinks)?;
                     if let Some(gpu) = child.children().find(|n| n.has_tag_name("gpu")) {
                         let index = f.gpus.len();
-                        gpu_bus.insert(busid.clone(), index);
+                        let place = |node: roxmltree::Node<'_, '_>, attr: &str, msg: String| {
+                            let (line, col) = xml_at(node, attr).unwrap_or((1, 1));
+                            ConfigError::At { file: file.into(), line, col, msg }
+                        };
+                        if gpu_bus.insert(busid.clone(), index).is_some() {
+                            return Err(place(
+                                child,
+                                "busid",
+                                format!("a second GPU at PCI bus id {busid:?}"),
+                            ));
+                        }
                         let sm = match number_attr(file, gpu, "sm")? {
+                            Some(0) => {
+                                return Err(place(
+                                    gpu,
+                                    "sm",
+                                    "<gpu> sm=\"0\": no compute capability".into(),
+                                ));
+                            }
                             Some(sm) => sm,
                             None => {
                                 f.notes
@@ -368,13 +385,49 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
     let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // Each row's line in the file (1-based; escapes removed keep the lines where they were).
     let mut row_at: BTreeMap<String, Origin> = BTreeMap::new();
+    let at_line =
+        |line: usize, msg: String| ConfigError::At { file: file.into(), line, col: 1, msg };
+    if let Some(dup) = labels.iter().enumerate().find(|(i, l)| labels[..*i].contains(l)) {
+        return Err(at_line(header_at + 1, format!("the header names {} twice", dup.1)));
+    }
     for (i, l) in lines.iter().enumerate().skip(header_at + 1) {
         let cells = split(l);
         let Some(label) = cells.first().filter(|c| !c.is_empty()) else { continue };
         if labels.contains(label) {
+            if rows.contains_key(label) {
+                return Err(at_line(i + 1, format!("a second row for {label}")));
+            }
+            // One cell for each device of the header, each a path nvidia-smi names.
+            if cells.len() < labels.len() + 1 {
+                return Err(at_line(
+                    i + 1,
+                    format!(
+                        "the {label} row has {} cells where the header names {} devices (a row cut off?)",
+                        cells.len() - 1,
+                        labels.len()
+                    ),
+                ));
+            }
+            for (j, c) in cells[1..=labels.len()].iter().enumerate() {
+                let known =
+                    matches!(c.as_str(), "X" | "SYS" | "SOC" | "NODE" | "PHB" | "PXB" | "PIX")
+                        || c.strip_prefix("NV").is_some_and(|k| !k.is_empty());
+                if !known {
+                    return Err(at_line(
+                        i + 1,
+                        format!(
+                            "{label} row, {} column: {c:?} is none of nvidia-smi's paths (X, SYS, NODE, PHB, PXB, PIX, NV<links>)",
+                            labels[j]
+                        ),
+                    ));
+                }
+            }
             row_at.insert(label.clone(), Some((i + 1, 1)));
             rows.insert(label.clone(), cells);
         }
+    }
+    if let Some(missing) = labels.iter().find(|l| !rows.contains_key(*l)) {
+        return Err(at_line(header_at + 1, format!("the header names {missing}, but no row does")));
     }
     let at = |label: &str| row_at.get(label).copied().flatten();
     let gpus: Vec<&String> = labels.iter().filter(|l| l.starts_with("GPU")).collect();
@@ -574,10 +627,11 @@ impl Lines {
     }
 }
 
-/// `text` for a TOML comment: control characters (a newline would end the comment) escaped.
+/// `text` for a TOML comment or a description: control characters (a newline would end a
+/// comment) and bidirectional controls escaped.
 fn comment(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .map(|c| if super::unprintable(c) { c.escape_unicode().to_string() } else { c.to_string() })
         .collect()
 }
 
@@ -600,7 +654,10 @@ fn to_toml(f: &Found, source: &str) -> Imported {
         s.put(None, format!("# Note: {}", comment(n)));
     }
     s.put(None, format!("name = {}", quoted(&f.name)));
-    s.put(None, format!("description = {}\n", quoted(&format!("imported from {source}"))));
+    s.put(
+        None,
+        format!("description = {}\n", quoted(&format!("imported from {}", comment(source)))),
+    );
     let first_sm = f.gpus.iter().position(|g| g.1 > 0);
     let sm_at = first_sm.map_or(at.gpus.first().copied().flatten(), |i| at.gpus[i]);
     let sm = first_sm.map(|i| f.gpus[i].1).or(Some(0));
@@ -684,10 +741,10 @@ fn to_toml(f: &Found, source: &str) -> Imported {
     s.put(at.vendor, format!("vendor = \"{vendor}\""));
     s.put(at.inter_socket, format!("inter_socket = \"{bw} GB/s\""));
     if !f.nics.is_empty() {
-        let fastest = (0..f.nics.len())
-            .filter(|&i| f.nics[i].2.is_some())
-            .max_by_key(|&i| (f.nics[i].2, std::cmp::Reverse(i)));
-        let speed = fastest.and_then(|i| f.nics[i].2);
+        // One speed for every NIC: the slowest, where they differ (a ring runs at its slowest).
+        let slowest =
+            (0..f.nics.len()).filter(|&i| f.nics[i].2.is_some()).min_by_key(|&i| f.nics[i].2);
+        let speed = slowest.and_then(|i| f.nics[i].2);
         // NCCL gives Mb/s: write it in Gb/s where it is whole gigabits, else in Mb/s (a
         // 100 Mb/s port is not 1 Gb/s).
         let mbps = speed.unwrap_or(400_000);
@@ -705,8 +762,19 @@ fn to_toml(f: &Found, source: &str) -> Imported {
         if speed.is_none() {
             s.put(None, "# EDIT: the speed is not in the source");
         }
+        let fastest = f.nics.iter().filter_map(|n| n.2).max();
+        if let (Some(lo), Some(hi)) = (speed, fastest)
+            && lo != hi
+        {
+            s.put(
+                None,
+                format!(
+                    "# EDIT: the NICs differ in speed ({lo} to {hi} Mb/s); a topology gives them one, and this is the slowest"
+                ),
+            );
+        }
         s.put(at.nics.last().copied().flatten(), format!("count = {}", f.nics.len()));
-        let speed_at = fastest.and_then(|i| at.nics.get(i).copied().flatten());
+        let speed_at = slowest.and_then(|i| at.nics.get(i).copied().flatten());
         s.put(speed_at, format!("speed = \"{speed_text}\""));
         s.put(None, "# EDIT if needed: guessed from the device names");
         s.put(at.nics.first().copied().flatten(), format!("transport = \"{transport}\""));

@@ -229,6 +229,27 @@ impl Source<'_> {
     }
 }
 
+/// Whether `text` is one line of plain text, as names and descriptions must be (they are
+/// printed): no control characters (a newline, a tab, an escape) and no bidirectional
+/// controls (U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorder what a
+/// terminal shows after them.
+pub(crate) fn plain_text(text: &str) -> Result<(), String> {
+    match text.chars().find(|&c| unprintable(c)) {
+        Some(c) => Err(format!(
+            "{text:?} holds the character U+{:04X}: names and descriptions are one line of \
+             plain text",
+            c as u32
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A control character, or a bidirectional control ([`plain_text`]).
+pub(crate) fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// A quantity as written in a file: text with a unit, or a bare number (which is an error
 /// wherever a unit belongs, reported with its position).
 #[derive(Debug, Clone, Deserialize)]

@@ -14,7 +14,7 @@ type S<T> = Spanned<T>;
 #[serde(deny_unknown_fields)]
 pub struct RawTopology {
     pub name: S<String>,
-    pub description: Option<String>,
+    pub description: Option<S<String>>,
     pub gpu: RawGpu,
     pub gpu_model: Option<BTreeMap<S<String>, RawGpuModel>>,
     pub nvlink: Option<RawNvlink>,
@@ -31,7 +31,7 @@ pub struct RawTopology {
 pub struct RawPrice {
     pub on_demand: S<String>,
     pub spot: Option<S<String>>,
-    pub source: String,
+    pub source: S<String>,
     pub date: S<String>,
 }
 

@@ -483,8 +483,14 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
 pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
     let src = Source { name: file, text };
     let raw: RawTopology = src.parse()?;
+    // Names and descriptions are printed: one line of plain text each.
+    src.check("name", &raw.name, |n| super::plain_text(n))?;
+    if let Some(d) = &raw.description {
+        src.check("description", d, |d| super::plain_text(d))?;
+    }
     let mut library = gpu_library()?;
     for (name, m) in raw.gpu_model.iter().flatten() {
+        src.check("gpu_model", name, |n| super::plain_text(n))?;
         let model = gpu_model(&src, name.get_ref(), m)?;
         library.retain(|g| g.name != model.name);
         library.push(model);
@@ -763,14 +769,15 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 Some(s) => Some(usd("price.spot", s)?),
                 None => None,
             },
-            source: p.source.clone(),
+            source: src
+                .check("price.source", &p.source, |t| super::plain_text(t).map(|()| t.clone()))?,
             date: src.check("price.date", &p.date, |d| super::check_date(d).map(|()| d.clone()))?,
         }),
     };
     Ok(NodeSpec {
         price,
         name: raw.name.into_inner(),
-        description: raw.description.unwrap_or_default(),
+        description: raw.description.map(Spanned::into_inner).unwrap_or_default(),
         gpu,
         nvlink,
         nvswitch,

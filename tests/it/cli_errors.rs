@@ -159,9 +159,10 @@ fn more_gpus_per_node_than_the_node_has() {
 
 #[test]
 fn unknown_preset() {
-    fails_with(
+    // A name on the command line that is neither a preset nor a file is the flag's fault.
+    misused_with(
         &["simulate", "--topology", "dgx-z900"],
-        &["dgx-z900", "unknown topology preset", "dgx-h100"],
+        &["--topology dgx-z900", "unknown topology preset", "dgx-h100"],
     );
     let p = tmp("preset.toml", &GOOD.replace("dgx-h100", "dgx-z900"));
     fails_with(&["simulate", p.to_str().unwrap()], &["preset.toml:3:12", "cluster.topology"]);
@@ -1173,4 +1174,64 @@ fn pcie_switches_nest_at_most_eight_deep() {
         &["topo", "show", deep.to_str().unwrap()],
         &["pcie-9.toml:", "pcie.switch.parent: switch \"s8\" sits 9 switches below its CPU"],
     );
+}
+
+#[test]
+fn flags_that_cannot_run_are_usage_errors_naming_the_flag() {
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--max-bytes", "1M", "--nccl-version", "2.17"],
+        &["--nccl-version \"2.17\"", "unknown NCCL version"],
+    );
+    misused_with(
+        &[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--max-bytes",
+            "1M",
+            "--nccl",
+            "NCCL_MIN_NCHANNELS=64",
+            "--nccl",
+            "NCCL_MAX_NCHANNELS=1",
+        ],
+        &["--nccl NCCL_MIN_NCHANNELS=64", "NCCL_MAX_NCHANNELS=1"],
+    );
+    misused_with(&["explain", "--topology", "", "--bytes", "1M"], &["--topology"]);
+}
+
+#[test]
+fn log_rows_with_times_no_call_takes_or_unknown_reductions_are_refused() {
+    let log = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/calibration/data/H100_1N8G_AR_RING_TOGETHER.log"
+    ))
+    .unwrap();
+    // Line 18 holds the first row (8 B, out-of-place 37.33 µs).
+    for (name, from, to, needle) in [
+        ("huge-time.log", "37.33", "1e308", "out-of-place time 1e308 µs is no call's time"),
+        ("tiny-time.log", "37.33", "1e-300", "out-of-place time 1e-300 µs is no call's time"),
+        ("xor.log", "float     sum", "float     xor", "reduction \"xor\""),
+    ] {
+        let p = tmp(name, &log.replacen(from, to, 1));
+        fails_with(&["validate", "--log", p.to_str().unwrap()], &[&format!("{name}:18: "), needle]);
+        fails_with(&["calibrate", "--from-log", p.to_str().unwrap()], &[&format!("{name}:18: ")]);
+    }
+    let p = tmp("ngpus0.log", &log.replacen("nGpus 8", "nGpus 0", 1));
+    fails_with(&["validate", "--log", p.to_str().unwrap()], &["ngpus0.log:3: ", "nGpus \"0\""]);
+}
+
+#[test]
+fn topology_names_are_one_line_of_plain_text() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
+            .unwrap();
+    for (from, to, needle) in [
+        ("name = \"dgx-h100\"", "name = \"a\\nb\"", "name: \"a\\nb\" holds the character U+000A"),
+        ("name = \"dgx-h100\"", "name = \"a\\u202eb\"", "U+202E"),
+    ] {
+        let p = tmp("named.toml", &text.replacen(from, to, 1));
+        fails_with(&["topo", "show", p.to_str().unwrap()], &["named.toml:", needle]);
+    }
 }

@@ -197,3 +197,34 @@ fn a_source_name_with_quotes_and_backslashes_imports_and_reads_back() {
     std::fs::write(&out, &toml).unwrap();
     collsim_ok(&["topo", "show", out.to_str().unwrap()]);
 }
+
+#[test]
+fn matrices_nvidia_smi_cannot_print_are_refused_at_their_row() {
+    let head = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n";
+    for (name, body, needle) in [
+        (
+            "foo.txt",
+            "GPU0\t X \tFOO\t0-15\t0\nGPU1\tFOO\t X \t0-15\t0\n",
+            "foo.txt:2:1: GPU0 row, GPU1 column: \"FOO\"",
+        ),
+        ("cut.txt", "GPU0\t X \t0-15\t0\nGPU1\tNV18\t X \t0-15\t0\n", "cut.txt:2:1: "),
+        (
+            "twice.txt",
+            "GPU0\t X \tNV18\t0-15\t0\nGPU0\t X \tNV18\t0-15\t0\n",
+            "twice.txt:3:1: a second row for GPU0",
+        ),
+        ("none.txt", "", "none.txt:1:1: the header names GPU0, but no row does"),
+    ] {
+        let p = scratch_file(name, &format!("{head}{body}"));
+        crate::cli_errors::fails_with(&["topo", "import", "--nvidia-smi", &p], &[needle]);
+    }
+}
+
+#[test]
+fn nics_of_different_speeds_import_at_the_slowest_with_a_mark() {
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    let p = scratch_file("mixed.xml", &xml.replacen("speed=\"400000\"", "speed=\"100000\"", 1));
+    let toml = collsim_ok(&["topo", "import", "--nccl-xml", &p]);
+    assert!(toml.contains("speed = \"100 Gb/s\""), "{toml}");
+    assert!(toml.contains("# EDIT: the NICs differ in speed (100000 to 400000 Mb/s)"), "{toml}");
+}
