@@ -127,7 +127,14 @@ pub fn profile_mismatch(profile: &TimingParams, s: &Scenario) -> Option<String> 
 /// network and placement.
 fn machine(scenario: &Scenario, env: &NcclEnv, gpus_per_node: usize) -> Result<Cluster, Error> {
     check_ranks(scenario.nodes, gpus_per_node).map_err(Error::Placement)?;
-    hw::fabric::check(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
+    hw::fabric::check(&scenario.node, scenario.nodes).map_err(|e| {
+        // The fabric is the topology's, the node count the scenario's (or --nodes): name both.
+        let topology = match &scenario.topology {
+            config::TopologySource::Preset(name) => format!("topology {name}"),
+            config::TopologySource::File(path) => path.display().to_string(),
+        };
+        Error::Placement(format!("{topology}: {e} (with {} nodes)", scenario.nodes))
+    })?;
     let placement =
         scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
     Ok(Cluster::with_network(

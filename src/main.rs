@@ -2290,9 +2290,15 @@ fn plan(args: PlanArgs) -> Result<()> {
             let text = config::load_text(p)?;
             files.push((name.clone(), shard::read(&name, &text).map_err(|e| anyhow!(e))?));
         }
+        // The plan file the results name is kept too, where it is still there: merge does not
+        // read it, but writing the report over it would lose the plan.
+        let mut kept = results.clone();
+        kept.extend(
+            files.iter().map(|(_, f)| PathBuf::from(&f.summary.plan)).filter(|p| p.is_file()),
+        );
         for (flag, o) in [("-o", &output), ("--plot", &out.plot)] {
             if let Some(o) = o {
-                refuse_overwrite(flag, o, &results)?;
+                refuse_overwrite(flag, o, &kept)?;
             }
         }
         let (summary, outcomes) = shard::merge(&files).map_err(|e| anyhow!(e))?;

@@ -248,6 +248,9 @@ fn check_row(row: &LogRow) -> Result<(), String> {
             return Err(format!("{what} {v} is not a bandwidth (GB/s, zero or more)"));
         }
     }
+    if DataType::parse(&row.dtype).is_none() {
+        return Err(format!("data type {:?} is not one nccl-tests prints", row.dtype));
+    }
     if !REDOPS.contains(&row.redop.as_str()) {
         return Err(format!(
             "reduction {:?} is not one nccl-tests prints ({})",

@@ -130,6 +130,22 @@ impl PlacementSpec {
                 "placement.tier: groups need a tier saying what separates them (rack, zone, region)",
             ));
         }
+        if p.groups.is_empty() {
+            // What separates groups, with no groups, would be read and ignored.
+            let given = [
+                ("tier", raw.tier.as_ref().map(|v| v.span().start)),
+                ("latency", raw.latency.as_ref().map(|v| v.span().start)),
+                ("bandwidth_per_node", raw.bandwidth_per_node.as_ref().map(|v| v.span().start)),
+            ];
+            if let Some((key, Some(at))) = given.iter().find(|(_, at)| at.is_some()) {
+                return Err(src.error_at(
+                    *at,
+                    format!(
+                        "placement.{key}: applies between [[placement.group]] node groups, and none is given"
+                    ),
+                ));
+            }
+        }
         if let Some(l) = &raw.latency {
             p.latency = src.check("placement.latency", l, |q| q.parse_with(Time::parse))?;
         }

@@ -649,6 +649,12 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         None => vec![PlacementKind::Compact],
     };
     let zones = match &c.zones {
+        Some(z) if !placements.contains(&PlacementKind::Zones) => {
+            return Err(src.error_at(
+                z.span().start,
+                "candidates.zones: applies to the \"zones\" placement, which candidates.placements does not list",
+            ));
+        }
         Some(z) => positive(&src, "candidates.zones", z, 64)?,
         None => 2,
     };
@@ -696,17 +702,17 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     let train = raw.train.as_ref();
     let amount = match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
         Some((Some(s), None, None)) => Amount::Samples(src.check("train.samples", s, |&x| {
-            if x.is_finite() && x > 0.0 && x <= 1e18 {
+            if x.is_finite() && (1.0..=1e18).contains(&x) {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number of samples, at most 1e18 (got {x})"))
+                Err(format!("must be a number of samples from 1 to 1e18 (got {x})"))
             }
         })?),
         Some((None, Some(t), None)) => Amount::Tokens(src.check("train.tokens", t, |&x| {
-            if x.is_finite() && x > 0.0 && x <= 1e18 {
+            if x.is_finite() && (1.0..=1e18).contains(&x) {
                 Ok(x)
             } else {
-                Err(format!("must be a positive number of tokens, at most 1e18 (got {x})"))
+                Err(format!("must be a number of tokens from 1 to 1e18 (got {x})"))
             }
         })?),
         Some((None, None, Some(n))) => {

@@ -283,6 +283,16 @@ fn ddp_workload(
                 let (hour_ms, most_gflops) = (crate::workload::calls::MAX_ENTRY_US * 1e-3, 1e9);
                 let (gflops, times) = match (&l.fwd_gflops, &l.fwd_ms) {
                     (Some(g), None) => {
+                        if let Some(b) = &l.bwd_ms {
+                            // The backward pass of a FLOP-given layer is twice its forward.
+                            return Err(src.error_at(
+                                b.span().start,
+                                format!(
+                                    "{}: goes with fwd_ms; a layer given as fwd_gflops takes twice its forward FLOPs backward",
+                                    f("bwd_ms")
+                                ),
+                            ));
+                        }
                         (nonneg("fwd_gflops", g, "GFLOP per sample", most_gflops)?, None)
                     }
                     (None, Some(t)) => {

@@ -82,6 +82,15 @@ pub fn resolve_topology(
         let spec = parse_topology(&file, text)?;
         return Ok((TopologySource::Preset(name.to_string()), spec));
     }
+    if name_or_path.trim().is_empty() {
+        return Err(ConfigError::File {
+            file: format!("{name_or_path:?}"),
+            msg: format!(
+                "no topology named: give a preset ({}) or a path to a topology .toml",
+                preset_names().join(", ")
+            ),
+        });
+    }
     let looks_like_path = name_or_path.contains('/') || name_or_path.ends_with(".toml");
     let path = match base {
         Some(b) if Path::new(name_or_path).is_relative() => b.join(name_or_path),
@@ -368,6 +377,34 @@ fn network(src: &Source<'_>, n: &RawNetwork) -> Result<NetworkSpec, ConfigError>
         "non_blocking" | "fat_tree" | "rail" | "links" => Ok(k.clone()),
         _ => Err(format!("unknown network kind {k:?} (non_blocking, fat_tree, rail, links)")),
     })?;
+    // A key of another kind of fabric would be read and ignored: refused on its line.
+    let applies: &[&str] = match fabric.as_str() {
+        "fat_tree" => &["tiers", "radix", "oversubscription"],
+        "rail" => &["radix", "oversubscription"],
+        "links" => &["switch", "link"],
+        _ => &[],
+    };
+    let given: [(&str, Option<usize>); 5] = [
+        ("tiers", n.tiers.as_ref().map(|v| v.span().start)),
+        ("radix", n.radix.as_ref().map(|v| v.span().start)),
+        ("oversubscription", n.oversubscription.as_ref().map(|v| v.span().start)),
+        ("switch", n.switch.as_ref().and_then(|v| v.first()).map(|s| s.id.span().start)),
+        ("link", n.link.as_ref().and_then(|v| v.first()).map(|l| l.between.span().start)),
+    ];
+    if let Some((key, Some(at))) = given.iter().find(|(k, at)| at.is_some() && !applies.contains(k))
+    {
+        return Err(src.error_at(
+            *at,
+            format!(
+                "network.{key}: does not apply to kind = {fabric:?}{}",
+                if applies.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (which takes {})", applies.join(", "))
+                }
+            ),
+        ));
+    }
     let fabric = match fabric.as_str() {
         "fat_tree" => {
             let tiers = src.check("network.tiers", &need(&n.tiers, "tiers")?, |&t| {

@@ -1198,7 +1198,12 @@ fn flags_that_cannot_run_are_usage_errors_naming_the_flag() {
         ],
         &["--nccl NCCL_MIN_NCHANNELS=64", "NCCL_MAX_NCHANNELS=1"],
     );
-    misused_with(&["explain", "--topology", "", "--bytes", "1M"], &["--topology"]);
+    misused_with(
+        &["explain", "--topology", "", "--bytes", "1M"],
+        &["--topology", "no topology named"],
+    );
+    let p = tmp("empty-topology.toml", &GOOD.replace("topology = \"dgx-h100\"", "topology = \"\""));
+    fails_with(&["simulate", p.to_str().unwrap()], &["empty-topology.toml:3:12: cluster.topology"]);
 }
 
 #[test]
@@ -1213,6 +1218,7 @@ fn log_rows_with_times_no_call_takes_or_unknown_reductions_are_refused() {
         ("huge-time.log", "37.33", "1e308", "out-of-place time 1e308 µs is no call's time"),
         ("tiny-time.log", "37.33", "1e-300", "out-of-place time 1e-300 µs is no call's time"),
         ("xor.log", "float     sum", "float     xor", "reduction \"xor\""),
+        ("dtype.log", "float     sum", "bogusty     sum", "data type \"bogusty\""),
     ] {
         let p = tmp(name, &log.replacen(from, to, 1));
         fails_with(&["validate", "--log", p.to_str().unwrap()], &[&format!("{name}:18: "), needle]);
@@ -1234,4 +1240,32 @@ fn topology_names_are_one_line_of_plain_text() {
         let p = tmp("named.toml", &text.replacen(from, to, 1));
         fails_with(&["topo", "show", p.to_str().unwrap()], &["named.toml:", needle]);
     }
+}
+
+#[test]
+fn keys_of_another_kind_of_thing_are_refused_on_their_line() {
+    // A non-blocking network has no switches to size.
+    let p = tmp(
+        "nb-radix.toml",
+        &topo_with("kind = \"non_blocking\"", "kind = \"non_blocking\"\nradix = 64"),
+    );
+    fails_with(
+        &["topo", "show", p.to_str().unwrap()],
+        &["nb-radix.toml:", "network.radix: does not apply to kind = \"non_blocking\""],
+    );
+    // What separates placement groups, with no groups.
+    let p = tmp("no-groups.toml", &format!("{GOOD}[placement]\nlatency = \"5 ms\"\n"));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["no-groups.toml:", "placement.latency: applies between [[placement.group]]"],
+    );
+    // A FLOP-given layer's backward is twice its forward: a bwd_ms beside it did nothing.
+    let layers = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n\n[workload]\nkind = \"ddp\"\n\
+                  tflops = 100.0\nmicro_batch = 1\n\n[[workload.layer]]\nname = \"a\"\n\
+                  fwd_gflops = 25.0\nbwd_ms = 1000.0\nparams = [[1024, 1024]]\n";
+    let p = tmp("bwd.toml", layers);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["bwd.toml:13:10: ", "workload.layer[0].bwd_ms: goes with fwd_ms"],
+    );
 }

@@ -551,3 +551,42 @@ fn merge_refuses_lines_edited_by_hand_and_shards_write_in_candidate_order() {
         fails_with(&["plan", "merge", path(&edited), path(&b)], &needles);
     }
 }
+
+#[test]
+fn plan_amounts_and_zones_that_mean_nothing_are_refused() {
+    let d = dir("amounts");
+    let scen = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").unwrap();
+    std::fs::write(d.join("s.toml"), scen).unwrap();
+    let head = "scenario = \"s.toml\"\n[train]\n";
+    let cands = "[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\n";
+    for (body, needle) in [
+        (
+            format!("{head}samples = 1e-308\n{cands}"),
+            "train.samples: must be a number of samples from 1 to 1e18",
+        ),
+        (
+            format!("{head}samples = 1e6\n{cands}zones = 3\n"),
+            "candidates.zones: applies to the \"zones\" placement",
+        ),
+    ] {
+        let p = plan_file(&d, "p.toml", &body);
+        let out = collsim(&["plan", path(&p)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("p.toml:") && err.contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn a_merge_does_not_write_over_the_plan_its_results_name() {
+    let d = dir("merge-over-plan");
+    let scen = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml").unwrap();
+    std::fs::write(d.join("s.toml"), scen).unwrap();
+    let plan = "scenario = \"s.toml\"\n[train]\nsamples = 1e6\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\n";
+    let p = plan_file(&d, "p.toml", plan);
+    let r = d.join("r.jsonl");
+    collsim_ok(&["plan", path(&p), "--shard", "1/1", "-o", path(&r)]);
+    let out = collsim(&["plan", "merge", path(&r), "-o", path(&p)]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), plan);
+}

@@ -257,8 +257,10 @@ fn nccl_version_picks_the_cost_tables() {
     let out = collsim_ok(&["simulate", path.to_str().unwrap(), "--nccl-version", "2.30"]);
     assert!(out.contains("NCCL 2.30.7 cost model") && out.contains("RING  LL"), "{out}");
     let bad = super::collsim(&["simulate", path.to_str().unwrap(), "--nccl-version", "1.9"]);
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown NCCL version"));
+    // A flag's bad value is a usage error naming the flag.
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--nccl-version") && err.contains("unknown NCCL version"), "{err}");
 }
 
 #[test]
