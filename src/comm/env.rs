@@ -287,6 +287,7 @@ impl NcclEnv {
         }
         let given = env.given.clone();
         let (mut threads, mut socks) = (None, None);
+        let (mut min_ctas, mut max_ctas): (Option<usize>, Option<usize>) = (None, None);
         for (key, value) in &given {
             let (k, v) = (key.as_str(), value.as_str());
             match k {
@@ -311,11 +312,28 @@ impl NcclEnv {
                     env.ll128_forced = !list.trim_start().starts_with('^')
                         && list.split(',').any(|s| s.trim().eq_ignore_ascii_case("ll128"));
                 }
+                // NCCL reads NRINGS, then NCHANNELS over it (`ncclMaxNchannels`,
+                // `ncclMinNchannels` in `src/graph/connect.cc`); the CTA bounds of the
+                // communicator's config (NCCL_MIN/MAX_CTAS) clamp on top.
                 "NCCL_MIN_NCHANNELS" | "NCCL_MIN_NRINGS" | "NCCL_MIN_CTAS" => {
-                    env.min_nchannels = parse_int(k, v, 1, 64)? as usize;
+                    let n = parse_int(k, v, 1, 64)? as usize;
+                    let overridden =
+                        k == "NCCL_MIN_NRINGS" && given.contains_key("NCCL_MIN_NCHANNELS");
+                    if k == "NCCL_MIN_CTAS" {
+                        min_ctas = Some(n);
+                    } else if !overridden {
+                        env.min_nchannels = n;
+                    }
                 }
                 "NCCL_MAX_NCHANNELS" | "NCCL_MAX_NRINGS" | "NCCL_MAX_CTAS" => {
-                    env.max_nchannels = parse_int(k, v, 1, 64)? as usize;
+                    let n = parse_int(k, v, 1, 64)? as usize;
+                    let overridden =
+                        k == "NCCL_MAX_NRINGS" && given.contains_key("NCCL_MAX_NCHANNELS");
+                    if k == "NCCL_MAX_CTAS" {
+                        max_ctas = Some(n);
+                    } else if !overridden {
+                        env.max_nchannels = n;
+                    }
                 }
                 "NCCL_BUFFSIZE" => {
                     let b = parse_int(k, v, 1 << 14, 1 << 30)?;
@@ -406,6 +424,13 @@ impl NcclEnv {
             }
             env.socket_streams = Some(t * k);
         }
+        // The CTA bounds clamp the channel count as the config's minCTAs/maxCTAs do.
+        if let Some(m) = max_ctas {
+            env.max_nchannels = env.max_nchannels.min(m);
+        }
+        if let Some(m) = min_ctas {
+            env.min_nchannels = env.min_nchannels.max(m);
+        }
         if env.min_nchannels > env.max_nchannels {
             return Err(EnvError {
                 key: "NCCL_MIN_NCHANNELS".into(),
@@ -429,6 +454,20 @@ impl NcclEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nchannels_wins_over_nrings_and_ctas_clamp_both() {
+        let max = |pairs: &[(&str, &str)]| NcclEnv::from_pairs(pairs.iter().copied()).unwrap();
+        let e = max(&[("NCCL_MAX_NRINGS", "4"), ("NCCL_MAX_NCHANNELS", "8")]);
+        assert_eq!(e.max_nchannels, 8);
+        let e = max(&[("NCCL_MAX_NRINGS", "8"), ("NCCL_MAX_NCHANNELS", "4")]);
+        assert_eq!(e.max_nchannels, 4);
+        assert_eq!(max(&[("NCCL_MAX_NRINGS", "6")]).max_nchannels, 6);
+        let e = max(&[("NCCL_MAX_CTAS", "4"), ("NCCL_MAX_NCHANNELS", "8")]);
+        assert_eq!(e.max_nchannels, 4);
+        let e = max(&[("NCCL_MIN_CTAS", "6"), ("NCCL_MIN_NRINGS", "2")]);
+        assert_eq!(e.min_nchannels, 6);
+    }
 
     #[test]
     fn parses_lists_like_nccl() {
