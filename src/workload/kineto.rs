@@ -38,6 +38,13 @@ use serde_json::Value;
 
 use super::calls::{Call, CallsFile, GroupShape, NcclOp, VERSION};
 
+/// The largest timestamp a trace may hold, µs: about 3,000 years after the epoch Kineto counts
+/// from (its timestamps are µs since 1970, about 1.8e15 today, or since the profiler started).
+const MAX_TS_US: f64 = 1e17;
+/// Why a timestamp past [`MAX_TS_US`] is refused.
+const NO_TIMESTAMP: &str =
+    "is no timestamp (a profiler trace counts µs since 1970 or since it started)";
+
 /// How close after an NCCL kernel's end a compute kernel must start to have waited for it, µs.
 pub const WAIT_SLACK_US: f64 = 5.0;
 
@@ -313,6 +320,9 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
                 let ts = num(e, "ts").filter(|t| t.is_finite()).ok_or_else(|| {
                     format!("{file}: traceEvents[{i}]: a collective's op without ts")
                 })?;
+                if ts.abs() > MAX_TS_US {
+                    return Err(format!("{file}: traceEvents[{i}].ts: {ts:e} µs {}", NO_TIMESTAMP));
+                }
                 let dur = num(e, "dur").filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
                 records.push((ts, ts + dur, ext(e), i));
             }
@@ -356,6 +366,9 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
         };
         if !(ts.is_finite() && dur.is_finite() && dur >= 0.0) {
             return Err(format!("{file}: traceEvents[{i}]: ts {ts}, dur {dur}"));
+        }
+        if ts.abs() > MAX_TS_US {
+            return Err(format!("{file}: traceEvents[{i}].ts: {ts:e} µs {}", NO_TIMESTAMP));
         }
         if dur > super::calls::MAX_ENTRY_US {
             return Err(format!(

@@ -1269,3 +1269,21 @@ fn keys_of_another_kind_of_thing_are_refused_on_their_line() {
         &["bwd.toml:13:10: ", "workload.layer[0].bwd_ms: goes with fwd_ms"],
     );
 }
+
+#[test]
+fn a_trace_timestamp_no_clock_gives_is_refused_at_its_event() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/kineto-synthetic.json"
+    ))
+    .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = v["traceEvents"].as_array_mut().unwrap();
+    let i = events.iter().position(|e| e["cat"] == "kernel" && e.get("ts").is_some()).unwrap();
+    events[i]["ts"] = serde_json::json!(1e300);
+    let p = tmp("far-ts.json", &v.to_string());
+    fails_with(
+        &["simulate", "--workload-trace", p.to_str().unwrap(), "--topology", "dgx-h100"],
+        &[&format!("traceEvents[{i}].ts: 1e300 µs is no timestamp")],
+    );
+}
