@@ -442,18 +442,30 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         .iter()
         .position(|a| a == "-g" || a == "--ngpus")
         .and_then(|at| args.get(at + 1)?.trim_matches('"').parse::<usize>().ok());
-    let gpus_per_process = v
-        .pointer("/config/ngpus")
-        .and_then(|g| g.as_u64())
-        .map(|g| g as usize)
-        .or(from_flag)
-        .filter(|&g| g > 0);
+    // As the text reader's header: a count present but not 1 to 1,024 is an error.
+    let ngpus = match v.pointer("/config/ngpus") {
+        None => None,
+        Some(g) => match g.as_u64() {
+            Some(n @ 1..=1024) => Some(n as usize),
+            _ => {
+                return Err(JsonLogError(format!(
+                    "config.ngpus: {g} is not a GPU count (1 to 1024)"
+                )));
+            }
+        },
+    };
+    let gpus_per_process = ngpus.or(from_flag).filter(|&g| g > 0);
     let gpu_name = v
         .pointer("/devices/0/device_info")
         .and_then(|d| d.as_str())
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty());
     let nccl_version = match v.get("nccl_version") {
+        Some(serde_json::Value::Number(n)) if n.as_u64().is_none() => {
+            return Err(JsonLogError(format!(
+                "nccl_version: {n} is no NCCL release code (2.22.3 is 22203)"
+            )));
+        }
         Some(serde_json::Value::Number(n)) => nccl_version(&format!("nccl-library={n}")),
         Some(serde_json::Value::String(s)) => nccl_version(&format!("NCCL version {s}")),
         _ => None,

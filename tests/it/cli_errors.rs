@@ -1029,6 +1029,27 @@ fn both_log_readers_refuse_what_the_other_refuses() {
         &["validate", "--log", p.to_str().unwrap(), "--topology", "dgx-h100"],
         &["negative.json: results[0]: out-of-place time -10.5 is not a positive number"],
     );
+    // Header counts parity: nGpus 0 in the text's header, config.ngpus 0 or a negative NCCL
+    // release code in the JSON's.
+    let good = json.replace("-10.5", "10.5");
+    for (name, with, needle) in [
+        (
+            "ngpus0.json",
+            good.replacen("{\"args\"", "{\"config\": {\"ngpus\": 0}, \"args\"", 1),
+            "config.ngpus: 0",
+        ),
+        (
+            "release.json",
+            good.replacen("{\"args\"", "{\"nccl_version\": -1, \"args\"", 1),
+            "nccl_version: -1",
+        ),
+    ] {
+        let p = tmp(name, &with);
+        fails_with(
+            &["validate", "--log", p.to_str().unwrap(), "--topology", "dgx-h100"],
+            &[needle],
+        );
+    }
     let text = "# nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20\n\
                 8 2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n\
                 16 4\n";
