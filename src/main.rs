@@ -2196,23 +2196,16 @@ fn topo(command: TopoCommand) -> Result<()> {
             out.finish()?;
         }
         TopoCommand::Import { nccl_xml, nvidia_smi, output } => {
-            let (source, imported) = match (&nccl_xml, &nvidia_smi) {
-                (Some(p), _) => {
-                    let source = p.display().to_string();
-                    let imported =
-                        config::import::import_nccl_xml(&source, &config::load_text(p)?)?;
-                    (source, imported)
-                }
-                (None, Some(p)) => {
-                    let source = p.display().to_string();
-                    let imported =
-                        config::import::import_nvidia_smi(&source, &config::load_text(p)?)?;
-                    (source, imported)
-                }
+            type Importer = fn(&str, &str) -> Result<config::import::Imported, config::ConfigError>;
+            let (path, import): (&PathBuf, Importer) = match (&nccl_xml, &nvidia_smi) {
+                (Some(p), _) => (p, config::import::import_nccl_xml),
+                (None, Some(p)) => (p, config::import::import_nvidia_smi),
                 (None, None) => {
                     bail_usage!("topo import needs --nccl-xml FILE or --nvidia-smi FILE")
                 }
             };
+            let source = path.display().to_string();
+            let imported = import(&source, &config::load_text(path)?)?;
             check_imported(&source, &imported)?;
             let mut out = open_output(output.as_deref())?;
             out.write_all(imported.toml.as_bytes())?;

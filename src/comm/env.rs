@@ -315,24 +315,17 @@ impl NcclEnv {
                 // NCCL reads NRINGS, then NCHANNELS over it (`ncclMaxNchannels`,
                 // `ncclMinNchannels` in `src/graph/connect.cc`); the CTA bounds of the
                 // communicator's config (NCCL_MIN/MAX_CTAS) clamp on top.
-                "NCCL_MIN_NCHANNELS" | "NCCL_MIN_NRINGS" | "NCCL_MIN_CTAS" => {
+                "NCCL_MIN_NCHANNELS" | "NCCL_MIN_NRINGS" | "NCCL_MIN_CTAS"
+                | "NCCL_MAX_NCHANNELS" | "NCCL_MAX_NRINGS" | "NCCL_MAX_CTAS" => {
                     let n = parse_int(k, v, 1, 64)? as usize;
-                    let overridden =
-                        k == "NCCL_MIN_NRINGS" && given.contains_key("NCCL_MIN_NCHANNELS");
-                    if k == "NCCL_MIN_CTAS" {
-                        min_ctas = Some(n);
-                    } else if !overridden {
-                        env.min_nchannels = n;
-                    }
-                }
-                "NCCL_MAX_NCHANNELS" | "NCCL_MAX_NRINGS" | "NCCL_MAX_CTAS" => {
-                    let n = parse_int(k, v, 1, 64)? as usize;
-                    let overridden =
-                        k == "NCCL_MAX_NRINGS" && given.contains_key("NCCL_MAX_NCHANNELS");
-                    if k == "NCCL_MAX_CTAS" {
-                        max_ctas = Some(n);
-                    } else if !overridden {
-                        env.max_nchannels = n;
+                    let (bound, what) = k["NCCL_".len()..].split_once('_').unwrap_or_default();
+                    let max = bound == "MAX";
+                    if what == "CTAS" {
+                        *(if max { &mut max_ctas } else { &mut min_ctas }) = Some(n);
+                    } else if what == "NCHANNELS"
+                        || !given.contains_key(&format!("NCCL_{bound}_NCHANNELS"))
+                    {
+                        *(if max { &mut env.max_nchannels } else { &mut env.min_nchannels }) = n;
                     }
                 }
                 "NCCL_BUFFSIZE" => {
