@@ -594,6 +594,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
                 nodes: 1,
                 workload: config::Workload::Sweep(sweep),
                 nccl: Vec::new(),
+                nccl_at: Default::default(),
                 placement: config::PlacementSpec::default(),
                 jobs: Vec::new(),
                 background: Vec::new(),
@@ -649,20 +650,31 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
     if s.gpus_per_process > 1 && matches!(s.workload, config::Workload::Ddp(_)) {
         bail!("--gpus-per-process {}: PyTorch DDP runs one process per GPU", s.gpus_per_process);
     }
+    let any_flag = !flagged.is_empty() || c.nccl_version.is_some();
     for (k, v) in flagged {
         // The command line wins over every job's own [job.nccl] too.
         for j in &mut s.jobs {
             j.nccl.retain(|(key, _)| *key != k);
         }
         s.nccl.retain(|(key, _)| *key != k);
+        s.nccl_at.remove(&k);
         s.nccl.push((k, v));
     }
     if let Some(v) = &c.nccl_version {
         s.nccl.retain(|(key, _)| key != "version");
+        s.nccl_at.remove("version");
         s.nccl.push(("version".into(), v.clone()));
     }
-    // Reject bad values now and list the variables the model does not use.
-    let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    // Reject bad values now and list the variables the model does not use. The file's own
+    // values were checked together when it was read: a clash here involves a flag.
+    let env =
+        NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| {
+            match s.nccl_at.get(&e.key) {
+                Some(at) if any_flag => anyhow!("{at}: nccl.{e} (with the --nccl flags)"),
+                Some(at) => anyhow!("{at}: nccl.{e}"),
+                None => anyhow!("--nccl {e}"),
+            }
+        })?;
     // Once a run: a sweep applies the flags at every point.
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
@@ -671,6 +683,22 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         }
     });
     Ok(s)
+}
+
+/// An error the built cluster raises about an NCCL variable (NCCL_ALGO leaving only algorithms
+/// NCCL would refuse here), put on the scenario line that set it.
+fn blame_nccl(e: collsim::Error, at: &std::collections::BTreeMap<String, String>) -> anyhow::Error {
+    use collsim::workload::sweep::SweepError;
+    match (&e, at.get("NCCL_ALGO")) {
+        (collsim::Error::Sweep(SweepError::Impossible(..) | SweepError::NoRing(_)), Some(at)) => {
+            anyhow!("{at}: nccl.{e}")
+        }
+        // Not from the file: from the command line.
+        (collsim::Error::Sweep(SweepError::Impossible(..) | SweepError::NoRing(_)), None) => {
+            anyhow!("--nccl {e}")
+        }
+        _ => e.into(),
+    }
 }
 
 /// The warnings for NCCL variables the model does not use: one a variable up to
@@ -1575,9 +1603,11 @@ fn simulate(
     let mut s = apply_common(base, &common)?;
     // A step too long to report names the file its workload came from.
     let source = workload_trace.as_ref().or(scenario.as_ref()).map(|p| p.display().to_string());
+    let nccl_at = s.nccl_at.clone();
     let whose = |e: collsim::Error| match (&e, &source) {
         (collsim::Error::StepTooLong(m), Some(p)) => anyhow!("{p}: {m}"),
-        _ => e.into(),
+        (collsim::Error::Ddp(m), Some(p)) if m.starts_with("workload.") => anyhow!("{p}: {m}"),
+        _ => blame_nccl(e, &nccl_at),
     };
     if let Some(p) = &workload_trace {
         if !s.jobs.is_empty() {
@@ -1704,7 +1734,8 @@ fn simulate(
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let m = mode(common.mode);
     let progress = Progress::new(collsim::workload::sweep::sizes(&sweep).len() as u64, "sizes");
-    let (rows, communicator) = collsim::simulate_with(&s, &profile, m, &|| progress.tick())?;
+    let (rows, communicator) =
+        collsim::simulate_with(&s, &profile, m, &|| progress.tick()).map_err(whose)?;
     drop(progress);
     let report = SimReport {
         scenario: &s,
@@ -1808,7 +1839,8 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
     };
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let (cluster, comm, _) = collsim::build(&s)?;
-    collsim::workload::sweep::check_supported(spec.collective, &comm)?;
+    collsim::workload::sweep::check_supported(spec.collective, &comm)
+        .map_err(|e| blame_nccl(e.into(), &s.nccl_at))?;
     let elt = dt.size();
     let n = comm.nranks() as u64;
     // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.

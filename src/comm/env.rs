@@ -55,6 +55,9 @@ pub struct NcclEnv {
     pub collnet_enable: bool,
     /// NCCL_NVLS_NCHANNELS.
     pub nvls_nchannels: Option<usize>,
+    /// The communicator config's CTA bounds (NCCL_MIN_CTAS, NCCL_MAX_CTAS; 1 and 64 unset),
+    /// which clamp NVLS's channels too (`src/transport/nvls.cc`).
+    pub ctas: (usize, usize),
     /// NCCL_NVLS_CHUNKSIZE: the NVLS chunk before NCCL's reductions for small messages (None:
     /// NCCL's default, [`Communicator::nvls_layout`]).
     ///
@@ -108,6 +111,7 @@ impl Default for NcclEnv {
             pxn_disable: false,
             p2p_pxn_level: 2,
             nvls_nchannels: None,
+            ctas: (1, 64),
             nvls_chunksize: None,
             nvlstree_max_chunksize: None,
             version: NcclVersion::V2_28,
@@ -420,9 +424,11 @@ impl NcclEnv {
         // The CTA bounds clamp the channel count as the config's minCTAs/maxCTAs do.
         if let Some(m) = max_ctas {
             env.max_nchannels = env.max_nchannels.min(m);
+            env.ctas.1 = m;
         }
         if let Some(m) = min_ctas {
             env.min_nchannels = env.min_nchannels.max(m);
+            env.ctas.0 = m;
         }
         if env.min_nchannels > env.max_nchannels {
             return Err(EnvError {

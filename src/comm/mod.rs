@@ -336,7 +336,9 @@ impl NvlsLayout {
                 tree_max = if under_switch { 64 * K } else { 128 * K };
             }
         }
-        let channels = env.nvls_nchannels.unwrap_or(channels);
+        // Clamped to the CTA bounds as `ncclNvlsInit` clamps them (NCCL 2.29.7 and 2.30.7).
+        let (min_ctas, max_ctas) = env.ctas;
+        let channels = env.nvls_nchannels.unwrap_or(channels).min(max_ctas).max(min_ctas);
         let chunk = match env.nvls_chunksize {
             Some(b) => b.get(),
             None if chunk > 0 => chunk,
@@ -778,6 +780,10 @@ mod tests {
         ];
         assert_eq!(layout("dgx-b200", 4, &set), (16, 256, 128));
         assert_eq!(layout("dgx-b200", 2, &set[1..2]), (32, 256, 64));
+        // The communicator's CTA bounds clamp NVLS's channels, NCCL_NVLS_NCHANNELS's too.
+        assert_eq!(layout("dgx-h100", 1, &[("NCCL_MAX_CTAS", "4")]).0, 4);
+        assert_eq!(layout("dgx-h100", 1, &[("NCCL_MIN_CTAS", "32")]).0, 32);
+        assert_eq!(layout("dgx-b200", 4, &[("NCCL_MAX_CTAS", "8"), set[0]]).0, 8);
     }
 
     #[test]

@@ -79,6 +79,9 @@ fn err(file: &str, msg: impl Into<String>) -> ConfigError {
     ConfigError::File { file: file.to_string(), msg: msg.into() }
 }
 
+/// The fastest PCIe lane rate, GT/s: PCIe 7.0's 128.
+const MAX_GTS: f64 = 128.0;
+
 /// PCIe generation from NCCL's `link_speed` ("32.0 GT/s PCIe").
 fn generation(speed: &str) -> Option<u32> {
     let gts: f64 = speed.split_whitespace().next()?.parse().ok()?;
@@ -194,6 +197,17 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
     for cpu in root.children().filter(|n| n.has_tag_name("cpu")) {
         let numa = f.numas;
         f.numas += 1;
+        if let Some(v) = cpu.attribute("numaid").filter(|v| v.trim().parse::<i64>().is_err()) {
+            let (line, col) = xml_at(cpu, "numaid").unwrap_or((1, 1));
+            return Err(ConfigError::At {
+                file: file.into(),
+                line,
+                col,
+                msg: format!(
+                    "<cpu> numaid={v:?}: not a number (NCCL writes the node's NUMA id, -1 where there is none)"
+                ),
+            });
+        }
         if cpu.attribute("numaid") == Some("-1") {
             f.notes.push(format!("a <cpu> has numaid=\"-1\" (a VM); it becomes numa{numa}"));
         }
@@ -217,19 +231,53 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
     if f.numas == 0 {
         return Err(err(file, "no <cpu> element: nothing to import"));
     }
+    // GPU-to-GPU links as each end lists them: NCCL's dump lists every link from both ends.
+    let mut gpu_links: BTreeMap<(usize, usize), (u32, Origin)> = BTreeMap::new();
+    // NVLinks into NVSwitches, per GPU: the topology gives every GPU GPU 0's.
+    let mut switch_links: BTreeMap<usize, (u32, Origin)> = BTreeMap::new();
     for (gpu, target, count, tclass, at) in nvlinks {
         if tclass == 0x068000 {
             *f.nvswitch_links.get_or_insert(0) += if gpu == 0 { count } else { 0 };
+            let e = switch_links.entry(gpu).or_insert((0, at));
+            e.0 += count;
             f.at.nvswitch = f.at.nvswitch.or(at);
         } else if let Some(&peer) = gpu_bus.get(&target.to_ascii_lowercase()) {
-            if gpu < peer {
-                f.pairs.push((gpu, peer, count));
-                f.at.pairs.push(at);
-            }
+            let e = gpu_links.entry((gpu, peer)).or_insert((0, at));
+            e.0 += count;
         } else {
             f.notes.push(format!(
                 "GPU {gpu}: NVLink to unknown target {target:?} (a VM's placeholder?) ignored"
             ));
+        }
+    }
+    let first = switch_links.get(&0).map_or(0, |l| l.0);
+    if let Some((gpu, (n, at))) = switch_links.iter().find(|(_, l)| l.0 != first) {
+        let (line, col) = at.unwrap_or((1, 1));
+        return Err(ConfigError::At {
+            file: file.into(),
+            line,
+            col,
+            msg: format!(
+                "GPU {gpu} has {n} NVLinks into NVSwitches where GPU 0 has {first}: collsim's node gives every GPU the same (a link down? edit the counts to what the GPUs should have)"
+            ),
+        });
+    }
+    for (&(gpu, peer), &(count, at)) in &gpu_links {
+        let back = gpu_links.get(&(peer, gpu)).map_or(0, |b| b.0);
+        if back != count {
+            let (line, col) = at.unwrap_or((1, 1));
+            return Err(ConfigError::At {
+                file: file.into(),
+                line,
+                col,
+                msg: format!(
+                    "GPU {gpu} lists {count} NVLinks to GPU {peer}, which lists {back} back (an NVLink joins both ends: fix one side)"
+                ),
+            });
+        }
+        if gpu < peer {
+            f.pairs.push((gpu, peer, count));
+            f.at.pairs.push(at);
         }
     }
     Ok(f)
@@ -252,7 +300,29 @@ fn walk(
             "pci" => {
                 let class = number_attr(file, child, "class")?.unwrap_or(0);
                 let busid = child.attribute("busid").unwrap_or("").to_ascii_lowercase();
-                if let Some(g) = child.attribute("link_speed").and_then(generation)
+                let speed = child.attribute("link_speed");
+                // NCCL writes sysfs's text ("32.0 GT/s PCIe"), "Unknown" where sysfs has none.
+                // NCCL writes "" where it reads no speed (`src/graph/xml.cc`).
+                if let Some(v) = speed.filter(|v| {
+                    generation(v).is_none()
+                        && !v.trim().is_empty()
+                        && !v.trim().to_ascii_lowercase().starts_with("unknown")
+                        || v.split_whitespace()
+                            .next()
+                            .and_then(|x| x.parse::<f64>().ok())
+                            .is_some_and(|x| !(0.0..=MAX_GTS).contains(&x))
+                }) {
+                    let (line, col) = xml_at(child, "link_speed").unwrap_or((1, 1));
+                    return Err(ConfigError::At {
+                        file: file.into(),
+                        line,
+                        col,
+                        msg: format!(
+                            "<pci> link_speed={v:?}: not a PCIe speed (\"32.0 GT/s PCIe\", at most {MAX_GTS} GT/s)"
+                        ),
+                    });
+                }
+                if let Some(g) = speed.and_then(generation)
                     && f.pcie_generation.is_none_or(|x| g > x)
                 {
                     f.pcie_generation = Some(g);
@@ -418,6 +488,20 @@ fn from_nvidia_smi(file: &str, text: &str) -> Result<Found, ConfigError> {
                         format!(
                             "{label} row, {} column: {c:?} is none of nvidia-smi's paths (X, SYS, NODE, PHB, PXB, PIX, NV<links>)",
                             labels[j]
+                        ),
+                    ));
+                }
+            }
+            // A GPU's NUMA node: a number, or N/A where the machine reports none.
+            if let Some(v) =
+                numa_col.and_then(|c| cells.get(c)).filter(|_| label.starts_with("GPU"))
+            {
+                let max = super::topology::MAX_SOCKETS as usize;
+                if v != "N/A" && !v.parse::<usize>().is_ok_and(|n| n < max) {
+                    return Err(at_line(
+                        i + 1,
+                        format!(
+                            "{label} row, NUMA Affinity: {v:?} is not one NUMA node (a number below {max}, or N/A)"
                         ),
                     ));
                 }

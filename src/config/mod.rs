@@ -165,10 +165,21 @@ pub(crate) struct Source<'a> {
 impl Source<'_> {
     /// An error at byte offset `at`.
     pub fn error_at(&self, at: usize, msg: impl Into<String>) -> ConfigError {
+        let (line, col) = self.line_col(at);
+        ConfigError::At { file: self.name.to_string(), line, col, msg: msg.into() }
+    }
+
+    /// `file:line:col` of byte offset `at`, for an error found after parsing.
+    pub fn place(&self, at: usize) -> String {
+        let (line, col) = self.line_col(at);
+        format!("{}:{line}:{col}", self.name)
+    }
+
+    fn line_col(&self, at: usize) -> (usize, usize) {
         let before = &self.text[..at.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
         let col = before.rfind('\n').map_or(before.len(), |p| before.len() - p - 1) + 1;
-        ConfigError::At { file: self.name.to_string(), line, col, msg: msg.into() }
+        (line, col)
     }
 
     /// An error about the file as a whole.

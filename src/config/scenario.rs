@@ -34,6 +34,10 @@ pub struct Scenario {
     pub workload: Workload,
     /// NCCL_* variables as given.
     pub nccl: Vec<(String, String)>,
+    /// Where each of [`Scenario::nccl`] was given in the scenario file (`file:line:col`), for
+    /// errors found once the cluster is built; a variable from the command line has none.
+    #[serde(skip)]
+    pub nccl_at: std::collections::BTreeMap<String, String>,
     /// Where the nodes sit.
     pub placement: PlacementSpec,
     /// Jobs side by side on the cluster (`[[job]]`), each on its own nodes; empty when the
@@ -161,6 +165,9 @@ pub(super) fn check_ranks(
             let at = given.map_or(p.span().start, |v| v.span().start);
             return Err(src.error_at(at, format!("{}: {e}", e.field())));
         }
+    }
+    if let (Err(e), Some(v)) = (d.skew.check_ranks(world), &w.rank_speeds) {
+        return Err(src.error_at(v.span().start, e));
     }
     // A replayed step's groups must tile these ranks.
     if let (Some(calls), Some(path)) = (&d.calls, &w.calls) {
@@ -831,12 +838,16 @@ fn parallel_layout(
         })?,
         None => false,
     };
+    let tp = degree("workload.parallel.tp", &p.tp)?;
     let layout = crate::workload::parallel::Layout {
-        tp: degree("workload.parallel.tp", &p.tp)?,
+        tp,
         pp: degree("workload.parallel.pp", &p.pp)?,
         ep: degree("workload.parallel.ep", &p.ep)?,
         virtual_stages: degree("workload.parallel.virtual_stages", &p.virtual_stages)?,
-        sequence_parallel: p.sequence_parallel.unwrap_or(false),
+        // Megatron turns sequence parallelism off without tensor parallelism, with a warning
+        // (`megatron/training/arguments.py`, NVIDIA/Megatron-LM d98e8a64): kept as an option a
+        // `--sweep parallel.tp=1,2,4` applies where it means something.
+        sequence_parallel: p.sequence_parallel.unwrap_or(false) && tp > 1,
         recompute,
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
     };
@@ -1103,6 +1114,8 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         check_ranks(&src, w, &workload, nodes, gpus_per_node)?;
     }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
+    let nccl_at =
+        raw.nccl.iter().flatten().map(|(k, v)| (k.clone(), src.place(v.span().start))).collect();
     Ok(Scenario {
         topology,
         node,
@@ -1111,6 +1124,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         gpus_per_process,
         workload,
         nccl,
+        nccl_at,
         placement,
         jobs,
         background,
@@ -1209,6 +1223,19 @@ pub(crate) fn parse_nccl(
             return Err(src.error_at(v.span().start, e));
         }
         nccl.push((k.clone(), value));
+    }
+    // Values fine alone may contradict each other (NCCL_MIN_NCHANNELS above
+    // NCCL_MAX_NCHANNELS): the error is put on the variable it names.
+    if let Err(e) =
+        crate::comm::env::NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    {
+        let spans = || table.into_iter().flatten().map(|(_, v)| v.span().start);
+        let at = table
+            .and_then(|t| t.get(&e.key))
+            .map(|v| v.span().start)
+            .or_else(|| spans().min())
+            .unwrap_or(0);
+        return Err(src.error_at(at, format!("nccl.{e}")));
     }
     Ok(nccl)
 }

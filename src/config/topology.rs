@@ -39,7 +39,7 @@ const PRESETS: &[(&str, &str)] = &[
 const MAX_GPUS: i64 = 128;
 
 /// Most CPU sockets one node may have (a GB200 NVL72 rack has 36 Grace CPUs).
-const MAX_SOCKETS: i64 = 64;
+pub(crate) const MAX_SOCKETS: i64 = 64;
 
 /// The names of the shipped presets.
 pub fn preset_names() -> Vec<&'static str> {

@@ -401,6 +401,7 @@ fn run(
         gpus_per_process: 1,
         workload: inst.workload.clone()?,
         nccl,
+        nccl_at: Default::default(),
         placement: placement(c.placement, c.nodes, plan.zones)?,
         jobs: Vec::new(),
         background: Vec::new(),

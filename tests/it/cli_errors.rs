@@ -1308,3 +1308,66 @@ fn a_trace_timestamp_no_clock_gives_is_refused_at_its_event() {
         &[&format!("traceEvents[{i}].ts: 1e300 µs is no timestamp")],
     );
 }
+
+#[test]
+fn nccl_settings_wrong_for_the_cluster_name_the_scenario_line() {
+    // GOOD has 10 lines from its leading newline; [nccl] is line 12, its first key line 13.
+    let bounds =
+        format!("{GOOD}\n[nccl]\nNCCL_MIN_NCHANNELS = \"16\"\nNCCL_MAX_NCHANNELS = \"4\"\n");
+    let p = tmp("min-max.toml", &bounds);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["min-max.toml:13:22: nccl.NCCL_MIN_NCHANNELS=16: larger than NCCL_MAX_NCHANNELS=4"],
+    );
+    // A flag that makes the file's value clash says so.
+    let min = format!("{GOOD}\n[nccl]\nNCCL_MIN_NCHANNELS = \"16\"\n");
+    let p = tmp("min.toml", &min);
+    fails_with(
+        &["simulate", p.to_str().unwrap(), "--nccl", "NCCL_MAX_NCHANNELS=2"],
+        &["min.toml:13:22: nccl.NCCL_MIN_NCHANNELS=16", "(with the --nccl flags)"],
+    );
+    // An algorithm NCCL would refuse on this hardware: the NCCL_ALGO line, or the flag.
+    let collnet = format!("{GOOD}\n[nccl]\nNCCL_ALGO = \"CollNet\"\n");
+    let p = tmp("collnet.toml", &collnet);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["collnet.toml:13:13: nccl.NCCL_ALGO=CollNet: NCCL would refuse it"],
+    );
+    fails_with(
+        &["simulate", p.to_str().unwrap(), "--nccl", "NCCL_ALGO=NVLSTree"],
+        &["--nccl NCCL_ALGO=NVLSTree: NCCL would refuse it: NVLSTree needs more than one node"],
+    );
+    fails_with(
+        &["explain", "--topology", "dgx-h100", "--nccl", "NCCL_ALGO=NVLSTree", "--bytes", "1M"],
+        &["--nccl NCCL_ALGO=NVLSTree: NCCL would refuse it"],
+    );
+}
+
+#[test]
+fn measured_rank_speeds_longer_than_the_job_name_their_line() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/resnet50-straggler-dgx-a100-8node.toml"
+    ))
+    .unwrap();
+    let ten = "rank_speeds = [0.8, 0.9, 1.0, 0.95, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]";
+    let line = text.lines().position(|l| l.starts_with("straggler_speed")).unwrap() + 1;
+    let speeds: String = text
+        .lines()
+        .map(|l| if l.starts_with("straggler_speed") { ten.to_string() } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let p = tmp("speeds.toml", &speeds.replacen("nodes = 8", "nodes = 1", 1));
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[&format!(
+            "speeds.toml:{line}:15: workload.rank_speeds lists 10 ranks, but the job has 8"
+        )],
+    );
+    // Shrunk by a flag: the file, since the list's line is not what is wrong.
+    let p = tmp("speeds8.toml", &speeds);
+    fails_with(
+        &["simulate", p.to_str().unwrap(), "--nodes", "1"],
+        &["speeds8.toml: workload.rank_speeds lists 10 ranks"],
+    );
+}

@@ -228,3 +228,84 @@ fn nics_of_different_speeds_import_at_the_slowest_with_a_mark() {
     assert!(toml.contains("speed = \"100 Gb/s\""), "{toml}");
     assert!(toml.contains("# EDIT: the NICs differ in speed (100000 to 400000 Mb/s)"), "{toml}");
 }
+
+#[test]
+fn attributes_nccl_never_writes_are_refused_at_their_place() {
+    let xml = std::fs::read_to_string(data("h200-8gpu.nccl-topo.xml")).unwrap();
+    // Before, each was taken silently: the NUMA id ignored, an unreadable PCIe speed dropped,
+    // 999 GT/s taken as PCIe 6, and GPU 0's NVSwitch links given to every GPU.
+    for (name, from, to, needle) in [
+        ("numa.xml", "numaid=\"0\"", "numaid=\"zero\"", "numa.xml:2:39: <cpu> numaid=\"zero\""),
+        (
+            "gts.xml",
+            "link_speed=\"32.0 GT/s PCIe\"",
+            "link_speed=\"fast\"",
+            "gts.xml:3:80: <pci> link_speed=\"fast\": not a PCIe speed",
+        ),
+        (
+            "gts999.xml",
+            "link_speed=\"32.0 GT/s PCIe\"",
+            "link_speed=\"999 GT/s\"",
+            "gts999.xml:3:80:",
+        ),
+        (
+            "down.xml",
+            "count=\"5\"",
+            "count=\"1\"",
+            "GPU 1 has 18 NVLinks into NVSwitches where GPU 0 has 14",
+        ),
+    ] {
+        let p = scratch_file(name, &xml.replacen(from, to, 1));
+        crate::cli_errors::fails_with(&["topo", "import", "--nccl-xml", &p], &[needle]);
+    }
+    // What NCCL writes where sysfs has no speed stays accepted.
+    let p = scratch_file(
+        "nospeed.xml",
+        &xml.replacen("link_speed=\"32.0 GT/s PCIe\"", "link_speed=\"\"", 1),
+    );
+    collsim_ok(&["topo", "import", "--nccl-xml", &p]);
+}
+
+#[test]
+fn an_nvlink_listed_by_one_end_only_is_refused() {
+    // Two GPUs joined by NVLink without an NVSwitch; the second lists fewer links back.
+    let gpu = |bus: &str, peer: &str, n: u32| {
+        format!(
+            "    <pci busid=\"{bus}\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">\n      <gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\">\n        <nvlink target=\"{peer}\" count=\"{n}\" tclass=\"0x030200\"/>\n      </gpu>\n    </pci>\n"
+        )
+    };
+    let xml = |back: u32| {
+        format!(
+            "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"106\">\n{}{}  </cpu>\n</system>\n",
+            gpu("0000:01:00.0", "0000:02:00.0", 4),
+            gpu("0000:02:00.0", "0000:01:00.0", back)
+        )
+    };
+    let p = scratch_file("pair.xml", &xml(4));
+    let toml = collsim_ok(&["topo", "import", "--nccl-xml", &p]);
+    assert!(toml.contains("pair = [{ gpus = [0, 1], links = 4 }]"), "{toml}");
+    let p = scratch_file("pair2.xml", &xml(2));
+    crate::cli_errors::fails_with(
+        &["topo", "import", "--nccl-xml", &p],
+        &["pair2.xml:5:", "GPU 0 lists 4 NVLinks to GPU 1, which lists 2 back"],
+    );
+}
+
+#[test]
+fn a_numa_affinity_that_is_not_one_node_is_refused_at_its_row() {
+    let smi = std::fs::read_to_string(data("dgx-h100-class.nvidia-smi-topo-m.txt")).unwrap();
+    let mut lines: Vec<String> = smi.lines().map(str::to_string).collect();
+    for bad in ["x", "-1", "99999999999", "0-1"] {
+        let mut cells: Vec<String> = lines[2].split('\t').map(str::to_string).collect();
+        let n = cells.len();
+        cells[n - 2] = bad.to_string();
+        let row = cells.join("\t");
+        let saved = std::mem::replace(&mut lines[2], row);
+        let p = scratch_file("numa.txt", &(lines.join("\n") + "\n"));
+        lines[2] = saved;
+        crate::cli_errors::fails_with(
+            &["topo", "import", "--nvidia-smi", &p],
+            &[&format!("numa.txt:3:1: GPU1 row, NUMA Affinity: {bad:?} is not one NUMA node")],
+        );
+    }
+}

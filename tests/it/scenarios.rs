@@ -376,3 +376,19 @@ fn nccl_format_is_what_nccl_tests_prints() {
     // Within the memory, no cut.
     assert!(!run("16GiB").contains("Reducing maxBytes"));
 }
+
+#[test]
+fn sequence_parallelism_without_tensor_parallelism_is_off_as_megatron_turns_it_off() {
+    let text = std::fs::read_to_string("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    assert!(text.contains("\nsequence_parallel = true"));
+    let dir = super::scratch().join(format!("collsim-sp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("tp1.toml");
+    std::fs::write(&p, text.replacen("\ntp = 8", "\ntp = 1", 1)).unwrap();
+    let out = collsim_ok(&["simulate", p.to_str().unwrap()]);
+    assert!(out.contains("tp 1 x pp 8"), "{out}");
+    // It was printed as on ("; sequence parallel") though nothing of it applied.
+    assert!(!out.contains("sequence parallel"), "{out}");
+    let out = collsim_ok(&["simulate", "scenarios/llama70b-3d-dgx-h100-64node.toml"]);
+    assert!(out.contains("sequence parallel"), "{out}");
+}
