@@ -846,7 +846,14 @@ pub fn simulate_jobs_with(
             nccl.retain(|(key, _)| key != k);
             nccl.push((k.clone(), v.clone()));
         }
-        let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        // An error about a variable is put where the job, or the scenario, gives it.
+        let place = |key: &str| job.nccl_at.get(key).or(scenario.nccl_at.get(key));
+        let in_job = |key: &str, e: String| match place(key) {
+            Some(at) => Error::Ddp(format!("{at}: job {:?}: nccl.{e}", job.name)),
+            None => Error::Ddp(format!("job {:?}: {e}", job.name)),
+        };
+        let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| in_job(&e.key, e.to_string()))?;
         let cluster = whole.subset(&job.nodes, job.gpus_per_node);
         let comm =
             Communicator::new(&cluster, &env)?.with_gpus_per_process(scenario.gpus_per_process);
@@ -862,7 +869,7 @@ pub fn simulate_jobs_with(
         };
         if let Workload::Sweep(s) = &job.workload {
             workload::sweep::check_supported(s.collective, &comm)
-                .map_err(|e| Error::Ddp(format!("job {:?}: {e}", job.name)))?;
+                .map_err(|e| in_job("NCCL_ALGO", e.to_string()))?;
         }
         built.push(Built { cluster, comm, scenario: job_scenario, summary });
     }

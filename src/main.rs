@@ -1829,6 +1829,9 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
     let dt =
         DataType::parse(&dtype).ok_or_else(|| anyhow!("--dtype {dtype}: unknown data type"))?;
     let size = parse_size("--bytes", &bytes)?.get();
+    if size == 0 {
+        bail_usage!("--bytes {bytes}: nothing to move (sizes start at 1 byte, as nccl-tests' do)");
+    }
     let spec = SweepSpec {
         collective: coll,
         min_bytes: Bytes::new(size),
@@ -1862,7 +1865,7 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
             }
         );
         if nbytes == 0 {
-            bail!("{why}: nothing to move");
+            bail_usage!("{why}: nothing to move");
         }
         say(why.clone());
     }

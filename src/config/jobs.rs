@@ -3,7 +3,7 @@
 
 use super::placement::nodes_per_rack;
 use super::raw::{RawBackground, RawJob};
-use super::scenario::{parse_nccl, parse_workload};
+use super::scenario::{nccl_places, parse_nccl, parse_workload};
 use super::{ConfigError, PlacementSpec, Source};
 use crate::hw::{NodeId, NodeSpec};
 use crate::units::Bandwidth;
@@ -204,13 +204,14 @@ pub(crate) fn parse_jobs(
             }
         };
         let nccl = parse_nccl(src, r.nccl.as_ref())?;
+        let nccl_at = nccl_places(src, r.nccl.as_ref());
         for &n in &chosen {
             owner[n] = Some(j);
         }
         let placement =
             if matches!(r.nodes.get_ref(), toml::Value::Array(_)) { "list" } else { policy };
         let nodes = chosen.into_iter().map(NodeId).collect();
-        jobs.push(JobSpec { name, nodes, placement, gpus_per_node, workload, nccl });
+        jobs.push(JobSpec { name, nodes, placement, gpus_per_node, workload, nccl, nccl_at });
     }
     Ok(jobs)
 }

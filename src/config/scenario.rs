@@ -1114,8 +1114,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         check_ranks(&src, w, &workload, nodes, gpus_per_node)?;
     }
     let nccl = parse_nccl(&src, raw.nccl.as_ref())?;
-    let nccl_at =
-        raw.nccl.iter().flatten().map(|(k, v)| (k.clone(), src.place(v.span().start))).collect();
+    let nccl_at = nccl_places(&src, raw.nccl.as_ref());
     Ok(Scenario {
         topology,
         node,
@@ -1192,6 +1191,14 @@ pub(crate) fn parse_workload(
         "idle" => Workload::Idle,
         _ => Workload::Sweep(sweep_workload(src, w)?),
     })
+}
+
+/// Where each variable of an `[nccl]` table is given (`file:line:col`).
+pub(crate) fn nccl_places(
+    src: &Source<'_>,
+    table: Option<&std::collections::BTreeMap<String, Spanned<toml::Value>>>,
+) -> std::collections::BTreeMap<String, String> {
+    table.into_iter().flatten().map(|(k, v)| (k.clone(), src.place(v.span().start))).collect()
 }
 
 /// An `[nccl]` table: NCCL_* variables (and `version`) as strings.

@@ -36,6 +36,9 @@ pub struct JobSpec {
     pub workload: Workload,
     /// Its NCCL_* variables.
     pub nccl: Vec<(String, String)>,
+    /// Where each of its own ([job.nccl]) is given (`file:line:col`).
+    #[serde(skip)]
+    pub nccl_at: std::collections::BTreeMap<String, String>,
 }
 
 /// The shape of background traffic.

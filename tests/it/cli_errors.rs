@@ -526,9 +526,14 @@ fn bad_measurements_and_misplaced_rows_name_their_line() {
 
 #[test]
 fn sizes_that_trim_away_are_said_or_refused() {
-    fails_with(
+    misused_with(
         &["explain", "--topology", "dgx-h100", "--bytes", "3"],
         &["--bytes 3: nccl-tests trims it to 0 bytes (whole float elements)", "nothing to move"],
+    );
+    // Zero itself was explained as a call, where 3 bytes (0 once trimmed) was refused.
+    misused_with(
+        &["explain", "--topology", "dgx-h100", "--bytes", "0"],
+        &["--bytes 0: nothing to move"],
     );
     let out = collsim(&["explain", "--topology", "dgx-h100", "--bytes", "6"]);
     assert!(out.status.success());
@@ -1370,4 +1375,39 @@ fn measured_rank_speeds_longer_than_the_job_name_their_line() {
         &["simulate", p.to_str().unwrap(), "--nodes", "1"],
         &["speeds8.toml: workload.rank_speeds lists 10 ranks"],
     );
+}
+
+#[test]
+fn a_jobs_nccl_settings_wrong_for_its_nodes_name_the_line() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"));
+    let job_b = "name = \"b\"\nnodes = 8\nplacement = \"spread\"\n";
+    assert!(text.contains(job_b));
+    let line_of = |text: &str, needle: &str| {
+        text.lines().position(|l| l.starts_with(needle)).map(|i| i + 1).unwrap()
+    };
+    // Job b asks for NVLS across nodes: its NCCL_ALGO line (was "job \"b\": NCCL_ALGO=NVLS: ...").
+    let nvls = text.replace(job_b, &format!("{job_b}[job.nccl]\nNCCL_ALGO = \"NVLS\"\n"));
+    let p = tmp("job-nvls.toml", &nvls);
+    let at = format!(
+        "job-nvls.toml:{}:13: job \"b\": nccl.NCCL_ALGO=NVLS",
+        line_of(&nvls, "NCCL_ALGO = \"NVLS\"")
+    );
+    fails_with(&["simulate", p.to_str().unwrap()], &[&at, "NCCL would refuse it"]);
+    // The scenario's minimum above the job's maximum: the minimum's line in [nccl].
+    let clash = nvls.replace("NCCL_ALGO = \"NVLS\"", "NCCL_MAX_NCHANNELS = \"2\"").replacen(
+        "NCCL_ALGO = \"Ring\"",
+        "NCCL_ALGO = \"Ring\"\nNCCL_MIN_NCHANNELS = \"4\"",
+        1,
+    );
+    let p = tmp("job-clash.toml", &clash);
+    let at = format!(
+        "job-clash.toml:{}:22: job \"b\": nccl.NCCL_MIN_NCHANNELS=4",
+        line_of(&clash, "NCCL_MIN_NCHANNELS")
+    );
+    fails_with(&["simulate", p.to_str().unwrap()], &[&at, "larger than NCCL_MAX_NCHANNELS=2"]);
 }
