@@ -896,9 +896,16 @@ fn log_scenario(
                 }
                 own.nodes = hosts;
                 own.gpus_per_node = gpn;
-                note(format!(
-                    "collsim: {name}: {ranks} ranks on {hosts} host(s): {hosts} nodes x {gpn} GPUs (give --nodes/--gpus-per-node to override)"
-                ));
+                if common.nodes.is_some() || common.gpus_per_node.is_some() {
+                    // calibrate: the flags were given but each log keeps its own layout.
+                    eprint_line!(
+                        "collsim: warning: {name}: {ranks} ranks on {hosts} host(s): run on {hosts} nodes x {gpn} GPUs, as the log ran (calibrate takes each log's own layout, not --nodes/--gpus-per-node)"
+                    );
+                } else {
+                    note(format!(
+                        "collsim: {name}: {ranks} ranks on {hosts} host(s): {hosts} nodes x {gpn} GPUs (give --nodes/--gpus-per-node to override)"
+                    ));
+                }
             }
         }
     }
@@ -1016,6 +1023,20 @@ fn calibrate_logs(
     let (base_name, base_text) = profile_source(common.profile.as_deref())?;
     // The base profile's errors come first, before any log is read.
     config::parse_profile(&base_name, &base_text)?;
+    // A log fitted and checked (or given twice) would report its fit error as held out.
+    for (i, (path, coll, _)) in logs.iter().enumerate() {
+        let same = |p: &PathBuf| match (std::fs::canonicalize(p), std::fs::canonicalize(path)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => p == path,
+        };
+        if logs[..i].iter().any(|(p, c, _)| same(p) && c == coll) {
+            let at = coll.as_ref().map_or(String::new(), |c| format!("@{c}"));
+            bail_usage!(
+                "{}{at}: given twice (a log is fitted or checked, not both; a check on the fitted data is no held-out error)",
+                path.display()
+            );
+        }
+    }
     let mut inputs = Vec::new();
     for (path, coll, is_fit) in logs {
         let (test, c) = read_log(path, coll.as_deref(), Some(s))?;
@@ -1175,10 +1196,13 @@ fn simulate_sweep(
         {
             bail_usage!("--sweep {s}: --nccl sets {var} at every point; give one or the other");
         }
-        let values: Vec<String> =
-            v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
-        if values.is_empty() {
+        let values: Vec<String> = v.split(',').map(|x| x.trim().to_string()).collect();
+        if values.iter().all(String::is_empty) {
             bail_usage!("--sweep {s}: no values");
+        }
+        // An empty value was dropped, and with it the point the user meant by it.
+        if let Some(i) = values.iter().position(String::is_empty) {
+            bail_usage!("--sweep {s}: value {} is empty (a stray comma?)", i + 1);
         }
         // One axis per key: a second would set the key again, and the first axis' labels would
         // name values that never ran.
@@ -1895,8 +1919,14 @@ fn explain(ExplainArgs { common, collective, bytes, dtype, format }: ExplainArgs
 fn calibrate(
     CalibrateArgs { from_log, check_log, run, launcher, collective, fit, no_correction, common, }: CalibrateArgs,
 ) -> Result<()> {
+    if let Some(f) = &fit {
+        collsim::calibrate::params::check_list(f).map_err(usage)?;
+    }
     if run {
         return calibrate_run(launcher.as_deref(), &common, fit.as_deref(), !no_correction);
+    }
+    if launcher.is_some() {
+        bail_usage!("--launcher starts the bench: it goes with --run");
     }
     if from_log.is_empty() {
         bail_usage!(

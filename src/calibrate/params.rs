@@ -178,9 +178,10 @@ fn round6(x: f64) -> f64 {
 
 /// Parses a `--fit` list: parameter names as [`Param::name`] gives them, for GPUs of `arch`.
 pub fn parse_list(list: &str, arch: Arch) -> Result<Vec<Param>, String> {
+    check_list(list)?;
     let all = Param::candidates(arch);
     let mut out = Vec::new();
-    for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+    for word in list.split(',').map(str::trim) {
         if word == "none" {
             continue;
         }
@@ -193,6 +194,25 @@ pub fn parse_list(list: &str, arch: Arch) -> Result<Vec<Param>, String> {
         }
     }
     Ok(out)
+}
+
+/// The shape of a `--fit` list, before any parameter is looked up: no empty entry, none twice,
+/// and "none" alone.
+pub fn check_list(list: &str) -> Result<(), String> {
+    let words: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(i) = words.iter().position(|w| w.is_empty()) {
+        return Err(format!("--fit {list:?}: entry {} is empty (a stray comma?)", i + 1));
+    }
+    if let Some(w) = words.iter().enumerate().find_map(|(i, w)| words[..i].contains(w).then_some(w))
+    {
+        return Err(format!("--fit {list}: {w} is named twice"));
+    }
+    if words.len() > 1 && words.contains(&"none") {
+        return Err(format!(
+            "--fit {list}: \"none\" fits no parameter and cannot be given with others"
+        ));
+    }
+    Ok(())
 }
 
 /// The result of a fit.
@@ -633,8 +653,12 @@ mod tests {
 
     #[test]
     fn lists_parse() {
-        let v = parse_list("bandwidth.net, overhead.call,none", Arch::Ampere).unwrap();
+        let v = parse_list("bandwidth.net, overhead.call", Arch::Ampere).unwrap();
         assert_eq!(v, vec![Param::Bandwidth(HopClass::Net), Param::CallOverhead]);
+        // "none" alone, no empty entry, nothing twice.
+        assert!(parse_list("bandwidth.net,none", Arch::Ampere).is_err());
+        assert!(parse_list("bandwidth.net,", Arch::Ampere).is_err());
+        assert!(parse_list("overhead.call,overhead.call", Arch::Ampere).is_err());
         assert!(parse_list("none", Arch::Ampere).unwrap().is_empty());
         let e = parse_list("bandwith.net", Arch::Ampere).unwrap_err();
         assert!(e.starts_with("--fit bandwith.net: unknown parameter (known: none, bandwidth.net"));

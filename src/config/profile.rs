@@ -222,11 +222,23 @@ pub fn parse_profile(file: &str, text: &str) -> Result<TimingParams, ConfigError
         gpu,
         name: raw.name,
         source: raw.source,
-        fitted_on: raw.fitted_on.map(|f| crate::collective::FittedOn {
-            topology: f.topology,
-            gpu: f.gpu,
-            nccl: f.nccl,
-        }),
+        fitted_on: match &raw.fitted_on {
+            // Printed in warnings and compared with the run's: plain names, a 2.x release.
+            Some(f) => Some(crate::collective::FittedOn {
+                topology: src.check("fitted_on.topology", &f.topology, |t| {
+                    super::plain_text(t).map(|()| t.clone())
+                })?,
+                gpu: src
+                    .check("fitted_on.gpu", &f.gpu, |t| super::plain_text(t).map(|()| t.clone()))?,
+                nccl: src.check("fitted_on.nccl", &f.nccl, |v| {
+                    match crate::comm::tuning::NcclVersion::minor(v) {
+                        Some(_) if super::plain_text(v).is_ok() => Ok(v.clone()),
+                        _ => Err(format!("{v:?} is no NCCL 2.x release (\"2.22.3\")")),
+                    }
+                })?,
+            }),
+            None => None,
+        },
         call_overhead: src.check("overhead.call", &raw.overhead.call, latency)?,
         launch: match &raw.overhead.launch {
             Some(l) => src.check("overhead.launch", l, latency)?,

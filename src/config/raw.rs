@@ -449,9 +449,9 @@ pub struct RawProfile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFittedOn {
-    pub topology: String,
-    pub gpu: String,
-    pub nccl: String,
+    pub topology: S<String>,
+    pub gpu: S<String>,
+    pub nccl: S<String>,
 }
 
 #[derive(Debug, Deserialize)]

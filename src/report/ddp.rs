@@ -298,6 +298,10 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     Ok(())
 }
 
+/// What a replayed list of calls does not say: its samples (no batch is known), its GEMM rate
+/// (no FLOPs), and which compute is forward and which backward. Null in JSON, empty in CSV.
+pub const REPLAY_UNKNOWN: [&str; 4] = ["samples_per_s", "gemm_tflops", "forward_ms", "backward_ms"];
+
 /// Writes the result as JSON (the timeline is left to `--trace`), with the memory per GPU
 /// (`memory`, bytes), the resolved scenario (its topology included) and the profile.
 pub fn json(
@@ -308,6 +312,13 @@ pub fn json(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+    if spec.calls.is_some()
+        && let Some(o) = v.as_object_mut()
+    {
+        for k in REPLAY_UNKNOWN {
+            o.insert(k.into(), serde_json::Value::Null);
+        }
+    }
     // Null for a replayed list of calls, which says nothing of what the step holds.
     let mem = crate::workload::memory::known_memory(spec, r.world, s.gpus_per_node);
     let mem = serde_json::to_value(mem).map_err(io::Error::other)?;

@@ -105,6 +105,15 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         rec.push(r.world.to_string());
         rec.extend(parts(r).iter().map(|p| p.2.to_string()));
         rec.push(r.gemm_tflops.to_string());
+        // A replayed list of calls (the one step without a known memory) leaves out what it
+        // does not say.
+        if mem.is_none() {
+            for (h, v) in head.iter().zip(rec.iter_mut()) {
+                if super::ddp::REPLAY_UNKNOWN.contains(&h.as_str()) {
+                    v.clear();
+                }
+            }
+        }
         rec.push(mem.as_ref().map_or(String::new(), |m| m.total.to_string()));
         w.write_record(&rec).map_err(io::Error::other)?;
     }

@@ -1411,3 +1411,80 @@ fn a_jobs_nccl_settings_wrong_for_its_nodes_name_the_line() {
     );
     fails_with(&["simulate", p.to_str().unwrap()], &[&at, "larger than NCCL_MAX_NCHANNELS=2"]);
 }
+
+#[test]
+fn round_four_inputs_are_refused_where_they_are_wrong() {
+    // A ZeRO all-gather bucket of 3 elements was 2.2e9 all-gathers: 24 GB, then killed.
+    let zero = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/llama7b-zero2-p5-16node.toml"
+    ))
+    .unwrap();
+    let text = zero.replacen("allgather_bucket_size = 5e8", "allgather_bucket_size = 3", 1);
+    let line = text.lines().position(|l| l.starts_with("allgather_bucket_size")).unwrap() + 1;
+    let p = tmp("zero-tiny.toml", &text);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[
+            &format!("zero-tiny.toml:{line}:25: workload.zero.allgather_bucket_size"),
+            "at most 100000",
+        ],
+    );
+    // An empty --sweep value dropped its point silently.
+    misused_with(
+        &["simulate", "scenarios/quickstart.toml", "--sweep", "nccl.NCCL_ALGO=,Ring"],
+        &["value 1 is empty"],
+    );
+    // calibrate: a log fitted and checked reported its fit error as held out; odd --fit lists
+    // and a --launcher without --run were taken.
+    let log = "calibration/data/H100_1N8G_AR_RING_TOGETHER.log";
+    let dotted = format!("./{log}");
+    for (args, needle) in [
+        (vec!["--check-log", &dotted], "given twice"),
+        (vec!["--fit", "none,overhead.call"], "\"none\" fits no parameter"),
+        (vec!["--fit", "overhead.call,"], "entry 2 is empty"),
+        (vec!["--launcher", "mpirun"], "it goes with --run"),
+    ] {
+        let mut all = vec!["calibrate", "--from-log", log, "--topology", "dgx-h100"];
+        all.extend(args);
+        misused_with(&all, &[needle]);
+    }
+    // A profile's NCCL release is compared with the run's: a string that is none was taken and
+    // silenced the warning.
+    let profile = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/calibration/profiles/aws-p5.toml"
+    ))
+    .unwrap();
+    let p = tmp("nccl999.toml", &profile.replacen("nccl = \"2.22.3\"", "nccl = \"9.99\"", 1));
+    fails_with(
+        &["simulate", "--topology", "aws-p5", "--nodes", "2", "--profile", p.to_str().unwrap()],
+        &["nccl999.toml:", "fitted_on.nccl: \"9.99\" is no NCCL 2.x release"],
+    );
+}
+
+#[test]
+fn calibrate_says_it_runs_each_log_on_its_own_layout_whatever_the_flags() {
+    let out = collsim(&[
+        "calibrate",
+        "--from-log",
+        "calibration/data/H100_1N8G_AR_RING_TOGETHER.log",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--fit",
+        "none",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // It said "give --nodes/--gpus-per-node to override" though both were given.
+    assert!(err.contains("warning:"), "{err}");
+    assert!(
+        err.contains("calibrate takes each log's own layout, not --nodes/--gpus-per-node"),
+        "{err}"
+    );
+    assert!(!err.contains("--gpus-per-node to override"), "{err}");
+}

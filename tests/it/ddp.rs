@@ -1693,3 +1693,29 @@ fn hybrid_shards_all_reduce_runs_on_a_stream_of_its_own() {
     assert!(one > own + 5.0, "one stream {one} ms, two {own} ms");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_replayed_trace_leaves_out_what_it_does_not_say() {
+    // It printed 1880 samples/s (a sample a rank assumed) and a GEMM rate of 1 TFLOP/s.
+    let base = [
+        "simulate",
+        "--workload-trace",
+        "tests/data/kineto-synthetic.json",
+        "--topology",
+        "dgx-h100",
+    ];
+    let json: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&[&base[..], &["--format", "json"]].concat())).unwrap();
+    for k in ["samples_per_s", "gemm_tflops", "forward_ms", "backward_ms"] {
+        assert!(json[k].is_null(), "{k}: {}", json[k]);
+    }
+    assert!(json["iteration_time_ms"].as_f64().unwrap() > 0.0);
+    let csv = collsim_ok(&[&base[..], &["--format", "csv"]].concat());
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for k in ["samples_per_s", "gemm_tflops", "forward_ms", "backward_ms"] {
+        let i = head.iter().position(|h| *h == k).unwrap();
+        assert_eq!(row[i], "", "{k}");
+    }
+}
