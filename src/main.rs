@@ -677,8 +677,16 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
         })?;
     // Once a run: a sweep applies the flags at every point.
     static WARNED: std::sync::Once = std::sync::Once::new();
+    // Each job's own variables too (they were taken without a word).
+    let mut job_lines = Vec::new();
+    for j in &s.jobs {
+        let own = NcclEnv::from_pairs(j.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let name = &j.name;
+        job_lines
+            .extend(ignored_lines(&own.ignored).into_iter().map(|l| format!("job {name:?}: {l}")));
+    }
     WARNED.call_once(|| {
-        for line in ignored_lines(&env.ignored) {
+        for line in ignored_lines(&env.ignored).into_iter().chain(job_lines) {
             say(line);
         }
     });
@@ -1630,7 +1638,12 @@ fn simulate(
     let nccl_at = s.nccl_at.clone();
     let whose = |e: collsim::Error| match (&e, &source) {
         (collsim::Error::StepTooLong(m), Some(p)) => anyhow!("{p}: {m}"),
-        (collsim::Error::Ddp(m), Some(p)) if m.starts_with("workload.") => anyhow!("{p}: {m}"),
+        // A job's error without a line of its own names the file at least.
+        (collsim::Error::Ddp(m), Some(p))
+            if m.starts_with("workload.") || m.starts_with("job ") =>
+        {
+            anyhow!("{p}: {m}")
+        }
         _ => blame_nccl(e, &nccl_at),
     };
     if let Some(p) = &workload_trace {

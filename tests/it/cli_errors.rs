@@ -1488,3 +1488,35 @@ fn calibrate_says_it_runs_each_log_on_its_own_layout_whatever_the_flags() {
     );
     assert!(!err.contains("--gpus-per-node to override"), "{err}");
 }
+
+#[test]
+fn a_jobs_unused_nccl_variable_is_said_and_its_step_ratio_error_names_the_file() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"));
+    let job_b = "name = \"b\"\nnodes = 8\nplacement = \"spread\"\n";
+    let p = tmp(
+        "job-foo.toml",
+        &text.replace(job_b, &format!("{job_b}[job.nccl]\nNCCL_FOO = \"1\"\n")),
+    );
+    let out = collsim(&["simulate", p.to_str().unwrap()]);
+    assert!(out.status.success());
+    // It was taken without a word, where the scenario's own [nccl] warns.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("job \"b\": ignoring NCCL_FOO (not used by the model)"), "{err}");
+    let ddp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/two-ddp-jobs-shared-spine.toml"
+    ))
+    .unwrap()
+    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"))
+    .replacen("micro_batch = 4", "micro_batch = 1000000", 1);
+    let p = tmp("job-ratio.toml", &ddp);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["job-ratio.toml: job \"a\"'s step", "over 1000 times"],
+    );
+}
