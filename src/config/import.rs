@@ -79,6 +79,12 @@ fn err(file: &str, msg: impl Into<String>) -> ConfigError {
     ConfigError::File { file: file.to_string(), msg: msg.into() }
 }
 
+/// An error at a place in the user's file (its start where the place is not known).
+fn err_at(file: &str, at: Origin, msg: impl Into<String>) -> ConfigError {
+    let (line, col) = at.unwrap_or((1, 1));
+    ConfigError::At { file: file.to_string(), line, col, msg: msg.into() }
+}
+
 /// The fastest PCIe lane rate, GT/s: PCIe 7.0's 128.
 const MAX_GTS: f64 = 128.0;
 
@@ -198,15 +204,13 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
         let numa = f.numas;
         f.numas += 1;
         if let Some(v) = cpu.attribute("numaid").filter(|v| v.trim().parse::<i64>().is_err()) {
-            let (line, col) = xml_at(cpu, "numaid").unwrap_or((1, 1));
-            return Err(ConfigError::At {
-                file: file.into(),
-                line,
-                col,
-                msg: format!(
+            return Err(err_at(
+                file,
+                xml_at(cpu, "numaid"),
+                format!(
                     "<cpu> numaid={v:?}: not a number (NCCL writes the node's NUMA id, -1 where there is none)"
                 ),
-            });
+            ));
         }
         if cpu.attribute("numaid") == Some("-1") {
             f.notes.push(format!("a <cpu> has numaid=\"-1\" (a VM); it becomes numa{numa}"));
@@ -251,29 +255,25 @@ fn from_nccl_xml(file: &str, text: &str) -> Result<Found, ConfigError> {
         }
     }
     let first = switch_links.get(&0).map_or(0, |l| l.0);
-    if let Some((gpu, (n, at))) = switch_links.iter().find(|(_, l)| l.0 != first) {
-        let (line, col) = at.unwrap_or((1, 1));
-        return Err(ConfigError::At {
-            file: file.into(),
-            line,
-            col,
-            msg: format!(
+    if let Some((gpu, &(n, at))) = switch_links.iter().find(|(_, l)| l.0 != first) {
+        return Err(err_at(
+            file,
+            at,
+            format!(
                 "GPU {gpu} has {n} NVLinks into NVSwitches where GPU 0 has {first}: collsim's node gives every GPU the same (a link down? edit the counts to what the GPUs should have)"
             ),
-        });
+        ));
     }
     for (&(gpu, peer), &(count, at)) in &gpu_links {
         let back = gpu_links.get(&(peer, gpu)).map_or(0, |b| b.0);
         if back != count {
-            let (line, col) = at.unwrap_or((1, 1));
-            return Err(ConfigError::At {
-                file: file.into(),
-                line,
-                col,
-                msg: format!(
+            return Err(err_at(
+                file,
+                at,
+                format!(
                     "GPU {gpu} lists {count} NVLinks to GPU {peer}, which lists {back} back (an NVLink joins both ends: fix one side)"
                 ),
-            });
+            ));
         }
         if gpu < peer {
             f.pairs.push((gpu, peer, count));
@@ -312,15 +312,13 @@ fn walk(
                             .and_then(|x| x.parse::<f64>().ok())
                             .is_some_and(|x| !(0.0..=MAX_GTS).contains(&x))
                 }) {
-                    let (line, col) = xml_at(child, "link_speed").unwrap_or((1, 1));
-                    return Err(ConfigError::At {
-                        file: file.into(),
-                        line,
-                        col,
-                        msg: format!(
+                    return Err(err_at(
+                        file,
+                        xml_at(child, "link_speed"),
+                        format!(
                             "<pci> link_speed={v:?}: not a PCIe speed (\"32.0 GT/s PCIe\", at most {MAX_GTS} GT/s)"
                         ),
-                    });
+                    ));
                 }
                 if let Some(g) = speed.and_then(generation)
                     && f.pcie_generation.is_none_or(|x| g > x)
@@ -345,8 +343,7 @@ fn walk(
                     if let Some(gpu) = child.children().find(|n| n.has_tag_name("gpu")) {
                         let index = f.gpus.len();
                         let place = |node: roxmltree::Node<'_, '_>, attr: &str, msg: String| {
-                            let (line, col) = xml_at(node, attr).unwrap_or((1, 1));
-                            ConfigError::At { file: file.into(), line, col, msg }
+                            err_at(file, xml_at(node, attr), msg)
                         };
                         if gpu_bus.insert(busid.clone(), index).is_some() {
                             return Err(place(

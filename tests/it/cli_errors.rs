@@ -5,6 +5,17 @@ use std::path::PathBuf;
 
 use super::{collsim, collsim_ok};
 
+/// A file of the repository, as text.
+fn repo_file(rel: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
+}
+
+/// A scenario of the repository whose relative topology path still resolves from scratch.
+fn repo_scenario(name: &str) -> String {
+    repo_file(&format!("scenarios/{name}"))
+        .replace("\"../topologies/", &format!("\"{}/topologies/", env!("CARGO_MANIFEST_DIR")))
+}
+
 fn tmp(name: &str, text: &str) -> PathBuf {
     let dir = super::scratch().join(format!("collsim-it-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -26,9 +37,7 @@ max_bytes = "1 MiB"
 "#;
 
 fn topo_with(old: &str, new: &str) -> String {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
-            .unwrap();
+    let text = repo_file("topologies/dgx-h100.toml");
     assert!(text.contains(old));
     text.replacen(old, new, 1)
 }
@@ -627,12 +636,8 @@ fn a_link_too_slow_to_time_is_an_error_not_a_number() {
 
 #[test]
 fn a_tensor_larger_than_any_model_is_refused() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/ddp-custom-layers.toml"
-    ))
-    .unwrap()
-    .replace("params = [[50000, 1024]]", "params = [[1000000000, 1000000000]]");
+    let text = repo_file("scenarios/ddp-custom-layers.toml")
+        .replace("params = [[50000, 1024]]", "params = [[1000000000, 1000000000]]");
     let p = tmp("huge-layer.toml", &text);
     fails_with(
         &["simulate", p.to_str().unwrap()],
@@ -738,14 +743,10 @@ fn times_too_long_to_hold_are_errors_everywhere() {
     args.extend(call);
     fails_with(&args, &["all_reduce of 1 TiB: simulated time passes 53 days"]);
     // A training step past the limit names its file and the fields that set its compute.
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/ddp-custom-layers.toml"
-    ))
-    .unwrap()
-    .replace("tflops = 300 ", "tflops = 0.1 #")
-    .replace("fwd_gflops = 25 ", "fwd_gflops = 1e9 #")
-    .replace("micro_batch = 16", "micro_batch = 100000");
+    let text = repo_file("scenarios/ddp-custom-layers.toml")
+        .replace("tflops = 300 ", "tflops = 0.1 #")
+        .replace("fwd_gflops = 25 ", "fwd_gflops = 1e9 #")
+        .replace("micro_batch = 16", "micro_batch = 100000");
     let p = tmp("eons.toml", &text);
     fails_with(
         &["simulate", p.to_str().unwrap()],
@@ -848,11 +849,7 @@ fn a_routing_the_fabric_cannot_take_names_its_file_line_and_field() {
 
 #[test]
 fn a_table_or_key_out_of_place_is_named_on_its_own_line() {
-    let fsdp = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/llama7b-fsdp-p5-16node.toml"
-    ))
-    .unwrap();
+    let fsdp = repo_file("scenarios/llama7b-fsdp-p5-16node.toml");
     let line_of = |text: &str, needle: &str| {
         text.lines().position(|l| l.starts_with(needle)).map(|i| i + 1).unwrap()
     };
@@ -871,11 +868,7 @@ fn a_table_or_key_out_of_place_is_named_on_its_own_line() {
     let at = format!("zero-no-stage.toml:{}:", line_of(&text, "[workload.zero]"));
     fails_with(&["simulate", p.to_str().unwrap()], &[&at, "workload.zero.stage: missing"]);
     // A tensor-parallel degree that does not fit: the tp line.
-    let three_d = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/llama70b-3d-dgx-h100-64node.toml"
-    ))
-    .unwrap();
+    let three_d = repo_file("scenarios/llama70b-3d-dgx-h100-64node.toml");
     let text = three_d.replacen("\ntp = 8", "\ntp = 3", 1);
     let p = tmp("tp3.toml", &text);
     let at = format!("tp3.toml:{}:", line_of(&text, "tp = 3"));
@@ -1000,11 +993,7 @@ fn a_key_of_another_kind_is_refused_on_its_line_never_ignored() {
         &["workload.ddp: only for a training step", "not a collective sweep"],
     );
     // A sweep's keys on a training step, and a key of a training step on a replay.
-    let ddp = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/llama7b-dgx-h100-16node.toml"
-    ))
-    .unwrap();
+    let ddp = repo_file("scenarios/llama7b-dgx-h100-16node.toml");
     let at = ddp.find("[workload]\n").unwrap() + "[workload]\n".len();
     for (key, line) in [
         ("dtype", "dtype = \"half\"\n"),
@@ -1120,11 +1109,7 @@ fn impossible_fabrics_and_reservations_are_refused_where_read() {
     super::collsim_ok(&["topo", "show", p.to_str().unwrap(), "--nodes", "256"]);
     fails_with(&["topo", "show", p.to_str().unwrap(), "--nodes", "257"], &["holds 2048 NIC ports"]);
     // NVLink all-to-all: 6 links among 8 GPUs' 7 peers.
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/topologies/polaris-a100-4gpu.toml"
-    ))
-    .unwrap();
+    let text = repo_file("topologies/polaris-a100-4gpu.toml");
     let bad = text.replace("links_per_gpu = 12", "links_per_gpu = 7");
     assert_ne!(bad, text);
     let p = tmp("a2a.toml", &bad);
@@ -1140,11 +1125,7 @@ fn impossible_fabrics_and_reservations_are_refused_where_read() {
 /// are read, naming their line and field.
 #[test]
 fn rates_and_times_out_of_reach_are_refused_on_their_line() {
-    let ddp = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/llama7b-dgx-h100-16node.toml"
-    ))
-    .unwrap();
+    let ddp = repo_file("scenarios/llama7b-dgx-h100-16node.toml");
     let at = ddp.find("[workload]\n").unwrap() + "[workload]\n".len();
     for (line, field) in [
         ("straggler_speed = 1e-12\n", "workload.straggler_speed"),
@@ -1179,11 +1160,7 @@ fn rates_and_times_out_of_reach_are_refused_on_their_line() {
 /// Issue #45 item 8: PCIe switches nest at most 8 deep (a chain of 1,200 took 3.4 GB).
 #[test]
 fn pcie_switches_nest_at_most_eight_deep() {
-    let base = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/topologies/pcie-8gpu-2socket.toml"
-    ))
-    .unwrap();
+    let base = repo_file("topologies/pcie-8gpu-2socket.toml");
     assert!(base.contains("switches = 4\n"));
     let chain = |n: usize| {
         let mut t = base.replacen("switches = 4\n", "", 1);
@@ -1234,11 +1211,7 @@ fn flags_that_cannot_run_are_usage_errors_naming_the_flag() {
 
 #[test]
 fn log_rows_with_times_no_call_takes_or_unknown_reductions_are_refused() {
-    let log = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/calibration/data/H100_1N8G_AR_RING_TOGETHER.log"
-    ))
-    .unwrap();
+    let log = repo_file("calibration/data/H100_1N8G_AR_RING_TOGETHER.log");
     // Line 18 holds the first row (8 B, out-of-place 37.33 µs).
     for (name, from, to, needle) in [
         ("huge-time.log", "37.33", "1e308", "out-of-place time 1e308 µs is no call's time"),
@@ -1256,9 +1229,7 @@ fn log_rows_with_times_no_call_takes_or_unknown_reductions_are_refused() {
 
 #[test]
 fn topology_names_are_one_line_of_plain_text() {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-h100.toml"))
-            .unwrap();
+    let text = repo_file("topologies/dgx-h100.toml");
     for (from, to, needle) in [
         ("name = \"dgx-h100\"", "name = \"a\\nb\"", "name: \"a\\nb\" holds the character U+000A"),
         ("name = \"dgx-h100\"", "name = \"a\\u202eb\"", "U+202E"),
@@ -1298,11 +1269,7 @@ fn keys_of_another_kind_of_thing_are_refused_on_their_line() {
 
 #[test]
 fn a_trace_timestamp_no_clock_gives_is_refused_at_its_event() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/kineto-synthetic.json"
-    ))
-    .unwrap();
+    let text = repo_file("tests/data/kineto-synthetic.json");
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let events = v["traceEvents"].as_array_mut().unwrap();
     let i = events.iter().position(|e| e["cat"] == "kernel" && e.get("ts").is_some()).unwrap();
@@ -1350,11 +1317,7 @@ fn nccl_settings_wrong_for_the_cluster_name_the_scenario_line() {
 
 #[test]
 fn measured_rank_speeds_longer_than_the_job_name_their_line() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/resnet50-straggler-dgx-a100-8node.toml"
-    ))
-    .unwrap();
+    let text = repo_file("scenarios/resnet50-straggler-dgx-a100-8node.toml");
     let ten = "rank_speeds = [0.8, 0.9, 1.0, 0.95, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]";
     let line = text.lines().position(|l| l.starts_with("straggler_speed")).unwrap() + 1;
     let speeds: String = text
@@ -1379,12 +1342,7 @@ fn measured_rank_speeds_longer_than_the_job_name_their_line() {
 
 #[test]
 fn a_jobs_nccl_settings_wrong_for_its_nodes_name_the_line() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/two-jobs-shared-spine.toml"
-    ))
-    .unwrap()
-    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"));
+    let text = repo_scenario("two-jobs-shared-spine.toml");
     let job_b = "name = \"b\"\nnodes = 8\nplacement = \"spread\"\n";
     assert!(text.contains(job_b));
     let line_of = |text: &str, needle: &str| {
@@ -1415,11 +1373,7 @@ fn a_jobs_nccl_settings_wrong_for_its_nodes_name_the_line() {
 #[test]
 fn round_four_inputs_are_refused_where_they_are_wrong() {
     // A ZeRO all-gather bucket of 3 elements was 2.2e9 all-gathers: 24 GB, then killed.
-    let zero = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/llama7b-zero2-p5-16node.toml"
-    ))
-    .unwrap();
+    let zero = repo_file("scenarios/llama7b-zero2-p5-16node.toml");
     let text = zero.replacen("allgather_bucket_size = 5e8", "allgather_bucket_size = 3", 1);
     let line = text.lines().position(|l| l.starts_with("allgather_bucket_size")).unwrap() + 1;
     let p = tmp("zero-tiny.toml", &text);
@@ -1451,11 +1405,7 @@ fn round_four_inputs_are_refused_where_they_are_wrong() {
     }
     // A profile's NCCL release is compared with the run's: a string that is none was taken and
     // silenced the warning.
-    let profile = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/calibration/profiles/aws-p5.toml"
-    ))
-    .unwrap();
+    let profile = repo_file("calibration/profiles/aws-p5.toml");
     let p = tmp("nccl999.toml", &profile.replacen("nccl = \"2.22.3\"", "nccl = \"9.99\"", 1));
     fails_with(
         &["simulate", "--topology", "aws-p5", "--nodes", "2", "--profile", p.to_str().unwrap()],
@@ -1491,12 +1441,7 @@ fn calibrate_says_it_runs_each_log_on_its_own_layout_whatever_the_flags() {
 
 #[test]
 fn a_jobs_unused_nccl_variable_is_said_and_its_step_ratio_error_names_the_file() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/two-jobs-shared-spine.toml"
-    ))
-    .unwrap()
-    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"));
+    let text = repo_scenario("two-jobs-shared-spine.toml");
     let job_b = "name = \"b\"\nnodes = 8\nplacement = \"spread\"\n";
     let p = tmp(
         "job-foo.toml",
@@ -1507,13 +1452,11 @@ fn a_jobs_unused_nccl_variable_is_said_and_its_step_ratio_error_names_the_file()
     // It was taken without a word, where the scenario's own [nccl] warns.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("job \"b\": ignoring NCCL_FOO (not used by the model)"), "{err}");
-    let ddp = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/two-ddp-jobs-shared-spine.toml"
-    ))
-    .unwrap()
-    .replace("\"../topologies/", concat!("\"", env!("CARGO_MANIFEST_DIR"), "/topologies/"))
-    .replacen("micro_batch = 4", "micro_batch = 1000000", 1);
+    let ddp = repo_scenario("two-ddp-jobs-shared-spine.toml").replacen(
+        "micro_batch = 4",
+        "micro_batch = 1000000",
+        1,
+    );
     let p = tmp("job-ratio.toml", &ddp);
     fails_with(
         &["simulate", p.to_str().unwrap()],
