@@ -1169,7 +1169,8 @@ fn simulate_sweep(
             usage(format!("--sweep {s}: expected KEY=V1,V2,... (e.g. ddp.bucket_cap_mb=1,25)"))
         })?;
         // The workload's tables, short: `ddp.X` is `workload.ddp.X`.
-        let short = ["ddp.", "fsdp.", "zero.", "parallel."].iter().any(|t| k.starts_with(t));
+        let short =
+            ["ddp.", "fsdp.", "zero.", "parallel.", "model."].iter().any(|t| k.starts_with(t));
         let key = if short { format!("workload.{k}") } else { k.to_string() };
         if key.split('.').any(|p| p.trim().is_empty())
             || matches!(key.as_str(), "topology" | "profile")

@@ -306,6 +306,15 @@ pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String>
             if let Some(inline) = item.as_inline_table() {
                 *item = Item::Table(inline.clone().into_table());
             }
+            // A preset's name becomes the specification it stands for, so that its keys can be
+            // set: `model = "llama-7b"` with `model.hidden` is `[model] preset = "llama-7b"`.
+            if *p == "model"
+                && let Some(name) = item.as_str().map(str::to_string)
+            {
+                let mut t = Table::new();
+                t.insert("preset", value(name));
+                *item = Item::Table(t);
+            }
             table = item.as_table_mut().ok_or_else(|| format!("{key}: {p} is not a table"))?;
         }
         let quoted = v.strip_prefix('"').and_then(|q| q.strip_suffix('"'));

@@ -252,7 +252,7 @@ pub struct RawWorkload {
     pub dtype: Option<S<String>>,
     pub op: Option<S<String>>,
     // kind = "ddp"
-    pub model: Option<S<String>>,
+    pub model: Option<S<RawModel>>,
     pub sequence: Option<S<i64>>,
     pub micro_batch: Option<S<i64>>,
     pub grad_accumulation: Option<S<i64>>,
@@ -360,6 +360,73 @@ impl RawWorkload {
         .flatten()
         .collect()
     }
+}
+
+/// `model`: a preset's name, or a `[workload.model]` table.
+#[derive(Debug)]
+pub enum RawModel {
+    Name(String),
+    Spec(Box<RawModelSpec>),
+}
+
+impl RawModel {
+    /// The preset it names (as a name, or a table's `preset`).
+    pub fn preset(&self) -> Option<&str> {
+        match self {
+            RawModel::Name(n) => Some(n),
+            RawModel::Spec(s) => s.preset.as_ref().map(|p| p.get_ref().as_str()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawModel;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a preset's name or a [workload.model] table")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawModel, E> {
+                Ok(RawModel::Name(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawModel, A::Error> {
+                // The table's own deserializer, so that its values keep their places.
+                let spec =
+                    RawModelSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawModel::Spec(Box::new(spec)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[workload.model]`: a transformer's specification (see `workload::spec`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModelSpec {
+    pub preset: Option<S<String>>,
+    pub name: Option<S<String>>,
+    pub family: Option<S<String>>,
+    pub implementation: Option<S<String>>,
+    pub layers: Option<S<i64>>,
+    pub hidden: Option<S<i64>>,
+    pub heads: Option<S<i64>>,
+    pub kv_heads: Option<S<i64>>,
+    pub ffn: Option<S<i64>>,
+    pub activation: Option<S<String>>,
+    pub norm: Option<S<String>>,
+    pub bias: Option<S<bool>>,
+    pub position: Option<S<String>>,
+    pub max_positions: Option<S<i64>>,
+    pub vocab: Option<S<i64>>,
+    pub vocab_multiple: Option<S<i64>>,
+    pub tied: Option<S<bool>>,
+    pub dropout: Option<S<bool>>,
+    pub attention: Option<S<String>>,
+    pub loss: Option<S<String>>,
+    pub experts: Option<S<i64>>,
+    pub top_k: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

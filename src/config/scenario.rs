@@ -283,15 +283,29 @@ fn ddp_workload(
         Some(s) => Some(positive(src, "workload.sequence", s, 1 << 24)? as u64),
         None => None,
     };
+    // The tensor-parallel degree pads a Megatron vocabulary (checked with the layout below).
+    let tp_hint = w
+        .parallel
+        .as_ref()
+        .and_then(|p| p.get_ref().tp.as_ref())
+        .map_or(1, |t| (*t.get_ref()).clamp(1, 1 << 16) as u64);
     let model = match (&w.model, &w.layer) {
-        (Some(m), None) => src.check("workload.model", m, |name| {
-            models::preset(name, seq, grad_dtype).ok_or_else(|| {
-                format!(
-                    "unknown model {name:?} (presets: {}; or give [[workload.layer]] tables)",
-                    models::PRESETS.join(", ")
-                )
-            })
-        })?,
+        (Some(m), None) => match m.get_ref() {
+            super::raw::RawModel::Name(name) => {
+                models::preset(name, seq, grad_dtype).ok_or_else(|| {
+                    src.error_at(
+                        m.span().start,
+                        format!(
+                            "workload.model: unknown model {name:?} (presets: {}; or give a [workload.model] table, or [[workload.layer]] tables)",
+                            models::PRESETS.join(", ")
+                        ),
+                    )
+                })?
+            }
+            super::raw::RawModel::Spec(spec) => {
+                model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?
+            }
+        },
         (None, Some(layers)) if !layers.is_empty() => {
             let mut out = Vec::new();
             for (i, l) in layers.iter().enumerate() {
@@ -445,6 +459,15 @@ fn ddp_workload(
         }
         _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
     };
+    if let (Some(a), Some(super::raw::RawModel::Spec(spec))) =
+        (&w.attention, w.model.as_ref().map(Spanned::get_ref))
+        && spec.attention.is_some()
+    {
+        return Err(src.error_at(
+            a.span().start,
+            "workload.attention: the [workload.model] table gives its attention; give it once",
+        ));
+    }
     let model = match &w.attention {
         Some(a) => {
             let attention = src.check("workload.attention", a, |a| {
@@ -649,8 +672,9 @@ fn ddp_workload(
         None => OptimizerImpl::Foreach,
     };
     // Tokens per sample: the transformer presets' sequence (their usual one if not given).
-    let sequence =
-        seq.or_else(|| w.model.as_ref().and_then(|m| models::default_sequence(m.get_ref())));
+    let sequence = seq.or_else(|| {
+        w.model.as_ref().and_then(|m| m.get_ref().preset().and_then(models::default_sequence))
+    });
     let none = super::raw::RawDdp::default();
     let d = w.ddp.as_ref().map_or(&none, Spanned::get_ref);
     let bucket_cap = match &d.bucket_cap_mb {
@@ -803,6 +827,249 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
     let mut spec = DdpSpec::replay(format!("calls from {}", path.get_ref()), calls);
     spec.compute_slowdown = compute_slowdown;
     Ok(spec)
+}
+
+/// `[workload.model]`: a transformer's specification (`workload::spec`), from a preset's
+/// (`preset`) or a family's shapes (`family`), with the implementation's defaults for what it
+/// leaves out; built at `seq` tokens (the preset's usual sequence if None) with its vocabulary
+/// padded for tensor-parallel degree `tp`.
+fn model_spec(
+    src: &Source<'_>,
+    r: &super::raw::RawModelSpec,
+    at: usize,
+    seq: Option<u64>,
+    grad_dtype: DataType,
+    tp: u64,
+) -> Result<crate::workload::models::Model, ConfigError> {
+    use crate::workload::models::{self, Attention};
+    use crate::workload::spec::{
+        Activation, Family, Implementation, Loss, ModelSpec, Norm, Position,
+    };
+    fn pick<T>(
+        src: &Source<'_>,
+        key: &str,
+        v: &Option<Spanned<String>>,
+        parse: impl Fn(&str) -> Option<T>,
+        names: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        v.as_ref()
+            .map(|v| {
+                src.check(&format!("workload.model.{key}"), v, |s| {
+                    parse(s).ok_or_else(|| format!("{s:?}: {names}"))
+                })
+            })
+            .transpose()
+    }
+    let implementation = pick(
+        src,
+        "implementation",
+        &r.implementation,
+        Implementation::parse,
+        Implementation::NAMES,
+    )?;
+    let family = pick(src, "family", &r.family, Family::parse, Family::NAMES)?;
+    let mut spec = match &r.preset {
+        Some(p) => {
+            let base = src.check("workload.model.preset", p, |name| {
+                ModelSpec::preset(name).ok_or_else(|| {
+                    if models::PRESETS.contains(&name.as_str()) {
+                        format!(
+                            "{name:?} is not a transformer with a specification; give it as model = \"{name}\""
+                        )
+                    } else {
+                        let names: Vec<&str> = models::PRESETS
+                            .iter()
+                            .copied()
+                            .filter(|n| ModelSpec::preset(n).is_some())
+                            .collect();
+                        format!("unknown preset {name:?} (transformer presets: {})", names.join(", "))
+                    }
+                })
+            })?;
+            if let (Some(f), Some(v)) = (family, &r.family)
+                && f != base.family
+            {
+                return Err(src.error_at(
+                    v.span().start,
+                    format!(
+                        "workload.model.family: the preset {:?} is a {:?} model; leave family out",
+                        p.get_ref(),
+                        base.family
+                    ),
+                ));
+            }
+            match implementation {
+                // Another framework's kernels on the preset's shapes.
+                Some(i) if i != base.implementation => ModelSpec {
+                    name: base.name.clone(),
+                    layers: base.layers,
+                    hidden: base.hidden,
+                    heads: base.heads,
+                    kv_heads: base.kv_heads,
+                    ffn: base.ffn,
+                    max_positions: base.max_positions,
+                    vocab: base.vocab,
+                    tied: base.tied,
+                    experts: base.experts,
+                    source: base.source.clone(),
+                    ..ModelSpec::defaults(base.family, i)
+                },
+                _ => base,
+            }
+        }
+        None => {
+            let Some(family) = family else {
+                return Err(src.error_at(
+                    at,
+                    format!(
+                        "workload.model.family: missing (a [workload.model] table gives a preset, or a family: {})",
+                        Family::NAMES
+                    ),
+                ));
+            };
+            ModelSpec::defaults(family, implementation.unwrap_or(Implementation::Hf))
+        }
+    };
+    let shaped = r.preset.is_some()
+        && [&r.layers, &r.hidden, &r.heads, &r.kv_heads, &r.ffn, &r.vocab, &r.max_positions]
+            .iter()
+            .any(|v| v.is_some())
+        || r.experts.is_some()
+        || r.top_k.is_some();
+    let count =
+        |key: &str, v: &Option<Spanned<i64>>, max: i64| -> Result<Option<u64>, ConfigError> {
+            v.as_ref()
+                .map(|v| positive(src, &format!("workload.model.{key}"), v, max).map(|n| n as u64))
+                .transpose()
+        };
+    // Past these a unit is mistaken: GPT-3 has 96 blocks and 12,288 hidden units.
+    if let Some(n) = count("layers", &r.layers, 100_000)? {
+        spec.layers = n;
+    }
+    if let Some(n) = count("hidden", &r.hidden, 1 << 20)? {
+        spec.hidden = n;
+    }
+    let heads_given = count("heads", &r.heads, 1 << 16)?;
+    if let Some(n) = heads_given {
+        spec.heads = n;
+        if r.kv_heads.is_none() && r.preset.is_none() {
+            spec.kv_heads = n;
+        }
+    }
+    if let Some(n) = count("kv_heads", &r.kv_heads, 1 << 16)? {
+        spec.kv_heads = n;
+    }
+    if r.preset.is_none() && r.kv_heads.is_none() {
+        spec.kv_heads = spec.heads;
+    }
+    if let Some(n) = count("ffn", &r.ffn, 1 << 24)? {
+        spec.ffn = n;
+    } else if r.preset.is_none() {
+        match spec.family {
+            // GPT's MLP is four times the hidden size.
+            Family::Gpt => spec.ffn = 4 * spec.hidden,
+            _ => {
+                return Err(src.error_at(
+                    at,
+                    "workload.model.ffn: missing (a Llama-family MLP's width, intermediate_size in HF's config.json)",
+                ));
+            }
+        }
+    }
+    if let Some(n) = count("vocab", &r.vocab, 1 << 24)? {
+        spec.vocab = n;
+    }
+    if let Some(n) = count("vocab_multiple", &r.vocab_multiple, 1 << 16)? {
+        spec.vocab_multiple = n;
+    }
+    if let Some(n) = count("max_positions", &r.max_positions, 1 << 24)? {
+        spec.max_positions = n;
+    }
+    if let Some(a) = pick(src, "activation", &r.activation, Activation::parse, Activation::NAMES)? {
+        spec.activation = a;
+    }
+    if let Some(n) = pick(src, "norm", &r.norm, Norm::parse, Norm::NAMES)? {
+        spec.norm = n;
+    }
+    if let Some(p) = pick(src, "position", &r.position, Position::parse, Position::NAMES)? {
+        spec.position = p;
+    }
+    if let Some(a) = pick(src, "attention", &r.attention, Attention::parse, Attention::NAMES)? {
+        spec.attention = a;
+    }
+    if let Some(l) = pick(src, "loss", &r.loss, Loss::parse, Loss::NAMES)? {
+        spec.loss = l;
+    }
+    for (flag, v) in
+        [(&mut spec.bias, &r.bias), (&mut spec.tied, &r.tied), (&mut spec.dropout, &r.dropout)]
+    {
+        if let Some(b) = v {
+            *flag = *b.get_ref();
+        }
+    }
+    match (count("experts", &r.experts, 1 << 16)?, count("top_k", &r.top_k, 1 << 16)?) {
+        (Some(e), Some(k)) => spec.experts = Some((e, k)),
+        (None, None) => {}
+        (Some(e), None) => spec.experts = Some((e, spec.experts.map_or(1, |x| x.1))),
+        (None, Some(k)) => match spec.experts {
+            Some((e, _)) => spec.experts = Some((e, k)),
+            None => {
+                let v = r.top_k.as_ref().expect("given");
+                return Err(src.error_at(
+                    v.span().start,
+                    "workload.model.top_k: goes with experts (a mixture of experts)",
+                ));
+            }
+        },
+    }
+    if let Some(n) = &r.name {
+        spec.name = n.get_ref().clone();
+    } else if shaped {
+        spec.name = format!("{} (reshaped)", spec.name);
+    }
+    let seq = match seq
+        .or_else(|| r.preset.as_ref().and_then(|p| models::default_sequence(p.get_ref())))
+    {
+        Some(s) => s,
+        None => {
+            return Err(src.error_at(
+                at,
+                "workload.sequence: missing (the tokens of a sample, which a [workload.model] without a preset needs)",
+            ));
+        }
+    };
+    if spec.position == Position::Learned && spec.max_positions == 0 {
+        spec.max_positions = seq;
+    }
+    if let Some((key, msg)) = spec.problem() {
+        let place = match key {
+            "layers" => r.layers.as_ref().map(|v| v.span().start),
+            "hidden" => r.hidden.as_ref().map(|v| v.span().start),
+            "heads" => r.heads.as_ref().map(|v| v.span().start),
+            "kv_heads" => r.kv_heads.as_ref().map(|v| v.span().start),
+            "ffn" => r.ffn.as_ref().map(|v| v.span().start),
+            "vocab" => r.vocab.as_ref().map(|v| v.span().start),
+            "max_positions" => r.max_positions.as_ref().map(|v| v.span().start),
+            "experts" => r.experts.as_ref().map(|v| v.span().start),
+            "top_k" => r.top_k.as_ref().map(|v| v.span().start),
+            "activation" => r.activation.as_ref().map(|v| v.span().start),
+            "position" => r.position.as_ref().map(|v| v.span().start),
+            "implementation" => r.implementation.as_ref().map(|v| v.span().start),
+            _ => None,
+        };
+        return Err(src.error_at(place.unwrap_or(at), format!("workload.model.{key}: {msg}")));
+    }
+    if spec.position == Position::Learned && seq > spec.max_positions {
+        let place = r.max_positions.as_ref().map_or(at, |v| v.span().start);
+        return Err(src.error_at(
+            place,
+            format!(
+                "workload.model.max_positions: {} learned positions, fewer than the {seq} tokens of a sample",
+                spec.max_positions
+            ),
+        ));
+    }
+    Ok(spec.build(seq, grad_dtype, tp))
 }
 
 /// `[workload.parallel]`: Megatron's tensor and pipeline degrees and their options (the data

@@ -10,6 +10,7 @@ pub mod memory;
 pub mod models;
 pub mod parallel;
 pub mod skew;
+pub mod spec;
 pub mod sweep;
 pub mod timeline;
 

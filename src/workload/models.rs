@@ -155,12 +155,12 @@ impl MemoryWork {
 
     /// Per-token bytes as per-sample bytes for a sequence of `s` tokens (launches and fixed
     /// bytes do not grow with the sequence).
-    fn per_token(self, s: u64) -> MemoryWork {
+    pub(crate) fn per_token(self, s: u64) -> MemoryWork {
         let s = s as f64;
         MemoryWork { fwd: self.fwd * s, bwd: self.bwd * s, ..self }
     }
 
-    fn plus(self, o: MemoryWork) -> MemoryWork {
+    pub(crate) fn plus(self, o: MemoryWork) -> MemoryWork {
         MemoryWork {
             fwd: self.fwd + o.fwd,
             bwd: self.bwd + o.bwd,
@@ -185,6 +185,20 @@ pub struct Model {
     /// Bytes of module buffers (batch-norm statistics and the like), which DDP broadcasts from
     /// rank 0 at the start of each synchronised forward.
     pub buffer_bytes: u64,
+}
+
+impl Layer {
+    /// A layer that keeps `act` bytes per sample for backward and does `memory`'s
+    /// memory-bound work, with no tensor-parallel layout.
+    pub(crate) fn new(
+        name: impl Into<String>,
+        tensors: Vec<Tensor>,
+        fwd_macs: f64,
+        act: f64,
+        memory: MemoryWork,
+    ) -> Layer {
+        layer_mem(name, tensors, fwd_macs, act, memory)
+    }
 }
 
 impl Model {
@@ -273,12 +287,12 @@ fn layer_mem(
 }
 
 /// A transformer layer's kept activations per sample: 34·s·h bytes (see [`Model::act_bytes`]).
-fn transformer_acts(s: u64, h: u64) -> f64 {
+pub(crate) fn transformer_acts(s: u64, h: u64) -> f64 {
     34.0 * (s * h) as f64
 }
 
 /// A language-model head's logits per sample: 16-bit and an fp32 copy, 6·s·V bytes.
-fn logits_acts(s: u64, vocab: u64) -> f64 {
+pub(crate) fn logits_acts(s: u64, vocab: u64) -> f64 {
     6.0 * (s * vocab) as f64
 }
 
@@ -313,52 +327,6 @@ pub fn default_sequence(name: &str) -> Option<u64> {
     }
 }
 
-/// A Llama-family decoder's shapes (HF `config.json`: hidden_size, intermediate_size,
-/// num_hidden_layers, vocab_size, num_key_value_heads × head_dim, tie_word_embeddings;
-/// Mixtral's num_local_experts and num_experts_per_tok).
-struct Decoder {
-    layers: u64,
-    d: u64,
-    ff: u64,
-    vocab: u64,
-    /// Width of the key and value projections (grouped-query attention: fewer than d).
-    kv: u64,
-    /// Attention heads.
-    heads: u64,
-    /// The LM head is the token embedding.
-    tied: bool,
-    /// Experts per layer and experts each token goes to (Mixtral), if a mixture of experts.
-    experts: Option<(u64, u64)>,
-}
-
-/// The Llama-family presets: name and shapes. Sources: the models' HF `config.json`
-/// (meta-llama/Llama-2-13b-hf, Llama-2-70b-hf, Meta-Llama-3-8B, Meta-Llama-3-70B,
-/// Llama-3.2-1B; mistralai/Mixtral-8x7B-v0.1), whose parameter totals the tests check.
-fn decoder_shapes(name: &str) -> Option<Decoder> {
-    let dense = |layers, d, ff, vocab, kv, heads, tied| Decoder {
-        layers,
-        d,
-        ff,
-        vocab,
-        kv,
-        heads,
-        tied,
-        experts: None,
-    };
-    Some(match name {
-        "llama-7b" => dense(32, 4096, 11_008, 32_000, 4096, 32, false),
-        "llama-2-13b" | "llama-13b" => dense(40, 5120, 13_824, 32_000, 5120, 40, false),
-        "llama-2-70b" => dense(80, 8192, 28_672, 32_000, 1024, 64, false),
-        "llama-3-8b" => dense(32, 4096, 14_336, 128_256, 1024, 32, false),
-        "llama-3-70b" => dense(80, 8192, 28_672, 128_256, 1024, 64, false),
-        "llama-3.2-1b" => dense(16, 2048, 8192, 128_256, 512, 32, true),
-        "mixtral-8x7b" => {
-            Decoder { experts: Some((8, 2)), ..dense(32, 4096, 14_336, 32_000, 1024, 32, false) }
-        }
-        _ => return None,
-    })
-}
-
 /// A preset by name, at sequence length `seq` for the transformers (their usual one if None),
 /// with gradients of `grad_dtype`.
 pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Model> {
@@ -369,9 +337,12 @@ pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Mode
     let (layers, buffer_bytes) = match name {
         "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
         "bert-large" => (bert_large(seq.or(default_sequence(name))?, gs), 2 * 512 * 8),
-        "gpt2-xl" => (gpt2_xl(seq.or(default_sequence(name))?, gs), 0),
-        "gpt3-175b" => (gpt3_175b(seq.or(default_sequence(name))?, gs), 0),
-        _ => (decoder(&decoder_shapes(name)?, seq.or(default_sequence(name))?, gs), 0),
+        _ => {
+            let spec = super::spec::ModelSpec::preset(name)?;
+            let mut m = spec.build(seq.or(default_sequence(name))?, grad_dtype, 1);
+            m.name = name.to_string();
+            return Some(m);
+        }
     };
     Some(Model { name: name.to_string(), layers, grad_dtype, buffer_bytes })
 }
@@ -384,11 +355,6 @@ fn bn(name: &str, ch: u64) -> [Tensor; 2] {
 /// A `torch.nn.Linear`'s two tensors (weight [out, in]).
 fn linear(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
     [t(format!("{name}.weight"), cout, cin), t(format!("{name}.bias"), cout, 1)]
-}
-
-/// A GPT-2 `Conv1D`'s two tensors (weight [in, out]).
-fn conv1d(name: &str, cin: u64, cout: u64) -> [Tensor; 2] {
-    [t(format!("{name}.weight"), cin, cout), t(format!("{name}.bias"), cout, 1)]
 }
 
 /// torchvision ResNet-50 (v1.5: stride on the 3×3 conv), 224×224 images; one layer per
@@ -549,17 +515,6 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
     out
 }
 
-/// HF GPT2LMHeadModel (GPT-2 XL: 25 heads); the LM head is the token embedding.
-fn gpt2_xl(s: u64, gs: f64) -> Vec<Layer> {
-    gpt2_style(48, 1600, 25, 1024, s, gs)
-}
-
-/// A GPT-2-architecture model of `blocks` layers of width `d`, `heads` heads and `ctx`
-/// positions.
-fn gpt2_style(blocks: u64, d: u64, heads: u64, ctx: u64, s: u64, gs: f64) -> Vec<Layer> {
-    gpt_layers(blocks, d, heads, ctx, 50_257, s, gs, loss_mem(50_257))
-}
-
 /// Megatron-LM's GPT (GPT-2's architecture, tied head) of `layers` blocks of width `hidden`
 /// with `heads` attention heads, a `vocab`-row embedding (Megatron pads GPT-2's 50,257 to a
 /// multiple of 128 x tp), trained at sequence `seq` (also its positions), with gradients of
@@ -573,8 +528,7 @@ pub fn gpt(
     seq: u64,
     grad_dtype: DataType,
 ) -> Model {
-    let loss = megatron_loss_mem(vocab);
-    gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss)
+    megatron_gpt(layers, hidden, heads, vocab, seq).build(seq, grad_dtype, 1)
 }
 
 /// As [`gpt`], with the loss as plain PyTorch code computes it (`F.cross_entropy` on the fp32
@@ -589,28 +543,33 @@ pub fn gpt_torch_loss(
     seq: u64,
     grad_dtype: DataType,
 ) -> Model {
-    let mut m = gpt_with_loss(layers, hidden, heads, vocab, seq, grad_dtype, loss_mem(vocab));
-    if let Some(head) = m.layers.last_mut() {
-        head.tensors.push(t("lm_head.weight", vocab, hidden));
-    }
-    m
+    let spec = super::spec::ModelSpec {
+        loss: super::spec::Loss::Fp32,
+        tied: false,
+        ..megatron_gpt(layers, hidden, heads, vocab, seq)
+    };
+    spec.build(seq, grad_dtype, 1)
 }
 
-fn gpt_with_loss(
+/// Megatron-LM's GPT as a specification, its vocabulary already padded.
+fn megatron_gpt(
     layers: u64,
     hidden: u64,
     heads: u64,
     vocab: u64,
     seq: u64,
-    grad_dtype: DataType,
-    loss: MemoryWork,
-) -> Model {
-    let gs = grad_dtype.size() as f64;
-    Model {
-        name: format!("gpt-{layers}x{hidden}"),
-        layers: gpt_layers(layers, hidden, heads, seq, vocab, seq, gs, loss),
-        grad_dtype,
-        buffer_bytes: 0,
+) -> super::spec::ModelSpec {
+    use super::spec::{Family, Implementation, ModelSpec};
+    ModelSpec {
+        layers,
+        hidden,
+        heads,
+        kv_heads: heads,
+        ffn: 4 * hidden,
+        vocab,
+        vocab_multiple: 1,
+        max_positions: seq,
+        ..ModelSpec::defaults(Family::Gpt, Implementation::Megatron)
     }
 }
 
@@ -725,180 +684,24 @@ fn core_attention_mem(heads: u64, s: u64) -> MemoryWork {
     MemoryWork::new(13.0 * e, 19.0 * e, 3, 5).per_token(s).with_gemms(1, 3)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gpt_layers(
-    blocks: u64,
-    d: u64,
-    heads: u64,
-    ctx: u64,
-    vocab: u64,
-    s: u64,
-    gs: f64,
-    loss: MemoryWork,
-) -> Vec<Layer> {
-    let sf = s as f64;
-    let emb = vec![t("transformer.wte.weight", vocab, d), t("transformer.wpe.weight", ctx, d)];
-    // Two lookups, their add and dropout; backward the dropout, two embedding backwards and
-    // both dense gradients zeroed.
-    let h = d as f64;
-    let emb_mem = MemoryWork {
-        bwd_fixed: gs * ((vocab + ctx) * d) as f64,
-        ..MemoryWork::new(19.0 * h, 17.0 * h, 4, 12).per_token(s)
-    };
-    let tp = |role| {
-        let attention = Attention::Flash;
-        Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads: heads, moe: None, attention })
-    };
-    let mut out = vec![Layer {
-        parallel: tp(TpRole::Embedding { vocab }),
-        ..layer_mem("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
-    }];
-    // Repeated on every tensor-parallel rank: the LayerNorms (8h forward, 20h backward), the
-    // dropouts after attention and MLP (10h, 10h) and the residual adds (12h, 12h).
-    let replicated = MemoryWork::new(30.0 * h, 42.0 * h, 0, 0).per_token(s);
-    for i in 0..blocks {
-        let p = format!("transformer.h.{i}");
-        let mut v = bn(&format!("{p}.ln_1"), d).to_vec();
-        v.extend(conv1d(&format!("{p}.attn.c_attn"), d, 3 * d));
-        v.extend(conv1d(&format!("{p}.attn.c_proj"), d, d));
-        v.extend(bn(&format!("{p}.ln_2"), d));
-        v.extend(conv1d(&format!("{p}.mlp.c_fc"), d, 4 * d));
-        v.extend(conv1d(&format!("{p}.mlp.c_proj"), 4 * d, d));
-        let macs = (12 * d * d + 2 * s * d) as f64 * sf;
-        let mem = gpt2_block_mem(h).per_token(s);
-        out.push(Layer {
-            parallel: tp(TpRole::Block { replicated }),
-            ..layer_mem(p, v, macs, transformer_acts(s, d), mem)
-        });
-    }
-    out.push(Layer {
-        parallel: tp(TpRole::Head),
-        ..layer_mem(
-            "transformer.ln_f+lm_head",
-            bn("transformer.ln_f", d).to_vec(),
-            (d * vocab) as f64 * sf,
-            logits_acts(s, vocab),
-            layer_norm_mem(h).plus(loss).per_token(s).with_gemms(1, 2),
-        )
-    });
-    out
-}
-
-/// A Llama-family decoder (HF LlamaForCausalLM, MixtralForCausalLM): no biases, RMSNorm,
-/// SwiGLU, rotary embeddings, grouped-query attention; a mixture of experts routes each token to
-/// `top` of its experts, all of whose weights every rank holds and reduces under DDP.
-fn decoder(c: &Decoder, s: u64, gs: f64) -> Vec<Layer> {
-    let Decoder { d, ff, vocab, kv, heads, .. } = *c;
-    let kv_heads = kv / (d / heads);
-    let sf = s as f64;
-    let h = d as f64;
-    let emb_mem = MemoryWork {
-        bwd_fixed: gs * (vocab * d) as f64,
-        ..MemoryWork::new(4.0 * h, 6.0 * h, 1, 6).per_token(s)
-    };
-    let emb = vec![t("model.embed_tokens.weight", vocab, d)];
-    let tp = |role| {
-        let attention = Attention::Flash;
-        Some(TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: None, attention })
-    };
-    let mut out = vec![Layer {
-        parallel: tp(TpRole::Embedding { vocab }),
-        ..layer_mem("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
-    }];
-    // Repeated on every tensor-parallel rank: the RMSNorms (72h forward, 144h backward) and
-    // the residual adds (12h, 12h).
-    let replicated = MemoryWork::new(84.0 * h, 156.0 * h, 0, 0).per_token(s);
-    for i in 0..c.layers {
-        let p = format!("model.layers.{i}");
-        let a = format!("{p}.self_attn");
-        let mut v = vec![
-            t(format!("{a}.q_proj.weight"), d, d),
-            t(format!("{a}.k_proj.weight"), kv, d),
-            t(format!("{a}.v_proj.weight"), kv, d),
-            t(format!("{a}.o_proj.weight"), d, d),
-        ];
-        // Attention: q and o d×d, k and v kv×d, and the scores (QKᵀ and AV).
-        let attn = 2 * d * d + 2 * d * kv + 2 * s * d;
-        let (mlp, mem) = match c.experts {
-            None => {
-                let m = format!("{p}.mlp");
-                v.push(t(format!("{m}.gate_proj.weight"), ff, d));
-                v.push(t(format!("{m}.up_proj.weight"), ff, d));
-                v.push(t(format!("{m}.down_proj.weight"), d, ff));
-                (3 * d * ff, llama_block_mem(h, ff as f64, kv as f64))
-            }
-            Some((experts, top)) => {
-                let m = format!("{p}.block_sparse_moe");
-                v.push(t(format!("{m}.gate.weight"), experts, d));
-                for e in 0..experts {
-                    for (w, rows, cols) in [("w1", ff, d), ("w2", d, ff), ("w3", ff, d)] {
-                        let mut x = t(format!("{m}.experts.{e}.{w}.weight"), rows, cols);
-                        x.expert = Some(e as u32);
-                        v.push(x);
-                    }
-                }
-                let mem = moe_block_mem(h, ff as f64, kv as f64, experts, top);
-                (d * experts + top * 3 * d * ff, mem)
-            }
-        };
-        v.push(t(format!("{p}.input_layernorm.weight"), d, 1));
-        v.push(t(format!("{p}.post_attention_layernorm.weight"), d, 1));
-        let macs = (attn + mlp) as f64 * sf;
-        let role = TpRole::Block { replicated };
-        let attention = Attention::Flash;
-        let shape =
-            TpShape { role, hidden: d, tokens: s, heads, kv_heads, moe: c.experts, attention };
-        out.push(Layer {
-            parallel: Some(shape),
-            ..layer_mem(p, v, macs, transformer_acts(s, d), mem.per_token(s))
-        });
-    }
-    let norm = vec![t("model.norm.weight", d, 1)];
-    out.push(Layer {
-        parallel: tp(TpRole::Replicated),
-        ..layer_mem("model.norm", norm, 0.0, 0.0, rms_norm_mem(h).per_token(s))
-    });
-    // A tied head's weight is the embedding's (its gradient accumulates there).
-    let head = if c.tied { Vec::new() } else { vec![t("lm_head.weight", vocab, d)] };
-    out.push(Layer {
-        parallel: tp(TpRole::Head),
-        ..layer_mem(
-            "lm_head",
-            head,
-            (d * vocab) as f64 * sf,
-            logits_acts(s, vocab),
-            loss_mem(vocab).per_token(s).with_gemms(1, 2),
-        )
-    });
-    out
-}
-
-/// GPT-3 175B (Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1: 96
-/// layers, d = 12,288, 96 heads, context 2,048; GPT-2's architecture and 50,257-token
-/// vocabulary, tied head). Named as HF's GPT-2; its alternating locally banded sparse attention
-/// layers are counted dense.
-fn gpt3_175b(s: u64, gs: f64) -> Vec<Layer> {
-    gpt2_style(96, 12_288, 96, 2048, s, gs)
-}
-
 /// A LayerNorm over `h` 16-bit elements per token: forward reads and writes (4h bytes, one
 /// launch); backward reads input and gradient for the input's gradient and again for the
 /// weight's (10h, two launches).
-fn layer_norm_mem(h: f64) -> MemoryWork {
+pub(crate) fn layer_norm_mem(h: f64) -> MemoryWork {
     MemoryWork::new(4.0 * h, 10.0 * h, 1, 2)
 }
 
 /// HF's LlamaRMSNorm over `h` elements per token, op by op: cast to fp32 (6h bytes), square
 /// (8h), mean (4h), add eps and rsqrt (per token), multiply (8h), cast back (6h), times the
 /// weight (4h): 36h in 8 launches; backward about twice the traffic in 14.
-fn rms_norm_mem(h: f64) -> MemoryWork {
+pub(crate) fn rms_norm_mem(h: f64) -> MemoryWork {
     MemoryWork::new(36.0 * h, 72.0 * h, 8, 14)
 }
 
 /// The loss over a vocabulary of `v` per token as HF computes it: the logits cast to fp32
 /// (read 2, write 4 bytes per logit), log-softmax (read twice, write once: 12), NLL; backward
 /// zero-fills the fp32 gradient (4), log-softmax's backward (12), the cast back (6).
-fn loss_mem(v: u64) -> MemoryWork {
+pub(crate) fn loss_mem(v: u64) -> MemoryWork {
     let v = v as f64;
     MemoryWork::new(18.0 * v, 22.0 * v, 4, 6)
 }
@@ -911,24 +714,9 @@ fn loss_mem(v: u64) -> MemoryWork {
 /// re-implementation on an H200 runs exactly these eight passes
 /// (`calibration/data/2026-11-27-h200-megatron`); PyTorch's `F.cross_entropy` ([`loss_mem`])
 /// moves 40 bytes a logit where this moves 52.
-fn megatron_loss_mem(v: u64) -> MemoryWork {
+pub(crate) fn megatron_loss_mem(v: u64) -> MemoryWork {
     let v = v as f64;
     MemoryWork::new(38.0 * v, 14.0 * v, 21, 8)
-}
-
-/// A GPT-2 block per token (pre-LN, SDPA attention, dropout 0.1), h the hidden size, 2-byte
-/// activations: two LayerNorms (4h each), the heads merged back (a transpose copy, 4h), two
-/// dropouts (read, write and a 1-byte mask: 5h each), two residual adds (6h each), and the
-/// tanh GELU on the 4h-wide MLP activation as one kernel (16h; `gelu(approximate="tanh")`, as
-/// nanoGPT, Megatron and transformers' `gelu_pytorch_tanh` run it: transformers' default
-/// `gelu_new` runs eight elementwise kernels, 144h forward, about four times this block's
-/// count in all):
-/// 50h forward in 13 launches (4 GEMMs and flash attention among them: 5 FLOP-bound).
-/// Backward: LayerNorms 20h, dropouts 10h, the residual branches' gradients meeting 12h, the
-/// merge 4h, GELU 24h (reads gradient and input, writes), bias gradients reading each GEMM's
-/// output gradient (18h): 88h in 23 launches.
-fn gpt2_block_mem(h: f64) -> MemoryWork {
-    MemoryWork::new(50.0 * h, 88.0 * h, 13, 23).with_gemms(5, 9)
 }
 
 /// An HF BERT block per token (post-LN, SDPA attention, dropout 0.1, exact GELU as one kernel):
@@ -940,31 +728,24 @@ fn bert_block_mem(h: f64) -> MemoryWork {
     MemoryWork::new(50.0 * h, 88.0 * h, 15, 30).with_gemms(7, 13)
 }
 
-/// An HF Llama block per token, h hidden, `kv` the key/value width and `ff` MLP width, 2-byte
-/// activations: two RMSNorms ([`rms_norm_mem`], 72h), rotary embeddings on q and k (multiply by
-/// cos, rotate half by a negation and a concatenation, multiply by sin, add: 20 bytes per
-/// element, 20h + 20kv), the heads merged (4h), two residual adds (12h), SiLU on the gate
-/// (4·ff) and its product with up (6·ff): 108h + 20kv + 10·ff forward (128h + 10·ff without
-/// grouped-query attention) in 39 launches (7 GEMMs and flash attention: 8 FLOP-bound).
-/// Backward: norms 144h, rotary twice its forward, merge 4h, residual gradients 12h, SiLU
-/// 6·ff, the product's two gradients 12·ff: 200h + 40kv + 18·ff in 66 launches.
-fn llama_block_mem(h: f64, ff: f64, kv: f64) -> MemoryWork {
-    MemoryWork::new(108.0 * h + 20.0 * kv + 10.0 * ff, 200.0 * h + 40.0 * kv + 18.0 * ff, 39, 66)
-        .with_gemms(8, 15)
-}
-
 /// One expert's FLOP-bound kernels (forward, backward): its three GEMMs (w1, w3, w2), each
 /// with its input and weight gradients backward.
 pub const EXPERT_GEMMS: (u32, u32) = (3, 6);
 
-/// A Mixtral block per token: the Llama block's attention and norms, then the router (a
+/// A Mixtral block per token: `dense`, the Llama block's attention and norms without its MLP
+/// ([`super::spec::ModelSpec`]), then the router (a
 /// softmax and top-k over `experts` logits, per token), each token copied to its `top` experts
 /// and back (gathered: 6h bytes per expert; combined with its weight and added: 6h), and
 /// `top` experts' SwiGLU (10·ff each). HF's MixtralSparseMoeBlock loops over the experts: about
 /// 8 launches each forward, 16 backward, 3 of them GEMMs, and the router's GEMM.
-fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork {
+pub(crate) fn moe_block_mem(
+    dense: MemoryWork,
+    h: f64,
+    ff: f64,
+    experts: u64,
+    top: u64,
+) -> MemoryWork {
     let top = top as f64;
-    let dense = llama_block_mem(h, 0.0, kv);
     let routed = MemoryWork::new(
         top * (12.0 * h + 10.0 * ff),
         top * (24.0 * h + 18.0 * ff),
@@ -972,15 +753,7 @@ fn moe_block_mem(h: f64, ff: f64, kv: f64, experts: u64, top: u64) -> MemoryWork
         8 + 16 * experts as u32,
     )
     .with_gemms(1 + EXPERT_GEMMS.0 * experts as u32, 2 + EXPERT_GEMMS.1 * experts as u32);
-    // The dense block's own MLP launches (3 GEMMs, SiLU, product) are the experts' here.
-    MemoryWork {
-        fwd_kernels: dense.fwd_kernels - 5,
-        bwd_kernels: dense.bwd_kernels - 10,
-        gemms: dense.gemms - 3,
-        bwd_gemms: dense.bwd_gemms - 6,
-        ..dense
-    }
-    .plus(routed)
+    dense.plus(routed)
 }
 
 #[cfg(test)]

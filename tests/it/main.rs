@@ -20,6 +20,7 @@ mod report;
 mod scaling;
 mod scenarios;
 mod selection;
+mod spec;
 
 use std::process::{Command, Output};
 

@@ -67,17 +67,21 @@ pub struct Fit {
     pub gemm_us: f64,
 }
 
-/// The simulated iteration of `run` with `fit`. The scenario names a preset whose heads and
-/// layers admit every layout of the set; the run's own GPT replaces it after parsing.
+/// The simulated iteration of `run` with `fit`: the run's GPT written down in the scenario
+/// (`[workload.model]`, Megatron's implementation: its vocabulary padded to 128 x tp).
 pub fn simulate_with(run: &Run, fit: Fit, recompute: &str) -> f64 {
     step_of(run, fit, recompute).iteration_time_ms
 }
 
-/// As [`simulate_with`], the whole simulated step.
-pub fn step_of(run: &Run, fit: Fit, recompute: &str) -> collsim::workload::ddp::StepResult {
+/// The scenario of `run` with `fit`, as a user would write it.
+pub fn scenario_of(run: &Run, fit: Fit, recompute: &str) -> String {
     let Fit { eff, launch_us, gemm_us } = fit;
     let m = run.global / (run.micro * run.dp as u64);
-    let toml = format!(
+    let attention = match attention() {
+        Attention::Flash => "flash",
+        Attention::Unfused => "unfused",
+    };
+    format!(
         r#"
 [cluster]
 topology = "dgx-a100"
@@ -85,7 +89,7 @@ nodes = 1
 gpus_per_node = {gpus}
 [workload]
 kind = "ddp"
-model = "llama-7b"
+sequence = {seq}
 micro_batch = {micro}
 grad_accumulation = {m}
 grad_dtype = "half"
@@ -94,6 +98,13 @@ efficiency = {eff}
 launch_us = {launch_us}
 gemm_fixed_us = {gemm_us}
 optimizer = "adam"
+[workload.model]
+family = "gpt"
+implementation = "megatron"
+layers = {layers}
+hidden = {hidden}
+heads = {heads}
+attention = "{attention}"
 [workload.parallel]
 tp = {tp}
 pp = {pp}
@@ -101,23 +112,23 @@ recompute = "{recompute}"
 overlap_grad_reduce = false
 "#,
         gpus = run.gpus,
+        seq = run.seq,
         micro = run.micro,
+        layers = run.layers,
+        hidden = run.hidden,
+        heads = run.heads,
         tp = run.tp,
         pp = run.pp,
-    );
+    )
+}
+
+/// As [`simulate_with`], the whole simulated step.
+pub fn step_of(run: &Run, fit: Fit, recompute: &str) -> collsim::workload::ddp::StepResult {
+    let toml = scenario_of(run, fit, recompute);
     let mut s = collsim::config::parse_scenario("megatron.toml", &toml).expect("parses");
     if let Some(tb) = std::env::var("MEGATRON_MEMBW").ok().and_then(|v| v.parse::<f64>().ok()) {
         s.node.gpu.model.memory_bandwidth =
             Some(collsim::units::Bandwidth::from_gbyte_per_s_f64(tb * 1e3));
-    }
-    // Megatron pads GPT-2's vocabulary to a multiple of 128 x tp.
-    let pad = 128 * run.tp as u64;
-    let vocab = 50_257u64.div_ceil(pad) * pad;
-    if let Workload::Ddp(d) = &mut s.workload {
-        let half = collsim::workload::DataType::Half;
-        let model = gpt(run.layers, run.hidden, run.heads, vocab, run.seq, half);
-        d.model = with_attention(model, attention()).expect("a GPT has attention");
-        d.sequence = Some(run.seq);
     }
     let params = collsim::config::parse_profile(
         collsim::config::DEFAULT_PROFILE.0,
@@ -813,5 +824,45 @@ fn megatron_h200() {
             opt,
             r.6
         );
+    }
+}
+
+/// The Megatron set's GPTs are written down in their scenarios (`[workload.model]`), and that
+/// gives the model a Rust-built GPT gives: the same step to the bit, at every layout.
+#[test]
+fn the_megatron_gpts_written_in_scenario_files_are_the_rust_built_ones() {
+    let params = collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .expect("the default profile parses");
+    let all = runs();
+    for run in all.iter().step_by(61) {
+        for recompute in ["none", "full"] {
+            let toml = scenario_of(run, FIT, recompute);
+            let from_file = collsim::config::parse_scenario("megatron.toml", &toml).unwrap();
+            // The same scenario with a preset, its model swapped for the Rust-built GPT.
+            let start = toml.find("[workload.model]").unwrap();
+            let end = toml.find("[workload.parallel]").unwrap();
+            let preset = format!("{}{}", &toml[..start], &toml[end..])
+                .replace("sequence = ", "model = \"llama-7b\"\nsequence = ");
+            let mut swapped = collsim::config::parse_scenario("megatron.toml", &preset).unwrap();
+            let pad = 128 * run.tp as u64;
+            let vocab = 50_257u64.div_ceil(pad) * pad;
+            if let Workload::Ddp(d) = &mut swapped.workload {
+                let half = collsim::workload::DataType::Half;
+                let model = gpt(run.layers, run.hidden, run.heads, vocab, run.seq, half);
+                d.model = with_attention(model, attention()).unwrap();
+            }
+            let (a, _) = collsim::simulate_ddp(&from_file, &params, Mode::Auto).unwrap();
+            let (b, _) = collsim::simulate_ddp(&swapped, &params, Mode::Auto).unwrap();
+            assert_eq!(a.iteration_time_ms, b.iteration_time_ms, "{run:?} {recompute}");
+            assert_eq!(a.backward_ms, b.backward_ms, "{run:?} {recompute}");
+            let model = |s: &collsim::config::Scenario| match &s.workload {
+                Workload::Ddp(d) => d.model.clone(),
+                _ => unreachable!(),
+            };
+            assert_eq!(model(&from_file), model(&swapped), "{run:?}");
+        }
     }
 }
