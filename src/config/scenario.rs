@@ -713,6 +713,41 @@ fn ddp_workload(
         None => CommHook::None,
     };
     let precision = rate.precision().map(str::to_string);
+    let checkpointing = checkpointing(src, w, &model)?;
+    let mut parallel = parallel_layout(src, w, kind)?;
+    // Under a 3-D layout the layout recomputes (Megatron's --recompute-granularity full).
+    let checkpointing = match (&mut parallel, checkpointing) {
+        (Some(l), Some(c)) => {
+            if let (Some(r), Some(a)) = (
+                w.parallel.as_ref().and_then(|p| p.get_ref().recompute.as_ref()),
+                &w.activation_checkpointing,
+            ) {
+                let both = [r.get_ref().as_str(), a.get_ref().as_str()];
+                if both[0] != both[1] {
+                    return Err(src.error_at(
+                        a.span().start,
+                        format!(
+                            "workload.activation_checkpointing: {:?}, where workload.parallel.recompute says {:?}; give one",
+                            both[1], both[0]
+                        ),
+                    ));
+                }
+            }
+            match c {
+                crate::workload::ddp::Checkpointing::Full { every: 1 } => l.recompute = true,
+                crate::workload::ddp::Checkpointing::Full { .. } => {
+                    let at = w.checkpoint_every.as_ref().map_or(0, |v| v.span().start);
+                    return Err(src.error_at(
+                        at,
+                        "workload.checkpoint_every: a 3-D layout recomputes every block (Megatron's uniform method, one layer a group); one block in several is not modelled there yet",
+                    ));
+                }
+                _ => {}
+            }
+            crate::workload::ddp::Checkpointing::None
+        }
+        (_, c) => c.unwrap_or_default(),
+    };
     let spec = Spec {
         model,
         micro_batch,
@@ -735,8 +770,9 @@ fn ddp_workload(
             "zero" => Some(zero_sharding(src, w, precision.as_deref(), grad_dtype)?),
             _ => None,
         },
-        parallel: parallel_layout(src, w, kind)?,
+        parallel,
         calls: None,
+        checkpointing,
         launch: w
             .launch_us
             .as_ref()
@@ -827,6 +863,67 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
     let mut spec = DdpSpec::replay(format!("calls from {}", path.get_ref()), calls);
     spec.compute_slowdown = compute_slowdown;
     Ok(spec)
+}
+
+/// `activation_checkpointing` and `checkpoint_every` (None where neither is given): refused
+/// where the model has no transformer blocks to checkpoint, and `selective` where it would
+/// change what collsim does not model (unfused attention's scores).
+fn checkpointing(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    model: &crate::workload::models::Model,
+) -> Result<Option<crate::workload::ddp::Checkpointing>, ConfigError> {
+    use crate::workload::ddp::Checkpointing;
+    use crate::workload::models::{Attention, TpRole};
+    let every = match &w.checkpoint_every {
+        Some(v) => Some(positive(src, "workload.checkpoint_every", v, 1 << 20)? as u64),
+        None => None,
+    };
+    let Some(a) = &w.activation_checkpointing else {
+        if let Some(v) = &w.checkpoint_every {
+            return Err(src.error_at(
+                v.span().start,
+                "workload.checkpoint_every: goes with activation_checkpointing = \"full\"",
+            ));
+        }
+        return Ok(None);
+    };
+    let c = src.check("workload.activation_checkpointing", a, |a| match a.as_str() {
+        "none" => Ok(Checkpointing::None),
+        "selective" => Ok(Checkpointing::Selective),
+        "full" => Ok(Checkpointing::Full { every: every.unwrap_or(1) }),
+        _ => Err(format!("{a:?}: {}", Checkpointing::NAMES)),
+    })?;
+    if let (Some(v), false) = (&w.checkpoint_every, matches!(c, Checkpointing::Full { .. })) {
+        return Err(src.error_at(
+            v.span().start,
+            "workload.checkpoint_every: goes with activation_checkpointing = \"full\"",
+        ));
+    }
+    if c == Checkpointing::None {
+        return Ok(Some(c));
+    }
+    let blocks: Vec<_> = model
+        .layers
+        .iter()
+        .filter_map(|l| l.parallel.filter(|p| matches!(p.role, TpRole::Block { .. })))
+        .collect();
+    if blocks.is_empty() {
+        return Err(src.error_at(
+            a.span().start,
+            format!(
+                "workload.activation_checkpointing: the model {:?} has no transformer blocks whose inputs collsim knows (custom layers, ResNet-50 and BERT-large do not); write it as a [workload.model] table",
+                model.name
+            ),
+        ));
+    }
+    if c == Checkpointing::Selective && blocks.iter().any(|p| p.attention != Attention::Flash) {
+        return Err(src.error_at(
+            a.span().start,
+            "workload.activation_checkpointing: selective recomputation of unfused attention's scores is not modelled yet; give \"full\" (with flash attention, selective changes nothing: its kernel recomputes the scores already)",
+        ));
+    }
+    Ok(Some(c))
 }
 
 /// `[workload.model]`: a transformer's specification (`workload::spec`), from a preset's

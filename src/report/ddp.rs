@@ -82,7 +82,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     if let Some((sh, z)) = spec.sharding.and_then(|sh| sh.zero.map(|z| (sh, z))) {
         writeln!(
             out,
-            "micro-batch {} x {} micro-steps; stage {}{}; reduce_bucket_size {}; allgather_bucket_size {}; overlap_comm {}; {} parameters",
+            "micro-batch {} x {} micro-steps; stage {}{}; reduce_bucket_size {}; allgather_bucket_size {}; overlap_comm {}; {} parameters{}",
             spec.micro_batch,
             spec.grad_accumulation,
             z.stage,
@@ -90,7 +90,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             z.reduce_bucket,
             z.allgather_bucket,
             z.overlap_comm,
-            sh.param_dtype.name()
+            sh.param_dtype.name(),
+            checkpointed(spec)
         )?;
     } else if let Some(sh) = &spec.sharding {
         let k = spec.grad_accumulation;
@@ -107,12 +108,13 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         );
         writeln!(
             out,
-            "micro-batch {}{accumulation}; sharding {}; backward_prefetch {}{switches}; param_dtype {}; reduce_dtype {}; each layer a unit",
+            "micro-batch {}{accumulation}; sharding {}; backward_prefetch {}{switches}; param_dtype {}; reduce_dtype {}; each layer a unit{}",
             spec.micro_batch,
             sh.strategy.name(),
             sh.backward_prefetch.name(),
             sh.param_dtype.name(),
-            sh.reduce_dtype.name()
+            sh.reduce_dtype.name(),
+            checkpointed(spec)
         )?;
     } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
         writeln!(
@@ -144,13 +146,14 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     } else {
         writeln!(
             out,
-            "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}",
+            "micro-batch {} x {} micro-step(s); hook {}; bucket_cap {}; gradient_as_bucket_view {}{}",
             spec.micro_batch,
             spec.grad_accumulation,
             spec.hook.describe(),
             spec.bucket_cap
                 .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
-            spec.gradient_as_bucket_view
+            spec.gradient_as_bucket_view,
+            checkpointed(spec)
         )?;
     }
     writeln!(out)?;
@@ -360,4 +363,12 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// "; activation checkpointing full" where the step checkpoints (nothing otherwise).
+fn checkpointed(spec: &crate::workload::ddp::DdpSpec) -> String {
+    match spec.checkpointing {
+        crate::workload::ddp::Checkpointing::None => String::new(),
+        c => format!("; activation checkpointing {}", c.describe()),
+    }
 }

@@ -562,6 +562,65 @@ pub struct DdpSpec {
     pub gemm_fixed: Option<f64>,
     /// A step given as a list of calls (`kind = "trace"`), replayed instead of the model's.
     pub calls: Option<Vec<super::calls::Call>>,
+    /// Activation checkpointing of the transformer blocks (DDP, FSDP, ZeRO; a 3-D layout's is
+    /// its [`super::parallel::Layout::recompute`]).
+    pub checkpointing: Checkpointing,
+}
+
+/// Activation checkpointing (`activation_checkpointing`): which transformer blocks keep only
+/// their input in forward and run their forward again in backward (PyTorch's
+/// `torch.utils.checkpoint` as transformers' `gradient_checkpointing_enable()`, FSDP's
+/// `apply_activation_checkpointing` and torchtitan's `activation_checkpoint.mode` wrap each
+/// block; Megatron's `--recompute-granularity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkpointing {
+    /// Every activation kept.
+    #[default]
+    None,
+    /// Megatron's selective recomputation: the core attention's scores and softmax recomputed,
+    /// the rest kept. With flash attention there are no scores to keep (its backward kernel
+    /// recomputes them already), so nothing changes.
+    Selective,
+    /// One block in `every` checkpointed (1: all of them).
+    Full {
+        /// Checkpoint one block in this many (torchtitan's `selective_ac_option = "N"`).
+        every: u64,
+    },
+}
+
+impl Checkpointing {
+    /// The scenario key's values.
+    pub const NAMES: &'static str = "\"none\", \"selective\" or \"full\"";
+
+    /// Which of `model`'s layers are checkpointed blocks.
+    pub fn layers(self, model: &Model) -> Vec<bool> {
+        let Checkpointing::Full { every } = self else {
+            return vec![false; model.layers.len()];
+        };
+        let mut k = 0;
+        model
+            .layers
+            .iter()
+            .map(|l| {
+                let block =
+                    matches!(l.parallel.map(|p| p.role), Some(super::models::TpRole::Block { .. }));
+                let on = block && k % every.max(1) == 0;
+                k += u64::from(block);
+                on
+            })
+            .collect()
+    }
+
+    /// "full", "full (one block in 2)", "selective", "none".
+    pub fn describe(self) -> String {
+        match self {
+            Checkpointing::None => "none".into(),
+            Checkpointing::Selective => "selective".into(),
+            Checkpointing::Full { every: 1 } => "full".into(),
+            Checkpointing::Full { every } => format!("full (one block in {every})"),
+        }
+    }
 }
 
 impl DdpSpec {
@@ -589,6 +648,7 @@ impl DdpSpec {
             launch: None,
             gemm_fixed: None,
             calls: Some(calls),
+            checkpointing: Checkpointing::None,
         }
     }
 }
@@ -998,6 +1058,22 @@ pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
 /// As [`layer_times`]; `first_dgrad`: whether the first layer computes its input's gradient
 /// too (it does on a pipeline stage after the first, which sends it back).
 pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool) -> LayerTimes {
+    layer_times_with(spec, gpu, first_dgrad, true)
+}
+
+/// As [`layer_times_from`]; `recompute`: whether checkpointed blocks run their forward again
+/// before their backward (its GPU time and launches in the backward's).
+fn layer_times_with(
+    spec: &DdpSpec,
+    gpu: &GpuFacts,
+    first_dgrad: bool,
+    recompute: bool,
+) -> LayerTimes {
+    let again = if recompute {
+        spec.checkpointing.layers(&spec.model)
+    } else {
+        vec![false; spec.model.layers.len()]
+    };
     let batch = spec.micro_batch as f64;
     let sixteen = super::memory::sixteen_bit(spec);
     let act = if sixteen { 1.0 } else { 2.0 };
@@ -1030,10 +1106,15 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
         t.flop += (1.0 + passes) * gemm + fixed_f + fixed_b;
         t.memory += mem_f + mem_b;
-        work.push((
-            (gemm + fixed_f + mem_f, m.fwd_kernels as f64 * gpu.launch),
-            (passes * gemm + fixed_b + mem_b, m.bwd_kernels as f64 * gpu.launch),
-        ));
+        let fwd = (gemm + fixed_f + mem_f, m.fwd_kernels as f64 * gpu.launch);
+        let mut bwd = (passes * gemm + fixed_b + mem_b, m.bwd_kernels as f64 * gpu.launch);
+        // A checkpointed block runs its forward again first.
+        if again[i] {
+            t.flop += gemm + fixed_f;
+            t.memory += mem_f;
+            bwd = (bwd.0 + fwd.0, bwd.1 + fwd.1);
+        }
+        work.push((fwd, bwd));
     }
     // The host's clock and the GPU's, through forward then backward.
     let (mut host, mut done, mut wait) = (0.0, 0.0, 0.0);
@@ -1068,8 +1149,10 @@ pub fn rate_for_mfu(
     mfu_flops: f64,
     peak: f64,
 ) -> Result<f64, String> {
+    // The model's FLOPs, not the recomputed ones: a checkpointed step is slower at the same
+    // utilisation of the model's FLOPs.
     let at = |flops: f64| {
-        let t = layer_times(spec, &GpuFacts { flops, ..*gpu });
+        let t = layer_times_with(spec, &GpuFacts { flops, ..*gpu }, false, false);
         t.fwd.iter().chain(&t.bwd).sum::<f64>() - t.measured
     };
     // The model's FLOPs per micro-step (forward, and backward's dgrad and wgrad).
@@ -2308,6 +2391,7 @@ mod tests {
             launch: None,
             gemm_fixed: None,
             calls: None,
+            checkpointing: Default::default(),
         }
     }
 
@@ -2871,5 +2955,63 @@ mod tests {
             ((b.params + b.grads + b.optimizer) / (16.0 * 1_557_611_200.0 / 64.0) - 1.0).abs()
                 < 1e-3
         );
+    }
+}
+
+#[cfg(test)]
+mod checkpointing_tests {
+    use super::*;
+    use crate::workload::models::preset;
+
+    fn gpu() -> GpuFacts {
+        GpuFacts {
+            flops: 400e12,
+            memory_bandwidth: 3e12,
+            multiprocessors: Some(132),
+            launch: 5e-6,
+            gemm_fixed: 10e-6,
+            ranks_per_node: 8,
+        }
+    }
+
+    fn llama(checkpointing: Checkpointing) -> DdpSpec {
+        let model = preset("llama-3-8b", Some(4096), DataType::Bfloat16).unwrap();
+        DdpSpec {
+            checkpointing,
+            rate: ComputeRate::Tflops(400.0),
+            ..DdpSpec::replay(String::new(), Vec::new())
+        }
+        .with_model(model)
+    }
+
+    impl DdpSpec {
+        fn with_model(self, model: Model) -> DdpSpec {
+            DdpSpec { model, micro_batch: 2, calls: None, ..self }
+        }
+    }
+
+    #[test]
+    fn full_checkpointing_adds_each_blocks_forward_to_its_backward_and_keeps_its_input() {
+        let (off, on) = (llama(Checkpointing::None), llama(Checkpointing::Full { every: 1 }));
+        let (a, b) = (layer_times(&off, &gpu()), layer_times(&on, &gpu()));
+        assert_eq!(a.fwd, b.fwd);
+        let blocks = Checkpointing::Full { every: 1 }.layers(&on.model);
+        assert_eq!(blocks.iter().filter(|&&x| x).count(), 32);
+        let recompute: f64 = a.fwd.iter().zip(&blocks).filter(|(_, b)| **b).map(|(f, _)| f).sum();
+        let more = b.bwd.iter().sum::<f64>() - a.bwd.iter().sum::<f64>();
+        assert!((more / recompute - 1.0).abs() < 0.02, "{more} vs {recompute}");
+        // Memory: each block keeps its 16-bit input, one block its whole activations.
+        let kept = super::super::memory::kept_activations(&on);
+        let (s, h) = (4096.0, 4096.0);
+        let others = off.model.act_bytes() - 32.0 * 34.0 * s * h;
+        assert_eq!(kept, others + 32.0 * 2.0 * s * h + 34.0 * s * h);
+        // One block in four: a quarter of the recompute.
+        let quarter = llama(Checkpointing::Full { every: 4 });
+        let c = layer_times(&quarter, &gpu());
+        let more4 = c.bwd.iter().sum::<f64>() - a.bwd.iter().sum::<f64>();
+        assert!((more4 / (recompute / 4.0) - 1.0).abs() < 0.02, "{more4}");
+        // A step solved for an MFU keeps the model's FLOPs: checkpointing makes it slower.
+        let rate = |s: &DdpSpec| rate_for_mfu(s, &gpu(), 0.4 * 400e12, 400e12).unwrap();
+        assert_eq!(rate(&off), rate(&on));
     }
 }

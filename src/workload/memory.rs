@@ -326,9 +326,27 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
 /// A sharded step's activations per GPU (its micro-batch's, as under DDP; twice the bytes
 /// outside 16-bit training) and whether the model says what they are.
 fn sharded_activations(spec: &DdpSpec) -> (f64, bool) {
-    let per_sample = spec.model.act_bytes();
+    let per_sample = kept_activations(spec);
     let width = if sixteen_bit(spec) { 1.0 } else { 2.0 };
     (per_sample * spec.micro_batch as f64 * width, per_sample > 0.0)
+}
+
+/// Activation bytes per sample kept for backward (16-bit): the model's, but for checkpointed
+/// blocks, which keep their 16-bit input (2 bytes a token and hidden unit) and, one at a time,
+/// their whole activations again while they recompute and run backward.
+pub(crate) fn kept_activations(spec: &DdpSpec) -> f64 {
+    let on = spec.checkpointing.layers(&spec.model);
+    let (mut kept, mut largest) = (0.0, 0.0f64);
+    for (l, &ck) in spec.model.layers.iter().zip(&on) {
+        match l.parallel {
+            Some(p) if ck => {
+                kept += 2.0 * (p.hidden * p.tokens) as f64;
+                largest = largest.max(l.act_bytes);
+            }
+            _ => kept += l.act_bytes,
+        }
+    }
+    kept + largest
 }
 
 /// Memory per GPU of `spec` under plain DDP.
@@ -351,7 +369,7 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let grads = params;
     let optimizer = spec.optimizer.state_bytes() as f64 * numel;
     let buckets = if spec.gradient_as_bucket_view { 0.0 } else { grads };
-    let per_sample = m.act_bytes();
+    let per_sample = kept_activations(spec);
     let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
     let runtime = RUNTIME_RESERVE;
     let total = params + grads + master + optimizer + buckets + autocast + activations + runtime;

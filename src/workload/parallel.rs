@@ -1117,6 +1117,7 @@ mod tests {
             launch: None,
             gemm_fixed: None,
             calls: None,
+            checkpointing: Default::default(),
         }
     }
 

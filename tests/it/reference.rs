@@ -70,6 +70,7 @@ fn probes() -> Vec<Probe> {
     serde(Scenario, sc, "`[workload.fsdp]`", "[workload.fsdp]");
     serde(Scenario, sc, "`[workload.zero]`", "[workload.zero]");
     serde(Scenario, sc, "`[workload.parallel]`", "[workload.parallel]");
+    serde(Scenario, sc, "`[workload.model]`", "[workload.model]");
     serde(Scenario, sc, "`[[workload.layer]]`", "[[workload.layer]]");
     serde(Scenario, sc, "`[placement]`", "[placement]");
     serde(Scenario, sc, "`[[placement.group]]`", "[[placement.group]]");

@@ -119,3 +119,54 @@ fn a_specification_splits_under_tensor_parallelism_as_its_preset_does() {
     let b = collsim_ok(&["simulate", tmp("l70.toml", &spec).to_str().unwrap()]);
     assert_eq!(a, b);
 }
+
+#[test]
+fn activation_checkpointing_is_the_3d_layouts_recompute_and_applies_to_fsdp() {
+    // Under [workload.parallel] it is Megatron's full recomputation.
+    let text =
+        scenario("gpt-39b-3d-dgx-a100-32node.toml").replace("\"../topologies/", "\"topologies/");
+    let old = text
+        .replace("activation_checkpointing = \"full\"\n", "")
+        .replace("pp = 8\n", "pp = 8\nrecompute = \"full\"\n");
+    assert_ne!(old, text);
+    let a = collsim_ok(&["simulate", "scenarios/gpt-39b-3d-dgx-a100-32node.toml"]);
+    let b = collsim_ok(&["simulate", tmp("old.toml", &old).to_str().unwrap()]);
+    assert_eq!(a, b);
+    // Both, disagreeing: refused on the line.
+    let both = text.replace("pp = 8\n", "pp = 8\nrecompute = \"none\"\n");
+    let p = tmp("both.toml", &both);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["both.toml:28:28", "where workload.parallel.recompute says \"none\""],
+    );
+    // FSDP: a Llama-7B on 16 p5 nodes, checkpointed, fits with room to spare and its backward
+    // grows by the blocks' forward.
+    let out = collsim_ok(&[
+        "simulate",
+        "scenarios/llama7b-fsdp-p5-16node.toml",
+        "--sweep",
+        "workload.activation_checkpointing=none,full",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    let fsdp = scenario("llama7b-fsdp-p5-16node.toml").replace("\"../topologies/", "\"topologies/");
+    let on = fsdp.replace(
+        "optimizer = \"adam\"\n",
+        "optimizer = \"adam\"\nactivation_checkpointing = \"full\"\n",
+    );
+    let out = collsim_ok(&["simulate", tmp("fsdp-ck.toml", &on).to_str().unwrap()]);
+    assert!(out.contains("each layer a unit; activation checkpointing full"), "{out}");
+    let mem = out.lines().find(|l| l.contains("memory per GPU")).unwrap();
+    let used: f64 = mem.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(used < 10.0, "{mem}");
+    // A custom layer list has no blocks to checkpoint: refused, not ignored.
+    let custom = scenario("ddp-custom-layers.toml")
+        .replace("\"../topologies/", "\"topologies/")
+        .replace("[workload]\n", "[workload]\nactivation_checkpointing = \"full\"\n");
+    let p = tmp("custom-ck.toml", &custom);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["custom-ck.toml:14:28", "no transformer blocks"],
+    );
+}
