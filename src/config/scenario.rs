@@ -1108,12 +1108,11 @@ fn model_spec(
         (Some(e), Some(k)) => spec.experts = Some((e, k)),
         (None, None) => {}
         (Some(e), None) => spec.experts = Some((e, spec.experts.map_or(1, |x| x.1))),
-        (None, Some(k)) => match spec.experts {
-            Some((e, _)) => spec.experts = Some((e, k)),
-            None => {
-                let v = r.top_k.as_ref().expect("given");
+        (None, Some(k)) => match (spec.experts, &r.top_k) {
+            (Some((e, _)), _) => spec.experts = Some((e, k)),
+            (None, v) => {
                 return Err(src.error_at(
-                    v.span().start,
+                    v.as_ref().map_or(at, |v| v.span().start),
                     "workload.model.top_k: goes with experts (a mixture of experts)",
                 ));
             }

@@ -197,7 +197,7 @@ impl Layer {
         act: f64,
         memory: MemoryWork,
     ) -> Layer {
-        layer_mem(name, tensors, fwd_macs, act, memory)
+        Layer { act_bytes: act, memory, ..layer(name, tensors, fwd_macs) }
     }
 }
 
@@ -275,18 +275,6 @@ fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer 
         memory: MemoryWork::default(),
         parallel: None,
     }
-}
-
-/// A layer that keeps `act_bytes` per sample for backward and does `memory`'s memory-bound
-/// work.
-fn layer_mem(
-    name: impl Into<String>,
-    tensors: Vec<Tensor>,
-    fwd_macs: f64,
-    act: f64,
-    memory: MemoryWork,
-) -> Layer {
-    Layer { act_bytes: act, memory, ..layer(name, tensors, fwd_macs) }
 }
 
 /// A transformer layer's kept activations per sample: 34·s·h bytes (see [`Model::act_bytes`]).
@@ -379,7 +367,7 @@ fn resnet50() -> Vec<Layer> {
     let e = 64 * 112 * 112;
     let pool = MemoryWork::new(4.5 * e as f64, 6.5 * e as f64, 1, 2);
     let stem_mem = conv_mem().plus(bn_relu_mem(e, true)).plus(pool);
-    let mut out = vec![layer_mem("stem", stem, macs, acts(e), stem_mem)];
+    let mut out = vec![Layer::new("stem", stem, macs, acts(e), stem_mem)];
     let mut cin = 64;
     let mut hw = 56; // after the stem's max-pool
     for (stage, (planes, blocks)) in
@@ -416,7 +404,7 @@ fn resnet50() -> Vec<Layer> {
                 elems += 4 * planes * out_hw * out_hw;
                 mem = mem.plus(conv_mem()).plus(bn_relu_mem(e_out, false));
             }
-            out.push(layer_mem(p, tensors, macs, acts(elems), mem));
+            out.push(Layer::new(p, tensors, macs, acts(elems), mem));
             cin = 4 * planes;
             hw = out_hw;
         }
@@ -424,7 +412,7 @@ fn resnet50() -> Vec<Layer> {
     // The head: global average pool over 2048 × 7 × 7 (read forward, written backward), the
     // linear layer, and the loss over 1,000 classes (negligible bytes, 3 launches each way).
     let head = MemoryWork::new(2.0 * 2048.0 * 49.0, 2.0 * 2048.0 * 49.0, 5, 7).with_gemms(1, 2);
-    out.push(layer_mem("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64, 0.0, head));
+    out.push(Layer::new("fc", linear("fc", 2048, 1000).to_vec(), (2048 * 1000) as f64, 0.0, head));
     out
 }
 
@@ -469,7 +457,7 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         bwd_fixed: gs * ((vocab + 512 + 2) * d) as f64,
         ..MemoryWork::new(33.0 * h, 33.0 * h, 7, 20).per_token(s)
     };
-    let mut out = vec![layer_mem("bert.embeddings", emb, 0.0, 0.0, emb_mem)];
+    let mut out = vec![Layer::new("bert.embeddings", emb, 0.0, 0.0, emb_mem)];
     for i in 0..24 {
         let p = format!("bert.encoder.layer.{i}");
         let mut v = Vec::new();
@@ -486,11 +474,11 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         v.extend(linear(&format!("{p}.output.dense"), ff, d));
         v.extend(bn(&format!("{p}.output.LayerNorm"), d));
         let macs = (4 * d * d + 2 * d * ff + 2 * s * d) as f64 * sf;
-        out.push(layer_mem(p, v, macs, transformer_acts(s, d), bert_block_mem(h).per_token(s)));
+        out.push(Layer::new(p, v, macs, transformer_acts(s, d), bert_block_mem(h).per_token(s)));
     }
     let one_gemm = MemoryWork::default().with_gemms(1, 2);
     let pooler = linear("bert.pooler.dense", d, d).to_vec();
-    out.push(layer_mem("bert.pooler", pooler, (d * d) as f64, 0.0, one_gemm));
+    out.push(Layer::new("bert.pooler", pooler, (d * d) as f64, 0.0, one_gemm));
     let mut head = vec![t("cls.predictions.bias", vocab, 1)];
     head.extend(linear("cls.predictions.transform.dense", d, d));
     head.extend(bn("cls.predictions.transform.LayerNorm", d));
@@ -501,14 +489,14 @@ fn bert_large(s: u64, gs: f64) -> Vec<Layer> {
         .plus(loss_mem(vocab))
         .per_token(s)
         .with_gemms(2, 4);
-    out.push(layer_mem(
+    out.push(Layer::new(
         "cls.predictions",
         head,
         (d * d + d * vocab) as f64 * sf,
         logits_acts(s, vocab),
         head_mem,
     ));
-    out.push(layer_mem(
+    out.push(Layer::new(
         "cls.seq_relationship",
         linear("cls.seq_relationship", d, 2).to_vec(),
         (2 * d) as f64,

@@ -610,8 +610,10 @@ impl ModelSpec {
         };
         let model = Model { name, layers, grad_dtype, buffer_bytes: 0 };
         match self.attention {
+            // Without blocks (no layers: a specification with a problem) nothing to change.
             Attention::Flash => model,
-            a => with_attention(model, a).expect("a transformer has attention blocks"),
+            _ if self.layers == 0 => model,
+            a => with_attention(model, a).expect("every layer count above 0 builds blocks"),
         }
     }
 
@@ -689,6 +691,30 @@ impl ModelSpec {
         m
     }
 
+    /// The embedding layer `name`: the token table of `vocab` rows and, with learned positions,
+    /// the position table (`tables`' two names), their dense gradients zeroed each backward.
+    fn embedding(
+        &self,
+        name: &str,
+        tables: [&str; 2],
+        vocab: u64,
+        s: u64,
+        grad_dtype: DataType,
+    ) -> Layer {
+        let d = self.hidden;
+        let mut emb = vec![t(tables[0], vocab, d)];
+        if self.position == Position::Learned {
+            emb.push(t(tables[1], self.max_positions, d));
+        }
+        let rows: u64 = emb.iter().map(|x| x.rows).sum();
+        let fixed = (grad_dtype.size() * rows * d) as f64;
+        let memory = MemoryWork { bwd_fixed: fixed, ..self.embedding_mem().per_token(s) };
+        Layer {
+            parallel: Some(self.tp(TpRole::Embedding { vocab }, s)),
+            ..Layer::new(name, emb, 0.0, 0.0, memory)
+        }
+    }
+
     /// A block's kept activations per sample: 34·s·h, and what eager ops keep beyond it.
     fn block_acts(&self, s: u64) -> f64 {
         transformer_acts(s, self.hidden) + self.activation.extra_acts(self.ffn as f64) * s as f64
@@ -710,7 +736,6 @@ impl ModelSpec {
     /// GPT-2's layers (transformers' names): embeddings, blocks, the final LayerNorm with the
     /// head and loss.
     fn gpt_layers(&self, s: u64, grad_dtype: DataType, tp: u64) -> Vec<Layer> {
-        let gs = grad_dtype.size() as f64;
         let (d, vocab) = (self.hidden, self.padded_vocab(tp));
         let sf = s as f64;
         let norm = |name: String| -> Vec<super::models::Tensor> {
@@ -727,18 +752,13 @@ impl ModelSpec {
             }
             v
         };
-        let mut emb = vec![t("transformer.wte.weight", vocab, d)];
-        let mut fixed = vocab * d;
-        if self.position == Position::Learned {
-            emb.push(t("transformer.wpe.weight", self.max_positions, d));
-            fixed += self.max_positions * d;
-        }
-        let emb_mem =
-            MemoryWork { bwd_fixed: gs * fixed as f64, ..self.embedding_mem().per_token(s) };
-        let mut out = vec![Layer {
-            parallel: Some(self.tp(TpRole::Embedding { vocab }, s)),
-            ..Layer::new("transformer.embeddings", emb, 0.0, 0.0, emb_mem)
-        }];
+        let mut out = vec![self.embedding(
+            "transformer.embeddings",
+            ["transformer.wte.weight", "transformer.wpe.weight"],
+            vocab,
+            s,
+            grad_dtype,
+        )];
         let (block, replicated) = self.block_mem(true);
         let kv = self.kv();
         for i in 0..self.layers {
@@ -781,22 +801,16 @@ impl ModelSpec {
     /// A Llama-family decoder's layers (transformers' names): the embedding, the blocks (a
     /// mixture of experts' MLP in Mixtral's), the final norm, the head and loss.
     fn decoder_layers(&self, s: u64, grad_dtype: DataType, tp: u64) -> Vec<Layer> {
-        let gs = grad_dtype.size() as f64;
         let (d, ff, vocab, kv) = (self.hidden, self.ffn, self.padded_vocab(tp), self.kv());
         let sf = s as f64;
         let h = d as f64;
-        let mut emb = vec![t("model.embed_tokens.weight", vocab, d)];
-        let mut fixed = vocab * d;
-        if self.position == Position::Learned {
-            emb.push(t("model.embed_positions.weight", self.max_positions, d));
-            fixed += self.max_positions * d;
-        }
-        let emb_mem =
-            MemoryWork { bwd_fixed: gs * fixed as f64, ..self.embedding_mem().per_token(s) };
-        let mut out = vec![Layer {
-            parallel: Some(self.tp(TpRole::Embedding { vocab }, s)),
-            ..Layer::new("model.embed_tokens", emb, 0.0, 0.0, emb_mem)
-        }];
+        let mut out = vec![self.embedding(
+            "model.embed_tokens",
+            ["model.embed_tokens.weight", "model.embed_positions.weight"],
+            vocab,
+            s,
+            grad_dtype,
+        )];
         let (dense, replicated) = self.block_mem(self.experts.is_none());
         let mem = match self.experts {
             None => dense,
