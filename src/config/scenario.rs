@@ -289,6 +289,9 @@ fn ddp_workload(
         .as_ref()
         .and_then(|p| p.get_ref().tp.as_ref())
         .map_or(1, |t| (*t.get_ref()).clamp(1, 1 << 16) as u64);
+    // The specification a [workload.model] table gives, kept to build the model again at
+    // another tensor-parallel degree (a plan's `tp`) where that pads its vocabulary otherwise.
+    let mut written = None;
     let model = match (&w.model, &w.layer) {
         (Some(m), None) => match m.get_ref() {
             super::raw::RawModel::Name(name) => {
@@ -303,7 +306,9 @@ fn ddp_workload(
                 })?
             }
             super::raw::RawModel::Spec(spec) => {
-                model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?
+                let (model, spec) = model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?;
+                written = Some(spec);
+                model
             }
         },
         (None, Some(layers)) if !layers.is_empty() => {
@@ -474,13 +479,8 @@ fn ddp_workload(
                 models::Attention::parse(a)
                     .ok_or_else(|| format!("{a:?}: {}", models::Attention::NAMES))
             })?;
-            if attention == models::Attention::Unfused
-                && let Some(m) = &w.mfu
-            {
-                return Err(src.error_at(
-                    m.span().start,
-                    "workload.mfu: with attention = \"unfused\" the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
-                ));
+            if let Some(spec) = &mut written {
+                spec.attention = attention;
             }
             let name = model.name.clone();
             models::with_attention(model, attention).ok_or_else(|| {
@@ -494,6 +494,18 @@ fn ddp_workload(
         }
         None => model,
     };
+    let unfused = model.layers.iter().any(|l| {
+        l.parallel.is_some_and(|p| {
+            p.attention == models::Attention::Unfused
+                && matches!(p.role, models::TpRole::Block { .. })
+        })
+    });
+    if let (true, Some(m)) = (unfused, &w.mfu) {
+        return Err(src.error_at(
+            m.span().start,
+            "workload.mfu: with attention = \"unfused\" the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
+        ));
+    }
     let total = model.tensors().try_fold(0u64, |sum, t| sum.checked_add(t.numel));
     if total.is_none_or(|n| n > MAX_TENSOR_PARAMS) {
         return Err(src.error(format!(
@@ -773,6 +785,7 @@ fn ddp_workload(
         parallel,
         calls: None,
         checkpointing,
+        written: written.filter(|w| w.vocab_multiple > 1),
         launch: w
             .launch_us
             .as_ref()
@@ -937,7 +950,7 @@ fn model_spec(
     seq: Option<u64>,
     grad_dtype: DataType,
     tp: u64,
-) -> Result<crate::workload::models::Model, ConfigError> {
+) -> Result<(crate::workload::models::Model, crate::workload::spec::ModelSpec), ConfigError> {
     use crate::workload::models::{self, Attention};
     use crate::workload::spec::{
         Activation, Family, Implementation, Loss, ModelSpec, Norm, Position,
@@ -1165,7 +1178,7 @@ fn model_spec(
             ),
         ));
     }
-    Ok(spec.build(seq, grad_dtype, tp))
+    Ok((spec.build(seq, grad_dtype, tp), spec))
 }
 
 /// `[workload.parallel]`: Megatron's tensor and pipeline degrees and their options (the data

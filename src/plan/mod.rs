@@ -505,6 +505,12 @@ fn edit_ddp(
         spec.micro_batch = m;
     }
     if let Some(layout) = &mut spec.parallel {
+        // A vocabulary padded by the tensor-parallel degree (Megatron's) is padded again.
+        if let (Some(tp), Some(w), Some(seq)) = (c.tp, &spec.written, spec.sequence)
+            && tp != layout.tp
+        {
+            spec.model = w.build(seq, spec.model.grad_dtype, tp as u64);
+        }
         layout.tp = c.tp.unwrap_or(layout.tp);
         layout.pp = c.pp.unwrap_or(layout.pp);
         if layout.virtual_stages > 1 && layout.pp < 2 {

@@ -565,6 +565,9 @@ pub struct DdpSpec {
     /// Activation checkpointing of the transformer blocks (DDP, FSDP, ZeRO; a 3-D layout's is
     /// its [`super::parallel::Layout::recompute`]).
     pub checkpointing: Checkpointing,
+    /// The specification `model` was built from where its vocabulary is padded by the
+    /// tensor-parallel degree (Megatron's), to build it again at another degree.
+    pub written: Option<super::spec::ModelSpec>,
 }
 
 /// Activation checkpointing (`activation_checkpointing`): which transformer blocks keep only
@@ -649,6 +652,7 @@ impl DdpSpec {
             gemm_fixed: None,
             calls: Some(calls),
             checkpointing: Checkpointing::None,
+            written: None,
         }
     }
 }
@@ -2392,6 +2396,7 @@ mod tests {
             gemm_fixed: None,
             calls: None,
             checkpointing: Default::default(),
+            written: None,
         }
     }
 

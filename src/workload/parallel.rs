@@ -1118,6 +1118,7 @@ mod tests {
             gemm_fixed: None,
             calls: None,
             checkpointing: Default::default(),
+            written: None,
         }
     }
 

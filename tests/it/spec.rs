@@ -170,3 +170,40 @@ fn activation_checkpointing_is_the_3d_layouts_recompute_and_applies_to_fsdp() {
         &["custom-ck.toml:14:28", "no transformer blocks"],
     );
 }
+
+#[test]
+fn a_plans_tp_pads_a_megatron_vocabulary_as_the_scenario_at_that_tp_does() {
+    // 50,257 rows pad to 50,688 at tp 4 and to 51,200 at tp 8: the plan's tp-8 candidate is
+    // the scenario simulated at tp 8 (it was the tp-4 model split 8 ways: 5.7 ms and 8 MiB
+    // short).
+    let text = scenario("gpt-39b-3d-dgx-a100-32node.toml");
+    let s = tmp("s39.toml", &text.replace("\"../topologies/", "\"topologies/"));
+    let s8 =
+        tmp("s39-8.toml", &std::fs::read_to_string(&s).unwrap().replace("tp = 4\n", "tp = 8\n"));
+    let plan = tmp(
+        "p39.toml",
+        "scenario = \"s39.toml\"\n[train]\nsteps = 10\n[candidates]\ninstances = [\"dgx-a100\"]\nnodes = [32]\ntp = [8]\n[objective]\nminimise = \"time\"\n",
+    );
+    let csv = collsim_ok(&["plan", plan.to_str().unwrap(), "--format", "csv"]);
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let col = |k: &str| row[head.iter().position(|h| *h == k).unwrap()].parse::<f64>().unwrap();
+    let sim = collsim_ok(&["simulate", s8.to_str().unwrap(), "--format", "csv"]);
+    let sh: Vec<&str> = sim.lines().next().unwrap().split(',').collect();
+    let sr: Vec<&str> = sim.lines().nth(1).unwrap().split(',').collect();
+    let scol = |k: &str| sr[sh.iter().position(|h| *h == k).unwrap()].parse::<f64>().unwrap();
+    assert_eq!(col("step_ms"), scol("iteration_time_ms"));
+    assert_eq!(col("memory_gib"), scol("memory_bytes") / 1073741824.0);
+}
+
+#[test]
+fn unfused_attention_in_the_table_refuses_a_fixed_mfu_as_the_key_does() {
+    let text = scenario("llama7b-fsdp-p5-16node.toml").replace("\"../topologies/", "\"topologies/");
+    let t = text.replace("model = \"llama-7b\"\n", "")
+        + "\n[workload.model]\npreset = \"llama-7b\"\nattention = \"unfused\"\n";
+    let p = tmp("unfused-mfu.toml", &t);
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &["unfused-mfu.toml:", "workload.mfu: with attention = \"unfused\""],
+    );
+}
