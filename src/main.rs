@@ -49,7 +49,7 @@ enum ModeArg {
 #[derive(clap::Args, Clone)]
 struct Common {
     /// Topology preset or path to a topology TOML. Presets: aws-p4d, aws-p5, dgx-a100,
-    /// dgx-b200, dgx-h100, gb200-nvl72, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g,
+    /// dgx-b200, dgx-h100, dgx-h200, gb200-nvl72, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g,
     /// gcp-a3-highgpu-8g, gcp-a3-megagpu-8g, hgx-h100-roce, pcie-8gpu-2socket,
     /// pcie-a100-4gpu-2socket, polaris-a100-4gpu.
     #[arg(long)]
@@ -104,6 +104,12 @@ enum Command {
     /// checked for memory, quota and budget, simulated, priced and ranked by time and cost to
     /// train (`collsim plan merge` joins the results of sharded runs).
     Plan(PlanArgs),
+    /// Turn a PyTorch profiler trace of one rank's training step into a model profile: every
+    /// kernel tagged by class (GEMM, attention, memory-bound, optimizer, copy, host) and by how
+    /// it grows with the shape, in program order with the step's collectives; a scenario names
+    /// it (`[workload] profile = "FILE"`) to time that step on other GPUs, clusters, micro-batches
+    /// and sequences.
+    Profile(ProfileArgs),
     /// Print a shell completion script for collsim (bash, zsh, fish, elvish, powershell), e.g.
     /// `collsim completions bash > /etc/bash_completion.d/collsim`.
     Completions {
@@ -283,6 +289,27 @@ struct CalibrateArgs {
     no_correction: bool,
     #[command(flatten)]
     common: Common,
+}
+
+/// `collsim profile`.
+#[derive(clap::Args)]
+struct ProfileArgs {
+    /// The trace (`prof.export_chrome_trace`, or the trace handler's `.json.gz`), recorded with
+    /// `record_shapes=True` (calibration/trace/capture_step.py records one).
+    trace: PathBuf,
+    /// Write the profile here (else to standard output); the summary goes to standard error.
+    #[arg(short = 'o', long = "output", value_name = "PROFILE.toml")]
+    output: Option<PathBuf>,
+    /// The GPU model the trace ran on, as the GPU library names it (default: from the trace's
+    /// deviceProperties).
+    #[arg(long, value_name = "MODEL")]
+    gpu: Option<String>,
+    /// Samples in the traced micro-batch (default: the first embedding's indices).
+    #[arg(long, value_name = "N")]
+    micro_batch: Option<u64>,
+    /// Tokens per sample (default: the first embedding's indices).
+    #[arg(long, value_name = "S")]
+    sequence: Option<u64>,
 }
 
 /// `collsim validate`.
@@ -573,6 +600,16 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
             s.topology = src;
             s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
             s.node = node;
+            // A model profile's step is carried to the GPU it now runs on.
+            if let config::Workload::Ddp(spec) = &mut s.workload
+                && let Some(p) = &spec.profile
+            {
+                let (name, calls) = p
+                    .replay(&s.node.gpu.model)
+                    .map_err(|e| anyhow!("--topology {t}: workload.profile {}: {e}", p.path))?;
+                spec.model.name = name;
+                spec.calls = Some(calls);
+            }
             s
         }
         (Some(s), None) => s,
@@ -1546,6 +1583,10 @@ fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
             outs.push(("-o", output.clone()));
         }
         Command::Completions { .. } => {}
+        Command::Profile(a) => {
+            ins.push(a.trace.clone());
+            outs.push(("-o", a.output.clone()));
+        }
         Command::Plan(a) => match &a.command {
             Some(PlanCommand::Merge { results, out, output }) => {
                 ins.extend(results.iter().cloned());
@@ -1575,6 +1616,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Calibrate(args) => calibrate(args)?,
         Command::Validate(args) => validate(args)?,
         Command::Plan(args) => plan(args)?,
+        Command::Profile(args) => profile(args)?,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             // Generated whole first: clap_complete panics on a failed write.
@@ -1585,6 +1627,83 @@ fn run(cli: Cli) -> Result<()> {
             out.flush()?;
         }
     }
+    Ok(())
+}
+
+/// `collsim profile`.
+fn profile(args: ProfileArgs) -> Result<()> {
+    use collsim::workload::profile::{self, Class};
+    for (flag, v) in [("--micro-batch", args.micro_batch), ("--sequence", args.sequence)] {
+        if v == Some(0) {
+            bail_usage!("{flag} 0: at least 1");
+        }
+    }
+    let name = args.trace.display().to_string();
+    let bytes = config::load_bytes(&args.trace)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        anyhow!("{name}: not a PyTorch profiler trace (not UTF-8 at byte {})", e.valid_up_to())
+    })?;
+    let library = config::gpu_library()?;
+    let opts = profile::Options {
+        gpu: args.gpu.clone(),
+        micro_batch: args.micro_batch,
+        sequence: args.sequence,
+    };
+    let p = profile::from_trace(&name, text, &library, &opts).map_err(|e| anyhow!(e))?;
+    let body = p.to_toml().map_err(|e| anyhow!(e))?;
+    let mut w = open_output(args.output.as_deref())?;
+    w.write_all(body.as_bytes())?;
+    w.finish()?;
+    let mut e = String::new();
+    let shape = match (p.micro_batch, p.sequence) {
+        (Some(b), Some(s)) => format!("{b} x {s} tokens"),
+        _ => "micro-batch and sequence unknown".to_string(),
+    };
+    e.push_str(&format!(
+        "{name}: {} ({}), {}, {shape}; traced step {:.3} ms, GPU busy {:.3} ms, host's launches over {:.3} ms\n",
+        p.device, p.gpu, p.precision, p.traced_step_ms, p.gpu_busy_ms, p.host_span_ms
+    ));
+    e.push_str(&format!(
+        "{:<10} {:<12} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
+        "phase", "class", "kernels", "time ms", "TFLOP", "of peak", "GB", "of bw"
+    ));
+    let opt = |x: Option<f64>, pct: bool| match x {
+        Some(x) if pct => format!("{:.1} %", x * 100.0),
+        Some(x) => format!("{x:.3}"),
+        None => "-".to_string(),
+    };
+    for s in &p.summary {
+        e.push_str(&format!(
+            "{:<10} {:<12} {:>7} {:>10.3} {:>8} {:>8} {:>8} {:>8}\n",
+            s.phase.name(),
+            s.class.name(),
+            s.kernels,
+            s.time_ms,
+            opt(s.tflop, false),
+            opt(s.fraction_of_peak, true),
+            opt(s.gbytes, false),
+            opt(s.fraction_of_bandwidth, true),
+        ));
+    }
+    let host: f64 = p
+        .step
+        .iter()
+        .filter_map(|x| match x {
+            profile::Entry::Kernels { compute_us, class: Class::Host, .. } => Some(*compute_us),
+            _ => None,
+        })
+        .sum();
+    e.push_str(&format!(
+        "host gaps kept as time: {:.3} ms; {} collectives; {} entries{}\n",
+        host / 1e3,
+        p.collectives(),
+        p.step.len(),
+        args.output.as_ref().map(|o| format!(" written to {}", o.display())).unwrap_or_default()
+    ));
+    if !p.shapes {
+        e.push_str("warning: the trace recorded no shapes (record_shapes=True): nothing in it will scale with micro-batch or sequence\n");
+    }
+    eprint!("{e}");
     Ok(())
 }
 

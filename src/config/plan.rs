@@ -750,6 +750,11 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     let span = |v: Option<usize>| v.unwrap_or(0);
     let t_at = |f: fn(&RawTrain) -> Option<usize>| span(train.and_then(f));
     match instances.iter().find_map(|i| i.workload.as_ref().ok()) {
+        Some(Workload::Ddp(spec)) if spec.profile.is_some() => {
+            return Err(src.error(
+                "workload.profile: a model profile records no memory yet, so a plan could not tell which candidates fit; simulate it on each cluster (scenarios/gpt-1.4b-profile-p5-16node.toml with --topology)",
+            ));
+        }
         Some(Workload::Ddp(spec)) if spec.calls.is_some() => {
             return Err(src.error(
                 "workload.calls: a replayed list of calls has a fixed batch and cannot be planned; simulate it on each cluster",

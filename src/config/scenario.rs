@@ -784,6 +784,7 @@ fn ddp_workload(
         },
         parallel,
         calls: None,
+        profile: None,
         checkpointing,
         written: written.filter(|w| w.vocab_multiple > 1),
         launch: w
@@ -838,8 +839,21 @@ fn micros(src: &Source<'_>, field: &str, v: &Spanned<f64>, what: &str) -> Result
 /// A step given as a list of calls (`kind = "trace"`, `calls = "FILE"`, relative to the
 /// scenario; [`crate::workload::calls`]), or a PyTorch profiler or Chakra trace read as one
 /// ([`crate::workload::calls::read_step`]): replayed with its compute as given.
-fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigError> {
+fn trace_workload(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    node: &NodeSpec,
+) -> Result<DdpSpec, ConfigError> {
     // Keys of other kinds were refused by `parse_workload`.
+    if let (Some(c), Some(_)) = (&w.calls, &w.profile) {
+        return Err(src.error_at(
+            c.span().start,
+            "workload.calls: a step is a list of calls or a model profile, not both",
+        ));
+    }
+    if let Some(p) = &w.profile {
+        return profile_workload(src, w, node, p);
+    }
     let Some(path) = &w.calls else {
         return Err(missing(
             src,
@@ -875,6 +889,66 @@ fn trace_workload(src: &Source<'_>, w: &RawWorkload) -> Result<DdpSpec, ConfigEr
     };
     let mut spec = DdpSpec::replay(format!("calls from {}", path.get_ref()), calls);
     spec.compute_slowdown = compute_slowdown;
+    Ok(spec)
+}
+
+/// A step from a model profile (`profile = "FILE"`, relative to the scenario;
+/// [`crate::workload::profile`]), carried to the scenario's GPU and, with `micro_batch` or
+/// `sequence`, to that shape.
+fn profile_workload(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    node: &NodeSpec,
+    path: &Spanned<String>,
+) -> Result<DdpSpec, ConfigError> {
+    use crate::workload::profile::ModelProfile;
+    let file = match std::path::Path::new(src.name).parent() {
+        Some(dir) => dir.join(path.get_ref()),
+        None => std::path::PathBuf::from(path.get_ref()),
+    };
+    let profile = src.check("workload.profile", path, |p| {
+        if p.trim().is_empty() {
+            return Err("an empty path (name the model profile `collsim profile` wrote)".into());
+        }
+        let text = super::read_capped(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        ModelProfile::read(&file.display().to_string(), &text)
+    })?;
+    let micro_batch = match &w.micro_batch {
+        Some(v) => Some(positive(src, "workload.micro_batch", v, 1 << 20)? as u64),
+        None => None,
+    };
+    let sequence = match &w.sequence {
+        Some(v) => Some(positive(src, "workload.sequence", v, 1 << 24)? as u64),
+        None => None,
+    };
+    let named = crate::workload::profile::Named {
+        path: path.get_ref().clone(),
+        profile,
+        micro_batch,
+        sequence,
+    };
+    let (name, calls) = named.replay(&node.gpu.model).map_err(|e| {
+        let shaped = e.contains("micro-batch") || e.contains("shapes");
+        let (key, at) = match (&w.micro_batch, &w.sequence) {
+            (Some(v), _) if shaped => ("micro_batch", v.span().start),
+            (None, Some(v)) if shaped => ("sequence", v.span().start),
+            _ => ("profile", path.span().start),
+        };
+        src.error_at(at, format!("workload.{key}: {}: {e}", path.get_ref()))
+    })?;
+    let compute_slowdown = match &w.compute_slowdown {
+        Some(v) => Some(src.check("workload.compute_slowdown", v, |&x| {
+            if (0.0..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be a fraction in [0, 1] (got {x})"))
+            }
+        })?),
+        None => None,
+    };
+    let mut spec = DdpSpec::replay(name, calls);
+    spec.compute_slowdown = compute_slowdown;
+    spec.profile = Some(Box::new(named));
     Ok(spec)
 }
 
@@ -1547,6 +1621,8 @@ pub(crate) fn parse_workload(
             "idle" if idle => Ok(k.clone()),
             _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
+        // A model profile is a step to replay.
+        None if w.profile.is_some() => "trace".to_string(),
         None => "sweep".to_string(),
     };
     if kind == "idle"
@@ -1563,15 +1639,18 @@ pub(crate) fn parse_workload(
         let why = match kind.as_str() {
             _ if key == "kind" => return None,
             "sweep" if SWEEP.contains(&key) => return None,
-            "sweep" if key == "calls" => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
+            "sweep" if matches!(key, "calls" | "profile") => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
             "sweep" => "only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\"), not a collective sweep".to_string(),
-            "trace" if matches!(key, "calls" | "compute_slowdown") => return None,
+            "trace" if matches!(key, "calls" | "profile" | "compute_slowdown") => return None,
+            "trace" if matches!(key, "micro_batch" | "sequence") && w.profile.is_some() => {
+                return None;
+            }
             "trace" => "not for kind = \"trace\" (the calls file gives the step)".to_string(),
             k if SWEEP.contains(&key) => format!(
                 "not for kind = \"{k}\" (the model sets the sizes and types of its calls; a collective sweep is kind = \"sweep\")"
             ),
-            k if key == "calls" => format!(
-                "not for kind = \"{k}\" (a list of calls or a trace is replayed with kind = \"trace\")"
+            k if matches!(key, "calls" | "profile") => format!(
+                "not for kind = \"{k}\" (a list of calls, a trace or a model profile is replayed with kind = \"trace\")"
             ),
             _ => return None,
         };
@@ -1588,7 +1667,7 @@ pub(crate) fn parse_workload(
     }
     Ok(match kind.as_str() {
         "ddp" | "fsdp" | "zero" => Workload::Ddp(Box::new(ddp_workload(src, w, node, &kind)?)),
-        "trace" => Workload::Ddp(Box::new(trace_workload(src, w)?)),
+        "trace" => Workload::Ddp(Box::new(trace_workload(src, w, node)?)),
         "idle" => Workload::Idle,
         _ => Workload::Sweep(sweep_workload(src, w)?),
     })

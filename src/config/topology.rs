@@ -23,6 +23,7 @@ const PRESETS: &[(&str, &str)] = &[
     ("dgx-a100", include_str!("../../topologies/dgx-a100.toml")),
     ("dgx-b200", include_str!("../../topologies/dgx-b200.toml")),
     ("dgx-h100", include_str!("../../topologies/dgx-h100.toml")),
+    ("dgx-h200", include_str!("../../topologies/dgx-h200.toml")),
     ("gb200-nvl72", include_str!("../../topologies/gb200-nvl72.toml")),
     ("gcp-a2-highgpu-8g", include_str!("../../topologies/gcp-a2-highgpu-8g.toml")),
     ("gcp-a2-ultragpu-8g", include_str!("../../topologies/gcp-a2-ultragpu-8g.toml")),

@@ -562,6 +562,8 @@ pub struct DdpSpec {
     pub gemm_fixed: Option<f64>,
     /// A step given as a list of calls (`kind = "trace"`), replayed instead of the model's.
     pub calls: Option<Vec<super::calls::Call>>,
+    /// The model profile `calls` were carried from, to carry again to another GPU.
+    pub profile: Option<Box<super::profile::Named>>,
     /// Activation checkpointing of the transformer blocks (DDP, FSDP, ZeRO; a 3-D layout's is
     /// its [`super::parallel::Layout::recompute`]).
     pub checkpointing: Checkpointing,
@@ -651,6 +653,7 @@ impl DdpSpec {
             launch: None,
             gemm_fixed: None,
             calls: Some(calls),
+            profile: None,
             checkpointing: Checkpointing::None,
             written: None,
         }
@@ -2395,6 +2398,7 @@ mod tests {
             launch: None,
             gemm_fixed: None,
             calls: None,
+            profile: None,
             checkpointing: Default::default(),
             written: None,
         }

@@ -73,6 +73,8 @@ struct Kernel {
     at: f64,
     /// When the host launched it, if the trace says.
     launch: Option<f64>,
+    /// Its index in `traceEvents`.
+    event: usize,
 }
 
 /// Element size and nccl-tests dtype name of PyTorch's dtype names.
@@ -221,6 +223,32 @@ fn num(e: &Value, k: &str) -> Option<f64> {
 
 /// Converts a Kineto trace (`file` names it in errors).
 pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
+    import_events(file, text).map(|t| t.file)
+}
+
+/// A Kineto trace read as a list of calls, with what [`super::profile`] reads beside them.
+pub(crate) struct Traced {
+    /// The step as calls.
+    pub file: CallsFile,
+    /// Each compute call made from a GPU event: (its index in `file.calls`, the event's index
+    /// in `traceEvents`).
+    pub kernels: Vec<(usize, usize)>,
+    /// The trace's JSON.
+    pub json: Value,
+}
+
+impl Traced {
+    /// The trace's events.
+    pub fn events(&self) -> &[Value] {
+        match &self.json {
+            Value::Array(a) => a,
+            v => v.get("traceEvents").and_then(Value::as_array).map_or(&[], Vec::as_slice),
+        }
+    }
+}
+
+/// [`import`], keeping which compute call is which GPU event.
+pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| format!("{file}:{}:{}: {e}", e.line(), e.column()))?;
     let events = match &v {
@@ -412,7 +440,14 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
                     comms[k].name = short;
                 }
             }
-            None => kernels.push(Kernel { ts, dur, name: short, at: launch.unwrap_or(ts), launch }),
+            None => kernels.push(Kernel {
+                ts,
+                dur,
+                name: short,
+                at: launch.unwrap_or(ts),
+                launch,
+                event: i,
+            }),
         }
     }
     if kernels.is_empty() && comms.is_empty() {
@@ -446,11 +481,12 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
         .chain(comms.iter().filter_map(|c| c.gpu.map(|g| g.0)))
         .fold(f64::INFINITY, f64::min);
     let mut calls = Vec::new();
+    let mut origin = Vec::with_capacity(kernels.len());
     let mut ends: Vec<Option<f64>> = Vec::new();
     let mut waited = 0usize;
     let mut clock: Option<f64> = None;
     let mut items = order.into_iter().peekable();
-    for (n, Kernel { ts, dur, name, launch, .. }) in kernels.iter().enumerate() {
+    for (n, Kernel { ts, dur, name, launch, event, .. }) in kernels.iter().enumerate() {
         while let Some((_, _, item)) = items.next_if(|it| reach[n] > it.0) {
             match item {
                 Item::Comm(k) => {
@@ -497,6 +533,7 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
                 }
             }
         }
+        origin.push((calls.len(), *event));
         calls.push(Call::Compute { compute_us: *dur, name: Some(name.clone()) });
         clock = Some(clock.map_or(ts + dur, |c: f64| c.max(ts + dur)));
     }
@@ -509,7 +546,8 @@ pub fn import(file: &str, text: &str) -> Result<CallsFile, String> {
     if !ends.is_empty() {
         calls.push(Call::Drain { drain: true });
     }
-    Ok(CallsFile { collsim_calls: VERSION, ranks: world.map(|w| w as usize), calls })
+    let file = CallsFile { collsim_calls: VERSION, ranks: world.map(|w| w as usize), calls };
+    Ok(Traced { file, kernels: origin, json: v })
 }
 
 #[cfg(test)]

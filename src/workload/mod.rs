@@ -9,6 +9,7 @@ pub mod kineto;
 pub mod memory;
 pub mod models;
 pub mod parallel;
+pub mod profile;
 pub mod skew;
 pub mod spec;
 pub mod sweep;

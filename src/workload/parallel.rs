@@ -1117,6 +1117,7 @@ mod tests {
             launch: None,
             gemm_fixed: None,
             calls: None,
+            profile: None,
             checkpointing: Default::default(),
             written: None,
         }

@@ -89,6 +89,7 @@ proptest! {
             launch: None,
             gemm_fixed: None,
             calls: None,
+            profile: None,
             checkpointing: Default::default(),
             written: None,
         };

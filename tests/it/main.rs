@@ -14,6 +14,7 @@ mod megatron;
 mod model;
 mod outputs;
 mod plan;
+mod profile;
 mod readme;
 mod reference;
 mod report;

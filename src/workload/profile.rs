@@ -1,0 +1,1071 @@
+//! A model profile: a PyTorch profiler (Kineto) trace of one rank's step, turned into what
+//! collsim needs to time that model's step on other hardware and at other shapes
+//! (`collsim profile TRACE -o model-profile.toml`; a scenario names it with
+//! `[workload] profile = "…"`).
+//!
+//! Every GPU kernel of the trace is tagged with
+//! * its **class** — `gemm`, `attention` and `convolution` are bound by the GPU's math,
+//!   `memory`, `optimizer` and `copy` by its memory bandwidth, `host` is idle time the trace's
+//!   host left (a launch gap) — from the kernel's name and the CPU op that launched it
+//!   (matched by `External id`);
+//! * its **scale** — `tokens` where the launching op's inputs carry the step's
+//!   micro-batch × sequence (as one dimension, or as the two side by side: `[b, s, …]`,
+//!   `[s, b, …]`), `attention` for the attention kernels themselves (micro-batch × sequence²),
+//!   `fixed` otherwise (weights, gradients, optimizer states, bucket copies);
+//! * its **phase** — forward until the autograd engine's first op, backward after, optimizer
+//!   inside an `Optimizer.step`/`Optimizer.zero_grad` annotation.
+//!
+//! The step keeps the trace's program order (the collectives, the compute stream's waits and
+//! the host's late launches, as [`super::kineto`] reads them), consecutive kernels of the same
+//! tags merged into one entry.
+//!
+//! Carried to another GPU (per entry): math-bound time × the source's dense peak over the
+//! target's at the step's precision, memory-bound time × the source's memory bandwidth over the
+//! target's, so that each class keeps the fraction of the peak it reached where it was measured.
+//! The shortest kernel of the trace (`kernel_floor_us`) is a kernel's fixed cost, which no GPU
+//! shortens: each entry keeps that much per kernel and scales the rest. To another micro-batch
+//! or sequence: `tokens` entries × the ratio of tokens, `attention` ones × the ratio of
+//! micro-batch × sequence². The host's gaps, late launches and the collectives' sizes (gradient
+//! buckets: the parameters') stay as traced.
+//!
+//! What it cannot carry, it refuses: another micro-batch or sequence from a trace recorded
+//! without shapes, or whose micro-batch and sequence are unknown; a GPU or target without a
+//! peak at the step's precision or a memory bandwidth.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::calls::{Call, NcclOp};
+use crate::hw::gpus::GpuModel;
+
+/// The format's version.
+pub const VERSION: u32 = 1;
+
+/// What bounds a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    /// A matrix multiply.
+    Gemm,
+    /// A fused attention kernel (flash, cuDNN, memory-efficient).
+    Attention,
+    /// A convolution.
+    Convolution,
+    /// Elementwise, normalisation, reduction, softmax: memory traffic.
+    Memory,
+    /// The optimizer's step and its gradient zeroing.
+    Optimizer,
+    /// A device memcpy or memset.
+    Copy,
+    /// Time the GPU waited for the host between two kernels.
+    Host,
+}
+
+impl Class {
+    /// Every class, in the order a summary lists them.
+    pub const ALL: [Class; 7] = [
+        Class::Gemm,
+        Class::Attention,
+        Class::Convolution,
+        Class::Memory,
+        Class::Optimizer,
+        Class::Copy,
+        Class::Host,
+    ];
+
+    /// Bound by the GPU's math.
+    pub fn flop_bound(self) -> bool {
+        matches!(self, Class::Gemm | Class::Attention | Class::Convolution)
+    }
+
+    /// Bound by device memory.
+    pub fn memory_bound(self) -> bool {
+        matches!(self, Class::Memory | Class::Optimizer | Class::Copy)
+    }
+
+    /// Its name in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Gemm => "gemm",
+            Class::Attention => "attention",
+            Class::Convolution => "convolution",
+            Class::Memory => "memory",
+            Class::Optimizer => "optimizer",
+            Class::Copy => "copy",
+            Class::Host => "host",
+        }
+    }
+}
+
+/// How a kernel's work grows with the step's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// With micro-batch × sequence.
+    Tokens,
+    /// With micro-batch × sequence².
+    Attention,
+    /// Not with the shape (weights, gradients, optimizer states).
+    Fixed,
+}
+
+/// Where in the step a kernel ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Forward and loss.
+    Forward,
+    /// Backward.
+    Backward,
+    /// The optimizer's step and zeroing.
+    Optimizer,
+}
+
+impl Phase {
+    /// Its name in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+        }
+    }
+}
+
+/// One entry of a profiled step, in program order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Entry {
+    /// Consecutive GPU kernels of the same tags.
+    Kernels {
+        /// Their time on the profiled GPU, µs.
+        compute_us: f64,
+        /// What bounds them.
+        class: Class,
+        /// How they grow with the shape.
+        scale: Scale,
+        /// Where in the step.
+        phase: Phase,
+        /// How many (0: a host gap).
+        kernels: u32,
+    },
+    /// A collective, a wait or a host anchor, as in a list of calls.
+    Call(Call),
+}
+
+/// A phase's time in one class, and the work the trace's shapes give it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// Where in the step.
+    pub phase: Phase,
+    /// What bounds it.
+    pub class: Class,
+    /// Kernels.
+    pub kernels: u64,
+    /// Their time, ms.
+    pub time_ms: f64,
+    /// Floating-point work from the launching ops' shapes (GEMMs and attention), TFLOP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tflop: Option<f64>,
+    /// Achieved rate over the source's dense peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction_of_peak: Option<f64>,
+    /// Bytes the launching ops read and write (inputs, and an output the size of the largest),
+    /// GB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbytes: Option<f64>,
+    /// Achieved traffic over the source's memory bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction_of_bandwidth: Option<f64>,
+}
+
+/// A model profile (`collsim profile`'s output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelProfile {
+    /// The format's version ([`VERSION`]).
+    pub collsim_profile: u32,
+    /// The trace it was made from.
+    pub source: String,
+    /// The GPU as the trace names it.
+    pub device: String,
+    /// The GPU library's model it was taken as.
+    pub gpu: String,
+    /// The math precision of the step's GEMMs (a key of the library's `peak_tflops`).
+    pub precision: String,
+    /// The source GPU's dense peak at that precision, TFLOP/s.
+    pub peak_tflops: f64,
+    /// The source GPU's memory bandwidth, GB/s.
+    pub memory_bandwidth_gbs: f64,
+    /// Samples in the traced micro-batch, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batch: Option<u64>,
+    /// Tokens per sample, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// Whether the trace recorded its ops' shapes (without them nothing scales with the shape).
+    pub shapes: bool,
+    /// Ranks the trace ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
+    /// The shortest kernel of the trace, µs: a kernel's fixed cost.
+    pub kernel_floor_us: f64,
+    /// The traced step (its `ProfilerStep` span, or its GPU work's), ms.
+    pub traced_step_ms: f64,
+    /// The GPU's busy time in it, ms.
+    pub gpu_busy_ms: f64,
+    /// From the host's first kernel launch (or async copy or memset) to its last, ms: under the
+    /// profiler, which slows the host.
+    pub host_span_ms: f64,
+    /// The step, in program order.
+    pub step: Vec<Entry>,
+    /// Per phase and class.
+    #[serde(default)]
+    pub summary: Vec<Summary>,
+}
+
+/// What `collsim profile` may be told beside the trace.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The GPU library's model the trace ran on (else from its `deviceProperties`).
+    pub gpu: Option<String>,
+    /// Samples per micro-batch (else from the first embedding's indices).
+    pub micro_batch: Option<u64>,
+    /// Tokens per sample (likewise).
+    pub sequence: Option<u64>,
+}
+
+/// GEMM kernel names' marks (cuBLAS, cuBLASLt's nvjet, CUTLASS, tensor-core MMAs).
+const GEMM_MARKS: [&str; 9] =
+    ["gemm", "nvjet", "cutlass", "xmma", "wgmma", "hmma", "s16816", "h16816", "s1688"];
+/// Fused attention kernel names' marks.
+const ATTENTION_MARKS: [&str; 5] = ["sdpa", "flash", "fmha", "attn", "attention"];
+/// Ops whose kernels are matrix multiplies.
+const GEMM_OPS: [&str; 8] = [
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::_scaled_mm",
+    "aten::addbmm",
+];
+
+/// A CPU op's shapes as Kineto records them.
+struct Op<'a> {
+    name: &'a str,
+    ts: f64,
+    dims: Vec<Vec<u64>>,
+    types: Vec<&'a str>,
+}
+
+fn op_of(e: &Value) -> Option<Op<'_>> {
+    let args = e.get("args")?;
+    let dims = args
+        .get("Input Dims")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|d| {
+                    d.as_array()
+                        .map(|d| d.iter().filter_map(Value::as_u64).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let types = args
+        .get("Input type")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|t| t.as_str().unwrap_or("")).collect())
+        .unwrap_or_default();
+    Some(Op {
+        name: e.get("name").and_then(Value::as_str).unwrap_or(""),
+        ts: e.get("ts").and_then(Value::as_f64).unwrap_or(0.0),
+        dims,
+        types,
+    })
+}
+
+/// Bytes of one element of a type as Kineto names it.
+fn type_bytes(t: &str) -> Option<u64> {
+    Some(match t {
+        "c10::BFloat16" | "c10::Half" | "short int" => 2,
+        "float" | "int" | "unsigned int" => 4,
+        "double" | "long int" | "long" | "c10::complex<float>" => 8,
+        "bool" | "unsigned char" | "signed char" | "c10::Float8_e4m3fn" | "c10::Float8_e5m2" => 1,
+        _ => return None,
+    })
+}
+
+/// The floating-point work of a GEMM or attention op from its shapes.
+fn flops(op: &Op<'_>, causal: bool) -> Option<f64> {
+    let d = |i: usize| op.dims.get(i).filter(|d| !d.is_empty());
+    let mm = |a: &[u64], b: &[u64]| -> Option<f64> {
+        match (a, b) {
+            ([m, k], [k2, n]) if k == k2 => Some(2.0 * (*m as f64) * (*k as f64) * (*n as f64)),
+            ([bt, m, k], [bt2, k2, n]) if k == k2 && bt == bt2 => {
+                Some(2.0 * (*bt as f64) * (*m as f64) * (*k as f64) * (*n as f64))
+            }
+            _ => None,
+        }
+    };
+    match op.name {
+        "aten::mm" | "aten::bmm" | "aten::_scaled_mm" => mm(d(0)?, d(1)?),
+        "aten::addmm" | "aten::baddbmm" => mm(d(1)?, d(2)?),
+        n if n.contains("attention") => {
+            let (q, k) = (d(0)?, d(1)?);
+            let ([b, h, s, dh], [_, _, sk, _]) = (q.as_slice(), k.as_slice()) else {
+                return None;
+            };
+            // Two matmuls forward (scores, values); the backward's five are 2.5 times them.
+            let fwd = 4.0 * (*b as f64) * (*h as f64) * (*s as f64) * (*sk as f64) * (*dh as f64);
+            let fwd = if causal { fwd / 2.0 } else { fwd };
+            Some(if n.contains("backward") { 2.5 * fwd } else { fwd })
+        }
+        _ => None,
+    }
+}
+
+/// The bytes an op reads and writes: its inputs, and an output the size of the largest.
+fn traffic(op: &Op<'_>) -> Option<u64> {
+    let mut total = 0u64;
+    let mut largest = 0u64;
+    let mut any = false;
+    for (i, d) in op.dims.iter().enumerate() {
+        if d.is_empty() {
+            continue;
+        }
+        let size = type_bytes(op.types.get(i).copied().unwrap_or(""))?;
+        let b = d.iter().try_fold(size, |acc, &x| acc.checked_mul(x))?;
+        total = total.checked_add(b)?;
+        largest = largest.max(b);
+        any = true;
+    }
+    any.then(|| total.saturating_add(largest))
+}
+
+/// Whether an op's inputs carry the step's tokens.
+fn carries_tokens(op: &Op<'_>, (b, s): (u64, u64)) -> bool {
+    let tokens = b * s;
+    op.dims.iter().any(|d| {
+        d.contains(&tokens)
+            || d.windows(2).any(|w| (w[0] == b && w[1] == s) || (w[0] == s && w[1] == b))
+    })
+}
+
+/// The GPU library's model a trace's `deviceProperties` describe: same compute capability and
+/// SM count, the name's form factor (PCIe or not), then the nearest memory size.
+fn device_model<'a>(props: &Value, library: &'a [GpuModel]) -> Option<&'a GpuModel> {
+    let major = props.get("computeMajor")?.as_u64()?;
+    let minor = props.get("computeMinor").and_then(Value::as_u64).unwrap_or(0);
+    let sm = (major * 10 + minor) as u32;
+    let sms = props.get("numSms").and_then(Value::as_u64).map(|n| n as u32);
+    let name = props.get("name").and_then(Value::as_str).unwrap_or("");
+    let memory = props.get("totalGlobalMem").and_then(Value::as_u64)?;
+    let pcie = name.to_ascii_lowercase().contains("pcie");
+    library
+        .iter()
+        .filter(|m| m.sm == sm && (sms.is_none() || m.multiprocessors == sms))
+        .filter(|m| m.name.to_ascii_lowercase().contains("pcie") == pcie)
+        .min_by_key(|m| m.memory.get().abs_diff(memory))
+}
+
+/// Precision names of PyTorch's types, for the library's `peak_tflops`.
+fn precision_of(t: &str) -> Option<&'static str> {
+    Some(match t {
+        "c10::BFloat16" => "bf16",
+        "c10::Half" => "fp16",
+        "float" => "fp32",
+        "c10::Float8_e4m3fn" | "c10::Float8_e5m2" => "fp8",
+        _ => return None,
+    })
+}
+
+/// Makes a profile of a Kineto trace (`file` names it in errors).
+pub fn from_trace(
+    file: &str,
+    text: &str,
+    library: &[GpuModel],
+    opts: &Options,
+) -> Result<ModelProfile, String> {
+    let traced = super::kineto::import_events(file, text)?;
+    let events = traced.events();
+    let props = traced
+        .json
+        .get("deviceProperties")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let device = props.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let names = || library.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ");
+    let gpu = match &opts.gpu {
+        Some(g) => library.iter().find(|m| &m.name == g).ok_or_else(|| {
+            format!("--gpu {g}: not a GPU model collsim knows (it knows {})", names())
+        })?,
+        None => device_model(&props, library).ok_or_else(|| {
+            let what = if device.is_empty() {
+                "records no deviceProperties".to_string()
+            } else {
+                format!("ran on {device:?}, which matches no GPU model collsim knows")
+            };
+            format!("{file}: the trace {what}: name it with --gpu ({})", names())
+        })?,
+    };
+
+    // CPU ops by External id, the step's phases and its shape.
+    let mut ops: BTreeMap<u64, Op<'_>> = BTreeMap::new();
+    let mut backward_from = f64::INFINITY;
+    let mut optimizer: Vec<(f64, f64)> = Vec::new();
+    let mut step_span: Option<f64> = None;
+    let mut embedding: Option<(u64, u64)> = None;
+    let mut causal: Option<bool> = None;
+    let mut shapes = false;
+    let mut host = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut floor = f64::INFINITY;
+    for e in events {
+        let cat = e.get("cat").and_then(Value::as_str).unwrap_or("");
+        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+        let ts = e.get("ts").and_then(Value::as_f64);
+        let dur = e.get("dur").and_then(Value::as_f64).unwrap_or(0.0);
+        match cat {
+            "cpu_op" => {
+                let Some(op) = op_of(e) else { continue };
+                shapes |= !op.dims.is_empty();
+                if name.starts_with("autograd::engine::evaluate_function") {
+                    backward_from = backward_from.min(op.ts);
+                }
+                if name == "aten::embedding"
+                    && embedding.is_none()
+                    && let Some([b, s]) = op.dims.get(1).map(Vec::as_slice)
+                {
+                    embedding = Some((*b, *s));
+                }
+                if name == "aten::scaled_dot_product_attention" {
+                    let c = e
+                        .get("args")
+                        .and_then(|a| a.get("Concrete Inputs"))
+                        .and_then(|c| c.get(5))
+                        .and_then(Value::as_str)
+                        == Some("True");
+                    causal = Some(causal.unwrap_or(true) && c);
+                }
+                if let Some(id) =
+                    e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64)
+                {
+                    ops.insert(id, op);
+                }
+            }
+            "user_annotation" => {
+                if let Some(ts) = ts {
+                    if name.starts_with("Optimizer.step") || name.starts_with("Optimizer.zero_grad")
+                    {
+                        optimizer.push((ts, ts + dur));
+                    }
+                    if name.starts_with("ProfilerStep") {
+                        step_span = Some(step_span.map_or(dur, |d: f64| d.max(dur)));
+                    }
+                }
+            }
+            "cuda_runtime" | "cuda_driver"
+                if ["Launch", "Memcpy", "Memset"].iter().any(|m| name.contains(m)) =>
+            {
+                if let Some(ts) = ts {
+                    host = (host.0.min(ts), host.1.max(ts + dur));
+                }
+            }
+            "kernel" | "Kernel" if dur > 0.0 => floor = floor.min(dur),
+            _ => {}
+        }
+    }
+    let shape = match (opts.micro_batch.zip(opts.sequence), embedding) {
+        (Some(bs), _) => Some(bs),
+        (None, Some(bs)) => Some((opts.micro_batch.unwrap_or(bs.0), opts.sequence.unwrap_or(bs.1))),
+        (None, None) => None,
+    };
+    let causal = causal.unwrap_or(false);
+
+    // Each kernel's tags, work and traffic (an op's counted once, at its first kernel).
+    let mut tags: BTreeMap<usize, (Class, Scale, Phase)> = BTreeMap::new();
+    let mut counted: BTreeSet<(u64, bool)> = BTreeSet::new();
+    let mut sums: BTreeMap<(Phase, Class), (u64, f64, f64, u64)> = BTreeMap::new();
+    let mut precisions: BTreeMap<&'static str, f64> = BTreeMap::new();
+    let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &(call, event) in &traced.kernels {
+        let e = &events[event];
+        let cat = e.get("cat").and_then(Value::as_str).unwrap_or("");
+        let kname = e.get("name").and_then(Value::as_str).unwrap_or("");
+        let ts = e.get("ts").and_then(Value::as_f64).unwrap_or(0.0);
+        let dur = e.get("dur").and_then(Value::as_f64).unwrap_or(0.0);
+        first = first.min(ts);
+        last = last.max(ts + dur);
+        let id = e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64);
+        let op = id.and_then(|id| ops.get(&id));
+        let oname = op.map_or("", |o| o.name);
+        let at = op.map_or(ts, |o| o.ts);
+        let phase = if optimizer.iter().any(|&(a, b)| a <= at && at <= b) {
+            Phase::Optimizer
+        } else if at >= backward_from {
+            Phase::Backward
+        } else {
+            Phase::Forward
+        };
+        let lower = kname.to_ascii_lowercase();
+        let native = lower.starts_with("void at::native") || lower.contains("cub::");
+        let class = if cat != "kernel" && cat != "Kernel" {
+            Class::Copy
+        } else if phase == Phase::Optimizer
+            || oname.contains("adam")
+            || oname.contains("_foreach_")
+            || lower.contains("multi_tensor")
+        {
+            Class::Optimizer
+        } else if ATTENTION_MARKS.iter().any(|m| lower.contains(m)) {
+            Class::Attention
+        } else if oname.contains("convolution") && !native {
+            Class::Convolution
+        } else if GEMM_MARKS.iter().any(|m| lower.contains(m))
+            || (GEMM_OPS.contains(&oname) && !native)
+        {
+            Class::Gemm
+        } else {
+            Class::Memory
+        };
+        let scale = match (class, op, shape) {
+            (Class::Attention, _, _) => Scale::Attention,
+            (Class::Optimizer, _, _) => Scale::Fixed,
+            (_, Some(op), Some(bs)) if carries_tokens(op, bs) => Scale::Tokens,
+            _ => Scale::Fixed,
+        };
+        tags.insert(call, (class, scale, phase));
+        let s = sums.entry((phase, class)).or_insert((0, 0.0, 0.0, 0));
+        s.0 += 1;
+        s.1 += dur;
+        if class == Class::Copy {
+            // A memcpy or memset records its own size.
+            let b = e.get("args").and_then(|a| a.get("bytes")).and_then(Value::as_u64);
+            // A copy reads and writes its bytes; a memset writes them.
+            let factor = if cat == "gpu_memcpy" { 2 } else { 1 };
+            s.3 = s.3.saturating_add(b.unwrap_or(0).saturating_mul(factor));
+        } else if let (Some(id), Some(op)) = (id, op)
+            && counted.insert((id, class.flop_bound()))
+        {
+            if class.flop_bound() {
+                if let Some(f) = flops(op, causal) {
+                    s.2 += f;
+                    if let Some(p) = op.types.first().and_then(|t| precision_of(t)) {
+                        *precisions.entry(p).or_default() += f;
+                    }
+                }
+            } else if let Some(b) = traffic(op) {
+                s.3 = s.3.saturating_add(b);
+            }
+        }
+    }
+    if tags.is_empty() {
+        return Err(format!("{file}: no compute kernels to profile (only collectives)"));
+    }
+    let precision =
+        precisions.iter().max_by(|a, b| a.1.total_cmp(b.1)).map_or("bf16", |(p, _)| p).to_string();
+    let peak = gpu.peak_tflops.get(&precision).copied().ok_or_else(|| {
+        format!("{file}: the {} has no {precision} peak in the GPU library", gpu.name)
+    })?;
+    let bandwidth = gpu.memory_bandwidth.map(|b| b.bytes_per_sec() / 1e9).ok_or_else(|| {
+        format!("{file}: the {} has no memory bandwidth in the GPU library", gpu.name)
+    })?;
+
+    // The step: kernels merged by tags, host gaps as host time.
+    let mut step: Vec<Entry> = Vec::new();
+    let mut phase = Phase::Forward;
+    for (i, call) in traced.file.calls.iter().enumerate() {
+        let (us, tag, n) = match (call, tags.get(&i)) {
+            (Call::Compute { compute_us, .. }, Some(&t)) => (*compute_us, t, 1),
+            (Call::Compute { compute_us, .. }, None) => {
+                (*compute_us, (Class::Host, Scale::Fixed, phase), 0)
+            }
+            (c, _) => {
+                step.push(Entry::Call(c.clone()));
+                continue;
+            }
+        };
+        phase = tag.2;
+        if let Some(Entry::Kernels { compute_us, class, scale, phase, kernels }) = step.last_mut()
+            && (*class, *scale, *phase) == tag
+        {
+            *compute_us += us;
+            *kernels += n;
+            continue;
+        }
+        step.push(Entry::Kernels {
+            compute_us: us,
+            class: tag.0,
+            scale: tag.1,
+            phase: tag.2,
+            kernels: n,
+        });
+    }
+    // To the ns, as the trace's clock.
+    for e in &mut step {
+        match e {
+            Entry::Kernels { compute_us, .. } => *compute_us = round3(*compute_us),
+            Entry::Call(Call::Until { idle_until_us }) => *idle_until_us = round3(*idle_until_us),
+            _ => {}
+        }
+    }
+
+    let summary = sums
+        .iter()
+        .map(|(&(phase, class), &(kernels, us, f, b))| {
+            let secs = us * 1e-6;
+            let tflop = (f > 0.0).then_some(f / 1e12);
+            let gbytes = (b > 0).then_some(b as f64 / 1e9);
+            Summary {
+                phase,
+                class,
+                kernels,
+                time_ms: round3(us / 1e3),
+                tflop: tflop.map(round3),
+                fraction_of_peak: tflop.filter(|_| secs > 0.0).map(|t| round3(t / secs / peak)),
+                gbytes: gbytes.map(round3),
+                fraction_of_bandwidth: gbytes
+                    .filter(|_| secs > 0.0)
+                    .map(|g| round3(g / secs / bandwidth)),
+            }
+        })
+        .collect();
+    let busy: f64 = sums.values().map(|s| s.1).sum();
+    Ok(ModelProfile {
+        collsim_profile: VERSION,
+        source: std::path::Path::new(file)
+            .file_name()
+            .map_or(file.to_string(), |f| f.to_string_lossy().into_owned()),
+        device,
+        gpu: gpu.name.clone(),
+        precision,
+        peak_tflops: peak,
+        memory_bandwidth_gbs: bandwidth,
+        micro_batch: shape.map(|s| s.0),
+        sequence: shape.map(|s| s.1),
+        shapes,
+        ranks: traced.file.ranks,
+        kernel_floor_us: if floor.is_finite() { round3(floor) } else { 0.0 },
+        traced_step_ms: round3(step_span.unwrap_or(last - first) / 1e3),
+        gpu_busy_ms: round3(busy / 1e3),
+        host_span_ms: if host.1 > host.0 { round3((host.1 - host.0) / 1e3) } else { 0.0 },
+        step,
+        summary,
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+/// A TOML value written inline (a table as `{ k = v }`), for one entry a line.
+fn inline(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let fields: Vec<String> =
+                t.iter().map(|(k, v)| format!("{k} = {}", inline(v))).collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+        toml::Value::Array(a) => {
+            format!("[{}]", a.iter().map(inline).collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+impl ModelProfile {
+    /// The profile as TOML: its header, the step one entry a line, the summary's tables.
+    pub fn to_toml(&self) -> Result<String, String> {
+        #[derive(Serialize)]
+        struct Tables<'a> {
+            summary: &'a [Summary],
+        }
+        let head = ModelProfile { step: Vec::new(), summary: Vec::new(), ..self.clone() };
+        let mut text = String::from(
+            "# A model profile written by `collsim profile` (src/workload/profile.rs documents every\n\
+             # field). A scenario names it with [workload] profile = \"FILE\".\n",
+        );
+        let head = toml::to_string(&head).map_err(|e| e.to_string())?;
+        // The empty arrays the header's serialisation ends with are written below.
+        for line in head.lines().filter(|l| !l.starts_with("step =") && !l.starts_with("summary ="))
+        {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push_str("step = [\n");
+        for e in &self.step {
+            let v = toml::Value::try_from(e).map_err(|e| e.to_string())?;
+            text.push_str(&format!("    {},\n", inline(&v)));
+        }
+        text.push_str("]\n\n");
+        text.push_str(
+            &toml::to_string(&Tables { summary: &self.summary }).map_err(|e| e.to_string())?,
+        );
+        Ok(text)
+    }
+
+    /// Reads a profile (`file` names it in errors) and checks it.
+    pub fn read(file: &str, text: &str) -> Result<ModelProfile, String> {
+        let p: ModelProfile = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| {
+                let before = &text[..s.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!(":{line}:{col}")
+            });
+            format!("{file}{}: {}", at.unwrap_or_default(), e.message())
+        })?;
+        let bad = |field: &str, why: String| format!("{file}: {field}: {why}");
+        if p.collsim_profile != VERSION {
+            return Err(bad(
+                "collsim_profile",
+                format!("version {} (this collsim reads {VERSION})", p.collsim_profile),
+            ));
+        }
+        for (field, x) in
+            [("peak_tflops", p.peak_tflops), ("memory_bandwidth_gbs", p.memory_bandwidth_gbs)]
+        {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(bad(field, format!("must be a positive number (got {x})")));
+            }
+        }
+        for (field, x) in [
+            ("kernel_floor_us", p.kernel_floor_us),
+            ("traced_step_ms", p.traced_step_ms),
+            ("gpu_busy_ms", p.gpu_busy_ms),
+            ("host_span_ms", p.host_span_ms),
+        ] {
+            if !(x.is_finite() && x >= 0.0) {
+                return Err(bad(field, format!("must be 0 or more (got {x})")));
+            }
+        }
+        for (field, x) in [("micro_batch", p.micro_batch), ("sequence", p.sequence)] {
+            if x == Some(0) {
+                return Err(bad(field, "must be at least 1".into()));
+            }
+        }
+        for (i, e) in p.step.iter().enumerate() {
+            if let Entry::Kernels { compute_us, .. } = e
+                && !(compute_us.is_finite()
+                    && (0.0..=super::calls::MAX_ENTRY_US).contains(compute_us))
+            {
+                return Err(bad(
+                    &format!("step[{i}].compute_us"),
+                    format!("must be 0 to {} µs (got {compute_us})", super::calls::MAX_ENTRY_US),
+                ));
+            }
+        }
+        let calls: Vec<Call> = p.carry_with(&Carry::identity()).0;
+        super::calls::check(&calls).map_err(|e| format!("{file}: step: {e}"))?;
+        Ok(p)
+    }
+
+    /// The ratios that carry this profile to `gpu` at `micro_batch` × `sequence` (None: as
+    /// traced), or why it cannot be carried there.
+    pub fn carry_to(
+        &self,
+        gpu: &GpuModel,
+        micro_batch: Option<u64>,
+        sequence: Option<u64>,
+    ) -> Result<Carry, String> {
+        let peak = gpu.peak_tflops.get(&self.precision).copied().ok_or_else(|| {
+            format!(
+                "the profile's step runs in {} and the {} has no {} peak in the GPU library",
+                self.precision, gpu.name, self.precision
+            )
+        })?;
+        let bw = gpu.memory_bandwidth.map(|b| b.bytes_per_sec() / 1e9).ok_or_else(|| {
+            format!("the {} has no memory_bandwidth in the GPU library", gpu.name)
+        })?;
+        let (mut tokens, mut attention) = (1.0, 1.0);
+        if micro_batch.is_some() || sequence.is_some() {
+            let (Some(b), Some(s)) = (self.micro_batch, self.sequence) else {
+                return Err("the profile does not know its micro-batch and sequence (give them to `collsim profile` with --micro-batch and --sequence)".into());
+            };
+            if !self.shapes {
+                return Err("the profile's trace recorded no shapes, so nothing in it is known to grow with the micro-batch or sequence (profile with record_shapes=True)".into());
+            }
+            let (b2, s2) = (micro_batch.unwrap_or(b), sequence.unwrap_or(s));
+            tokens = (b2 * s2) as f64 / (b * s) as f64;
+            attention = tokens * s2 as f64 / s as f64;
+        }
+        Ok(Carry {
+            flop: self.peak_tflops / peak,
+            memory: self.memory_bandwidth_gbs / bw,
+            tokens,
+            attention,
+            floor_us: self.kernel_floor_us,
+        })
+    }
+
+    /// The step as a list of calls, carried by `c`, and its GPU time, µs.
+    pub fn carry_with(&self, c: &Carry) -> (Vec<Call>, f64) {
+        let mut busy = 0.0;
+        let calls = self
+            .step
+            .iter()
+            .map(|e| match e {
+                Entry::Kernels { compute_us, class, scale, kernels, phase } => {
+                    let t = c.time(*compute_us, *class, *scale, *kernels);
+                    busy += t;
+                    Call::Compute {
+                        compute_us: t,
+                        name: Some(format!("{} {}", phase.name(), class.name())),
+                    }
+                }
+                Entry::Call(call) => call.clone(),
+            })
+            .collect();
+        (calls, busy)
+    }
+
+    /// The collectives of the step, for a note on what stays as traced.
+    pub fn collectives(&self) -> usize {
+        self.step
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Call(Call::Nccl { nccl, .. }) => {
+                    Some(nccl.iter().filter(|o| matches!(o, NcclOp::Collective { .. })).count())
+                }
+                _ => None,
+            })
+            .sum()
+    }
+}
+
+/// A profile as a scenario names it, with the shape it asks for: carried to whichever GPU the
+/// scenario's cluster has (a `--topology` flag may change it after the file is read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    /// The path as the scenario gives it.
+    pub path: String,
+    /// The profile.
+    pub profile: ModelProfile,
+    /// Samples per micro-batch, if not the traced.
+    pub micro_batch: Option<u64>,
+    /// Tokens per sample, if not the traced.
+    pub sequence: Option<u64>,
+}
+
+impl Named {
+    /// The step on `gpu`: its name for the report and its calls.
+    pub fn replay(&self, gpu: &GpuModel) -> Result<(String, Vec<Call>), String> {
+        let p = &self.profile;
+        let carry = p.carry_to(gpu, self.micro_batch, self.sequence)?;
+        let (calls, busy_us) = p.carry_with(&carry);
+        let shape = match (self.micro_batch.or(p.micro_batch), self.sequence.or(p.sequence)) {
+            (Some(b), Some(s)) => format!(", {b} x {s} tokens"),
+            _ => String::new(),
+        };
+        // The host's launches stay as traced; where the GPU's work now takes less time than
+        // the traced host took to launch it, the host may bound the step, which the replay
+        // (keeping only the trace's own late launches) does not show.
+        let host = if busy_us / 1e3 < p.host_span_ms {
+            format!(
+                "; warning: its GPU work, {:.1} ms, is shorter than the {:.1} ms over which the traced host launched it (under the profiler, which slows the host): the step may be bound by the host, and longer than this",
+                busy_us / 1e3,
+                p.host_span_ms
+            )
+        } else {
+            String::new()
+        };
+        let name = format!(
+            "profile {} ({} on the {}{shape}; math-bound time x{:.3}, memory-bound x{:.3}, per token x{:.3}{host})",
+            self.path, p.source, gpu.name, carry.flop, carry.memory, carry.tokens,
+        );
+        Ok((name, calls))
+    }
+}
+
+/// How a profile's entries are carried: per class and scale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Carry {
+    /// Math-bound time's factor (the source's peak over the target's).
+    pub flop: f64,
+    /// Memory-bound time's factor (the source's bandwidth over the target's).
+    pub memory: f64,
+    /// `tokens` entries' factor.
+    pub tokens: f64,
+    /// `attention` entries' factor.
+    pub attention: f64,
+    /// A kernel's fixed cost, µs, which neither factor touches.
+    pub floor_us: f64,
+}
+
+impl Carry {
+    /// As traced.
+    pub fn identity() -> Carry {
+        Carry { flop: 1.0, memory: 1.0, tokens: 1.0, attention: 1.0, floor_us: 0.0 }
+    }
+
+    /// An entry's time, µs.
+    pub fn time(&self, us: f64, class: Class, scale: Scale, kernels: u32) -> f64 {
+        let hw = if class.flop_bound() {
+            self.flop
+        } else if class.memory_bound() {
+            self.memory
+        } else {
+            1.0
+        };
+        let shape = match scale {
+            Scale::Tokens => self.tokens,
+            Scale::Attention => self.attention,
+            Scale::Fixed => 1.0,
+        };
+        let fixed = (self.floor_us * kernels as f64).min(us);
+        fixed + (us - fixed) * hw * shape
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step of four kernels: the embedding's gather and a GEMM on 2 x 8 tokens forward, an
+    /// elementwise op on a weight in the backward, the optimizer's kernel.
+    fn trace() -> String {
+        let op = |name: &str, ts: f64, id: u64, dims: &str, types: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "ts": {ts}, "dur": 1, "args": {{"External id": {id}, "Input Dims": {dims}, "Input type": {types}}}}}"#
+            )
+        };
+        let kernel = |name: &str, ts: f64, dur: f64, id: u64| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "ts": {ts}, "dur": {dur}, "args": {{"External id": {id}}}}}"#
+            )
+        };
+        let events = [
+            op("aten::embedding", 0.0, 1, "[[100, 16], [2, 8]]", r#"["float", "long int"]"#),
+            kernel("void at::native::vectorized_gather_kernel", 10.0, 5.0, 1),
+            op("aten::mm", 2.0, 2, "[[16, 16], [16, 32]]", r#"["c10::BFloat16", "c10::BFloat16"]"#),
+            kernel("nvjet_sm90_tst_128x256", 15.0, 20.0, 2),
+            r#"{"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MulBackward0", "ts": 5, "dur": 1, "args": {}}"#.to_string(),
+            op("aten::mul", 6.0, 3, "[[32, 32], []]", r#"["float", "Scalar"]"#),
+            kernel("void at::native::vectorized_elementwise_kernel", 35.0, 2.0, 3),
+            r#"{"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#AdamW.step", "ts": 8, "dur": 5, "args": {}}"#.to_string(),
+            op("aten::_fused_adamw_", 9.0, 4, "[[], []]", r#"["", ""]"#),
+            kernel("void at::native::multi_tensor_apply_kernel", 40.0, 4.0, 4),
+        ];
+        format!(
+            r#"{{"deviceProperties": [{{"name": "NVIDIA H200", "computeMajor": 9, "computeMinor": 0, "numSms": 132, "totalGlobalMem": 150109880320}}], "traceEvents": [{}]}}"#,
+            events.join(", ")
+        )
+    }
+
+    fn library() -> Vec<GpuModel> {
+        crate::config::gpu_library().unwrap()
+    }
+
+    #[test]
+    fn kernels_are_tagged_by_class_scale_and_phase() {
+        let p = from_trace("t.json", &trace(), &library(), &Options::default()).unwrap();
+        assert_eq!(p.gpu, "H200-SXM-141GB");
+        assert_eq!((p.micro_batch, p.sequence, p.shapes), (Some(2), Some(8), true));
+        assert_eq!(p.precision, "bf16");
+        let tags: Vec<_> = p
+            .step
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Kernels { class, scale, phase, compute_us, kernels } => {
+                    Some((*class, *scale, *phase, *compute_us, *kernels))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                (Class::Memory, Scale::Tokens, Phase::Forward, 5.0, 1),
+                (Class::Gemm, Scale::Tokens, Phase::Forward, 20.0, 1),
+                (Class::Memory, Scale::Fixed, Phase::Backward, 2.0, 1),
+                (Class::Host, Scale::Fixed, Phase::Backward, 3.0, 0),
+                (Class::Optimizer, Scale::Fixed, Phase::Optimizer, 4.0, 1),
+            ]
+        );
+        // The GEMM's work from its shapes: 2 x 16 x 16 x 32 FLOP in 20 µs.
+        let gemm = p.summary.iter().find(|s| s.class == Class::Gemm).unwrap();
+        assert_eq!(gemm.tflop, Some(round3(2.0 * 16.0 * 16.0 * 32.0 / 1e12)));
+        assert_eq!(p.kernel_floor_us, 2.0);
+    }
+
+    #[test]
+    fn a_profile_reads_back_as_written_and_refuses_what_it_does_not_know() {
+        let p = from_trace("t.json", &trace(), &library(), &Options::default()).unwrap();
+        let text = p.to_toml().unwrap();
+        assert_eq!(ModelProfile::read("p.toml", &text).unwrap(), p);
+        let e =
+            ModelProfile::read("p.toml", &text.replace("shapes = true", "shapes = true\nfoo = 1"))
+                .unwrap_err();
+        assert!(e.starts_with("p.toml:") && e.contains("unknown field `foo`"), "{e}");
+        let e = ModelProfile::read(
+            "p.toml",
+            &text.replace("collsim_profile = 1", "collsim_profile = 9"),
+        )
+        .unwrap_err();
+        assert!(e.contains("collsim_profile: version 9"), "{e}");
+        let e =
+            ModelProfile::read("p.toml", &text.replace("compute_us = 20.0", "compute_us = -1.0"))
+                .unwrap_err();
+        assert!(e.contains("step[1].compute_us: must be 0 to"), "{e}");
+    }
+
+    #[test]
+    fn a_carried_entry_keeps_its_kernels_fixed_cost_and_scales_the_rest() {
+        let c = Carry { flop: 3.0, memory: 2.0, tokens: 0.5, attention: 0.25, floor_us: 1.0 };
+        // 4 kernels, 10 µs: 4 µs fixed, 6 µs x 3 (math) x 0.5 (tokens).
+        assert_eq!(c.time(10.0, Class::Gemm, Scale::Tokens, 4), 4.0 + 9.0);
+        assert_eq!(c.time(10.0, Class::Attention, Scale::Attention, 4), 4.0 + 6.0 * 3.0 * 0.25);
+        assert_eq!(c.time(10.0, Class::Optimizer, Scale::Fixed, 4), 4.0 + 12.0);
+        // Host time and kernels shorter than their fixed cost stay as they were.
+        assert_eq!(c.time(10.0, Class::Host, Scale::Fixed, 0), 10.0);
+        assert_eq!(c.time(3.0, Class::Memory, Scale::Tokens, 4), 3.0);
+        // To the same GPU and shape, every entry is as traced.
+        let p = from_trace("t.json", &trace(), &library(), &Options::default()).unwrap();
+        let h200 = library().into_iter().find(|m| m.name == "H200-SXM-141GB").unwrap();
+        let same = p.carry_to(&h200, None, None).unwrap();
+        assert_eq!((same.flop, same.memory, same.tokens), (1.0, 1.0, 1.0));
+        let four = p.carry_to(&h200, Some(4), None).unwrap();
+        assert_eq!((four.tokens, four.attention), (2.0, 2.0));
+        let long = p.carry_to(&h200, None, Some(16)).unwrap();
+        assert_eq!((long.tokens, long.attention), (2.0, 4.0));
+        let a100 = library().into_iter().find(|m| m.name == "A100-SXM4-80GB").unwrap();
+        let c = p.carry_to(&a100, None, None).unwrap();
+        assert!(
+            (c.flop - 989.4 / 312.0).abs() < 1e-12 && (c.memory - 4800.0 / 2039.0).abs() < 1e-12
+        );
+    }
+
+    #[test]
+    fn what_a_profile_cannot_carry_is_refused() {
+        let t = trace().replace("\"Input Dims\"", "\"Dims\"");
+        let p = from_trace("t.json", &t, &library(), &Options::default()).unwrap();
+        assert!(!p.shapes && p.micro_batch.is_none());
+        let h200 = library().into_iter().find(|m| m.name == "H200-SXM-141GB").unwrap();
+        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().contains("--micro-batch"));
+        let opts = Options { micro_batch: Some(2), sequence: Some(8), ..Options::default() };
+        let p = from_trace("t.json", &t, &library(), &opts).unwrap();
+        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().contains("record_shapes=True"));
+        let mut rtx = h200.clone();
+        rtx.peak_tflops.remove("bf16");
+        assert!(p.carry_to(&rtx, None, None).unwrap_err().contains("no bf16 peak"));
+        let e = from_trace(
+            "t.json",
+            &trace().replace("H200", "H900").replace("132", "7"),
+            &library(),
+            &Options::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("\"NVIDIA H900\", which matches no GPU model") && e.contains("--gpu"),
+            "{e}"
+        );
+    }
+}

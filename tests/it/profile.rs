@@ -1,0 +1,233 @@
+//! `collsim profile` and `[workload] profile`: a PyTorch profiler trace of one H200's step as a
+//! model profile, replayed on the GPU it was traced on, at other shapes, and on other GPUs and
+//! clusters.
+
+use super::cli_errors::fails_with;
+use super::{collsim, collsim_ok};
+
+const DIR: &str = "calibration/data/2026-11-26-h200-kineto";
+const SHIPPED: &str = "calibration/data/2026-11-26-h200-kineto/run2-ddp-h2048.profile.toml";
+
+fn tmp(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = super::scratch().join(format!("collsim-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A scenario on `topology` naming the shipped profile, with `extra` workload keys.
+fn scenario(name: &str, topology: &str, nodes: usize, gpus: usize, extra: &str) -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = format!(
+        "[cluster]\ntopology = \"{topology}\"\nnodes = {nodes}\ngpus_per_node = {gpus}\n\n[workload]\nprofile = \"{root}/{SHIPPED}\"\n{extra}"
+    );
+    tmp(name, &text).display().to_string()
+}
+
+fn step(scenario: &str) -> (f64, String) {
+    let out = collsim_ok(&["simulate", scenario]);
+    let ms = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("iteration")?.trim().strip_suffix(" ms")?.parse().ok())
+        .unwrap_or_else(|| panic!("no iteration in {out}"));
+    (ms, out)
+}
+
+/// The median step without the profiler (`parallel`, `layers`, `hidden`, `seq`, `micro_batch`
+/// columns; run 1 and run 2 were on two VMs).
+fn measured(run: &str, key: &[&str]) -> f64 {
+    let text = std::fs::read_to_string(format!("{DIR}/{run}-steps.csv")).unwrap();
+    let row = text
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            f[0] == key[0] && f[2] == key[1] && f[3] == key[2] && f[5] == key[3] && f[6] == key[4]
+        })
+        .unwrap_or_else(|| panic!("no row {key:?}"));
+    row.split(',').nth(8).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_shipped_profile_is_what_collsim_profile_makes_of_its_trace() {
+    let out = super::scratch().join(format!("collsim-profile-{}-made.toml", std::process::id()));
+    let trace = format!("{DIR}/run2-kineto-ddp-h2048.json.gz");
+    let o = collsim(&["profile", &trace, "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let made = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(made, std::fs::read_to_string(SHIPPED).unwrap(), "regenerate {SHIPPED}");
+    // Its summary: the GEMMs at about 80 % of the H200's bf16 peak, the memory-bound kernels
+    // at 60-85 % of its 4.8 TB/s.
+    let summary = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(summary.contains("NVIDIA H200 (H200-SXM-141GB), bf16, 8 x 1024 tokens"), "{summary}");
+    let p = collsim::workload::profile::ModelProfile::read(SHIPPED, &made).unwrap();
+    for s in &p.summary {
+        use collsim::workload::profile::Class;
+        if s.class == Class::Gemm {
+            let f = s.fraction_of_peak.unwrap();
+            assert!((0.7..0.9).contains(&f), "{s:?}");
+        }
+        if s.class == Class::Memory {
+            let f = s.fraction_of_bandwidth.unwrap();
+            assert!((0.6..0.9).contains(&f), "{s:?}");
+        }
+    }
+    // Without -o the profile goes to standard output.
+    assert_eq!(collsim_ok(&["profile", &trace]), made);
+}
+
+#[test]
+fn a_profile_replayed_on_the_gpu_it_was_traced_on_reproduces_the_step() {
+    // Must hold (issue #46): within 2 % of the step measured without the profiler (run 2, the
+    // trace's VM: 157.1 ms).
+    let s = scenario("h200.toml", "dgx-h200", 1, 1, "");
+    let (ms, out) = step(&s);
+    let m = measured("run2", &["ddp-h2048", "24", "2048", "1024", "8"]);
+    assert!((ms / m - 1.0).abs() < 0.02, "{ms} against {m} ms: {out}");
+    assert!(out.contains("math-bound time x1.000, memory-bound x1.000, per token x1.000"), "{out}");
+    assert!(!out.contains("warning"), "{out}");
+}
+
+#[test]
+fn a_profile_carries_to_other_micro_batches_and_sequences() {
+    // The same GPT timed without the profiler at 1-8 samples of 1,024 and 2,048 tokens (run 1,
+    // another VM than the trace's): within 5 % but at 1 and 2 samples of 1,024 tokens, where the
+    // host bounds the step (1 and 2 samples of 1,024 tokens measured 65.5 and 78.0 ms where the
+    // GPU's work is 43 and 59 ms), which the replay does not model: it warns wherever the GPU's
+    // work is shorter than the traced host's launches (101.8 ms under the profiler, which slows
+    // the host), so at 5 of the 8 points, 2 of them rightly.
+    let mut checked = 0;
+    for (b, s) in
+        [(1, 1024), (2, 1024), (4, 1024), (8, 1024), (1, 2048), (2, 2048), (4, 2048), (8, 2048)]
+    {
+        let file = scenario(
+            &format!("mb{b}-s{s}.toml"),
+            "dgx-h200",
+            1,
+            1,
+            &format!("micro_batch = {b}\nsequence = {s}\n"),
+        );
+        let (ms, out) = step(&file);
+        let m = measured("run1", &["ddp", "24", "2048", &s.to_string(), &b.to_string()]);
+        let err = ms / m - 1.0;
+        let warned = out.contains("warning: its GPU work");
+        if !(s == 1024 && b <= 2) {
+            assert!(err.abs() < 0.05, "{b} x {s}: {ms} against {m} ms ({:+.1} %)", err * 100.0);
+            checked += 1;
+        } else {
+            assert!(warned && err < -0.2, "{b} x {s}: {ms} against {m} ms: {out}");
+        }
+        assert_eq!(warned, ms < 101.8, "{b} x {s}: {out}");
+    }
+    assert_eq!(checked, 6);
+}
+
+#[test]
+fn a_profile_carries_to_other_gpus_and_clusters() {
+    // Acceptance (issue #46): the profile simulates its model on 16 aws-p5 nodes and on 16
+    // dgx-a100 nodes. The H100 has the H200's bf16 peak and 3.35 of its 4.8 TB/s; the A100
+    // 312 of 989.4 TFLOP/s and 2.04 TB/s.
+    let (p5, out) = step("scenarios/gpt-1.4b-profile-p5-16node.toml");
+    assert!(out.contains("on the H100-SXM5-80GB") && out.contains("on 16 x aws-p5"), "{out}");
+    assert!(out.contains("memory-bound x1.433"), "{out}");
+    assert!(out.contains("collectives                  74, 5.28 GiB"), "{out}");
+    let a100 = collsim_ok(&[
+        "simulate",
+        "scenarios/gpt-1.4b-profile-p5-16node.toml",
+        "--topology",
+        "dgx-a100",
+    ]);
+    assert!(
+        a100.contains("on the A100-SXM4-80GB") && a100.contains("math-bound time x3.171"),
+        "{a100}"
+    );
+    let ms = |out: &str| -> f64 {
+        out.lines()
+            .find_map(|l| {
+                l.trim().strip_prefix("iteration")?.trim().strip_suffix(" ms")?.parse().ok()
+            })
+            .unwrap()
+    };
+    let (h200, _) = step(&scenario("h200-1.toml", "dgx-h200", 1, 1, ""));
+    assert!(h200 < p5 && p5 < ms(&a100), "{h200} {p5} {}", ms(&a100));
+    // The A100's step is the H200's compute carried (2.9x) plus what the all-reduces expose.
+    assert!((2.7..3.1).contains(&(ms(&a100) / h200)), "{} / {h200}", ms(&a100));
+}
+
+#[test]
+fn what_a_profile_cannot_do_is_refused_on_its_line() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    // A trace without shapes cannot carry to another micro-batch.
+    let light = super::scratch().join(format!("collsim-profile-{}-light.toml", std::process::id()));
+    collsim_ok(&[
+        "profile",
+        &format!("{DIR}/run2-kineto-ddp-light.json.gz"),
+        "-o",
+        light.to_str().unwrap(),
+    ]);
+    let s = tmp(
+        "light.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{}\"\nmicro_batch = 4\n",
+            light.display()
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["light.toml:6:15: workload.micro_batch:", "--micro-batch"],
+    );
+    // A list of calls and a profile together; a profile under a training kind.
+    let s = tmp(
+        "both.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{root}/{SHIPPED}\"\ncalls = \"c.json\"\n"
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["both.toml:6:9: workload.calls: a step is a list of calls or a model profile, not both"],
+    );
+    let s = tmp(
+        "ddp.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nkind = \"ddp\"\nprofile = \"{root}/{SHIPPED}\"\n"
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["ddp.toml:6:11: workload.profile: not for kind = \"ddp\""],
+    );
+    let s = tmp(
+        "gone.toml",
+        "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"nowhere.toml\"\n",
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["gone.toml:5:11: workload.profile:", "nowhere.toml"],
+    );
+    // A profile edited into something else is named with its line.
+    let text = std::fs::read_to_string(SHIPPED).unwrap().replace("shapes = true", "shapes = 3");
+    let bad = tmp("bad-profile.toml", &text);
+    let s = tmp(
+        "bad.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{}\"\n",
+            bad.display()
+        ),
+    );
+    fails_with(&["simulate", s.to_str().unwrap()], &["bad-profile.toml:12:10:", "invalid type"]);
+    // `collsim profile`'s own errors.
+    fails_with(&["profile", "nowhere.json"], &["nowhere.json"]);
+    fails_with(
+        &["profile", &format!("{DIR}/run2-kineto-ddp-light.json.gz"), "--gpu", "H900"],
+        &["--gpu H900: not a GPU model collsim knows", "H200-SXM-141GB"],
+    );
+    let not_trace = tmp("not-trace.json", "{\"a\": 1}");
+    fails_with(&["profile", not_trace.to_str().unwrap()], &["no traceEvents"]);
+    super::cli_errors::misused_with(
+        &["profile", &format!("{DIR}/run2-kineto-ddp-light.json.gz"), "--micro-batch", "0"],
+        &["--micro-batch 0"],
+    );
+    // A plan cannot tell whether a profile's step fits in memory yet.
+    let _ = root;
+}
