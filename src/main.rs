@@ -1134,7 +1134,7 @@ fn misfit_warning(
     world: usize,
 ) -> Option<String> {
     let mem = collsim::workload::memory::ddp_memory(spec, world, s.gpus_per_node);
-    let why = mem.misfit(s.node.gpu.model.memory.get() as f64)?;
+    let why = mem.misfit(s.node.gpu.model.memory.get() as f64, spec.memory_headroom)?;
     Some(format!(
         "the model does not fit a {} under {} with {}: {why}",
         s.node.gpu.model.name,

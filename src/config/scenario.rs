@@ -644,6 +644,19 @@ fn ddp_workload(
         v.as_ref().map(|v| fraction(field, v, lo_open)).transpose()
     };
     let compute_slowdown = optional("workload.compute_slowdown", &w.compute_slowdown, false)?;
+    let memory_headroom = match &w.memory_headroom {
+        Some(v) => src.check("workload.memory_headroom", v, |&x| {
+            if (0.0..=0.5).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "must be a share of the GPU's memory in [0, 0.5] (got {x}; the default is {})",
+                    crate::workload::memory::DEFAULT_HEADROOM
+                ))
+            }
+        })?,
+        None => crate::workload::memory::DEFAULT_HEADROOM,
+    };
     let rank_speeds = match &w.rank_speeds {
         None => Vec::new(),
         Some(v) => src.check("workload.rank_speeds", v, |speeds| {
@@ -787,6 +800,7 @@ fn ddp_workload(
         profile: None,
         checkpointing,
         written: written.filter(|w| w.vocab_multiple > 1),
+        memory_headroom,
         launch: w
             .launch_us
             .as_ref()

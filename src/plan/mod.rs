@@ -413,7 +413,7 @@ fn run(
             let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
             out.knobs = knob_label(c, accumulation);
             let mem = ddp_memory(spec, out.gpus, scenario.gpus_per_node);
-            if let Some(why) = mem.misfit(capacity) {
+            if let Some(why) = mem.misfit(capacity, spec.memory_headroom) {
                 return Err(format!("does not fit: {why}"));
             }
             let sequence = spec.sequence;

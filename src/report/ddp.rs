@@ -220,9 +220,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         out,
         "memory per GPU",
         format!(
-            "{:.1} of {:.1} GiB, optimizer {} ({}{})",
+            "{:.1} of {:.1} GiB ({:.1} usable with {} % headroom), optimizer {} ({}{})",
             mem.total / GIB,
             s.node.gpu.model.memory.get() as f64 / GIB,
+            s.node.gpu.model.memory.get() as f64 * (1.0 - spec.memory_headroom) / GIB,
+            spec.memory_headroom * 100.0,
             spec.optimizer.name(),
             mem.parts(),
             if mem.activations_known { "" } else { "; activations not given" }

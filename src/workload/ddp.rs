@@ -570,6 +570,9 @@ pub struct DdpSpec {
     /// The specification `model` was built from where its vocabulary is padded by the
     /// tensor-parallel degree (Megatron's), to build it again at another degree.
     pub written: Option<super::spec::ModelSpec>,
+    /// The share of the GPU's memory the step's modelled peak may not take
+    /// ([`super::memory::DEFAULT_HEADROOM`]).
+    pub memory_headroom: f64,
 }
 
 /// Activation checkpointing (`activation_checkpointing`): which transformer blocks keep only
@@ -656,6 +659,7 @@ impl DdpSpec {
             profile: None,
             checkpointing: Checkpointing::None,
             written: None,
+            memory_headroom: super::memory::DEFAULT_HEADROOM,
         }
     }
 }
@@ -2401,6 +2405,7 @@ mod tests {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            memory_headroom: crate::workload::memory::DEFAULT_HEADROOM,
         }
     }
 

@@ -1120,6 +1120,7 @@ mod tests {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            memory_headroom: crate::workload::memory::DEFAULT_HEADROOM,
         }
     }
 

@@ -92,6 +92,7 @@ proptest! {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            memory_headroom: collsim::workload::memory::DEFAULT_HEADROOM,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, gemm_fixed: 0.0, ranks_per_node: 8 };
         // Free communication: the step is its compute, or the loader's time if longer.
