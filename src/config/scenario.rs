@@ -449,6 +449,7 @@ fn ddp_workload(
                     fwd_macs: gflops * 1e9 / 2.0,
                     times,
                     act_bytes,
+                    transient_bytes: 0.0,
                     memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels)
                         .with_gemms(gemms, 2 * gemms),
                     parallel: None,

@@ -341,13 +341,16 @@ fn sharded_activations(spec: &DdpSpec) -> (f64, bool) {
     (per_sample * spec.micro_batch as f64 * width, per_sample > 0.0)
 }
 
-/// Activation bytes per sample kept for backward (16-bit): the model's, but for checkpointed
-/// blocks, which keep their 16-bit input (2 bytes a token and hidden unit) and, one at a time,
-/// their whole activations again while they recompute and run backward.
+/// Activation bytes per sample at the step's peak (16-bit): the model's kept for backward, but
+/// for checkpointed blocks, which keep their 16-bit input (2 bytes a token and hidden unit);
+/// and on top, one at a time, a checkpointed block's whole activations again while it
+/// recomputes and runs backward, or a layer's backward transient (the loss's gradients over
+/// the vocabulary), whichever is larger.
 pub(crate) fn kept_activations(spec: &DdpSpec) -> f64 {
     let on = spec.checkpointing.layers(&spec.model);
     let (mut kept, mut largest) = (0.0, 0.0f64);
     for (l, &ck) in spec.model.layers.iter().zip(&on) {
+        largest = largest.max(l.transient_bytes);
         match l.parallel {
             Some(p) if ck => {
                 kept += 2.0 * (p.hidden * p.tokens) as f64;

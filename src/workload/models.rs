@@ -37,6 +37,11 @@ pub struct Layer {
     /// (mixed precision); fp32 activations take twice as much. An estimate: see
     /// [`Model::act_bytes`] for how the presets count.
     pub act_bytes: f64,
+    /// Bytes per sample that exist, beyond the kept activations, only while this layer's
+    /// backward starts (16-bit training, as `act_bytes`): the loss's gradient buffers over the
+    /// vocabulary. The step's peak holds the largest such transient or a checkpointed block's
+    /// recomputation, whichever is larger, on top of everything kept.
+    pub transient_bytes: f64,
     /// Its memory-bound work: the bytes its norms, activations, dropout, residual adds and
     /// copies move, and the kernels it launches.
     pub memory: MemoryWork,
@@ -272,6 +277,7 @@ fn layer(name: impl Into<String>, tensors: Vec<Tensor>, fwd_macs: f64) -> Layer 
         fwd_macs,
         times: None,
         act_bytes: 0.0,
+        transient_bytes: 0.0,
         memory: MemoryWork::default(),
         parallel: None,
     }

@@ -427,6 +427,7 @@ pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
             out.memory.fwd /= tf;
             out.memory.bwd /= tf;
             out.act_bytes /= tf;
+            out.transient_bytes /= tf;
         }
     }
     out
@@ -978,6 +979,7 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
         let sp = if layout.sequence_parallel { layout.tp as f64 } else { 1.0 };
         let (mut kept, mut largest) = (0.0, 0.0f64);
         for l in &st.model.layers {
+            largest = largest.max(l.transient_bytes);
             match l.parallel {
                 Some(shape) if layout.recompute && is_block(l) => {
                     kept += 2.0 * (shape.hidden * shape.tokens) as f64 / sp;
@@ -1209,6 +1211,7 @@ mod tests {
                 fwd_macs: 0.0,
                 times: Some((f, 2.0 * f)),
                 act_bytes: 0.0,
+                transient_bytes: 0.0,
                 memory: MemoryWork::default(),
                 parallel: Some(shape),
             })

@@ -337,6 +337,22 @@ impl Loss {
         }
     }
 
+    /// What its backward allocates beyond the kept logits, per sample of `s` tokens: with the
+    /// logits upcast, `F.cross_entropy`'s backward holds the gradient of the fp32 log-softmax
+    /// (nll_loss's) and that of the fp32 logits (log_softmax's) at once, 8 bytes a logit
+    /// (PyTorch's `log_softmax_backward_data` writes a new tensor); Megatron's
+    /// `vocab_parallel_cross_entropy` writes its fp32 gradient into the saved softmax in place
+    /// (megatron/core/tensor_parallel/cross_entropy.py), leaving the 16-bit cast of it, 2
+    /// bytes; a fused loss writes the 16-bit gradient in place.
+    fn transient(self, s: u64, v: u64) -> f64 {
+        let logits = (s * v) as f64;
+        match self {
+            Loss::Fp32 => 8.0 * logits,
+            Loss::Megatron => 2.0 * logits,
+            Loss::Fused => 0.0,
+        }
+    }
+
     /// The logits it keeps for backward per sample of `s` tokens.
     fn acts(self, s: u64, v: u64) -> f64 {
         match self {
@@ -787,6 +803,7 @@ impl ModelSpec {
             self.norm.memory(d as f64).plus(self.loss.memory(vocab)).per_token(s).with_gemms(1, 2);
         out.push(Layer {
             parallel: Some(self.tp(TpRole::Head, s)),
+            transient_bytes: self.loss.transient(s, vocab),
             ..Layer::new(
                 "transformer.ln_f+lm_head",
                 head,
@@ -883,6 +900,7 @@ impl ModelSpec {
         let head = if self.tied { Vec::new() } else { vec![t("lm_head.weight", vocab, d)] };
         out.push(Layer {
             parallel: Some(self.tp(TpRole::Head, s)),
+            transient_bytes: self.loss.transient(s, vocab),
             ..Layer::new(
                 "lm_head",
                 head,

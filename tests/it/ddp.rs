@@ -22,6 +22,7 @@ fn model(layers: &Layers) -> Model {
                 fwd_macs: gflop * 1e9 / 2.0,
                 times: None,
                 act_bytes: 0.0,
+                transient_bytes: 0.0,
                 memory: MemoryWork::new(mb * 1e6, 2.0 * mb * 1e6, 20, 40),
                 parallel: None,
             })
