@@ -600,16 +600,7 @@ fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
             s.topology = src;
             s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
             s.node = node;
-            // A model profile's step is carried to the GPU it now runs on.
-            if let config::Workload::Ddp(spec) = &mut s.workload
-                && let Some(p) = &spec.profile
-            {
-                let (name, calls) = p
-                    .replay(&s.node.gpu.model)
-                    .map_err(|e| anyhow!("--topology {t}: workload.profile {}: {e}", p.path))?;
-                spec.model.name = name;
-                spec.calls = Some(calls);
-            }
+            recarry(&mut s, &format!("--topology {t}"))?;
             s
         }
         (Some(s), None) => s,
@@ -1306,6 +1297,7 @@ fn simulate_sweep(
                     config::set_keys(&text, &topo_keys).map_err(|e| anyhow!("{file}: {e}"))?;
                 let node = config::parse_topology(&file, &edited)?;
                 s.node = node;
+                recarry(&mut s, "--sweep topology.*")?;
             }
             let prof_keys = keys(SweepFile::Profile);
             let edited_profile;
@@ -1630,12 +1622,31 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// Carries a model profile's step to the GPU the scenario's cluster has now (after `--topology`
+/// or a topology sweep changed it); `what` names what changed it in errors.
+fn recarry(s: &mut Scenario, what: &str) -> Result<()> {
+    if let config::Workload::Ddp(spec) = &mut s.workload
+        && let Some(p) = &spec.profile
+    {
+        let (name, calls) = p
+            .replay(&s.node.gpu.model)
+            .map_err(|(_, e)| anyhow!("{what}: workload.profile {}: {e}", p.path))?;
+        spec.model.name = name;
+        spec.calls = Some(calls);
+    }
+    Ok(())
+}
+
 /// `collsim profile`.
 fn profile(args: ProfileArgs) -> Result<()> {
     use collsim::workload::profile::{self, Class};
     for (flag, v) in [("--micro-batch", args.micro_batch), ("--sequence", args.sequence)] {
-        if v == Some(0) {
-            bail_usage!("{flag} 0: at least 1");
+        match v {
+            Some(0) => bail_usage!("{flag} 0: at least 1"),
+            Some(n) if n > profile::MAX_SHAPE => {
+                bail_usage!("{flag} {n}: at most {}", profile::MAX_SHAPE)
+            }
+            _ => {}
         }
     }
     let name = args.trace.display().to_string();
@@ -1651,6 +1662,8 @@ fn profile(args: ProfileArgs) -> Result<()> {
     };
     let p = profile::from_trace(&name, text, &library, &opts).map_err(|e| anyhow!(e))?;
     let body = p.to_toml().map_err(|e| anyhow!(e))?;
+    // What a scenario will read back, checked before it is written.
+    profile::ModelProfile::read(&name, &body).map_err(|e| anyhow!(e))?;
     let mut w = open_output(args.output.as_deref())?;
     w.write_all(body.as_bytes())?;
     w.finish()?;
@@ -1661,7 +1674,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
     };
     e.push_str(&format!(
         "{name}: {} ({}), {}, {shape}; traced step {:.3} ms, GPU busy {:.3} ms, host's launches over {:.3} ms\n",
-        p.device, p.gpu, p.precision, p.traced_step_ms, p.gpu_busy_ms, p.host_span_ms
+        if p.device.is_empty() { "an unnamed GPU" } else { &p.device }, p.gpu, p.precision, p.traced_step_ms, p.gpu_busy_ms, p.host_span_ms
     ));
     e.push_str(&format!(
         "{:<10} {:<12} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
@@ -1685,14 +1698,15 @@ fn profile(args: ProfileArgs) -> Result<()> {
             opt(s.fraction_of_bandwidth, true),
         ));
     }
-    let host: f64 = p
-        .step
-        .iter()
-        .filter_map(|x| match x {
-            profile::Entry::Kernels { compute_us, class: Class::Host, .. } => Some(*compute_us),
-            _ => None,
-        })
-        .sum();
+    // An empty sum is -0.
+    let host = 0.0
+        + p.step
+            .iter()
+            .filter_map(|x| match x {
+                profile::Entry::Kernels { compute_us, class: Class::Host, .. } => Some(*compute_us),
+                _ => None,
+            })
+            .sum::<f64>();
     e.push_str(&format!(
         "host gaps kept as time: {:.3} ms; {} collectives; {} entries{}\n",
         host / 1e3,

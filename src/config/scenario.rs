@@ -926,6 +926,13 @@ fn profile_workload(
             return Err("an empty path (name the model profile `collsim profile` wrote)".into());
         }
         let text = super::read_capped(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if text.trim_start().starts_with(['{', '[']) {
+            return Err(format!(
+                "{} is a trace, not a model profile: make one with `collsim profile {} -o model.toml` (or replay the trace with calls = \"...\")",
+                file.display(),
+                file.display()
+            ));
+        }
         ModelProfile::read(&file.display().to_string(), &text)
     })?;
     let micro_batch = match &w.micro_batch {
@@ -942,8 +949,8 @@ fn profile_workload(
         micro_batch,
         sequence,
     };
-    let (name, calls) = named.replay(&node.gpu.model).map_err(|e| {
-        let shaped = e.contains("micro-batch") || e.contains("shapes");
+    let (name, calls) = named.replay(&node.gpu.model).map_err(|(blame, e)| {
+        let shaped = blame == crate::workload::profile::Blame::Shape;
         let (key, at) = match (&w.micro_batch, &w.sequence) {
             (Some(v), _) if shaped => ("micro_batch", v.span().start),
             (None, Some(v)) if shaped => ("sequence", v.span().start),
@@ -1660,7 +1667,7 @@ pub(crate) fn parse_workload(
             "trace" if matches!(key, "micro_batch" | "sequence") && w.profile.is_some() => {
                 return None;
             }
-            "trace" => "not for kind = \"trace\" (the calls file gives the step)".to_string(),
+            "trace" => "not for kind = \"trace\" (the calls file or model profile gives the step)".to_string(),
             k if SWEEP.contains(&key) => format!(
                 "not for kind = \"{k}\" (the model sets the sizes and types of its calls; a collective sweep is kind = \"sweep\")"
             ),

@@ -224,7 +224,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             mem.total / GIB,
             s.node.gpu.model.memory.get() as f64 / GIB,
             s.node.gpu.model.memory.get() as f64 * (1.0 - spec.memory_headroom) / GIB,
-            spec.memory_headroom * 100.0,
+            crate::workload::memory::headroom_pct(spec.memory_headroom),
             spec.optimizer.name(),
             mem.parts(),
             if mem.activations_known { "" } else { "; activations not given" }

@@ -375,7 +375,7 @@ pub fn check(calls: &[Call]) -> Result<(), String> {
 /// Which entry and field of a list of calls does not read, and why: serde's error for an
 /// entry (an untagged enum) says only that no kind of entry matched. None where the entries
 /// read (the error is elsewhere).
-fn diagnose(v: &serde_json::Value) -> Option<String> {
+pub(crate) fn diagnose(v: &serde_json::Value) -> Option<String> {
     use serde::de::DeserializeOwned;
     use serde_json::Value;
     fn field<T: DeserializeOwned>(

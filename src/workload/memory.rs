@@ -38,6 +38,11 @@ pub const GIB: f64 = 1073741824.0;
 /// reserved/allocated ratio from `calibration/trace/profile_model.py` should replace it.
 pub const DEFAULT_HEADROOM: f64 = 0.05;
 
+/// A headroom as a percentage for reports: "5", "7", "28.5" (to a tenth, never "-0").
+pub fn headroom_pct(headroom: f64) -> String {
+    format!("{}", (headroom * 1000.0).round() / 10.0 + 0.0)
+}
+
 /// The runtime reserve (CUDA context and NCCL buffers), bytes.
 pub const RUNTIME_RESERVE: f64 = 1.5 * GIB;
 
@@ -436,7 +441,7 @@ impl DdpMemory {
                     format!(
                         ", {:.1} of it usable with {} % kept for the allocator (memory_headroom)",
                         usable / GIB,
-                        headroom * 100.0
+                        headroom_pct(headroom)
                     )
                 } else {
                     String::new()

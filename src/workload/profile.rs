@@ -43,6 +43,19 @@ use crate::hw::gpus::GpuModel;
 /// The format's version.
 pub const VERSION: u32 = 1;
 
+/// The largest micro-batch or sequence a profile is made at or carried to (a scenario's
+/// `sequence` is at most 2^24 tokens, its `micro_batch` 2^20 samples).
+pub const MAX_SHAPE: u64 = 1 << 24;
+
+/// The largest peak a profile may give its GPU, TFLOP/s (a GB200's dense FP8 is 5,000).
+const MAX_PEAK_TFLOPS: f64 = 1e5;
+
+/// The largest memory bandwidth a profile may give its GPU, GB/s (a B200's is 8,000).
+const MAX_BANDWIDTH_GBS: f64 = 1e6;
+
+/// The longest fixed cost a kernel may have, µs (launches take 2-30 µs).
+const MAX_FLOOR_US: f64 = 1e3;
+
 /// What bounds a kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -319,9 +332,13 @@ fn flops(op: &Op<'_>, causal: bool) -> Option<f64> {
         "aten::addmm" | "aten::baddbmm" => mm(d(1)?, d(2)?),
         n if n.contains("attention") => {
             let (q, k) = (d(0)?, d(1)?);
-            let ([b, h, s, dh], [_, _, sk, _]) = (q.as_slice(), k.as_slice()) else {
+            let ([q0, q1, q2, dh], [_, k1, k2, _]) = (q.as_slice(), k.as_slice()) else {
                 return None;
             };
+            // The flash and memory-efficient kernels take [b, s, heads, d]; cuDNN's and SDPA's
+            // [b, heads, s, d].
+            let flash = n.contains("_flash_attention") || n.contains("_efficient_attention");
+            let (b, h, s, sk) = if flash { (q0, q2, q1, k1) } else { (q0, q1, q2, k2) };
             // Two matmuls forward (scores, values); the backward's five are 2.5 times them.
             let fwd = 4.0 * (*b as f64) * (*h as f64) * (*s as f64) * (*sk as f64) * (*dh as f64);
             let fwd = if causal { fwd / 2.0 } else { fwd };
@@ -349,12 +366,24 @@ fn traffic(op: &Op<'_>) -> Option<u64> {
     any.then(|| total.saturating_add(largest))
 }
 
-/// Whether an op's inputs carry the step's tokens.
-fn carries_tokens(op: &Op<'_>, (b, s): (u64, u64)) -> bool {
-    let tokens = b * s;
-    op.dims.iter().any(|d| {
-        d.contains(&tokens)
-            || d.windows(2).any(|w| (w[0] == b && w[1] == s) || (w[0] == s && w[1] == b))
+/// Whether an op's inputs carry the step's tokens: micro-batch and sequence side by side in one
+/// input's dimensions, or their product as one dimension. Where that product is also a
+/// dimension of a weight (`weights`: the forward GEMMs' weight operands and their transposes;
+/// 8,192 tokens against a 2,048-wide model's 8,192-wide MLP), an input shaped as a weight and
+/// in another type than the step's 16-bit activations (`half`: an fp32 gradient in its bucket)
+/// is taken as the weight's.
+fn carries_tokens(
+    op: &Op<'_>,
+    (b, s): (u64, u64),
+    weights: &BTreeSet<Vec<u64>>,
+    half: Option<&str>,
+) -> bool {
+    let tokens = b.saturating_mul(s);
+    op.dims.iter().enumerate().any(|(i, d)| {
+        let pair = d.windows(2).any(|w| (w[0] == b && w[1] == s) || (w[0] == s && w[1] == b));
+        let weight_like =
+            weights.contains(d) && half.is_some_and(|h| op.types.get(i).is_some_and(|t| *t != h));
+        pair || (d.contains(&tokens) && !weight_like)
     })
 }
 
@@ -363,8 +392,11 @@ fn carries_tokens(op: &Op<'_>, (b, s): (u64, u64)) -> bool {
 fn device_model<'a>(props: &Value, library: &'a [GpuModel]) -> Option<&'a GpuModel> {
     let major = props.get("computeMajor")?.as_u64()?;
     let minor = props.get("computeMinor").and_then(Value::as_u64).unwrap_or(0);
-    let sm = (major * 10 + minor) as u32;
-    let sms = props.get("numSms").and_then(Value::as_u64).map(|n| n as u32);
+    let sm = u32::try_from(major.checked_mul(10)?.checked_add(minor)?).ok()?;
+    let sms = match props.get("numSms").and_then(Value::as_u64) {
+        Some(n) => Some(u32::try_from(n).ok()?),
+        None => None,
+    };
     let name = props.get("name").and_then(Value::as_str).unwrap_or("");
     let memory = props.get("totalGlobalMem").and_then(Value::as_u64)?;
     let pcie = name.to_ascii_lowercase().contains("pcie");
@@ -423,6 +455,7 @@ pub fn from_trace(
     let mut backward_from = f64::INFINITY;
     let mut optimizer: Vec<(f64, f64)> = Vec::new();
     let mut step_span: Option<f64> = None;
+    let mut steps: BTreeSet<&str> = BTreeSet::new();
     let mut embedding: Option<(u64, u64)> = None;
     let mut causal: Option<bool> = None;
     let mut shapes = false;
@@ -443,6 +476,8 @@ pub fn from_trace(
                 if name == "aten::embedding"
                     && embedding.is_none()
                     && let Some([b, s]) = op.dims.get(1).map(Vec::as_slice)
+                    && (1..=MAX_SHAPE).contains(b)
+                    && (1..=MAX_SHAPE).contains(s)
                 {
                     embedding = Some((*b, *s));
                 }
@@ -469,6 +504,7 @@ pub fn from_trace(
                     }
                     if name.starts_with("ProfilerStep") {
                         step_span = Some(step_span.map_or(dur, |d: f64| d.max(dur)));
+                        steps.insert(name);
                     }
                 }
             }
@@ -483,12 +519,42 @@ pub fn from_trace(
             _ => {}
         }
     }
+    if steps.len() > 1 {
+        return Err(format!(
+            "{file}: the trace holds {} profiler steps ({}); a profile is of one step (record one: torch.profiler.schedule(wait=1, warmup=2, active=1))",
+            steps.len(),
+            steps.iter().copied().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if opts.micro_batch.is_some() != opts.sequence.is_some() && embedding.is_none() {
+        return Err(format!(
+            "{file}: the trace records no embedding to read the other of micro-batch and sequence from: give both --micro-batch and --sequence"
+        ));
+    }
     let shape = match (opts.micro_batch.zip(opts.sequence), embedding) {
         (Some(bs), _) => Some(bs),
         (None, Some(bs)) => Some((opts.micro_batch.unwrap_or(bs.0), opts.sequence.unwrap_or(bs.1))),
         (None, None) => None,
     };
     let causal = causal.unwrap_or(false);
+    // The forward GEMMs' weight operands (and transposes), and the 16-bit type of their
+    // activations where the step runs in 16 bits.
+    let mut weights: BTreeSet<Vec<u64>> = BTreeSet::new();
+    let mut half: Option<&str> = None;
+    for op in ops.values().filter(|o| o.ts < backward_from) {
+        let w = match op.name {
+            "aten::mm" => op.dims.get(1),
+            "aten::addmm" => op.dims.get(2),
+            _ => None,
+        };
+        if let Some(w) = w.filter(|w| w.len() == 2) {
+            weights.insert(w.clone());
+            weights.insert(vec![w[1], w[0]]);
+            if let Some(t @ ("c10::BFloat16" | "c10::Half")) = op.types.first().copied() {
+                half = Some(t);
+            }
+        }
+    }
 
     // Each kernel's tags, work and traffic (an op's counted once, at its first kernel).
     let mut tags: BTreeMap<usize, (Class, Scale, Phase)> = BTreeMap::new();
@@ -539,7 +605,7 @@ pub fn from_trace(
         let scale = match (class, op, shape) {
             (Class::Attention, _, _) => Scale::Attention,
             (Class::Optimizer, _, _) => Scale::Fixed,
-            (_, Some(op), Some(bs)) if carries_tokens(op, bs) => Scale::Tokens,
+            (_, Some(op), Some(bs)) if carries_tokens(op, bs, &weights, half) => Scale::Tokens,
             _ => Scale::Fixed,
         };
         tags.insert(call, (class, scale, phase));
@@ -666,6 +732,57 @@ fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
 
+/// Why a profile does not read: for an entry of `step` that matches no kind of entry, what the
+/// kind its keys name expects (serde's untagged enums say only that nothing matched).
+fn diagnose(text: &str, e: &toml::de::Error) -> String {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Kernels {
+        compute_us: f64,
+        class: Class,
+        scale: Scale,
+        phase: Phase,
+        kernels: u32,
+    }
+    let untagged = e.message().contains("untagged enum Entry");
+    let entry = e.span().and_then(|s| text.get(s)).map(str::trim);
+    let (true, Some(entry)) = (untagged, entry) else {
+        return e.message().trim_end().to_string();
+    };
+    // The span is the entry's, or the whole array's.
+    let one = |v: &toml::Value| -> String {
+        match v {
+            toml::Value::Table(t) if t.contains_key("class") => {
+                match Kernels::deserialize(v.clone()) {
+                    Err(e) => e.message().trim_end().to_string(),
+                    Ok(_) => "not an entry".to_string(),
+                }
+            }
+            _ => {
+                let file = serde_json::json!({ "collsim_calls": 1, "calls": [v] });
+                match serde_json::to_value(v).ok().and(super::calls::diagnose(&file)) {
+                    Some(why) => why.replace("calls[0]", "entry"),
+                    None => "not an entry".to_string(),
+                }
+            }
+        }
+    };
+    let parsed = toml::from_str::<toml::Table>(&format!("e = {entry}")).ok();
+    let why = match parsed.as_ref().and_then(|t| t.get("e")) {
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .find(|(_, v)| Entry::deserialize((*v).clone()).is_err())
+            .map_or("not an entry".to_string(), |(i, v)| format!("[{i}]: {}", one(v))),
+        Some(v) => format!(": {}", one(v)),
+        None => ": not an entry".to_string(),
+    };
+    format!(
+        "step{why} (an entry is {{ class, scale, phase, compute_us, kernels }} or a list-of-calls entry)"
+    )
+}
+
 /// A TOML value written inline (a table as `{ k = v }`), for one entry a line.
 fn inline(v: &toml::Value) -> String {
     match v {
@@ -721,7 +838,7 @@ impl ModelProfile {
                 let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
                 format!(":{line}:{col}")
             });
-            format!("{file}{}: {}", at.unwrap_or_default(), e.message())
+            format!("{file}{}: {}", at.unwrap_or_default(), diagnose(text, &e))
         })?;
         let bad = |field: &str, why: String| format!("{file}: {field}: {why}");
         if p.collsim_profile != VERSION {
@@ -730,12 +847,22 @@ impl ModelProfile {
                 format!("version {} (this collsim reads {VERSION})", p.collsim_profile),
             ));
         }
-        for (field, x) in
-            [("peak_tflops", p.peak_tflops), ("memory_bandwidth_gbs", p.memory_bandwidth_gbs)]
-        {
-            if !(x.is_finite() && x > 0.0) {
-                return Err(bad(field, format!("must be a positive number (got {x})")));
+        for (field, x, max) in [
+            ("peak_tflops", p.peak_tflops, MAX_PEAK_TFLOPS),
+            ("memory_bandwidth_gbs", p.memory_bandwidth_gbs, MAX_BANDWIDTH_GBS),
+        ] {
+            if !(x.is_finite() && x > 0.0 && x <= max) {
+                return Err(bad(field, format!("must be a positive number up to {max} (got {x})")));
             }
+        }
+        if !(0.0..=MAX_FLOOR_US).contains(&p.kernel_floor_us) {
+            return Err(bad(
+                "kernel_floor_us",
+                format!("must be 0 to {MAX_FLOOR_US} µs (got {})", p.kernel_floor_us),
+            ));
+        }
+        if p.source.chars().any(char::is_control) || p.device.chars().any(char::is_control) {
+            return Err(bad("source", "a name with control characters".into()));
         }
         for (field, x) in [
             ("kernel_floor_us", p.kernel_floor_us),
@@ -748,8 +875,8 @@ impl ModelProfile {
             }
         }
         for (field, x) in [("micro_batch", p.micro_batch), ("sequence", p.sequence)] {
-            if x == Some(0) {
-                return Err(bad(field, "must be at least 1".into()));
+            if x.is_some_and(|x| !(1..=MAX_SHAPE).contains(&x)) {
+                return Err(bad(field, format!("must be 1 to {MAX_SHAPE}")));
             }
         }
         for (i, e) in p.step.iter().enumerate() {
@@ -775,35 +902,52 @@ impl ModelProfile {
         gpu: &GpuModel,
         micro_batch: Option<u64>,
         sequence: Option<u64>,
-    ) -> Result<Carry, String> {
+    ) -> Result<Carry, (Blame, String)> {
+        let gpu_err = |e: String| (Blame::Gpu, e);
         let peak = gpu.peak_tflops.get(&self.precision).copied().ok_or_else(|| {
-            format!(
-                "the profile's step runs in {} and the {} has no {} peak in the GPU library",
+            gpu_err(format!(
+                "the profile's step runs in {} and the {} has no {} peak (peak_tflops of its GPU model)",
                 self.precision, gpu.name, self.precision
-            )
+            ))
         })?;
         let bw = gpu.memory_bandwidth.map(|b| b.bytes_per_sec() / 1e9).ok_or_else(|| {
-            format!("the {} has no memory_bandwidth in the GPU library", gpu.name)
+            gpu_err(format!("the {} has no memory_bandwidth (of its GPU model)", gpu.name))
         })?;
         let (mut tokens, mut attention) = (1.0, 1.0);
         if micro_batch.is_some() || sequence.is_some() {
+            let shape_err = |e: &str| (Blame::Shape, e.to_string());
             let (Some(b), Some(s)) = (self.micro_batch, self.sequence) else {
-                return Err("the profile does not know its micro-batch and sequence (give them to `collsim profile` with --micro-batch and --sequence)".into());
+                return Err(shape_err(
+                    "the profile does not know its micro-batch and sequence (give them to `collsim profile` with --micro-batch and --sequence)",
+                ));
             };
             if !self.shapes {
-                return Err("the profile's trace recorded no shapes, so nothing in it is known to grow with the micro-batch or sequence (profile with record_shapes=True)".into());
+                return Err(shape_err(
+                    "the profile's trace recorded no shapes, so nothing in it is known to grow with the micro-batch or sequence (profile with record_shapes=True)",
+                ));
             }
             let (b2, s2) = (micro_batch.unwrap_or(b), sequence.unwrap_or(s));
-            tokens = (b2 * s2) as f64 / (b * s) as f64;
-            attention = tokens * s2 as f64 / s as f64;
+            // In floating point: products of two shapes up to 2^24 stay exact.
+            let (b, s, b2, s2) = (b as f64, s as f64, b2 as f64, s2 as f64);
+            tokens = b2 * s2 / (b * s);
+            attention = tokens * s2 / s;
         }
-        Ok(Carry {
+        let c = Carry {
             flop: self.peak_tflops / peak,
             memory: self.memory_bandwidth_gbs / bw,
             tokens,
             attention,
             floor_us: self.kernel_floor_us,
-        })
+        };
+        for (what, x) in [("peak", c.flop), ("memory bandwidth", c.memory)] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(gpu_err(format!(
+                    "the {}'s {what} against the profile's gives a factor of {x}",
+                    gpu.name
+                )));
+            }
+        }
+        Ok(c)
     }
 
     /// The step as a list of calls, carried by `c`, and its GPU time, µs.
@@ -857,10 +1001,24 @@ pub struct Named {
 
 impl Named {
     /// The step on `gpu`: its name for the report and its calls.
-    pub fn replay(&self, gpu: &GpuModel) -> Result<(String, Vec<Call>), String> {
+    pub fn replay(&self, gpu: &GpuModel) -> Result<(String, Vec<Call>), (Blame, String)> {
         let p = &self.profile;
         let carry = p.carry_to(gpu, self.micro_batch, self.sequence)?;
         let (calls, busy_us) = p.carry_with(&carry);
+        // A step carried past what a list of calls may hold (an entry over an hour) is refused,
+        // blaming the shape where it changed.
+        super::calls::check(&calls).map_err(|e| {
+            let shaped = self.micro_batch.is_some() || self.sequence.is_some();
+            let blame = if shaped { Blame::Shape } else { Blame::Gpu };
+            (
+                blame,
+                format!(
+                    "carried to the {}{}: {e}",
+                    gpu.name,
+                    if shaped { " at that shape" } else { "" }
+                ),
+            )
+        })?;
         let shape = match (self.micro_batch.or(p.micro_batch), self.sequence.or(p.sequence)) {
             (Some(b), Some(s)) => format!(", {b} x {s} tokens"),
             _ => String::new(),
@@ -883,6 +1041,15 @@ impl Named {
         );
         Ok((name, calls))
     }
+}
+
+/// What a profile could not be carried past: the shape asked for, or the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// `micro_batch` or `sequence`.
+    Shape,
+    /// The profile against the target GPU.
+    Gpu,
 }
 
 /// How a profile's entries are carried: per class and scale.
@@ -997,6 +1164,46 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_of_two_steps_or_half_a_shape_is_refused() {
+        let step = |n: u32, ts: f64| {
+            format!(
+                r#"{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{n}", "ts": {ts}, "dur": 50, "args": {{}}}}"#
+            )
+        };
+        let two = trace().replace(
+            "\"traceEvents\": [",
+            &format!("\"traceEvents\": [{}, {}, ", step(1, 0.0), step(2, 50.0)),
+        );
+        let e = from_trace("t.json", &two, &library(), &Options::default()).unwrap_err();
+        assert!(e.contains("holds 2 profiler steps (ProfilerStep#1, ProfilerStep#2)"), "{e}");
+        let one =
+            trace().replace("\"traceEvents\": [", &format!("\"traceEvents\": [{}, ", step(1, 0.0)));
+        assert!(from_trace("t.json", &one, &library(), &Options::default()).is_ok());
+        // Without an embedding to read the other from, one of micro-batch and sequence is not
+        // enough.
+        let bare = trace().replace("aten::embedding", "aten::gather");
+        let opts = Options { micro_batch: Some(2), ..Options::default() };
+        let e = from_trace("t.json", &bare, &library(), &opts).unwrap_err();
+        assert!(e.contains("give both --micro-batch and --sequence"), "{e}");
+    }
+
+    #[test]
+    fn a_weight_shaped_fp32_tensor_does_not_grow_with_the_tokens_its_shape_equals() {
+        // 2 x 8 = 16 tokens; the GEMM's weight is [16, 32]. An fp32 tensor of that shape (a
+        // gradient in its bucket) is the weight's; a bf16 one is an activation.
+        let weights: BTreeSet<Vec<u64>> = [vec![16, 32], vec![32, 16]].into();
+        let op = |ty| Op { name: "aten::mul", ts: 0.0, dims: vec![vec![32, 16]], types: vec![ty] };
+        let half = Some("c10::BFloat16");
+        assert!(!carries_tokens(&op("float"), (2, 8), &weights, half));
+        assert!(carries_tokens(&op("c10::BFloat16"), (2, 8), &weights, half));
+        assert!(carries_tokens(&op("float"), (2, 8), &BTreeSet::new(), half));
+        // Micro-batch and sequence side by side always carry them.
+        let act =
+            Op { name: "aten::add", ts: 0.0, dims: vec![vec![2, 8, 32]], types: vec!["float"] };
+        assert!(carries_tokens(&act, (2, 8), &weights, half));
+    }
+
+    #[test]
     fn a_profile_reads_back_as_written_and_refuses_what_it_does_not_know() {
         let p = from_trace("t.json", &trace(), &library(), &Options::default()).unwrap();
         let text = p.to_toml().unwrap();
@@ -1015,6 +1222,21 @@ mod tests {
             ModelProfile::read("p.toml", &text.replace("compute_us = 20.0", "compute_us = -1.0"))
                 .unwrap_err();
         assert!(e.contains("step[1].compute_us: must be 0 to"), "{e}");
+        let e = ModelProfile::read("p.toml", &text.replace("kernels = 1,", "kernels = -1,"))
+            .unwrap_err();
+        assert!(e.contains("step[0]: invalid value: integer `-1`, expected u32"), "{e}");
+        let e = ModelProfile::read(
+            "p.toml",
+            &text.replace("peak_tflops = 989.4", "peak_tflops = 1e308"),
+        )
+        .unwrap_err();
+        assert!(e.contains("peak_tflops: must be a positive number up to"), "{e}");
+        let e = ModelProfile::read(
+            "p.toml",
+            &text.replace("micro_batch = 2", "micro_batch = 4294967296"),
+        )
+        .unwrap_err();
+        assert!(e.contains("micro_batch: must be 1 to 16777216"), "{e}");
     }
 
     #[test]
@@ -1049,13 +1271,13 @@ mod tests {
         let p = from_trace("t.json", &t, &library(), &Options::default()).unwrap();
         assert!(!p.shapes && p.micro_batch.is_none());
         let h200 = library().into_iter().find(|m| m.name == "H200-SXM-141GB").unwrap();
-        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().contains("--micro-batch"));
+        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().1.contains("--micro-batch"));
         let opts = Options { micro_batch: Some(2), sequence: Some(8), ..Options::default() };
         let p = from_trace("t.json", &t, &library(), &opts).unwrap();
-        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().contains("record_shapes=True"));
+        assert!(p.carry_to(&h200, Some(4), None).unwrap_err().1.contains("record_shapes=True"));
         let mut rtx = h200.clone();
         rtx.peak_tflops.remove("bf16");
-        assert!(p.carry_to(&rtx, None, None).unwrap_err().contains("no bf16 peak"));
+        assert!(p.carry_to(&rtx, None, None).unwrap_err().1.contains("no bf16 peak"));
         let e = from_trace(
             "t.json",
             &trace().replace("H200", "H900").replace("132", "7"),

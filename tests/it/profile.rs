@@ -228,6 +228,71 @@ fn what_a_profile_cannot_do_is_refused_on_its_line() {
         &["profile", &format!("{DIR}/run2-kineto-ddp-light.json.gz"), "--micro-batch", "0"],
         &["--micro-batch 0"],
     );
-    // A plan cannot tell whether a profile's step fits in memory yet.
-    let _ = root;
+    // A shape carried past what a step may hold names its key; a trace named as a profile
+    // says what to do.
+    let s = tmp(
+        "huge.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{root}/{SHIPPED}\"\nsequence = 4194304\n"
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["huge.toml:6:12: workload.sequence:", "at that shape"],
+    );
+    let s = tmp(
+        "trace.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{root}/{DIR}/run2-kineto-ddp-light.json.gz\"\n"
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["is a trace, not a model profile: make one with `collsim profile"],
+    );
+    // A misspelt class is named.
+    let text = std::fs::read_to_string(SHIPPED).unwrap().replacen(
+        "class = \"memory\"",
+        "class = \"memroy\"",
+        1,
+    );
+    let bad = tmp("typo-profile.toml", &text);
+    let s = tmp(
+        "typo.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{}\"\n",
+            bad.display()
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["typo-profile.toml:18:8: step[0]: unknown variant `memroy`"],
+    );
+}
+
+#[test]
+fn a_topology_sweep_carries_the_profile_to_each_gpu() {
+    let out = collsim_ok(&[
+        "simulate",
+        "scenarios/gpt-1.4b-profile-p5-16node.toml",
+        "--sweep",
+        "topology.gpu.model=H100-SXM5-80GB,A100-SXM4-80GB",
+        "--format",
+        "csv",
+    ]);
+    let a100 = collsim_ok(&[
+        "simulate",
+        "scenarios/gpt-1.4b-profile-p5-16node.toml",
+        "--topology",
+        "dgx-a100",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&a100).unwrap();
+    let compute = v["compute_ms"].as_f64().unwrap();
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    // The A100 row's compute is the A100's carried compute (the p5 topology's other parts
+    // change only the collectives).
+    assert!(rows[1].contains(&format!("{compute:.3}")), "{compute} not in {}", rows[1]);
 }
