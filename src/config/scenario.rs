@@ -876,10 +876,7 @@ fn trace_workload(
             "kind = \"trace\" replays a list-of-calls file (or a Kineto or Chakra trace)",
         ));
     };
-    let file = match std::path::Path::new(src.name).parent() {
-        Some(dir) => dir.join(path.get_ref()),
-        None => std::path::PathBuf::from(path.get_ref()),
-    };
+    let file = beside(src, path.get_ref());
     let calls = src.check("workload.calls", path, |p| {
         if p.trim().is_empty() {
             return Err("an empty path (name the list of calls or trace to replay)".to_string());
@@ -892,19 +889,30 @@ fn trace_workload(
         crate::workload::calls::check(&f.calls).map_err(|e| format!("{}: {e}", file.display()))?;
         Ok(f.calls)
     })?;
-    let compute_slowdown = match &w.compute_slowdown {
-        Some(v) => Some(src.check("workload.compute_slowdown", v, |&x| {
-            if (0.0..=1.0).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!("must be a fraction in [0, 1] (got {x})"))
-            }
-        })?),
-        None => None,
-    };
+    let compute_slowdown = replay_slowdown(src, w)?;
     let mut spec = DdpSpec::replay(format!("calls from {}", path.get_ref()), calls);
     spec.compute_slowdown = compute_slowdown;
     Ok(spec)
+}
+
+/// A file a scenario names, relative to the scenario.
+fn beside(src: &Source<'_>, path: &str) -> std::path::PathBuf {
+    match Path::new(src.name).parent() {
+        Some(dir) => dir.join(path),
+        None => std::path::PathBuf::from(path),
+    }
+}
+
+/// A replayed step's `compute_slowdown`, a fraction in [0, 1], if given.
+fn replay_slowdown(src: &Source<'_>, w: &RawWorkload) -> Result<Option<f64>, ConfigError> {
+    let Some(v) = &w.compute_slowdown else { return Ok(None) };
+    src.check("workload.compute_slowdown", v, |&x| {
+        if (0.0..=1.0).contains(&x) {
+            Ok(Some(x))
+        } else {
+            Err(format!("must be a fraction in [0, 1] (got {x})"))
+        }
+    })
 }
 
 /// A step from a model profile (`profile = "FILE"`, relative to the scenario;
@@ -917,10 +925,7 @@ fn profile_workload(
     path: &Spanned<String>,
 ) -> Result<DdpSpec, ConfigError> {
     use crate::workload::profile::ModelProfile;
-    let file = match std::path::Path::new(src.name).parent() {
-        Some(dir) => dir.join(path.get_ref()),
-        None => std::path::PathBuf::from(path.get_ref()),
-    };
+    let file = beside(src, path.get_ref());
     let profile = src.check("workload.profile", path, |p| {
         if p.trim().is_empty() {
             return Err("an empty path (name the model profile `collsim profile` wrote)".into());
@@ -958,16 +963,7 @@ fn profile_workload(
         };
         src.error_at(at, format!("workload.{key}: {}: {e}", path.get_ref()))
     })?;
-    let compute_slowdown = match &w.compute_slowdown {
-        Some(v) => Some(src.check("workload.compute_slowdown", v, |&x| {
-            if (0.0..=1.0).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!("must be a fraction in [0, 1] (got {x})"))
-            }
-        })?),
-        None => None,
-    };
+    let compute_slowdown = replay_slowdown(src, w)?;
     let mut spec = DdpSpec::replay(name, calls);
     spec.compute_slowdown = compute_slowdown;
     spec.profile = Some(Box::new(named));
