@@ -564,6 +564,9 @@ fn ddp_workload(
     }
     let efficiency = w.efficiency.as_ref().map(|e| ("workload.efficiency", e, false));
     let fraction_of_peak = efficiency.or(w.mfu.as_ref().map(|m| ("workload.mfu", m, true)));
+    // With only `precision`: the GPU generation's default compute model, whose host and
+    // per-GEMM times apply where launch_us and gemm_fixed_us are not given.
+    let mut compute_default = None;
     let rate = match (&w.tflops, &w.precision, fraction_of_peak) {
         (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
             if x.is_finite() && (MIN_TFLOPS..=MAX_TFLOPS).contains(&x) {
@@ -575,19 +578,7 @@ fn ddp_workload(
             }
         })?),
         (None, Some(p), Some((field, e, mfu))) => {
-            let precision = src.check("workload.precision", p, |p| {
-                match node.gpu.model.peak_tflops.get(p.as_str()) {
-                    Some(_) => Ok(p.clone()),
-                    None => {
-                        let known = node.gpu.model.peak_tflops.keys().cloned().collect::<Vec<_>>();
-                        let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-                        Err(format!(
-                            "the {} has no peak for {p:?} in the GPU library (it lists {known}); give workload.tflops instead, or peak_tflops in its [gpu_model] table",
-                            node.gpu.model.name
-                        ))
-                    }
-                }
-            })?;
+            let precision = known_precision(src, p, node)?;
             let x = rate_fraction(field, e)?;
             if mfu {
                 ComputeRate::Mfu { precision, mfu: x }
@@ -601,11 +592,17 @@ fn ddp_workload(
                 "workload.tflops: give either tflops or precision and efficiency (or mfu)",
             ));
         }
+        (None, Some(p), None) => {
+            let precision = known_precision(src, p, node)?;
+            let d = crate::workload::compute::default_for(node.gpu.model.sm);
+            compute_default = Some(d);
+            ComputeRate::Peak { precision, efficiency: d.efficiency }
+        }
         _ => {
             return Err(missing(
                 src,
                 "precision",
-                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8) and efficiency or mfu, or tflops",
+                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8: the GPU generation's default compute model, or with efficiency or mfu), or tflops",
             ));
         }
     };
@@ -806,7 +803,9 @@ fn ddp_workload(
             .launch_us
             .as_ref()
             .map(|v| micros(src, "workload.launch_us", v, "a host time per kernel"))
-            .transpose()?,
+            .transpose()?
+            .or(compute_default.map(|d| d.launch())),
+        compute_default,
         gemm_fixed: match (&w.gemm_fixed_us, &w.mfu) {
             (Some(_), Some(m)) => {
                 return Err(src.error_at(
@@ -817,7 +816,7 @@ fn ddp_workload(
             (Some(v), None) => {
                 Some(micros(src, "workload.gemm_fixed_us", v, "a GPU time per GEMM")?)
             }
-            (None, _) => None,
+            (None, _) => compute_default.map(|d| d.gemm_fixed()),
         },
     };
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known
@@ -838,6 +837,25 @@ fn ddp_workload(
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// `workload.precision`, one the GPU library gives the GPU a peak for.
+fn known_precision(
+    src: &Source<'_>,
+    p: &Spanned<String>,
+    node: &NodeSpec,
+) -> Result<String, ConfigError> {
+    src.check("workload.precision", p, |p| match node.gpu.model.peak_tflops.get(p.as_str()) {
+        Some(_) => Ok(p.clone()),
+        None => {
+            let known = node.gpu.model.peak_tflops.keys().cloned().collect::<Vec<_>>();
+            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            Err(format!(
+                "the {} has no peak for {p:?} in the GPU library (it lists {known}); give workload.tflops instead, or peak_tflops in its [gpu_model] table",
+                node.gpu.model.name
+            ))
+        }
+    })
 }
 
 /// A time in µs from 0 to 10,000 (`what`, for the error), in seconds.

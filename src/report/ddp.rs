@@ -170,7 +170,16 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     )?;
     let rate = match &spec.rate {
         crate::workload::ddp::ComputeRate::Peak { precision, efficiency } => {
-            format!(" ({:.1} % of the {precision} peak)", 100.0 * efficiency)
+            match &spec.compute_default {
+                None => format!(" ({:.1} % of the {precision} peak)", 100.0 * efficiency),
+                Some(d) => format!(
+                    " ({:.1} % of the {precision} peak, {} µs of host a kernel, {} µs a GEMM: {}; docs/compute-model.md)",
+                    100.0 * efficiency,
+                    1e6 * spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
+                    1e6 * spec.gemm_fixed.unwrap_or(0.0),
+                    d.describe()
+                ),
+            }
         }
         crate::workload::ddp::ComputeRate::Mfu { precision, mfu } => {
             let peak = s.node.gpu.model.peak_tflops.get(precision).copied().unwrap_or(f64::NAN);

@@ -560,6 +560,9 @@ pub struct DdpSpec {
     pub launch: Option<f64>,
     /// GPU time each FLOP-bound kernel takes beyond its FLOPs, s (None: 0).
     pub gemm_fixed: Option<f64>,
+    /// The GPU generation's default compute model, where the scenario gave only `precision`
+    /// (its efficiency is `rate`'s; its times `launch` and `gemm_fixed` where not given).
+    pub compute_default: Option<super::compute::ComputeDefault>,
     /// A step given as a list of calls (`kind = "trace"`), replayed instead of the model's.
     pub calls: Option<Vec<super::calls::Call>>,
     /// The model profile `calls` were carried from, to carry again to another GPU.
@@ -655,6 +658,7 @@ impl DdpSpec {
             parallel: None,
             launch: None,
             gemm_fixed: None,
+            compute_default: None,
             calls: Some(calls),
             profile: None,
             checkpointing: Checkpointing::None,
@@ -2401,6 +2405,7 @@ mod tests {
             parallel: None,
             launch: None,
             gemm_fixed: None,
+            compute_default: None,
             calls: None,
             profile: None,
             checkpointing: Default::default(),

@@ -3,6 +3,7 @@
 
 pub mod calls;
 pub mod chakra;
+pub mod compute;
 pub mod ddp;
 pub mod jobs;
 pub mod kineto;

@@ -1118,6 +1118,7 @@ mod tests {
             parallel: None,
             launch: None,
             gemm_fixed: None,
+            compute_default: None,
             calls: None,
             profile: None,
             checkpointing: Default::default(),

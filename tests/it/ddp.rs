@@ -89,6 +89,7 @@ proptest! {
             parallel: None,
             launch: None,
             gemm_fixed: None,
+            compute_default: None,
             calls: None,
             profile: None,
             checkpointing: Default::default(),

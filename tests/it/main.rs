@@ -5,6 +5,7 @@ mod accuracy;
 mod blackwell;
 mod calibrate;
 mod cli_errors;
+mod compute;
 mod ddp;
 mod engine;
 mod hardware;

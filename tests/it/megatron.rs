@@ -610,12 +610,23 @@ fn h200_node() -> (std::path::PathBuf, collsim::collective::TimingParams) {
 /// The DDP model's steps (ms) for `rows` on one H200, `extra` appended to the scenario.
 fn h200_steps(fit: Fit, extra: &str, rows: &[(u64, u64, u64, u64, f64)]) -> Vec<f64> {
     let Fit { eff, launch_us, gemm_us } = fit;
+    let rate = format!("efficiency = {eff}\nlaunch_us = {launch_us}\ngemm_fixed_us = {gemm_us}\n");
+    h200_steps_with(&rate, extra, rows)
+}
+
+/// [`h200_steps`] with the compute rate's keys written out (`rate`: TOML lines of [workload]
+/// beside `precision = "bf16"`; empty for collsim's default compute model).
+pub(crate) fn h200_steps_with(
+    rate: &str,
+    extra: &str,
+    rows: &[(u64, u64, u64, u64, f64)],
+) -> Vec<f64> {
     let (topo, params) = h200_node();
     let steps = rows
         .iter()
         .map(|&(layers, h, seq, micro, _)| {
             let toml = format!(
-                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\nefficiency = {eff}\nlaunch_us = {launch_us}\ngemm_fixed_us = {gemm_us}\noptimizer = \"adamw\"\noptimizer_impl = \"fused\"\n{extra}",
+                "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\n{rate}optimizer = \"adamw\"\noptimizer_impl = \"fused\"\n{extra}",
                 topo.display()
             );
             let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
@@ -651,7 +662,7 @@ fn data_rows(path: &str) -> Vec<Row> {
     text.lines().skip(1).map(|l| Row(l.split(',').map(String::from).collect())).collect()
 }
 
-fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
+pub(crate) fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
     data_rows("calibration/data/2026-11-26-h200-kineto/run1-steps.csv")
         .into_iter()
         .filter(|r| r.0[2] == "24")
@@ -660,7 +671,7 @@ fn h200_rows() -> Vec<(u64, u64, u64, u64, f64)> {
 }
 
 /// Median and largest |error|, %.
-fn spread(e: &[f64]) -> (f64, f64) {
+pub(crate) fn spread(e: &[f64]) -> (f64, f64) {
     let mut abs: Vec<f64> = e.iter().map(|x| x.abs()).collect();
     abs.sort_by(f64::total_cmp);
     (abs[abs.len() / 2], abs[abs.len() - 1])
