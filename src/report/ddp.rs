@@ -175,8 +175,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
                 Some(d) => format!(
                     " ({:.1} % of the {precision} peak, {} µs of host a kernel, {} µs a GEMM: {}; docs/compute-model.md)",
                     100.0 * efficiency,
-                    1e6 * spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
-                    1e6 * spec.gemm_fixed.unwrap_or(0.0),
+                    micros(spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS)),
+                    micros(spec.gemm_fixed.unwrap_or(0.0)),
                     d.describe()
                 ),
             }
@@ -382,4 +382,9 @@ fn checkpointed(spec: &crate::workload::ddp::DdpSpec) -> String {
         crate::workload::ddp::Checkpointing::None => String::new(),
         c => format!("; activation checkpointing {}", c.describe()),
     }
+}
+
+/// Seconds as µs to a tenth, printed without trailing zeros (52.5, 60).
+fn micros(secs: f64) -> f64 {
+    (secs * 1e7).round() / 10.0
 }

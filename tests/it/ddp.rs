@@ -395,7 +395,9 @@ fn compression_pays_off_only_on_slow_networks() {
         100.0 * gain(&table[0]),
         100.0 * gain(fast)
     );
-    assert!(gain(&table[0]) > 0.2 && gain(fast) < 0.02 && gain(fast) > -0.02, "{table:?}");
+    // At 400 Gb/s the casts cost more than they save: -2.3 % with the default compute model's
+    // 52.5 µs of host a kernel for each of the hook's casts.
+    assert!(gain(&table[0]) > 0.2 && gain(fast) < 0.02 && gain(fast) > -0.03, "{table:?}");
 }
 
 #[test]
@@ -417,9 +419,15 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
             base.replace("precision = \"bf16\"", "precision = \"fp4\""),
             "workload.precision: the H100-SXM5-80GB has no peak for \"fp4\"",
         ),
-        (base.replace("mfu = 0.4", "mfu = 1.4"), "workload.mfu: must be a fraction"),
         (
-            base.replace("mfu = 0.4", "mfu = 0.4\ngemm_fixed_us = 60"),
+            base.replace("precision = \"bf16\"", "precision = \"bf16\"\nmfu = 1.4"),
+            "workload.mfu: must be a fraction",
+        ),
+        (
+            base.replace(
+                "precision = \"bf16\"",
+                "precision = \"bf16\"\nmfu = 0.4\ngemm_fixed_us = 60",
+            ),
             "workload.mfu: with gemm_fixed_us the GEMM rate would be solved",
         ),
     ];
