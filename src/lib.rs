@@ -1137,6 +1137,7 @@ mod tests {
             sequence_parallel: false,
             recompute: false,
             overlap_grad_reduce: false,
+            distributed_optimizer: false,
         };
         let world = comm.nranks();
         let own = group_comm(&cluster, &comm, &layout.members(group, world)).unwrap();

@@ -451,6 +451,7 @@ pub struct RawParallel {
     pub sequence_parallel: Option<bool>,
     pub recompute: Option<S<String>>,
     pub overlap_grad_reduce: Option<bool>,
+    pub distributed_optimizer: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1356,6 +1356,7 @@ fn parallel_layout(
         sequence_parallel: p.sequence_parallel.unwrap_or(false) && tp > 1,
         recompute,
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
+        distributed_optimizer: p.distributed_optimizer.unwrap_or(false),
     };
     if layout.virtual_stages > 1 && layout.pp < 2 {
         let at = p.virtual_stages.as_ref().map_or(at, |v| v.span().start);

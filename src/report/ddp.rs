@@ -119,7 +119,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
         writeln!(
             out,
-            "tp {} x pp {} x dp {}{}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}",
+            "tp {} x pp {} x dp {}{}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}{}",
             l.tp,
             l.pp,
             p.dp,
@@ -141,6 +141,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
                 )
             } else {
                 "all-reduced after the last backward".to_string()
+            },
+            if l.distributed_optimizer {
+                "; distributed optimizer (master weights and optimizer state sharded over dp; the reduce-scatter and all-gather timed as the all-reduce they replace)"
+            } else {
+                ""
             }
         )?;
     } else {

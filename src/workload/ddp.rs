@@ -1493,6 +1493,9 @@ pub(crate) struct StageWork {
     /// Whether the experts' gradients reduce in buckets of their own over the expert-data
     /// group (expert parallelism).
     pub experts_apart: bool,
+    /// The ranks the optimizer step is divided over (Megatron's distributed optimizer: the
+    /// data-parallel ones; else 1).
+    pub optimizer_shards: usize,
 }
 
 /// The group a bucket reduces over: the world (a stage's data-parallel group), or for
@@ -1529,7 +1532,8 @@ pub(crate) fn plan_ddp(
         if spec.gradient_as_bucket_view && hooked { 0.0 } else { pass(2.0 * bytes as f64) }
     };
 
-    let optimizer = optimizer_secs(spec, &tensors, gpu);
+    let optimizer =
+        optimizer_secs(spec, &tensors, gpu) / stage.map_or(1, |s| s.optimizer_shards.max(1)) as f64;
 
     // A bucket's hook as NCCL-stream work, and its row.
     let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown| -> Vec<Batch> {

@@ -407,6 +407,32 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
 }
 
 impl DdpMemory {
+    /// Megatron's distributed optimizer over `dp` data-parallel ranks
+    /// (`docs/user-guide/features/dist_optimizer.md`, NVIDIA/Megatron-LM d98e8a64: 6 + 12/d
+    /// bytes a parameter for bf16 weights and fp32 gradients, 4 + 16/d for fp16 both): the
+    /// optimizer state and the fp32 master weights are sharded. Where the parameters are held
+    /// in fp32 with autocast's 16-bit copy, that copy is the model's weights and the fp32
+    /// parameters are the masters.
+    pub fn shard_optimizer(&mut self, dp: usize) {
+        let d = dp.max(1) as f64;
+        let fp32_params = if self.autocast > 0.0 {
+            std::mem::replace(&mut self.params, std::mem::take(&mut self.autocast))
+        } else {
+            0.0
+        };
+        self.master = (self.master + fp32_params) / d;
+        self.optimizer /= d;
+        self.total = self.params
+            + self.grads
+            + self.master
+            + self.optimizer
+            + self.buckets
+            + self.unsharded
+            + self.autocast
+            + self.activations
+            + self.runtime;
+    }
+
     /// "params 5.8 + grads 5.8 + …": the non-zero parts, GiB.
     pub fn parts(&self) -> String {
         let parts = [

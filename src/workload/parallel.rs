@@ -59,6 +59,10 @@ pub struct Layout {
     pub recompute: bool,
     /// Gradient buckets reduced during the last backward (else one all-reduce after it).
     pub overlap_grad_reduce: bool,
+    /// Megatron's distributed optimizer (`--use-distributed-optimizer`): the fp32 master
+    /// weights and the optimizer state sharded over the data-parallel ranks, each stepping its
+    /// shard ([`memory`]).
+    pub distributed_optimizer: bool,
 }
 
 /// A process group of a step, as its collectives are timed on it.
@@ -900,8 +904,15 @@ pub(crate) fn plan_stages(
             });
         }
         let experts_apart = layout.ep > 1;
-        let work =
-            StageWork { layers: lt, before, last_backward: last.start, after, experts_apart };
+        let optimizer_shards = if layout.distributed_optimizer { dp } else { 1 };
+        let work = StageWork {
+            layers: lt,
+            before,
+            last_backward: last.start,
+            after,
+            experts_apart,
+            optimizer_shards,
+        };
         let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
         // Per micro-batch compute on this stage (all chunks), collectives apart.
@@ -962,7 +973,6 @@ pub(crate) fn plan_stages(
 /// each transformer block's input (2 bytes a token and hidden unit, split by sequence under
 /// sequence parallelism) and one block's whole activations while it recomputes.
 pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::DdpMemory {
-    let _ = world;
     let (p, v) = (layout.pp, layout.virtual_stages);
     let m = spec.grad_accumulation.max(1) as usize;
     let half = super::memory::sixteen_bit(spec);
@@ -976,6 +986,9 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
             ..spec.clone()
         };
         let mut mem = super::memory::plain_ddp_memory(&stage_spec);
+        if layout.distributed_optimizer {
+            mem.shard_optimizer(layout.dp(world));
+        }
         let sp = if layout.sequence_parallel { layout.tp as f64 } else { 1.0 };
         let (mut kept, mut largest) = (0.0, 0.0f64);
         for l in &st.model.layers {
@@ -988,8 +1001,7 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
                 _ => kept += l.act_bytes,
             }
         }
-        let warmup = stage_order(s, p, v, m).iter().take_while(|o| o.fwd).count();
-        let in_flight = (warmup + 1).min(m * v) as f64 / v as f64;
+        let in_flight = live_micro_batches(s, p, v, m);
         let activations = (kept * in_flight + largest) * act_scale;
         mem.total += activations - mem.activations;
         mem.activations = activations;
@@ -998,6 +1010,16 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
         }
     }
     worst.unwrap_or_else(|| super::memory::plain_ddp_memory(spec))
+}
+
+/// The most micro-batches' activations stage `s` of `p` holds at once (in whole-stage
+/// micro-batches: a chunk's are 1/v of them): the forwards it runs before its first backward,
+/// its warm-up and the first steady one. p - s with one chunk a stage; p + (p - 1)/v on the
+/// first stage of the interleaved schedule (Korthikanti et al. 2022, §4.2.3); one without a
+/// pipeline; never more than the step's `m` micro-batches.
+pub(crate) fn live_micro_batches(s: usize, p: usize, v: usize, m: usize) -> f64 {
+    let live = stage_order(s, p, v, m).iter().take_while(|o| o.fwd).count();
+    live.min(m * v) as f64 / v as f64
 }
 
 /// A stage's step's group: its data-parallel group for the world's, its expert-data group
@@ -1067,6 +1089,19 @@ pub(crate) fn stage_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_holds_the_micro_batches_it_runs_forward_before_its_first_backward() {
+        // No pipeline: one micro-batch at a time, as a plain DDP step.
+        assert_eq!(live_micro_batches(0, 1, 1, 8), 1.0);
+        // 1F1B: p - s, at most m.
+        assert_eq!(live_micro_batches(0, 4, 1, 8), 4.0);
+        assert_eq!(live_micro_batches(3, 4, 1, 8), 1.0);
+        assert_eq!(live_micro_batches(0, 4, 1, 2), 2.0);
+        // Interleaved: p + (p - 1)/v on the first stage (Korthikanti et al. §4.2.3).
+        assert_eq!(live_micro_batches(0, 4, 2, 8), 4.0 + 3.0 / 2.0);
+        assert_eq!(live_micro_batches(0, 8, 12, 64), 8.0 + 7.0 / 12.0);
+    }
     use crate::workload::ddp::{CommHook, ComputeRate, simulate_step};
     use crate::workload::models::{MemoryWork, TpShape, preset, tensor};
 
@@ -1136,6 +1171,7 @@ mod tests {
             sequence_parallel: false,
             recompute: false,
             overlap_grad_reduce: true,
+            distributed_optimizer: false,
         }
     }
 
