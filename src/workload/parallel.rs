@@ -21,12 +21,13 @@
 //!   group: gradient buckets reduce while that backward runs (`overlap_grad_reduce`), or one
 //!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
 //!   first and last stage, and the optimizer on the stage's parameters (Apex's fused kernels,
-//!   as Megatron runs them, unless `optimizer_impl` says otherwise).
+//!   as Megatron runs them, unless `optimizer_impl` says otherwise; with the distributed
+//!   optimizer, on the rank's 1/dp of them, its reduce-scatter and all-gather timed as the
+//!   all-reduce they replace).
 //!
-//! The step takes as long as its slowest stage. Left out: sibling groups' traffic on shared
-//! links (each group's collectives are timed alone: rail-aligned NICs keep the data-parallel
-//! groups of one node apart, the tensor-parallel ones stay on NVLink), the gradient-norm
-//! all-reduce across the model-parallel group, the distributed optimizer, expert parallelism.
+//! The step takes as long as its slowest stage. Left out: the gradient-norm all-reduce across
+//! the model-parallel group, the distributed optimizer's parameter all-gather overlapped with
+//! the next forward (`--overlap-param-gather`).
 
 use super::DataType;
 use super::ddp::{
