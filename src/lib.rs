@@ -1138,6 +1138,7 @@ mod tests {
             recompute: false,
             overlap_grad_reduce: false,
             distributed_optimizer: false,
+            overlap_param_gather: false,
         };
         let world = comm.nranks();
         let own = group_comm(&cluster, &comm, &layout.members(group, world)).unwrap();

@@ -1625,6 +1625,9 @@ fn run(cli: Cli) -> Result<()> {
 /// Carries a model profile's step to the GPU the scenario's cluster has now (after `--topology`
 /// or a topology sweep changed it); `what` names what changed it in errors.
 fn recarry(s: &mut Scenario, what: &str) -> Result<()> {
+    if let config::Workload::Ddp(spec) = &mut s.workload {
+        collsim::workload::compute::rederive(spec, s.node.gpu.model.sm);
+    }
     if let config::Workload::Ddp(spec) = &mut s.workload
         && let Some(p) = &spec.profile
     {

@@ -452,6 +452,7 @@ pub struct RawParallel {
     pub recompute: Option<S<String>>,
     pub overlap_grad_reduce: Option<bool>,
     pub distributed_optimizer: Option<bool>,
+    pub overlap_param_gather: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

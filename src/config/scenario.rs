@@ -589,7 +589,7 @@ fn ddp_workload(
         (Some(t), _, _) => {
             return Err(src.error_at(
                 t.span().start,
-                "workload.tflops: give either tflops or precision and efficiency (or mfu)",
+                "workload.tflops: give either tflops or precision (alone for the GPU generation's default compute model, or with efficiency or mfu)",
             ));
         }
         (None, Some(p), None) => {
@@ -1357,7 +1357,20 @@ fn parallel_layout(
         recompute,
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
         distributed_optimizer: p.distributed_optimizer.unwrap_or(false),
+        overlap_param_gather: p.overlap_param_gather.unwrap_or(false),
     };
+    if layout.overlap_param_gather && !layout.distributed_optimizer {
+        return Err(src.error_at(
+            at,
+            "workload.parallel.overlap_param_gather: goes with distributed_optimizer = true (Megatron's --overlap-param-gather needs --use-distributed-optimizer)",
+        ));
+    }
+    if layout.distributed_optimizer && layout.ep > 1 {
+        return Err(src.error_at(
+            at,
+            "workload.parallel.distributed_optimizer: not modelled with expert parallelism yet (Megatron shards the experts' state over the expert-data ranks, dp / ep of them)",
+        ));
+    }
     if layout.virtual_stages > 1 && layout.pp < 2 {
         let at = p.virtual_stages.as_ref().map_or(at, |v| v.span().start);
         return Err(src.error_at(

@@ -55,15 +55,16 @@ pub const HOPPER: ComputeDefault = ComputeDefault {
 };
 
 /// The default compute model of a GPU of compute capability `sm` (80 for sm_80): Ampere's for
-/// sm 80, Hopper's for sm 90; for a generation without measured steps, the nearest measured one
-/// below it (Ada, sm 89: Ampere's; Blackwell, sm 100 and up: Hopper's; before Ampere: Ampere's),
-/// marked as carried.
+/// sm 80, Hopper's for sm 90; for a GPU without measured steps, the nearest measured generation
+/// (the other Ampere parts, sm 86 and 87, and Ada, sm 89: Ampere's; Blackwell, sm 100 and up:
+/// Hopper's; before Ampere: Ampere's), marked as carried.
 pub fn default_for(sm: u32) -> ComputeDefault {
     let (measured, name) = match sm {
         80 => return AMPERE,
         90 => return HOPPER,
         s if s < 80 => (AMPERE, "a pre-Ampere GPU"),
-        s if s < 90 => (AMPERE, "Ada"),
+        89 => (AMPERE, "Ada"),
+        s if s < 90 => (AMPERE, "another Ampere GPU"),
         _ => (HOPPER, "Blackwell"),
     };
     ComputeDefault { carried_to: Some(name), ..measured }
@@ -92,6 +93,26 @@ impl ComputeDefault {
             ),
         }
     }
+}
+
+/// `spec`'s compute on a GPU of compute capability `sm` where it runs a default compute model
+/// (a scenario's GPU swapped by `--topology` or a topology sweep): that GPU's generation's
+/// default, its host and per-GEMM times wherever they were the old default's (every
+/// generation's are the same today, so a value the user gave that equals them is kept
+/// either way).
+pub fn rederive(spec: &mut super::ddp::DdpSpec, sm: u32) {
+    let Some(old) = spec.compute_default else { return };
+    let new = default_for(sm);
+    if let super::ddp::ComputeRate::Peak { efficiency, .. } = &mut spec.rate {
+        *efficiency = new.efficiency;
+    }
+    if spec.launch == Some(old.launch()) {
+        spec.launch = Some(new.launch());
+    }
+    if spec.gemm_fixed == Some(old.gemm_fixed()) {
+        spec.gemm_fixed = Some(new.gemm_fixed());
+    }
+    spec.compute_default = Some(new);
 }
 
 #[cfg(test)]

@@ -1496,6 +1496,9 @@ pub(crate) struct StageWork {
     /// The ranks the optimizer step is divided over (Megatron's distributed optimizer: the
     /// data-parallel ones; else 1).
     pub optimizer_shards: usize,
+    /// Whether the sharded optimizer's updated parameters are all-gathered after its step,
+    /// exposed (Megatron without `--overlap-param-gather`).
+    pub gather_after_step: bool,
 }
 
 /// The group a bucket reduces over: the world (a stage's data-parallel group), or for
@@ -1533,7 +1536,7 @@ pub(crate) fn plan_ddp(
     };
 
     let optimizer =
-        optimizer_secs(spec, &tensors, gpu) / stage.map_or(1, |s| s.optimizer_shards.max(1)) as f64;
+        sharded_optimizer_secs(spec, &tensors, gpu, stage.map_or(1, |s| s.optimizer_shards));
 
     // A bucket's hook as NCCL-stream work, and its row.
     let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown| -> Vec<Batch> {
@@ -1621,6 +1624,28 @@ pub(crate) fn plan_ddp(
             if optimizer > 0.0 {
                 let name = Some(format!("optimizer step ({})", spec.optimizer.name()));
                 work.push(Work::Run { secs: optimizer, name, grad: None });
+                // Megatron's distributed optimizer: each rank's updated shard of the 16-bit
+                // parameters all-gathered after its step, before the next forward (without
+                // `--overlap-param-gather`, its default).
+                let gathered = stage.filter(|s| s.gather_after_step);
+                if let Some(w) = gathered.map(|s| s.optimizer_shards as u64).filter(|&w| w > 1) {
+                    let dtype = super::parallel::act_dtype(spec);
+                    let numel: u64 = tensors.iter().map(|t| t.numel).sum();
+                    work.push(Work::Post(Batch {
+                        ops: vec![Op::Coll {
+                            group: Group::World,
+                            collective: Collective::AllGather,
+                            bytes: numel.div_ceil(w) * w * dtype.size(),
+                            dtype,
+                            name: "all_gather (updated parameters)".into(),
+                        }],
+                        slowdown,
+                        row: None,
+                        early: false,
+                        side: false,
+                    }));
+                    work.push(Work::Drain);
+                }
             }
             Timeline::new(work, owner, batches(hook, buckets, slowdown))
         };
@@ -2161,6 +2186,17 @@ pub(crate) fn optimizer_secs(
     tensors: &[&super::models::Tensor],
     gpu: &GpuFacts,
 ) -> f64 {
+    sharded_optimizer_secs(spec, tensors, gpu, 1)
+}
+
+/// [`optimizer_secs`] with the state sharded over `shards` ranks (Megatron's distributed
+/// optimizer): each rank moves 1/shards of the bytes and still issues every launch.
+pub(crate) fn sharded_optimizer_secs(
+    spec: &DdpSpec,
+    tensors: &[&super::models::Tensor],
+    gpu: &GpuFacts,
+    shards: usize,
+) -> f64 {
     use super::memory::{OptimizerImpl, step_traffic};
     let m = &spec.model;
     let (mut bytes, mut passes, mut elements) = (0.0, 0usize, 0.0);
@@ -2182,7 +2218,7 @@ pub(crate) fn optimizer_secs(
         OptimizerImpl::ForLoop => passes * tensors.len(),
         _ => passes * lists,
     };
-    (bytes / gpu.memory_bandwidth).max(launches as f64 * gpu.launch)
+    (bytes / shards.max(1) as f64 / gpu.memory_bandwidth).max(launches as f64 * gpu.launch)
 }
 
 #[cfg(test)]

@@ -412,15 +412,22 @@ impl DdpMemory {
     /// bytes a parameter for bf16 weights and fp32 gradients, 4 + 16/d for fp16 both): the
     /// optimizer state and the fp32 master weights are sharded. Where the parameters are held
     /// in fp32 with autocast's 16-bit copy, that copy is the model's weights and the fp32
-    /// parameters are the masters.
+    /// parameters are the masters; where the gradients are 16-bit, each rank also keeps its
+    /// shard of them in fp32 (as many bytes as its masters). Without an optimizer there is
+    /// nothing to shard.
     pub fn shard_optimizer(&mut self, dp: usize) {
+        if self.optimizer == 0.0 && self.master == 0.0 {
+            return;
+        }
         let d = dp.max(1) as f64;
         let fp32_params = if self.autocast > 0.0 {
             std::mem::replace(&mut self.params, std::mem::take(&mut self.autocast))
         } else {
             0.0
         };
-        self.master = (self.master + fp32_params) / d;
+        // 16-bit parameters with fp32 masters: the gradients are 16-bit too.
+        let fp32_grads = if fp32_params == 0.0 { self.master } else { 0.0 };
+        self.master = (self.master + fp32_params + fp32_grads) / d;
         self.optimizer /= d;
         self.total = self.params
             + self.grads
@@ -474,5 +481,43 @@ impl DdpMemory {
                 }
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(params: f64, grads: f64, master: f64, optimizer: f64, autocast: f64) -> DdpMemory {
+        DdpMemory {
+            params,
+            grads,
+            master,
+            optimizer,
+            buckets: 0.0,
+            unsharded: 0.0,
+            autocast,
+            activations: 0.0,
+            runtime: 0.0,
+            total: params + grads + master + optimizer + autocast,
+            activations_known: true,
+        }
+    }
+
+    #[test]
+    fn the_distributed_optimizer_keeps_megatrons_bytes_a_parameter() {
+        // Megatron-LM's dist_optimizer.md: bf16 weights with fp32 gradients 18 -> 6 + 12/d,
+        // fp16 both 20 -> 4 + 16/d (the fp32 gradient shard with the masters).
+        let d = 8.0;
+        let mut bf16 = memory(4.0, 4.0, 0.0, 8.0, 2.0);
+        bf16.shard_optimizer(8);
+        assert_eq!(bf16.total, 6.0 + 12.0 / d);
+        let mut fp16 = memory(2.0, 2.0, 4.0, 8.0, 0.0);
+        fp16.shard_optimizer(8);
+        assert_eq!(fp16.total, 4.0 + 16.0 / d);
+        // Without an optimizer there is nothing to shard.
+        let mut none = memory(4.0, 4.0, 0.0, 0.0, 2.0);
+        none.shard_optimizer(8);
+        assert_eq!(none.total, 10.0);
     }
 }

@@ -22,12 +22,12 @@
 //!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
 //!   first and last stage, and the optimizer on the stage's parameters (Apex's fused kernels,
 //!   as Megatron runs them, unless `optimizer_impl` says otherwise; with the distributed
-//!   optimizer, on the rank's 1/dp of them, its reduce-scatter and all-gather timed as the
-//!   all-reduce they replace).
+//!   optimizer, on the rank's 1/dp of them, its gradients' reduce-scatter timed as the
+//!   all-reduce it replaces, and the updated parameters all-gathered after the step unless
+//!   `overlap_param_gather`).
 //!
 //! The step takes as long as its slowest stage. Left out: the gradient-norm all-reduce across
-//! the model-parallel group, the distributed optimizer's parameter all-gather overlapped with
-//! the next forward (`--overlap-param-gather`).
+//! the model-parallel group.
 
 use super::DataType;
 use super::ddp::{
@@ -64,6 +64,10 @@ pub struct Layout {
     /// weights and the optimizer state sharded over the data-parallel ranks, each stepping its
     /// shard ([`memory`]).
     pub distributed_optimizer: bool,
+    /// With the distributed optimizer, the updated parameters' all-gather overlapped with the
+    /// next step's forward (`--overlap-param-gather`; else it runs after the optimizer step,
+    /// exposed).
+    pub overlap_param_gather: bool,
 }
 
 /// A process group of a step, as its collectives are timed on it.
@@ -731,7 +735,7 @@ fn tied(model: &Model) -> bool {
 }
 
 /// The activations' dtype: 16-bit where the step computes in 16 bits.
-fn act_dtype(spec: &DdpSpec) -> DataType {
+pub(crate) fn act_dtype(spec: &DdpSpec) -> DataType {
     match spec.rate.precision() {
         Some("bf16") => DataType::Bfloat16,
         _ if super::memory::sixteen_bit(spec) => DataType::Half,
@@ -913,6 +917,7 @@ pub(crate) fn plan_stages(
             after,
             experts_apart,
             optimizer_shards,
+            gather_after_step: layout.distributed_optimizer && !layout.overlap_param_gather,
         };
         let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
@@ -1173,6 +1178,7 @@ mod tests {
             recompute: false,
             overlap_grad_reduce: true,
             distributed_optimizer: false,
+            overlap_param_gather: false,
         }
     }
 

@@ -163,7 +163,7 @@ fn megatron_published() -> Vec<(String, String, f64)> {
             let dp = n("gpus") / (n("tp") * n("pp"));
             let accumulation = n("global_batch") / (n("micro_batch") * dp);
             let text = format!(
-                "[cluster]\ntopology = \"dgx-h100\"\nnodes = {nodes}\n[workload]\nkind = \"ddp\"\nsequence = {seq}\nmicro_batch = {mb}\ngrad_accumulation = {accumulation}\nprecision = \"bf16\"\noptimizer = \"adam\"\n[workload.model]\nfamily = \"gpt\"\nimplementation = \"megatron\"\nlayers = {layers}\nhidden = {hidden}\nheads = {heads}\nkv_heads = {kv}\nffn = {ffn}\nvocab = {vocab}\nactivation = \"{act}\"\nbias = {bias}\nposition = \"{pos}\"\ntied = {tied}\ndropout = false\n[workload.parallel]\ntp = {tp}\npp = {pp}\nvirtual_stages = {vp}\nsequence_parallel = true\ndistributed_optimizer = true\n",
+                "[cluster]\ntopology = \"dgx-h100\"\nnodes = {nodes}\n[workload]\nkind = \"ddp\"\nsequence = {seq}\nmicro_batch = {mb}\ngrad_accumulation = {accumulation}\nprecision = \"bf16\"\noptimizer = \"adam\"\n[workload.model]\nfamily = \"gpt\"\nimplementation = \"megatron\"\nlayers = {layers}\nhidden = {hidden}\nheads = {heads}\nkv_heads = {kv}\nffn = {ffn}\nvocab = {vocab}\nactivation = \"{act}\"\nbias = {bias}\nposition = \"{pos}\"\ntied = {tied}\ndropout = false\n[workload.parallel]\ntp = {tp}\npp = {pp}\nvirtual_stages = {vp}\nsequence_parallel = true\ndistributed_optimizer = true\noverlap_param_gather = true\n",
                 nodes = n("gpus") / 8,
                 seq = n("seq"),
                 mb = n("micro_batch"),
@@ -212,4 +212,38 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
         let capacity = s.node.gpu.model.memory.get() as f64;
         assert!(mem.misfit(capacity, spec.memory_headroom).is_none(), "{config}: {}", mem.parts());
     }
+}
+
+#[test]
+fn a_gpu_swapped_on_the_command_line_runs_its_own_generations_default() {
+    // The same scenario written for A100s and run with --topology dgx-h100 is the one written
+    // for H100s: Hopper's efficiency, not the file's GPU's.
+    let dir = super::scratch();
+    let h100 = std::fs::read_to_string("scenarios/gpt2-xl-a3-16node.toml")
+        .unwrap()
+        .replace("gcp-a3-highgpu-8g", "dgx-h100");
+    let a100 = h100.replace("dgx-h100", "dgx-a100");
+    let (ph, pa) = (dir.join("default-h100.toml"), dir.join("default-a100.toml"));
+    std::fs::write(&ph, h100).unwrap();
+    std::fs::write(&pa, a100).unwrap();
+    let line = |out: &str, key: &str| {
+        out.lines().find(|l| l.trim_start().starts_with(key)).unwrap_or_default().to_string()
+    };
+    let want = super::collsim_ok(&["simulate", ph.to_str().unwrap()]);
+    let got = super::collsim_ok(&["simulate", pa.to_str().unwrap(), "--topology", "dgx-h100"]);
+    assert_eq!(line(&got, "iteration"), line(&want, "iteration"));
+    assert!(line(&got, "GEMM rate").contains("default for Hopper"), "{got}");
+    // And a sweep of the topology's GPU: A100s in DGX-H100 nodes step as the DGX-A100's do,
+    // but for the nodes' links (621.3 against 620.5 ms; at Hopper's efficiency, about 698).
+    let swept = super::collsim_ok(&[
+        "simulate",
+        ph.to_str().unwrap(),
+        "--sweep",
+        "topology.gpu.model=A100-SXM4-80GB",
+    ]);
+    let alone = super::collsim_ok(&["simulate", pa.to_str().unwrap()]);
+    let ms = |l: &str| -> f64 { l.split_whitespace().nth(1).unwrap().parse().unwrap() };
+    let point = swept.lines().find(|l| l.contains("A100-SXM4-80GB")).expect("the A100 row");
+    let (a, b) = (ms(point), ms(&line(&alone, "iteration")));
+    assert!((a / b - 1.0).abs() < 0.01, "{a} against {b}");
 }
