@@ -103,11 +103,7 @@ fn the_default_predicts_published_torchtitan_steps_it_was_not_fitted_on() {
     // and with checkpointing), -6.2 % (Llama 3 70B), -7.0 % (Llama 2 70B); on 8 H100s -23.5 %
     // (Llama 3.1 8B, on 500 W power-limited H100s, which the dgx-h100 preset's 700 W GPUs
     // outrun). All fast: the model still misses work these steps do.
-    let params = collsim::config::parse_profile(
-        collsim::config::DEFAULT_PROFILE.0,
-        collsim::config::DEFAULT_PROFILE.1,
-    )
-    .unwrap();
+    let params = super::default_params();
     let mut errors = Vec::new();
     for p in published() {
         let s = collsim::config::parse_scenario("torchtitan.toml", &scenario(&p)).expect("parses");
@@ -127,11 +123,7 @@ fn each_gpu_runs_its_own_generations_default() {
     // One workload, precision only, on an A100 and an H100 node: each GPU runs its own
     // generation's efficiency, so the H100 is 2.6x the A100's GEMM rate, not the 3.2x of their
     // peaks that one efficiency (or one MFU) for both would give.
-    let params = collsim::config::parse_profile(
-        collsim::config::DEFAULT_PROFILE.0,
-        collsim::config::DEFAULT_PROFILE.1,
-    )
-    .unwrap();
+    let params = super::default_params();
     let rate = |topology: &str| {
         let text = format!(
             "[cluster]\ntopology = \"{topology}\"\nnodes = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = 4\nprecision = \"bf16\"\n"
@@ -193,11 +185,7 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
     // (2026-11-29). Slow, where the eager torchtitan step on H100s is fast: Megatron's fused
     // kernels reach more of a Hopper GPU than eager PyTorch does, which one default for both
     // frameworks cannot say.
-    let params = collsim::config::parse_profile(
-        collsim::config::DEFAULT_PROFILE.0,
-        collsim::config::DEFAULT_PROFILE.1,
-    )
-    .unwrap();
+    let params = super::default_params();
     for (config, text, step_s) in megatron_published() {
         let s = collsim::config::parse_scenario("dgxc.toml", &text).expect("parses");
         let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");

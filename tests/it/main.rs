@@ -76,3 +76,12 @@ pub const P5_ENV: [&str; 6] = [
 pub fn scratch() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
 }
+
+/// The built-in timing profile, as `simulate` runs without `--profile`.
+pub fn default_params() -> collsim::collective::TimingParams {
+    collsim::config::parse_profile(
+        collsim::config::DEFAULT_PROFILE.0,
+        collsim::config::DEFAULT_PROFILE.1,
+    )
+    .expect("the built-in profile parses")
+}
