@@ -232,8 +232,9 @@ pub type CollCache = std::sync::Mutex<
     >,
 >;
 
-/// A process group on a cluster: the group, and the (tp, pp, ep) degrees its ranks follow from.
-pub type GroupKey = (workload::parallel::Group, (usize, usize, usize));
+/// A process group on a cluster: the group, and the (tp, pp, ep, cp) degrees its ranks follow
+/// from.
+pub type GroupKey = (workload::parallel::Group, (usize, usize, usize, usize));
 
 /// As [`simulate_ddp`], taking collective times from `cache` and adding those it simulates.
 /// The cache must belong to this scenario's cluster (see [`CollCache`]).
@@ -455,7 +456,7 @@ fn with_ddp<R>(
         .iter()
         .map(|(&g, gc)| (g, with_siblings(gc.own.clone(), gc.siblings.clone())))
         .collect();
-    let degrees = spec.parallel.map_or((1, 1, 1), |l| (l.tp, l.pp, l.ep));
+    let degrees = spec.parallel.map_or((1, 1, 1, 1), |l| (l.tp, l.pp, l.ep, l.cp));
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
             Group::World => Some((cluster, comm)),
@@ -1133,6 +1134,7 @@ mod tests {
             tp,
             pp: 1,
             ep: 1,
+            cp: 1,
             virtual_stages: 1,
             sequence_parallel: false,
             recompute: false,

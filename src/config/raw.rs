@@ -447,6 +447,7 @@ pub struct RawParallel {
     pub tp: Option<S<i64>>,
     pub pp: Option<S<i64>>,
     pub ep: Option<S<i64>>,
+    pub cp: Option<S<i64>>,
     pub virtual_stages: Option<S<i64>>,
     pub sequence_parallel: Option<bool>,
     pub recompute: Option<S<String>>,

@@ -159,6 +159,7 @@ pub(super) fn check_ranks(
                 "tp" => raw.tp.as_ref(),
                 "pp" => raw.pp.as_ref(),
                 "ep" => raw.ep.as_ref(),
+                "cp" => raw.cp.as_ref(),
                 "virtual_stages" => raw.virtual_stages.as_ref(),
                 _ => w.grad_accumulation.as_ref(),
             };
@@ -1349,6 +1350,7 @@ fn parallel_layout(
         tp,
         pp: degree("workload.parallel.pp", &p.pp)?,
         ep: degree("workload.parallel.ep", &p.ep)?,
+        cp: degree("workload.parallel.cp", &p.cp)?,
         virtual_stages: degree("workload.parallel.virtual_stages", &p.virtual_stages)?,
         // Megatron turns sequence parallelism off without tensor parallelism, with a warning
         // (`megatron/training/arguments.py`, NVIDIA/Megatron-LM d98e8a64): kept as an option a

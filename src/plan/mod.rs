@@ -520,12 +520,13 @@ fn edit_ddp(
             ));
         }
     }
-    // A 3-D layout's replicas are its data-parallel ranks: tp x pp GPUs each.
+    // A 3-D layout's replicas are its data-parallel ranks: tp x pp x cp GPUs each.
     let replicas = match &spec.parallel {
         Some(layout) => {
-            let mp = layout.tp * layout.pp;
+            let mp = layout.tp * layout.pp * layout.cp;
             if !gpus.is_multiple_of(mp) {
-                return Err(format!("tp x pp = {mp} does not divide {gpus} GPUs"));
+                let what = if layout.cp > 1 { "tp x pp x cp" } else { "tp x pp" };
+                return Err(format!("{what} = {mp} does not divide {gpus} GPUs"));
             }
             gpus / mp
         }

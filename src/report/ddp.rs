@@ -119,9 +119,10 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
         writeln!(
             out,
-            "tp {} x pp {} x dp {}{}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}{}",
+            "tp {} x pp {}{} x dp {}{}{}; {} micro-batches of {} per replica; {}{}{}; gradients {}{}",
             l.tp,
             l.pp,
+            if l.cp > 1 { format!(" x cp {}", l.cp) } else { String::new() },
             p.dp,
             if l.ep > 1 { format!(" (ep {} of it)", l.ep) } else { String::new() },
             if l.virtual_stages > 1 {
@@ -143,7 +144,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
                 "all-reduced after the last backward".to_string()
             },
             if l.distributed_optimizer {
-                "; distributed optimizer (master weights and optimizer state sharded over dp; the reduce-scatter and all-gather timed as the all-reduce they replace)"
+                "; distributed optimizer (master weights and optimizer state sharded over the data-parallel ranks; the reduce-scatter and all-gather timed as the all-reduce they replace)"
             } else {
                 ""
             }
@@ -279,7 +280,12 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         }
         writeln!(
             out,
-            "  per stage: forward and backward of one micro-batch on all its chunks, tensor/expert-parallel collectives in; below, stage {}'s buckets on its data-parallel group",
+            "  per stage: forward and backward of one micro-batch on all its chunks, tensor/expert-parallel collectives in{}; below, stage {}'s buckets on its data-parallel group",
+            if p.layout.cp > 1 {
+                " (and what context parallelism's key/value ring leaves exposed, counted as tensor/expert-parallel comm)"
+            } else {
+                ""
+            },
             p.critical_stage
         )?;
         writeln!(out)?;

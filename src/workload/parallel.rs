@@ -3,15 +3,19 @@
 //! (data parallelism).
 //!
 //! Ranks are laid out as Megatron orders them (megatron/core/parallel_state.py, order
-//! "tp-dp-pp"): rank = t + tp·(d + dp·p) for tensor rank t, data rank d and stage p, so a
-//! tensor-parallel group is `tp` consecutive ranks (one NVLink domain when tp divides the GPUs
-//! of a node) and a stage's data-parallel group strides by `tp`.
+//! "tp-cp-ep-dp-pp"): rank = t + tp·(c + cp·(d + dp·p)) for tensor rank t, context rank c,
+//! data rank d and stage p, so a tensor-parallel group is `tp` consecutive ranks (one NVLink
+//! domain when tp divides the GPUs of a node), a context-parallel group strides by `tp`, and a
+//! stage's gradients reduce over its dp·cp ranks a stride of `tp` apart (Megatron's data-parallel
+//! group with context parallelism).
 //!
 //! A step, per stage:
 //!
 //! * Forward and backward of one micro-batch on one model chunk: its layers, split by
-//!   [`split`], with each layer's tensor-parallel collectives in line (Megatron issues them on
-//!   the compute stream and waits for them); full activation recomputation runs each
+//!   [`split`] (and by [`split_sequence`] under context parallelism), with each layer's
+//!   tensor-parallel collectives in line (Megatron issues them on the compute stream and waits
+//!   for them) and, under context parallelism, what its attention's ring exchange of keys and
+//!   values leaves exposed ([`cp_exposed`]); full activation recomputation runs each
 //!   transformer block's forward again, collectives included, before its backward.
 //! * The pipeline schedule ([`stage_order`]: 1F1B, or interleaved with `virtual_stages` model
 //!   chunks per stage) places those ops in time: an op starts once its stage is free and the op
@@ -34,7 +38,7 @@ use super::ddp::{
     CollTime, DdpSpec, GpuFacts, LayerTimes, StageWork, StepPlan, StepResult, layer_times,
     layer_times_from, optimizer_secs, plan_ddp,
 };
-use super::models::{Layer, Model, TpRole};
+use super::models::{Layer, MemoryWork, Model, TpRole};
 use super::timeline::{self, Work};
 use crate::collective::Collective;
 
@@ -51,6 +55,9 @@ pub struct Layout {
     /// Expert-parallel degree (a mixture of experts' experts divided over that many of the
     /// data-parallel ranks).
     pub ep: usize,
+    /// Context-parallel degree (`--context-parallel-size`): each sequence split over that many
+    /// ranks, which exchange keys and values around a ring in every attention.
+    pub cp: usize,
     /// Model chunks per stage (1: the 1F1B schedule; more: interleaved).
     pub virtual_stages: usize,
     /// Sequence parallelism: all-gathers and reduce-scatters instead of all-reduces, and the
@@ -77,6 +84,8 @@ pub enum Group {
     World,
     /// Rank 0's tensor-parallel group.
     Tensor,
+    /// Rank 0's context-parallel group (its attention's ring of key/value exchanges).
+    Context,
     /// The data-parallel group of a stage (its tensor rank 0's).
     Data(usize),
     /// Rank 0's pipeline ranks of stage s and the next (stage 0 after the last: the
@@ -135,19 +144,27 @@ pub fn hybrid_group(group: Group, world: usize, ranks_per_node: usize) -> Option
 pub type GroupTimer<'a> = dyn Fn(Group, Collective, u64, DataType) -> CollTime + Sync + 'a;
 
 impl Layout {
-    /// The data-parallel degree on `world` ranks.
+    /// The data-parallel degree on `world` ranks (the replicas a step's samples divide over).
     pub fn dp(&self, world: usize) -> usize {
-        world / (self.tp * self.pp).max(1)
+        world / (self.tp * self.pp * self.cp).max(1)
+    }
+
+    /// The ranks of a stage per tensor rank, dp·cp: the gradients' data-parallel group (which
+    /// Megatron's context-parallel ranks join, holding the same parameters).
+    pub fn grad_ranks(&self, world: usize) -> usize {
+        self.dp(world) * self.cp.max(1)
     }
 
     /// The global ranks of `group` on `world` ranks (rank 0's groups).
     pub fn members(&self, group: Group, world: usize) -> Vec<usize> {
         let (tp, dp, pp) = (self.tp, self.dp(world), self.pp);
-        let stage = |s: usize| tp * dp * s;
+        let rep = self.grad_ranks(world);
+        let stage = |s: usize| tp * rep * s;
         match group {
             Group::World => (0..world).collect(),
             Group::Tensor => (0..tp).collect(),
-            Group::Data(s) => (0..dp).map(|d| tp * d + stage(s)).collect(),
+            Group::Context => (0..self.cp).map(|c| tp * c).collect(),
+            Group::Data(s) => (0..rep).map(|d| tp * d + stage(s)).collect(),
             Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
             Group::Embedding => vec![0, stage(pp - 1)],
             Group::Expert => (0..self.ep).map(|d| tp * d).collect(),
@@ -162,14 +179,19 @@ impl Layout {
     /// The other groups of `group`'s kind that run its collectives at the same time, by their
     /// global ranks on `world` ranks: the other tensor ranks' data-parallel (and
     /// expert-data-parallel) groups of its stage, the other pipeline pairs between its stages,
-    /// and the other tensor and expert groups of the first stage. Groups of other stages run
-    /// other micro-batches and are left out.
+    /// and the other tensor, context and expert groups of the first stage. Groups of other
+    /// stages run other micro-batches and are left out.
     pub fn siblings(&self, group: Group, world: usize) -> Vec<Vec<usize>> {
-        let (tp, dp, ep) = (self.tp, self.dp(world), self.ep.max(1));
+        let (tp, dp, ep, cp) = (self.tp, self.dp(world), self.ep.max(1), self.cp.max(1));
+        let rep = self.grad_ranks(world);
         let offsets: Vec<usize> = match group {
-            Group::Tensor => (1..dp).map(|d| tp * d).collect(),
+            Group::Tensor => (1..rep).map(|d| tp * d).collect(),
+            Group::Context => (0..tp)
+                .flat_map(|t| (0..dp).map(move |d| t + tp * cp * d))
+                .filter(|&o| o > 0)
+                .collect(),
             Group::Data(_) => (1..tp).collect(),
-            Group::Pipeline(_) | Group::Embedding => (1..tp * dp).collect(),
+            Group::Pipeline(_) | Group::Embedding => (1..tp * rep).collect(),
             Group::Expert => (0..tp)
                 .flat_map(|t| (0..dp / ep).map(move |j| t + tp * ep * j))
                 .filter(|&o| o > 0)
@@ -189,7 +211,7 @@ impl Layout {
 
     /// The groups a step on `world` ranks times collectives on.
     pub fn groups(&self, world: usize) -> Vec<Group> {
-        let mut g = vec![Group::Tensor, Group::Expert];
+        let mut g = vec![Group::Tensor, Group::Context, Group::Expert];
         g.extend((0..self.pp).map(Group::Data));
         if self.ep > 1 {
             g.extend((0..self.pp).map(Group::ExpertData));
@@ -212,17 +234,30 @@ impl Layout {
     ) -> Result<(), LayoutError> {
         let err = |key: &'static str, why: String| Err(LayoutError { key, why });
         // Degrees above one are what a model without a layout cannot take.
-        let split_key = if self.tp > 1 { "tp" } else { "pp" };
-        let mp = self.tp * self.pp;
+        let split_key = if self.tp > 1 {
+            "tp"
+        } else if self.pp > 1 {
+            "pp"
+        } else {
+            "cp"
+        };
+        let mp = self.tp * self.pp * self.cp;
         if !world.is_multiple_of(mp) {
+            let what = if self.cp > 1 { "tp x pp x cp" } else { "tp x pp" };
             return err(
                 split_key,
                 format!(
-                    "tp x pp = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
+                    "{what} = {mp} does not divide the {world} ranks (the data-parallel degree is what is left)"
                 ),
             );
         }
         let moe = model.layers.iter().find_map(|l| l.parallel.and_then(|p| p.moe));
+        if self.ep > 1 && self.cp > 1 {
+            return err(
+                "cp",
+                "context parallelism beside expert parallelism is not modelled yet (Megatron lays the expert groups over the dp x cp ranks)".into(),
+            );
+        }
         if self.ep > 1 {
             let dp = world / mp;
             let Some((experts, _)) = moe else {
@@ -253,10 +288,34 @@ impl Layout {
             return err(
                 split_key,
                 format!(
-                    "the model {:?} has no tensor- or pipeline-parallel layout (the GPT-2-style and Llama-family presets have one); give tp = pp = 1",
+                    "the model {:?} has no tensor-, pipeline- or context-parallel layout (the GPT-2-style and Llama-family presets and [workload.model] tables have one); give tp = pp = cp = 1",
                     model.name
                 ),
             );
+        }
+        if self.cp > 1 {
+            let shape = model.layers.iter().find_map(|l| l.parallel.filter(|_| is_block(l)));
+            let tokens = shape.map_or(0, |s| s.tokens);
+            // Megatron balances a causal mask's work by cutting each sequence into 2·cp chunks
+            // (each rank takes chunk c and 2·cp − 1 − c), and under sequence parallelism each
+            // rank's part again into tp.
+            let sp = if self.sequence_parallel { self.tp as u64 } else { 1 };
+            let unit = 2 * self.cp as u64 * sp;
+            if !tokens.is_multiple_of(unit) {
+                let by = if sp > 1 { " x tp" } else { "" };
+                return err(
+                    "cp",
+                    format!(
+                        "the sequence of {tokens} tokens is not a multiple of 2 x cp{by} = {unit} (Megatron cuts each sequence into 2 x cp chunks to balance the causal mask)"
+                    ),
+                );
+            }
+            if shape.is_some_and(|s| s.attention == super::models::Attention::Unfused) {
+                return err(
+                    "cp",
+                    "context parallelism runs in Transformer Engine's fused or flash attention (Megatron asserts it); give attention = \"flash\"".into(),
+                );
+            }
         }
         let blocks = model.layers.iter().filter(|l| is_block(l)).count();
         let chunks = self.pp * self.virtual_stages;
@@ -323,6 +382,7 @@ impl Layout {
                 if counts.iter().any(|&c| c != counts[0]) {
                     let (what, key) = match g {
                         Group::Tensor => ("tensor-parallel", "tp"),
+                        Group::Context => ("context-parallel", "cp"),
                         Group::Expert => ("expert-parallel", "ep"),
                         Group::ExpertData(_) => ("expert-data-parallel", "ep"),
                         Group::Pipeline(_) | Group::Embedding => ("pipeline", "pp"),
@@ -440,6 +500,60 @@ pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
         }
     }
     out
+}
+
+/// `layer` as one of `cp` context-parallel ranks runs it (Megatron-Core with Transformer
+/// Engine's context parallelism): each rank takes 1/cp of every sequence's tokens, so its GEMMs,
+/// memory-bound work, activations and loss transients are 1/cp of the layer's. Attention's
+/// scores are 1/cp too: the rank's queries meet every key (the ring brings the others' keys
+/// and values), and the causal mask's work is balanced over the ranks by the 2·cp chunks
+/// [`Layout::check`] asks for. Its parameters are whole, and its attention runs as cp kernels
+/// (one a ring step) forward and backward, cp − 1 more FLOP-bound launches each way. A layer
+/// without a layout is returned whole.
+pub fn split_sequence(layer: &Layer, cp: usize) -> Layer {
+    let Some(shape) = layer.parallel else { return layer.clone() };
+    if cp < 2 {
+        return layer.clone();
+    }
+    let c = cp as f64;
+    let mut out = layer.clone();
+    out.fwd_macs /= c;
+    out.act_bytes /= c;
+    out.transient_bytes /= c;
+    let m = &mut out.memory;
+    m.fwd /= c;
+    m.bwd /= c;
+    if let TpRole::Block { replicated } = shape.role {
+        let more = (cp - 1) as u32;
+        m.fwd_kernels += more;
+        m.bwd_kernels += more;
+        m.gemms += more;
+        m.bwd_gemms += more;
+        let r = MemoryWork { fwd: replicated.fwd / c, bwd: replicated.bwd / c, ..replicated };
+        if let Some(p) = &mut out.parallel {
+            p.role = TpRole::Block { replicated: r };
+        }
+    }
+    if let Some(p) = &mut out.parallel {
+        p.tokens = shape.tokens / cp as u64;
+    }
+    out
+}
+
+/// Context parallelism's ring exchange in one transformer block of one micro-batch, as far as
+/// it is not hidden (forward, backward), s: Transformer Engine's attention runs cp steps,
+/// computing the rank's queries against one chunk of keys and values while the next chunk
+/// arrives from the previous rank (a send/receive of `kv_bytes` around the context group
+/// forward; the keys and values and their gradients, twice that, backward). Each of the
+/// cp − 1 exchanges is exposed as far as it outlasts its step's attention (`attn_fwd` / cp
+/// forward, twice that backward, as the scores' GEMMs are).
+pub fn cp_exposed(cp: usize, attn_fwd: f64, fwd_step: f64, bwd_step: f64) -> (f64, f64) {
+    if cp < 2 {
+        return (0.0, 0.0);
+    }
+    let steps = (cp - 1) as f64;
+    let per = attn_fwd / cp as f64;
+    (steps * (fwd_step - per).max(0.0), steps * (bwd_step - 2.0 * per).max(0.0))
 }
 
 /// Collectives, each with its nccl-tests size.
@@ -686,7 +800,7 @@ fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
     for (i, l) in layers.iter().enumerate() {
         let q = chunk_of(i);
         let st = &mut out[q % p];
-        let mut l = split(l, layout.tp, layout.sequence_parallel);
+        let mut l = split(&split_sequence(l, layout.cp), layout.tp, layout.sequence_parallel);
         // Expert parallelism: the rank holds 1/ep of each layer's experts.
         if let Some((experts, _)) = l.parallel.and_then(|p| p.moe) {
             let local = experts / layout.ep.max(1) as u64;
@@ -796,6 +910,27 @@ pub(crate) fn plan_stages(
                 let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
                 tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
                 tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
+                if let Some(shape) = l.parallel.filter(|_| layout.cp > 1 && is_block(l)) {
+                    // One rank's keys and values of its part of the sequence, and its
+                    // attention's GEMM time (the scores of its queries against every key).
+                    let (cp, tp) = (layout.cp as u64, layout.tp as u64);
+                    let head_dim = shape.hidden / (shape.heads * tp).max(1);
+                    let kv_bytes = spec.micro_batch
+                        * shape.tokens
+                        * 2
+                        * shape.kv_heads
+                        * head_dim
+                        * act.size();
+                    let macs = 2.0
+                        * (shape.tokens * shape.tokens * cp) as f64
+                        * (shape.heads * head_dim) as f64;
+                    let attn = 2.0 * macs * spec.micro_batch as f64 / gpu.flops;
+                    let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
+                    let (f, b) =
+                        cp_exposed(layout.cp, attn, step(kv_bytes).secs, step(2 * kv_bytes).secs);
+                    tpf[i] += f;
+                    tpb[i] += b;
+                }
                 if layout.recompute && is_block(l) {
                     rec[i] = lt.fwd[i];
                     rec_tp[i] = tpf[i];
@@ -814,7 +949,8 @@ pub(crate) fn plan_stages(
     let shape = spec.model.layers.iter().find_map(|l| l.parallel);
     let per_sample = shape.map_or(0, |s| s.hidden * s.tokens);
     let sp = if layout.sequence_parallel { layout.tp as u64 } else { 1 };
-    let p2p_bytes = (spec.micro_batch * per_sample * act.size()).div_ceil(sp);
+    let cp = layout.cp.max(1) as u64;
+    let p2p_bytes = (spec.micro_batch * per_sample * act.size()).div_ceil(sp * cp);
     // The tied embedding's split weight, which the first and last stages all-reduce.
     let tied_bytes = match (tied(&spec.model), shape) {
         (true, Some(sh)) => {
@@ -909,7 +1045,8 @@ pub(crate) fn plan_stages(
             });
         }
         let experts_apart = layout.ep > 1;
-        let optimizer_shards = if layout.distributed_optimizer { dp } else { 1 };
+        let optimizer_shards =
+            if layout.distributed_optimizer { layout.grad_ranks(world) } else { 1 };
         let work = StageWork {
             layers: lt,
             before,
@@ -993,7 +1130,7 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
         };
         let mut mem = super::memory::plain_ddp_memory(&stage_spec);
         if layout.distributed_optimizer {
-            mem.shard_optimizer(layout.dp(world));
+            mem.shard_optimizer(layout.grad_ranks(world));
         }
         let sp = if layout.sequence_parallel { layout.tp as f64 } else { 1.0 };
         let (mut kept, mut largest) = (0.0, 0.0f64);
@@ -1085,9 +1222,10 @@ pub(crate) fn stage_step(
     let mut r = best.unwrap_or_else(none);
     report.bubble_fraction = r.breakdown.pipeline_ms / r.iteration_time_ms.max(1e-30);
     r.world = world;
-    // A replica is tp x pp GPUs: one GPU alone would take that many times its samples' time.
+    // A replica is tp x pp x cp GPUs: one GPU alone would take that many times its samples'
+    // time.
     let layout = report.layout;
-    r.scaling_efficiency /= (layout.tp * layout.pp) as f64;
+    r.scaling_efficiency /= (layout.tp * layout.pp * layout.cp) as f64;
     r.parallel = Some(report);
     r
 }
@@ -1173,6 +1311,7 @@ mod tests {
             tp,
             pp,
             ep: 1,
+            cp: 1,
             virtual_stages: v,
             sequence_parallel: false,
             recompute: false,
@@ -1411,5 +1550,100 @@ mod tests {
         let r = preset("resnet50", None, DataType::Float).unwrap();
         assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());
         assert!(layout(1, 1, 1).check(&r, 8, 1).is_ok());
+    }
+
+    #[test]
+    fn context_parallel_groups_follow_megatrons_rank_order_and_tile_their_stage() {
+        // tp 2, cp 2, pp 2 on 16 ranks: dp 2; rank = t + 2·(c + 2·(d + 2·p)).
+        let l = Layout { cp: 2, ..layout(2, 2, 1) };
+        assert_eq!(l.dp(16), 2);
+        assert_eq!(l.grad_ranks(16), 4);
+        assert_eq!(l.members(Group::Tensor, 16), vec![0, 1]);
+        assert_eq!(l.members(Group::Context, 16), vec![0, 2]);
+        // Gradients reduce over dp x cp ranks of a stage, a stride of tp apart.
+        assert_eq!(l.members(Group::Data(0), 16), vec![0, 2, 4, 6]);
+        assert_eq!(l.members(Group::Data(1), 16), vec![8, 10, 12, 14]);
+        assert_eq!(l.members(Group::Pipeline(0), 16), vec![0, 8]);
+        // Each kind's group and its siblings cover the first stage's ranks once.
+        for g in [Group::Tensor, Group::Context, Group::Data(0)] {
+            let mut all = l.members(g, 16);
+            all.extend(l.siblings(g, 16).into_iter().flatten());
+            all.sort();
+            assert_eq!(all, (0..8).collect::<Vec<_>>(), "{g:?}");
+        }
+        assert!(l.groups(16).contains(&Group::Context));
+        assert!(!layout(2, 2, 1).groups(16).contains(&Group::Context));
+    }
+
+    #[test]
+    fn a_context_parallel_rank_runs_its_share_of_the_sequence_with_the_whole_weights() {
+        let m = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let block = m.layers.iter().find(|l| is_block(l)).unwrap();
+        let half = split_sequence(block, 2);
+        assert_eq!(half.fwd_macs, block.fwd_macs / 2.0);
+        assert_eq!(half.act_bytes, block.act_bytes / 2.0);
+        assert_eq!(half.memory.fwd, block.memory.fwd / 2.0);
+        assert_eq!(half.tensors, block.tensors);
+        assert_eq!(half.parallel.unwrap().tokens, 4096);
+        // Its attention runs as two kernels each way.
+        assert_eq!(half.memory.gemms, block.memory.gemms + 1);
+        assert_eq!(half.memory.bwd_gemms, block.memory.bwd_gemms + 1);
+        assert_eq!(split_sequence(block, 1), *block);
+    }
+
+    #[test]
+    fn the_key_value_ring_is_exposed_only_where_it_outlasts_its_attention_step() {
+        // 4 ms of attention over cp 4: 1 ms a step forward, 2 ms backward.
+        assert_eq!(cp_exposed(4, 4e-3, 0.5e-3, 1.5e-3), (0.0, 0.0));
+        let (f, b) = cp_exposed(4, 4e-3, 1.5e-3, 2.5e-3);
+        assert!((f - 3.0 * 0.5e-3).abs() < 1e-15 && (b - 3.0 * 0.5e-3).abs() < 1e-15);
+        assert_eq!(cp_exposed(1, 4e-3, 1.0, 1.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn context_parallelism_splits_a_steps_work_and_memory_over_its_ranks() {
+        // Llama 3 8B, 8192 tokens a sample, 8 GPUs: cp 2 x dp 4 runs the same samples a step as
+        // dp 8 with twice the accumulation; each rank does half a sample's work per micro-batch
+        // and holds half its activations.
+        let model = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let mut s = spec(model, 4);
+        s.micro_batch = 1;
+        let cp2 = Layout { cp: 2, ..layout(1, 1, 1) };
+        assert!(cp2.check(&s.model, 8, 4).is_ok());
+        let with = simulate_parallel(&s, &cp2, 8, &gpu(), &linear(1e-11));
+        let mut s8 = s.clone();
+        s8.grad_accumulation = 2;
+        let without = simulate_parallel(&s8, &layout(1, 1, 1), 8, &gpu(), &linear(1e-11));
+        let ratio = with.iteration_time_ms / without.iteration_time_ms;
+        // Slower by the extra attention launches, not by more: the ring (0.18 ms a step) hides
+        // under the attention (2.75 ms a step).
+        assert!((1.0..1.05).contains(&ratio), "{ratio}");
+        assert_eq!(with.breakdown.tp_comm_ms, 0.0);
+        // On a link a hundred times slower it does not.
+        let slow = simulate_parallel(&s, &cp2, 8, &gpu(), &linear(1e-9));
+        assert!(slow.breakdown.tp_comm_ms > 0.0);
+        assert_eq!(with.parallel.as_ref().unwrap().dp, 4);
+        let (m2, m1) = (memory(&s, &cp2, 8), memory(&s8, &layout(1, 1, 1), 8));
+        assert!((m2.activations / m1.activations - 0.5).abs() < 0.01, "{}", m2.activations);
+        assert_eq!(m2.params, m1.params);
+    }
+
+    #[test]
+    fn context_parallel_layouts_that_do_not_fit_are_refused() {
+        let m = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let cp = |c: usize| Layout { cp: c, ..layout(1, 1, 1) };
+        assert_eq!(cp(3).check(&m, 8, 1).unwrap_err().key, "cp");
+        let odd = preset("llama-3-8b", Some(8190), DataType::Float).unwrap();
+        let e = cp(2).check(&odd, 8, 1).unwrap_err();
+        assert!(e.key == "cp" && e.why.contains("2 x cp"), "{e}");
+        let unfused = crate::workload::models::with_attention(
+            m.clone(),
+            crate::workload::models::Attention::Unfused,
+        )
+        .unwrap();
+        assert!(cp(2).check(&unfused, 8, 1).unwrap_err().why.contains("flash"));
+        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float).unwrap();
+        let e = Layout { ep: 2, ..cp(2) }.check(&moe, 16, 1).unwrap_err();
+        assert_eq!(e.key, "cp");
     }
 }

@@ -877,3 +877,42 @@ fn the_megatron_gpts_written_in_scenario_files_are_the_rust_built_ones() {
         }
     }
 }
+
+#[test]
+fn context_parallelism_runs_from_a_scenario_file_and_its_misfits_name_their_line() {
+    // Llama 3.1 8B as NVIDIA's DGX Cloud recipe lays it out (tp 1, cp 2, dp 4 on 8 H100s).
+    let dir = crate::scratch();
+    let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n[workload]\nkind = \"ddp\"\nsequence = 8192\nmicro_batch = 1\ngrad_accumulation = 4\nprecision = \"bf16\"\n[workload.model]\npreset = \"llama-3-8b\"\nimplementation = \"megatron\"\n[workload.parallel]\ncp = 2\ndistributed_optimizer = true\n";
+    let f = dir.join("megatron-cp.toml");
+    std::fs::write(&f, text).unwrap();
+    let f = f.to_str().unwrap();
+    let out = crate::collsim_ok(&["simulate", f]);
+    assert!(out.contains("tp 1 x pp 1 x cp 2 x dp 4;"), "{out}");
+    // A sweep of the degree: cp 1 is dp 8 over the same four micro-batches a replica.
+    let swept = crate::collsim_ok(&[
+        "simulate",
+        f,
+        "--sweep",
+        "workload.parallel.cp=1,2",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(swept.lines().count(), 3, "{swept}");
+    // A degree that does not divide the ranks names its line.
+    let bad = dir.join("megatron-cp3.toml");
+    std::fs::write(&bad, text.replace("cp = 2", "cp = 3")).unwrap();
+    crate::cli_errors::fails_with(
+        &["simulate", bad.to_str().unwrap()],
+        &[
+            "megatron-cp3.toml:14:6",
+            "workload.parallel.cp",
+            "tp x pp x cp = 3 does not divide the 8 ranks",
+        ],
+    );
+    let odd = dir.join("megatron-cp-odd.toml");
+    std::fs::write(&odd, text.replace("sequence = 8192", "sequence = 8190")).unwrap();
+    crate::cli_errors::fails_with(
+        &["simulate", odd.to_str().unwrap()],
+        &["workload.parallel.cp", "not a multiple of 2 x cp = 4"],
+    );
+}

@@ -376,9 +376,10 @@ fn json_fields_change_only_with_the_format_version() {
         }
     }
     let small = "--max-bytes=1KiB";
-    let documents: [(&str, &[&str]); 10] = [
+    let documents: [(&str, &[&str]); 11] = [
         ("simulate", &["simulate", "scenarios/quickstart.toml", small]),
         ("simulate-ddp", &["simulate", "scenarios/resnet50-dgx-a100-1node.toml"]),
+        ("simulate-3d", &["simulate", "scenarios/mixtral-ep-dgx-h100-8node.toml"]),
         ("simulate-jobs", &["simulate", "scenarios/two-jobs-shared-spine.toml"]),
         (
             "simulate-sweep",
