@@ -1141,6 +1141,7 @@ mod tests {
             overlap_grad_reduce: false,
             distributed_optimizer: false,
             overlap_param_gather: false,
+            tp_comm_overlap: false,
         };
         let world = comm.nranks();
         let own = group_comm(&cluster, &comm, &layout.members(group, world)).unwrap();

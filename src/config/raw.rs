@@ -454,6 +454,7 @@ pub struct RawParallel {
     pub overlap_grad_reduce: Option<bool>,
     pub distributed_optimizer: Option<bool>,
     pub overlap_param_gather: Option<bool>,
+    pub tp_comm_overlap: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

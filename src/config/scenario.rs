@@ -160,6 +160,7 @@ pub(super) fn check_ranks(
                 "pp" => raw.pp.as_ref(),
                 "ep" => raw.ep.as_ref(),
                 "cp" => raw.cp.as_ref(),
+                "tp_comm_overlap" => None,
                 "virtual_stages" => raw.virtual_stages.as_ref(),
                 _ => w.grad_accumulation.as_ref(),
             };
@@ -1360,7 +1361,15 @@ fn parallel_layout(
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
         distributed_optimizer: p.distributed_optimizer.unwrap_or(false),
         overlap_param_gather: p.overlap_param_gather.unwrap_or(false),
+        // Off where tp = 1, with sequence parallelism (nothing to overlap).
+        tp_comm_overlap: p.tp_comm_overlap.unwrap_or(false) && tp > 1,
     };
+    if layout.tp_comm_overlap && !layout.sequence_parallel {
+        return Err(src.error_at(
+            at,
+            "workload.parallel.tp_comm_overlap: goes with sequence_parallel = true (Megatron asserts it: the overlapped collectives are sequence parallelism's all-gathers and reduce-scatters)",
+        ));
+    }
     if layout.overlap_param_gather && !layout.distributed_optimizer {
         return Err(src.error_at(
             at,

@@ -133,7 +133,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             p.micro_batches,
             spec.micro_batch,
             if l.virtual_stages > 1 { "interleaved 1F1B" } else { "1F1B" },
-            if l.sequence_parallel { "; sequence parallel" } else { "" },
+            match (l.sequence_parallel, l.tp_comm_overlap) {
+                (true, true) => "; sequence parallel, its collectives overlapped with the GEMMs",
+                (true, false) => "; sequence parallel",
+                _ => "",
+            },
             if l.recompute { "; full recompute" } else { "" },
             if l.overlap_grad_reduce {
                 format!(

@@ -27,8 +27,9 @@ use crate::calibrate::validate::Validation;
 /// (`tests/it/report.rs`) keeps the fields of each document and fails when they change and
 /// this does not. 4: a replayed step's `samples_per_s`, `gemm_tflops`, `forward_ms` and
 /// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
-/// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`.
-pub const FORMAT_VERSION: u32 = 5;
+/// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
+/// `tp_comm_overlap`.
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Writes `value` (a JSON object) as collsim's JSON documents are written: pretty, its
 /// `format_version` first, then its own fields in their order, and a newline.

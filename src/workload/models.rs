@@ -67,6 +67,10 @@ pub struct TpShape {
     pub heads: u64,
     /// Key/value heads (query groups): `heads` without grouped-query attention.
     pub kv_heads: u64,
+    /// The MLP's width (each expert's; a layer split over `tp` ranks carries one rank's).
+    pub ffn: u64,
+    /// Whether the MLP is gated (SwiGLU's two input projections).
+    pub gated: bool,
     /// A mixture of experts: experts in the layer and experts each token goes to.
     pub moe: Option<(u64, u64)>,
     /// How a block computes its attention ([`with_attention`] sets it; flash otherwise).

@@ -75,6 +75,10 @@ pub struct Layout {
     /// next step's forward (`--overlap-param-gather`; else it runs after the optimizer step,
     /// exposed).
     pub overlap_param_gather: bool,
+    /// Transformer Engine's overlap of each block's tensor-parallel all-gathers and
+    /// reduce-scatters with its GEMMs (`--tp-comm-overlap`, under sequence parallelism;
+    /// [`tp_overlapped`]).
+    pub tp_comm_overlap: bool,
 }
 
 /// A process group of a step, as its collectives are timed on it.
@@ -252,6 +256,12 @@ impl Layout {
             );
         }
         let moe = model.layers.iter().find_map(|l| l.parallel.and_then(|p| p.moe));
+        if self.tp_comm_overlap && moe.is_some() {
+            return err(
+                "tp_comm_overlap",
+                "tensor-parallel overlap in a mixture of experts is not modelled yet (its experts' GEMMs are not the block's four)".into(),
+            );
+        }
         if self.ep > 1 && self.cp > 1 {
             return err(
                 "cp",
@@ -447,6 +457,7 @@ pub fn split(layer: &Layer, tp: usize, sequence_parallel: bool) -> Layer {
     if let Some(p) = &mut out.parallel {
         p.heads = p.heads.div_ceil(t);
         p.kv_heads = p.kv_heads.div_ceil(t);
+        p.ffn = p.ffn.div_ceil(t);
     }
     let whole = |x: f64| if sequence_parallel { x / tf } else { x };
     let part = |n: u64| n.div_ceil(t);
@@ -554,6 +565,66 @@ pub fn cp_exposed(cp: usize, attn_fwd: f64, fwd_step: f64, bwd_step: f64) -> (f6
     let steps = (cp - 1) as f64;
     let per = attn_fwd / cp as f64;
     (steps * (fwd_step - per).max(0.0), steps * (bwd_step - 2.0 * per).max(0.0))
+}
+
+/// Streaming multiprocessors Transformer Engine's userbuffers give a pipelined or bulk
+/// overlap's communication kernel (its default `num_sm`; its ring-exchange all-gathers copy
+/// with the copy engines instead). The GEMM beside it runs on the rest.
+pub const TP_OVERLAP_SMS: f64 = 16.0;
+
+/// Pieces Transformer Engine's pipelined GEMM + reduce-scatter cuts a GEMM into (its default
+/// `num_splits`): the last piece's reduce-scatter has no GEMM left to hide behind.
+pub const TP_OVERLAP_SPLITS: f64 = 4.0;
+
+/// What a transformer block's tensor-parallel collectives leave exposed per micro-batch under
+/// Megatron's `--tp-comm-overlap` (Transformer Engine's userbuffers, sequence parallel),
+/// forward and backward, s, for one rank's `shape` (split over `tp`), `batch` samples, GEMMs at
+/// `flops` FLOP/s on a GPU of `sms` multiprocessors, and an all-gather (`ag`) and a
+/// reduce-scatter (`rs`) of the block's activations taking those times alone. As Megatron's
+/// `ModelParallelConfig` describes the overlaps (megatron/core/model_parallel_config.py,
+/// NVIDIA/Megatron-LM d98e8a64):
+///
+/// * forward, the all-gathers before the QKV and FC1 GEMMs pipelined with them in `tp`
+///   ring steps, and the reduce-scatters after the output projection and FC2 pipelined with
+///   those GEMMs in [`TP_OVERLAP_SPLITS`] pieces: each exposed as far as it outlasts its GEMM,
+///   and never less than its first (or last) piece;
+/// * backward, the all-gathers of the output gradient before the projection's and FC2's
+///   input-gradient GEMMs pipelined the same way; the all-gather of QKV's and FC1's inputs
+///   again for their weight gradients, under their input-gradient GEMMs, and the
+///   reduce-scatter of their input gradients under their weight-gradient GEMMs ("bulk"):
+///   exposed as far as they outlast those GEMMs;
+/// * every pipelined reduce-scatter and bulk overlap holds [`TP_OVERLAP_SMS`] of the GPU's
+///   multiprocessors, which the GEMM beside it loses (for the whole GEMM where the GEMM is
+///   pipelined, for the overlap's length where it is bulk).
+pub fn tp_overlapped(
+    shape: &super::models::TpShape,
+    tp: usize,
+    batch: u64,
+    flops: f64,
+    sms: Option<u32>,
+    (ag, rs): (f64, f64),
+) -> (f64, f64) {
+    let t = tp as u64;
+    let head_dim = shape.hidden / (shape.heads * t).max(1);
+    let rows = (batch * shape.tokens) as f64;
+    let gemm = |macs: u64| 2.0 * rows * macs as f64 / flops;
+    let h = shape.hidden;
+    let qkv = gemm(h * (shape.heads + 2 * shape.kv_heads) * head_dim);
+    let proj = gemm(shape.heads * head_dim * h);
+    let fc1 = gemm(h * shape.ffn * if shape.gated { 2 } else { 1 });
+    let fc2 = gemm(shape.ffn * h);
+    let lost = sms.map_or(0.0, |n| TP_OVERLAP_SMS / f64::from(n.max(1)));
+    let ring = |c: f64, g: f64| (c / tp as f64).max(c - g);
+    let piped = |c: f64, g: f64| (c / TP_OVERLAP_SPLITS).max(c - g) + lost * g;
+    let bulk = |c: f64, g: f64| (c - g).max(0.0) + lost * c.min(g);
+    let fwd = ring(ag, qkv) + piped(rs, proj) + ring(ag, fc1) + piped(rs, fc2);
+    let bwd = ring(ag, proj)
+        + ring(ag, fc2)
+        + bulk(ag, qkv)
+        + bulk(rs, qkv)
+        + bulk(ag, fc1)
+        + bulk(rs, fc1);
+    (fwd, bwd)
 }
 
 /// Collectives, each with its nccl-tests size.
@@ -910,6 +981,19 @@ pub(crate) fn plan_stages(
                 let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
                 tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
                 tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
+                if let Some(shape) = l.parallel.filter(|_| {
+                    layout.tp_comm_overlap
+                        && layout.sequence_parallel
+                        && layout.tp > 1
+                        && is_block(l)
+                }) {
+                    let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
+                    let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs;
+                    let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
+                    let sms = gpu.multiprocessors;
+                    (tpf[i], tpb[i]) =
+                        tp_overlapped(&shape, layout.tp, spec.micro_batch, gpu.flops, sms, pair);
+                }
                 if let Some(shape) = l.parallel.filter(|_| layout.cp > 1 && is_block(l)) {
                     // One rank's keys and values of its part of the sequence, and its
                     // attention's GEMM time (the scores of its queries against every key).
@@ -1318,6 +1402,7 @@ mod tests {
             overlap_grad_reduce: true,
             distributed_optimizer: false,
             overlap_param_gather: false,
+            tp_comm_overlap: false,
         }
     }
 
@@ -1384,6 +1469,8 @@ mod tests {
             tokens: 1024,
             heads: 16,
             kv_heads: 16,
+            ffn: 4096,
+            gated: false,
             moe: None,
             attention: crate::workload::models::Attention::Flash,
         };
@@ -1645,5 +1732,60 @@ mod tests {
         let moe = preset("mixtral-8x7b", Some(4096), DataType::Float).unwrap();
         let e = Layout { ep: 2, ..cp(2) }.check(&moe, 16, 1).unwrap_err();
         assert_eq!(e.key, "cp");
+    }
+
+    #[test]
+    fn overlapped_tensor_parallel_collectives_hide_behind_their_gemms_down_to_a_piece() {
+        // One rank's block of a 4-way split: hidden 4096, 32 heads (8 a rank), FFN 16384
+        // (4096 a rank), 2048 tokens; GEMMs at 1 PFLOP/s on 100 SMs.
+        let shape = TpShape {
+            role: TpRole::Block { replicated: MemoryWork::default() },
+            hidden: 4096,
+            tokens: 2048,
+            heads: 8,
+            kv_heads: 8,
+            ffn: 4096,
+            gated: false,
+            moe: None,
+            attention: crate::workload::models::Attention::Flash,
+        };
+        let g = |macs: f64| 2.0 * 2048.0 * macs / 1e15;
+        let (qkv, proj) = (g(4096.0 * 3072.0), g(1024.0 * 4096.0));
+        let (fc1, fc2) = (g(4096.0 * 4096.0), g(4096.0 * 4096.0));
+        let lost = TP_OVERLAP_SMS / 100.0;
+        // Small collectives: a ring's first step (1/tp) and a pipeline's last piece (1/4) show,
+        // and the multiprocessors the pipelined and bulk overlaps hold.
+        let c = 1e-6;
+        let (f, b) = tp_overlapped(&shape, 4, 1, 1e15, Some(100), (c, c));
+        let want_f = 2.0 * c / 4.0 + 2.0 * c / 4.0 + lost * (proj + fc2);
+        assert!((f - want_f).abs() < 1e-12, "{f} vs {want_f}");
+        let want_b = 2.0 * c / 4.0 + lost * 4.0 * c;
+        assert!((b - want_b).abs() < 1e-12, "{b} vs {want_b}");
+        // Collectives far longer than the GEMMs: all but the GEMMs' time shows.
+        let c = 1.0;
+        let (f, b) = tp_overlapped(&shape, 4, 1, 1e15, Some(100), (c, c));
+        let want_f = 4.0 * c - (qkv + proj + fc1 + fc2) + lost * (proj + fc2);
+        assert!((f - want_f).abs() < 1e-9, "{f} vs {want_f}");
+        let want_b = 6.0 * c - (proj + fc2 + 2.0 * qkv + 2.0 * fc1) + lost * 2.0 * (qkv + fc1);
+        assert!((b - want_b).abs() < 1e-9, "{b} vs {want_b}");
+        // Unknown multiprocessors: nothing lost to them.
+        let (f, _) = tp_overlapped(&shape, 4, 1, 1e15, None, (1e-6, 1e-6));
+        assert!((f - 1e-6).abs() < 1e-15);
+    }
+
+    #[test]
+    fn overlapping_tensor_parallel_collectives_shortens_a_tp_step() {
+        let model = preset("llama-3-8b", Some(4096), DataType::Float).unwrap();
+        let s = spec(model, 2);
+        let sp = Layout { sequence_parallel: true, ..layout(4, 1, 1) };
+        let over = Layout { tp_comm_overlap: true, ..sp };
+        let plain = simulate_parallel(&s, &sp, 8, &gpu(), &linear(1e-11));
+        let hidden = simulate_parallel(&s, &over, 8, &gpu(), &linear(1e-11));
+        let (a, b) = (plain.breakdown.tp_comm_ms, hidden.breakdown.tp_comm_ms);
+        assert!(b < 0.5 * a, "{b} against {a}");
+        assert!(hidden.iteration_time_ms < plain.iteration_time_ms);
+        // A mixture of experts' blocks are not the four GEMMs modelled.
+        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float).unwrap();
+        assert_eq!(over.check(&moe, 8, 2).unwrap_err().key, "tp_comm_overlap");
     }
 }

@@ -743,6 +743,8 @@ impl ModelSpec {
             tokens,
             heads: self.heads,
             kv_heads: self.kv_heads,
+            ffn: self.ffn,
+            gated: self.activation.gated(),
             // The experts are the blocks'.
             moe: if matches!(role, TpRole::Block { .. }) { self.experts } else { None },
             attention: Attention::Flash,

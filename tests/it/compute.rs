@@ -155,7 +155,7 @@ fn megatron_published() -> Vec<(String, String, f64)> {
             let dp = n("gpus") / (n("tp") * n("pp") * n("cp"));
             let accumulation = n("global_batch") / (n("micro_batch") * dp);
             let text = format!(
-                "[cluster]\ntopology = \"dgx-h100\"\nnodes = {nodes}\n[workload]\nkind = \"ddp\"\nsequence = {seq}\nmicro_batch = {mb}\ngrad_accumulation = {accumulation}\nprecision = \"bf16\"\noptimizer = \"adam\"\n[workload.model]\nfamily = \"{family}\"\nimplementation = \"megatron\"\nlayers = {layers}\nhidden = {hidden}\nheads = {heads}\nkv_heads = {kv}\nffn = {ffn}\nvocab = {vocab}\nactivation = \"{act}\"\nbias = {bias}\nposition = \"{pos}\"\ntied = {tied}\ndropout = false\n[workload.parallel]\ntp = {tp}\npp = {pp}\ncp = {cp}\nvirtual_stages = {vp}\nsequence_parallel = true\ndistributed_optimizer = true\noverlap_param_gather = true\n",
+                "[cluster]\ntopology = \"dgx-h100\"\nnodes = {nodes}\n[workload]\nkind = \"ddp\"\nsequence = {seq}\nmicro_batch = {mb}\ngrad_accumulation = {accumulation}\nprecision = \"bf16\"\noptimizer = \"adam\"\n[workload.model]\nfamily = \"{family}\"\nimplementation = \"megatron\"\nlayers = {layers}\nhidden = {hidden}\nheads = {heads}\nkv_heads = {kv}\nffn = {ffn}\nvocab = {vocab}\nactivation = \"{act}\"\nbias = {bias}\nposition = \"{pos}\"\ntied = {tied}\ndropout = false\n[workload.parallel]\ntp = {tp}\npp = {pp}\ncp = {cp}\nvirtual_stages = {vp}\nsequence_parallel = true\ntp_comm_overlap = true\ndistributed_optimizer = true\noverlap_param_gather = true\n",
                 nodes = n("gpus") / 8,
                 family = f("family"),
                 cp = n("cp"),
@@ -182,11 +182,13 @@ fn megatron_published() -> Vec<(String, String, f64)> {
 
 #[test]
 fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on() {
-    // NeMo (Megatron-Core, Transformer Engine) on DGX H100s, none fitted (2026-11-29):
-    // Nemotron-4 15B on 16 GPUs +12.5 %, GPT-3 175B on 128 GPUs (pipeline of 8, 12 virtual
-    // stages) +7.1 %, Llama 3.1 8B on 8 GPUs (context parallel 2) +8.6 %, Llama 3.1 70B on 64
-    // GPUs (tp 4, pp 4, cp 2, 5 virtual stages) +14.7 %, the 7-layer Llama 3.1 405B proxy on
-    // 32 GPUs (tp 8, cp 2) +15.5 %. Slow, where the eager torchtitan step on H100s is fast:
+    // NeMo (Megatron-Core, Transformer Engine) on DGX H100s, none fitted, run as NeMo's
+    // performance recipes run them (sequence parallel with tensor-parallel overlap, the
+    // distributed optimizer; 2026-11-29): Nemotron-4 15B on 16 GPUs +2.4 %, GPT-3 175B on 128
+    // GPUs (pipeline of 8, 12 virtual stages) +2.3 %, Llama 3.1 8B on 8 GPUs (context parallel
+    // 2) +8.6 %, Llama 3.1 70B on 64 GPUs (tp 4, pp 4, cp 2, 5 virtual stages) +7.7 %, the
+    // 7-layer Llama 3.1 405B proxy on 32 GPUs (tp 8, cp 2) +5.7 % (without the overlap +12.5,
+    // +7.1, +14.7 and +15.5 %). Slow, where the eager torchtitan step on H100s is fast:
     // Megatron's fused kernels reach more of a Hopper GPU than eager PyTorch does, which one
     // default for both frameworks cannot say.
     let params = super::default_params();
@@ -195,7 +197,7 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
         let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
         let e = 100.0 * (r.iteration_time_ms / (1e3 * step_s) - 1.0);
         eprintln!("{config}: {e:.1} %");
-        assert!((0.0..16.0).contains(&e), "{config}: {e:.1} %");
+        assert!((0.0..10.0).contains(&e), "{config}: {e:.1} %");
         // They ran on 80 GB GPUs with Megatron's distributed optimizer: they fit (Nemotron-4
         // 15B 67.6 GiB, GPT-3 175B 69.1 GiB, without the distributed optimizer 100.3 and 116.2;
         // Llama 3.1 70B 64.0, the 405B proxy 31.7). Llama 3.1 8B comes out at 78.5 GiB: on the

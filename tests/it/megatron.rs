@@ -909,6 +909,18 @@ fn context_parallelism_runs_from_a_scenario_file_and_its_misfits_name_their_line
             "tp x pp x cp = 3 does not divide the 8 ranks",
         ],
     );
+    // Tensor-parallel overlap is sequence parallelism's; Megatron asserts it.
+    let lone = dir.join("megatron-tp-overlap.toml");
+    let overlap = "[workload.parallel]\ntp = 2\ntp_comm_overlap = true\n";
+    std::fs::write(&lone, text.replace("[workload.parallel]\ncp = 2\n", overlap)).unwrap();
+    crate::cli_errors::fails_with(
+        &["simulate", lone.to_str().unwrap()],
+        &["megatron-tp-overlap.toml:13", "tp_comm_overlap: goes with sequence_parallel = true"],
+    );
+    let with_sp = overlap.replace("tp = 2\n", "tp = 2\nsequence_parallel = true\n");
+    std::fs::write(&lone, text.replace("[workload.parallel]\ncp = 2\n", &with_sp)).unwrap();
+    let out = crate::collsim_ok(&["simulate", lone.to_str().unwrap()]);
+    assert!(out.contains("sequence parallel, its collectives overlapped with the GEMMs"), "{out}");
     let odd = dir.join("megatron-cp-odd.toml");
     std::fs::write(&odd, text.replace("sequence = 8192", "sequence = 8190")).unwrap();
     crate::cli_errors::fails_with(
