@@ -439,6 +439,7 @@ fn with_ddp<R>(
         launch: spec.launch.unwrap_or(KERNEL_LAUNCH_SECS),
         gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
         ranks_per_node: comm.ppn(),
+        sixteen_bit_flops: None,
     };
     gpu.flops = match &spec.rate {
         ComputeRate::Tflops(t) => t * 1e12,
@@ -449,6 +450,13 @@ fn with_ddp<R>(
                 .map_err(|e| Error::Ddp(format!("workload.mfu = {mfu}: {e}")))?
         }
     };
+    // fp8 at a fraction of its peak: what Transformer Engine keeps in 16 bits runs at the same
+    // fraction of the 16-bit peak (an `mfu` or `tflops` is one rate for everything).
+    if let ComputeRate::Peak { precision, efficiency } = &spec.rate
+        && precision == "fp8"
+    {
+        gpu.sixteen_bit_flops = Some(peak("bf16")? * efficiency);
+    }
     // Each group's cluster and communicator: the world's, or the group's ranks as Megatron
     // lays them out (a group of one rank sends nothing), on its share of the links its sibling
     // groups share with it (see `sharing_siblings` and `with_siblings`).

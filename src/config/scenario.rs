@@ -834,6 +834,7 @@ fn ddp_workload(
             launch: spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
             gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
             ranks_per_node: 1,
+            sixteen_bit_flops: None,
         };
         let solved = crate::workload::ddp::rate_for_mfu(&spec, &gpu, peak * mfu, peak);
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
@@ -1356,13 +1357,13 @@ fn parallel_layout(
         // Megatron turns sequence parallelism off without tensor parallelism, with a warning
         // (`megatron/training/arguments.py`, NVIDIA/Megatron-LM d98e8a64): kept as an option a
         // `--sweep parallel.tp=1,2,4` applies where it means something.
-        sequence_parallel: p.sequence_parallel.unwrap_or(false) && tp > 1,
+        sequence_parallel: p.sequence_parallel.unwrap_or(false),
         recompute,
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
         distributed_optimizer: p.distributed_optimizer.unwrap_or(false),
         overlap_param_gather: p.overlap_param_gather.unwrap_or(false),
         // Off where tp = 1, with sequence parallelism (nothing to overlap).
-        tp_comm_overlap: p.tp_comm_overlap.unwrap_or(false) && tp > 1,
+        tp_comm_overlap: p.tp_comm_overlap.unwrap_or(false),
     };
     if layout.tp_comm_overlap && !layout.sequence_parallel {
         return Err(src.error_at(

@@ -133,7 +133,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             p.micro_batches,
             spec.micro_batch,
             if l.virtual_stages > 1 { "interleaved 1F1B" } else { "1F1B" },
-            match (l.sequence_parallel, l.tp_comm_overlap) {
+            match (l.sp(), l.tp_overlap()) {
                 (true, true) => "; sequence parallel, its collectives overlapped with the GEMMs",
                 (true, false) => "; sequence parallel",
                 _ => "",
@@ -200,7 +200,13 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
         }
         crate::workload::ddp::ComputeRate::Tflops(_) => String::new(),
     };
-    row(out, "GEMM rate", format!("{:.1} TFLOP/s{rate}", r.gemm_tflops))?;
+    let fp8 = match &spec.rate {
+        crate::workload::ddp::ComputeRate::Peak { precision, .. } if precision == "fp8" => {
+            "; the rate of a transformer block's linear layers, its attention, head and embedding at the same fraction of the bf16 peak (Transformer Engine's fp8 recipe)"
+        }
+        _ => "",
+    };
+    row(out, "GEMM rate", format!("{:.1} TFLOP/s{rate}{fp8}", r.gemm_tflops))?;
     row(out, "forward", format!("{:.3} ms", r.forward_ms))?;
     row(out, "backward", format!("{:.3} ms", r.backward_ms))?;
     row(

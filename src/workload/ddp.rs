@@ -805,6 +805,10 @@ pub struct GpuFacts {
     pub gemm_fixed: f64,
     /// The job's ranks on a node (they share its data-loading CPUs).
     pub ranks_per_node: usize,
+    /// Under fp8 (Transformer Engine's recipe), the rate of the FLOP-bound work it keeps in 16
+    /// bits, FLOP/s: a transformer's attention, its head and embedding; `flops` is then the
+    /// blocks' linear layers' fp8 rate ([`super::models::fp8_linears`]). None: all at `flops`.
+    pub sixteen_bit_flops: Option<f64>,
 }
 
 /// A collective's time as the network model gives it.
@@ -1110,8 +1114,22 @@ fn layer_times_with(
             work.push(((f, 0.0), (b, 0.0)));
             continue;
         }
-        let m = &super::models::layer_memory_work(l, spec.micro_batch, sixteen);
-        let gemm = 2.0 * l.fwd_macs * batch / gpu.flops;
+        let mut m = super::models::layer_memory_work(l, spec.micro_batch, sixteen);
+        // Under fp8 a transformer's blocks run their linear layers at the fp8 rate, with the
+        // casts' traffic; the rest of its FLOPs at the 16-bit rate.
+        let gemm = match (gpu.sixteen_bit_flops, l.parallel) {
+            (Some(half), Some(shape)) => match super::models::fp8_linears(&shape) {
+                Some((lin, fwd, bwd)) => {
+                    let lin = lin.min(l.fwd_macs);
+                    m.fwd += fwd / act;
+                    m.bwd += bwd / act;
+                    2.0 * batch * (lin / gpu.flops + (l.fwd_macs - lin) / half)
+                }
+                None => 2.0 * l.fwd_macs * batch / half,
+            },
+            _ => 2.0 * l.fwd_macs * batch / gpu.flops,
+        };
+        let m = &m;
         let passes = if i == 0 && !first_dgrad { 1.0 } else { 2.0 };
         // The FLOP-bound kernels' fixed time: a first layer without dgrad runs only wgrads.
         let bwd_gemms = if passes < 2.0 { m.gemms } else { m.bwd_gemms };
@@ -2409,6 +2427,7 @@ mod tests {
             launch: 4e-6,
             gemm_fixed: 0.0,
             ranks_per_node: 8,
+            sixteen_bit_flops: None,
         }
     }
 
@@ -3035,6 +3054,7 @@ mod checkpointing_tests {
             launch: 5e-6,
             gemm_fixed: 10e-6,
             ranks_per_node: 8,
+            sixteen_bit_flops: None,
         }
     }
 

@@ -67,6 +67,8 @@ pub struct TpShape {
     pub heads: u64,
     /// Key/value heads (query groups): `heads` without grouped-query attention.
     pub kv_heads: u64,
+    /// Each head's width.
+    pub head_dim: u64,
     /// The MLP's width (each expert's; a layer split over `tp` ranks carries one rank's).
     pub ffn: u64,
     /// Whether the MLP is gated (SwiGLU's two input projections).
@@ -757,8 +759,59 @@ pub(crate) fn moe_block_mem(
     dense.plus(routed)
 }
 
+/// Under fp8, what Transformer Engine's recipe (as Megatron-Core and NeMo run it) changes in a
+/// transformer block for one sample, as one rank holds it (`shape` split over tensor and
+/// context parallelism): (the MACs of its linear layers, which run in fp8; bytes its casts move
+/// forward; backward). The attention's scores, the head and the embedding stay 16-bit (TE's
+/// fp8 attention is off by default). Casts: the inputs of the output projection and of FC2 are
+/// cast to fp8 with their transpose for the weight gradients (2 bytes read, 2 written an
+/// element; the norms before QKV and FC1 write fp8 themselves, TE's LayerNormLinear), and
+/// backward each linear's output gradient likewise. The weights' casts (once a step) are left
+/// out. None for a layer that is not a block.
+pub fn fp8_linears(shape: &TpShape) -> Option<(f64, f64, f64)> {
+    if !matches!(shape.role, TpRole::Block { .. }) {
+        return None;
+    }
+    let (d, hd) = (shape.hidden as f64, shape.head_dim as f64);
+    let q = shape.heads as f64 * hd;
+    let kv = shape.kv_heads as f64 * hd;
+    let gate = if shape.gated { 2.0 } else { 1.0 };
+    // A token's expert GEMMs: its `top` experts', else the dense MLP's.
+    let routed = shape.moe.map_or(1.0, |(_, top)| top as f64);
+    let f = shape.ffn as f64;
+    let tokens = shape.tokens as f64;
+    let macs = d * (q + 2.0 * kv) + q * d + routed * (d * f * gate + f * d);
+    let fwd = 4.0 * (q + routed * f);
+    let bwd = 4.0 * ((q + 2.0 * kv) + d + routed * (f * gate + d));
+    Some((macs * tokens, fwd * tokens, bwd * tokens))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn under_fp8_a_blocks_linear_layers_are_its_macs_but_the_attention_scores() {
+        for (name, seq) in [("llama-3-8b", 8192u64), ("gpt2-xl", 1024), ("mixtral-8x7b", 4096)] {
+            let m = preset(name, Some(seq), DataType::Float).unwrap();
+            let block = m
+                .layers
+                .iter()
+                .find(|l| matches!(l.parallel.map(|p| p.role), Some(TpRole::Block { .. })));
+            let block = block.unwrap();
+            let shape = block.parallel.unwrap();
+            let (lin, fwd, bwd) = fp8_linears(&shape).unwrap();
+            // The scores: QKᵀ and AV, s x s x hidden MACs each.
+            let scores = 2.0 * (seq * seq * shape.hidden) as f64;
+            // A mixture of experts' router (hidden x experts a token) stays 16-bit too.
+            let router = shape.moe.map_or(0.0, |(e, _)| (seq * shape.hidden * e) as f64);
+            let rest = block.fwd_macs - lin;
+            assert!((rest / (scores + router) - 1.0).abs() < 1e-9, "{name}: {rest} vs {scores}");
+            assert!(fwd > 0.0 && bwd > fwd, "{name}");
+        }
+        let head = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let head = head.layers.last().unwrap().parallel.unwrap();
+        assert!(fp8_linears(&head).is_none());
+    }
+
     use super::*;
 
     #[test]

@@ -743,6 +743,7 @@ impl ModelSpec {
             tokens,
             heads: self.heads,
             kv_heads: self.kv_heads,
+            head_dim: self.hidden / self.heads.max(1),
             ffn: self.ffn,
             gated: self.activation.gated(),
             // The experts are the blocks'.
