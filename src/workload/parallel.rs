@@ -14,9 +14,11 @@
 //! * Forward and backward of one micro-batch on one model chunk: its layers, split by
 //!   [`split`] (and by [`split_sequence`] under context parallelism), with each layer's
 //!   tensor-parallel collectives in line (Megatron issues them on the compute stream and waits
-//!   for them) and, under context parallelism, what its attention's ring exchange of keys and
-//!   values leaves exposed ([`cp_exposed`]); full activation recomputation runs each
-//!   transformer block's forward again, collectives included, before its backward.
+//!   for them; with `tp_comm_overlap`, what Transformer Engine's overlap with the GEMMs leaves
+//!   exposed, [`tp_overlapped`]) and, under context parallelism, what its attention's ring
+//!   exchange of keys and values leaves exposed ([`cp_exposed`]); full activation
+//!   recomputation runs each transformer block's forward again, collectives included, before
+//!   its backward.
 //! * The pipeline schedule ([`stage_order`]: 1F1B, or interleaved with `virtual_stages` model
 //!   chunks per stage) places those ops in time: an op starts once its stage is free and the op
 //!   it needs on the stage beside it has sent its activation (or gradient); a send blocks its
@@ -26,12 +28,15 @@
 //!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
 //!   first and last stage, and the optimizer on the stage's parameters (Apex's fused kernels,
 //!   as Megatron runs them, unless `optimizer_impl` says otherwise; with the distributed
-//!   optimizer, on the rank's 1/dp of them, its gradients' reduce-scatter timed as the
+//!   optimizer, on the rank's 1/(dp·cp) of them, its gradients' reduce-scatter timed as the
 //!   all-reduce it replaces, and the updated parameters all-gathered after the step unless
 //!   `overlap_param_gather`).
 //!
 //! The step takes as long as its slowest stage. Left out: the gradient-norm all-reduce across
-//! the model-parallel group.
+//! the model-parallel group; the all-gather of a column-parallel layer's input again for its
+//! weight gradient without `tp_comm_overlap` (Megatron overlaps it with the input gradient's
+//! GEMM, and the input gradient's reduce-scatter with the weight gradient's, where collsim
+//! counts that reduce-scatter whole); context parallelism's loss all-reduce (one number).
 
 use super::DataType;
 use super::ddp::{
@@ -1824,5 +1829,28 @@ mod tests {
         let one = Layout { tp: 1, ..over };
         assert!(!one.sp() && !one.tp_overlap());
         assert!(Layout { tp: 4, ..one }.tp_overlap());
+    }
+
+    #[test]
+    fn the_key_value_ring_sends_one_ranks_keys_and_values_forward_and_twice_that_backward() {
+        // Llama 3 8B (32 heads, 8 key/value heads of 128), 8192 tokens, tp 2, cp 2: a rank
+        // holds 4096 tokens and 4 key/value heads, 4096 x 2 x 4 x 128 x 2 bytes = 8 MiB.
+        let model = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let mut s = spec(model, 2);
+        s.micro_batch = 1;
+        let l = Layout { cp: 2, sequence_parallel: true, ..layout(2, 1, 1) };
+        let sent = std::sync::Mutex::new(Vec::new());
+        let record = |g: Group, c: Collective, bytes: u64, d: DataType| {
+            if g == Group::Context {
+                assert_eq!(c, Collective::SendRecv);
+                sent.lock().unwrap().push(bytes);
+            }
+            free(g, c, bytes, d)
+        };
+        plan_stages(&s, &l, 8, &gpu(), &record);
+        let mut sent = sent.into_inner().unwrap();
+        sent.sort_unstable();
+        sent.dedup();
+        assert_eq!(sent, vec![8 << 20, 16 << 20]);
     }
 }
