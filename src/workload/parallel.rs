@@ -1039,7 +1039,9 @@ pub(crate) fn plan_stages(
                     let macs = 2.0
                         * (shape.tokens * shape.tokens * cp) as f64
                         * (shape.heads * head_dim) as f64;
-                    let attn = 2.0 * macs * spec.micro_batch as f64 / gpu.flops;
+                    // Under fp8 the attention stays 16-bit.
+                    let rate = gpu.sixteen_bit_flops.unwrap_or(gpu.flops);
+                    let attn = 2.0 * macs * spec.micro_batch as f64 / rate;
                     let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
                     let (f, b) =
                         cp_exposed(layout.cp, attn, step(kv_bytes).secs, step(2 * kv_bytes).secs);

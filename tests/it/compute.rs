@@ -218,7 +218,7 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
 fn fp8_runs_a_transformers_linear_layers_at_the_fp8_rate_and_the_rest_at_sixteen_bits() {
     // The same five NeMo steps in fp8 (Transformer Engine's recipe), none fitted (2026-11-29):
     // Nemotron-4 15B -0.9 %, GPT-3 175B +0.8 %, Llama 3.1 8B +4.0 %, 70B +0.6 %, 405B proxy
-    // +10.9 %. With every FLOP at the fp8 rate and no casts, as before, they came out 17.2,
+    // +10.4 %. With every FLOP at the fp8 rate and no casts, as before, they came out 17.2,
     // 6.8, 16.0, 14.4 and 4.5 % fast.
     let params = super::default_params();
     for (config, text, _, fp8_s) in megatron_published() {
