@@ -606,7 +606,9 @@ pub fn cp_exposed(cp: usize, attn_fwd: f64, fwd_step: f64, bwd_step: f64) -> (f6
 
 /// Streaming multiprocessors Transformer Engine's userbuffers give a pipelined or bulk
 /// overlap's communication kernel (its default `num_sm`; its ring-exchange all-gathers copy
-/// with the copy engines instead). The GEMM beside it runs on the rest.
+/// with the copy engines instead). The GEMM beside it runs on the rest. This and
+/// [`TP_OVERLAP_SPLITS`] are recalled from TE's `pytorch/module/base.py`, which is not among
+/// the repositories collsim reads: stated, not read.
 pub const TP_OVERLAP_SMS: f64 = 16.0;
 
 /// Pieces Transformer Engine's pipelined GEMM + reduce-scatter cuts a GEMM into (its default
