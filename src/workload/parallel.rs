@@ -1496,21 +1496,27 @@ mod tests {
         }
     }
 
-    /// `blocks` transformer blocks of `f` s forward and 2f backward per micro-batch (measured,
-    /// so every stage's are equal), a million parameters each.
-    fn blocks(n: usize, f: f64) -> Model {
-        let shape = TpShape {
+    /// A dense, ungated transformer block's shape (FFN 4096, flash attention, as many
+    /// key/value heads as heads).
+    fn dense_block(hidden: u64, tokens: u64, heads: u64, head_dim: u64) -> TpShape {
+        TpShape {
             role: TpRole::Block { replicated: MemoryWork::default() },
-            hidden: 1024,
-            tokens: 1024,
-            heads: 16,
-            kv_heads: 16,
-            head_dim: 64,
+            hidden,
+            tokens,
+            heads,
+            kv_heads: heads,
+            head_dim,
             ffn: 4096,
             gated: false,
             moe: None,
             attention: crate::workload::models::Attention::Flash,
-        };
+        }
+    }
+
+    /// `blocks` transformer blocks of `f` s forward and 2f backward per micro-batch (measured,
+    /// so every stage's are equal), a million parameters each.
+    fn blocks(n: usize, f: f64) -> Model {
+        let shape = dense_block(1024, 1024, 16, 64);
         let layers = (0..n)
             .map(|i| Layer {
                 name: format!("b{i}"),
@@ -1775,18 +1781,7 @@ mod tests {
     fn overlapped_tensor_parallel_collectives_hide_behind_their_gemms_down_to_a_piece() {
         // One rank's block of a 4-way split: hidden 4096, 32 heads (8 a rank), FFN 16384
         // (4096 a rank), 2048 tokens; GEMMs at 1 PFLOP/s on 100 SMs.
-        let shape = TpShape {
-            role: TpRole::Block { replicated: MemoryWork::default() },
-            hidden: 4096,
-            tokens: 2048,
-            heads: 8,
-            kv_heads: 8,
-            head_dim: 128,
-            ffn: 4096,
-            gated: false,
-            moe: None,
-            attention: crate::workload::models::Attention::Flash,
-        };
+        let shape = dense_block(4096, 2048, 8, 128);
         let g = |macs: f64| 2.0 * 2048.0 * macs / 1e15;
         let (qkv, proj) = (g(4096.0 * 3072.0), g(1024.0 * 4096.0));
         let (fc1, fc2) = (g(4096.0 * 4096.0), g(4096.0 * 4096.0));
