@@ -29,7 +29,7 @@ use crate::calibrate::validate::Validation;
 /// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
 /// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
 /// `tp_comm_overlap`.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Writes `value` (a JSON object) as collsim's JSON documents are written: pretty, its
 /// `format_version` first, then its own fields in their order, and a newline.

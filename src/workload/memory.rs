@@ -14,6 +14,8 @@
 //!   every weight used in forward lives until backward has used it (2 bytes per parameter);
 //! * **activations** for one micro-batch (the model's estimate, [`super::models::Model::act_bytes`];
 //!   twice that with fp32/tf32 activations);
+//! * or, where it is larger than the activations, what the **optimizer step** allocates while
+//!   it runs, when the activations are freed ([`step_transient`]);
 //! * a **runtime reserve** of 1.5 GiB: the CUDA context (about 0.5 GiB on A100/H100) and NCCL's
 //!   channel buffers (about 1 GiB with 32 channels of 2 peers at the default NCCL_BUFFSIZE and
 //!   the LL/LL128/Simple protocols). An assumption, not a measurement.
@@ -192,6 +194,9 @@ pub struct DdpMemory {
     pub autocast: f64,
     /// Activations of one micro-batch.
     pub activations: f64,
+    /// What the optimizer step allocates while it runs, when the micro-batch's activations are
+    /// freed ([`step_transient`]): the step's peak is the rest plus the larger of the two.
+    pub step_transient: f64,
     /// CUDA context and NCCL buffers.
     pub runtime: f64,
     /// The sum.
@@ -250,8 +255,6 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     let master = if sh.param_dtype == DataType::Float { 0.0 } else { 4.0 * numel / w };
     let optimizer = spec.optimizer.state_bytes() as f64 * numel / w;
     let (activations, known) = sharded_activations(spec);
-    let runtime = RUNTIME_RESERVE;
-    let total = params + grads + buckets + master + optimizer + activations + runtime;
     DdpMemory {
         params,
         grads,
@@ -261,10 +264,12 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         unsharded: 0.0,
         autocast: 0.0,
         activations,
-        runtime,
-        total,
+        step_transient: 0.0,
+        runtime: RUNTIME_RESERVE,
+        total: 0.0,
         activations_known: known,
     }
+    .totalled()
 }
 
 /// Memory per GPU of an FSDP step on `world` ranks: each rank holds 1/world of every unit's
@@ -321,8 +326,6 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         reducing += whole as f64 * m.grad_dtype.size() as f64;
     }
     let (activations, known) = sharded_activations(spec);
-    let runtime = RUNTIME_RESERVE;
-    let total = params + grads + optimizer + gathered + reducing + activations + runtime;
     DdpMemory {
         params,
         grads,
@@ -332,10 +335,12 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         unsharded: gathered + reducing,
         autocast: 0.0,
         activations,
-        runtime,
-        total,
+        step_transient: 0.0,
+        runtime: RUNTIME_RESERVE,
+        total: 0.0,
         activations_known: known,
     }
+    .totalled()
 }
 
 /// A sharded step's activations per GPU (its micro-batch's, as under DDP; twice the bytes
@@ -372,6 +377,7 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let m = &spec.model;
     let half = sixteen_bit(spec);
     let (mut params, mut master, mut autocast, mut numel) = (0.0, 0.0, 0.0, 0.0);
+    let mut sixteen_bit_grads = 0.0;
     for t in m.tensors() {
         let n = t.numel as f64;
         numel += n;
@@ -379,6 +385,9 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
         let fp32 = m.dtype_of(t) == DataType::Float;
         if !fp32 && spec.optimizer != Optimizer::None {
             master += 4.0 * n;
+            if m.grad_bytes(t) < 4 * t.numel {
+                sixteen_bit_grads += n;
+            }
         }
         if fp32 && half {
             autocast += 2.0 * n;
@@ -389,8 +398,6 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
     let buckets = if spec.gradient_as_bucket_view { 0.0 } else { grads };
     let per_sample = kept_activations(spec);
     let activations = per_sample * spec.micro_batch as f64 * if half { 1.0 } else { 2.0 };
-    let runtime = RUNTIME_RESERVE;
-    let total = params + grads + master + optimizer + buckets + autocast + activations + runtime;
     DdpMemory {
         params,
         grads,
@@ -400,10 +407,41 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
         unsharded: 0.0,
         autocast,
         activations,
-        runtime,
-        total,
+        step_transient: step_transient(spec, numel, sixteen_bit_grads),
+        runtime: RUNTIME_RESERVE,
+        total: 0.0,
         activations_known: per_sample > 0.0,
     }
+    .totalled()
+}
+
+/// What the optimizer step of `numel` parameters allocates while it runs, bytes, beyond the
+/// states it keeps:
+///
+/// * where 16-bit gradients have fp32 master weights (`sixteen_bit_grads` of them), an fp32
+///   copy of each gradient, all alive until the update: Megatron-LM's mixed-precision
+///   optimizer sets `main_param.grad = model_param.main_grad.float()` for every parameter
+///   before it steps (`_copy_model_grads_to_main_grads`, megatron/core/optimizer/optimizer.py,
+///   NVIDIA/Megatron-LM d98e8a64), 4 bytes a parameter, freed at the next `zero_grad`;
+/// * foreach Adam/AdamW's temporary, `torch._foreach_sqrt` of the second moments over every
+///   parameter at once (torch/optim/adam.py `_multi_tensor_adam`, the same pass
+///   [`step_traffic`] counts), 4 bytes a parameter; the fused and per-tensor steps allocate
+///   nothing that size.
+///
+/// Measured (`calibration/data/2026-11-27-h200-megatron`, fp16 parameters with fp32 masters
+/// and fused AdamW): a 24-layer, 1,024-wide GPT at one sample of 1,024 tokens peaks at 6.87
+/// GiB allocated, the 16 bytes a parameter it keeps (5.29 GiB) plus 1.58 GiB, more than its
+/// checkpoints and logits take (0.35 GiB) and about the 1.32 GiB of fp32 gradients.
+pub(crate) fn step_transient(spec: &DdpSpec, numel: f64, sixteen_bit_grads: f64) -> f64 {
+    let temporary = if foreach_adam(spec) { 4.0 * numel } else { 0.0 };
+    4.0 * sixteen_bit_grads + temporary
+}
+
+/// Whether the step is foreach Adam or AdamW, which allocates a temporary the size of the
+/// parameters ([`step_transient`]).
+pub(crate) fn foreach_adam(spec: &DdpSpec) -> bool {
+    matches!(spec.optimizer, Optimizer::Adam | Optimizer::AdamW)
+        && spec.optimizer_impl == OptimizerImpl::Foreach
 }
 
 impl DdpMemory {
@@ -415,7 +453,9 @@ impl DdpMemory {
     /// parameters are the masters; where the gradients are 16-bit, each rank also keeps its
     /// shard of them in fp32 (as many bytes as its masters). Without an optimizer there is
     /// nothing to shard.
-    pub fn shard_optimizer(&mut self, dp: usize) {
+    /// `foreach_adam`: the step is foreach Adam/AdamW, whose temporary ([`step_transient`]) is
+    /// then over the rank's shard.
+    pub fn shard_optimizer(&mut self, dp: usize, foreach_adam: bool) {
         if self.optimizer == 0.0 && self.master == 0.0 {
             return;
         }
@@ -425,10 +465,19 @@ impl DdpMemory {
         } else {
             0.0
         };
-        // 16-bit parameters with fp32 masters: the gradients are 16-bit too.
+        // 16-bit parameters with fp32 masters: the gradients are 16-bit too, and the shard's
+        // fp32 copy of them is counted as kept (the step's copy of the whole is not made).
         let fp32_grads = if fp32_params == 0.0 { self.master } else { 0.0 };
         self.master = (self.master + fp32_params + fp32_grads) / d;
         self.optimizer /= d;
+        // Adam's 8 bytes of state a parameter: its temporary, 4, is half of them.
+        self.step_transient = if foreach_adam { self.optimizer / 2.0 } else { 0.0 };
+        *self = self.clone().totalled();
+    }
+
+    /// With `total` summed: what is kept, plus the larger of the micro-batch's activations and
+    /// the optimizer step's temporaries (the two are never alive together).
+    pub fn totalled(mut self) -> Self {
         self.total = self.params
             + self.grads
             + self.master
@@ -436,13 +485,26 @@ impl DdpMemory {
             + self.buckets
             + self.unsharded
             + self.autocast
-            + self.activations
+            + self.activations.max(self.step_transient)
             + self.runtime;
+        self
     }
 
-    /// "params 5.8 + grads 5.8 + …": the non-zero parts, GiB.
+    /// "params 5.8 + grads 5.8 + …": the non-zero parts, GiB; the activations and the
+    /// optimizer step's temporaries as "max(activations 1.2, optimizer step 2.6)" where the
+    /// step has any.
     pub fn parts(&self) -> String {
-        let parts = [
+        let gib = |b: f64| format!("{:.1}", b / GIB);
+        let peak = if self.step_transient > 0.0 {
+            Some(format!(
+                "max(activations {}, optimizer step {})",
+                gib(self.activations),
+                gib(self.step_transient)
+            ))
+        } else {
+            (self.activations > 0.0).then(|| format!("activations {}", gib(self.activations)))
+        };
+        let kept = [
             ("params", self.params),
             ("grads", self.grads),
             ("fp32 master", self.master),
@@ -450,13 +512,12 @@ impl DdpMemory {
             ("buckets", self.buckets),
             ("unsharded units", self.unsharded),
             ("autocast cache", self.autocast),
-            ("activations", self.activations),
-            ("runtime", self.runtime),
         ];
-        parts
-            .iter()
+        kept.iter()
             .filter(|(_, b)| *b > 0.0)
-            .map(|(n, b)| format!("{n} {:.1}", b / GIB))
+            .map(|(n, b)| format!("{n} {}", gib(*b)))
+            .chain(peak)
+            .chain((self.runtime > 0.0).then(|| format!("runtime {}", gib(self.runtime))))
             .collect::<Vec<_>>()
             .join(" + ")
     }
@@ -498,6 +559,7 @@ mod tests {
             unsharded: 0.0,
             autocast,
             activations: 0.0,
+            step_transient: 0.0,
             runtime: 0.0,
             total: params + grads + master + optimizer + autocast,
             activations_known: true,
@@ -510,14 +572,33 @@ mod tests {
         // fp16 both 20 -> 4 + 16/d (the fp32 gradient shard with the masters).
         let d = 8.0;
         let mut bf16 = memory(4.0, 4.0, 0.0, 8.0, 2.0);
-        bf16.shard_optimizer(8);
+        bf16.shard_optimizer(8, false);
         assert_eq!(bf16.total, 6.0 + 12.0 / d);
         let mut fp16 = memory(2.0, 2.0, 4.0, 8.0, 0.0);
-        fp16.shard_optimizer(8);
+        fp16.shard_optimizer(8, false);
         assert_eq!(fp16.total, 4.0 + 16.0 / d);
         // Without an optimizer there is nothing to shard.
         let mut none = memory(4.0, 4.0, 0.0, 0.0, 2.0);
-        none.shard_optimizer(8);
+        none.shard_optimizer(8, false);
         assert_eq!(none.total, 10.0);
+        // Foreach Adam's temporary is over the shard: half its 8 bytes of state.
+        let mut foreach = memory(2.0, 2.0, 4.0, 8.0, 0.0);
+        foreach.step_transient = 8.0;
+        foreach.shard_optimizer(8, true);
+        assert_eq!(foreach.total, 4.0 + 16.0 / d + 4.0 / d);
+    }
+
+    #[test]
+    fn the_peak_is_the_larger_of_the_activations_and_the_optimizer_steps_temporaries() {
+        // Megatron's fp16 parameters and gradients with fp32 masters: 16 bytes kept and, in
+        // the step, an fp32 copy of every gradient (4), which outgrows small activations.
+        let mut m = memory(2.0, 2.0, 4.0, 8.0, 0.0);
+        (m.activations, m.step_transient) = (1.0, 4.0);
+        assert_eq!(m.totalled().total, 20.0);
+        let mut m = memory(2.0, 2.0, 4.0, 8.0, 0.0);
+        (m.activations, m.step_transient) = (6.0, 4.0);
+        let m = m.totalled();
+        assert_eq!(m.total, 22.0);
+        assert!(m.parts().contains("max(activations 0.0, optimizer step 0.0)"), "{}", m.parts());
     }
 }

@@ -1249,7 +1249,7 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
         };
         let mut mem = super::memory::plain_ddp_memory(&stage_spec);
         if layout.distributed_optimizer {
-            mem.shard_optimizer(layout.grad_ranks(world));
+            mem.shard_optimizer(layout.grad_ranks(world), super::memory::foreach_adam(&stage_spec));
         }
         let sp = if layout.sp() { layout.tp as f64 } else { 1.0 };
         let (mut kept, mut largest) = (0.0, 0.0f64);
@@ -1265,8 +1265,8 @@ pub fn memory(spec: &DdpSpec, layout: &Layout, world: usize) -> super::memory::D
         }
         let in_flight = live_micro_batches(s, p, v, m);
         let activations = (kept * in_flight + largest) * act_scale;
-        mem.total += activations - mem.activations;
         mem.activations = activations;
+        let mem = mem.totalled();
         if worst.as_ref().is_none_or(|w| mem.total > w.total) {
             worst = Some(mem);
         }

@@ -353,10 +353,17 @@ impl Loss {
         }
     }
 
-    /// The logits it keeps for backward per sample of `s` tokens.
+    /// The logits it keeps for backward per sample of `s` tokens: with the logits upcast, the
+    /// 16-bit logits (HF's causal LMs return them, so the caller holds them through backward)
+    /// and the fp32 copy; Megatron's `vocab_parallel_cross_entropy` casts inside its autograd
+    /// function and saves only the fp32 softmax it computed in place (`save_for_backward(
+    /// exp_logits, …)`, megatron/core/tensor_parallel/cross_entropy.py, NVIDIA/Megatron-LM
+    /// d98e8a64), and `GPTModel.forward` drops the 16-bit logits when it returns the loss: 4
+    /// bytes a logit; a fused loss the 16-bit logits.
     fn acts(self, s: u64, v: u64) -> f64 {
         match self {
-            Loss::Fp32 | Loss::Megatron => logits_acts(s, v),
+            Loss::Fp32 => logits_acts(s, v),
+            Loss::Megatron => 4.0 * (s * v) as f64,
             Loss::Fused => 2.0 * (s * v) as f64,
         }
     }
