@@ -310,6 +310,12 @@ struct ProfileArgs {
     /// Tokens per sample (default: the first embedding's indices).
     #[arg(long, value_name = "S")]
     sequence: Option<u64>,
+    /// The step's memory as the allocator measured it: the `steps.csv` that
+    /// calibration/trace/profile_model.py writes beside the trace (peak allocated and reserved;
+    /// allocated at the step's start and at its forward's end, to carry it to another shape).
+    /// Without it a plan cannot tell which candidates fit.
+    #[arg(long, value_name = "STEPS.csv")]
+    memory: Option<PathBuf>,
 }
 
 /// `collsim validate`.
@@ -1658,10 +1664,19 @@ fn profile(args: ProfileArgs) -> Result<()> {
         anyhow!("{name}: not a PyTorch profiler trace (not UTF-8 at byte {})", e.valid_up_to())
     })?;
     let library = config::gpu_library()?;
+    let memory = match &args.memory {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = config::load_text(path)?;
+            Some(profile::Memory::read_steps(&file, &text).map_err(|e| anyhow!(e))?)
+        }
+        None => None,
+    };
     let opts = profile::Options {
         gpu: args.gpu.clone(),
         micro_batch: args.micro_batch,
         sequence: args.sequence,
+        memory,
     };
     let p = profile::from_trace(&name, text, &library, &opts).map_err(|e| anyhow!(e))?;
     let body = p.to_toml().map_err(|e| anyhow!(e))?;

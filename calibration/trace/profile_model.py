@@ -29,8 +29,11 @@ Writes under OUT:
 * `trace.json.gz`: the profiled step, for `collsim profile OUT/trace.json.gz -o model.toml`;
 * `memory-snapshot.pickle`: the allocator's history over the profiled step
   (`torch.cuda.memory._dump_snapshot`; view it at https://pytorch.org/memory_viz);
-* `steps.csv`: the unprofiled steps' median and minimum (ms) with the shape, and
-  `torch.cuda.max_memory_allocated` / `max_memory_reserved` after warm-up (bytes);
+* `steps.csv`: the unprofiled steps' median and minimum (ms) with the shape, and the
+  allocator's figures in bytes: `torch.cuda.memory_allocated` at a step's start and at its
+  forward's end, `max_memory_allocated` over forward and backward (and warm-up) and over the
+  optimizer step, `max_memory_reserved` (`collsim profile OUT/trace.json.gz --memory
+  OUT/steps.csv` reads them, so that a plan can tell where the model fits);
 * `env.json`: PyTorch, CUDA, NCCL, the GPU, and this command line.
 
 It takes a few minutes at most: a model that does not fit fails at its first step, with the
@@ -152,8 +155,10 @@ def main():
         ids = torch.randint(0, vocab, (a.batch, a.seq), device=dev)
         return ids, ids
 
-    def step(x, y):
+    def forward(x, y):
+        """The loss, and the model's output, which a user's loop holds through backward."""
         ctx = torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext()
+        out = None
         with ctx:
             if a.image:
                 loss = F.cross_entropy(ddp(x).float(), y)
@@ -166,6 +171,9 @@ def main():
                 if loss is None:
                     logits = out.logits if hasattr(out, "logits") else out
                     loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
+        return loss, out
+
+    def update(loss):
         if scaler:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -174,6 +182,37 @@ def main():
             loss.backward()
             opt.step()
         opt.zero_grad(set_to_none=True)
+
+    def step(x, y):
+        loss, out = forward(x, y)
+        update(loss)
+        del out
+
+    def measured_step(x, y):
+        """One step, with what the allocator holds at its start and at its forward's end, and
+        its peaks over forward and backward and over the optimizer step."""
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+        loss, out = forward(x, y)
+        fwd = torch.cuda.memory_allocated()
+        if scaler:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        # The output (HF's logits) is held through the optimizer step, as in step().
+        del loss, out
+        return start, fwd, peak, torch.cuda.max_memory_allocated()
 
     x, y = batch()
     try:
@@ -187,6 +226,9 @@ def main():
         return 1
     allocated = torch.cuda.max_memory_allocated()
     reserved = torch.cuda.max_memory_reserved()
+    start_alloc, forward_alloc, step_peak, optimizer_peak = measured_step(x, y)
+    allocated = max(allocated, step_peak)
+    reserved = max(reserved, torch.cuda.max_memory_reserved())
 
     # The profiled step, with the allocator's history.
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
@@ -213,10 +255,14 @@ def main():
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     with open(os.path.join(a.out, "steps.csv"), "w") as f:
-        f.write("batch,seq,image,params,median_ms,min_ms,max_allocated,max_reserved\n")
+        f.write(
+            "batch,seq,image,params,median_ms,min_ms,start_allocated,forward_allocated,"
+            "max_allocated,optimizer_max_allocated,max_reserved\n"
+        )
         f.write(
             f"{a.batch},{a.seq or ''},{a.image or ''},{params},{statistics.median(times):.3f},"
-            f"{min(times):.3f},{allocated},{reserved}\n"
+            f"{min(times):.3f},{start_alloc},{forward_alloc},{allocated},{optimizer_peak},"
+            f"{reserved}\n"
         )
     props = torch.cuda.get_device_properties(dev)
     env = {

@@ -750,10 +750,35 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     let span = |v: Option<usize>| v.unwrap_or(0);
     let t_at = |f: fn(&RawTrain) -> Option<usize>| span(train.and_then(f));
     match instances.iter().find_map(|i| i.workload.as_ref().ok()) {
-        Some(Workload::Ddp(spec)) if spec.profile.is_some() => {
-            return Err(src.error(
-                "workload.profile: a model profile records no memory yet, so a plan could not tell which candidates fit; simulate it on each cluster (scenarios/gpt-1.4b-profile-p5-16node.toml with --topology)",
-            ));
+        Some(Workload::Ddp(spec)) if let Some(named) = &spec.profile => {
+            let p = &named.profile;
+            let Some(m) = &p.memory else {
+                return Err(src.error(
+                    "workload.profile: the model profile records no memory, so a plan could not tell which candidates fit: make it with `collsim profile TRACE --memory steps.csv` (calibration/trace/profile_model.py writes both)",
+                ));
+            };
+            if p.micro_batch.is_none() {
+                return Err(src.error(
+                    "workload.profile: the model profile does not know its micro-batch, so a plan could not count samples (give `collsim profile` --micro-batch and --sequence)",
+                ));
+            }
+            for (key, given) in [
+                ("bucket_cap_mb", c.bucket_cap_mb.as_ref().map(|x| x.span().start)),
+                ("comm_hook", c.comm_hook.as_ref().map(|x| x.span().start)),
+            ] {
+                if let Some(at) = given {
+                    return Err(src.error_at(
+                        at,
+                        format!("candidates.{key}: a model profile replays its traced buckets and hook; profile the step with the ones to compare"),
+                    ));
+                }
+            }
+            if let (Some(mb), None) = (&c.micro_batch, m.start_allocated) {
+                return Err(src.error_at(
+                    mb.span().start,
+                    "candidates.micro_batch: the model profile's memory was measured without the step's start and forward's end (start_allocated, forward_allocated), so it holds at the traced micro-batch only",
+                ));
+            }
         }
         Some(Workload::Ddp(spec)) if spec.calls.is_some() => {
             return Err(src.error(

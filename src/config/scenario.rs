@@ -645,16 +645,7 @@ fn ddp_workload(
     };
     let compute_slowdown = optional("workload.compute_slowdown", &w.compute_slowdown, false)?;
     let memory_headroom = match &w.memory_headroom {
-        Some(v) => src.check("workload.memory_headroom", v, |&x| {
-            if (0.0..=0.5).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!(
-                    "must be a share of the GPU's memory in [0, 0.5] (got {x}; the default is {})",
-                    crate::workload::memory::DEFAULT_HEADROOM
-                ))
-            }
-        })?,
+        Some(v) => headroom(src, v)?,
         None => crate::workload::memory::DEFAULT_HEADROOM,
     };
     let rank_speeds = match &w.rank_speeds {
@@ -936,6 +927,20 @@ fn replay_slowdown(src: &Source<'_>, w: &RawWorkload) -> Result<Option<f64>, Con
     })
 }
 
+/// `memory_headroom`: a share of the GPU's memory in [0, 0.5].
+fn headroom(src: &Source<'_>, v: &Spanned<f64>) -> Result<f64, ConfigError> {
+    src.check("workload.memory_headroom", v, |&x| {
+        if (0.0..=0.5).contains(&x) {
+            Ok(x)
+        } else {
+            Err(format!(
+                "must be a share of the GPU's memory in [0, 0.5] (got {x}; the default is {})",
+                crate::workload::memory::DEFAULT_HEADROOM
+            ))
+        }
+    })
+}
+
 /// A step from a model profile (`profile = "FILE"`, relative to the scenario;
 /// [`crate::workload::profile`]), carried to the scenario's GPU and, with `micro_batch` or
 /// `sequence`, to that shape.
@@ -987,6 +992,19 @@ fn profile_workload(
     let compute_slowdown = replay_slowdown(src, w)?;
     let mut spec = DdpSpec::replay(name, calls);
     spec.compute_slowdown = compute_slowdown;
+    // Samples and tokens a step, where the profile knows its shape.
+    let p = &named.profile;
+    if let Some(b) = micro_batch.or(p.micro_batch) {
+        spec.micro_batch = b;
+    }
+    spec.sequence = sequence.or(p.sequence);
+    // The allocator's share the step's measured peak leaves free: what the profile's measured
+    // reserved/allocated ratio says, unless the scenario gives one.
+    spec.memory_headroom = match (&w.memory_headroom, &p.memory) {
+        (Some(v), _) => headroom(src, v)?,
+        (None, Some(m)) => crate::workload::memory::measured_headroom(m),
+        (None, None) => crate::workload::memory::DEFAULT_HEADROOM,
+    };
     spec.profile = Some(Box::new(named));
     Ok(spec)
 }
@@ -1704,7 +1722,9 @@ pub(crate) fn parse_workload(
             "sweep" if matches!(key, "calls" | "profile") => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
             "sweep" => "only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\"), not a collective sweep".to_string(),
             "trace" if matches!(key, "calls" | "profile" | "compute_slowdown") => return None,
-            "trace" if matches!(key, "micro_batch" | "sequence") && w.profile.is_some() => {
+            "trace" if matches!(key, "micro_batch" | "sequence" | "memory_headroom")
+                && w.profile.is_some() =>
+            {
                 return None;
             }
             "trace" => "not for kind = \"trace\" (the calls file or model profile gives the step)".to_string(),

@@ -412,7 +412,31 @@ fn run(
         Workload::Ddp(spec) => {
             let accumulation = edit_ddp(plan, c, spec, out.gpus)?;
             out.knobs = knob_label(c, accumulation);
-            let mem = ddp_memory(spec, out.gpus, scenario.gpus_per_node);
+            let mem = match spec.profile.as_deref_mut() {
+                Some(named) => {
+                    // A model profile's step is one micro-batch; another is carried anew.
+                    if let Some(k) = accumulation.filter(|&k| k > 1) {
+                        return Err(format!(
+                            "a model profile replays one micro-batch a step; the global batch needs {k} micro-steps of it"
+                        ));
+                    }
+                    if c.micro_batch.is_some() {
+                        named.micro_batch = c.micro_batch;
+                        let (name, calls) =
+                            named.replay(&inst.node.gpu.model).map_err(|(_, e)| e)?;
+                        spec.model.name = name;
+                        spec.calls = Some(calls);
+                    }
+                    crate::workload::memory::known_memory(spec, out.gpus, scenario.gpus_per_node)
+                        .ok_or_else(|| {
+                            format!(
+                                "the model profile's memory is not known at micro-batch {}",
+                                spec.micro_batch
+                            )
+                        })?
+                }
+                None => ddp_memory(spec, out.gpus, scenario.gpus_per_node),
+            };
             if let Some(why) = mem.misfit(capacity, spec.memory_headroom) {
                 return Err(format!("does not fit: {why}"));
             }

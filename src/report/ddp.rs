@@ -43,6 +43,29 @@ fn replay_table(
         exact
     };
     row(out, "collectives", format!("{n}, {shown} in all"))?;
+    // A model profile knows its shape and, measured, its memory.
+    if let Some(named) = &spec.profile {
+        if named.profile.micro_batch.is_some() {
+            row(out, "samples/s", format!("{:.1}", r.samples_per_s))?;
+            if let Some(seq) = spec.sequence {
+                row(out, "tokens/s", format!("{:.0}", r.samples_per_s * seq as f64))?;
+            }
+        }
+        let gpu = s.node.gpu.model.memory.get() as f64;
+        let line = match crate::workload::memory::known_memory(spec, r.world, s.gpus_per_node) {
+            Some(mem) => format!(
+                "{:.1} of {:.1} GiB ({:.1} usable with {} % headroom), as the allocator measured it ({})",
+                mem.total / GIB,
+                gpu / GIB,
+                gpu * (1.0 - spec.memory_headroom) / GIB,
+                crate::workload::memory::headroom_pct(spec.memory_headroom),
+                mem.parts()
+            ),
+            None if named.profile.memory.is_some() => "not known at this shape (the profile's memory was measured without the step's start and forward's end, so it holds at the traced shape only)".to_string(),
+            None => "not measured (make the profile with `collsim profile TRACE --memory steps.csv`)".to_string(),
+        };
+        row(out, "memory per GPU", line)?;
+    }
     Ok(())
 }
 
@@ -350,7 +373,9 @@ pub fn json(
     if spec.calls.is_some()
         && let Some(o) = v.as_object_mut()
     {
-        for k in REPLAY_UNKNOWN {
+        // A model profile that knows its micro-batch knows its samples.
+        let samples = spec.profile.as_ref().is_some_and(|p| p.profile.micro_batch.is_some());
+        for k in REPLAY_UNKNOWN.into_iter().filter(|k| !(samples && *k == "samples_per_s")) {
             o.insert(k.into(), serde_json::Value::Null);
         }
     }

@@ -192,6 +192,10 @@ pub struct DdpMemory {
     pub unsharded: f64,
     /// Autocast's 16-bit weight cache.
     pub autocast: f64,
+    /// A model profile's memory at its step's start, as the allocator measured it (weights,
+    /// gradients, optimizer state, buckets: whatever the step held), or its whole peak where
+    /// the start was not measured.
+    pub measured: f64,
     /// Activations of one micro-batch.
     pub activations: f64,
     /// What the optimizer step allocates while it runs, when the micro-batch's activations are
@@ -218,7 +222,40 @@ pub(crate) fn sixteen_bit(spec: &DdpSpec) -> bool {
 /// [`ddp_memory`] where the step says what it holds: none for a replayed list of calls, whose
 /// model is not known.
 pub fn known_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> Option<DdpMemory> {
+    if let Some(named) = &spec.profile {
+        return named.memory().map(profiled_memory);
+    }
     spec.calls.is_none().then(|| ddp_memory(spec, world, ranks_per_node))
+}
+
+/// A model profile's memory as the allocator measured it, carried to the step's shape
+/// ([`super::profile::Memory::carried`]): what it held at the step's start, the larger of
+/// what forward and backward added and what the optimizer step did, and the runtime reserve,
+/// which the allocator does not count. The same on every rank: the step as traced holds its
+/// gradients and DDP's buckets whole.
+pub fn profiled_memory(m: super::profile::CarriedMemory) -> DdpMemory {
+    DdpMemory {
+        params: 0.0,
+        grads: 0.0,
+        master: 0.0,
+        optimizer: 0.0,
+        buckets: 0.0,
+        unsharded: 0.0,
+        autocast: 0.0,
+        measured: m.kept,
+        activations: m.activations,
+        step_transient: m.optimizer,
+        runtime: RUNTIME_RESERVE,
+        total: 0.0,
+        activations_known: true,
+    }
+    .totalled()
+}
+
+/// The headroom a measured step leaves the allocator: the share of what it reserved that it
+/// did not hand out at its peak (1 - allocated/reserved), at most the 0.5 a scenario may give.
+pub fn measured_headroom(m: &super::profile::Memory) -> f64 {
+    (1.0 - m.max_allocated as f64 / m.max_reserved as f64).clamp(0.0, 0.5)
 }
 
 /// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
@@ -263,6 +300,7 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         buckets,
         unsharded: 0.0,
         autocast: 0.0,
+        measured: 0.0,
         activations,
         step_transient: 0.0,
         runtime: RUNTIME_RESERVE,
@@ -334,6 +372,7 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         buckets: 0.0,
         unsharded: gathered + reducing,
         autocast: 0.0,
+        measured: 0.0,
         activations,
         step_transient: 0.0,
         runtime: RUNTIME_RESERVE,
@@ -406,6 +445,7 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
         buckets,
         unsharded: 0.0,
         autocast,
+        measured: 0.0,
         activations,
         step_transient: step_transient(spec, numel, sixteen_bit_grads),
         runtime: RUNTIME_RESERVE,
@@ -485,6 +525,7 @@ impl DdpMemory {
             + self.buckets
             + self.unsharded
             + self.autocast
+            + self.measured
             + self.activations.max(self.step_transient)
             + self.runtime;
         self
@@ -512,6 +553,7 @@ impl DdpMemory {
             ("buckets", self.buckets),
             ("unsharded units", self.unsharded),
             ("autocast cache", self.autocast),
+            ("measured", self.measured),
         ];
         kept.iter()
             .filter(|(_, b)| *b > 0.0)
@@ -558,6 +600,7 @@ mod tests {
             buckets: 0.0,
             unsharded: 0.0,
             autocast,
+            measured: 0.0,
             activations: 0.0,
             step_transient: 0.0,
             runtime: 0.0,

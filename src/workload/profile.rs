@@ -233,11 +233,182 @@ pub struct ModelProfile {
     /// From the host's first kernel launch (or async copy or memset) to its last, ms: under the
     /// profiler, which slows the host.
     pub host_span_ms: f64,
+    /// The step's memory as the caching allocator measured it, where it was given
+    /// (`collsim profile --memory steps.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// The step, in program order.
     pub step: Vec<Entry>,
     /// Per phase and class.
     #[serde(default)]
     pub summary: Vec<Summary>,
+}
+
+/// A step's device memory as PyTorch's caching allocator measured it, bytes: what
+/// `calibration/trace/profile_model.py` writes to its `steps.csv` (`torch.cuda.memory_allocated`
+/// when the step starts and when its forward ends, `max_memory_allocated` over forward and
+/// backward and over the optimizer step, `max_memory_reserved`). The allocator does not count
+/// the CUDA context or NCCL's buffers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// The file it was read from.
+    pub source: String,
+    /// The step's peak allocated.
+    pub max_allocated: u64,
+    /// The step's peak reserved (allocated, and cached for reuse).
+    pub max_reserved: u64,
+    /// Allocated when the step starts: weights, optimizer state, DDP's buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_allocated: Option<u64>,
+    /// Allocated when the forward ends: the start's, and what forward keeps for backward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_allocated: Option<u64>,
+    /// The optimizer step's peak allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer_max_allocated: Option<u64>,
+}
+
+/// A profile's memory carried to another shape, bytes: what [`super::memory::DdpMemory`]
+/// reports for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CarriedMemory {
+    /// Allocated when the step starts (the whole peak where the split is not known).
+    pub kept: f64,
+    /// Forward's kept activations and backward's excess over them.
+    pub activations: f64,
+    /// The optimizer step's excess over the start.
+    pub optimizer: f64,
+    /// Reserved over allocated at the peak.
+    pub reserved_ratio: f64,
+}
+
+impl Memory {
+    /// Reads `profile_model.py`'s `steps.csv` (`file`, its `text`): one row, its
+    /// `max_allocated` and `max_reserved` columns, and where present `start_allocated`,
+    /// `forward_allocated` and `optimizer_max_allocated`.
+    pub fn read_steps(file: &str, text: &str) -> Result<Memory, String> {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let Some((_, header)) = lines.next() else {
+            return Err(format!("{file}: empty (profile_model.py writes a header and one row)"));
+        };
+        let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        let rows: Vec<(usize, &str)> = lines.collect();
+        let (line, row) = match rows.as_slice() {
+            [r] => *r,
+            [] => return Err(format!("{file}: no row under the header")),
+            [_, (i, _), ..] => {
+                return Err(format!(
+                    "{file}:{}: a second row (one profiled step is one row)",
+                    i + 1
+                ));
+            }
+        };
+        let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+        if cells.len() != names.len() {
+            return Err(format!(
+                "{file}:{}: {} fields where the header has {}",
+                line + 1,
+                cells.len(),
+                names.len()
+            ));
+        }
+        let field = |name: &str| -> Result<Option<u64>, String> {
+            let Some(i) = names.iter().position(|n| *n == name) else { return Ok(None) };
+            match cells[i] {
+                "" => Ok(None),
+                c => c.parse::<u64>().map(Some).map_err(|_| {
+                    format!("{file}:{}: {name}: not a whole number of bytes ({c:?})", line + 1)
+                }),
+            }
+        };
+        let need = |name: &str| {
+            field(name)?.ok_or_else(|| {
+                format!("{file}: no {name} column (written by calibration/trace/profile_model.py)")
+            })
+        };
+        let m = Memory {
+            // Its name, as the trace's `source` is (no directories of the machine it ran on).
+            source: std::path::Path::new(file)
+                .file_name()
+                .map_or(file.to_string(), |f| f.to_string_lossy().into_owned()),
+            max_allocated: need("max_allocated")?,
+            max_reserved: need("max_reserved")?,
+            start_allocated: field("start_allocated")?,
+            forward_allocated: field("forward_allocated")?,
+            optimizer_max_allocated: field("optimizer_max_allocated")?,
+        };
+        m.check().map_err(|e| format!("{file}:{}: {e}", line + 1))?;
+        Ok(m)
+    }
+
+    /// Whether its figures are consistent: the peaks at least what is allocated along the way,
+    /// reserved at least allocated, all under 2^50 bytes (a petabyte).
+    pub fn check(&self) -> Result<(), String> {
+        const MAX: u64 = 1 << 50;
+        let at_most = |name: &str, x: u64, max: u64, what: &str| {
+            if x > max { Err(format!("{name} ({x}) is more than {what} ({max})")) } else { Ok(()) }
+        };
+        at_most("max_reserved", self.max_reserved, MAX, "a petabyte")?;
+        if self.max_allocated == 0 {
+            return Err("max_allocated: 0 bytes (the step allocated nothing?)".into());
+        }
+        at_most("max_allocated", self.max_allocated, self.max_reserved, "max_reserved")?;
+        if let Some(f) = self.forward_allocated {
+            at_most("forward_allocated", f, self.max_allocated, "max_allocated")?;
+        }
+        if let Some(st) = self.start_allocated {
+            at_most(
+                "start_allocated",
+                st,
+                self.forward_allocated.unwrap_or(st),
+                "forward_allocated",
+            )?;
+            at_most("start_allocated", st, self.max_allocated, "max_allocated")?;
+        }
+        if let Some(o) = self.optimizer_max_allocated {
+            at_most("optimizer_max_allocated", o, self.max_reserved, "max_reserved")?;
+        }
+        if self.start_allocated.is_some() != self.forward_allocated.is_some() {
+            return Err(
+                "start_allocated and forward_allocated come together (neither is of use alone)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Carried to `tokens` times the traced micro-batch × sequence: None where that is not the
+    /// traced shape and the step's start and forward were not measured.
+    ///
+    /// What forward keeps (forward's end less the start) grows with the tokens. Backward's
+    /// excess over it mixes gradients (fixed) and activation gradients (with the tokens), and
+    /// is taken whole, never less: scaled with the tokens above the traced shape, kept as
+    /// measured below it, so that neither way is the carried peak optimistic. The optimizer
+    /// step's peak, when the activations are freed, stays as measured.
+    pub fn carried(&self, tokens: f64) -> Option<CarriedMemory> {
+        let reserved_ratio = self.max_reserved as f64 / self.max_allocated as f64;
+        let optimizer =
+            |start: f64| self.optimizer_max_allocated.map_or(0.0, |o| (o as f64 - start).max(0.0));
+        match (self.start_allocated, self.forward_allocated) {
+            (Some(start), Some(fwd)) => {
+                let (start, fwd, max) = (start as f64, fwd as f64, self.max_allocated as f64);
+                let backward = max - fwd;
+                Some(CarriedMemory {
+                    kept: start,
+                    activations: (fwd - start) * tokens + backward * tokens.max(1.0),
+                    optimizer: optimizer(start),
+                    reserved_ratio,
+                })
+            }
+            _ if tokens == 1.0 => Some(CarriedMemory {
+                kept: self.max_allocated as f64,
+                activations: 0.0,
+                optimizer: 0.0,
+                reserved_ratio,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// What `collsim profile` may be told beside the trace.
@@ -249,6 +420,8 @@ pub struct Options {
     pub micro_batch: Option<u64>,
     /// Tokens per sample (likewise).
     pub sequence: Option<u64>,
+    /// The step's memory (`--memory steps.csv`).
+    pub memory: Option<Memory>,
 }
 
 /// GEMM kernel names' marks (cuBLAS, cuBLASLt's nvjet, CUTLASS, tensor-core MMAs).
@@ -723,6 +896,7 @@ pub fn from_trace(
         traced_step_ms: round3(step_span.unwrap_or(last - first) / 1e3),
         gpu_busy_ms: round3(busy / 1e3),
         host_span_ms: if host.1 > host.0 { round3((host.1 - host.0) / 1e3) } else { 0.0 },
+        memory: opts.memory.clone(),
         step,
         summary,
     })
@@ -803,9 +977,12 @@ impl ModelProfile {
     pub fn to_toml(&self) -> Result<String, String> {
         #[derive(Serialize)]
         struct Tables<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            memory: Option<&'a Memory>,
             summary: &'a [Summary],
         }
-        let head = ModelProfile { step: Vec::new(), summary: Vec::new(), ..self.clone() };
+        let head =
+            ModelProfile { step: Vec::new(), summary: Vec::new(), memory: None, ..self.clone() };
         let mut text = String::from(
             "# A model profile written by `collsim profile` (src/workload/profile.rs documents every\n\
              # field). A scenario names it with [workload] profile = \"FILE\".\n",
@@ -824,7 +1001,8 @@ impl ModelProfile {
         }
         text.push_str("]\n\n");
         text.push_str(
-            &toml::to_string(&Tables { summary: &self.summary }).map_err(|e| e.to_string())?,
+            &toml::to_string(&Tables { memory: self.memory.as_ref(), summary: &self.summary })
+                .map_err(|e| e.to_string())?,
         );
         Ok(text)
     }
@@ -877,6 +1055,12 @@ impl ModelProfile {
         for (field, x) in [("micro_batch", p.micro_batch), ("sequence", p.sequence)] {
             if x.is_some_and(|x| !(1..=MAX_SHAPE).contains(&x)) {
                 return Err(bad(field, format!("must be 1 to {MAX_SHAPE}")));
+            }
+        }
+        if let Some(m) = &p.memory {
+            m.check().map_err(|e| bad("memory", e))?;
+            if m.source.chars().any(char::is_control) {
+                return Err(bad("memory.source", "a name with control characters".into()));
             }
         }
         for (i, e) in p.step.iter().enumerate() {
@@ -1000,6 +1184,21 @@ pub struct Named {
 }
 
 impl Named {
+    /// The step's memory carried to its shape, where the profile has one that carries there.
+    pub fn memory(&self) -> Option<CarriedMemory> {
+        let p = &self.profile;
+        let m = p.memory.as_ref()?;
+        let tokens = match (p.micro_batch, p.sequence) {
+            (Some(b), Some(s)) => {
+                let (b2, s2) = (self.micro_batch.unwrap_or(b), self.sequence.unwrap_or(s));
+                (b2 * s2) as f64 / (b * s) as f64
+            }
+            _ if self.micro_batch.is_none() && self.sequence.is_none() => 1.0,
+            _ => return None,
+        };
+        m.carried(tokens)
+    }
+
     /// The step on `gpu`: its name for the report and its calls.
     pub fn replay(&self, gpu: &GpuModel) -> Result<(String, Vec<Call>), (Blame, String)> {
         let p = &self.profile;
@@ -1094,6 +1293,40 @@ impl Carry {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn measured_memory_carries_where_its_split_is_known_and_never_optimistically() {
+        let peaks = Memory {
+            source: "steps.csv".into(),
+            max_allocated: 100,
+            max_reserved: 125,
+            start_allocated: None,
+            forward_allocated: None,
+            optimizer_max_allocated: None,
+        };
+        assert_eq!(peaks.carried(1.0).map(|c| c.kept), Some(100.0));
+        assert_eq!(peaks.carried(2.0), None);
+        // 40 kept at the start, forward keeps 30, backward adds 30 more, the step peaks at 60.
+        let split = Memory {
+            start_allocated: Some(40),
+            forward_allocated: Some(70),
+            optimizer_max_allocated: Some(60),
+            ..peaks
+        };
+        let c = |t: f64| split.carried(t).unwrap();
+        assert_eq!((c(1.0).kept, c(1.0).activations, c(1.0).optimizer), (40.0, 60.0, 20.0));
+        assert_eq!(c(2.0).activations, 120.0);
+        assert_eq!(c(0.5).activations, 45.0);
+        assert_eq!(c(1.0).reserved_ratio, 1.25);
+        // Figures that contradict each other are refused.
+        let bad = Memory { forward_allocated: Some(30), ..split.clone() };
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .contains("start_allocated (40) is more than forward_allocated")
+        );
+    }
+
     use super::*;
 
     /// A step of four kernels: the embedding's gather and a GEMM on 2 x 8 tokens forward, an

@@ -105,7 +105,7 @@ fn a_killed_shard_resumes_without_evaluating_a_candidate_twice() {
 }
 
 /// The CSV rows of a plan run, as maps from column to value.
-fn csv_rows(out: &str) -> Vec<std::collections::HashMap<String, String>> {
+pub(crate) fn csv_rows(out: &str) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_reader(out.as_bytes());
     let head: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     r.records()

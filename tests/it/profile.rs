@@ -296,3 +296,154 @@ fn a_topology_sweep_carries_the_profile_to_each_gpu() {
     // change only the collectives).
     assert!(rows[1].contains(&format!("{compute:.3}")), "{compute} not in {}", rows[1]);
 }
+
+/// The H2048 profile made again with `steps.csv` as `profile_model.py` writes it. The figures
+/// are made up for the test (the trace's capture recorded no memory): 25 GB at the step's
+/// start, 16 GB more at forward's end, a 46 GB peak, 31 GB in the optimizer step, 50 GB
+/// reserved.
+fn with_memory(name: &str, columns: &str, row: &str) -> std::path::PathBuf {
+    let steps = tmp(&format!("{name}-steps.csv"), &format!("{columns}\n{row}\n"));
+    let out = super::scratch().join(format!("collsim-profile-{}-{name}.toml", std::process::id()));
+    collsim_ok(&[
+        "profile",
+        &format!("{DIR}/run2-kineto-ddp-h2048.json.gz"),
+        "--memory",
+        steps.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+const STEPS_COLUMNS: &str = "batch,seq,image,params,median_ms,min_ms,start_allocated,forward_allocated,max_allocated,optimizer_max_allocated,max_reserved";
+const STEPS_ROW: &str =
+    "8,1024,,1420000000,157.1,152.8,25000000000,41000000000,46000000000,31000000000,50000000000";
+
+#[test]
+fn a_profile_with_the_allocators_figures_says_what_the_step_holds_and_a_plan_uses_it() {
+    let p = with_memory("mem", STEPS_COLUMNS, STEPS_ROW);
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains("[memory]\nsource = \"mem-steps.csv\"\nmax_allocated = 46000000000\n"));
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let on = |extra: &str| {
+        let s = tmp(
+            &format!("mem-{}.toml", extra.len()),
+            &format!(
+                "[cluster]\ntopology = \"aws-p5\"\nnodes = 2\n\n[workload]\nprofile = \"{}\"\n{extra}",
+                p.display()
+            ),
+        );
+        let out = collsim_ok(&["simulate", s.to_str().unwrap()]);
+        let line = out.lines().find(|l| l.contains("memory per GPU")).unwrap().to_string();
+        (s, line)
+    };
+    // At the traced shape: the start, the larger of forward-and-backward (46 - 25 GB) and the
+    // optimizer step (31 - 25), the 1.5 GiB runtime; 8 % headroom from 46/50.
+    let (traced, line) = on("");
+    let total = gib(46e9) + 1.5;
+    assert!(
+        line.contains(&format!("{total:.1} of 80.0 GiB (73.6 usable with 8 % headroom)")),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "measured {:.1} + max(activations {:.1}, optimizer step {:.1}) + runtime 1.5",
+            gib(25e9),
+            gib(21e9),
+            gib(6e9)
+        )),
+        "{line}"
+    );
+    // Twice the tokens: forward's 16 GB and backward's 5 GB both double; half: forward's
+    // halves, backward's is kept.
+    let (_, line) = on("micro_batch = 16\n");
+    assert!(line.contains(&format!("activations {:.1}", gib(2.0 * 21e9))), "{line}");
+    let (_, line) = on("micro_batch = 4\n");
+    assert!(line.contains(&format!("activations {:.1}", gib(8e9 + 5e9))), "{line}");
+    // A headroom the scenario gives wins over the measured one.
+    let (_, line) = on("memory_headroom = 0.2\n");
+    assert!(line.contains("(64.0 usable with 20 % headroom)"), "{line}");
+    // A plan over it: samples from the profile's 8 x 1,024 tokens, memory as carried; 8 a
+    // micro-batch (44.3 GiB) does not fit an A100's 40 GB, 2 (33.2) does.
+    let plan = tmp(
+        "mem-plan.toml",
+        &format!(
+            "scenario = \"{}\"\n[train]\ntokens = 1e9\n[candidates]\ninstances = [\"aws-p5\", \"aws-p4d\"]\nnodes = [2]\nmicro_batch = [2, 8]\n",
+            traced.display()
+        ),
+    );
+    let rows =
+        super::plan::csv_rows(&collsim_ok(&["plan", plan.to_str().unwrap(), "--format", "csv"]));
+    let row = |inst: &str, mb: &str| {
+        rows.iter()
+            .find(|r| r["instance"] == inst && r["knobs"].contains(mb))
+            .unwrap_or_else(|| panic!("{inst} {mb}: {rows:?}"))
+    };
+    assert_eq!(row("aws-p5", "mb 8")["rejected"], "");
+    assert!(row("aws-p4d", "mb 8")["rejected"].contains("does not fit"), "{rows:?}");
+    assert_eq!(row("aws-p4d", "mb 2")["rejected"], "", "{rows:?}");
+    let gib: f64 = row("aws-p4d", "mb 2")["memory_gib"].parse().unwrap();
+    assert!((gib - 33.2).abs() < 0.05, "{gib}");
+}
+
+#[test]
+fn a_profile_without_its_memory_or_with_bad_figures_is_refused_with_the_reason() {
+    // A plan on a profile without memory says how to make one with it.
+    let s = scenario("nomem.toml", "aws-p5", 2, 8, "");
+    let plan = tmp(
+        "nomem-plan.toml",
+        &format!(
+            "scenario = \"{s}\"\n[train]\nsteps = 10\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\n"
+        ),
+    );
+    fails_with(
+        &["plan", plan.to_str().unwrap()],
+        &["workload.profile: the model profile records no memory", "--memory steps.csv"],
+    );
+    // Peaks alone hold at the traced shape only: a plan's micro-batch knob is refused.
+    let p = with_memory(
+        "peaks",
+        "batch,seq,max_allocated,max_reserved",
+        "8,1024,46000000000,50000000000",
+    );
+    let s = tmp(
+        "peaks.toml",
+        &format!(
+            "[cluster]\ntopology = \"aws-p5\"\nnodes = 2\n\n[workload]\nprofile = \"{}\"\n",
+            p.display()
+        ),
+    );
+    let plan = tmp(
+        "peaks-plan.toml",
+        &format!(
+            "scenario = \"{}\"\n[train]\nsteps = 10\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\nmicro_batch = [4]\n",
+            s.display()
+        ),
+    );
+    fails_with(
+        &["plan", plan.to_str().unwrap()],
+        &["candidates.micro_batch:", "traced micro-batch only"],
+    );
+    // Bad figures name the file and line.
+    let trace = format!("{DIR}/run2-kineto-ddp-h2048.json.gz");
+    for (row, why) in [
+        (
+            "8,1024,46000000000,40000000000",
+            "peaks-bad-steps.csv:2: max_allocated (46000000000) is more than max_reserved",
+        ),
+        (
+            "8,1024,4.6e10,50000000000",
+            "peaks-bad-steps.csv:2: max_allocated: not a whole number of bytes",
+        ),
+        ("8,1024,46000000000", "peaks-bad-steps.csv:2: 3 fields where the header has 4"),
+    ] {
+        let steps =
+            tmp("peaks-bad-steps.csv", &format!("batch,seq,max_allocated,max_reserved\n{row}\n"));
+        fails_with(&["profile", &trace, "--memory", steps.to_str().unwrap()], &[why]);
+    }
+    let steps = tmp("none-steps.csv", "batch,seq,median_ms\n8,1024,157.1\n");
+    fails_with(
+        &["profile", &trace, "--memory", steps.to_str().unwrap()],
+        &["no max_allocated column"],
+    );
+}
