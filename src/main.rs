@@ -1716,6 +1716,23 @@ fn profile(args: ProfileArgs) -> Result<()> {
             opt(s.fraction_of_bandwidth, true),
         ));
     }
+    // Per layer: the forward's and backward's repeated blocks.
+    for b in &p.blocks {
+        let mut classes: Vec<(&String, &f64)> = b.by_class.iter().collect();
+        classes.sort_by(|x, y| y.1.total_cmp(x.1).then(x.0.cmp(y.0)));
+        let classes =
+            classes.iter().map(|(c, ms)| format!("{c} {ms:.3}")).collect::<Vec<_>>().join(", ");
+        e.push_str(&format!(
+            "{:<10} {} repeated blocks (layers) of {} kernels: {:.3} ms each ({classes}; {:.3} to {:.3}), {:.3} ms outside them\n",
+            b.phase.name(),
+            b.count,
+            b.kernels,
+            b.time_ms,
+            b.min_ms,
+            b.max_ms,
+            b.outside_ms
+        ));
+    }
     // An empty sum is -0.
     let host = 0.0
         + p.step

@@ -195,6 +195,57 @@ pub struct Summary {
     pub fraction_of_bandwidth: Option<f64>,
 }
 
+/// A phase's repeated block (a model's layers): the longest run of consecutive identical
+/// kernel sequences (by kernel name) in that phase, found by [`repeated_block`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Blocks {
+    /// Where in the step.
+    pub phase: Phase,
+    /// Consecutive blocks.
+    pub count: u64,
+    /// Kernels in one block.
+    pub kernels: u64,
+    /// One block's time, the mean over the blocks, ms.
+    pub time_ms: f64,
+    /// That time by class (`gemm`, `attention`, `memory`, ...), ms.
+    pub by_class: BTreeMap<String, f64>,
+    /// The fastest and slowest block, ms.
+    pub min_ms: f64,
+    /// See `min_ms`.
+    pub max_ms: f64,
+    /// The phase's kernel time outside the blocks, ms.
+    pub outside_ms: f64,
+}
+
+/// The longest run of `period`-long sequences repeated back to back in `ids`, at least
+/// twice and at least `min_period` long: (start, period, repeats). Among runs that cover as
+/// many elements, the shortest period (one layer, not two), then the earliest.
+pub fn repeated_block(ids: &[u32], min_period: usize) -> Option<(usize, usize, usize)> {
+    let n = ids.len();
+    let mut best: Option<(usize, usize, usize)> = None;
+    let cover = |b: &Option<(usize, usize, usize)>| b.map_or(0, |(_, p, r)| p * r);
+    for p in min_period.max(1)..=n / 2 {
+        // Runs of ids[i] == ids[i + p]: a run of length L from i0 holds 1 + L / p blocks.
+        let mut i = 0;
+        while i + p < n {
+            if ids[i] != ids[i + p] {
+                i += 1;
+                continue;
+            }
+            let i0 = i;
+            while i + p < n && ids[i] == ids[i + p] {
+                i += 1;
+            }
+            let repeats = 1 + (i - i0) / p;
+            if repeats >= 2 && p * repeats > cover(&best) {
+                best = Some((i0, p, repeats));
+            }
+        }
+    }
+    best
+}
+
 /// A model profile (`collsim profile`'s output).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -237,6 +288,9 @@ pub struct ModelProfile {
     /// (`collsim profile --memory steps.csv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// The repeated blocks (layers) of the forward and backward, where found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Blocks>,
     /// The step, in program order.
     pub step: Vec<Entry>,
     /// Per phase and class.
@@ -735,6 +789,9 @@ pub fn from_trace(
     let mut sums: BTreeMap<(Phase, Class), (u64, f64, f64, u64)> = BTreeMap::new();
     let mut precisions: BTreeMap<&'static str, f64> = BTreeMap::new();
     let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+    // Every kernel in order (phase, class, name's id, µs), for the repeated blocks.
+    let mut names: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut sequence: Vec<(Phase, Class, u32, f64)> = Vec::new();
     for &(call, event) in &traced.kernels {
         let e = &events[event];
         let cat = e.get("cat").and_then(Value::as_str).unwrap_or("");
@@ -782,6 +839,9 @@ pub fn from_trace(
             _ => Scale::Fixed,
         };
         tags.insert(call, (class, scale, phase));
+        let next = names.len() as u32;
+        let kid = *names.entry(kname).or_insert(next);
+        sequence.push((phase, class, kid, dur));
         let s = sums.entry((phase, class)).or_insert((0, 0.0, 0.0, 0));
         s.0 += 1;
         s.1 += dur;
@@ -897,9 +957,50 @@ pub fn from_trace(
         gpu_busy_ms: round3(busy / 1e3),
         host_span_ms: if host.1 > host.0 { round3((host.1 - host.0) / 1e3) } else { 0.0 },
         memory: opts.memory.clone(),
+        blocks: blocks_of(&sequence),
         step,
         summary,
     })
+}
+
+/// The forward's and the backward's repeated blocks in `sequence` (phase, class, kernel
+/// name's id, µs, in order), each with at least 3 kernels (a layer has its GEMMs and what lies
+/// between them) and covering at least a quarter of its phase's kernels.
+fn blocks_of(sequence: &[(Phase, Class, u32, f64)]) -> Vec<Blocks> {
+    let mut out = Vec::new();
+    for phase in [Phase::Forward, Phase::Backward] {
+        let ks: Vec<&(Phase, Class, u32, f64)> = sequence.iter().filter(|k| k.0 == phase).collect();
+        let ids: Vec<u32> = ks.iter().map(|k| k.2).collect();
+        let Some((start, period, count)) = repeated_block(&ids, 3) else { continue };
+        if 4 * period * count < ids.len() {
+            continue;
+        }
+        let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+        let mut times = Vec::with_capacity(count);
+        for b in 0..count {
+            let block = &ks[start + b * period..start + (b + 1) * period];
+            times.push(block.iter().map(|k| k.3).sum::<f64>());
+            for k in block {
+                *by_class.entry(k.1.name().to_string()).or_default() += k.3;
+            }
+        }
+        let total: f64 = ks.iter().map(|k| k.3).sum();
+        let inside: f64 = times.iter().sum();
+        for v in by_class.values_mut() {
+            *v = round3(*v / count as f64 / 1e3);
+        }
+        out.push(Blocks {
+            phase,
+            count: count as u64,
+            kernels: period as u64,
+            time_ms: round3(inside / count as f64 / 1e3),
+            by_class,
+            min_ms: round3(times.iter().copied().fold(f64::INFINITY, f64::min) / 1e3),
+            max_ms: round3(times.iter().copied().fold(0.0, f64::max) / 1e3),
+            outside_ms: round3((total - inside).max(0.0) / 1e3),
+        });
+    }
+    out
 }
 
 fn round3(x: f64) -> f64 {
@@ -979,10 +1080,17 @@ impl ModelProfile {
         struct Tables<'a> {
             #[serde(skip_serializing_if = "Option::is_none")]
             memory: Option<&'a Memory>,
+            #[serde(skip_serializing_if = "<[Blocks]>::is_empty")]
+            blocks: &'a [Blocks],
             summary: &'a [Summary],
         }
-        let head =
-            ModelProfile { step: Vec::new(), summary: Vec::new(), memory: None, ..self.clone() };
+        let head = ModelProfile {
+            step: Vec::new(),
+            summary: Vec::new(),
+            memory: None,
+            blocks: Vec::new(),
+            ..self.clone()
+        };
         let mut text = String::from(
             "# A model profile written by `collsim profile` (src/workload/profile.rs documents every\n\
              # field). A scenario names it with [workload] profile = \"FILE\".\n",
@@ -1001,8 +1109,12 @@ impl ModelProfile {
         }
         text.push_str("]\n\n");
         text.push_str(
-            &toml::to_string(&Tables { memory: self.memory.as_ref(), summary: &self.summary })
-                .map_err(|e| e.to_string())?,
+            &toml::to_string(&Tables {
+                memory: self.memory.as_ref(),
+                blocks: &self.blocks,
+                summary: &self.summary,
+            })
+            .map_err(|e| e.to_string())?,
         );
         Ok(text)
     }
@@ -1293,6 +1405,19 @@ impl Carry {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_repeated_block_is_the_longest_run_of_one_period() {
+        // An embedding (9), three layers of 4 kernels, a head (8, 9).
+        let ids = [9, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 8, 9];
+        assert_eq!(repeated_block(&ids, 3), Some((1, 4, 3)));
+        // Two layers a period cover as much, less often: one layer it is.
+        let ids = [1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3];
+        assert_eq!(repeated_block(&ids, 3), Some((0, 3, 4)));
+        // Nothing repeats: none.
+        assert_eq!(repeated_block(&[1, 2, 3, 4, 5, 6], 3), None);
+        assert_eq!(repeated_block(&[], 3), None);
+    }
 
     #[test]
     fn measured_memory_carries_where_its_split_is_known_and_never_optimistically() {
