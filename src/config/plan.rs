@@ -60,6 +60,7 @@ struct RawCandidates {
     micro_batch: Option<S<Vec<i64>>>,
     tp: Option<S<Vec<i64>>>,
     pp: Option<S<Vec<i64>>>,
+    cp: Option<S<Vec<i64>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,6 +207,8 @@ pub struct PlanSpec {
     pub tp: Vec<Option<usize>>,
     /// Pipeline stages of a 3-D layout (None: the workload's own).
     pub pp: Vec<Option<usize>>,
+    /// Context-parallel degrees (None: the workload's own).
+    pub cp: Vec<Option<usize>>,
     /// Samples per optimizer step over all GPUs, kept by gradient accumulation.
     pub global_batch: Option<u64>,
     /// How much training there is.
@@ -698,6 +701,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     };
     let tp = degree("candidates.tp", &c.tp)?;
     let pp = degree("candidates.pp", &c.pp)?;
+    let cp = degree("candidates.cp", &c.cp)?;
 
     let train = raw.train.as_ref();
     let amount = match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
@@ -765,13 +769,22 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             for (key, given) in [
                 ("bucket_cap_mb", c.bucket_cap_mb.as_ref().map(|x| x.span().start)),
                 ("comm_hook", c.comm_hook.as_ref().map(|x| x.span().start)),
+                ("tp", c.tp.as_ref().map(|x| x.span().start)),
+                ("pp", c.pp.as_ref().map(|x| x.span().start)),
+                ("cp", c.cp.as_ref().map(|x| x.span().start)),
             ] {
                 if let Some(at) = given {
                     return Err(src.error_at(
                         at,
-                        format!("candidates.{key}: a model profile replays its traced buckets and hook; profile the step with the ones to compare"),
+                        format!("candidates.{key}: a model profile replays its traced step (its buckets, hook and layout); profile the step with the ones to compare"),
                     ));
                 }
+            }
+            if matches!(amount, Amount::Tokens(_)) && p.sequence.is_none() {
+                return Err(src.error_at(
+                    t_at(|t| t.tokens.as_ref().map(|x| x.span().start)),
+                    "train.tokens: the model profile does not know its sequence; give samples or steps",
+                ));
             }
             if let (Some(mb), None) = (&c.micro_batch, m.start_allocated) {
                 return Err(src.error_at(
@@ -786,12 +799,13 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
             ));
         }
         Some(Workload::Ddp(spec))
-            if spec.parallel.is_none() && (c.tp.is_some() || c.pp.is_some()) =>
+            if spec.parallel.is_none() && (c.tp.is_some() || c.pp.is_some() || c.cp.is_some()) =>
         {
-            let at = c.tp.as_ref().or(c.pp.as_ref()).map_or(0, |x| x.span().start);
+            let at =
+                c.tp.as_ref().or(c.pp.as_ref()).or(c.cp.as_ref()).map_or(0, |x| x.span().start);
             return Err(src.error_at(
                 at,
-                "candidates.tp, candidates.pp: degrees of a 3-D layout; the workload has no [workload.parallel]",
+                "candidates.tp, candidates.pp, candidates.cp: degrees of a 3-D layout; the workload has no [workload.parallel]",
             ));
         }
         Some(Workload::Ddp(spec)) if spec.parallel.is_some() && c.comm_hook.is_some() => {
@@ -828,6 +842,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                 ("micro_batch", c.micro_batch.as_ref().map(|x| x.span().start)),
                 ("tp", c.tp.as_ref().map(|x| x.span().start)),
                 ("pp", c.pp.as_ref().map(|x| x.span().start)),
+                ("cp", c.cp.as_ref().map(|x| x.span().start)),
             ] {
                 if let Some(at) = at {
                     return Err(src.error_at(
@@ -849,6 +864,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         micro_batch.len(),
         tp.len(),
         pp.len(),
+        cp.len(),
     ]
     .iter()
     .try_fold(1usize, |a, &n| a.checked_mul(n))
@@ -879,6 +895,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         micro_batch,
         tp,
         pp,
+        cp,
         global_batch,
         amount,
         objective,

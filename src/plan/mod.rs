@@ -42,6 +42,8 @@ pub struct Candidate {
     pub tp: Option<usize>,
     /// Pipeline stages of a 3-D layout, if the plan sets it.
     pub pp: Option<usize>,
+    /// Context-parallel degree of a 3-D layout, if the plan sets it.
+    pub cp: Option<usize>,
 }
 
 /// Every candidate of `plan`, in its fixed order: the last knob varies fastest.
@@ -56,18 +58,19 @@ pub fn candidates(plan: &PlanSpec) -> Vec<Candidate> {
         plan.micro_batch.len(),
         plan.tp.len(),
         plan.pp.len(),
+        plan.cp.len(),
     ];
     let total: usize = sizes.iter().product();
     (0..total)
         .map(|index| {
             // The index's digits, one per knob, in the mixed radix of the knobs' lengths.
-            let mut digits = [0; 9];
+            let mut digits = [0; 10];
             let mut rest = index;
             for (d, &n) in digits.iter_mut().zip(&sizes).rev() {
                 *d = rest % n;
                 rest /= n;
             }
-            let [instance, nodes, placement, bucket, hook, algo, mb, tp, pp] = digits;
+            let [instance, nodes, placement, bucket, hook, algo, mb, tp, pp, cp] = digits;
             Candidate {
                 index,
                 instance,
@@ -79,6 +82,7 @@ pub fn candidates(plan: &PlanSpec) -> Vec<Candidate> {
                 micro_batch: plan.micro_batch[mb],
                 tp: plan.tp[tp],
                 pp: plan.pp[pp],
+                cp: plan.cp[cp],
             }
         })
         .collect()
@@ -192,6 +196,9 @@ fn knob_label(c: &Candidate, accumulation: Option<u64>) -> String {
     }
     if let Some(p) = c.pp {
         parts.push(format!("pp {p}"));
+    }
+    if let Some(p) = c.cp {
+        parts.push(format!("cp {p}"));
     }
     if let Some(k) = accumulation.filter(|&k| k > 1) {
         parts.push(format!("accum {k}"));
@@ -537,6 +544,7 @@ fn edit_ddp(
         }
         layout.tp = c.tp.unwrap_or(layout.tp);
         layout.pp = c.pp.unwrap_or(layout.pp);
+        layout.cp = c.cp.unwrap_or(layout.cp);
         if layout.virtual_stages > 1 && layout.pp < 2 {
             return Err(format!(
                 "the interleaved schedule ({} model chunks a stage) needs pp of 2 or more",

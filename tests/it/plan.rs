@@ -526,6 +526,48 @@ fn a_3d_workload_is_planned_over_node_counts_and_layouts() {
     assert!(mem("tp 4, pp 8") > 1.5 * mem("tp 8, pp 8"));
 }
 
+#[test]
+fn context_parallel_degrees_are_plan_candidates() {
+    // The same Llama 2 70B at tp 4 x pp 8 with cp 1 or 2 on 32 DGX-H100 nodes: cp 2 halves
+    // the data-parallel replicas (twice the micro-batches, 128), each rank's activations and
+    // the pipeline's bubble; a degree that does not divide the GPUs is rejected with the reason.
+    let d = dir("cp");
+    let scenario = std::fs::canonicalize("scenarios/llama70b-3d-dgx-h100-64node.toml").unwrap();
+    let plan = plan_file(
+        &d,
+        "cp.toml",
+        &format!(
+            "scenario = {:?}\n[train]\ntokens = 2e12\nglobal_batch = 512\n\
+             [candidates]\ninstances = [\"dgx-h100\"]\nnodes = [32]\ntp = [4]\npp = [8]\ncp = [1, 2, 3]\n",
+            path(&scenario)
+        ),
+    );
+    let rows = csv_rows(&collsim_ok(&["plan", path(&plan), "--format", "csv"]));
+    let row = |cp: &str| {
+        rows.iter()
+            .find(|r| r["knobs"].split(", ").any(|k| k == format!("cp {cp}")))
+            .unwrap_or_else(|| panic!("no cp {cp}: {rows:?}"))
+    };
+    assert_eq!(row("2")["knobs"], "tp 4, pp 8, cp 2, accum 128");
+    let mem = |cp: &str| row(cp)["memory_gib"].parse::<f64>().unwrap();
+    assert!(mem("2") < 0.85 * mem("1"), "{} against {} GiB", mem("2"), mem("1"));
+    assert_eq!(row("3")["rejected"], "tp x pp x cp = 96 does not divide 256 GPUs");
+    // Without [workload.parallel] the knob is refused on its line.
+    let ddp = std::fs::canonicalize("scenarios/gpt2-xl-a3-16node.toml").unwrap();
+    let plan = plan_file(
+        &d,
+        "nocp.toml",
+        &format!(
+            "scenario = {:?}\n[train]\nsteps = 10\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\ncp = [2]\n",
+            path(&ddp)
+        ),
+    );
+    crate::cli_errors::fails_with(
+        &["plan", path(&plan)],
+        &["nocp.toml:7:6: candidates.tp, candidates.pp, candidates.cp: degrees of a 3-D layout"],
+    );
+}
+
 /// Issue #45: a results line edited by hand (a step made negative or huge, an instance
 /// renamed) is refused by `plan merge`, naming its line; a shard writes its lines in candidate
 /// order, the same bytes every run.

@@ -461,6 +461,18 @@ fn a_profile_without_its_memory_or_with_bad_figures_is_refused_with_the_reason()
         &["plan", plan.to_str().unwrap()],
         &["candidates.micro_batch:", "traced micro-batch only"],
     );
+    // A layout knob on a traced step is refused: the replay is the traced layout's.
+    let plan = tmp(
+        "peaks-tp-plan.toml",
+        &format!(
+            "scenario = \"{}\"\n[train]\nsteps = 10\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [2]\ntp = [2]\n",
+            s.display()
+        ),
+    );
+    fails_with(
+        &["plan", plan.to_str().unwrap()],
+        &["candidates.tp: a model profile replays its traced step"],
+    );
     // Bad figures name the file and line.
     let trace = format!("{DIR}/run2-kineto-ddp-h2048.json.gz");
     for (row, why) in [
