@@ -294,7 +294,7 @@ fn bad_plan_files_are_one_line_errors_with_file_and_line() {
         (
             "tp-without-layout",
             base.replace("placements = [", "tp = [2, 4]\nplacements = ["),
-            "candidates.tp, candidates.pp: degrees of a 3-D layout; the workload has no [workload.parallel]",
+            "candidates.tp, candidates.pp, candidates.cp: degrees of a 3-D layout; the workload has no [workload.parallel]",
         ),
         (
             "stranger",
