@@ -1130,8 +1130,15 @@ fn misfit_warning(
     spec: &collsim::workload::ddp::DdpSpec,
     world: usize,
 ) -> Option<String> {
-    let mem = collsim::workload::memory::ddp_memory(spec, world, s.gpus_per_node);
+    // A model profile's measured memory, or the model's; none for a bare list of calls.
+    let mem = collsim::workload::memory::known_memory(spec, world, s.gpus_per_node)?;
     let why = mem.misfit(s.node.gpu.model.memory.get() as f64, spec.memory_headroom)?;
+    if spec.profile.is_some() {
+        return Some(format!(
+            "the profiled step does not fit a {} as its allocator measured it: {why}",
+            s.node.gpu.model.name
+        ));
+    }
     Some(format!(
         "the model does not fit a {} under {} with {}: {why}",
         s.node.gpu.model.name,

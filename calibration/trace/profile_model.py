@@ -81,6 +81,10 @@ def parse():
         a.image = 224
     if not a.image and not a.seq:
         p.error("give --seq for a language model or --image for a vision model")
+    if a.warmup < 1 or a.steps < 1:
+        # The first step allocates the optimizer's state: measured before it, the step's
+        # memory would leave the state out.
+        p.error("--warmup and --steps must be 1 or more")
     return a
 
 
@@ -219,14 +223,14 @@ def main():
         for _ in range(a.warmup):
             step(x, y)
         torch.cuda.synchronize()
+        allocated = torch.cuda.max_memory_allocated()
+        reserved = torch.cuda.max_memory_reserved()
+        start_alloc, forward_alloc, step_peak, optimizer_peak = measured_step(x, y)
     except torch.cuda.OutOfMemoryError:
         with open(os.path.join(a.out, "error.txt"), "w") as f:
             f.write(traceback.format_exc())
         print("out of memory at the first steps: see error.txt", file=sys.stderr)
         return 1
-    allocated = torch.cuda.max_memory_allocated()
-    reserved = torch.cuda.max_memory_reserved()
-    start_alloc, forward_alloc, step_peak, optimizer_peak = measured_step(x, y)
     allocated = max(allocated, step_peak)
     reserved = max(reserved, torch.cuda.max_memory_reserved())
 

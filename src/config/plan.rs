@@ -881,7 +881,19 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         fingerprint: {
             // The topologies as read (a file edited between shards is another plan).
             let nodes: Vec<String> = instances.iter().map(|i| format!("{:?}", i.node)).collect();
+            // And the model profile a scenario names, as read.
+            let profile = instances
+                .iter()
+                .find_map(|i| match &i.workload {
+                    Ok(Workload::Ddp(spec)) => spec.profile.as_ref(),
+                    _ => None,
+                })
+                .map(|p| format!("{:?}", p.profile))
+                .unwrap_or_default();
             let mut parts = vec![text, scenario_text];
+            if !profile.is_empty() {
+                parts.push(profile.as_str());
+            }
             parts.extend(nodes.iter().map(String::as_str));
             fingerprint(&parts)
         },

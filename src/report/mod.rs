@@ -28,7 +28,8 @@ use crate::calibrate::validate::Validation;
 /// this does not. 4: a replayed step's `samples_per_s`, `gemm_tflops`, `forward_ms` and
 /// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
 /// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
-/// `tp_comm_overlap`.
+/// `tp_comm_overlap`; 7: `memory` has `step_transient` and `measured`, and a model profile
+/// that knows its micro-batch gives `samples_per_s`.
 pub const FORMAT_VERSION: u32 = 7;
 
 /// Writes `value` (a JSON object) as collsim's JSON documents are written: pretty, its

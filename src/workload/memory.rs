@@ -253,9 +253,11 @@ pub fn profiled_memory(m: super::profile::CarriedMemory) -> DdpMemory {
 }
 
 /// The headroom a measured step leaves the allocator: the share of what it reserved that it
-/// did not hand out at its peak (1 - allocated/reserved), at most the 0.5 a scenario may give.
+/// did not hand out at its peak (1 - allocated/reserved), measured at one shape on one GPU, so
+/// never below the default (which rests on an out-of-memory failure), at most the 0.5 a
+/// scenario may give (a profile refuses reserved over twice allocated).
 pub fn measured_headroom(m: &super::profile::Memory) -> f64 {
-    (1.0 - m.max_allocated as f64 / m.max_reserved as f64).clamp(0.0, 0.5)
+    (1.0 - m.max_allocated as f64 / m.max_reserved as f64).clamp(DEFAULT_HEADROOM, 0.5)
 }
 
 /// Memory per GPU of `spec` on `world` ranks: plain DDP's, or FSDP's when the step is
@@ -292,6 +294,8 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
     let master = if sh.param_dtype == DataType::Float { 0.0 } else { 4.0 * numel / w };
     let optimizer = spec.optimizer.state_bytes() as f64 * numel / w;
     let (activations, known) = sharded_activations(spec);
+    // The step runs over the rank's partition: foreach Adam's temporary is the partition's.
+    let step_transient = step_transient(spec, numel / w, 0.0);
     DdpMemory {
         params,
         grads,
@@ -302,7 +306,7 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         autocast: 0.0,
         measured: 0.0,
         activations,
-        step_transient: 0.0,
+        step_transient,
         runtime: RUNTIME_RESERVE,
         total: 0.0,
         activations_known: known,
@@ -374,7 +378,8 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         autocast: 0.0,
         measured: 0.0,
         activations,
-        step_transient: 0.0,
+        // Over the rank's shard: foreach Adam's temporary is the shard's.
+        step_transient: step_transient(spec, shard, 0.0),
         runtime: RUNTIME_RESERVE,
         total: 0.0,
         activations_known: known,

@@ -304,9 +304,20 @@ pub struct ModelProfile {
 /// backward and over the optimizer step, `max_memory_reserved`). The allocator does not count
 /// the CUDA context or NCCL's buffers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Memory {
     /// The file it was read from.
     pub source: String,
+    /// The micro-batch it was measured at (the file's `batch`), where it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batch: Option<u64>,
+    /// The sequence it was measured at (`seq`), where it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// The model's parameters (`params`), where it says: under 16-bit autocast their 16-bit
+    /// copies, which forward keeps for backward, do not grow with the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<u64>,
     /// The step's peak allocated.
     pub max_allocated: u64,
     /// The step's peak reserved (allocated, and cached for reuse).
@@ -346,6 +357,11 @@ impl Memory {
             return Err(format!("{file}: empty (profile_model.py writes a header and one row)"));
         };
         let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        if let Some(n) =
+            names.iter().enumerate().find_map(|(i, n)| names[..i].contains(n).then_some(n))
+        {
+            return Err(format!("{file}:1: the column {n:?} twice"));
+        }
         let rows: Vec<(usize, &str)> = lines.collect();
         let (line, row) = match rows.as_slice() {
             [r] => *r,
@@ -385,6 +401,9 @@ impl Memory {
             source: std::path::Path::new(file)
                 .file_name()
                 .map_or(file.to_string(), |f| f.to_string_lossy().into_owned()),
+            micro_batch: field("batch")?,
+            sequence: field("seq")?,
+            params: field("params")?,
             max_allocated: need("max_allocated")?,
             max_reserved: need("max_reserved")?,
             start_allocated: field("start_allocated")?,
@@ -421,6 +440,21 @@ impl Memory {
         }
         if let Some(o) = self.optimizer_max_allocated {
             at_most("optimizer_max_allocated", o, self.max_reserved, "max_reserved")?;
+            if let Some(st) = self.start_allocated {
+                at_most("start_allocated", st, o, "optimizer_max_allocated")?;
+            }
+        }
+        // The allocator keeps what it freed, not twice what the step ever held at once.
+        if self.max_reserved / 2 > self.max_allocated {
+            return Err(format!(
+                "max_reserved ({}) is more than twice max_allocated ({}): the allocator held memory this step never used (another model's, or a cache not emptied); measure the step alone",
+                self.max_reserved, self.max_allocated
+            ));
+        }
+        for (name, x) in [("batch", self.micro_batch), ("seq", self.sequence)] {
+            if x.is_some_and(|x| !(1..=MAX_SHAPE).contains(&x)) {
+                return Err(format!("{name}: must be 1 to {MAX_SHAPE}"));
+            }
         }
         if self.start_allocated.is_some() != self.forward_allocated.is_some() {
             return Err(
@@ -431,30 +465,40 @@ impl Memory {
         Ok(())
     }
 
-    /// Carried to `tokens` times the traced micro-batch × sequence: None where that is not the
-    /// traced shape and the step's start and forward were not measured.
+    /// Carried to `tokens` times the traced micro-batch × sequence (`grows`: what the
+    /// activations grow by, `tokens` or, for attention that keeps its scores, micro-batch ×
+    /// sequence² where the sequence grows): None where that is not the traced shape and the
+    /// step's start and forward were not measured.
     ///
-    /// What forward keeps (forward's end less the start) grows with the tokens. Backward's
-    /// excess over it mixes gradients (fixed) and activation gradients (with the tokens), and
-    /// is taken whole, never less: scaled with the tokens above the traced shape, kept as
-    /// measured below it, so that neither way is the carried peak optimistic. The optimizer
-    /// step's peak, when the activations are freed, stays as measured.
-    pub fn carried(&self, tokens: f64) -> Option<CarriedMemory> {
+    /// What forward keeps (forward's end less the start) grows with the activations, but for
+    /// the 16-bit copies of the weights a step under 16-bit autocast keeps for backward
+    /// (`autocast`: 2 bytes a parameter where `params` is known), which do not; without
+    /// `params` it is kept whole below the traced shape. Backward's excess over it mixes
+    /// gradients (fixed) and activation gradients, and is taken whole, never less: scaled
+    /// above the traced shape, kept as measured below it. The optimizer step's peak, when the
+    /// activations are freed, stays as measured.
+    pub fn carried(&self, grows: f64, autocast: bool) -> Option<CarriedMemory> {
         let reserved_ratio = self.max_reserved as f64 / self.max_allocated as f64;
         let optimizer =
             |start: f64| self.optimizer_max_allocated.map_or(0.0, |o| (o as f64 - start).max(0.0));
         match (self.start_allocated, self.forward_allocated) {
             (Some(start), Some(fwd)) => {
                 let (start, fwd, max) = (start as f64, fwd as f64, self.max_allocated as f64);
-                let backward = max - fwd;
+                let (forward, backward) = (fwd - start, max - fwd);
+                let fixed = match self.params {
+                    Some(p) if autocast => (2.0 * p as f64).min(forward),
+                    Some(_) => 0.0,
+                    None if grows < 1.0 => forward,
+                    None => 0.0,
+                };
                 Some(CarriedMemory {
                     kept: start,
-                    activations: (fwd - start) * tokens + backward * tokens.max(1.0),
+                    activations: (forward - fixed) * grows + fixed + backward * grows.max(1.0),
                     optimizer: optimizer(start),
                     reserved_ratio,
                 })
             }
-            _ if tokens == 1.0 => Some(CarriedMemory {
+            _ if grows == 1.0 => Some(CarriedMemory {
                 kept: self.max_allocated as f64,
                 activations: 0.0,
                 optimizer: 0.0,
@@ -763,6 +807,15 @@ pub fn from_trace(
         (None, Some(bs)) => Some((opts.micro_batch.unwrap_or(bs.0), opts.sequence.unwrap_or(bs.1))),
         (None, None) => None,
     };
+    if let (Some(m), Some((b, s))) = (&opts.memory, shape) {
+        let (mb, ms) = (m.micro_batch.unwrap_or(b), m.sequence.unwrap_or(s));
+        if (mb, ms) != (b, s) {
+            return Err(format!(
+                "{}: measured at {mb} x {ms} tokens, but the trace's step is {b} x {s}: give the steps.csv written beside this trace",
+                m.source
+            ));
+        }
+    }
     let causal = causal.unwrap_or(false);
     // The forward GEMMs' weight operands (and transposes), and the 16-bit type of their
     // activations where the step runs in 16 bits.
@@ -1169,6 +1222,20 @@ impl ModelProfile {
                 return Err(bad(field, format!("must be 1 to {MAX_SHAPE}")));
             }
         }
+        for (i, b) in p.blocks.iter().enumerate() {
+            let times = [b.time_ms, b.min_ms, b.max_ms, b.outside_ms];
+            let sane = b.count >= 2
+                && b.kernels >= 1
+                && b.phase != Phase::Optimizer
+                && times.iter().chain(b.by_class.values()).all(|x| x.is_finite() && *x >= 0.0)
+                && b.min_ms <= b.max_ms;
+            if !sane {
+                return Err(bad(
+                    &format!("blocks[{i}]"),
+                    "not what `collsim profile` writes (at least 2 blocks of a kernel or more, forward or backward, times finite, 0 or more, min_ms at most max_ms): make the profile again".into(),
+                ));
+            }
+        }
         if let Some(m) = &p.memory {
             m.check().map_err(|e| bad("memory", e))?;
             if m.source.chars().any(char::is_control) {
@@ -1300,15 +1367,19 @@ impl Named {
     pub fn memory(&self) -> Option<CarriedMemory> {
         let p = &self.profile;
         let m = p.memory.as_ref()?;
-        let tokens = match (p.micro_batch, p.sequence) {
+        // Attention without a fused kernel keeps its scores, micro-batch × sequence².
+        let fused =
+            p.step.iter().any(|e| matches!(e, Entry::Kernels { class: Class::Attention, .. }));
+        let grows = match (p.micro_batch, p.sequence) {
             (Some(b), Some(s)) => {
                 let (b2, s2) = (self.micro_batch.unwrap_or(b), self.sequence.unwrap_or(s));
-                (b2 * s2) as f64 / (b * s) as f64
+                let tokens = (b2 * s2) as f64 / (b * s) as f64;
+                if !fused && s2 > s { tokens * s2 as f64 / s as f64 } else { tokens }
             }
             _ if self.micro_batch.is_none() && self.sequence.is_none() => 1.0,
             _ => return None,
         };
-        m.carried(tokens)
+        m.carried(grows, matches!(p.precision.as_str(), "bf16" | "fp16"))
     }
 
     /// The step on `gpu`: its name for the report and its calls.
@@ -1423,14 +1494,17 @@ mod tests {
     fn measured_memory_carries_where_its_split_is_known_and_never_optimistically() {
         let peaks = Memory {
             source: "steps.csv".into(),
+            micro_batch: None,
+            sequence: None,
+            params: None,
             max_allocated: 100,
             max_reserved: 125,
             start_allocated: None,
             forward_allocated: None,
             optimizer_max_allocated: None,
         };
-        assert_eq!(peaks.carried(1.0).map(|c| c.kept), Some(100.0));
-        assert_eq!(peaks.carried(2.0), None);
+        assert_eq!(peaks.carried(1.0, false).map(|c| c.kept), Some(100.0));
+        assert_eq!(peaks.carried(2.0, false), None);
         // 40 kept at the start, forward keeps 30, backward adds 30 more, the step peaks at 60.
         let split = Memory {
             start_allocated: Some(40),
@@ -1438,11 +1512,17 @@ mod tests {
             optimizer_max_allocated: Some(60),
             ..peaks
         };
-        let c = |t: f64| split.carried(t).unwrap();
+        let c = |t: f64| split.carried(t, false).unwrap();
         assert_eq!((c(1.0).kept, c(1.0).activations, c(1.0).optimizer), (40.0, 60.0, 20.0));
         assert_eq!(c(2.0).activations, 120.0);
-        assert_eq!(c(0.5).activations, 45.0);
+        // Fewer tokens without the parameter count: forward's share kept whole too.
+        assert_eq!(c(0.5).activations, 60.0);
         assert_eq!(c(1.0).reserved_ratio, 1.25);
+        // With it, under autocast: the 16-bit weights forward keeps (2 a parameter) stay.
+        let counted = Memory { params: Some(5), ..split.clone() };
+        let c = |t: f64| counted.carried(t, true).unwrap();
+        assert_eq!(c(0.5).activations, 20.0 * 0.5 + 10.0 + 30.0);
+        assert_eq!(c(2.0).activations, 20.0 * 2.0 + 10.0 + 60.0);
         // Figures that contradict each other are refused.
         let bad = Memory { forward_allocated: Some(30), ..split.clone() };
         assert!(
