@@ -766,6 +766,11 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
                     "workload.profile: the model profile does not know its micro-batch, so a plan could not count samples (give `collsim profile` --micro-batch and --sequence)",
                 ));
             }
+            if named.tp > 1 {
+                return Err(src.error(
+                    "workload.parallel.tp: the model profile's memory was measured on one GPU holding the whole model, not a tensor-parallel rank's share, so a plan could not tell which candidates fit",
+                ));
+            }
             for (key, given) in [
                 ("bucket_cap_mb", c.bucket_cap_mb.as_ref().map(|x| x.span().start)),
                 ("comm_hook", c.comm_hook.as_ref().map(|x| x.span().start)),

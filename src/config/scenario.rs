@@ -974,15 +974,55 @@ fn profile_workload(
         Some(v) => Some(positive(src, "workload.sequence", v, 1 << 24)? as u64),
         None => None,
     };
+    // `[workload.parallel] tp` alone: the traced step split over tensor-parallel ranks.
+    let tp = match &w.parallel {
+        None => (1, 0),
+        Some(par) => {
+            let r = par.get_ref();
+            let others = r.pp.is_some()
+                || r.ep.is_some()
+                || r.cp.is_some()
+                || r.virtual_stages.is_some()
+                || r.sequence_parallel.is_some()
+                || r.recompute.is_some()
+                || r.overlap_grad_reduce.is_some()
+                || r.distributed_optimizer.is_some()
+                || r.overlap_param_gather.is_some()
+                || r.tp_comm_overlap.is_some();
+            if others {
+                return Err(src.error_at(
+                    par.span().start,
+                    "workload.parallel: a model profile takes tp alone (its step is the traced one: no pipeline, context or expert parallelism, sequence parallelism, recompute or optimizer sharding to add)",
+                ));
+            }
+            match &r.tp {
+                Some(v) => {
+                    let tp = positive(src, "workload.parallel.tp", v, 1 << 16)?;
+                    let gpus = node.gpu.count;
+                    if !gpus.is_multiple_of(tp) {
+                        return Err(src.error_at(
+                            v.span().start,
+                            format!("workload.parallel.tp: {tp} does not divide the node's {gpus} GPUs (a tensor-parallel group stays inside a node)"),
+                        ));
+                    }
+                    (tp, v.span().start)
+                }
+                None => (1, 0),
+            }
+        }
+    };
     let named = crate::workload::profile::Named {
         path: path.get_ref().clone(),
         profile,
         micro_batch,
         sequence,
+        tp: tp.0,
     };
     let (name, calls) = named.replay(&node.gpu.model).map_err(|(blame, e)| {
-        let shaped = blame == crate::workload::profile::Blame::Shape;
+        use crate::workload::profile::Blame;
+        let shaped = blame == Blame::Shape;
         let (key, at) = match (&w.micro_batch, &w.sequence) {
+            _ if blame == Blame::Tp => ("parallel.tp", tp.1),
             (Some(v), _) if shaped => ("micro_batch", v.span().start),
             (None, Some(v)) if shaped => ("sequence", v.span().start),
             _ => ("profile", path.span().start),
@@ -1722,7 +1762,7 @@ pub(crate) fn parse_workload(
             "sweep" if matches!(key, "calls" | "profile") => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
             "sweep" => "only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\"), not a collective sweep".to_string(),
             "trace" if matches!(key, "calls" | "profile" | "compute_slowdown") => return None,
-            "trace" if matches!(key, "micro_batch" | "sequence" | "memory_headroom")
+            "trace" if matches!(key, "micro_batch" | "sequence" | "memory_headroom" | "parallel")
                 && w.profile.is_some() =>
             {
                 return None;
@@ -1744,7 +1784,11 @@ pub(crate) fn parse_workload(
     if let (Some(z), false) = (&w.zero, kind == "zero") {
         return Err(src.error_at(z.span().start, "workload.zero: only for kind = \"zero\""));
     }
-    if let (Some(p), false) = (&w.parallel, matches!(kind.as_str(), "ddp" | "fsdp" | "zero")) {
+    // A model profile takes [workload.parallel] tp (checked with the profile).
+    let profiled = kind == "trace" && w.profile.is_some();
+    if let (Some(p), false) =
+        (&w.parallel, matches!(kind.as_str(), "ddp" | "fsdp" | "zero") || profiled)
+    {
         return Err(src.error_at(p.span().start, "workload.parallel: only for kind = \"ddp\""));
     }
     Ok(match kind.as_str() {

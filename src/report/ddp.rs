@@ -61,6 +61,7 @@ fn replay_table(
                 crate::workload::memory::headroom_pct(spec.memory_headroom),
                 mem.parts()
             ),
+            None if named.profile.memory.is_some() && named.tp > 1 => "not known under tensor parallelism (the profile's memory was measured on one GPU holding the whole model)".to_string(),
             None if named.profile.memory.is_some() => "not known at this shape (the profile's memory was measured without the step's start and forward's end, so it holds at the traced shape only)".to_string(),
             None => "not measured (make the profile with `collsim profile TRACE --memory steps.csv`)".to_string(),
         };

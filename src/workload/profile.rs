@@ -270,6 +270,11 @@ pub struct ModelProfile {
     /// Tokens per sample, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
+    /// The model's hidden size, where the trace's shapes give it: the input width that most of
+    /// the forward's GEMM weight operands share (a transformer's QKV, output and first MLP
+    /// projections, and its head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u64>,
     /// Whether the trace recorded its ops' shapes (without them nothing scales with the shape).
     pub shapes: bool,
     /// Ranks the trace ran on.
@@ -821,6 +826,9 @@ pub fn from_trace(
     // activations where the step runs in 16 bits.
     let mut weights: BTreeSet<Vec<u64>> = BTreeSet::new();
     let mut half: Option<&str> = None;
+    // Forward GEMMs by their weight operand's input width ([in, out] as `mm` and `addmm` take
+    // it): the most common is the hidden size.
+    let mut widths: BTreeMap<u64, usize> = BTreeMap::new();
     for op in ops.values().filter(|o| o.ts < backward_from) {
         let w = match op.name {
             "aten::mm" => op.dims.get(1),
@@ -828,6 +836,7 @@ pub fn from_trace(
             _ => None,
         };
         if let Some(w) = w.filter(|w| w.len() == 2) {
+            *widths.entry(w[0]).or_default() += 1;
             weights.insert(w.clone());
             weights.insert(vec![w[1], w[0]]);
             if let Some(t @ ("c10::BFloat16" | "c10::Half")) = op.types.first().copied() {
@@ -835,6 +844,8 @@ pub fn from_trace(
             }
         }
     }
+
+    let hidden = widths.iter().max_by_key(|(w, n)| (**n, **w)).map(|(w, _)| *w);
 
     // Each kernel's tags, work and traffic (an op's counted once, at its first kernel).
     let mut tags: BTreeMap<usize, (Class, Scale, Phase)> = BTreeMap::new();
@@ -1003,6 +1014,7 @@ pub fn from_trace(
         memory_bandwidth_gbs: bandwidth,
         micro_batch: shape.map(|s| s.0),
         sequence: shape.map(|s| s.1),
+        hidden,
         shapes,
         ranks: traced.file.ranks,
         kernel_floor_us: if floor.is_finite() { round3(floor) } else { 0.0 },
@@ -1301,6 +1313,7 @@ impl ModelProfile {
             tokens,
             attention,
             floor_us: self.kernel_floor_us,
+            tp: None,
         };
         for (what, x) in [("peak", c.flop), ("memory bandwidth", c.memory)] {
             if !(x.is_finite() && x > 0.0) {
@@ -1316,21 +1329,62 @@ impl ModelProfile {
     /// The step as a list of calls, carried by `c`, and its GPU time, µs.
     pub fn carry_with(&self, c: &Carry) -> (Vec<Call>, f64) {
         let mut busy = 0.0;
-        let calls = self
-            .step
-            .iter()
-            .map(|e| match e {
+        let mut calls = Vec::with_capacity(self.step.len() + 4);
+        // Under a tensor-parallel split, its all-reduces open forward and backward.
+        let (mut forward, mut backward) = (c.tp.is_some(), c.tp.is_some());
+        for e in &self.step {
+            match e {
                 Entry::Kernels { compute_us, class, scale, kernels, phase } => {
-                    let t = c.time(*compute_us, *class, *scale, *kernels);
+                    if let Some(tp) = &c.tp {
+                        let opens = match phase {
+                            Phase::Forward => std::mem::take(&mut forward),
+                            Phase::Backward => std::mem::take(&mut backward),
+                            Phase::Optimizer => false,
+                        };
+                        if opens {
+                            calls.extend(tp.calls());
+                        }
+                    }
+                    let mut t = c.time(*compute_us, *class, *scale, *kernels);
+                    if let Some(tp) = &c.tp
+                        && matches!(class, Class::Gemm | Class::Attention | Class::Optimizer)
+                    {
+                        let fixed = (c.floor_us * *kernels as f64).min(t);
+                        t = fixed + (t - fixed) / tp.degree as f64;
+                    }
                     busy += t;
-                    Call::Compute {
+                    calls.push(Call::Compute {
                         compute_us: t,
                         name: Some(format!("{} {}", phase.name(), class.name())),
-                    }
+                    });
                 }
-                Entry::Call(call) => call.clone(),
-            })
-            .collect();
+                // Each rank reduces its 1/tp of the gradients over its data-parallel group,
+                // the ranks tp apart (Megatron's order: tensor-parallel ranks adjacent).
+                Entry::Call(Call::Nccl { nccl, slowdown, stream }) if c.tp.is_some() => {
+                    let degree = c.tp.as_ref().map_or(1, |t| t.degree);
+                    let nccl = nccl
+                        .iter()
+                        .map(|o| match o {
+                            NcclOp::Collective { collective, bytes, dtype, name, group: None } => {
+                                NcclOp::Collective {
+                                    collective: collective.clone(),
+                                    bytes: bytes.div_ceil(degree as u64),
+                                    dtype: dtype.clone(),
+                                    name: name.clone(),
+                                    group: Some(super::calls::GroupShape {
+                                        size: None,
+                                        stride: degree,
+                                    }),
+                                }
+                            }
+                            o => o.clone(),
+                        })
+                        .collect();
+                    calls.push(Call::Nccl { nccl, slowdown: *slowdown, stream: *stream });
+                }
+                Entry::Call(call) => calls.push(call.clone()),
+            }
+        }
         (calls, busy)
     }
 
@@ -1360,6 +1414,8 @@ pub struct Named {
     pub micro_batch: Option<u64>,
     /// Tokens per sample, if not the traced.
     pub sequence: Option<u64>,
+    /// Tensor-parallel degree to carry the traced step to (1: as traced).
+    pub tp: usize,
 }
 
 impl Named {
@@ -1367,6 +1423,10 @@ impl Named {
     pub fn memory(&self) -> Option<CarriedMemory> {
         let p = &self.profile;
         let m = p.memory.as_ref()?;
+        // Measured on one GPU holding the whole model: not what a tensor-parallel rank holds.
+        if self.tp > 1 {
+            return None;
+        }
         // Attention without a fused kernel keeps its scores, micro-batch × sequence².
         let fused =
             p.step.iter().any(|e| matches!(e, Entry::Kernels { class: Class::Attention, .. }));
@@ -1385,7 +1445,10 @@ impl Named {
     /// The step on `gpu`: its name for the report and its calls.
     pub fn replay(&self, gpu: &GpuModel) -> Result<(String, Vec<Call>), (Blame, String)> {
         let p = &self.profile;
-        let carry = p.carry_to(gpu, self.micro_batch, self.sequence)?;
+        let mut carry = p.carry_to(gpu, self.micro_batch, self.sequence)?;
+        if self.tp > 1 {
+            carry.tp = Some(self.tensor_parallel().map_err(|e| (Blame::Tp, e))?);
+        }
         let (calls, busy_us) = p.carry_with(&carry);
         // A step carried past what a list of calls may hold (an entry over an hour) is refused,
         // blaming the shape where it changed.
@@ -1417,11 +1480,104 @@ impl Named {
         } else {
             String::new()
         };
+        let tp = carry.tp.map_or(String::new(), |t| {
+            format!(
+                ", tensor parallel {}: GEMMs, attention and the optimizer / {}, {} all-reduces of {} each way",
+                t.degree,
+                t.degree,
+                t.all_reduces,
+                crate::units::Bytes::new(t.bytes)
+            )
+        });
         let name = format!(
-            "profile {} ({} on the {}{shape}; math-bound time x{:.3}, memory-bound x{:.3}, per token x{:.3}{host})",
+            "profile {} ({} on the {}{shape}{tp}; math-bound time x{:.3}, memory-bound x{:.3}, per token x{:.3}{host})",
             self.path, p.source, gpu.name, carry.flop, carry.memory, carry.tokens,
         );
         Ok((name, calls))
+    }
+
+    /// The traced step split over `tp` ranks as Megatron-LM splits a transformer without
+    /// sequence parallelism (Shoeybi et al. 2019, §3): every GEMM (the blocks' column- and
+    /// row-parallel projections, the vocabulary-parallel head) and the attention (by heads)
+    /// run 1/tp of their work; each block all-reduces its activations twice forward (after
+    /// the attention's output projection and the MLP's) and twice backward (the input
+    /// gradients of its QKV and first MLP projections), micro-batch × sequence × hidden
+    /// elements in the step's 16-bit type; each rank steps the optimizer over 1/tp of the
+    /// parameters and all-reduces 1/tp of the gradients over its data-parallel group.
+    ///
+    /// Left as traced, so that the split errs slow: the memory-bound kernels (LayerNorm,
+    /// dropout and residual adds are replicated across the tp ranks; the GELU, bias and
+    /// softmax, which are split, are not told apart) and the host's launches. The
+    /// all-reduces run at the start of forward and of backward, on a second stream the
+    /// compute waits for, rather than between the layers: their sum is on the compute stream
+    /// either way, and placed first in backward they delay the gradient buckets, never
+    /// hasten them.
+    fn tensor_parallel(&self) -> Result<TpSplit, String> {
+        let p = &self.profile;
+        let degree = self.tp;
+        let layers = p.blocks.iter().find(|b| b.phase == Phase::Forward).map(|b| b.count);
+        let Some(layers) = layers else {
+            return Err("the profile found no repeated blocks (layers) in its forward to split (`collsim profile` lists them as [[blocks]])".into());
+        };
+        let Some(hidden) = p.hidden else {
+            return Err("the profile does not know the model's hidden size (a trace recorded with record_shapes=True gives it)".into());
+        };
+        let (Some(b), Some(s)) = (self.micro_batch.or(p.micro_batch), self.sequence.or(p.sequence))
+        else {
+            return Err("the profile does not know its micro-batch and sequence (give them to `collsim profile` with --micro-batch and --sequence)".into());
+        };
+        let grouped = p.step.iter().any(|e| match e {
+            Entry::Call(Call::Nccl { nccl, .. }) => {
+                nccl.iter().any(|o| matches!(o, NcclOp::Collective { group: Some(_), .. }))
+            }
+            _ => false,
+        });
+        if grouped {
+            return Err("the traced step's collectives run on groups of their own (FSDP or a 3-D layout), not DDP's whole world: only a DDP step is split".into());
+        }
+        let element = if matches!(p.precision.as_str(), "bf16" | "fp16") { 2 } else { 4 };
+        let bytes = b
+            .checked_mul(s)
+            .and_then(|t| t.checked_mul(hidden))
+            .and_then(|e| e.checked_mul(element))
+            .filter(|&x| x <= 1 << 40)
+            .ok_or("the activations to all-reduce come out over a TiB")?;
+        Ok(TpSplit {
+            degree,
+            all_reduces: 2 * layers as usize,
+            bytes,
+            dtype: if element == 2 { "bfloat16" } else { "float" }.to_string(),
+        })
+    }
+}
+
+/// A traced step split over tensor-parallel ranks ([`Named::tensor_parallel`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpSplit {
+    /// Ranks a tensor-parallel group.
+    pub degree: usize,
+    /// All-reduces each way (forward, backward): two a block.
+    pub all_reduces: usize,
+    /// Bytes each.
+    pub bytes: u64,
+    /// Their element type, as nccl-tests names it.
+    pub dtype: String,
+}
+
+impl TpSplit {
+    /// One way's all-reduces, on the tensor-parallel group, and the compute's wait for them.
+    fn calls(&self) -> [Call; 2] {
+        let op = NcclOp::Collective {
+            collective: "all_reduce".into(),
+            bytes: self.bytes,
+            dtype: self.dtype.clone(),
+            name: Some("tensor-parallel all-reduce".into()),
+            group: Some(super::calls::GroupShape { size: Some(self.degree), stride: 1 }),
+        };
+        [
+            Call::Nccl { nccl: vec![op; self.all_reduces], slowdown: None, stream: Some(1) },
+            Call::Drain { drain: true },
+        ]
     }
 }
 
@@ -1432,10 +1588,12 @@ pub enum Blame {
     Shape,
     /// The profile against the target GPU.
     Gpu,
+    /// `[workload.parallel] tp`.
+    Tp,
 }
 
 /// How a profile's entries are carried: per class and scale.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Carry {
     /// Math-bound time's factor (the source's peak over the target's).
     pub flop: f64,
@@ -1447,12 +1605,14 @@ pub struct Carry {
     pub attention: f64,
     /// A kernel's fixed cost, µs, which neither factor touches.
     pub floor_us: f64,
+    /// The tensor-parallel split, if any.
+    pub tp: Option<TpSplit>,
 }
 
 impl Carry {
     /// As traced.
     pub fn identity() -> Carry {
-        Carry { flop: 1.0, memory: 1.0, tokens: 1.0, attention: 1.0, floor_us: 0.0 }
+        Carry { flop: 1.0, memory: 1.0, tokens: 1.0, attention: 1.0, floor_us: 0.0, tp: None }
     }
 
     /// An entry's time, µs.
@@ -1679,7 +1839,8 @@ mod tests {
 
     #[test]
     fn a_carried_entry_keeps_its_kernels_fixed_cost_and_scales_the_rest() {
-        let c = Carry { flop: 3.0, memory: 2.0, tokens: 0.5, attention: 0.25, floor_us: 1.0 };
+        let c =
+            Carry { flop: 3.0, memory: 2.0, tokens: 0.5, attention: 0.25, floor_us: 1.0, tp: None };
         // 4 kernels, 10 µs: 4 µs fixed, 6 µs x 3 (math) x 0.5 (tokens).
         assert_eq!(c.time(10.0, Class::Gemm, Scale::Tokens, 4), 4.0 + 9.0);
         assert_eq!(c.time(10.0, Class::Attention, Scale::Attention, 4), 4.0 + 6.0 * 3.0 * 0.25);

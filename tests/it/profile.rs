@@ -252,7 +252,7 @@ fn what_a_profile_cannot_do_is_refused_on_its_line() {
             bad.display()
         ),
     );
-    fails_with(&["simulate", s.to_str().unwrap()], &["bad-profile.toml:12:10:", "invalid type"]);
+    fails_with(&["simulate", s.to_str().unwrap()], &["bad-profile.toml:13:10:", "invalid type"]);
     // `collsim profile`'s own errors.
     fails_with(&["profile", "nowhere.json"], &["nowhere.json"]);
     fails_with(
@@ -303,7 +303,7 @@ fn what_a_profile_cannot_do_is_refused_on_its_line() {
     );
     fails_with(
         &["simulate", s.to_str().unwrap()],
-        &["typo-profile.toml:18:8: step[0]: unknown variant `memroy`"],
+        &["typo-profile.toml:19:8: step[0]: unknown variant `memroy`"],
     );
 }
 
@@ -583,5 +583,98 @@ fn a_profile_carried_from_an_h200_to_an_h100_errs_slow() {
         (15.0..30.0).contains(&e),
         "{carried:.3} ms against {} ms: {e:+.1} %",
         h100.traced_step_ms
+    );
+}
+
+#[test]
+fn a_profile_splits_over_tensor_parallel_ranks_as_megatron_does() {
+    // The 1.42 B GPT traced on one H200 (24 layers, hidden 2,048, 8 x 1,024 tokens), carried to
+    // two DGX-H200 nodes at tp 1 and 2: at tp 2 its GEMMs, attention and optimizer step take
+    // half as long, each layer all-reduces 8 x 1,024 x 2,048 bf16 values (32 MiB) twice each way
+    // over its pair of GPUs, and its 74 gradient buckets carry half the bytes over the 8
+    // ranks of its data-parallel group. The memory-bound kernels and the host stay as traced.
+    let on = |tp: usize| {
+        let s = scenario(
+            &format!("tp{tp}.toml"),
+            "dgx-h200",
+            2,
+            8,
+            &format!("\n[workload.parallel]\ntp = {tp}\n"),
+        );
+        let out = collsim_ok(&["simulate", &s]);
+        let field = |k: &str| -> f64 {
+            out.lines()
+                .find_map(|l| {
+                    let v = l.trim().strip_prefix(k)?.trim().split(' ').next()?;
+                    v.trim_end_matches(',').parse().ok()
+                })
+                .unwrap_or_else(|| panic!("no {k} in {out}"))
+        };
+        (field("iteration"), field("compute (as given)"), field("collectives"), out)
+    };
+    let (step1, compute1, n1, _) = on(1);
+    let (step2, compute2, n2, out) = on(2);
+    // As traced at tp 1 (the same step as without the table).
+    let (plain, _) = step(&scenario("tp-none.toml", "dgx-h200", 2, 8, ""));
+    assert_eq!(step1, plain);
+    assert_eq!((n1, n2), (74.0, 74.0 + 96.0));
+    assert!(out.contains("5.64 GiB (5912808 KiB) in all"), "{out}");
+    assert!(out.contains("tensor parallel 2: GEMMs, attention and the optimizer / 2, 48 all-reduces of 32 MiB each way"), "{out}");
+    // Half of the GEMMs', attention's and optimizer's ~101 ms come off the compute.
+    let saved = compute1 - compute2;
+    assert!((45.0..55.0).contains(&saved), "{compute1} -> {compute2} ms");
+    assert!(step2 < step1 && step2 > 0.6 * step1, "{step1} -> {step2} ms");
+    // What cannot be split is refused on its line.
+    let s = scenario("tp3.toml", "dgx-h200", 2, 8, "\n[workload.parallel]\ntp = 3\n");
+    fails_with(
+        &["simulate", &s],
+        &["tp3.toml:10:6: workload.parallel.tp: 3 does not divide the node's 8 GPUs"],
+    );
+    let s = scenario("tp-pp.toml", "dgx-h200", 2, 8, "\n[workload.parallel]\ntp = 2\npp = 2\n");
+    fails_with(
+        &["simulate", &s],
+        &["tp-pp.toml:9:1: workload.parallel: a model profile takes tp alone"],
+    );
+    let l0 = tmp(
+        "l0.toml",
+        &collsim_ok(&[
+            "profile",
+            "calibration/data/2026-11-27-h200-megatron/profile-L0-h1024-mb4.json.gz",
+            "--micro-batch",
+            "4",
+            "--sequence",
+            "1024",
+        ]),
+    );
+    let s = tmp(
+        "l0-tp.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{}\"\n\n[workload.parallel]\ntp = 2\n",
+            l0.display()
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["l0-tp.toml:8:6: workload.parallel.tp:", "no repeated blocks (layers)"],
+    );
+    // A plan cannot size a split profile's memory.
+    let mem = with_memory("tp-mem", STEPS_COLUMNS, STEPS_ROW);
+    let s = tmp(
+        "tp2-plan-s.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\nnodes = 2\n\n[workload]\nprofile = \"{}\"\n\n[workload.parallel]\ntp = 2\n",
+            mem.display()
+        ),
+    );
+    let plan = tmp(
+        "tp2-plan.toml",
+        &format!(
+            "scenario = \"{}\"\n[train]\nsteps = 10\n[candidates]\ninstances = [\"dgx-h200\"]\nnodes = [2]\n",
+            s.display()
+        ),
+    );
+    fails_with(
+        &["plan", plan.to_str().unwrap()],
+        &["workload.parallel.tp: the model profile's memory was measured on one GPU"],
     );
 }
