@@ -256,6 +256,18 @@ fn ddp_step(
     cache: &CollCache,
     links: bool,
 ) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    // A model profile's tensor-parallel group stays inside a node, whatever the flags or a
+    // sweep made of the GPUs a node uses.
+    if let config::Workload::Ddp(spec) = &scenario.workload
+        && let Some(named) = &spec.profile
+        && named.tp > 1
+        && !scenario.gpus_per_node.is_multiple_of(named.tp)
+    {
+        return Err(Error::Ddp(format!(
+            "workload.parallel.tp: {} does not divide the {} GPUs used per node (a tensor-parallel group stays inside a node)",
+            named.tp, scenario.gpus_per_node
+        )));
+    }
     let (step, summary) =
         on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll| {
             match &spec.parallel {

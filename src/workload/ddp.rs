@@ -1488,7 +1488,8 @@ fn plan_calls(
         tp_comm: 0.0,
         pipeline: 0.0,
         host_idle: true,
-        replicas: world,
+        // A model profile split over tensor-parallel ranks: tp of them make one replica.
+        replicas: world / spec.profile.as_ref().map_or(1, |p| p.tp.max(1)),
         alone_compute: None,
     }
 }

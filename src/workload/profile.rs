@@ -53,6 +53,13 @@ const MAX_PEAK_TFLOPS: f64 = 1e5;
 /// The largest memory bandwidth a profile may give its GPU, GB/s (a B200's is 8,000).
 const MAX_BANDWIDTH_GBS: f64 = 1e6;
 
+/// The largest hidden size a profile may give (the largest models' are 16,384-25,600).
+const MAX_HIDDEN: u64 = 1 << 20;
+
+/// The most repeated blocks (layers) a profile may give (the deepest models have a few
+/// hundred).
+const MAX_BLOCKS: u64 = 1 << 16;
+
 /// The longest fixed cost a kernel may have, µs (launches take 2-30 µs).
 const MAX_FLOOR_US: f64 = 1e3;
 
@@ -1234,9 +1241,12 @@ impl ModelProfile {
                 return Err(bad(field, format!("must be 1 to {MAX_SHAPE}")));
             }
         }
+        if p.hidden.is_some_and(|h| !(1..=MAX_HIDDEN).contains(&h)) {
+            return Err(bad("hidden", format!("must be 1 to {MAX_HIDDEN}")));
+        }
         for (i, b) in p.blocks.iter().enumerate() {
             let times = [b.time_ms, b.min_ms, b.max_ms, b.outside_ms];
-            let sane = b.count >= 2
+            let sane = (2..=MAX_BLOCKS).contains(&b.count)
                 && b.kernels >= 1
                 && b.phase != Phase::Optimizer
                 && times.iter().chain(b.by_class.values()).all(|x| x.is_finite() && *x >= 0.0)
@@ -1244,7 +1254,9 @@ impl ModelProfile {
             if !sane {
                 return Err(bad(
                     &format!("blocks[{i}]"),
-                    "not what `collsim profile` writes (at least 2 blocks of a kernel or more, forward or backward, times finite, 0 or more, min_ms at most max_ms): make the profile again".into(),
+                    format!(
+                        "not what `collsim profile` writes (2 to {MAX_BLOCKS} blocks of a kernel or more, forward or backward, times finite, 0 or more, min_ms at most max_ms): make the profile again"
+                    ),
                 ));
             }
         }
@@ -1330,20 +1342,19 @@ impl ModelProfile {
     pub fn carry_with(&self, c: &Carry) -> (Vec<Call>, f64) {
         let mut busy = 0.0;
         let mut calls = Vec::with_capacity(self.step.len() + 4);
-        // Under a tensor-parallel split, its all-reduces open forward and backward.
-        let (mut forward, mut backward) = (c.tp.is_some(), c.tp.is_some());
+        // Under a tensor-parallel split, forward's all-reduces and then backward's run where
+        // backward begins (forward's there, not at its start, where the host's later gaps
+        // would hide them).
+        let mut pending = c.tp.is_some();
         for e in &self.step {
             match e {
                 Entry::Kernels { compute_us, class, scale, kernels, phase } => {
-                    if let Some(tp) = &c.tp {
-                        let opens = match phase {
-                            Phase::Forward => std::mem::take(&mut forward),
-                            Phase::Backward => std::mem::take(&mut backward),
-                            Phase::Optimizer => false,
-                        };
-                        if opens {
-                            calls.extend(tp.calls());
-                        }
+                    if let Some(tp) = &c.tp
+                        && *phase != Phase::Forward
+                        && std::mem::take(&mut pending)
+                    {
+                        calls.extend(tp.calls(true));
+                        calls.extend(tp.calls(false));
                     }
                     let mut t = c.time(*compute_us, *class, *scale, *kernels);
                     if let Some(tp) = &c.tp
@@ -1502,16 +1513,24 @@ impl Named {
     /// run 1/tp of their work; each block all-reduces its activations twice forward (after
     /// the attention's output projection and the MLP's) and twice backward (the input
     /// gradients of its QKV and first MLP projections), micro-batch × sequence × hidden
-    /// elements in the step's 16-bit type; each rank steps the optimizer over 1/tp of the
-    /// parameters and all-reduces 1/tp of the gradients over its data-parallel group.
+    /// elements in the step's 16-bit type (fp32 in an fp32 step), and so do the
+    /// vocabulary-parallel embedding forward and the head's input gradient backward, with
+    /// the vocabulary-parallel loss's three all-reduces of an fp32 value a token; each rank
+    /// steps the optimizer over 1/tp of the parameters and all-reduces 1/tp of the gradients
+    /// over its data-parallel group (the ranks tp apart).
     ///
-    /// Left as traced, so that the split errs slow: the memory-bound kernels (LayerNorm,
-    /// dropout and residual adds are replicated across the tp ranks; the GELU, bias and
-    /// softmax, which are split, are not told apart) and the host's launches. The
-    /// all-reduces run at the start of forward and of backward, on a second stream the
-    /// compute waits for, rather than between the layers: their sum is on the compute stream
-    /// either way, and placed first in backward they delay the gradient buckets, never
-    /// hasten them.
+    /// Left as traced, which errs slow: the memory-bound kernels (LayerNorm, dropout and
+    /// residual adds are replicated across the tp ranks; the GELU, bias and softmax, which
+    /// are split, are not told apart) and the host's launches. Taken whole, which errs fast:
+    /// the GEMMs at 1/tp of their time (smaller GEMMs reach less of the peak), and the
+    /// all-reduces run where backward begins, on a second stream the compute waits for,
+    /// rather than between the layers (their sum is on the compute stream either way; before
+    /// backward they delay the gradient buckets, never hasten them, but the host's gaps
+    /// after them absorb what they can).
+    ///
+    /// Refused: a step that is not DDP's, convolutions, and a backward whose GEMMs take over
+    /// 2.5 times forward's (a recomputed forward or a second micro-batch, whose all-reduces
+    /// are not counted).
     fn tensor_parallel(&self) -> Result<TpSplit, String> {
         let p = &self.profile;
         let degree = self.tp;
@@ -1526,16 +1545,44 @@ impl Named {
         else {
             return Err("the profile does not know its micro-batch and sequence (give them to `collsim profile` with --micro-batch and --sequence)".into());
         };
-        let grouped = p.step.iter().any(|e| match e {
-            Entry::Call(Call::Nccl { nccl, .. }) => {
-                nccl.iter().any(|o| matches!(o, NcclOp::Collective { group: Some(_), .. }))
-            }
-            _ => false,
-        });
-        if grouped {
-            return Err("the traced step's collectives run on groups of their own (FSDP or a 3-D layout), not DDP's whole world: only a DDP step is split".into());
+        // DDP's step: its gradients all-reduced over the whole world, nothing else.
+        let ops: Vec<&NcclOp> = p
+            .step
+            .iter()
+            .flat_map(|e| match e {
+                Entry::Call(Call::Nccl { nccl, .. }) => nccl.iter().collect(),
+                _ => Vec::new(),
+            })
+            .filter(|o| matches!(o, NcclOp::Collective { .. }))
+            .collect();
+        let ddp = !ops.is_empty()
+            && ops.iter().all(|o| {
+                matches!(o, NcclOp::Collective { collective, group: None, .. } if collective == "all_reduce")
+            });
+        if !ddp {
+            return Err("the traced step is not DDP's (its gradients all-reduced over every rank, and no other collective): only a DDP step is split (FSDP's shards and a 3-D layout's groups are the trace's own)".into());
         }
-        let element = if matches!(p.precision.as_str(), "bf16" | "fp16") { 2 } else { 4 };
+        if p.step.iter().any(|e| matches!(e, Entry::Kernels { class: Class::Convolution, .. })) {
+            return Err("the traced step runs convolutions, which tensor parallelism does not split (it splits a transformer's GEMMs)".into());
+        }
+        // Backward runs two GEMMs (input and weight gradients) for each of forward's: more
+        // is a recomputed forward or another micro-batch, whose tensor-parallel all-reduces
+        // the split does not count yet.
+        let gemm = |phase: Phase| {
+            p.summary
+                .iter()
+                .filter(|s| s.phase == phase && s.class == Class::Gemm)
+                .map(|s| s.time_ms)
+                .sum::<f64>()
+        };
+        if gemm(Phase::Backward) > 2.5 * gemm(Phase::Forward) {
+            return Err(format!(
+                "the traced backward's GEMMs take {:.1} times forward's (2 for input and weight gradients): a recomputed forward or another micro-batch, whose tensor-parallel all-reduces are not counted; trace one micro-batch without activation checkpointing",
+                gemm(Phase::Backward) / gemm(Phase::Forward).max(1e-9)
+            ));
+        }
+        // The all-reduces' type: the 16-bit activations, or fp32 in an fp32/tf32 step.
+        let element = if matches!(p.precision.as_str(), "fp32" | "tf32") { 4 } else { 2 };
         let bytes = b
             .checked_mul(s)
             .and_then(|t| t.checked_mul(hidden))
@@ -1544,9 +1591,14 @@ impl Named {
             .ok_or("the activations to all-reduce come out over a TiB")?;
         Ok(TpSplit {
             degree,
-            all_reduces: 2 * layers as usize,
+            // Two a layer, and the vocabulary-parallel embedding's (forward) or head's input
+            // gradient (backward).
+            all_reduces: 2 * layers as usize + 1,
             bytes,
             dtype: if element == 2 { "bfloat16" } else { "float" }.to_string(),
+            // Vocabulary-parallel cross entropy: the logits' maximum, the target's logit and
+            // the sum of exponentials, one fp32 value a token each.
+            loss_bytes: b * s * 4,
         })
     }
 }
@@ -1562,22 +1614,30 @@ pub struct TpSplit {
     pub bytes: u64,
     /// Their element type, as nccl-tests names it.
     pub dtype: String,
+    /// Bytes of each of the loss's three small all-reduces (forward).
+    pub loss_bytes: u64,
 }
 
 impl TpSplit {
-    /// One way's all-reduces, on the tensor-parallel group, and the compute's wait for them.
-    fn calls(&self) -> [Call; 2] {
-        let op = NcclOp::Collective {
+    /// One way's all-reduces (forward's with the loss's three), on the tensor-parallel group,
+    /// and the compute's wait for them.
+    fn calls(&self, forward: bool) -> [Call; 2] {
+        let op = |bytes: u64, dtype: &str, name: &str| NcclOp::Collective {
             collective: "all_reduce".into(),
-            bytes: self.bytes,
-            dtype: self.dtype.clone(),
-            name: Some("tensor-parallel all-reduce".into()),
+            bytes,
+            dtype: dtype.to_string(),
+            name: Some(name.into()),
             group: Some(super::calls::GroupShape { size: Some(self.degree), stride: 1 }),
         };
-        [
-            Call::Nccl { nccl: vec![op; self.all_reduces], slowdown: None, stream: Some(1) },
-            Call::Drain { drain: true },
-        ]
+        let mut nccl =
+            vec![op(self.bytes, &self.dtype, "tensor-parallel all-reduce"); self.all_reduces];
+        if forward {
+            nccl.extend(std::iter::repeat_n(
+                op(self.loss_bytes, "float", "vocabulary-parallel loss all-reduce"),
+                3,
+            ));
+        }
+        [Call::Nccl { nccl, slowdown: None, stream: Some(1) }, Call::Drain { drain: true }]
     }
 }
 

@@ -591,8 +591,10 @@ fn a_profile_splits_over_tensor_parallel_ranks_as_megatron_does() {
     // The 1.42 B GPT traced on one H200 (24 layers, hidden 2,048, 8 x 1,024 tokens), carried to
     // two DGX-H200 nodes at tp 1 and 2: at tp 2 its GEMMs, attention and optimizer step take
     // half as long, each layer all-reduces 8 x 1,024 x 2,048 bf16 values (32 MiB) twice each way
-    // over its pair of GPUs, and its 74 gradient buckets carry half the bytes over the 8
-    // ranks of its data-parallel group. The memory-bound kernels and the host stay as traced.
+    // over its pair of GPUs (with the embedding's forward and the head's backward, 49 each
+    // way, and the loss's three of 32 KiB), its 74 gradient buckets carry half the bytes over
+    // the 8 ranks of its data-parallel group, and 8 replicas make its samples, not 16. The
+    // memory-bound kernels and the host stay as traced.
     let on = |tp: usize| {
         let s = scenario(
             &format!("tp{tp}.toml"),
@@ -617,9 +619,13 @@ fn a_profile_splits_over_tensor_parallel_ranks_as_megatron_does() {
     // As traced at tp 1 (the same step as without the table).
     let (plain, _) = step(&scenario("tp-none.toml", "dgx-h200", 2, 8, ""));
     assert_eq!(step1, plain);
-    assert_eq!((n1, n2), (74.0, 74.0 + 96.0));
-    assert!(out.contains("5.64 GiB (5912808 KiB) in all"), "{out}");
-    assert!(out.contains("tensor parallel 2: GEMMs, attention and the optimizer / 2, 48 all-reduces of 32 MiB each way"), "{out}");
+    assert_eq!((n1, n2), (74.0, 74.0 + 98.0 + 3.0));
+    assert!(out.contains("5.70 GiB (5978440 KiB) in all"), "{out}");
+    assert!(out.contains("tensor parallel 2: GEMMs, attention and the optimizer / 2, 49 all-reduces of 32 MiB each way"), "{out}");
+    let samples = |o: &str| -> f64 {
+        o.lines().find_map(|l| l.trim().strip_prefix("samples/s")?.trim().parse().ok()).unwrap()
+    };
+    assert!((samples(&out) - 8.0 * 8.0 / (step2 / 1e3)).abs() < 0.1, "{out}");
     // Half of the GEMMs', attention's and optimizer's ~101 ms come off the compute.
     let saved = compute1 - compute2;
     assert!((45.0..55.0).contains(&saved), "{compute1} -> {compute2} ms");
@@ -656,6 +662,26 @@ fn a_profile_splits_over_tensor_parallel_ranks_as_megatron_does() {
     fails_with(
         &["simulate", s.to_str().unwrap()],
         &["l0-tp.toml:8:6: workload.parallel.tp:", "no repeated blocks (layers)"],
+    );
+    // Only DDP's step is split: GPT-2 small's FSDP step, traced on one GPU, is refused.
+    let fsdp =
+        tmp("fsdp.toml", &collsim_ok(&["profile", &format!("{DIR}/run1-kineto-fsdp.json.gz")]));
+    let s = tmp(
+        "fsdp-tp.toml",
+        &format!(
+            "[cluster]\ntopology = \"dgx-h200\"\n\n[workload]\nprofile = \"{}\"\n\n[workload.parallel]\ntp = 2\n",
+            fsdp.display()
+        ),
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["fsdp-tp.toml:8:6: workload.parallel.tp:", "the traced step is not DDP's"],
+    );
+    // A tensor-parallel group stays inside a node, whatever the flags make of one.
+    let s = scenario("tp8.toml", "dgx-h200", 2, 8, "\n[workload.parallel]\ntp = 8\n");
+    fails_with(
+        &["simulate", &s, "--nodes", "4", "--gpus-per-node", "4"],
+        &["workload.parallel.tp: 8 does not divide the 4 GPUs used per node"],
     );
     // A plan cannot size a split profile's memory.
     let mem = with_memory("tp-mem", STEPS_COLUMNS, STEPS_ROW);
