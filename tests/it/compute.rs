@@ -201,8 +201,8 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
         eprintln!("{config}: {e:.1} %");
         assert!((0.0..15.0).contains(&e), "{config}: {e:.1} %");
         // They ran on 80 GB GPUs with Megatron's distributed optimizer: they fit (Nemotron-4
-        // 15B 67.6 GiB, GPT-3 175B 69.1 GiB, without the distributed optimizer 100.3 and 116.2;
-        // Llama 3.1 70B 64.0, the 405B proxy 31.7). Llama 3.1 8B comes out at 78.5 GiB: on the
+        // 15B 65.6 GiB, GPT-3 175B 69.1 GiB, without the distributed optimizer 100.3 and 116.2;
+        // Llama 3.1 70B 64.0, the 405B proxy 31.5). Llama 3.1 8B comes out at 77.5 GiB: on the
         // GPU, but not within the 5 % headroom, so its fp32 gradient buffer or its 20.9 GiB of
         // activations is overstated (collsim errs high there).
         let collsim::workload::Workload::Ddp(spec) = &s.workload else { unreachable!() };
