@@ -203,7 +203,7 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
         // They ran on 80 GB GPUs with Megatron's distributed optimizer: they fit (Nemotron-4
         // 15B 65.6 GiB, GPT-3 175B 69.1 GiB, without the distributed optimizer 100.3 and 116.2;
         // Llama 3.1 70B 64.0, the 405B proxy 31.5). Llama 3.1 8B comes out at 77.5 GiB: on the
-        // GPU, but not within the 5 % headroom, so its fp32 gradient buffer or its 20.9 GiB of
+        // GPU, but not within the 5 % headroom, so its fp32 gradient buffer or its 19.9 GiB of
         // activations is overstated (collsim errs high there).
         let collsim::workload::Workload::Ddp(spec) = &s.workload else { unreachable!() };
         let mem = collsim::workload::memory::ddp_memory(spec, 8 * s.nodes, 8);
