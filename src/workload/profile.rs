@@ -364,32 +364,37 @@ impl Memory {
     /// `max_allocated` and `max_reserved` columns, and where present `start_allocated`,
     /// `forward_allocated` and `optimizer_max_allocated`.
     pub fn read_steps(file: &str, text: &str) -> Result<Memory, String> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-        let Some((_, header)) = lines.next() else {
+        // The csv crate's reader (quoted cells, CRLF; blank lines skipped), every record's
+        // length checked here so that a short row names its line.
+        let mut reader = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        let bad = |e: csv::Error| format!("{file}: not CSV ({e})");
+        let names: Vec<String> = reader.headers().map_err(bad)?.iter().map(String::from).collect();
+        if names.iter().all(String::is_empty) {
             return Err(format!("{file}: empty (profile_model.py writes a header and one row)"));
-        };
-        let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        }
         if let Some(n) =
             names.iter().enumerate().find_map(|(i, n)| names[..i].contains(n).then_some(n))
         {
             return Err(format!("{file}:1: the column {n:?} twice"));
         }
-        let rows: Vec<(usize, &str)> = lines.collect();
-        let (line, row) = match rows.as_slice() {
-            [r] => *r,
-            [] => return Err(format!("{file}: no row under the header")),
-            [_, (i, _), ..] => {
-                return Err(format!(
-                    "{file}:{}: a second row (one profiled step is one row)",
-                    i + 1
-                ));
-            }
+        let mut rows = reader.records();
+        let record = match rows.next() {
+            Some(r) => r.map_err(bad)?,
+            None => return Err(format!("{file}: no row under the header")),
         };
-        let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+        let at = |r: &csv::StringRecord| r.position().map_or(2, |p| p.line());
+        if let Some(second) = rows.next() {
+            let line = second.as_ref().map_or(3, at);
+            return Err(format!("{file}:{line}: a second row (one profiled step is one row)"));
+        }
+        let line = at(&record);
+        let cells: Vec<&str> = record.iter().collect();
         if cells.len() != names.len() {
             return Err(format!(
-                "{file}:{}: {} fields where the header has {}",
-                line + 1,
+                "{file}:{line}: {} fields where the header has {}",
                 cells.len(),
                 names.len()
             ));
@@ -399,7 +404,7 @@ impl Memory {
             match cells[i] {
                 "" => Ok(None),
                 c => c.parse::<u64>().map(Some).map_err(|_| {
-                    format!("{file}:{}: {name}: not a whole number of bytes ({c:?})", line + 1)
+                    format!("{file}:{line}: {name}: not a whole number of bytes ({c:?})")
                 }),
             }
         };
@@ -422,7 +427,7 @@ impl Memory {
             forward_allocated: field("forward_allocated")?,
             optimizer_max_allocated: field("optimizer_max_allocated")?,
         };
-        m.check().map_err(|e| format!("{file}:{}: {e}", line + 1))?;
+        m.check().map_err(|e| format!("{file}:{line}: {e}"))?;
         Ok(m)
     }
 
