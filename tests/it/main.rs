@@ -8,6 +8,7 @@ mod cli_errors;
 mod compute;
 mod ddp;
 mod engine;
+mod golden;
 mod hardware;
 mod import;
 mod jobs;
