@@ -237,8 +237,8 @@ pub fn validate_curve(
     mode: Mode,
 ) -> Result<Validation, String> {
     // The input's name says where the curve comes from (the manifest's line and the log).
-    let (cluster, comm, _) =
-        crate::build(&curve.input.scenario).map_err(|e| format!("{}: {e}", curve.input.name))?;
+    let (cluster, comm, _) = crate::sim::build(&curve.input.scenario)
+        .map_err(|e| format!("{}: {e}", curve.input.name))?;
     validate::compare(&cluster, &comm, &curve.input.test, curve.input.coll, params, mode)
         .map_err(|e| format!("{}: {e}", curve.input.name))
 }

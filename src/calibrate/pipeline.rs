@@ -127,7 +127,7 @@ pub fn calibrate(
             same_count += usize::from(first == ranks);
             fit
         });
-        let (cluster, comm, _) = crate::build(&l.scenario).map_err(|e| e.to_string())?;
+        let (cluster, comm, _) = crate::sim::build(&l.scenario).map_err(|e| e.to_string())?;
         read.push(Log { name: l.name, test: l.test, coll: l.coll, is_fit, cluster, comm, ranks });
     }
     let compare = |l: &Log, p: &TimingParams| {

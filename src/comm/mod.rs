@@ -16,6 +16,23 @@ pub use search::{Hop, Paths};
 
 use tuning::TuningInput;
 
+/// What the communicator looked like, for reports.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CommSummary {
+    /// Ranks.
+    pub nranks: usize,
+    /// Ring search result.
+    pub ring_graph: Graph,
+    /// NVLS search result, if supported.
+    pub nvls_graph: Option<Graph>,
+    /// CUDA channels.
+    pub cuda_channels: usize,
+    /// NCCL version of the cost-model tables.
+    pub nccl_tables: &'static str,
+    /// NCCL_* variables given but not used by the model.
+    pub ignored_nccl: Vec<String>,
+}
+
 /// The collectives nccl-tests runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -822,7 +822,7 @@ fn ddp_workload(
             flops: 0.0,
             memory_bandwidth: bw.bytes_per_sec(),
             multiprocessors: None,
-            launch: spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS),
+            launch: spec.launch.unwrap_or(crate::workload::KERNEL_LAUNCH_SECS),
             gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
             ranks_per_node: 1,
             sixteen_bit_flops: None,

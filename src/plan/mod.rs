@@ -113,13 +113,13 @@ pub fn evaluate_all(
 /// differ only in DDP knobs share their cluster's. A cached time is the one the simulation
 /// gives, so outcomes do not depend on what ran before.
 #[derive(Default)]
-struct Caches(std::sync::Mutex<std::collections::HashMap<ClusterKey, Arc<crate::CollCache>>>);
+struct Caches(std::sync::Mutex<std::collections::HashMap<ClusterKey, Arc<crate::sim::CollCache>>>);
 
 /// What makes two candidates' clusters the same: instance, nodes, placement, NCCL_ALGO.
 type ClusterKey = (usize, usize, PlacementKind, Option<String>);
 
 impl Caches {
-    fn of(&self, c: &Candidate) -> Arc<crate::CollCache> {
+    fn of(&self, c: &Candidate) -> Arc<crate::sim::CollCache> {
         let key = (c.instance, c.nodes, c.placement, c.nccl_algo.clone());
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(key).or_default().clone()
@@ -350,7 +350,7 @@ fn run(
     inst: &Instance,
     params: &TimingParams,
     mode: Mode,
-    cache: &crate::CollCache,
+    cache: &crate::sim::CollCache,
     out: &mut Outcome,
 ) -> Result<Metrics, String> {
     let o = &plan.objective;
@@ -448,7 +448,7 @@ fn run(
                 return Err(format!("does not fit: {why}"));
             }
             let sequence = spec.sequence;
-            let (r, _) = crate::simulate_ddp_cached(&scenario, params, mode, cache)
+            let (r, _) = crate::sim::simulate_ddp_cached(&scenario, params, mode, cache)
                 .map_err(|e| e.to_string())?;
             let bound = if r.exposed_comm_ms < COMPUTE_BOUND * r.iteration_time_ms {
                 "compute".to_string()
@@ -474,7 +474,8 @@ fn run(
         Workload::Sweep(sweep) => {
             // One call of the sweep's largest size is the unit of work.
             sweep.min_bytes = sweep.max_bytes;
-            let (rows, _) = crate::simulate(&scenario, params, mode).map_err(|e| e.to_string())?;
+            let (rows, _) =
+                crate::sim::simulate(&scenario, params, mode).map_err(|e| e.to_string())?;
             let row = rows.last().ok_or("the sweep has no sizes")?;
             let step_s = row.time_us * 1e-6;
             let m = Metrics {

@@ -147,7 +147,7 @@ impl Summary {
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct HeaderLine {
-    /// [`crate::report::FORMAT_VERSION`] of the collsim that wrote the file (0: written before
+    /// [`crate::version::FORMAT_VERSION`] of the collsim that wrote the file (0: written before
     /// headers carried it).
     #[serde(default)]
     format_version: u32,
@@ -157,7 +157,7 @@ struct HeaderLine {
 /// The header line of a results file (with its newline).
 pub fn header_line(s: &Summary) -> String {
     let mut l = serde_json::to_string(&HeaderLine {
-        format_version: crate::report::FORMAT_VERSION,
+        format_version: crate::version::FORMAT_VERSION,
         collsim_plan: s.clone(),
     })
     .expect("serialisable");
@@ -239,11 +239,11 @@ pub fn read(name: &str, text: &str) -> Result<ResultsFile, String> {
         Some((_, l)) => {
             let h = serde_json::from_str::<HeaderLine>(l)
                 .map_err(|e| format!("{name}:1: not a collsim plan results file ({e})"))?;
-            if h.format_version != crate::report::FORMAT_VERSION {
+            if h.format_version != crate::version::FORMAT_VERSION {
                 return Err(format!(
                     "{name}:1: written in results format {}, this collsim writes {}: run the shard again",
                     h.format_version,
-                    crate::report::FORMAT_VERSION
+                    crate::version::FORMAT_VERSION
                 ));
             }
             h.collsim_plan

@@ -209,7 +209,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
                 Some(d) => format!(
                     " ({:.1} % of the {precision} peak, {} µs of host a kernel, {} µs a GEMM: {}; docs/compute-model.md)",
                     100.0 * efficiency,
-                    micros(spec.launch.unwrap_or(crate::KERNEL_LAUNCH_SECS)),
+                    micros(spec.launch.unwrap_or(crate::workload::KERNEL_LAUNCH_SECS)),
                     micros(spec.gemm_fixed.unwrap_or(0.0)),
                     d.describe()
                 ),

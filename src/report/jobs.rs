@@ -8,7 +8,7 @@ use crate::collective::{Mode, TimingParams};
 use crate::config::Scenario;
 use crate::units::Bytes;
 use crate::workload::Workload;
-use crate::{JobOutcome, JobRun};
+use crate::sim::{JobOutcome, JobRun};
 
 /// The text form: every job's report, then the slowdown table.
 pub fn table(

@@ -21,16 +21,8 @@ use std::io::{self, Write};
 
 use crate::calibrate::validate::Validation;
 
-/// The version of every JSON document collsim writes (`simulate`, `plan`, `validate`, `explain`,
-/// `topo show`, jobs, sweeps, DDP steps), as each document's `format_version`: one number for
-/// the crate, bumped whenever a field is added, renamed, retyped or dropped. A test
-/// (`tests/it/report.rs`) keeps the fields of each document and fails when they change and
-/// this does not. 4: a replayed step's `samples_per_s`, `gemm_tflops`, `forward_ms` and
-/// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
-/// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
-/// `tp_comm_overlap`; 7: `memory` has `step_transient` and `measured`, and a model profile
-/// that knows its micro-batch gives `samples_per_s`.
-pub const FORMAT_VERSION: u32 = 7;
+pub use crate::comm::CommSummary;
+pub use crate::version::FORMAT_VERSION;
 
 /// Writes `value` (a JSON object) as collsim's JSON documents are written: pretty, its
 /// `format_version` first, then its own fields in their order, and a newline.
@@ -46,26 +38,8 @@ pub fn write_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut dyn Write) 
     writeln!(out)
 }
 use crate::collective::{Mode, TimingParams};
-use crate::comm::Graph;
 use crate::config::Scenario;
 use crate::workload::sweep::Row;
-
-/// What the communicator looked like, for reports.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CommSummary {
-    /// Ranks.
-    pub nranks: usize,
-    /// Ring search result.
-    pub ring_graph: Graph,
-    /// NVLS search result, if supported.
-    pub nvls_graph: Option<Graph>,
-    /// CUDA channels.
-    pub cuda_channels: usize,
-    /// NCCL version of the cost-model tables.
-    pub nccl_tables: &'static str,
-    /// NCCL_* variables given but not used by the model.
-    pub ignored_nccl: Vec<String>,
-}
 
 /// A simulated sweep with its context.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -16,6 +16,10 @@ pub mod spec;
 pub mod sweep;
 pub mod timeline;
 
+/// Cost of one kernel launch: collsim-bench measured 3.8–4.3 µs back to back on an H100
+/// (calibration/data/2026-11-22-h100-single).
+pub const KERNEL_LAUNCH_SECS: f64 = 4e-6;
+
 /// What a scenario (or one of its jobs) runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Workload {

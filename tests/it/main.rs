@@ -14,6 +14,7 @@ mod import;
 mod jobs;
 mod megatron;
 mod model;
+mod modules;
 mod outputs;
 mod plan;
 mod profile;

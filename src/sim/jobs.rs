@@ -1,0 +1,410 @@
+//! Several jobs side by side on one cluster.
+
+use super::{
+    CollCache, Error, background, machine, step_fits, step_groups, step_overflow, summary, with_ddp,
+};
+use crate::collective::{self, Load, Mode, TimingParams};
+use crate::comm::env::NcclEnv;
+use crate::comm::{CommSummary, Communicator};
+use crate::config::Scenario;
+use crate::hw::{Cluster, NodeId};
+use crate::workload::sweep::Row;
+use crate::{units, workload};
+
+/// Jobs' steps side by side may differ at most this many times in length.
+const STEP_RATIO: f64 = 1000.0;
+/// What one job of a multi-job scenario did.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// The job as a scenario of its own (its nodes, workload and NCCL variables), for reports.
+    pub scenario: Scenario,
+    /// Its name.
+    pub name: String,
+    /// The machine's nodes it ran on.
+    pub nodes: Vec<NodeId>,
+    /// How they were chosen.
+    pub placement: &'static str,
+    /// Its communicator.
+    pub summary: CommSummary,
+    /// Its results beside the other jobs, and alone.
+    pub outcome: JobOutcome,
+}
+
+/// A job's results, beside the others and alone on the cluster (background traffic stays).
+#[derive(Debug, Clone)]
+pub enum JobOutcome {
+    /// A collective sweep: one row per size.
+    Sweep {
+        /// Beside the other jobs.
+        rows: Vec<Row>,
+        /// Alone.
+        alone: Vec<Row>,
+    },
+    /// A DDP step.
+    Ddp {
+        /// Beside the other jobs.
+        step: Box<workload::ddp::StepResult>,
+        /// Alone.
+        alone: Box<workload::ddp::StepResult>,
+    },
+    /// Holds its nodes, sends nothing.
+    Idle,
+}
+
+impl JobOutcome {
+    /// Time alone over time beside the others, per sweep size (one value for a DDP step): 1 is
+    /// no slowdown, 0.5 takes twice as long.
+    pub fn relative_speed(&self) -> Vec<f64> {
+        match self {
+            JobOutcome::Sweep { rows, alone } => {
+                rows.iter().zip(alone).map(|(r, a)| a.time_us / r.time_us).collect()
+            }
+            JobOutcome::Ddp { step, alone } => {
+                vec![alone.iteration_time_ms / step.iteration_time_ms]
+            }
+            JobOutcome::Idle => Vec::new(),
+        }
+    }
+}
+
+/// The fraction of a call of `time_us` spent moving bytes: what is left after the same call on a
+/// near-empty buffer (its call overhead and per-step latencies), as `explain` splits it. A
+/// neighbour's flows load the network by that fraction of their steady rate on average.
+fn moving_fraction(
+    spec: &workload::sweep::SweepSpec,
+    call: &collective::Call<'_>,
+    time_us: f64,
+) -> f64 {
+    let tiny = units::Bytes::new((call.elt.get() * call.comm.nranks() as u64).max(call.elt.get()));
+    let small = collective::Call { bytes: tiny, ..*call };
+    let latency = workload::sweep::row(spec, &small, &collective::simulate(&small)).time_us;
+    if time_us > 0.0 { ((time_us - latency) / time_us).clamp(0.0, 1.0) } else { 0.0 }
+}
+
+/// What a job puts on the network while the others run: per sweep size, or one steady pattern.
+enum Traffic {
+    PerSize(Vec<Vec<Load>>),
+    Steady(Vec<Load>),
+    None,
+}
+
+/// Simulates a scenario's `[[job]]`s side by side on its cluster, and each alone.
+///
+/// While a job's call runs, each other job is running its own concurrent call (a sweep: the one
+/// of the same row, back to back, as nccl-tests loops; a DDP step: its largest bucket's
+/// collective, each flow at the step's communication duty cycle times its steady rate) and the
+/// scenario's background traffic; those flows take their max-min share of every link for the
+/// whole call. Neighbours are taken as they run alone (one pass, no fixed point). DDP jobs run
+/// their steps together in one shared network instead, each collective posted as its NCCL
+/// stream reaches it (`workload::jobs::run_shared`); sweeps are steady traffic there.
+pub fn simulate_jobs(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<Vec<JobRun>, Error> {
+    simulate_jobs_with(scenario, params, mode, &|| {})
+}
+
+/// How many calls (sweep sizes, DDP steps) [`simulate_jobs`] simulates: each job's alone and
+/// beside the others.
+pub fn job_calls(scenario: &Scenario) -> u64 {
+    use workload::Workload;
+    let per = |w: &Workload| match w {
+        Workload::Sweep(s) => workload::sweep::sizes(s).len() as u64,
+        // A 3-D step runs each pipeline stage's step.
+        Workload::Ddp(d) => d.parallel.map_or(1, |l| l.pp as u64),
+        Workload::Idle => 0,
+    };
+    scenario.jobs.iter().map(|j| 2 * per(&j.workload)).sum()
+}
+
+/// As [`simulate_jobs`], calling `tick` once per sweep size or DDP step simulated.
+pub fn simulate_jobs_with(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<JobRun>, Error> {
+    use rayon::prelude::*;
+    use workload::Workload;
+    let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let whole = machine(scenario, &env, scenario.node.gpu.count)?;
+    let bg = background(scenario, &whole)?;
+    struct Built {
+        cluster: Cluster,
+        comm: Communicator,
+        scenario: Scenario,
+        summary: CommSummary,
+    }
+    let mut built = Vec::new();
+    for job in &scenario.jobs {
+        let mut nccl = scenario.nccl.clone();
+        for (k, v) in &job.nccl {
+            nccl.retain(|(key, _)| key != k);
+            nccl.push((k.clone(), v.clone()));
+        }
+        // An error about a variable is put where the job, or the scenario, gives it.
+        let place = |key: &str| job.nccl_at.get(key).or(scenario.nccl_at.get(key));
+        let in_job = |key: &str, e: String| match place(key) {
+            Some(at) => Error::Ddp(format!("{at}: job {:?}: nccl.{e}", job.name)),
+            None => Error::Ddp(format!("job {:?}: {e}", job.name)),
+        };
+        let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| in_job(&e.key, e.to_string()))?;
+        let cluster = whole.subset(&job.nodes, job.gpus_per_node);
+        let comm =
+            Communicator::new(&cluster, &env)?.with_gpus_per_process(scenario.gpus_per_process);
+        let summary = summary(&comm, &env);
+        let job_scenario = Scenario {
+            nodes: job.nodes.len(),
+            gpus_per_node: job.gpus_per_node,
+            workload: job.workload.clone(),
+            nccl,
+            jobs: Vec::new(),
+            background: Vec::new(),
+            ..scenario.clone()
+        };
+        if let Workload::Sweep(s) = &job.workload {
+            workload::sweep::check_supported(s.collective, &comm)
+                .map_err(|e| in_job("NCCL_ALGO", e.to_string()))?;
+        }
+        built.push(Built { cluster, comm, scenario: job_scenario, summary });
+    }
+    /// One run of a job's workload beside some traffic.
+    enum Ran {
+        Rows(Vec<Row>),
+        Step(Box<workload::ddp::StepResult>),
+        Idle,
+    }
+    // `--mode detailed` runs each DDP job's step at least twice (beside the others, alone),
+    // beside the other jobs' flows, which every rate solve visits too.
+    let ddp_jobs = built.iter().filter(|b| matches!(b.scenario.workload, Workload::Ddp(_))).count();
+    let shared = 2.0 * ddp_jobs as f64;
+    // DDP jobs' steps, ready to post their collectives into a shared network: one plan, or
+    // one per pipeline stage of a 3-D layout.
+    struct JobPlan {
+        stages: Vec<workload::ddp::StepPlan>,
+        report: Option<workload::parallel::ParallelReport>,
+        groups: workload::jobs::GroupComms,
+    }
+    let plans: Vec<Option<JobPlan>> = built
+        .par_iter()
+        .map(|b| match &b.scenario.workload {
+            Workload::Ddp(d) => {
+                let world = b.comm.nranks();
+                let s = &b.scenario;
+                let groups = step_groups(&b.cluster, &b.comm, d)?;
+                // In detail, each of a group's calls runs beside its siblings' copies.
+                let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
+                let (stages, report) = with_ddp(
+                    &b.cluster,
+                    &b.comm,
+                    s,
+                    d,
+                    params,
+                    mode,
+                    &bg,
+                    &CollCache::default(),
+                    (shared * copies as f64, false),
+                    &groups,
+                    |gpu, coll| match &d.parallel {
+                        Some(layout) => {
+                            let (stages, report) =
+                                workload::parallel::plan_stages(d, layout, world, gpu, coll);
+                            (stages, Some(report))
+                        }
+                        None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
+                    },
+                )?;
+                Ok(Some(JobPlan { stages, report, groups }))
+            }
+            _ => Ok(None),
+        })
+        .collect::<Result<_, Error>>()?;
+    // A job's steps to share a network: its stages in order.
+    let shared = |j: usize| -> Vec<workload::jobs::SharedStep<'_>> {
+        let Some(plan) = &plans[j] else { return Vec::new() };
+        let staged = plan.report.is_some();
+        (plan.stages.iter().enumerate())
+            .map(|(s, stage)| workload::jobs::SharedStep {
+                cluster: &built[j].cluster,
+                comm: &built[j].comm,
+                params,
+                plan: stage,
+                mode,
+                groups: &plan.groups,
+                stage: staged.then_some(s),
+            })
+            .collect()
+    };
+    // A job's step from its stages' (one, unless 3-D).
+    let job_step = |j: usize, results: Vec<workload::ddp::StepResult>| {
+        let Some(first) = results.first().cloned() else {
+            return Err(Error::Ddp(format!(
+                "job {:?}: its step has no stage",
+                scenario.jobs[j].name
+            )));
+        };
+        Ok(match plans[j].as_ref().and_then(|p| p.report.clone()) {
+            Some(report) => {
+                let world = built[j].comm.nranks();
+                workload::parallel::stage_step(results, report, world, || first)
+            }
+            None => first,
+        })
+    };
+    let links = whole.links();
+    let run = |j: usize, load: &dyn Fn(usize) -> Vec<Load>| -> Result<Ran, Error> {
+        let b = &built[j];
+        Ok(match &b.scenario.workload {
+            Workload::Sweep(s) => {
+                let n = workload::sweep::sizes(s).len();
+                let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
+                Ran::Rows(workload::sweep::run_beside(
+                    &b.cluster,
+                    &b.comm,
+                    s,
+                    params,
+                    mode,
+                    |i| &loads[i],
+                    tick,
+                )?)
+            }
+            // Alone: its step in a network of its own (with the background).
+            Workload::Ddp(_) => {
+                let r = workload::jobs::run_shared(&shared(j), links, &load(0), tick);
+                Ran::Step(Box::new(job_step(j, r)?))
+            }
+            Workload::Idle => Ran::Idle,
+        })
+    };
+    let alone: Vec<Ran> = (0..built.len())
+        .into_par_iter()
+        .map(|j| run(j, &|_| bg.clone()))
+        .collect::<Result<_, _>>()?;
+    // Steps side by side: each too long to simulate is refused, and so are steps so unequal
+    // that the shorter job would repeat its step more than STEP_RATIO times meanwhile.
+    let mut steps = Vec::new();
+    for (job, ran) in scenario.jobs.iter().zip(&alone) {
+        if let Ran::Step(r) = ran {
+            let t = r.iteration_time_ms;
+            if !step_fits(r) {
+                return Err(Error::StepTooLong(format!(
+                    "job {:?}: {}",
+                    job.name,
+                    step_overflow(r)
+                )));
+            }
+            steps.push((t, &job.name));
+        }
+    }
+    let longest = steps.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+    let shortest = steps.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    if let (Some(l), Some(s)) = (longest, shortest)
+        && l.0 > STEP_RATIO * s.0.max(1e-9)
+    {
+        return Err(Error::Ddp(format!(
+            "job {:?}'s step ({:.3} ms) is over {STEP_RATIO} times job {:?}'s ({:.3} ms): side by side the shorter would run that many steps meanwhile; simulate them apart",
+            l.1, l.0, s.1, s.0
+        )));
+    }
+    // What each job puts on the network, from its run alone.
+    let traffic: Vec<Traffic> = built
+        .par_iter()
+        .zip(&alone)
+        .map(|(b, out)| match (&b.scenario.workload, out) {
+            (Workload::Sweep(s), Ran::Rows(rows)) => Traffic::PerSize(
+                workload::sweep::sizes(s)
+                    .into_iter()
+                    .zip(rows)
+                    .map(|(size, row)| {
+                        let call =
+                            workload::sweep::call(&b.cluster, &b.comm, s, size, params, mode, &bg);
+                        collective::steady_load(&call, moving_fraction(s, &call, row.time_us))
+                    })
+                    .collect(),
+            ),
+            (Workload::Ddp(d), Ran::Step(alone)) => {
+                let duty = (alone.comm_ms / alone.iteration_time_ms).clamp(0.0, 1.0);
+                let largest = alone.buckets.iter().map(|k| k.wire_bytes).max().unwrap_or(0);
+                let spec = workload::sweep::SweepSpec {
+                    collective: collective::Collective::AllReduce,
+                    min_bytes: units::Bytes::new(largest),
+                    max_bytes: units::Bytes::new(largest),
+                    factor: 2,
+                    dtype: d.model.grad_dtype,
+                    op: workload::ReduceOp::Sum,
+                };
+                let call =
+                    workload::sweep::call(&b.cluster, &b.comm, &spec, largest, params, mode, &bg);
+                let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
+                let moving = moving_fraction(&spec, &call, row.time_us);
+                Traffic::Steady(collective::steady_load(&call, duty * moving))
+            }
+            _ => Traffic::None,
+        })
+        .collect();
+    // Every DDP job together in one network: their collectives meet as they run, beside the
+    // background and the sweep jobs (each running its largest size back to back).
+    let ddp_jobs: Vec<usize> = (0..built.len()).filter(|&j| plans[j].is_some()).collect();
+    let mut together = {
+        let owner: Vec<usize> = ddp_jobs.iter().flat_map(|&j| vec![j; shared(j).len()]).collect();
+        let steps: Vec<_> = ddp_jobs.iter().flat_map(|&j| shared(j)).collect();
+        let mut load = bg.clone();
+        for t in &traffic {
+            if let Traffic::PerSize(rows) = t {
+                load.extend(rows.last().into_iter().flatten().cloned());
+            }
+        }
+        let done = if steps.is_empty() {
+            Vec::new()
+        } else {
+            workload::jobs::run_shared(&steps, links, &load, tick)
+        };
+        let mut by_job = std::collections::BTreeMap::<usize, Vec<_>>::new();
+        for (j, r) in owner.into_iter().zip(done) {
+            by_job.entry(j).or_default().push(r);
+        }
+        by_job
+            .into_iter()
+            .map(|(j, r)| Ok((j, job_step(j, r)?)))
+            .collect::<Result<std::collections::BTreeMap<_, _>, Error>>()?
+    };
+    let mut out = Vec::new();
+    for (j, (b, alone)) in built.iter().zip(alone).enumerate() {
+        let beside = |i: usize| -> Vec<Load> {
+            let mut l = bg.clone();
+            for (_, t) in traffic.iter().enumerate().filter(|(k, _)| *k != j) {
+                match t {
+                    // A sweep beside a DDP step runs its largest size.
+                    Traffic::PerSize(rows) => match &b.scenario.workload {
+                        Workload::Sweep(_) => l.extend(rows.get(i).into_iter().flatten().cloned()),
+                        _ => l.extend(rows.last().into_iter().flatten().cloned()),
+                    },
+                    Traffic::Steady(x) => l.extend(x.iter().cloned()),
+                    Traffic::None => {}
+                }
+            }
+            l
+        };
+        let ran = match together.remove(&j) {
+            Some(step) => Ran::Step(Box::new(step)),
+            None => run(j, &beside)?,
+        };
+        let outcome = match (ran, alone) {
+            (Ran::Rows(rows), Ran::Rows(alone)) => JobOutcome::Sweep { rows, alone },
+            (Ran::Step(step), Ran::Step(alone)) => JobOutcome::Ddp { step, alone },
+            _ => JobOutcome::Idle,
+        };
+        let job = &scenario.jobs[j];
+        out.push(JobRun {
+            scenario: b.scenario.clone(),
+            name: job.name.clone(),
+            nodes: job.nodes.clone(),
+            placement: job.placement,
+            summary: b.summary.clone(),
+            outcome,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,349 @@
+//! A scenario, simulated: the cluster and communicator it builds, its collective sweep, its
+//! training step and its jobs side by side. [`crate::plan`], [`crate::calibrate`] and the CLI
+//! call these; the crate root re-exports them.
+
+mod groups;
+mod jobs;
+mod timer;
+
+pub use jobs::{JobOutcome, JobRun, job_calls, simulate_jobs, simulate_jobs_with};
+pub use timer::{CollCache, GroupKey};
+
+use groups::step_groups;
+use timer::with_ddp;
+
+use crate::collective::{Load, Mode, TimingParams};
+use crate::comm::env::{EnvError, NcclEnv};
+use crate::comm::{CommError, CommSummary, Communicator};
+use crate::config::{self, Scenario};
+use crate::hw::{self, Cluster};
+use crate::workload::sweep::{Row, SweepError};
+use crate::{comm, units, workload};
+
+/// Any error the library reports; each displays as one line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Bad input file.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// Bad NCCL variable.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The communicator cannot be built.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    /// The sweep cannot run.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+    /// The placement or the network does not fit the cluster's node count.
+    #[error("{0}")]
+    Placement(String),
+    /// The training step cannot be simulated.
+    #[error("{0}")]
+    Ddp(String),
+    /// The training step passes [`units::Time::LIMIT`]: which inputs set it (the caller names
+    /// the file they came from).
+    #[error("{0}")]
+    StepTooLong(String),
+}
+
+/// A cluster and the communicator NCCL would build on it, for a scenario.
+pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary), Error> {
+    let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let cluster = machine(scenario, &env, scenario.gpus_per_node)?;
+    let comm = Communicator::new(&cluster, &env)?.with_gpus_per_process(scenario.gpus_per_process);
+    let summary = summary(&comm, &env);
+    Ok((cluster, comm, summary))
+}
+
+/// `nodes` of `gpus_per_node` GPUs within [`config::MAX_RANKS`].
+pub fn check_ranks(nodes: usize, gpus_per_node: usize) -> Result<(), String> {
+    let ranks = nodes.saturating_mul(gpus_per_node);
+    if ranks > config::MAX_RANKS {
+        return Err(format!(
+            "{nodes} nodes of {gpus_per_node} GPUs are {ranks} ranks, more than the {} collsim simulates",
+            config::MAX_RANKS
+        ));
+    }
+    Ok(())
+}
+
+/// Where a calibrated `profile` was fitted on another setup than the run of `s`: which of
+/// topology, GPU model and NCCL release (by the cost-model tables it maps to) differ, as one
+/// warning. `None` where they agree or the profile records none.
+pub fn profile_mismatch(profile: &TimingParams, s: &Scenario) -> Option<String> {
+    let on = profile.fitted_on.as_ref()?;
+    let env = NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str()))).ok()?;
+    let run_tables = env.version.tables();
+    let fit_tables = comm::tuning::NcclVersion::parse(&on.nccl).map(|v| v.tables());
+    let mut differ = Vec::new();
+    if on.topology != s.node.name {
+        differ.push(format!("topology {} (this run: {})", on.topology, s.node.name));
+    }
+    if on.gpu != s.node.gpu.model.name {
+        differ.push(format!("GPU {} (this run: {})", on.gpu, s.node.gpu.model.name));
+    }
+    if fit_tables.is_some_and(|t| t != run_tables) {
+        differ.push(format!("NCCL {} (this run's tables: {run_tables})", on.nccl));
+    }
+    (!differ.is_empty()).then(|| {
+        format!(
+            "profile {:?} was fitted on {}; its fitted values may not hold here",
+            profile.name,
+            differ.join(", ")
+        )
+    })
+}
+
+/// Every node of the scenario's cluster with `gpus_per_node` GPUs used on each, on its
+/// network and placement.
+fn machine(scenario: &Scenario, env: &NcclEnv, gpus_per_node: usize) -> Result<Cluster, Error> {
+    check_ranks(scenario.nodes, gpus_per_node).map_err(Error::Placement)?;
+    hw::fabric::check(&scenario.node, scenario.nodes).map_err(|e| {
+        // The fabric is the topology's, the node count the scenario's (or --nodes): name both.
+        let topology = match &scenario.topology {
+            config::TopologySource::Preset(name) => format!("topology {name}"),
+            config::TopologySource::File(path) => path.display().to_string(),
+        };
+        Error::Placement(format!("{topology}: {e} (with {} nodes)", scenario.nodes))
+    })?;
+    let placement =
+        scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
+    Ok(Cluster::with_network(
+        &scenario.node,
+        scenario.nodes,
+        gpus_per_node,
+        &placement,
+        env.socket_streams,
+    ))
+}
+
+fn summary(comm: &Communicator, env: &NcclEnv) -> CommSummary {
+    CommSummary {
+        nranks: comm.nranks(),
+        ring_graph: comm.ring_graph(),
+        nvls_graph: comm.nvls_graph(),
+        cuda_channels: comm.channels().len(),
+        nccl_tables: env.version.tables(),
+        ignored_nccl: env.ignored.clone(),
+    }
+}
+
+/// The scenario's `[[background]]` traffic on `machine`.
+fn background(scenario: &Scenario, machine: &Cluster) -> Result<Vec<Load>, Error> {
+    let mut out = Vec::new();
+    for b in &scenario.background {
+        b.check(scenario.nodes).map_err(Error::Placement)?;
+        out.extend(b.loads(machine));
+    }
+    Ok(out)
+}
+
+/// Simulates a scenario's sweep (beside its background traffic, if it has any).
+pub fn simulate(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(Vec<Row>, CommSummary), Error> {
+    simulate_with(scenario, params, mode, &|| {})
+}
+
+/// As [`simulate`], calling `tick` once per size simulated (for a progress bar).
+pub fn simulate_with(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    tick: &(dyn Fn() + Sync),
+) -> Result<(Vec<Row>, CommSummary), Error> {
+    if !scenario.jobs.is_empty() {
+        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+    }
+    let sweep = scenario
+        .sweep()
+        .ok_or_else(|| Error::Ddp("the scenario's workload is a DDP step, not a sweep".into()))?;
+    let (cluster, comm, summary) = build(scenario)?;
+    let load = background(scenario, &cluster)?;
+    let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load, tick)?;
+    Ok((rows, summary))
+}
+
+/// Simulates a scenario's DDP training step (its workload must be `kind = "ddp"`), beside its
+/// background traffic if it has any.
+pub fn simulate_ddp(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    ddp_step(scenario, params, mode, &CollCache::default(), false)
+}
+
+/// As [`simulate_ddp`], each collective's span also naming the busiest links it crosses (for a
+/// trace's link counters): a steady state of the whole call, which at tens of thousands of
+/// ranks costs more than the step itself.
+pub fn simulate_ddp_with_links(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    ddp_step(scenario, params, mode, &CollCache::default(), true)
+}
+
+/// As [`simulate_ddp`], taking collective times from `cache` and adding those it simulates.
+/// The cache must belong to this scenario's cluster (see [`CollCache`]).
+pub fn simulate_ddp_cached(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    ddp_step(scenario, params, mode, cache, false)
+}
+
+/// A DDP step; with `links`, each collective's busiest links for the trace (a steady-state
+/// solve per distinct call: the plan, which draws no trace, skips it).
+fn ddp_step(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+    links: bool,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    // A model profile's tensor-parallel group stays inside a node, whatever the flags or a
+    // sweep made of the GPUs a node uses.
+    if let config::Workload::Ddp(spec) = &scenario.workload
+        && let Some(named) = &spec.profile
+        && named.tp > 1
+        && !scenario.gpus_per_node.is_multiple_of(named.tp)
+    {
+        return Err(Error::Ddp(format!(
+            "workload.parallel.tp: {} does not divide the {} GPUs used per node (a tensor-parallel group stays inside a node)",
+            named.tp, scenario.gpus_per_node
+        )));
+    }
+    let (step, summary) =
+        on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll| {
+            match &spec.parallel {
+                Some(layout) => {
+                    workload::parallel::simulate_parallel(spec, layout, world, gpu, coll)
+                }
+                None => workload::ddp::simulate_step_on(spec, world, gpu, coll),
+            }
+        })?;
+    if !step_fits(&step) {
+        return Err(Error::StepTooLong(step_overflow(&step)));
+    }
+    Ok((step, summary))
+}
+
+/// Hands `f` the scenario's training step, its ranks, GPU facts and a timer of collectives on
+/// each process group of its cluster (beside its background traffic), after the checks every
+/// step takes; returns what `f` does and the communicator's summary.
+fn on_cluster<R>(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+    cache: &CollCache,
+    links: bool,
+    f: impl Fn(
+        &workload::ddp::DdpSpec,
+        usize,
+        &workload::ddp::GpuFacts,
+        &workload::parallel::GroupTimer<'_>,
+    ) -> R,
+) -> Result<(R, CommSummary), Error> {
+    if !scenario.jobs.is_empty() {
+        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+    }
+    let spec = scenario
+        .ddp()
+        .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
+    let (cluster, comm, summary) = build(scenario)?;
+    let load = background(scenario, &cluster)?;
+    let world = comm.nranks();
+    if let Some(layout) = &spec.parallel {
+        layout
+            .check(&spec.model, world, spec.grad_accumulation)
+            .and_then(|()| layout.check_placement(world, comm.ppn()))
+            .map_err(|e| Error::Ddp(format!("{}: {e}", e.field())))?;
+    }
+    let groups = step_groups(&cluster, &comm, spec)?;
+    let r = with_ddp(
+        &cluster,
+        &comm,
+        scenario,
+        spec,
+        params,
+        mode,
+        &load,
+        cache,
+        (1.0, links),
+        &groups,
+        |gpu, coll| f(spec, world, gpu, coll),
+    )?;
+    Ok((r, summary))
+}
+
+/// A scenario's DDP or FSDP step as a list of calls ([`workload::calls`]): its steady step's
+/// compute, collectives and waits in program order, for `kind = "trace"` to replay.
+pub fn export_calls(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<workload::calls::CallsFile, Error> {
+    let spec = scenario.ddp().ok_or_else(|| {
+        Error::Ddp("--export-calls: the scenario's workload is not a training step".into())
+    })?;
+    if spec.parallel.is_some() || !scenario.jobs.is_empty() {
+        return Err(Error::Ddp(
+            "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
+        ));
+    }
+    if !spec.skew.is_none() || spec.input.is_some() {
+        return Err(Error::Ddp(
+            "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
+        ));
+    }
+    let cache = CollCache::default();
+    let (calls, summary) =
+        on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
+            let ranks = (gpu.ranks_per_node, world);
+            workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls(ranks)
+        })?;
+    let world = summary.nranks;
+    Ok(workload::calls::CallsFile {
+        collsim_calls: workload::calls::VERSION,
+        ranks: Some(world),
+        calls,
+    })
+}
+
+/// Whether a step's times are finite and under the simulated-time limit (a compute rate or a
+/// size far out of range makes them overflow).
+fn step_fits(r: &workload::ddp::StepResult) -> bool {
+    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
+    let parts = [r.iteration_time_ms, r.compute_ms, r.forward_ms, r.backward_ms, r.comm_ms];
+    parts.iter().all(|t| t.is_finite() && *t < limit_ms) && r.breakdown.total_ms().is_finite()
+}
+
+/// Why a step past [`units::Time::LIMIT`] is refused, naming the inputs that set the part that
+/// overflowed: its compute (the workload's batch, layers and compute rate) or its collectives
+/// (the gradients over the cluster's links).
+fn step_overflow(r: &workload::ddp::StepResult) -> String {
+    let limit_ms = units::Time::LIMIT.as_secs_f64() * 1e3;
+    let past = |t: f64| !t.is_finite() || t >= limit_ms;
+    let days = units::Time::LIMIT.as_secs_f64() / 86_400.0;
+    let cause = if [r.compute_ms, r.forward_ms, r.backward_ms].into_iter().any(past) {
+        "its compute, set by workload.micro_batch (and grad_accumulation), the model's size \
+         (workload.model, the layers' fwd_gflops or fwd_ms, or the trace's kernels) and the \
+         compute rate (workload.tflops, efficiency or mfu); is one of them far too large or too \
+         small?"
+    } else if past(r.comm_ms) {
+        "its collectives, set by the gradients' sizes over the links of cluster.topology and \
+         any [[background]] load; is a link far too slow or a size far too large?"
+    } else {
+        "its compute and collectives together; is a size far too large or a rate far too small?"
+    };
+    format!(
+        "the training step passes {days:.0} days of simulated time, more than collsim reports: {cause}"
+    )
+}

@@ -1,0 +1,13 @@
+//! The version of collsim's JSON documents: below every module that writes or reads one
+//! ([`crate::report`] writes them, [`crate::plan`]'s shard files record it).
+
+/// The version of every JSON document collsim writes (`simulate`, `plan`, `validate`, `explain`,
+/// `topo show`, jobs, sweeps, DDP steps), as each document's `format_version`: one number for
+/// the crate, bumped whenever a field is added, renamed, retyped or dropped. A test
+/// (`tests/it/report.rs`) keeps the fields of each document and fails when they change and
+/// this does not. 4: a replayed step's `samples_per_s`, `gemm_tflops`, `forward_ms` and
+/// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
+/// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
+/// `tp_comm_overlap`; 7: `memory` has `step_transient` and `measured`, and a model profile
+/// that knows its micro-batch gives `samples_per_s`.
+pub const FORMAT_VERSION: u32 = 7;
