@@ -6,9 +6,9 @@ use std::io::{self, Write};
 use super::{SimFormat, SimReport};
 use crate::collective::{Mode, TimingParams};
 use crate::config::Scenario;
+use crate::sim::{JobOutcome, JobRun};
 use crate::units::Bytes;
 use crate::workload::Workload;
-use crate::sim::{JobOutcome, JobRun};
 
 /// The text form: every job's report, then the slowdown table.
 pub fn table(

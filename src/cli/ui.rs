@@ -1,0 +1,231 @@
+//! What the command line shows and writes: usage errors (exit 2), one-line warnings, progress bars, and outputs staged until the run succeeds.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+
+use collsim::report;
+
+/// A command line that cannot run as given (a missing input, flags that do not go together, an
+/// output that would replace an input): exit 2, as clap's own usage errors.
+#[derive(Debug)]
+pub(crate) struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(msg.into()))
+}
+
+/// Whether `e` is a write to a closed pipe.
+pub(crate) fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// This run's output files, complete and waiting: [`main`] moves them into place together once
+/// the run has succeeded (or removes them when it failed).
+pub(crate) static OUTPUTS: std::sync::Mutex<report::output::Outputs> =
+    std::sync::Mutex::new(report::output::Outputs::new());
+
+pub(crate) fn outputs() -> std::sync::MutexGuard<'static, report::output::Outputs> {
+    OUTPUTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stages `bytes` as the output `flag` names, written at the end of a successful run.
+pub(crate) fn stage(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
+    let ready = report::output::Staged::bytes(path, bytes)?;
+    outputs().add(flag, ready);
+    Ok(())
+}
+
+/// Stages an SVG drawn by `draw` as `flag`'s output.
+pub(crate) fn stage_svg(
+    flag: &str,
+    path: &Path,
+    draw: impl FnOnce(&mut String) -> Result<(), String>,
+) -> Result<()> {
+    let mut svg = String::new();
+    draw(&mut svg).map_err(|e| anyhow!("{flag} {}: {e}", path.display()))?;
+    // Control characters a name brought in are no XML: written escaped, as in every report.
+    stage(flag, path, &report::output::escape_controls(svg.as_bytes()))
+}
+
+/// Where a report goes: stdout, or a file written whole or not at all.
+pub(crate) enum Out {
+    Stdout(report::output::Stdout),
+    File(report::output::Staged),
+}
+
+impl Write for Out {
+    /// Control characters a name brought in (an escape sequence in a job or topology name, a
+    /// carriage return in a price source) are written escaped, as `\u{1b}`: a report never
+    /// drives the terminal it is read on. Reports hold no control characters of their own but
+    /// newlines and tabs.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let escaped = report::output::escape_controls(buf);
+        match self {
+            Out::Stdout(w) => w.write_all(&escaped)?,
+            Out::File(w) => w.write_all(&escaped)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::Stdout(w) => w.flush(),
+            Out::File(w) => w.flush(),
+        }
+    }
+}
+
+impl Out {
+    /// Flushes the report; a file is complete, and moved into place with the run's others.
+    pub(crate) fn finish(self) -> Result<()> {
+        match self {
+            Out::Stdout(mut w) => Ok(w.flush()?),
+            Out::File(f) => {
+                let ready = f.finish()?;
+                outputs().add("-o", ready);
+                Ok(())
+            }
+        }
+    }
+}
+
+pub(crate) fn open_output(path: Option<&Path>) -> Result<Out> {
+    Ok(match path {
+        Some(p) => Out::File(report::output::Staged::create(p)?),
+        None => Out::Stdout(report::output::Stdout::new()),
+    })
+}
+
+/// A message cut in the middle when it echoes a huge input value: its start (file, line,
+/// field) and its end (what is wrong) are kept, and the line stays readable.
+pub(crate) fn shorten(msg: &str) -> String {
+    const HEAD: usize = 300;
+    const TAIL: usize = 200;
+    let chars = msg.chars().count();
+    if chars <= HEAD + TAIL + 100 {
+        return msg.to_string();
+    }
+    let head: String = msg.chars().take(HEAD).collect();
+    let tail: String = msg.chars().skip(chars - TAIL).collect();
+    format!("{head}… ({} characters cut) …{tail}", chars - HEAD - TAIL)
+}
+
+/// `msg` on one line: control characters a path or a value brought in (a newline in a file
+/// name) written as escapes, so that an error or a warning stays the one line it is meant to be.
+pub(crate) fn one_line(msg: &str) -> String {
+    if !msg.chars().any(|c| c.is_control() && c != '\t') {
+        return msg.to_string();
+    }
+    msg.chars()
+        .map(
+            |c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_default().collect()
+                } else {
+                    c.to_string()
+                }
+            },
+        )
+        .collect()
+}
+
+/// Prints `msg` on stderr as one line of collsim's ([`one_line`]).
+pub(crate) fn say(msg: String) {
+    eprintln!("collsim: {}", one_line(&msg));
+}
+
+/// The most warnings of one kind printed one a line.
+pub(crate) const MAX_WARNINGS: usize = 10;
+
+/// `text` cut to its first 80 characters (with how many more there were), for echoing input
+/// in a message.
+pub(crate) fn clip(text: &str) -> String {
+    const KEEP: usize = 80;
+    match text.char_indices().nth(KEEP) {
+        Some((at, _)) => {
+            format!("{}… ({} more characters)", &text[..at], text[at..].chars().count())
+        }
+        None => text.to_string(),
+    }
+}
+
+/// A progress bar on stderr for runs that take a while: drawn only when stderr is a terminal
+/// and once the run has gone on for a second; stdout is never touched.
+pub(crate) struct Progress {
+    bar: indicatif::ProgressBar,
+    start: std::time::Instant,
+    terminal: bool,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl Progress {
+    pub(crate) fn new(len: u64, what: &str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(len);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len}",
+        ) {
+            bar.set_style(style);
+        }
+        bar.set_message(what.to_string());
+        Progress {
+            bar,
+            start: std::time::Instant::now(),
+            terminal: std::io::stderr().is_terminal(),
+            shown: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn tick(&self) {
+        use std::sync::atomic::Ordering;
+        self.bar.inc(1);
+        if self.terminal
+            && self.start.elapsed() > std::time::Duration::from_secs(1)
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+    }
+}
+
+/// A spinner on stderr, when it is a terminal, for work whose length is not known ahead
+/// (calibrate's fit); hidden otherwise. Clear it with `finish_and_clear`.
+pub(crate) fn spinner(what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let s = indicatif::ProgressBar::new_spinner();
+    s.set_message(what.to_string());
+    s.enable_steady_tick(std::time::Duration::from_millis(120));
+    s
+}
+
+/// Ticks a progress bar when it goes out of scope (whichever way a closure returns).
+pub(crate) struct TickOnDrop<'a>(pub(crate) &'a Progress);
+
+impl Drop for TickOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.tick();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}

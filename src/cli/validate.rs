@@ -1,0 +1,288 @@
+//! `validate`: the model against nccl-tests logs, one by one or from a manifest.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, anyhow, bail};
+
+use collsim::calibrate::validate;
+use collsim::comm::env::NcclEnv;
+use collsim::config;
+use collsim::report::{self, ValidationFormat, ValidationReport};
+
+use super::common::*;
+use super::logs::*;
+use super::ui::*;
+use crate::*;
+
+/// `collsim validate`.
+pub(crate) fn validate(
+    ValidateArgs {
+        log,
+        manifest,
+        no_held_out,
+        refit,
+        fits_dir,
+        common,
+        collective,
+        plot,
+        format,
+    }: ValidateArgs,
+) -> Result<()> {
+    let log = match (log, manifest) {
+        (_, Some(m)) => {
+            let fits = (!no_held_out).then(|| held_out_fits(&m, refit, fits_dir));
+            return validate_manifest(&m, &common, fits, format);
+        }
+        (Some(l), None) => l,
+        (None, None) => bail_usage!("validate needs --log LOG or --manifest CSV"),
+    };
+    let (log, at) = log_and_collective(log);
+    let collective = match (at, collective) {
+        (Some(a), Some(c)) if a != c => {
+            bail_usage!("--log {}@{a} and --collective {c}: two tests named", log.display())
+        }
+        (a, c) => a.or(c),
+    };
+    let log_name = log.display().to_string();
+    // What the log says (its GPU's preset, layout, process layout, NCCL release and
+    // environment) is the default; flags that say otherwise win, with a warning.
+    let given = match &common.topology {
+        Some(_) => Some(apply_common(None, &common)?),
+        None => None,
+    };
+    let (test, coll) = read_log(&log, collective.as_deref(), given.as_ref())?;
+    let test = &test;
+    let s = match given {
+        Some(s) => s,
+        None => {
+            let mut common = common.clone();
+            common.topology = Some(log_topology(&log_name, test, "validate")?);
+            apply_common(None, &common)?
+        }
+    };
+    let s = log_scenario(&s, &common, &log_name, test, true, true)?;
+    let profile = load_profile_for(common.profile.as_deref(), &s)?;
+    let (cluster, comm, _) = collsim::build(&s)?;
+    let v = validate::compare(&cluster, &comm, test, coll, &profile, mode(common.mode))
+        .map_err(|e| anyhow!("{log_name}: {e}"))?;
+    let report =
+        ValidationReport { log: &log_name, scenario: &s, profile: &profile, validation: &v };
+    let fmt: &dyn ValidationFormat = match format {
+        ValFmt::Table => &report::table::Table,
+        ValFmt::Json => &report::json::Json,
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    fmt.write_validation(&report, &mut out)?;
+    out.finish()?;
+    if let Some(svg) = plot {
+        let title = format!(
+            "{} on {} x {} ({} GPUs per node), profile {}",
+            log_name, s.nodes, s.node.name, s.gpus_per_node, profile.name
+        );
+        stage_svg("--plot", &svg, |t| report::plot::validation_svg(t, &title, &v))?;
+    }
+    Ok(())
+}
+
+/// `validate --manifest`: every curve of the manifest on its recorded setup, then
+/// leave-one-cluster-out.
+pub(crate) fn validate_manifest(
+    path: &Path,
+    common: &Common,
+    fits: Option<collsim::calibrate::accuracy::HeldOutFits>,
+    format: ValFmt,
+) -> Result<()> {
+    use collsim::calibrate::accuracy::{self, Curve};
+    use collsim::calibrate::pipeline::LogInput;
+    for (flag, given) in [
+        ("--topology", common.topology.is_some()),
+        ("--nodes", common.nodes.is_some()),
+        ("--gpus-per-node", common.gpus_per_node.is_some()),
+        ("--gpus-per-process", common.gpus_per_process.is_some()),
+    ] {
+        if given {
+            bail_usage!(
+                "{flag}: --manifest runs each curve on the setup its row records; edit the manifest"
+            );
+        }
+    }
+    let name = path.display().to_string();
+    let rows = accuracy::read_manifest(&name, &config::load_text(path)?).map_err(|e| anyhow!(e))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (base_name, base_text) = profile_source(common.profile.as_deref())?;
+    let profile = config::parse_profile(&base_name, &base_text)?;
+    let mut curves: Vec<Curve> = Vec::new();
+    let mut inputs = vec![path.to_path_buf()];
+    for row in &rows {
+        let at = format!("{name}:{}", row.line);
+        let log = dir.join(&row.file);
+        inputs.push(log.clone());
+        let several = row.collectives.len() > 1;
+        for coll in &row.collectives {
+            let (test, c) =
+                read_log(&log, Some(coll), None).map_err(|e| anyhow!("{at}: collective: {e}"))?;
+            // The row's layout must be the log's where the log lists its ranks; where the
+            // row states only one of the two counts, the log's layout is used.
+            let (nodes, gpus_per_node) = match (row.nodes, row.gpus_per_node) {
+                (Some(n), Some(g)) => (Some(n), Some(g)),
+                _ => (None, None),
+            };
+            if let (Some(n), Some(g), Some((ranks, hosts))) = (nodes, gpus_per_node, test.layout())
+                && (n * g != ranks || n != hosts)
+            {
+                bail!(
+                    "{at}: nodes/gpus_per_node: {n} x {g}, but {} lists {ranks} ranks on {hosts} host(s)",
+                    log.display()
+                );
+            }
+            let topology = match &row.topology {
+                Some(t) if config::preset_names().contains(&t.as_str()) => t.clone(),
+                Some(t) => dir.join(t).display().to_string(),
+                None => {
+                    let gpu = test.setup.gpu_name.as_deref().unwrap_or("no GPU named");
+                    match collsim::hw::gpus::from_reported_name(gpu) {
+                        Some((_, preset)) => preset.to_string(),
+                        None => bail!(
+                            "{at}: collsim_topology: empty, and the log's GPUs ({gpu}) have no preset; name one"
+                        ),
+                    }
+                }
+            };
+            let mut own = Common {
+                topology: Some(topology),
+                nodes,
+                gpus_per_node,
+                output: None,
+                ..common.clone()
+            };
+            // The row's variables first; flags given to validate come after them and win.
+            for kv in &row.nccl {
+                let (k, v) = NcclEnv::split_pair(kv)
+                    .map_err(|e| anyhow!("{at}: collsim_nccl: {kv}: {e}"))?;
+                let env = NcclEnv::from_pairs([(k.as_str(), v.as_str())])
+                    .map_err(|e| anyhow!("{at}: collsim_nccl: {e}"))?;
+                if env.ignored.contains(&k) {
+                    bail!("{at}: collsim_nccl: {k}: not a variable the model uses");
+                }
+            }
+            own.nccl = row.nccl.iter().chain(&common.nccl).cloned().collect();
+            let s = apply_common(None, &own).map_err(|e| anyhow!("{at}: {e}"))?;
+            let id = if several { format!("{}@{coll}", row.id) } else { row.id.clone() };
+            if curves.iter().any(|c| c.id == id) {
+                bail!("{at}: curve_id: {id} is already a curve of this manifest");
+            }
+            let s = log_scenario(&s, &own, &id, &test, true, false)
+                .map_err(|e| anyhow!("{at}: {e}"))?;
+            let curve = Curve {
+                id: id.clone(),
+                cluster: row.cluster.clone(),
+                input: LogInput {
+                    name: format!("{at}: {}", log.display()),
+                    test,
+                    coll: c,
+                    is_fit: None,
+                    scenario: s,
+                },
+            };
+            if let Some(other) = curves
+                .iter()
+                .find(|c| c.cluster == curve.cluster && c.generation() != curve.generation())
+            {
+                bail!(
+                    "{at}: cluster: {} holds {} GPUs here and {} ones in {}; a cluster is one GPU generation",
+                    curve.cluster,
+                    curve.generation(),
+                    other.generation(),
+                    other.id
+                );
+            }
+            curves.push(curve);
+        }
+    }
+    if let Some(o) = &common.output {
+        refuse_overwrite("-o", o, &inputs)?;
+    }
+    let m = mode(common.mode);
+    let validations = {
+        use rayon::prelude::*;
+        // Every curve runs; the first failure in the manifest's order is the one reported.
+        let all: Vec<_> =
+            curves.par_iter().map(|c| accuracy::validate_curve(c, &profile, m)).collect();
+        all.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?
+    };
+    let acc = accuracy::accuracy(&curves, &validations);
+    let clusters: std::collections::BTreeSet<&str> =
+        curves.iter().map(|c| c.cluster.as_str()).collect();
+    let loo = match fits {
+        None => None,
+        Some(fits) => {
+            let progress = Progress::new(clusters.len() as u64, "leave-one-cluster-out");
+            let (loo, reused) = accuracy::leave_one_cluster_out(
+                &curves,
+                &validations,
+                &base_name,
+                &base_text,
+                m,
+                &fits,
+                &|| progress.tick(),
+            )
+            .map_err(|e| anyhow!(e))?;
+            drop(progress);
+            if reused > 0 {
+                say(format!(
+                    "note: {reused} of {} held-out calibrations were kept fits of the same inputs; --refit makes them again",
+                    loo.clusters.iter().filter(|c| !c.calibrated_on.is_empty()).count()
+                ));
+            }
+            Some(loo)
+        }
+    };
+    let r = report::accuracy::AccuracyReport {
+        manifest: &name,
+        profile: &profile.name,
+        accuracy: &acc,
+        leave_one_cluster_out: loo.as_ref(),
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    match format {
+        ValFmt::Table => out.write_all(report::accuracy::text(&r).as_bytes())?,
+        ValFmt::Json => report::write_json(&r, &mut out)?,
+    }
+    out.finish()?;
+    Ok(())
+}
+
+/// Where `validate --manifest` finds and keeps its held-out calibrations: `dir` alone where
+/// given; else the manifest's `held-out-fits/` (the repository's, made by
+/// calibration/profiles/regenerate.sh) and this build's cache, which new fits go to.
+pub(crate) fn held_out_fits(
+    manifest: &Path,
+    refit: bool,
+    dir: Option<PathBuf>,
+) -> collsim::calibrate::accuracy::HeldOutFits {
+    use collsim::calibrate::accuracy::HeldOutFits;
+    if let Some(d) = dir {
+        let write = Some((d.clone(), String::new()));
+        return HeldOutFits { read: vec![(d, String::new())], write, refit, write_required: true };
+    }
+    let shipped = manifest.parent().unwrap_or(Path::new(".")).join("held-out-fits");
+    let mut read = vec![(shipped, String::new())];
+    // This build's own cache, salted with the build (a changed model reads none of it).
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let build = std::env::current_exe().and_then(std::fs::read).map(|b| {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        h.write(&b);
+        format!("{:016x}", h.finish())
+    });
+    let write = match (cache, build) {
+        (Some(c), Ok(b)) => Some((c.join("collsim").join("held-out-fits"), b)),
+        _ => None,
+    };
+    read.extend(write.clone());
+    HeldOutFits { read, write, refit, write_required: false }
+}
