@@ -15,7 +15,8 @@ pub mod tree;
 pub use run::{
     Algorithm, Bottleneck, Call, CallId, CallRun, Ctx, Form, FormId, Load, Notice, ProxyLoad,
     Shared, Signal, SteadyForm, Token, bottleneck, in_place_no_op, is_p2p, is_simulated,
-    proxy_load, select, simulate, simulate_inspected, simulate_together, steady_load, steady_paths,
+    near_empty, proxy_load, select, simulate, simulate_inspected, simulate_together, steady_load,
+    steady_paths,
 };
 
 pub use crate::comm::Collective;

@@ -413,6 +413,21 @@ fn one_rank_copy(call: &Call<'_>) -> Time {
     }
 }
 
+/// `call` on an almost empty buffer: one element per rank (one element for a send/receive,
+/// whose bytes are each rank's own). Its time is the call's *latency part* (call overhead and
+/// per-step latencies), and what the whole call takes beyond it is the time spent moving the
+/// bytes: `explain` splits a call so, and a neighbouring job's flows load the network by that
+/// fraction. (A [`SteadyForm`]'s moving time is another quantity: what the bytes add at the
+/// margin, which leaves NCCL's per-step costs out of what stretches on shared links.)
+pub fn near_empty<'a>(call: &Call<'a>) -> Call<'a> {
+    let elt = call.elt.get();
+    let tiny = match call.coll {
+        Collective::SendRecv => elt,
+        _ => (elt * call.comm.nranks() as u64).max(elt),
+    };
+    Call { bytes: Bytes::new(tiny), ..*call }
+}
+
 /// Simulates one call alone (with its [`Call::load`] as background).
 pub fn simulate(call: &Call<'_>) -> CallRun {
     simulate_inspected(call, |_| {})

@@ -151,11 +151,7 @@ impl Explanation {
         };
         collective::run::check_detailed([call])?;
         let run = collective::simulate(&call);
-        let tiny = match coll {
-            Collective::SendRecv => elt,
-            _ => (elt * comm.nranks() as u64).max(elt),
-        };
-        let lat = collective::simulate(&Call { bytes: Bytes::new(tiny), ..call });
+        let lat = collective::simulate(&collective::near_empty(&call));
         let time_us = run.time.as_us();
         let latency_part_us = lat.time.as_us().min(time_us);
         Ok(Explanation {

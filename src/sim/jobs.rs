@@ -67,16 +67,15 @@ impl JobOutcome {
     }
 }
 
-/// The fraction of a call of `time_us` spent moving bytes: what is left after the same call on a
-/// near-empty buffer (its call overhead and per-step latencies), as `explain` splits it. A
+/// The fraction of a call of `time_us` spent moving bytes: what is left after its latency part
+/// ([`collective::near_empty`]), as `explain` splits it. A
 /// neighbour's flows load the network by that fraction of their steady rate on average.
 fn moving_fraction(
     spec: &workload::sweep::SweepSpec,
     call: &collective::Call<'_>,
     time_us: f64,
 ) -> f64 {
-    let tiny = units::Bytes::new((call.elt.get() * call.comm.nranks() as u64).max(call.elt.get()));
-    let small = collective::Call { bytes: tiny, ..*call };
+    let small = collective::near_empty(call);
     let latency = workload::sweep::row(spec, &small, &collective::simulate(&small)).time_us;
     if time_us > 0.0 { ((time_us - latency) / time_us).clamp(0.0, 1.0) } else { 0.0 }
 }

@@ -1341,6 +1341,43 @@ pub(crate) struct StepPlan {
 }
 
 impl StepPlan {
+    /// The plan every kind of step starts from, before it sets what is its own: `steady`'s
+    /// timeline, whose first iteration (run alone) ended at `first_end` and is a steady one;
+    /// `spec`'s micro-steps, batch and loader on `world` ranks of `gpu`, each a replica; forward
+    /// and backward the sums of `layers`; no DDP copies, optimizer, compute slowdown, tensor-
+    /// or pipeline-parallel time.
+    fn base(
+        steady: Timeline,
+        first_end: f64,
+        spec: &DdpSpec,
+        world: usize,
+        gpu: &GpuFacts,
+        layers: LayerTimes,
+    ) -> StepPlan {
+        StepPlan {
+            steady,
+            first_end,
+            first_as_steady: true,
+            k: spec.grad_accumulation.max(1),
+            fwd_s: layers.fwd.iter().sum(),
+            bwd_s: layers.bwd.iter().sum(),
+            copies: 0.0,
+            optimizer: 0.0,
+            alone_optimizer: 0.0,
+            slowdown: 0.0,
+            world,
+            micro_batch: spec.micro_batch,
+            layers,
+            flops: gpu.flops,
+            input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
+            tp_comm: 0.0,
+            pipeline: 0.0,
+            host_idle: false,
+            replicas: world,
+            alone_compute: None,
+        }
+    }
+
     /// The step's timeline, to start at time zero (or where the previous step ended).
     pub(crate) fn timeline(&self) -> Timeline {
         self.steady.clone()
@@ -1458,39 +1495,28 @@ fn plan_calls(
     let steady = Timeline::new(work, Vec::new(), Vec::new());
     let mut first = steady.clone();
     timeline::run_alone(&mut first, 0.0, coll);
+    let layers = LayerTimes {
+        fwd: Vec::new(),
+        bwd: Vec::new(),
+        flop: 0.0,
+        memory: 0.0,
+        launch: 0.0,
+        measured: compute,
+        host_fwd: Vec::new(),
+    };
     StepPlan {
-        steady,
-        first_end: first.end.unwrap_or(0.0),
-        first_as_steady: true,
         k: 1,
         fwd_s: compute,
         bwd_s: 0.0,
-        copies: 0.0,
-        optimizer: 0.0,
-        alone_optimizer: 0.0,
         slowdown: match per_call {
             Slowdown::Fixed(s) => s,
             Slowdown::PerChannel(_) => 0.0,
         },
-        world,
-        micro_batch: spec.micro_batch,
-        layers: LayerTimes {
-            fwd: Vec::new(),
-            bwd: Vec::new(),
-            flop: 0.0,
-            memory: 0.0,
-            launch: 0.0,
-            measured: compute,
-            host_fwd: Vec::new(),
-        },
-        flops: gpu.flops,
         input: None,
-        tp_comm: 0.0,
-        pipeline: 0.0,
         host_idle: true,
         // A model profile split over tensor-parallel ranks: tp of them make one replica.
         replicas: world / spec.profile.as_ref().map_or(1, |p| p.tp.max(1)),
-        alone_compute: None,
+        ..StepPlan::base(steady, first.end.unwrap_or(0.0), spec, world, gpu, layers)
     }
 }
 
@@ -1780,8 +1806,6 @@ pub(crate) fn plan_ddp(
     let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new());
     timeline::run_alone(&mut first, first_start, coll);
     StepPlan {
-        steady: steady_line,
-        first_end: first.end.unwrap_or(first_start),
         first_as_steady: false,
         k,
         fwd_s,
@@ -1790,16 +1814,7 @@ pub(crate) fn plan_ddp(
         optimizer,
         alone_optimizer: optimizer,
         slowdown,
-        world,
-        tp_comm: 0.0,
-        pipeline: 0.0,
-        host_idle: false,
-        replicas: world,
-        alone_compute: None,
-        micro_batch: spec.micro_batch,
-        layers,
-        flops: gpu.flops,
-        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
+        ..StepPlan::base(steady_line, first.end.unwrap_or(first_start), spec, world, gpu, layers)
     }
 }
 
@@ -1953,26 +1968,10 @@ fn sharded_plan(
     let mut first = steady.clone();
     timeline::run_alone(&mut first, 0.0, coll);
     StepPlan {
-        steady,
-        first_end: first.end.unwrap_or(0.0),
-        first_as_steady: true,
-        k: spec.grad_accumulation.max(1),
-        fwd_s: layers.fwd.iter().sum(),
-        bwd_s: layers.bwd.iter().sum(),
-        copies: 0.0,
         optimizer,
         alone_optimizer: optimizer * w as f64,
         slowdown,
-        world,
-        tp_comm: 0.0,
-        pipeline: 0.0,
-        host_idle: false,
-        replicas: world,
-        alone_compute: None,
-        micro_batch: spec.micro_batch,
-        layers,
-        flops: gpu.flops,
-        input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
+        ..StepPlan::base(steady, first.end.unwrap_or(0.0), spec, world, gpu, layers)
     }
 }
 
