@@ -35,6 +35,7 @@ pub mod collective;
 pub mod comm;
 pub mod config;
 pub mod engine;
+pub mod grid;
 pub mod hw;
 pub mod net;
 pub mod plan;

@@ -3,6 +3,7 @@
 
 pub mod accuracy;
 pub mod fit;
+pub mod logs;
 pub mod nccl_log;
 pub mod params;
 pub mod pipeline;

@@ -264,19 +264,7 @@ pub(crate) fn mode(m: ModeArg) -> Mode {
 /// Carries a model profile's step to the GPU the scenario's cluster has now (after `--topology`
 /// or a topology sweep changed it); `what` names what changed it in errors.
 pub(crate) fn recarry(s: &mut Scenario, what: &str) -> Result<()> {
-    if let config::Workload::Ddp(spec) = &mut s.workload {
-        collsim::workload::compute::rederive(spec, s.node.gpu.model.sm);
-    }
-    if let config::Workload::Ddp(spec) = &mut s.workload
-        && let Some(p) = &spec.profile
-    {
-        let (name, calls) = p
-            .replay(&s.node.gpu.model)
-            .map_err(|(_, e)| anyhow!("{what}: workload.profile {}: {e}", p.path))?;
-        spec.model.name = name;
-        spec.calls = Some(calls);
-    }
-    Ok(())
+    s.recarry().map_err(|e| anyhow!("{what}: {e}"))
 }
 
 /// The flags that shape an nccl-tests-like sweep (`simulate --collective/--min-bytes/…`).

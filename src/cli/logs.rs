@@ -6,21 +6,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use collsim::calibrate::nccl_log;
+use collsim::calibrate::{logs, nccl_log};
 use collsim::collective::Collective;
-use collsim::comm::env::NcclEnv;
 use collsim::config::{self, Scenario};
 use collsim::report;
-use collsim::workload::DataType;
 
 use super::common::*;
 use super::ui::*;
 use crate::*;
 
-/// The scenario a log ran on: `s` with what the log says as defaults — nodes and GPUs per node
-/// from its "Using devices" block (its distinct hosts), the GPU variant it names, the GPUs per
-/// process of its header, its NCCL release and the NCCL_* variables NCCL reports. Flags win,
-/// with a one-line warning where they disagree; every default taken is noted on stderr.
+/// [`logs::scenario_of`] with the flags of `common`, its lines printed (notes where `notes`).
 pub(crate) fn log_scenario(
     s: &Scenario,
     common: &Common,
@@ -29,142 +24,33 @@ pub(crate) fn log_scenario(
     layout_from_flags: bool,
     notes: bool,
 ) -> Result<Scenario> {
-    // Notes say which default came from the log; warnings (flags that disagree) always print.
-    let note = |m: String| {
-        if notes {
-            eprint_line!("{m}");
-        }
+    let given = logs::Given {
+        nodes: common.nodes.is_some(),
+        gpus_per_node: common.gpus_per_node.is_some(),
+        gpus_per_process: common.gpus_per_process,
+        nccl_version: common.nccl_version.is_some(),
     };
-    let mut own = s.clone();
-    let setup = &test.setup;
-    // Layout: the ranks and hosts of the "Using devices" block.
-    if let Some((ranks, hosts)) = test.layout() {
-        let flags = layout_from_flags && (common.nodes.is_some() || common.gpus_per_node.is_some());
-        if ranks != s.nodes * s.gpus_per_node || hosts != s.nodes {
-            if flags {
-                eprint_line!(
-                    "collsim: warning: {name} lists {ranks} ranks on {hosts} host(s); using {} nodes x {} GPUs as the flags say",
-                    s.nodes,
-                    s.gpus_per_node
-                );
-            } else {
-                let gpn = ranks / hosts;
-                if gpn * hosts != ranks || gpn > s.node.gpu.count {
-                    bail!(
-                        "{name}: {ranks} ranks on {hosts} host(s) do not fit {} nodes of {} GPUs",
-                        s.node.name,
-                        s.node.gpu.count
-                    );
-                }
-                own.nodes = hosts;
-                own.gpus_per_node = gpn;
-                if common.nodes.is_some() || common.gpus_per_node.is_some() {
-                    // calibrate: the flags were given but each log keeps its own layout.
-                    eprint_line!(
-                        "collsim: warning: {name}: {ranks} ranks on {hosts} host(s): run on {hosts} nodes x {gpn} GPUs, as the log ran (calibrate takes each log's own layout, not --nodes/--gpus-per-node)"
-                    );
-                } else {
-                    note(format!(
-                        "collsim: {name}: {ranks} ranks on {hosts} host(s): {hosts} nodes x {gpn} GPUs (give --nodes/--gpus-per-node to override)"
-                    ));
-                }
-            }
-        }
-    }
-    // The GPU: a variant of the topology's own model (A100-SXM4-40GB on an 80 GB node) takes
-    // its place; another kind of GPU is only noted.
-    if let Some(gpu) = &setup.gpu_name {
-        match collsim::hw::gpus::from_reported_name(gpu) {
-            Some((model, _)) if model != own.node.gpu.model.name => {
-                let library = config::gpu_library()?;
-                match library.into_iter().find(|m| m.name == model) {
-                    Some(m) if m.sm == own.node.gpu.model.sm => {
-                        note(format!(
-                            "collsim: {name}: the log's GPUs are {gpu}: {model} in place of the {}'s {}",
-                            own.node.name, own.node.gpu.model.name
-                        ));
-                        own.node.gpu.model = m;
-                    }
-                    _ => eprint_line!(
-                        "collsim: warning: {name}: the log's GPUs are {gpu}, the topology's {}",
-                        own.node.gpu.model.name
-                    ),
-                }
-            }
-            _ => {}
-        }
-    }
-    // Process layout: nccl-tests' nGpus.
-    if let Some(g) = setup.gpus_per_process {
-        match common.gpus_per_process {
-            Some(f) if f != g => eprint_line!(
-                "collsim: warning: {name} ran {g} GPU(s) per process; using {f} as --gpus-per-process says"
-            ),
-            Some(_) => {}
-            None if own.gpus_per_node.is_multiple_of(g) => {
-                if g > 1 {
-                    note(format!(
-                        "collsim: {name}: {g} GPUs per process (nccl-tests -g {g}; give --gpus-per-process to override)"
-                    ));
-                }
-                own.gpus_per_process = g;
-            }
-            None => eprint_line!(
-                "collsim: warning: {name} ran {g} GPUs per process, which does not divide {} GPUs per node; using 1",
-                own.gpus_per_node
-            ),
-        }
-    }
-    // NCCL's release and the variables it says it read from the environment.
-    if let Some(v) = &setup.nccl_version {
-        let flag = common.nccl_version.is_some() || own.nccl.iter().any(|(k, _)| k == "version");
-        match collsim::comm::tuning::NcclVersion::parse(v) {
-            _ if flag => {}
-            Some(_) => own.nccl.push(("version".into(), v.clone())),
-            None => eprint_line!(
-                "collsim: {name}: NCCL {v}: no cost-model tables for it; using NCCL 2.30's"
-            ),
-        }
-    }
-    let mut taken = Vec::new();
-    for (k, v) in &setup.env {
-        match own.nccl.iter().find(|(key, _)| key == k) {
-            Some((_, given)) if given != v => {
-                say(format!("warning: {name} ran with {k}={v}; using {k}={given} as given"))
-            }
-            Some(_) => {}
-            None => {
-                let mut trial = own.nccl.clone();
-                trial.push((k.clone(), v.clone()));
-                match NcclEnv::from_pairs(trial.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
-                    Ok(env) if env.ignored.contains(k) => {}
-                    Ok(_) => {
-                        own.nccl = trial;
-                        taken.push(format!("{k}={v}"));
-                    }
-                    Err(e) => say(format!("warning: {name}: {e}; left out")),
-                }
-            }
-        }
-    }
-    if !taken.is_empty() {
-        note(format!("collsim: {name}: the log's NCCL environment: {}", taken.join(" ")));
-    }
+    let (own, said) = logs::scenario_of(s, given, name, test, layout_from_flags)?;
+    tell(said, notes);
     Ok(own)
 }
 
-/// The topology to use for `test` when none is given: the preset of the GPU its log names.
+/// Prints what a log's reading said: its warnings, and its notes where `notes`.
+pub(crate) fn tell(said: Vec<logs::Said>, notes: bool) {
+    for line in said {
+        match line {
+            logs::Said::Note(m) if notes => say(m),
+            logs::Said::Note(_) => {}
+            logs::Said::Warning(m) => say(m),
+        }
+    }
+}
+
+/// [`logs::topology_of`], its line printed.
 pub(crate) fn log_topology(name: &str, test: &nccl_log::LogTest, what: &str) -> Result<String> {
-    let gpu = test.setup.gpu_name.as_deref().ok_or_else(|| {
-        anyhow!("{what} needs --topology: {name} names no GPU (a preset name or a topology TOML)")
-    })?;
-    let (_, preset) = collsim::hw::gpus::from_reported_name(gpu).ok_or_else(|| {
-        anyhow!("{what} needs --topology: {name}'s GPUs are {gpu}, which no preset has (a preset name or a topology TOML)")
-    })?;
-    eprint_line!(
-        "collsim: {name}: topology {preset}, the preset for its {gpu} GPUs (give --topology to override)"
-    );
-    Ok(preset.to_string())
+    let (preset, said) = logs::topology_of(name, test, what)?;
+    tell(vec![said], true);
+    Ok(preset)
 }
 
 /// Fits the model's physical parameters (`fit`: a `--fit` list, or None for every one the data
@@ -324,83 +210,15 @@ pub(crate) fn calibrate_run(
     calibrate_logs(&s, &c, &logs, fit, factors)
 }
 
-/// Reads an nccl-tests log (text or -J JSON) and picks the test to compare: the one of
-/// `collective` if given, else the first; returns it with the collective it measured.
+/// [`logs::read`], its lines printed.
 pub(crate) fn read_log(
     log: &Path,
     collective: Option<&str>,
     s: Option<&Scenario>,
 ) -> Result<(nccl_log::LogTest, Collective)> {
-    let log_name = log.display().to_string();
-    let text = config::load_text(log)?;
-    // nccl-tests' -J JSON (and collsim-bench's results.json) or its text output.
-    let tests = if text.trim_start().starts_with('{') {
-        nccl_log::parse_json(&text).map_err(|e| anyhow!("{log_name}: {e}"))?
-    } else {
-        nccl_log::parse(&text).map_err(|e| anyhow!("{log_name}:{}: {}", e.line, e.reason))?
-    };
-    if tests.is_empty() {
-        bail!(
-            "{log_name}: no nccl-tests result table found (expected rows of size, count, type, redop, root, time, algbw, busbw ...)"
-        );
-    }
-    let wanted = match collective {
-        Some(c) => Some(
-            Collective::parse(c).ok_or_else(|| anyhow!("--collective {c}: unknown collective"))?,
-        ),
-        None => None,
-    };
-    let test = match wanted {
-        Some(w) => tests
-            .iter()
-            .find(|t| t.collective == Some(w))
-            .or_else(|| tests.iter().find(|t| t.collective.is_none()))
-            .ok_or_else(|| anyhow!("{log_name}: no {} test in the log", w.name()))?,
-        None => &tests[0],
-    };
-    let coll = match wanted.or(test.collective) {
-        Some(c) => c,
-        None => {
-            // nccl-tests prints per-rank counts for all_gather and reduce_scatter:
-            // size = count x element size x ranks. Refuse to guess those as all_reduce.
-            // The ranks the log lists, else those of the scenario.
-            let nranks =
-                test.layout().map(|(r, _)| r).or(s.map(|s| s.nodes * s.gpus_per_node)).unwrap_or(1)
-                    as u64;
-            let per_rank = nranks > 1
-                && test.rows.iter().all(|r| {
-                    DataType::parse(&r.dtype)
-                        .is_some_and(|d| r.size_bytes == r.count * d.size() * nranks)
-                });
-            if per_rank {
-                bail!(
-                    "{log_name}: no collective named in the log, and its counts are per rank (size = count x {nranks} ranks), as all_gather and reduce_scatter print them; pass --collective"
-                );
-            }
-            say(format!("{log_name}: no collective named in the log; assuming all_reduce"));
-            Collective::AllReduce
-        }
-    };
-    // All-reduce, broadcast, reduce and sendrecv count the whole message; the others per rank.
-    let whole = matches!(
-        coll,
-        Collective::AllReduce | Collective::Broadcast | Collective::Reduce | Collective::SendRecv
-    );
-    if let Some(r) = test.rows.first()
-        && let Some(d) = DataType::parse(&r.dtype)
-        && whole
-        && r.count.checked_mul(d.size()) != Some(r.size_bytes)
-    {
-        bail!(
-            "{log_name}: {} rows count the whole message (size = count x {} bytes of {}), but size {} has count {}: per-rank counts, as all_gather, reduce_scatter and alltoall print them; pass the right --collective",
-            coll.name(),
-            d.size(),
-            r.dtype,
-            r.size_bytes,
-            r.count
-        );
-    }
-    Ok((test.clone(), coll))
+    let (test, coll, said) = logs::read(log, collective, s)?;
+    tell(said, true);
+    Ok((test, coll))
 }
 
 /// `collsim calibrate`.

@@ -271,7 +271,7 @@ pub(crate) fn simulate(
             None => collsim::simulate_ddp,
         };
         let (r, _) = step(&s, &profile, mode(common.mode)).map_err(whose)?;
-        if let Some(w) = misfit_warning(&s, &spec, r.world) {
+        if let Some(w) = collsim::sim::misfit_warning(&s, &spec, r.world) {
             say(format!("warning: {w}"));
         }
         let mut out = open_output(common.output.as_deref())?;

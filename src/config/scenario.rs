@@ -50,6 +50,24 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Carries a model profile's step to the GPU the scenario's cluster has now (after a flag
+    /// or a sweep changed its topology), and rederives a compute rate set for another GPU.
+    pub fn recarry(&mut self) -> Result<(), String> {
+        if let Workload::Ddp(spec) = &mut self.workload {
+            crate::workload::compute::rederive(spec, self.node.gpu.model.sm);
+        }
+        if let Workload::Ddp(spec) = &mut self.workload
+            && let Some(p) = &spec.profile
+        {
+            let (name, calls) = p
+                .replay(&self.node.gpu.model)
+                .map_err(|(_, e)| format!("workload.profile {}: {e}", p.path))?;
+            spec.model.name = name;
+            spec.calls = Some(calls);
+        }
+        Ok(())
+    }
+
     /// The sweep, if that is the workload.
     pub fn sweep(&self) -> Option<&SweepSpec> {
         match &self.workload {

@@ -347,3 +347,26 @@ fn step_overflow(r: &workload::ddp::StepResult) -> String {
         "the training step passes {days:.0} days of simulated time, more than collsim reports: {cause}"
     )
 }
+
+/// Why a training step's model does not fit its GPU's memory, if it does not.
+pub fn misfit_warning(s: &Scenario, spec: &workload::ddp::DdpSpec, world: usize) -> Option<String> {
+    // A model profile's measured memory, or the model's; none for a bare list of calls.
+    let mem = crate::workload::memory::known_memory(spec, world, s.gpus_per_node)?;
+    let why = mem.misfit(s.node.gpu.model.memory.get() as f64, spec.memory_headroom)?;
+    if spec.profile.is_some() {
+        return Some(format!(
+            "the profiled step does not fit a {} as its allocator measured it: {why}",
+            s.node.gpu.model.name
+        ));
+    }
+    Some(format!(
+        "the model does not fit a {} under {} with {}: {why}",
+        s.node.gpu.model.name,
+        match (&spec.sharding, &spec.parallel) {
+            (Some(_), _) => "FSDP",
+            (None, Some(_)) => "its 3-D layout",
+            (None, None) => "plain DDP",
+        },
+        spec.optimizer.name()
+    ))
+}
