@@ -4,6 +4,7 @@
 pub mod accuracy;
 pub mod fit;
 pub mod logs;
+pub mod manifest;
 pub mod nccl_log;
 pub mod params;
 pub mod pipeline;

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow, bail};
 
 use collsim::collective::{Collective, Mode, TimingParams};
-use collsim::comm::env::NcclEnv;
 use collsim::config::{self, Scenario};
 use collsim::report;
 use collsim::units::Bytes;
@@ -39,17 +38,7 @@ pub(crate) fn load_profile(path: Option<&Path>) -> Result<TimingParams> {
 
 /// `--nodes n` within what collsim builds.
 pub(crate) fn check_nodes(n: usize) -> Result<()> {
-    if n == 0 {
-        bail_usage!("--nodes 0: need at least one node");
-    }
-    if n > config::MAX_NODES {
-        bail_usage!(
-            "--nodes {n}: at most {} (and at most {} GPUs in all: a larger cluster's simulation does not keep to 10 s and 2 GB)",
-            config::MAX_NODES,
-            config::MAX_RANKS
-        );
-    }
-    Ok(())
+    config::check_nodes(n).map_err(flag_error)
 }
 
 pub(crate) fn parse_size(flag: &str, s: &str) -> Result<Bytes> {
@@ -61,160 +50,46 @@ pub(crate) fn parse_size(flag: &str, s: &str) -> Result<Bytes> {
     Ok(b)
 }
 
-/// Applies the cluster flags to a scenario (or builds one from them).
+/// The cluster flags of `c` as the library takes them.
+pub(crate) fn flags(c: &Common) -> config::Flags {
+    config::Flags {
+        topology: c.topology.clone(),
+        nodes: c.nodes,
+        gpus_per_node: c.gpus_per_node,
+        gpus_per_process: c.gpus_per_process,
+        nccl: c.nccl.clone(),
+        nccl_version: c.nccl_version.clone(),
+    }
+}
+
+/// A flag error as the command line exits on it: a usage error (2) or an input error (1).
+pub(crate) fn flag_error(e: config::FlagError) -> anyhow::Error {
+    match e {
+        config::FlagError::Usage(m) => usage(m),
+        config::FlagError::Input(m) => anyhow!(m),
+    }
+}
+
+/// Applies the cluster flags to a scenario (or builds one from them) ([`config::Flags::apply`]),
+/// warning once a run of the NCCL variables the model does not use.
 pub(crate) fn apply_common(base: Option<Scenario>, c: &Common) -> Result<Scenario> {
-    // The flags' NCCL settings together, before any file's: a bad value or two that do not go
-    // together is a usage error naming the flag.
-    let mut flagged: Vec<(String, String)> = Vec::new();
-    for kv in &c.nccl {
-        let (k, v) = NcclEnv::split_pair(kv).map_err(usage)?;
-        NcclEnv::from_pairs([(k.as_str(), v.as_str())])
-            .map_err(|e| usage(format!("--nccl {e}")))?;
-        flagged.retain(|(key, _)| *key != k);
-        flagged.push((k, v));
-    }
-    if let Some(v) = &c.nccl_version {
-        NcclEnv::from_pairs([("version", v.as_str())])
-            .map_err(|e| usage(format!("--nccl-version {v:?}: {}", e.reason)))?;
-    }
-    NcclEnv::from_pairs(flagged.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|e| usage(format!("--nccl {e}")))?;
-    let topology_flag = |t: &str| {
-        config::resolve_topology(t, None).map_err(|e| {
-            // A name that is neither a file nor a preset is the flag's fault; a file that does
-            // not read is the file's.
-            if std::path::Path::new(t).exists() {
-                anyhow!(e)
-            } else {
-                usage(format!("--topology {e}"))
-            }
-        })
-    };
-    let mut s = match (base, &c.topology) {
-        (Some(mut s), Some(t)) => {
-            let (src, node) = topology_flag(t)?;
-            s.topology = src;
-            s.gpus_per_node = s.gpus_per_node.min(node.gpu.count);
-            s.node = node;
-            recarry(&mut s, &format!("--topology {t}"))?;
-            s
-        }
-        (Some(s), None) => s,
-        (None, Some(t)) => {
-            let (topology, node) = topology_flag(t)?;
-            let sweep = SweepSpec {
-                collective: Collective::AllReduce,
-                min_bytes: Bytes::new(8),
-                max_bytes: Bytes::from_gib(8),
-                factor: 2,
-                dtype: DataType::Float,
-                op: ReduceOp::Sum,
-            };
-            Scenario {
-                topology,
-                gpus_per_node: node.gpu.count,
-                gpus_per_process: 1,
-                node,
-                nodes: 1,
-                workload: config::Workload::Sweep(sweep),
-                nccl: Vec::new(),
-                nccl_at: Default::default(),
-                placement: config::PlacementSpec::default(),
-                jobs: Vec::new(),
-                background: Vec::new(),
-            }
-        }
-        (None, None) => bail_usage!(
-            "no scenario file and no --topology: give one (try `collsim simulate scenarios/quickstart.toml`)"
-        ),
-    };
-    if !s.jobs.is_empty() {
-        let flags = [
-            ("--topology", c.topology.is_some()),
-            ("--nodes", c.nodes.is_some()),
-            ("--gpus-per-node", c.gpus_per_node.is_some()),
-        ];
-        if let Some((f, _)) = flags.iter().find(|f| f.1) {
-            bail_usage!(
-                "{f}: the scenario's [[job]] tables place each job on its cluster's nodes; change [cluster] and the jobs in the file"
-            );
-        }
-    }
-    if let Some(n) = c.nodes {
-        check_nodes(n)?;
-        s.nodes = n;
-    }
-    match c.gpus_per_node {
-        Some(0) => bail_usage!("--gpus-per-node 0: need at least one GPU per node"),
-        Some(g) if g > s.node.gpu.count => {
-            bail_usage!("--gpus-per-node {g}: a {} node has {} GPUs", s.node.name, s.node.gpu.count)
-        }
-        Some(g) => s.gpus_per_node = g,
-        None => {}
-    }
-    if c.nodes.is_some() || c.gpus_per_node.is_some() {
-        collsim::check_ranks(s.nodes, s.gpus_per_node)
-            .map_err(|e| usage(format!("--nodes {}: {e}", s.nodes)))?;
-    }
-    if let Some(g) = c.gpus_per_process {
-        if g == 0 || s.gpus_per_node % g != 0 {
-            bail_usage!(
-                "--gpus-per-process {g}: must divide the {} GPUs used per node (a process drives GPUs of one node)",
-                s.gpus_per_node
-            );
-        }
-        s.gpus_per_process = g;
-    } else if s.gpus_per_node % s.gpus_per_process != 0 {
-        bail_usage!(
-            "--gpus-per-node {}: the scenario's cluster.gpus_per_process {} does not divide it",
-            s.gpus_per_node,
-            s.gpus_per_process
-        );
-    }
-    if s.gpus_per_process > 1 && matches!(s.workload, config::Workload::Ddp(_)) {
-        bail!("--gpus-per-process {}: PyTorch DDP runs one process per GPU", s.gpus_per_process);
-    }
-    let any_flag = !flagged.is_empty() || c.nccl_version.is_some();
-    for (k, v) in flagged {
-        // The command line wins over every job's own [job.nccl] too.
-        for j in &mut s.jobs {
-            j.nccl.retain(|(key, _)| *key != k);
-        }
-        s.nccl.retain(|(key, _)| *key != k);
-        s.nccl_at.remove(&k);
-        s.nccl.push((k, v));
-    }
-    if let Some(v) = &c.nccl_version {
-        s.nccl.retain(|(key, _)| key != "version");
-        s.nccl_at.remove("version");
-        s.nccl.push(("version".into(), v.clone()));
-    }
-    // Reject bad values now and list the variables the model does not use. The file's own
-    // values were checked together when it was read: a clash here involves a flag.
-    let env =
-        NcclEnv::from_pairs(s.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| {
-            match s.nccl_at.get(&e.key) {
-                Some(at) if any_flag => anyhow!("{at}: nccl.{e} (with the --nccl flags)"),
-                Some(at) => anyhow!("{at}: nccl.{e}"),
-                None => anyhow!("--nccl {e}"),
-            }
-        })?;
-    // Once a run: a sweep applies the flags at every point.
+    let (s, ignored) = flags(c).apply(base).map_err(flag_error)?;
+    warn_ignored(&ignored);
+    Ok(s)
+}
+
+/// Warns, once a run (a sweep applies the flags at every point), of the NCCL variables the
+/// model does not use.
+pub(crate) fn warn_ignored(ignored: &config::Ignored) {
     static WARNED: std::sync::Once = std::sync::Once::new();
-    // Each job's own variables too (they were taken without a word).
-    let mut job_lines = Vec::new();
-    for j in &s.jobs {
-        let own = NcclEnv::from_pairs(j.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-        let name = &j.name;
-        job_lines
-            .extend(ignored_lines(&own.ignored).into_iter().map(|l| format!("job {name:?}: {l}")));
-    }
     WARNED.call_once(|| {
-        for line in ignored_lines(&env.ignored).into_iter().chain(job_lines) {
+        let jobs = ignored.jobs.iter().flat_map(|(name, vars)| {
+            ignored_lines(vars).into_iter().map(move |l| format!("job {name:?}: {l}"))
+        });
+        for line in ignored_lines(&ignored.run).into_iter().chain(jobs) {
             say(line);
         }
     });
-    Ok(s)
 }
 
 /// An error the built cluster raises about an NCCL variable (NCCL_ALGO leaving only algorithms
@@ -259,12 +134,6 @@ pub(crate) fn mode(m: ModeArg) -> Mode {
         ModeArg::Aggregated => Mode::Aggregated,
         ModeArg::Detailed => Mode::Detailed,
     }
-}
-
-/// Carries a model profile's step to the GPU the scenario's cluster has now (after `--topology`
-/// or a topology sweep changed it); `what` names what changed it in errors.
-pub(crate) fn recarry(s: &mut Scenario, what: &str) -> Result<()> {
-    s.recarry().map_err(|e| anyhow!("{what}: {e}"))
 }
 
 /// The flags that shape an nccl-tests-like sweep (`simulate --collective/--min-bytes/…`).

@@ -3,10 +3,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 
 use collsim::calibrate::validate;
-use collsim::comm::env::NcclEnv;
 use collsim::config;
 use collsim::report::{self, ValidationFormat, ValidationReport};
 
@@ -93,8 +92,8 @@ pub(crate) fn validate_manifest(
     fits: Option<collsim::calibrate::accuracy::HeldOutFits>,
     format: ValFmt,
 ) -> Result<()> {
-    use collsim::calibrate::accuracy::{self, Curve};
-    use collsim::calibrate::pipeline::LogInput;
+    use collsim::calibrate::accuracy::{self};
+
     for (flag, given) in [
         ("--topology", common.topology.is_some()),
         ("--nodes", common.nodes.is_some()),
@@ -108,98 +107,13 @@ pub(crate) fn validate_manifest(
         }
     }
     let name = path.display().to_string();
-    let rows = accuracy::read_manifest(&name, &config::load_text(path)?).map_err(|e| anyhow!(e))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
     let (base_name, base_text) = profile_source(common.profile.as_deref())?;
     let profile = config::parse_profile(&base_name, &base_text)?;
-    let mut curves: Vec<Curve> = Vec::new();
-    let mut inputs = vec![path.to_path_buf()];
-    for row in &rows {
-        let at = format!("{name}:{}", row.line);
-        let log = dir.join(&row.file);
-        inputs.push(log.clone());
-        let several = row.collectives.len() > 1;
-        for coll in &row.collectives {
-            let (test, c) =
-                read_log(&log, Some(coll), None).map_err(|e| anyhow!("{at}: collective: {e}"))?;
-            // The row's layout must be the log's where the log lists its ranks; where the
-            // row states only one of the two counts, the log's layout is used.
-            let (nodes, gpus_per_node) = match (row.nodes, row.gpus_per_node) {
-                (Some(n), Some(g)) => (Some(n), Some(g)),
-                _ => (None, None),
-            };
-            if let (Some(n), Some(g), Some((ranks, hosts))) = (nodes, gpus_per_node, test.layout())
-                && (n * g != ranks || n != hosts)
-            {
-                bail!(
-                    "{at}: nodes/gpus_per_node: {n} x {g}, but {} lists {ranks} ranks on {hosts} host(s)",
-                    log.display()
-                );
-            }
-            let topology = match &row.topology {
-                Some(t) if config::preset_names().contains(&t.as_str()) => t.clone(),
-                Some(t) => dir.join(t).display().to_string(),
-                None => {
-                    let gpu = test.setup.gpu_name.as_deref().unwrap_or("no GPU named");
-                    match collsim::hw::gpus::from_reported_name(gpu) {
-                        Some((_, preset)) => preset.to_string(),
-                        None => bail!(
-                            "{at}: collsim_topology: empty, and the log's GPUs ({gpu}) have no preset; name one"
-                        ),
-                    }
-                }
-            };
-            let mut own = Common {
-                topology: Some(topology),
-                nodes,
-                gpus_per_node,
-                output: None,
-                ..common.clone()
-            };
-            // The row's variables first; flags given to validate come after them and win.
-            for kv in &row.nccl {
-                let (k, v) = NcclEnv::split_pair(kv)
-                    .map_err(|e| anyhow!("{at}: collsim_nccl: {kv}: {e}"))?;
-                let env = NcclEnv::from_pairs([(k.as_str(), v.as_str())])
-                    .map_err(|e| anyhow!("{at}: collsim_nccl: {e}"))?;
-                if env.ignored.contains(&k) {
-                    bail!("{at}: collsim_nccl: {k}: not a variable the model uses");
-                }
-            }
-            own.nccl = row.nccl.iter().chain(&common.nccl).cloned().collect();
-            let s = apply_common(None, &own).map_err(|e| anyhow!("{at}: {e}"))?;
-            let id = if several { format!("{}@{coll}", row.id) } else { row.id.clone() };
-            if curves.iter().any(|c| c.id == id) {
-                bail!("{at}: curve_id: {id} is already a curve of this manifest");
-            }
-            let s = log_scenario(&s, &own, &id, &test, true, false)
-                .map_err(|e| anyhow!("{at}: {e}"))?;
-            let curve = Curve {
-                id: id.clone(),
-                cluster: row.cluster.clone(),
-                input: LogInput {
-                    name: format!("{at}: {}", log.display()),
-                    test,
-                    coll: c,
-                    is_fit: None,
-                    scenario: s,
-                },
-            };
-            if let Some(other) = curves
-                .iter()
-                .find(|c| c.cluster == curve.cluster && c.generation() != curve.generation())
-            {
-                bail!(
-                    "{at}: cluster: {} holds {} GPUs here and {} ones in {}; a cluster is one GPU generation",
-                    curve.cluster,
-                    curve.generation(),
-                    other.generation(),
-                    other.id
-                );
-            }
-            curves.push(curve);
-        }
-    }
+    let resolved =
+        collsim::calibrate::manifest::resolve(path, &flags(common)).map_err(|e| anyhow!(e))?;
+    tell(resolved.said, false);
+    warn_ignored(&resolved.ignored);
+    let (curves, inputs) = (resolved.curves, resolved.inputs);
     if let Some(o) = &common.output {
         refuse_overwrite("-o", o, &inputs)?;
     }

@@ -5,6 +5,7 @@
 //! Every error names the file, the line and column, and the field path. Nothing here touches
 //! the filesystem except [`load_text`] and [`load_bytes`]; parsing works on strings.
 
+mod flags;
 pub mod import;
 mod jobs;
 mod placement;
@@ -14,6 +15,7 @@ mod raw;
 mod scenario;
 mod topology;
 
+pub use flags::{FlagError, Flags, Ignored, check_nodes, check_ranks};
 pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placement_tiers};
 pub use plan::{PlanSpec, parse_plan};
 pub use profile::{

@@ -56,17 +56,7 @@ pub fn build(scenario: &Scenario) -> Result<(Cluster, Communicator, CommSummary)
     Ok((cluster, comm, summary))
 }
 
-/// `nodes` of `gpus_per_node` GPUs within [`config::MAX_RANKS`].
-pub fn check_ranks(nodes: usize, gpus_per_node: usize) -> Result<(), String> {
-    let ranks = nodes.saturating_mul(gpus_per_node);
-    if ranks > config::MAX_RANKS {
-        return Err(format!(
-            "{nodes} nodes of {gpus_per_node} GPUs are {ranks} ranks, more than the {} collsim simulates",
-            config::MAX_RANKS
-        ));
-    }
-    Ok(())
-}
+pub use config::check_ranks;
 
 /// Where a calibrated `profile` was fitted on another setup than the run of `s`: which of
 /// topology, GPU model and NCCL release (by the cost-model tables it maps to) differ, as one
