@@ -2,6 +2,7 @@
 //! the model with them ([`validate`]).
 
 pub mod accuracy;
+pub mod bench;
 pub mod fit;
 pub mod logs;
 pub mod manifest;

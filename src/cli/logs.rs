@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
 use collsim::calibrate::{logs, nccl_log};
 use collsim::collective::Collective;
@@ -138,55 +138,13 @@ pub(crate) fn calibrate_run(
     fit: Option<&str>,
     factors: bool,
 ) -> Result<()> {
-    if !Path::new("/proc/driver/nvidia/version").exists() && !Path::new("/dev/nvidia0").exists() {
-        bail!(
-            "calibrate --run: no NVIDIA GPU on this machine (no NVIDIA driver); run it where the GPUs are, or fit logs you have with --from-log"
-        );
-    }
-    let bench_dir = Path::new("calibration/bench");
-    if !bench_dir.join("Makefile").exists() {
-        bail!(
-            "calibrate --run: calibration/bench not found here; run it from the root of a collsim checkout"
-        );
-    }
-    let bench = bench_dir.join("build/collsim-bench");
-    if !bench.exists() {
-        let ok = std::process::Command::new("make")
-            .arg("-C")
-            .arg(bench_dir)
-            .status()
-            .context("calibrate --run: cannot run make")?
-            .success();
-        if !ok {
-            bail!(
-                "calibrate --run: building collsim-bench failed (see above; calibration/bench/README.md says what it needs)"
-            );
-        }
-    }
-    // Under a launcher the processes may run on other nodes: the output folder, where rank 0
-    // leaves NCCL's unique id for them, must be one they share (the working directory).
-    let dir = if launcher.is_some() { std::env::current_dir()? } else { std::env::temp_dir() };
-    let out = dir.join(format!("collsim-calibrate-run-{}", std::process::id()));
-    let sweep = ["-c", "all_reduce,all_gather,reduce_scatter", "-b", "8", "-e", "1G", "-f", "2"];
-    let mut words: Vec<String> =
-        launcher.map(|l| l.split_whitespace().map(String::from).collect()).unwrap_or_default();
-    words.push(bench.display().to_string());
-    words.extend(sweep.iter().map(|w| w.to_string()));
-    words.push("-o".into());
-    words.push(out.display().to_string());
+    use collsim::calibrate::bench;
+    let exe = bench::build_here().map_err(|e| anyhow!(e))?;
+    let (words, out) = bench::command(&exe, launcher).map_err(|e| anyhow!(e))?;
     say(format!("running {}", words.join(" ")));
     // The bench's progress rows go to stderr: stdout is the report (or the profile).
     let progress = std::io::stderr().as_fd().try_clone_to_owned()?;
-    let status = std::process::Command::new(&words[0])
-        .args(&words[1..])
-        .stdout(progress)
-        .status()
-        .with_context(|| format!("calibrate --run: cannot start {}", words[0]))?;
-    match status.code() {
-        Some(0) => {}
-        Some(2) => bail!("calibrate --run: collsim-bench found no CUDA GPU (its message is above)"),
-        _ => bail!("calibrate --run: collsim-bench failed ({status})"),
-    }
+    bench::run(&words, progress.into()).map_err(|e| anyhow!(e))?;
     let results = out.join("results.txt");
     let mut c = common.clone();
     if c.topology.is_none() {

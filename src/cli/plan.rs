@@ -1,9 +1,8 @@
 //! `plan`: a plan file's candidates, sharded or whole.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 
 use collsim::config;
 use collsim::report;
@@ -119,94 +118,24 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
         .output
         .ok_or_else(|| usage("--shard needs -o RESULTS.jsonl (the file this shard appends to)"))?;
     let out_name = out_path.display().to_string();
-    // What the file already holds: resume from it, or refuse to add to it.
-    let mut done = std::collections::BTreeSet::new();
-    if out_path.exists() && !out_path.is_file() {
-        bail!("{out_name}: not a regular file; give a results file path");
-    }
     refuse_overwrite("-o", &out_path, &inputs)?;
-    let existing = if out_path.exists() {
-        Some(config::load_text(&out_path)?).filter(|t| !t.is_empty())
-    } else {
-        None
-    };
-    let mut file = match existing {
-        Some(text) => {
-            if !args.resume {
-                bail!(
-                    "{out_name}: exists; pass --resume to continue this shard from it, or remove it"
-                );
-            }
-            let f = shard::read(&out_name, &text).map_err(|e| anyhow!(e))?;
-            if f.summary.fingerprint != summary.fingerprint
-                || f.summary.candidates != summary.candidates
-            {
-                bail!(
-                    "{out_name}: results of another plan ({}), not {}",
-                    f.summary.plan,
-                    summary.plan
-                );
-            }
-            for o in &f.outcomes {
-                if !shard.owns(o.index) {
-                    bail!(
-                        "{out_name}: candidate {} is not shard {}/{}'s",
-                        o.index,
-                        shard.k + 1,
-                        shard.n
-                    );
-                }
-                done.insert(o.index);
-            }
-            let file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&out_path)
-                .with_context(|| format!("{out_name}: cannot write"))?;
-            // Drop a line a killed run left half-written; appends go after what is left.
-            file.set_len(f.complete as u64).with_context(|| format!("{out_name}: cannot write"))?;
-            file
-        }
-        None => {
-            let mut f = std::fs::File::create(&out_path)
-                .with_context(|| format!("{out_name}: cannot create"))?;
-            f.write_all(shard::header_line(&summary).as_bytes())
-                .with_context(|| format!("{out_name}: cannot write"))?;
-            f
-        }
-    };
-    file.flush()?;
+    // What the file already holds: resume from it, or refuse to add to it.
+    let (file, done) =
+        shard::open_results(&out_path, &summary, &shard, args.resume).map_err(|e| anyhow!(e))?;
     let mine: Vec<_> =
         cands.into_iter().filter(|c| shard.owns(c.index) && !done.contains(&c.index)).collect();
     let progress = Progress::new(mine.len() as u64, "candidates");
-    // Lines go out in candidate order, whatever order the threads finish in: an outcome that
-    // finishes early waits in `held` for those before it (so the same shard writes the same
-    // bytes every run; a killed shard loses at most the held ones, which --resume runs again).
-    struct Sink {
-        file: std::fs::File,
-        failed: Option<std::io::Error>,
-        next: usize,
-        held: std::collections::BTreeMap<usize, String>,
-    }
-    let order: Vec<usize> = mine.iter().map(|c| c.index).collect();
-    let sink =
-        std::sync::Mutex::new(Sink { file, failed: None, next: 0, held: Default::default() });
+    let sink = std::sync::Mutex::new(shard::OrderedLines::new(
+        file,
+        mine.iter().map(|c| c.index).collect(),
+    ));
     collsim::plan::evaluate_all(&plan, &mine, &profile, m, &|o| {
         progress.tick();
         let line = shard::outcome_line(&summary, o);
-        let mut g = sink.lock().unwrap_or_else(|e| e.into_inner());
-        g.held.insert(o.index, line);
-        while let Some(line) = order.get(g.next).and_then(|i| g.held.remove(i)) {
-            g.next += 1;
-            if g.failed.is_none()
-                && let Err(e) = g.file.write_all(line.as_bytes()).and_then(|()| g.file.flush())
-            {
-                g.failed = Some(e);
-            }
-        }
+        sink.lock().unwrap_or_else(|e| e.into_inner()).put(o.index, line);
     });
     drop(progress);
-    let failed = sink.into_inner().unwrap_or_else(|e| e.into_inner()).failed;
-    if let Some(e) = failed {
+    if let Some(e) = sink.into_inner().unwrap_or_else(|e| e.into_inner()).finish() {
         bail!("{out_name}: cannot write: {e}");
     }
     eprint_line!(

@@ -363,14 +363,9 @@ pub(crate) fn explain(
     collsim::workload::sweep::check_supported(spec.collective, &comm)
         .map_err(|e| blame_nccl(e.into(), &s.nccl_at))?;
     let elt = dt.size();
-    let n = comm.nranks() as u64;
-    // NCCL's byte count: the total for all_gather / reduce_scatter, as the size column.
-    let nbytes = match coll {
-        Collective::AllGather | Collective::ReduceScatter => size / n / 16 * 16 / elt * elt * n,
-        // nccl-tests trims AllToAll to 16 bytes per peer, as the sweep does.
-        Collective::AllToAll => size / n / 16 * 16 / elt * elt * n,
-        _ => size / elt * elt,
-    };
+    // NCCL's byte count (the total for all_gather / reduce_scatter, as the size column), as
+    // nccl-tests trims it and the sweep does.
+    let (_, nbytes) = collsim::workload::sweep::counts(coll, size, elt, comm.nranks());
     if nbytes != size {
         let why = format!(
             "--bytes {bytes}: nccl-tests trims it to {nbytes} bytes (whole {} elements{})",

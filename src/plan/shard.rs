@@ -297,6 +297,113 @@ pub fn read(name: &str, text: &str) -> Result<ResultsFile, String> {
     Ok(ResultsFile { summary, outcomes, complete })
 }
 
+/// A shard's results file, ready for its next lines: created with its header, or (with
+/// `resume`) an existing one of the same plan and shard, a line a killed run left half-written
+/// dropped. Returns it with the candidates it already holds. Errors name the file.
+pub fn open_results(
+    path: &std::path::Path,
+    summary: &Summary,
+    shard: &Shard,
+    resume: bool,
+) -> Result<(std::fs::File, std::collections::BTreeSet<usize>), String> {
+    use std::io::Write;
+    let name = path.display().to_string();
+    let mut done = std::collections::BTreeSet::new();
+    if path.exists() && !path.is_file() {
+        return Err(format!("{name}: not a regular file; give a results file path"));
+    }
+    let existing = if path.exists() {
+        Some(crate::config::load_text(path).map_err(|e| e.to_string())?).filter(|t| !t.is_empty())
+    } else {
+        None
+    };
+    let cannot = |what: &'static str| {
+        let name = name.clone();
+        move |e: std::io::Error| format!("{name}: cannot {what}: {e}")
+    };
+    let mut file = match existing {
+        Some(text) => {
+            if !resume {
+                return Err(format!(
+                    "{name}: exists; pass --resume to continue this shard from it, or remove it"
+                ));
+            }
+            let f = read(&name, &text)?;
+            if f.summary.fingerprint != summary.fingerprint
+                || f.summary.candidates != summary.candidates
+            {
+                return Err(format!(
+                    "{name}: results of another plan ({}), not {}",
+                    f.summary.plan, summary.plan
+                ));
+            }
+            for o in &f.outcomes {
+                if !shard.owns(o.index) {
+                    return Err(format!(
+                        "{name}: candidate {} is not shard {}/{}'s",
+                        o.index,
+                        shard.k + 1,
+                        shard.n
+                    ));
+                }
+                done.insert(o.index);
+            }
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("{name}: cannot write: {e}"))?;
+            // Drop a line a killed run left half-written; appends go after what is left.
+            file.set_len(f.complete as u64).map_err(cannot("write"))?;
+            file
+        }
+        None => {
+            let mut f = std::fs::File::create(path).map_err(cannot("create"))?;
+            f.write_all(header_line(summary).as_bytes()).map_err(cannot("write"))?;
+            f
+        }
+    };
+    file.flush().map_err(cannot("write"))?;
+    Ok((file, done))
+}
+
+/// Writes a shard's outcome lines in candidate order, whatever order the threads finish in: an
+/// outcome that finishes early waits for those before it (so the same shard writes the same
+/// bytes every run; a killed shard loses at most the held ones, which `--resume` runs again).
+pub struct OrderedLines {
+    file: std::fs::File,
+    failed: Option<std::io::Error>,
+    next: usize,
+    order: Vec<usize>,
+    held: BTreeMap<usize, String>,
+}
+
+impl OrderedLines {
+    /// Lines for the candidates of `order` (their indices), in that order, into `file`.
+    pub fn new(file: std::fs::File, order: Vec<usize>) -> OrderedLines {
+        OrderedLines { file, failed: None, next: 0, order, held: BTreeMap::new() }
+    }
+
+    /// Takes candidate `index`'s line, writing it and every held one it was holding up.
+    pub fn put(&mut self, index: usize, line: String) {
+        use std::io::Write;
+        self.held.insert(index, line);
+        while let Some(line) = self.order.get(self.next).and_then(|i| self.held.remove(i)) {
+            self.next += 1;
+            if self.failed.is_none()
+                && let Err(e) =
+                    self.file.write_all(line.as_bytes()).and_then(|()| self.file.flush())
+            {
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    /// The first write that failed, if one did.
+    pub fn finish(self) -> Option<std::io::Error> {
+        self.failed
+    }
+}
+
 /// Merges results files into one plan's outcomes, each candidate once; an error names what
 /// is missing or inconsistent.
 pub fn merge(files: &[(String, ResultsFile)]) -> Result<(Summary, Vec<Outcome>), String> {
