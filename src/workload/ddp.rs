@@ -22,7 +22,7 @@
 use super::DataType;
 use super::models::Model;
 use super::parallel::{Group, GroupTimer};
-use super::timeline::{self, Batch, Op, Slowdown, Timeline, Work};
+use super::timeline::{Batch, Op, Slowdown, Timeline, Work};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -1247,7 +1247,7 @@ pub fn simulate_step_on(
     let run = |spec: &DdpSpec, gpu: &GpuFacts| {
         let plan = plan_step(spec, world, gpu, coll);
         let mut step = plan.timeline();
-        timeline::run_alone(&mut step, 0.0, coll);
+        super::step::run_alone(&mut step, 0.0, coll);
         plan.result(&step)
     };
     let typical = run(spec, gpu);
@@ -1494,7 +1494,7 @@ fn plan_calls(
         work.iter().map(|w| if let Work::Run { secs, .. } = w { *secs } else { 0.0 }).sum();
     let steady = Timeline::new(work, Vec::new(), Vec::new());
     let mut first = steady.clone();
-    timeline::run_alone(&mut first, 0.0, coll);
+    super::step::run_alone(&mut first, 0.0, coll);
     let layers = LayerTimes {
         fwd: Vec::new(),
         bwd: Vec::new(),
@@ -1804,7 +1804,7 @@ pub(crate) fn plan_ddp(
         h => h,
     };
     let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new());
-    timeline::run_alone(&mut first, first_start, coll);
+    super::step::run_alone(&mut first, first_start, coll);
     StepPlan {
         first_as_steady: false,
         k,
@@ -1966,7 +1966,7 @@ fn sharded_plan(
     (optimizer, slowdown): (f64, f64),
 ) -> StepPlan {
     let mut first = steady.clone();
-    timeline::run_alone(&mut first, 0.0, coll);
+    super::step::run_alone(&mut first, 0.0, coll);
     StepPlan {
         optimizer,
         alone_optimizer: optimizer * w as f64,

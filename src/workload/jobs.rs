@@ -370,6 +370,56 @@ impl super::timeline::Comms for Posting<'_, '_> {
     }
 }
 
+/// The shared network of jobs' steps ([`run_shared`]): each job's collectives posted into it,
+/// its completions and timers routed back to the job whose step set them.
+struct Network<'s, 'a> {
+    net: crate::collective::Shared,
+    steps: &'s [SharedStep<'a>],
+    /// Which job each posted call belongs to (by call id).
+    owners: Vec<usize>,
+    /// Each timer's job, the job's step count when it was set, and the timeline's own tag.
+    tags: Vec<(usize, u32, u32)>,
+    /// Each job's step count (a timer set by an earlier step is stale).
+    epochs: Vec<u32>,
+    forms: Forms,
+}
+
+impl super::step::Fabric for Network<'_, '_> {
+    fn with(&mut self, j: usize, f: &mut dyn FnMut(&mut dyn super::timeline::Comms)) {
+        f(&mut Posting {
+            net: &mut self.net,
+            job: j,
+            owners: &mut self.owners,
+            tags: &mut self.tags,
+            epoch: self.epochs[j],
+            step: &self.steps[j],
+            forms: &mut self.forms,
+        })
+    }
+
+    fn next(&mut self) -> Option<(f64, usize, super::timeline::Event)> {
+        use super::timeline::Event;
+        use crate::collective::Notice;
+        loop {
+            let (t, notice) = self.net.advance()?;
+            let (j, event) = match notice {
+                Notice::Done(id) => match self.owners[id.0 as usize] {
+                    SIBLING => continue,
+                    j => (j, Event::Done(id.0)),
+                },
+                Notice::Wake(k) => {
+                    let (j, epoch, tag) = self.tags[k as usize];
+                    if epoch != self.epochs[j] {
+                        continue;
+                    }
+                    (j, Event::Wake(tag))
+                }
+            };
+            return Some((t.as_secs_f64(), j, event));
+        }
+    }
+}
+
 /// Runs every job's step in one network over `links` that carries `load` throughout: all start
 /// at time zero, each collective is posted when its NCCL stream reaches it and shares every
 /// link by max-min with the other jobs' collectives in flight. A job that finishes before the
@@ -381,33 +431,22 @@ pub(crate) fn run_shared(
     load: &[Load],
     tick: &(dyn Fn() + Sync),
 ) -> Vec<super::ddp::StepResult> {
-    use super::timeline::Event;
-    use crate::collective::{Notice, Shared};
-    let mut net = Shared::new(links, load);
-    let mut owners: Vec<usize> = Vec::new();
-    let mut tags: Vec<(usize, u32, u32)> = Vec::new();
-    let mut epochs = vec![0u32; steps.len()];
+    use super::step::Fabric;
+    let mut fabric = Network {
+        net: crate::collective::Shared::new(links, load),
+        steps,
+        owners: Vec::new(),
+        tags: Vec::new(),
+        epochs: vec![0u32; steps.len()],
+        forms: Forms::new(),
+    };
     let mut lines: Vec<_> = steps.iter().map(|s| s.plan.timeline()).collect();
     let mut first: Vec<Option<super::ddp::StepResult>> = vec![None; steps.len()];
     let mut started = vec![0.0f64; steps.len()];
-    let mut forms = Forms::new();
-    macro_rules! posting {
-        ($j:expr) => {
-            &mut Posting {
-                net: &mut net,
-                job: $j,
-                owners: &mut owners,
-                tags: &mut tags,
-                epoch: epochs[$j],
-                step: &steps[$j],
-                forms: &mut forms,
-            }
-        };
+    for (j, line) in lines.iter_mut().enumerate() {
+        fabric.with(j, &mut |io| line.start(0.0, io));
     }
-    for j in 0..steps.len() {
-        lines[j].start(0.0, posting!(j));
-    }
-    loop {
+    super::step::drive(&mut fabric, &mut lines, |fabric, lines| {
         // Steps that ended: record the first, start the next (unless it took no time at all).
         for j in 0..steps.len() {
             let Some(end) = lines[j].end else { continue };
@@ -420,30 +459,14 @@ pub(crate) fn run_shared(
             }
             // The next step starts once its batch is loaded too.
             let next = end.max(started[j] + steps[j].plan.loader_secs());
-            epochs[j] += 1;
+            fabric.epochs[j] += 1;
             started[j] = next;
             lines[j] = steps[j].plan.timeline();
-            lines[j].start(next, posting!(j));
+            let line = &mut lines[j];
+            fabric.with(j, &mut |io| line.start(next, io));
         }
-        if first.iter().all(Option::is_some) {
-            break;
-        }
-        let Some((t, notice)) = net.advance() else { break };
-        let (j, event) = match notice {
-            Notice::Done(id) => match owners[id.0 as usize] {
-                SIBLING => continue,
-                j => (j, Event::Done(id.0)),
-            },
-            Notice::Wake(k) => {
-                let (j, epoch, tag) = tags[k as usize];
-                if epoch != epochs[j] {
-                    continue;
-                }
-                (j, Event::Wake(tag))
-            }
-        };
-        lines[j].on(t.as_secs_f64(), event, posting!(j));
-    }
+        first.iter().all(Option::is_some)
+    });
     first
         .into_iter()
         .zip(steps)

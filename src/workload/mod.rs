@@ -13,6 +13,7 @@ pub mod parallel;
 pub mod profile;
 pub mod skew;
 pub mod spec;
+pub(crate) mod step;
 pub mod sweep;
 pub mod timeline;
 

@@ -44,7 +44,7 @@ use super::ddp::{
     layer_times_from, optimizer_secs, plan_ddp,
 };
 use super::models::{Layer, MemoryWork, Model, TpRole};
-use super::timeline::{self, Work};
+use super::timeline::Work;
 use crate::collective::Collective;
 
 /// How a step is laid out over the ranks (Megatron's `--tensor-model-parallel-size`,
@@ -1312,7 +1312,7 @@ pub fn simulate_parallel(
             let mut line = plan.timeline();
             let dp_coll =
                 |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
-            timeline::run_alone(&mut line, 0.0, &dp_coll);
+            super::step::run_alone(&mut line, 0.0, &dp_coll);
             plan.result(&line)
         })
         .collect();

@@ -9,7 +9,7 @@
 //! bucket has joined.
 //!
 //! The timeline does not know how long a collective takes: it asks a [`Comms`] to start one and
-//! hears when it is done. Alone (`run_alone`) each collective's time is known at launch;
+//! hears when it is done. Alone (`step::run_alone`) each collective's time is known at launch;
 //! posted into a shared network ([`crate::collective::run::Shared`]) it is known only when its
 //! last byte arrives, because other jobs' traffic shares the links meanwhile.
 
@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 use super::DataType;
 use super::ddp::{BucketRow, Span};
-use super::parallel::{Group, GroupTimer};
+use super::parallel::Group;
 use crate::collective::Collective;
 
 /// Below this many seconds of work left, a compute item is done (rounding).
@@ -636,57 +636,11 @@ impl Timeline {
     }
 }
 
-/// Runs `timeline` from `t0` with each collective taking the time `coll` gives it, nothing
-/// else on the network.
-pub(crate) fn run_alone(timeline: &mut Timeline, t0: f64, coll: &GroupTimer<'_>) {
-    /// Pending completions and timers, earliest first (then in the order they were set).
-    struct Local<'c> {
-        due: std::collections::BTreeMap<(u64, u64), (f64, Event)>,
-        seq: u64,
-        coll: &'c GroupTimer<'c>,
-    }
-    impl Local<'_> {
-        fn push(&mut self, at: f64, e: Event) -> u32 {
-            // Non-negative floats order as their bits.
-            self.due.insert((at.max(0.0).to_bits(), self.seq), (at, e));
-            self.seq += 1;
-            (self.seq - 1) as u32
-        }
-    }
-    impl Comms for Local<'_> {
-        fn launch(
-            &mut self,
-            now: f64,
-            g: Group,
-            c: Collective,
-            bytes: u64,
-            dtype: DataType,
-        ) -> Launched {
-            let t = (self.coll)(g, c, bytes, dtype);
-            let handle = self.seq as u32;
-            self.push(now + t.secs, Event::Done(handle));
-            let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);
-            Launched { handle, algo, proto, channels, links, secs: Some(t.secs) }
-        }
-        fn hold(&mut self, now: f64, secs: f64) -> u32 {
-            let handle = self.seq as u32;
-            self.push(now + secs, Event::Done(handle))
-        }
-        fn wake(&mut self, at: f64, tag: u32) {
-            self.push(at, Event::Wake(tag));
-        }
-    }
-    let mut io = Local { due: std::collections::BTreeMap::new(), seq: 0, coll };
-    timeline.start(t0, &mut io);
-    while let Some((_, (at, e))) = io.due.pop_first() {
-        timeline.on(at, e, &mut io);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::ddp::CollTime;
+    use crate::workload::step::run_alone;
 
     fn coll(secs: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
         move |_, _, _, _| CollTime {
