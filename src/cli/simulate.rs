@@ -179,11 +179,7 @@ pub(crate) fn simulate(
     let whose = |e: collsim::Error| match (&e, &source) {
         (collsim::Error::StepTooLong(m), Some(p)) => anyhow!("{p}: {m}"),
         // A job's error without a line of its own names the file at least.
-        (collsim::Error::Ddp(m), Some(p))
-            if m.starts_with("workload.") || m.starts_with("job ") =>
-        {
-            anyhow!("{p}: {m}")
-        }
+        (collsim::Error::Field(m), Some(p)) => anyhow!("{p}: {m}"),
         _ => blame_nccl(e, &nccl_at),
     };
     if let Some(p) = &workload_trace {

@@ -38,7 +38,7 @@ pub(super) fn step_groups(
     }
     if let Some(calls) = &spec.calls {
         let used = workload::calls::groups(calls, world)
-            .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+            .map_err(|e| Error::Step(format!("{}: {e}", spec.model.name)))?;
         strided.extend(used.into_iter().map(|g| (g, g)));
     }
     for (g, shape) in strided {
@@ -47,7 +47,7 @@ pub(super) fn step_groups(
         };
         if members.len() > 1 {
             add(g, &members, &others)
-                .map_err(|e| Error::Ddp(format!("{}: {e}", spec.model.name)))?;
+                .map_err(|e| Error::Step(format!("{}: {e}", spec.model.name)))?;
         }
     }
     Ok(groups)
@@ -78,7 +78,7 @@ fn group_view(cluster: &Cluster, comm: &Communicator, members: &[usize]) -> Resu
     }
     let counts: std::collections::BTreeSet<usize> = per_node.values().map(Vec::len).collect();
     let &[per] = counts.iter().copied().collect::<Vec<_>>().as_slice() else {
-        return Err(Error::Ddp(format!(
+        return Err(Error::Step(format!(
             "a process group of {} ranks falls unevenly on the nodes ({:?} per node); collsim times a group with as many GPUs on each of its nodes",
             members.len(),
             per_node.values().map(Vec::len).collect::<Vec<_>>()

@@ -145,8 +145,8 @@ pub fn simulate_jobs_with(
         // An error about a variable is put where the job, or the scenario, gives it.
         let place = |key: &str| job.nccl_at.get(key).or(scenario.nccl_at.get(key));
         let in_job = |key: &str, e: String| match place(key) {
-            Some(at) => Error::Ddp(format!("{at}: job {:?}: nccl.{e}", job.name)),
-            None => Error::Ddp(format!("job {:?}: {e}", job.name)),
+            Some(at) => Error::Step(format!("{at}: job {:?}: nccl.{e}", job.name)),
+            None => Error::Field(format!("job {:?}: {e}", job.name)),
         };
         let env = NcclEnv::from_pairs(nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| in_job(&e.key, e.to_string()))?;
@@ -239,7 +239,7 @@ pub fn simulate_jobs_with(
     // A job's step from its stages' (one, unless 3-D).
     let job_step = |j: usize, results: Vec<workload::ddp::StepResult>| {
         let Some(first) = results.first().cloned() else {
-            return Err(Error::Ddp(format!(
+            return Err(Error::Field(format!(
                 "job {:?}: its step has no stage",
                 scenario.jobs[j].name
             )));
@@ -302,7 +302,7 @@ pub fn simulate_jobs_with(
     if let (Some(l), Some(s)) = (longest, shortest)
         && l.0 > STEP_RATIO * s.0.max(1e-9)
     {
-        return Err(Error::Ddp(format!(
+        return Err(Error::Field(format!(
             "job {:?}'s step ({:.3} ms) is over {STEP_RATIO} times job {:?}'s ({:.3} ms): side by side the shorter would run that many steps meanwhile; simulate them apart",
             l.1, l.0, s.1, s.0
         )));

@@ -38,9 +38,15 @@ pub enum Error {
     /// The placement or the network does not fit the cluster's node count.
     #[error("{0}")]
     Placement(String),
-    /// The training step cannot be simulated.
+    /// The training step cannot be simulated, for a reason about the run as a whole (its kind,
+    /// its GPU's library entry, its process groups): the message is complete.
     #[error("{0}")]
-    Ddp(String),
+    Step(String),
+    /// A field of the scenario's workload, or one of its jobs, cannot run as given: the message
+    /// names the field (`workload.mfu = …`) or the job (`job "a": …`) but not the file, which
+    /// the caller adds.
+    #[error("{0}")]
+    Field(String),
     /// The training step passes [`units::Time::LIMIT`]: which inputs set it (the caller names
     /// the file they came from).
     #[error("{0}")]
@@ -146,11 +152,11 @@ pub fn simulate_with(
     tick: &(dyn Fn() + Sync),
 ) -> Result<(Vec<Row>, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
-        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+        return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
     }
     let sweep = scenario
         .sweep()
-        .ok_or_else(|| Error::Ddp("the scenario's workload is a DDP step, not a sweep".into()))?;
+        .ok_or_else(|| Error::Step("the scenario's workload is a DDP step, not a sweep".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load, tick)?;
@@ -205,7 +211,7 @@ fn ddp_step(
         && named.tp > 1
         && !scenario.gpus_per_node.is_multiple_of(named.tp)
     {
-        return Err(Error::Ddp(format!(
+        return Err(Error::Field(format!(
             "workload.parallel.tp: {} does not divide the {} GPUs used per node (a tensor-parallel group stays inside a node)",
             named.tp, scenario.gpus_per_node
         )));
@@ -242,11 +248,11 @@ fn on_cluster<R>(
     ) -> R,
 ) -> Result<(R, CommSummary), Error> {
     if !scenario.jobs.is_empty() {
-        return Err(Error::Ddp("the scenario has [[job]] tables: simulate its jobs".into()));
+        return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
     }
     let spec = scenario
         .ddp()
-        .ok_or_else(|| Error::Ddp("the scenario's workload is not kind = \"ddp\"".into()))?;
+        .ok_or_else(|| Error::Step("the scenario's workload is not kind = \"ddp\"".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
     let world = comm.nranks();
@@ -254,7 +260,7 @@ fn on_cluster<R>(
         layout
             .check(&spec.model, world, spec.grad_accumulation)
             .and_then(|()| layout.check_placement(world, comm.ppn()))
-            .map_err(|e| Error::Ddp(format!("{}: {e}", e.field())))?;
+            .map_err(|e| Error::Field(format!("{}: {e}", e.field())))?;
     }
     let groups = step_groups(&cluster, &comm, spec)?;
     let r = with_ddp(
@@ -281,15 +287,15 @@ pub fn export_calls(
     mode: Mode,
 ) -> Result<workload::calls::CallsFile, Error> {
     let spec = scenario.ddp().ok_or_else(|| {
-        Error::Ddp("--export-calls: the scenario's workload is not a training step".into())
+        Error::Step("--export-calls: the scenario's workload is not a training step".into())
     })?;
     if spec.parallel.is_some() || !scenario.jobs.is_empty() {
-        return Err(Error::Ddp(
+        return Err(Error::Step(
             "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
         ));
     }
     if !spec.skew.is_none() || spec.input.is_some() {
-        return Err(Error::Ddp(
+        return Err(Error::Step(
             "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
         ));
     }

@@ -49,22 +49,22 @@ pub(super) fn with_ddp<R>(
     use workload::parallel::Group;
     // The gradients' collective must be one NCCL_ALGO allows here, as for a sweep.
     workload::sweep::check_supported(spec.hook.grad_collective(), comm)?;
-    spec.skew.check_ranks(comm.nranks()).map_err(Error::Ddp)?;
+    spec.skew.check_ranks(comm.nranks()).map_err(Error::Field)?;
     if spec.sharding.is_some() && comm.nranks() < 2 {
-        return Err(Error::Ddp(
+        return Err(Error::Step(
             "kind = \"fsdp\" on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more".into(),
         ));
     }
     let model = &scenario.node.gpu.model;
     let peak = |precision: &str| {
         model.peak_tflops.get(precision).map(|p| p * 1e12).ok_or_else(|| {
-            Error::Ddp(format!("{}: no peak for {precision} in the GPU library", model.name))
+            Error::Step(format!("{}: no peak for {precision} in the GPU library", model.name))
         })
     };
     let memory_bandwidth = model
         .memory_bandwidth
         .ok_or_else(|| {
-            Error::Ddp(format!(
+            Error::Step(format!(
                 "{}: the GPU model has no memory_bandwidth, which DDP's copies need (add it to its [gpu_model] table)",
                 model.name
             ))
@@ -85,7 +85,7 @@ pub(super) fn with_ddp<R>(
         ComputeRate::Mfu { precision, mfu } => {
             let peak = peak(precision)?;
             workload::ddp::rate_for_mfu(spec, &gpu, peak * mfu, peak)
-                .map_err(|e| Error::Ddp(format!("workload.mfu = {mfu}: {e}")))?
+                .map_err(|e| Error::Field(format!("workload.mfu = {mfu}: {e}")))?
         }
     };
     // fp8 at a fraction of its peak: what Transformer Engine keeps in 16 bits runs at the same
@@ -127,7 +127,7 @@ pub(super) fn with_ddp<R>(
             CollTime { secs: 0.0, algo: "", proto: "", channels: 1, links: Vec::new() }
         };
         f(&gpu, &count);
-        budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Ddp)?;
+        budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Step)?;
     }
     let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
         let Some((cluster, comm)) = on(g) else { return nothing() };
