@@ -4,6 +4,7 @@
 //! place that knows which exist ([`simulate`], [`select`], [`steady_paths`]).
 
 pub mod chain;
+pub mod explain;
 pub mod nvls;
 pub mod p2p;
 pub mod pat;
