@@ -304,36 +304,215 @@ impl Algorithm for Delayed {
     }
 }
 
-/// The algorithms, as the registry tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// One rank: a local copy.
-    OneRank,
-    /// SendRecv and AllToAll on NCCL's p2p channels.
-    P2p,
-    /// Ring AllReduce, AllGather, ReduceScatter.
-    Ring,
-    /// Broadcast and Reduce along the ring.
-    Chain,
-    /// Tree, NVLSTree, CollNetDirect, CollNetChain.
-    Tree,
-    /// NVLS on one node.
-    Nvls,
-    /// PAT AllGather/ReduceScatter.
-    Pat,
+/// A family of algorithms as the registry tells them apart: how a call of it runs, its
+/// steady-state flows and the work of its detailed run. One implementation a family, and
+/// [`family`] the one table that picks it for a call.
+trait Family: Sync {
+    /// The algorithm object for `call`, its paths registered in `cx`, with the protocol and
+    /// channels it runs on.
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        cx: &mut Ctx<'_>,
+        cost: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize);
+
+    /// Every flow of its steady state (each connection of each channel busy at once), with
+    /// its cap (wire bytes/s; infinity for none).
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)>;
+
+    /// [`Family::steady_flows`], each with how many flows it stands for (1 unless a family
+    /// solves a few for many by symmetry).
+    fn weighted_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64, f64)> {
+        self.steady_flows(call).into_iter().map(|(p, c)| (p, 1.0, c)).collect()
+    }
+
+    /// Whether it is the ring (the network proxies' cost is modelled for it alone).
+    fn is_ring(&self) -> bool {
+        false
+    }
+
+    /// A detailed run's work in ring transfers ([`detailed_work`]): ranks × channels × the
+    /// pipeline's chunks (NCCL's step of `buffsize / 8` under Simple, a store round under
+    /// LL/LL128), each sent up and down and weighing ten ring transfers.
+    fn detailed_work(&self, call: &Call<'_>) -> f64 {
+        let nranks = call.comm.nranks();
+        let nch = call.sel.nchannels.clamp(1, call.comm.channels().len().max(1));
+        let unit = match call.sel.proto {
+            Proto::Simple => call.comm.env().buffsize.get() / 8,
+            p => ring::stream_unit(p),
+        }
+        .max(1);
+        let per_channel = call.bytes.get().div_ceil(nch as u64);
+        (nranks * nch) as f64 * 2.0 * per_channel.div_ceil(unit).max(1) as f64 * 10.0
+    }
 }
 
-fn kind(call: &Call<'_>) -> Kind {
+/// Paths without caps.
+fn uncapped(paths: Vec<Vec<LinkId>>) -> Vec<(Vec<LinkId>, f64)> {
+    paths.into_iter().map(|p| (p, f64::INFINITY)).collect()
+}
+
+/// One rank: a local copy.
+struct OneRank;
+
+impl Family for OneRank {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        _: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        let (p, c, serial) = match call.coll {
+            Collective::AllToAll | Collective::SendRecv => {
+                let (p, c) = p2p::shape(call);
+                (p, c, call.params.p2p_peer.times(p2p::rounds(call.coll, 1)))
+            }
+            _ => (call.sel.proto, call.sel.nchannels, Time::ZERO),
+        };
+        (Box::new(Closed::new(serial + one_rank_copy(call))), p, c)
+    }
+    fn steady_flows(&self, _: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        Vec::new()
+    }
+    fn detailed_work(&self, _: &Call<'_>) -> f64 {
+        1.0
+    }
+}
+
+/// SendRecv and AllToAll on NCCL's p2p channels.
+struct P2p;
+
+impl Family for P2p {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        _: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        if call.mode == Mode::Detailed {
+            return p2p::detailed(call);
+        }
+        let (duration, p, c) = p2p::time(call);
+        (Box::new(Closed::new(duration)), p, c)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        p2p::steady_capped(call)
+    }
+    fn weighted_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64, f64)> {
+        p2p::steady_weighted(call)
+    }
+}
+
+/// Ring AllReduce, AllGather, ReduceScatter.
+struct Ring;
+
+impl Family for Ring {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        cx: &mut Ctx<'_>,
+        cost: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        (ring::new(call, cx, cost), call.sel.proto, call.sel.nchannels)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        ring::steady_flows(call)
+    }
+    fn is_ring(&self) -> bool {
+        true
+    }
+    /// Every connection's slices.
+    fn detailed_work(&self, call: &Call<'_>) -> f64 {
+        let nch = call.sel.nchannels.clamp(1, call.comm.channels().len().max(1));
+        (call.comm.nranks() * nch) as f64 * ring::slices_per_connection(call) as f64
+    }
+}
+
+/// Broadcast and Reduce along the ring.
+struct Chain;
+
+impl Family for Chain {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        cx: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        (chain::new(call, cx), call.sel.proto, call.sel.nchannels)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        uncapped(chain::steady_paths(call))
+    }
+}
+
+/// Tree, NVLSTree, CollNetDirect, CollNetChain.
+struct Tree;
+
+impl Family for Tree {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        cx: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        (tree::new(call, cx), call.sel.proto, call.sel.nchannels)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        tree::steady_flows(call)
+    }
+}
+
+/// NVLS on one node.
+struct Nvls;
+
+impl Family for Nvls {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        cx: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        (nvls::new(call, cx), call.sel.proto, call.sel.nchannels)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        uncapped(nvls::steady_paths(call))
+    }
+}
+
+/// PAT AllGather/ReduceScatter.
+struct Pat;
+
+impl Family for Pat {
+    fn instantiate(
+        &self,
+        call: &Call<'_>,
+        _: &mut Ctx<'_>,
+        _: StepCost,
+    ) -> (Box<dyn Algorithm>, Proto, usize) {
+        let (proto, channels) = (call.sel.proto, call.sel.nchannels);
+        if call.mode == Mode::Detailed {
+            return (pat::detailed(call), proto, channels);
+        }
+        (Box::new(Closed::new(pat::time(call))), proto, channels)
+    }
+    fn steady_flows(&self, call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
+        uncapped(pat::steady_paths(call))
+    }
+}
+
+/// The family of `call`'s algorithm: the registry's one table.
+fn family(call: &Call<'_>) -> &'static dyn Family {
     if call.comm.nranks() == 1 {
-        return Kind::OneRank;
+        return &OneRank;
     }
     match (call.coll, call.sel.algo) {
-        (Collective::AllToAll | Collective::SendRecv, _) => Kind::P2p,
-        (_, Algo::Nvls) => Kind::Nvls,
-        (_, Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect) => Kind::Tree,
-        (_, Algo::Pat) => Kind::Pat,
-        (Collective::Broadcast | Collective::Reduce, _) => Kind::Chain,
-        _ => Kind::Ring,
+        (Collective::AllToAll | Collective::SendRecv, _) => &P2p,
+        (_, Algo::Nvls) => &Nvls,
+        (_, Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect) => &Tree,
+        (_, Algo::Pat) => &Pat,
+        (Collective::Broadcast | Collective::Reduce, _) => &Chain,
+        _ => &Ring,
     }
 }
 
@@ -362,30 +541,7 @@ fn instantiate(
     cx: &mut Ctx<'_>,
     cost: StepCost,
 ) -> (Box<dyn Algorithm>, Proto, usize) {
-    let (proto, channels) = (call.sel.proto, call.sel.nchannels);
-    match kind(call) {
-        Kind::OneRank => {
-            let (p, c, serial) = match call.coll {
-                Collective::AllToAll | Collective::SendRecv => {
-                    let (p, c) = p2p::shape(call);
-                    (p, c, call.params.p2p_peer.times(p2p::rounds(call.coll, 1)))
-                }
-                _ => (proto, channels, Time::ZERO),
-            };
-            (Box::new(Closed::new(serial + one_rank_copy(call))), p, c)
-        }
-        Kind::P2p if call.mode == Mode::Detailed => p2p::detailed(call),
-        Kind::P2p => {
-            let (duration, p, c) = p2p::time(call);
-            (Box::new(Closed::new(duration)), p, c)
-        }
-        Kind::Pat if call.mode == Mode::Detailed => (pat::detailed(call), proto, channels),
-        Kind::Pat => (Box::new(Closed::new(pat::time(call))), proto, channels),
-        Kind::Ring => (ring::new(call, cx, cost), proto, channels),
-        Kind::Chain => (chain::new(call, cx), proto, channels),
-        Kind::Tree => (tree::new(call, cx), proto, channels),
-        Kind::Nvls => (nvls::new(call, cx), proto, channels),
-    }
+    family(call).instantiate(call, cx, cost)
 }
 
 /// Whether NCCL launches nothing for a training step's `coll` on `ranks` ranks: on one rank an
@@ -1036,17 +1192,7 @@ pub fn steady_paths(call: &Call<'_>) -> Vec<Vec<LinkId>> {
 /// [`steady_paths`] with each flow's cap (wire bytes/s): a point-to-point channel's rate (see
 /// `p2p`), infinity for every other algorithm's flows.
 fn steady_flows(call: &Call<'_>) -> Vec<(Vec<LinkId>, f64)> {
-    let uncapped =
-        |paths: Vec<Vec<LinkId>>| paths.into_iter().map(|p| (p, f64::INFINITY)).collect();
-    match kind(call) {
-        Kind::OneRank => Vec::new(),
-        Kind::P2p => p2p::steady_capped(call),
-        Kind::Pat => uncapped(pat::steady_paths(call)),
-        Kind::Ring => ring::steady_flows(call),
-        Kind::Chain => uncapped(chain::steady_paths(call)),
-        Kind::Tree => tree::steady_flows(call),
-        Kind::Nvls => uncapped(nvls::steady_paths(call)),
-    }
+    family(call).steady_flows(call)
 }
 
 /// How busy each link the call crosses is in its steady state (every connection sending at
@@ -1124,7 +1270,7 @@ pub struct Bottleneck {
 /// where it is free.
 pub fn proxy_load(call: &Call<'_>) -> Option<ProxyLoad> {
     let op = proxy_op(call.cluster);
-    let ring = matches!(kind(call), Kind::Ring) && call.comm.nnodes() > 1;
+    let ring = family(call).is_ring() && call.comm.nnodes() > 1;
     (ring && op > Time::ZERO).then(|| ProxyLoad {
         op,
         per_step: ring::busiest_proxy(call.comm, call.sel.nchannels),
@@ -1157,13 +1303,11 @@ impl ProxyLoad {
 pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
     // Each flow with how many it stands for (uniform AllToAll: node 0's for all) and its cap
     // (point-to-point channels).
-    let flows: Vec<(Vec<u32>, f64, f64)> = match kind(call) {
-        Kind::P2p => p2p::steady_weighted(call),
-        _ => steady_flows(call).into_iter().map(|(p, c)| (p, 1.0, c)).collect(),
-    }
-    .into_iter()
-    .map(|(p, w, c)| (p.iter().map(|l| l.0).collect(), w, c))
-    .collect();
+    let flows: Vec<(Vec<u32>, f64, f64)> = family(call)
+        .weighted_flows(call)
+        .into_iter()
+        .map(|(p, w, c)| (p.iter().map(|l| l.0).collect(), w, c))
+        .collect();
     if flows.is_empty() {
         return None;
     }
@@ -1259,21 +1403,7 @@ pub const DETAILED_LIMIT: f64 = 1e8;
 /// and weighing ten ring transfers (their flows share links with many more: measured 1.2e-5 s
 /// against 1.1e-6 s per transfer on dgx-h100 at 32 nodes).
 pub fn detailed_work(call: &Call<'_>) -> f64 {
-    let nranks = call.comm.nranks();
-    let nch = call.sel.nchannels.clamp(1, call.comm.channels().len().max(1));
-    match kind(call) {
-        Kind::OneRank => 1.0,
-        Kind::Ring => (nranks * nch) as f64 * ring::slices_per_connection(call) as f64,
-        _ => {
-            let unit = match call.sel.proto {
-                Proto::Simple => call.comm.env().buffsize.get() / 8,
-                p => ring::stream_unit(p),
-            }
-            .max(1);
-            let per_channel = call.bytes.get().div_ceil(nch as u64);
-            (nranks * nch) as f64 * 2.0 * per_channel.div_ceil(unit).max(1) as f64 * 10.0
-        }
-    }
+    family(call).detailed_work(call)
 }
 
 /// Work of calls in [`Mode::Detailed`] counted before they run ([`DetailedBudget::count`]),
