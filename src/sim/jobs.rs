@@ -198,7 +198,7 @@ pub fn simulate_jobs_with(
                 let (stages, report) = with_ddp(
                     &b.cluster,
                     &b.comm,
-                    s,
+                    &s.node.gpu.model,
                     d,
                     params,
                     mode,

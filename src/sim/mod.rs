@@ -2,15 +2,12 @@
 //! training step and its jobs side by side. [`crate::plan`], [`crate::calibrate`] and the CLI
 //! call these; the crate root re-exports them.
 
-mod groups;
 mod jobs;
-mod timer;
 
 pub use jobs::{JobOutcome, JobRun, job_calls, simulate_jobs, simulate_jobs_with};
-pub use timer::{CollCache, GroupKey};
+pub use workload::step::{CollCache, GroupKey};
 
-use groups::step_groups;
-use timer::with_ddp;
+use workload::step::{StepError, step_groups, with_ddp};
 
 use crate::collective::{Load, Mode, TimingParams};
 use crate::comm::env::{EnvError, NcclEnv};
@@ -51,6 +48,17 @@ pub enum Error {
     /// the file they came from).
     #[error("{0}")]
     StepTooLong(String),
+}
+
+impl From<StepError> for Error {
+    fn from(e: StepError) -> Error {
+        match e {
+            StepError::Step(m) => Error::Step(m),
+            StepError::Field(m) => Error::Field(m),
+            StepError::Comm(e) => Error::Comm(e),
+            StepError::Sweep(e) => Error::Sweep(e),
+        }
+    }
 }
 
 /// A cluster and the communicator NCCL would build on it, for a scenario.
@@ -266,7 +274,7 @@ fn on_cluster<R>(
     let r = with_ddp(
         &cluster,
         &comm,
-        scenario,
+        &scenario.node.gpu.model,
         spec,
         params,
         mode,

@@ -1,6 +1,6 @@
 //! The process groups of a training step and the links they share with their siblings.
 
-use super::Error;
+use super::StepError as Error;
 use crate::comm::Communicator;
 use crate::hw::{self, Cluster, NodeId};
 use crate::{net, workload};
@@ -10,7 +10,7 @@ use crate::{net, workload};
 /// and a replayed step's ranks a stride apart, each beside its translates (every node's shard
 /// group, every local rank's replicate group), which run the same step. Groups of one rank are
 /// left out: they send nothing.
-pub(super) fn step_groups(
+pub(crate) fn step_groups(
     cluster: &Cluster,
     comm: &Communicator,
     spec: &workload::ddp::DdpSpec,

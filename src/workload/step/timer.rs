@@ -1,12 +1,12 @@
 //! The collective timer of a training step: each distinct call on each process group timed
 //! once, alone on its share of the links.
 
-use super::Error;
+use super::StepError as Error;
 use super::groups::with_siblings;
 use crate::collective::{self, Load, Mode, TimingParams};
 use crate::comm::Communicator;
-use crate::config::Scenario;
 use crate::hw::Cluster;
+use crate::hw::GpuModel;
 use crate::workload;
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
@@ -28,14 +28,14 @@ pub type GroupKey = (workload::parallel::Group, (usize, usize, usize, usize));
 /// Links kept per DDP collective for its trace's link counters (the busiest first).
 const LINKS_PER_CALL: usize = 8;
 
-/// Hands `f` the GPU facts of `scenario`'s GPU for `spec` and a timer of collectives on
+/// Hands `f` the GPU facts of `model` for `spec` and a timer of collectives on
 /// `cluster` beside `load` (each distinct call simulated once), each group of `groups`
 /// ([`step_groups`]) on its share of the links its siblings share with it.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn with_ddp<R>(
+pub(crate) fn with_ddp<R>(
     cluster: &Cluster,
     comm: &Communicator,
-    scenario: &Scenario,
+    model: &GpuModel,
     spec: &workload::ddp::DdpSpec,
     params: &TimingParams,
     mode: Mode,
@@ -55,7 +55,6 @@ pub(super) fn with_ddp<R>(
             "kind = \"fsdp\" on one rank: PyTorch switches to NO_SHARD there, with nothing to gather or reduce; simulate one GPU as kind = \"ddp\", or give two ranks or more".into(),
         ));
     }
-    let model = &scenario.node.gpu.model;
     let peak = |precision: &str| {
         model.peak_tflops.get(precision).map(|p| p * 1e12).ok_or_else(|| {
             Error::Step(format!("{}: no peak for {precision} in the GPU library", model.name))

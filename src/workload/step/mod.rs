@@ -10,12 +10,39 @@
 //! Pipeline schedules (`parallel::schedule`) are not actors of this loop yet: a 3-D step's
 //! pipeline sends are timed alone and folded into its stages' compute.
 
+mod groups;
+mod timer;
+
+pub(crate) use groups::step_groups;
+pub(crate) use timer::with_ddp;
+pub use timer::{CollCache, GroupKey};
+
 use std::collections::BTreeMap;
 
 use super::DataType;
 use super::parallel::{Group, GroupTimer};
 use super::timeline::{Comms, Event, Launched, Timeline};
 use crate::collective::Collective;
+use crate::comm::CommError;
+use crate::workload::sweep::SweepError;
+
+/// Why a training step cannot be set up on its cluster: one line each.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    /// A reason about the run as a whole (its kind, its GPU's library entry, its process
+    /// groups): the message is complete.
+    #[error("{0}")]
+    Step(String),
+    /// A field of the workload cannot run as given: the message names the field, not the file.
+    #[error("{0}")]
+    Field(String),
+    /// A process group's communicator cannot be built.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    /// The gradients' collective is one the NCCL variables rule out.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+}
 
 /// Where timelines run: the comms each actor (a timeline, by index) posts through, and the
 /// events that come back.
