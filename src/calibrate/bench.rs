@@ -49,7 +49,7 @@ pub fn build_here() -> Result<PathBuf, String> {
 /// temporary one.
 pub fn command(bench: &Path, launcher: Option<&str>) -> Result<(Vec<String>, PathBuf), String> {
     let dir = if launcher.is_some() {
-        std::env::current_dir().map_err(|e| format!("calibrate --run: {e}"))?
+        std::env::current_dir().map_err(|e| e.to_string())?
     } else {
         std::env::temp_dir()
     };

@@ -195,15 +195,16 @@ pub fn topology_of(name: &str, test: &LogTest, what: &str) -> Result<(String, Sa
 
 /// Reads an nccl-tests log (text or -J JSON) and picks the test to compare: the one of
 /// `collective` if given, else the first; returns it with the collective it measured. `s`, if
-/// given, says how many ranks ran where the log does not.
+/// given, says how many ranks ran where the log does not. What it assumes goes to `said`, also
+/// when it then fails.
 pub fn read(
     log: &std::path::Path,
     collective: Option<&str>,
     s: Option<&Scenario>,
-) -> Result<(LogTest, Collective, Vec<Said>), LogError> {
+    said: &mut Vec<Said>,
+) -> Result<(LogTest, Collective), LogError> {
     let log_name = log.display().to_string();
     let text = config::load_text(log)?;
-    let mut said = Vec::new();
     // nccl-tests' -J JSON (and collsim-bench's results.json) or its text output.
     let tests = if text.trim_start().starts_with('{') {
         nccl_log::parse_json(&text).map_err(|e| fail!("{log_name}: {e}"))?
@@ -273,5 +274,5 @@ pub fn read(
             r.count
         ));
     }
-    Ok((test.clone(), coll, said))
+    Ok((test.clone(), coll))
 }

@@ -11,40 +11,52 @@ use super::accuracy::{Curve, read_manifest};
 use super::logs::{self, Said};
 use super::pipeline::LogInput;
 
-/// A manifest's curves, with what their reading said.
+/// A manifest's curves.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     /// One curve per row and collective, in the manifest's order.
     pub curves: Vec<Curve>,
     /// The files read: the manifest, then each curve's log.
     pub inputs: Vec<PathBuf>,
-    /// What reading the logs said (warnings; notes are not taken).
-    pub said: Vec<Said>,
-    /// The NCCL variables of the first curve's scenario the model does not use.
-    pub ignored: Ignored,
 }
 
-/// Reads manifest `path` and resolves its curves, each on the setup its row records, `flags`'
-/// NCCL variables after the row's (the flags win). Errors name the manifest's line.
-pub fn resolve(path: &Path, flags: &Flags) -> Result<Resolved, String> {
+/// What resolving a manifest says as it goes, for stderr.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Told {
+    /// A log's warning (its notes are not taken).
+    Said(Said),
+    /// The NCCL variables of the first curve's scenario that the model does not use.
+    Ignored(Ignored),
+}
+
+/// Reads manifest `path` ([`read_manifest`]).
+pub fn read(path: &Path) -> Result<Vec<super::accuracy::ManifestRow>, String> {
     let name = path.display().to_string();
-    let rows = read_manifest(&name, &config::load_text(path).map_err(|e| e.to_string())?)?;
+    read_manifest(&name, &config::load_text(path).map_err(|e| e.to_string())?)
+}
+
+/// Resolves the curves of manifest `path`'s `rows`, each on the setup its row records,
+/// `flags`' NCCL variables after the row's (the flags win), telling `tell` what it says as it
+/// goes. Errors name the manifest's line.
+pub fn resolve(
+    path: &Path,
+    rows: &[super::accuracy::ManifestRow],
+    flags: &Flags,
+    tell: &mut dyn FnMut(Told),
+) -> Result<Resolved, String> {
+    let name = path.display().to_string();
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut out = Resolved {
-        curves: Vec::new(),
-        inputs: vec![path.to_path_buf()],
-        said: Vec::new(),
-        ignored: Ignored::default(),
-    };
-    for row in &rows {
+    let mut out = Resolved { curves: Vec::new(), inputs: vec![path.to_path_buf()] };
+    for row in rows {
         let at = format!("{name}:{}", row.line);
         let log = dir.join(&row.file);
         out.inputs.push(log.clone());
         let several = row.collectives.len() > 1;
         for coll in &row.collectives {
-            let (test, c, said) =
-                logs::read(&log, Some(coll), None).map_err(|e| format!("{at}: collective: {e}"))?;
-            out.said.extend(said);
+            let mut said = Vec::new();
+            let read = logs::read(&log, Some(coll), None, &mut said);
+            said.into_iter().for_each(|l| tell(Told::Said(l)));
+            let (test, c) = read.map_err(|e| format!("{at}: collective: {e}"))?;
             // The row's layout must be the log's where the log lists its ranks; where the
             // row states only one of the two counts, the log's layout is used.
             let (nodes, gpus_per_node) = match (row.nodes, row.gpus_per_node) {
@@ -93,7 +105,7 @@ pub fn resolve(path: &Path, flags: &Flags) -> Result<Resolved, String> {
             };
             let (s, ignored) = own.apply(None).map_err(|e| format!("{at}: {e}"))?;
             if out.curves.is_empty() {
-                out.ignored = ignored;
+                tell(Told::Ignored(ignored));
             }
             let id = if several { format!("{}@{coll}", row.id) } else { row.id.clone() };
             if out.curves.iter().any(|c| c.id == id) {
@@ -107,7 +119,9 @@ pub fn resolve(path: &Path, flags: &Flags) -> Result<Resolved, String> {
             };
             let (s, said) =
                 logs::scenario_of(&s, given, &id, &test, true).map_err(|e| format!("{at}: {e}"))?;
-            out.said.extend(said.into_iter().filter(|l| matches!(l, Said::Warning(_))));
+            said.into_iter()
+                .filter(|l| matches!(l, Said::Warning(_)))
+                .for_each(|l| tell(Told::Said(l)));
             let curve = Curve {
                 id: id.clone(),
                 cluster: row.cluster.clone(),

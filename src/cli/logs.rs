@@ -174,9 +174,10 @@ pub(crate) fn read_log(
     collective: Option<&str>,
     s: Option<&Scenario>,
 ) -> Result<(nccl_log::LogTest, Collective)> {
-    let (test, coll, said) = logs::read(log, collective, s)?;
+    let mut said = Vec::new();
+    let read = logs::read(log, collective, s, &mut said);
     tell(said, true);
-    Ok((test, coll))
+    Ok(read?)
 }
 
 /// `collsim calibrate`.

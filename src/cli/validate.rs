@@ -107,12 +107,15 @@ pub(crate) fn validate_manifest(
         }
     }
     let name = path.display().to_string();
+    use collsim::calibrate::manifest::{self, Told};
+    let rows = manifest::read(path).map_err(|e| anyhow!(e))?;
     let (base_name, base_text) = profile_source(common.profile.as_deref())?;
     let profile = config::parse_profile(&base_name, &base_text)?;
-    let resolved =
-        collsim::calibrate::manifest::resolve(path, &flags(common)).map_err(|e| anyhow!(e))?;
-    tell(resolved.said, false);
-    warn_ignored(&resolved.ignored);
+    let resolved = manifest::resolve(path, &rows, &flags(common), &mut |told| match told {
+        Told::Said(line) => tell(vec![line], false),
+        Told::Ignored(ignored) => warn_ignored(&ignored),
+    })
+    .map_err(|e| anyhow!(e))?;
     let (curves, inputs) = (resolved.curves, resolved.inputs);
     if let Some(o) = &common.output {
         refuse_overwrite("-o", o, &inputs)?;
