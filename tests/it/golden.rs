@@ -3,6 +3,8 @@
 //! meant to move no number (a refactor) is seen to move none, and one that moves some says which.
 //! After a deliberate change, `COLLSIM_BLESS=1 cargo test --release --test it golden` rewrites
 //! the list; the diff of `tests/data/golden-outputs.txt` then names every output that moved.
+//! `COLLSIM_GOLDEN_DUMP=DIR` also writes each output to `DIR/<name>`, to compare two revisions'
+//! figures file by file.
 
 use std::path::Path;
 
@@ -43,8 +45,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         }
     }
     let file = |n: &str| dir.join(n).to_str().unwrap().to_string();
-    let (trace, calls, gpt) =
-        (file("r50.trace.json"), file("r50.calls.json"), file("gpt.trace.json"));
+    let (trace, calls, gpt, three_d) = (
+        file("r50.trace.json"),
+        file("r50.calls.json"),
+        file("gpt.trace.json"),
+        file("3d.trace.json"),
+    );
     out.extend([
         case(
             "flags nccl",
@@ -103,6 +109,11 @@ fn cases(dir: &Path) -> Vec<Case> {
             &["simulate", "scenarios/gpt-1.4b-profile-p5-16node.toml", "--trace", &gpt],
             Some(&gpt),
         ),
+        case(
+            "trace gpt-39b 3d",
+            &["simulate", "scenarios/gpt-39b-3d-dgx-a100-32node.toml", "--trace", &three_d],
+            Some(&three_d),
+        ),
     ]);
     out
 }
@@ -123,6 +134,11 @@ fn golden_outputs_are_unchanged() {
                         Some(f) => std::fs::read(f).unwrap(),
                         None => stdout.into_bytes(),
                     };
+                    if let Some(dump) = std::env::var_os("COLLSIM_GOLDEN_DUMP") {
+                        let dump = Path::new(&dump);
+                        std::fs::create_dir_all(dump).unwrap();
+                        std::fs::write(dump.join(c.name.replace(' ', "_")), &bytes).unwrap();
+                    }
                     format!("{:08x} {:>8} {}", crc32fast::hash(&bytes), bytes.len(), c.name)
                 })
             })
