@@ -48,6 +48,16 @@ enum SimFmt {
     Csv,
 }
 
+/// `simulate --comms`: how a training step's collectives take their time.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum CommsArg {
+    /// Each call's flows join the network and share its links with whatever else is in
+    /// flight (the step's other calls, other jobs', the background).
+    Shared,
+    /// Each call takes the time it takes alone.
+    Cached,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ValFmt {
     Table,
@@ -235,6 +245,12 @@ struct SimulateArgs {
     /// several --sweep run their cross product, in parallel.
     #[arg(long, value_name = "KEY=VALUES")]
     sweep: Vec<String>,
+    /// Training steps: how their collectives take their time. `shared`: posted into one
+    /// network, where a step's calls (a pipeline's sends beside its data-parallel
+    /// all-reduces) and other jobs' meet; `cached`: each as long as alone. Default: cached
+    /// for one step, shared for [[job]] tables.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    comms: Option<CommsArg>,
     /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
     #[arg(long, value_name = "JSON")]
     trace: Option<PathBuf>,

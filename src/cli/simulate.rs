@@ -144,9 +144,15 @@ pub(crate) fn simulate(
         sweep,
         export_calls,
         workload_trace,
+        comms,
     }: SimulateArgs,
 ) -> Result<()> {
     if !sweep.is_empty() {
+        if comms.is_some() {
+            bail_usage!(
+                "--comms: a --sweep times each point's step alone (simulate one point without --sweep)"
+            );
+        }
         if export_calls.is_some() {
             bail_usage!("--export-calls writes one step; a --sweep runs many");
         }
@@ -238,8 +244,12 @@ pub(crate) fn simulate(
         let profile = load_profile_for(common.profile.as_deref(), &s)?;
         let m = mode(common.mode);
         let progress = Progress::new(collsim::job_calls(&s), "jobs");
-        let runs =
-            collsim::simulate_jobs_with(&s, &profile, m, &|| progress.tick()).map_err(whose)?;
+        let policy = match comms {
+            Some(CommsArg::Cached) => collsim::workload::Policy::Cached,
+            _ => collsim::workload::Policy::Shared,
+        };
+        let runs = collsim::simulate_jobs_with(&s, &profile, m, policy, &|| progress.tick())
+            .map_err(whose)?;
         drop(progress);
         let mut out = open_output(common.output.as_deref())?;
         match format {
@@ -262,9 +272,10 @@ pub(crate) fn simulate(
             Some(_) => Some(collsim::export_calls(&s, &profile, mode(common.mode))?),
             None => None,
         };
-        let step = match trace {
-            Some(_) => collsim::simulate_ddp_with_links,
-            None => collsim::simulate_ddp,
+        let step = match (comms, &trace) {
+            (Some(CommsArg::Shared), _) => collsim::sim::simulate_ddp_shared,
+            (_, Some(_)) => collsim::simulate_ddp_with_links,
+            (_, None) => collsim::simulate_ddp,
         };
         let (r, _) = step(&s, &profile, mode(common.mode)).map_err(whose)?;
         if let Some(w) = collsim::sim::misfit_warning(&s, &spec, r.world) {

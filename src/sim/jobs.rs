@@ -101,7 +101,7 @@ pub fn simulate_jobs(
     params: &TimingParams,
     mode: Mode,
 ) -> Result<Vec<JobRun>, Error> {
-    simulate_jobs_with(scenario, params, mode, &|| {})
+    simulate_jobs_with(scenario, params, mode, workload::Policy::Shared, &|| {})
 }
 
 /// How many calls (sweep sizes, DDP steps) [`simulate_jobs`] simulates: each job's alone and
@@ -117,11 +117,13 @@ pub fn job_calls(scenario: &Scenario) -> u64 {
     scenario.jobs.iter().map(|j| 2 * per(&j.workload)).sum()
 }
 
-/// As [`simulate_jobs`], calling `tick` once per sweep size or DDP step simulated.
+/// As [`simulate_jobs`], the DDP steps' collectives taking their time as `policy` says, and
+/// calling `tick` once per sweep size or DDP step simulated.
 pub fn simulate_jobs_with(
     scenario: &Scenario,
     params: &TimingParams,
     mode: Mode,
+    policy: workload::Policy,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<JobRun>, Error> {
     use rayon::prelude::*;
@@ -233,6 +235,7 @@ pub fn simulate_jobs_with(
                 mode,
                 groups: &plan.groups,
                 stage: staged.then_some(s),
+                policy,
             })
             .collect()
     };

@@ -181,6 +181,43 @@ pub fn simulate_ddp(
     ddp_step(scenario, params, mode, &CollCache::default(), false)
 }
 
+/// As [`simulate_ddp`], the step's collectives posted into one network as they are issued
+/// ([`workload::Policy::Shared`]): a pipeline's sends and its data-parallel all-reduces, each
+/// group's collectives and their copies on the other groups of their kind, share every link
+/// they cross by max-min, beside the background. The step runs as a `[[job]]` of the whole
+/// cluster would, alone.
+pub fn simulate_ddp_shared(
+    scenario: &Scenario,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    if !scenario.jobs.is_empty() {
+        return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
+    }
+    if scenario.ddp().is_none() {
+        return Err(Error::Step("the scenario's workload is a sweep, not a training step".into()));
+    }
+    let job = workload::jobs::JobSpec {
+        name: "step".into(),
+        nodes: (0..scenario.nodes).map(hw::NodeId).collect(),
+        placement: "compact",
+        gpus_per_node: scenario.gpus_per_node,
+        workload: scenario.workload.clone(),
+        nccl: Vec::new(),
+        nccl_at: Default::default(),
+    };
+    let one = Scenario { jobs: vec![job], ..scenario.clone() };
+    let run = jobs::simulate_jobs_with(&one, params, mode, workload::Policy::Shared, &|| {})?
+        .into_iter()
+        .next();
+    match run {
+        Some(JobRun { outcome: JobOutcome::Ddp { alone, .. }, summary, .. }) => {
+            Ok((*alone, summary))
+        }
+        _ => Err(Error::Step("the scenario's workload is not a training step".into())),
+    }
+}
+
 /// As [`simulate_ddp`], each collective's span also naming the busiest links it crosses (for a
 /// trace's link counters): a steady state of the whole call, which at tens of thousands of
 /// ranks costs more than the step itself.

@@ -181,9 +181,9 @@ impl GroupShape {
 }
 
 impl Call {
-    /// The entry of a timeline's work item, on `(ranks per node, ranks)`.
-    pub(crate) fn of_work(w: &Work, ranks: (usize, usize)) -> Call {
-        match w {
+    /// The entry of a timeline's work item, on `(ranks per node, ranks)`, if it has one.
+    pub(crate) fn of_work(w: &Work, ranks: (usize, usize)) -> Option<Call> {
+        Some(match w {
             Work::Run { secs, name, .. } => {
                 Call::Compute { compute_us: secs * 1e6, name: name.clone() }
             }
@@ -191,7 +191,10 @@ impl Call {
             Work::Drain => Call::Drain { drain: true },
             Work::Wait(n) => Call::Wait { wait: *n },
             Work::Until { at, .. } => Call::Until { idle_until_us: at * 1e6 },
-        }
+            // A pipeline stage's sends and receives have no entry (`--export-calls` refuses
+            // 3-D layouts); a mark is not work.
+            Work::Recv { .. } | Work::Send { .. } | Work::Mark => return None,
+        })
     }
 
     /// The entry of an NCCL-stream batch, on `(ranks per node, ranks)`.

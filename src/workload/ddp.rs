@@ -1329,6 +1329,11 @@ pub(crate) struct StepPlan {
     pub(crate) tp_comm: f64,
     /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
     pub(crate) pipeline: f64,
+    /// A pipeline stage's: when its last backward begins with each call timed alone (the
+    /// timeline's last [`Work::Mark`](super::timeline::Work) says when it began in the run:
+    /// later where its sends or its neighbours' met other traffic, and the difference is
+    /// pipeline time).
+    pub(crate) last_backward: Option<f64>,
     /// Whether the timeline's waits until a time ([`Work::Until`]) are the host's, launching
     /// late (a replayed trace's gaps), rather than a pipeline stage's.
     pub(crate) host_idle: bool,
@@ -1372,6 +1377,7 @@ impl StepPlan {
             input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
             tp_comm: 0.0,
             pipeline: 0.0,
+            last_backward: None,
             host_idle: false,
             replicas: world,
             alone_compute: None,
@@ -1391,13 +1397,20 @@ impl StepPlan {
 
     /// The step's result from its timeline, run from time zero.
     pub(crate) fn result(&self, step: &Timeline) -> StepResult {
-        let StepPlan { first_end, k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
+        let StepPlan { k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
+        // A pipeline stage's last backward later than alone: its wait is pipeline time, and
+        // the first step's gradients are reduced that much later too.
+        let late = match (self.last_backward, step.marks.last()) {
+            (Some(planned), Some(&began)) => began - planned,
+            _ => 0.0,
+        };
+        let (first_end, pipeline) = (self.first_end + late, self.pipeline + late);
         let gpu_end = step.end.unwrap_or(0.0);
         let comm = step.comm_before + step.comm + self.tp_comm;
         // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
         let host = if self.host_idle { step.idle } else { 0.0 };
         let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute + host;
-        let exposed = (gpu_end - compute - self.tp_comm - self.pipeline).max(0.0);
+        let exposed = (gpu_end - compute - self.tp_comm - pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
         let end = gpu_end.max(self.loader_secs());
@@ -1420,7 +1433,7 @@ impl StepPlan {
             skew_wait_ms: 0.0,
             input_stall_ms: (end - gpu_end) * 1e3,
             tp_comm_ms: self.tp_comm * 1e3,
-            pipeline_ms: self.pipeline * 1e3,
+            pipeline_ms: pipeline * 1e3,
         };
         let mut timeline = step.spans.clone();
         if end > gpu_end {

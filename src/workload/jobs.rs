@@ -20,6 +20,7 @@ use crate::hw::{Cluster, NicId, NodeId};
 use crate::units::Bandwidth;
 
 use super::Workload;
+use super::step::Policy;
 
 /// One job of a scenario (`[[job]]`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -234,6 +235,8 @@ pub(crate) struct SharedStep<'a> {
     /// The pipeline stage this step is, in a 3-D job: its data-parallel collectives run on the
     /// stage's group.
     pub stage: Option<usize>,
+    /// How its collectives take their time.
+    pub policy: super::step::Policy,
 }
 
 /// Steady forms registered on a shared network, by step (job and stage), group, copy (0 the
@@ -266,46 +269,88 @@ struct Posting<'n, 'a> {
     epoch: u32,
     step: &'n SharedStep<'a>,
     forms: &'n mut Forms,
+    /// The network's links and standing load, and the calls timed alone on it so far.
+    network: (&'n [crate::net::Link], &'n [Load]),
+    timed: &'n mut Timed,
 }
 
-impl Posting<'_, '_> {
-    /// Posts `copy` (0 the group's own, then its siblings) of a collective on `at`: its call
-    /// id, algorithm, protocol and channels.
-    fn post(
-        &mut self,
-        (group, collective, bytes, dtype): (
-            super::parallel::Group,
-            crate::collective::Collective,
-            u64,
-            super::DataType,
-        ),
-        copy: usize,
-        (cluster, comm): (&Cluster, &crate::comm::Communicator),
-    ) -> (crate::collective::CallId, &'static str, &'static str, usize) {
-        use crate::collective::{Mode, SteadyForm};
-        let s = self.step;
-        let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
-        let call = super::sweep::call(cluster, comm, &spec, bytes, s.params, s.mode, &[]);
-        let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
-        let (id, proto) = if comm.nranks() == 1 {
-            // One rank's call crosses no link: it takes its time alone, copy included.
-            let run = crate::collective::simulate(&call);
-            (self.net.post_timed(run.time, run.form), run.proto.name())
-        } else if s.mode == Mode::Detailed {
-            let (id, proto, _) = self.net.post(&call);
-            (id, proto.name())
-        } else {
-            let key = (self.job, s.stage, group, copy, collective, bytes, dtype);
-            if !self.forms.contains_key(&key) {
-                let form = SteadyForm::of(&call);
-                let proto = form.proto.name();
-                self.forms.insert(key, (self.net.register(&form), proto));
-            }
-            let (form, proto) = self.forms[&key];
-            (self.net.post_steady(form), proto)
-        };
-        (id, algo, proto, call.sel.nchannels)
+/// Calls timed alone (with their group's copies) on a shared network, keyed as [`Forms`]:
+/// their time, algorithm, protocol and channels.
+type Timed = std::collections::BTreeMap<
+    (
+        usize,
+        Option<usize>,
+        super::parallel::Group,
+        usize,
+        crate::collective::Collective,
+        u64,
+        super::DataType,
+    ),
+    (crate::units::Time, &'static str, &'static str, usize),
+>;
+
+/// Posts `copy` (0 the group's own, then its siblings) of a collective of `step` (job `job`)
+/// on `at` into `net`: its call id, algorithm, protocol and channels.
+fn post(
+    net: &mut crate::collective::Shared,
+    forms: &mut Forms,
+    (job, step): (usize, &SharedStep<'_>),
+    (group, collective, bytes, dtype): (
+        super::parallel::Group,
+        crate::collective::Collective,
+        u64,
+        super::DataType,
+    ),
+    copy: usize,
+    (cluster, comm): (&Cluster, &crate::comm::Communicator),
+) -> (crate::collective::CallId, &'static str, &'static str, usize) {
+    use crate::collective::{Mode, SteadyForm};
+    let s = step;
+    let spec = super::sweep::SweepSpec::one(collective, bytes, dtype);
+    let call = super::sweep::call(cluster, comm, &spec, bytes, s.params, s.mode, &[]);
+    let algo = if crate::collective::is_p2p(collective) { "P2P" } else { call.sel.algo.name() };
+    let (id, proto) = if comm.nranks() == 1 {
+        // One rank's call crosses no link: it takes its time alone, copy included.
+        let run = crate::collective::simulate(&call);
+        (net.post_timed(run.time, run.form), run.proto.name())
+    } else if s.mode == Mode::Detailed {
+        let (id, proto, _) = net.post(&call);
+        (id, proto.name())
+    } else {
+        let key = (job, s.stage, group, copy, collective, bytes, dtype);
+        let (form, proto) = *forms.entry(key).or_insert_with(|| {
+            let form = SteadyForm::of(&call);
+            (net.register(&form), form.proto.name())
+        });
+        (net.post_steady(form), proto)
+    };
+    (id, algo, proto, call.sel.nchannels)
+}
+
+/// A collective of a step, with its group's copies, alone in a network over `links` that
+/// carries `load`: how long it takes, and its algorithm, protocol and channels.
+fn alone(
+    (links, load): (&[crate::net::Link], &[Load]),
+    (job, step): (usize, &SharedStep<'_>),
+    what: (super::parallel::Group, crate::collective::Collective, u64, super::DataType),
+    own: (&Cluster, &crate::comm::Communicator),
+    siblings: &[(Cluster, crate::comm::Communicator)],
+) -> (crate::units::Time, &'static str, &'static str, usize) {
+    use crate::collective::Notice;
+    let mut net = crate::collective::Shared::new(links, load);
+    let mut forms = Forms::new();
+    let (id, algo, proto, channels) = post(&mut net, &mut forms, (job, step), what, 0, own);
+    for (copy, (cluster, comm)) in siblings.iter().enumerate() {
+        post(&mut net, &mut forms, (job, step), what, copy + 1, (cluster, comm));
     }
+    let took = loop {
+        match net.advance() {
+            Some((t, Notice::Done(done))) if done == id => break t,
+            Some(_) => continue,
+            None => break crate::units::Time::ZERO,
+        }
+    };
+    (took, algo, proto, channels)
 }
 
 impl super::timeline::Comms for Posting<'_, '_> {
@@ -344,12 +389,28 @@ impl super::timeline::Comms for Posting<'_, '_> {
             };
         }
         let what = (group, collective, bytes, dtype);
-        let (id, algo, proto, channels) = self.post(what, 0, own);
-        self.owners.push(self.job);
-        for (copy, (cluster, comm)) in siblings.iter().enumerate() {
-            self.post(what, copy + 1, (cluster, comm));
-            self.owners.push(SIBLING);
-        }
+        let job = (self.job, s);
+        let (id, algo, proto, channels) = match s.policy {
+            Policy::Shared => {
+                let posted = post(self.net, self.forms, job, what, 0, own);
+                self.owners.push(self.job);
+                for (copy, (cluster, comm)) in siblings.iter().enumerate() {
+                    post(self.net, self.forms, job, what, copy + 1, (cluster, comm));
+                    self.owners.push(SIBLING);
+                }
+                posted
+            }
+            Policy::Cached => {
+                let key = (self.job, s.stage, group, 0, collective, bytes, dtype);
+                let (took, algo, proto, channels) = *self
+                    .timed
+                    .entry(key)
+                    .or_insert_with(|| alone(self.network, job, what, own, siblings));
+                let id = self.net.post_timed(took, crate::collective::Form::Aggregated);
+                self.owners.push(self.job);
+                (id, algo, proto, channels)
+            }
+        };
         // In a shared network the links' load changes as the jobs' calls come and go: no
         // steady-state figure to give.
         let links = Vec::new();
@@ -382,6 +443,10 @@ struct Network<'s, 'a> {
     /// Each job's step count (a timer set by an earlier step is stale).
     epochs: Vec<u32>,
     forms: Forms,
+    /// The links and their standing load, and the calls timed alone on them.
+    links: &'s [crate::net::Link],
+    load: &'s [Load],
+    timed: Timed,
 }
 
 impl super::step::Fabric for Network<'_, '_> {
@@ -394,6 +459,8 @@ impl super::step::Fabric for Network<'_, '_> {
             epoch: self.epochs[j],
             step: &self.steps[j],
             forms: &mut self.forms,
+            network: (self.links, self.load),
+            timed: &mut self.timed,
         })
     }
 
@@ -420,6 +487,10 @@ impl super::step::Fabric for Network<'_, '_> {
     }
 }
 
+/// The most steps a job runs while another's first step has not ended: far beyond any pair
+/// of steps the caller lets run side by side.
+const MAX_STEPS: u32 = 1_000_000;
+
 /// Runs every job's step in one network over `links` that carries `load` throughout: all start
 /// at time zero, each collective is posted when its NCCL stream reaches it and shares every
 /// link by max-min with the other jobs' collectives in flight. A job that finishes before the
@@ -439,8 +510,20 @@ pub(crate) fn run_shared(
         tags: Vec::new(),
         epochs: vec![0u32; steps.len()],
         forms: Forms::new(),
+        links,
+        load,
+        timed: Timed::new(),
     };
-    let mut lines: Vec<_> = steps.iter().map(|s| s.plan.timeline()).collect();
+    // A 3-D job's stages are consecutive steps: a stage's sends go to the job's first stage's
+    // index plus theirs.
+    let peers = |j: usize| j - steps[j].stage.unwrap_or(0);
+    let mut lines: Vec<_> = (steps.iter().enumerate())
+        .map(|(j, s)| {
+            let mut line = s.plan.timeline();
+            line.peers = peers(j);
+            line
+        })
+        .collect();
     let mut first: Vec<Option<super::ddp::StepResult>> = vec![None; steps.len()];
     let mut started = vec![0.0f64; steps.len()];
     for (j, line) in lines.iter_mut().enumerate() {
@@ -461,11 +544,17 @@ pub(crate) fn run_shared(
             let next = end.max(started[j] + steps[j].plan.loader_secs());
             fabric.epochs[j] += 1;
             started[j] = next;
-            lines[j] = steps[j].plan.timeline();
+            let mut line = steps[j].plan.timeline();
+            line.peers = peers(j);
+            // What its neighbours sent ahead, and its sends still on their way, carry over.
+            line.carry(&mut lines[j]);
+            lines[j] = line;
             let line = &mut lines[j];
             fabric.with(j, &mut |io| line.start(next, io));
         }
-        first.iter().all(Option::is_some)
+        // A job whose step never ends (a bug: its stages waiting on each other) stops the run
+        // rather than letting the others step on for ever (its step then reads as not ended).
+        first.iter().all(Option::is_some) || fabric.epochs.iter().any(|&e| e > MAX_STEPS)
     });
     first
         .into_iter()

@@ -14,6 +14,7 @@ pub mod profile;
 pub mod skew;
 pub mod spec;
 pub(crate) mod step;
+pub use step::Policy;
 pub mod sweep;
 pub mod timeline;
 

@@ -21,8 +21,12 @@
 //!   its backward.
 //! * The pipeline schedule ([`stage_order`]: 1F1B, or interleaved with `virtual_stages` model
 //!   chunks per stage) places those ops in time: an op starts once its stage is free and the op
-//!   it needs on the stage beside it has sent its activation (or gradient); a send blocks its
-//!   sender for the transfer (Megatron waits for its batched isend/irecv).
+//!   it needs on the stage beside it ([`needs`]) has sent its activation (or gradient); a send
+//!   blocks its sender for the transfer (Megatron waits for its batched isend/irecv), but for
+//!   the last backward's, which leaves as that backward's compute would end alone while the
+//!   stage goes on to reduce its gradients. The stages run together as actors of the step
+//!   driver ([`super::step`]), each send a point-to-point call on the pipeline pair's group:
+//!   timed alone (a plain `simulate`), or in one network with the step's other calls.
 //! * From the stage's last backward on, the step is a DDP step on the stage's data-parallel
 //!   group: gradient buckets reduce while that backward runs (`overlap_grad_reduce`), or one
 //!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
@@ -44,7 +48,7 @@ use super::ddp::{
     layer_times_from, optimizer_secs, plan_ddp,
 };
 use super::models::{Layer, MemoryWork, Model, TpRole};
-use super::timeline::Work;
+use super::timeline::{Timeline, Work};
 use crate::collective::Collective;
 
 /// How a step is laid out over the ranks (Megatron's `--tensor-model-parallel-size`,
@@ -760,75 +764,35 @@ pub fn stage_order(stage: usize, p: usize, v: usize, m: usize) -> Vec<PipeOp> {
     out
 }
 
-/// A scheduled op: when it starts and ends (its send included), s.
+/// A scheduled op: when it starts and when its compute ends, s.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Placed {
+struct Placed {
     /// The op.
-    pub op: PipeOp,
+    op: PipeOp,
     /// Start.
-    pub start: f64,
+    start: f64,
     /// End of its compute and tensor-parallel collectives.
-    pub done: f64,
-    /// End of its send to the next stage (its stage is free from then).
-    pub end: f64,
+    done: f64,
 }
 
-/// Places every stage's ops in time: `dur(stage, op)` is an op's compute (collectives in),
-/// `send(stage, op)` its send to the stage that needs it next (0 where none does). An op
-/// starts once its stage's previous op has ended and the op it depends on (the same
-/// micro-batch on the same chunk one stage back in forward, one stage on in backward; across
-/// the wrap, the chunk before or after) has ended, its send included.
-pub fn schedule(
-    p: usize,
-    v: usize,
-    m: usize,
-    dur: &dyn Fn(usize, PipeOp) -> f64,
-    send: &dyn Fn(usize, PipeOp) -> f64,
-) -> Vec<Vec<Placed>> {
-    let orders: Vec<Vec<PipeOp>> = (0..p).map(|s| stage_order(s, p, v, m)).collect();
-    let mut ends: std::collections::HashMap<(usize, PipeOp), f64> = Default::default();
-    let mut placed: Vec<Vec<Placed>> = vec![Vec::new(); p];
-    let mut next = vec![0usize; p];
-    let mut free = vec![0.0f64; p];
-    loop {
-        let mut moved = false;
-        for s in 0..p {
-            while let Some(&op) = orders[s].get(next[s]) {
-                let dep = if op.fwd {
-                    match (s, op.chunk) {
-                        (0, 0) => None,
-                        (0, c) => Some((p - 1, PipeOp { chunk: c - 1, ..op })),
-                        (s, _) => Some((s - 1, op)),
-                    }
-                } else if s + 1 < p {
-                    Some((s + 1, op))
-                } else if op.chunk + 1 < v {
-                    Some((0, PipeOp { chunk: op.chunk + 1, ..op }))
-                } else {
-                    Some((s, PipeOp { fwd: true, ..op }))
-                };
-                let ready = match dep {
-                    None => 0.0,
-                    Some(d) => match ends.get(&d) {
-                        Some(&t) => t,
-                        None => break,
-                    },
-                };
-                let start = free[s].max(ready);
-                let done = start + dur(s, op);
-                let end = done + send(s, op);
-                ends.insert((s, op), end);
-                placed[s].push(Placed { op, start, done, end });
-                free[s] = end;
-                next[s] += 1;
-                moved = true;
-            }
+/// The op whose output op `op` of stage `s` (of `p`, `v` chunks each) needs, and its stage:
+/// the same micro-batch on the same chunk one stage back in forward, one stage on in backward;
+/// across the wrap, the chunk before or after; the last chunk's backward on the last stage
+/// needs its own forward. `None` for the first chunk's forwards on the first stage.
+pub fn needs(s: usize, op: PipeOp, p: usize, v: usize) -> Option<(usize, PipeOp)> {
+    if op.fwd {
+        match (s, op.chunk) {
+            (0, 0) => None,
+            (0, c) => Some((p - 1, PipeOp { chunk: c - 1, ..op })),
+            (s, _) => Some((s - 1, op)),
         }
-        if !moved {
-            break;
-        }
+    } else if s + 1 < p {
+        Some((s + 1, op))
+    } else if op.chunk + 1 < v {
+        Some((0, PipeOp { chunk: op.chunk + 1, ..op }))
+    } else {
+        Some((s, PipeOp { fwd: true, ..op }))
     }
-    placed
 }
 
 /// Per-stage figures of a 3-D step.
@@ -848,6 +812,10 @@ pub struct StageRow {
     pub last_backward_ms: f64,
     /// When its step ends (gradients reduced, optimizer done), ms.
     pub end_ms: f64,
+    /// Its pipeline time with each call timed alone, ms: where the run's is longer, its last
+    /// backward began that much later.
+    #[serde(skip)]
+    pub(crate) planned_pipeline_ms: f64,
 }
 
 /// What a 3-D step reports besides a DDP step's figures.
@@ -1082,28 +1050,69 @@ pub(crate) fn plan_stages(
         }
         _ => None,
     };
-    let sends: Vec<f64> = (0..p)
-        .map(|s| {
-            if p > 1 {
-                coll(Group::Pipeline(s), Collective::SendRecv, p2p_bytes, act).secs
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let send = |s: usize, op: PipeOp| -> f64 {
-        if op.fwd {
-            if s == p - 1 && op.chunk == v - 1 { 0.0 } else { sends[s] }
-        } else if s == 0 && op.chunk == 0 {
-            0.0
-        } else {
-            sends[(s + p - 1) % p]
-        }
-    };
     let dur = |s: usize, op: PipeOp| -> f64 {
         if op.fwd { timed[s].fwd[op.chunk] } else { timed[s].bwd[op.chunk] }
     };
-    let placed = schedule(p, v, m, &dur, &send);
+    // Where stage s sends op's output (the stage that needs it next, and their pair's group).
+    let send_to = |s: usize, op: PipeOp| -> Option<(usize, Group)> {
+        if p == 1 {
+            None
+        } else if op.fwd {
+            (s + 1 < p || op.chunk + 1 < v).then_some(((s + 1) % p, Group::Pipeline(s)))
+        } else {
+            let back = (s + p - 1) % p;
+            (s > 0 || op.chunk > 0).then_some((back, Group::Pipeline(back)))
+        }
+    };
+    let send = |s: usize, op: PipeOp, after: Option<f64>| {
+        send_to(s, op).map(|(to, group)| Work::Send {
+            group,
+            bytes: p2p_bytes,
+            dtype: act,
+            to,
+            op,
+            after,
+        })
+    };
+    let recv = |s: usize, op: PipeOp| {
+        needs(s, op, p, v)
+            .filter(|&(d, _)| d != s)
+            .map(|(_, op)| Work::Recv { op, name: "pipeline wait".into() })
+    };
+    let orders: Vec<Vec<PipeOp>> = (0..p).map(|s| stage_order(s, p, v, m)).collect();
+    // The schedule: every stage's ops run as their stage and the stages beside them allow,
+    // each alone on the network; marks at each op's start and the end of its compute (the
+    // last op's start only).
+    let mut lines: Vec<Timeline> = orders
+        .iter()
+        .enumerate()
+        .map(|(s, order)| {
+            let mut work = Vec::new();
+            for (i, &op) in order.iter().enumerate() {
+                work.extend(recv(s, op));
+                work.push(Work::Mark);
+                if i + 1 == order.len() {
+                    work.extend(send(s, op, Some(dur(s, op))));
+                    break;
+                }
+                work.push(Work::Run { secs: dur(s, op), name: None, grad: None });
+                work.push(Work::Mark);
+                work.extend(send(s, op, None));
+            }
+            Timeline::new(work, Vec::new(), Vec::new())
+        })
+        .collect();
+    super::step::run_stages(&mut lines, coll);
+    let placed: Vec<Vec<Placed>> = orders
+        .iter()
+        .zip(&lines)
+        .map(|(order, line)| {
+            let at = |k: usize| line.marks.get(k).copied().unwrap_or(0.0);
+            (order.iter().enumerate())
+                .map(|(i, &op)| Placed { op, start: at(2 * i), done: at(2 * i + 1) })
+                .collect()
+        })
+        .collect();
 
     let mut plans = Vec::with_capacity(p);
     let mut rows = Vec::with_capacity(p);
@@ -1112,11 +1121,9 @@ pub(crate) fn plan_stages(
         let Some(last) = ops.last() else { continue };
         // Before the last backward: the schedule's ops, waits between them.
         let mut before = Vec::new();
-        let (mut busy, mut tp_before, mut clock) = (0.0, 0.0, 0.0);
+        let (mut busy, mut tp_before) = (0.0, 0.0);
         for o in &ops[..ops.len() - 1] {
-            if o.start > clock {
-                before.push(Work::Until { at: o.start, name: "pipeline wait".into() });
-            }
+            before.extend(recv(s, o.op));
             let what = if o.op.fwd { "fwd" } else { "bwd" };
             let chunk = if v > 1 { format!(" chunk {}", o.op.chunk) } else { String::new() };
             let tp_part: f64 = (0..st.model.layers.len())
@@ -1126,22 +1133,16 @@ pub(crate) fn plan_stages(
             busy += o.done - o.start - tp_part;
             tp_before += tp_part;
             before.push(Work::Run {
-                secs: o.done - o.start,
+                secs: dur(s, o.op),
                 name: Some(format!("{what}{chunk} micro-batch {}", o.op.micro)),
                 grad: None,
             });
-            if o.end > o.done {
-                before.push(Work::Run {
-                    secs: o.end - o.done,
-                    name: Some("p2p send".into()),
-                    grad: None,
-                });
-            }
-            clock = o.end;
+            before.extend(send(s, o.op, None));
         }
-        if last.start > clock {
-            before.push(Work::Until { at: last.start, name: "pipeline wait".into() });
-        }
+        // The last backward: its send leaves as its compute would end alone.
+        before.extend(recv(s, last.op));
+        before.push(Work::Mark);
+        before.extend(send(s, last.op, Some(dur(s, last.op))));
         // The last backward, layer by layer: the other chunks' gradients are complete.
         let mut lt = t.lt.clone();
         for i in 0..lt.bwd.len() {
@@ -1185,6 +1186,7 @@ pub(crate) fn plan_stages(
         plan.k = m as u64;
         plan.tp_comm = m as f64 * tp_mb;
         plan.pipeline = (last.start - busy - tp_before).max(0.0) + embedding;
+        plan.last_backward = Some(last.start);
         plan.replicas = dp;
         // One all-reduce after the last backward: the first iteration is a steady one.
         plan.first_as_steady = !layout.overlap_grad_reduce;
@@ -1204,6 +1206,7 @@ pub(crate) fn plan_stages(
             bwd_ms: t.bwd.iter().sum::<f64>() * 1e3,
             last_backward_ms: last.start * 1e3,
             end_ms: 0.0,
+            planned_pipeline_ms: plan.pipeline * 1e3,
         });
         plans.push(plan);
     }
@@ -1294,9 +1297,9 @@ pub(crate) fn on_stage(g: Group, stage: usize) -> Group {
     }
 }
 
-/// Simulates one step of `spec` laid out as `layout` on `world` ranks (each stage alone on
-/// the network, its collectives timed by `coll` on their groups): the slowest stage's result,
-/// with the stages' figures.
+/// Simulates one step of `spec` laid out as `layout` on `world` ranks (its stages together,
+/// each collective timed alone by `coll` on its group): the slowest stage's result, with the
+/// stages' figures.
 pub fn simulate_parallel(
     spec: &DdpSpec,
     layout: &Layout,
@@ -1305,17 +1308,9 @@ pub fn simulate_parallel(
     coll: &GroupTimer<'_>,
 ) -> StepResult {
     let (plans, report) = plan_stages(spec, layout, world, gpu, coll);
-    let results = plans
-        .iter()
-        .enumerate()
-        .map(|(s, plan)| {
-            let mut line = plan.timeline();
-            let dp_coll =
-                |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
-            super::step::run_alone(&mut line, 0.0, &dp_coll);
-            plan.result(&line)
-        })
-        .collect();
+    let mut lines: Vec<_> = plans.iter().map(StepPlan::timeline).collect();
+    super::step::run_stages(&mut lines, coll);
+    let results = plans.iter().zip(&lines).map(|(plan, line)| plan.result(line)).collect();
     stage_step(results, report, world, || plans[0].result(&plans[0].timeline()))
 }
 
@@ -1332,6 +1327,7 @@ pub(crate) fn stage_step(
     for (s, r) in results.into_iter().enumerate() {
         if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {
             row.end_ms = r.iteration_time_ms;
+            row.last_backward_ms += r.breakdown.pipeline_ms - row.planned_pipeline_ms;
         }
         if best.as_ref().is_none_or(|b| r.iteration_time_ms > b.iteration_time_ms) {
             report.critical_stage = s;

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 use super::DataType;
 use super::ddp::{BucketRow, Span};
-use super::parallel::Group;
+use super::parallel::{Group, PipeOp};
 use crate::collective::Collective;
 
 /// Below this many seconds of work left, a compute item is done (rounding).
@@ -108,14 +108,61 @@ pub(crate) enum Work {
     /// Waits until the first `n` batches the NCCL stream took have finished (FSDP: compute
     /// waits for a unit's all-gather, not for what was posted after it).
     Wait(usize),
-    /// Waits until `at` s after the timeline started (a pipeline stage waiting for the stages
-    /// beside it); the wait is a span named `name`.
+    /// Waits until `at` s after the timeline started (a replayed trace's host gap); the wait is
+    /// a span named `name`.
     Until {
         /// Seconds from the start.
         at: f64,
         /// Its span's name.
         name: String,
     },
+    /// Waits until the stage beside it has sent what `op` needs (a pipeline stage waiting for
+    /// an activation or its gradient); the wait is a span named `name`.
+    Recv {
+        /// The sender's op whose output it needs.
+        op: PipeOp,
+        /// Its span's name.
+        name: String,
+    },
+    /// Sends `op`'s output to pipeline stage `to` (a point-to-point call on `group`): now,
+    /// the compute stream waiting for it (Megatron waits for its batched isend/irecv), or,
+    /// with `after`, that many seconds from now while the compute stream goes on (a stage's
+    /// last backward, whose send leaves as its compute ends).
+    Send {
+        /// The process group (the two stages' pair).
+        group: Group,
+        /// Bytes.
+        bytes: u64,
+        /// Element type.
+        dtype: DataType,
+        /// The receiving stage (of the sender's pipeline).
+        to: usize,
+        /// What it sends: the output of this op.
+        op: PipeOp,
+        /// Seconds from now it leaves, the compute stream going on; `None`: now, blocking.
+        after: Option<f64>,
+    },
+    /// Records the time it is reached ([`Timeline::marks`]).
+    Mark,
+}
+
+/// A detached send ([`Work::Send`] with `after`): waiting to leave, or on its way.
+#[derive(Debug, Clone)]
+enum Detached {
+    /// Its delay runs; then it is posted.
+    Delayed { group: Group, bytes: u64, dtype: DataType, to: usize, op: PipeOp },
+    /// Posted: its arrival is a signal to `to`.
+    Posted { to: usize, op: PipeOp },
+}
+
+/// The blocking send the compute stream waits for: its handle, when it began, and where it
+/// goes.
+#[derive(Debug, Clone, Copy)]
+struct Sending {
+    handle: u32,
+    started: f64,
+    to: usize,
+    op: PipeOp,
 }
 
 /// What a timeline hears back.
@@ -242,6 +289,18 @@ pub(crate) struct Timeline {
     pub end: Option<f64>,
     /// When it started.
     t0: f64,
+    /// A pipeline stage's: what the stages beside it have sent and it has not yet used (by
+    /// the op whose output it is, with a count: a neighbour a step ahead sends it again), its
+    /// sends arrived and not yet delivered (stage, op), the send the compute stream waits for,
+    /// and the detached ones by handle.
+    got: std::collections::BTreeMap<PipeOp, u32>,
+    sent: Vec<(usize, PipeOp)>,
+    sending: Option<Sending>,
+    detached: std::collections::BTreeMap<u32, Detached>,
+    /// The actor index of stage 0 of its pipeline (a stage's `to` is relative to it).
+    pub peers: usize,
+    /// The times each [`Work::Mark`] was reached, in order.
+    pub marks: Vec<f64>,
 }
 
 impl Timeline {
@@ -273,6 +332,34 @@ impl Timeline {
             idle: 0.0,
             end: None,
             t0: 0.0,
+            got: Default::default(),
+            sent: Vec::new(),
+            sending: None,
+            detached: Default::default(),
+            peers: 0,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Takes over what `old` (this stage's previous step) has received and not used, and its
+    /// detached sends still on their way.
+    pub(crate) fn carry(&mut self, old: &mut Timeline) {
+        self.got = std::mem::take(&mut old.got);
+        self.detached = std::mem::take(&mut old.detached);
+    }
+
+    /// The sends that arrived since last asked: (receiving stage, op), in order.
+    pub(crate) fn take_sent(&mut self) -> Vec<(usize, PipeOp)> {
+        std::mem::take(&mut self.sent)
+    }
+
+    /// `op`'s output arrives from a stage beside it at `now`: if the compute stream waits for
+    /// it, it goes on.
+    pub(crate) fn deliver(&mut self, now: f64, op: PipeOp, io: &mut dyn Comms) {
+        *self.got.entry(op).or_default() += 1;
+        if matches!(self.work.front(), Some(Work::Recv { op: o, .. }) if *o == op) {
+            self.catch_up(now);
+            self.settle(now, io);
         }
     }
 
@@ -285,7 +372,7 @@ impl Timeline {
         let mut next = self.next;
         let mut out = Vec::with_capacity(self.work.len());
         for w in &self.work {
-            out.push(Call::of_work(w, ranks));
+            out.extend(Call::of_work(w, ranks));
             if let Work::Run { grad: Some(i), .. } = w {
                 pending[self.owner[*i]] -= 1;
                 while next < pending.len() && pending[next] == 0 {
@@ -319,6 +406,8 @@ impl Timeline {
                     let r = self.lanes[l].running.as_ref();
                     r.and_then(|r| r.secs.map(|d| r.started + d)).unwrap_or(now)
                 }
+                None if self.sending.is_some_and(|s| s.handle == h) => now,
+                None if self.detached.contains_key(&h) => now,
                 None => return,
             },
         };
@@ -330,6 +419,29 @@ impl Timeline {
             Event::Done(h) => {
                 if let Some(l) = self.lane_of(h) {
                     self.op_done(l, now, io)
+                } else if let Some(s) = self.sending.filter(|s| s.handle == h) {
+                    self.sending = None;
+                    self.work.pop_front();
+                    if now > s.started {
+                        let (start_ms, end_ms) = (s.started * 1e3, now * 1e3);
+                        self.spans.push(Span::compute(
+                            "compute",
+                            "p2p send".into(),
+                            start_ms,
+                            end_ms,
+                        ));
+                    }
+                    self.sent.push((s.to, s.op));
+                    self.begin(now);
+                } else if let Some(d) = self.detached.remove(&h) {
+                    match d {
+                        Detached::Delayed { group, bytes, dtype, to, op } => {
+                            let c = Collective::SendRecv;
+                            let l = io.launch(now, group, c, bytes, dtype);
+                            self.detached.insert(l.handle, Detached::Posted { to, op });
+                        }
+                        Detached::Posted { to, op } => self.sent.push((to, op)),
+                    }
                 }
             }
         }
@@ -391,7 +503,7 @@ impl Timeline {
                 self.began = now;
                 self.since = now;
             }
-            Some(Work::Until { .. }) => self.began = now,
+            Some(Work::Until { .. } | Work::Recv { .. }) => self.began = now,
             _ => {}
         }
     }
@@ -438,6 +550,49 @@ impl Timeline {
                         let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
                         self.spans.push(Span::compute("wait", name, start_ms, end_ms));
                     }
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Recv { op, .. }) if self.got.get(op).is_some_and(|&n| n > 0) => {
+                    let op = *op;
+                    if let Some(n) = self.got.get_mut(&op) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.got.remove(&op);
+                        }
+                    }
+                    if let Some(Work::Recv { name, .. }) = self.work.pop_front()
+                        && now > self.began
+                    {
+                        self.idle += now - self.began;
+                        let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
+                        self.spans.push(Span::compute("wait", name, start_ms, end_ms));
+                    }
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Send { after: Some(after), .. }) => {
+                    let after = *after;
+                    if let Some(Work::Send { group, bytes, dtype, to, op, .. }) =
+                        self.work.pop_front()
+                    {
+                        let h = io.hold(now, after);
+                        self.detached.insert(h, Detached::Delayed { group, bytes, dtype, to, op });
+                    }
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Send { group, bytes, dtype, to, op, after: None })
+                    if self.sending.is_none() =>
+                {
+                    let (to, op) = (*to, *op);
+                    let l = io.launch(now, *group, Collective::SendRecv, *bytes, *dtype);
+                    self.sending = Some(Sending { handle: l.handle, started: now, to, op });
+                    moved = true;
+                }
+                Some(Work::Mark) => {
+                    self.marks.push(now);
+                    self.work.pop_front();
                     self.begin(now);
                     moved = true;
                 }

@@ -467,14 +467,22 @@ fn a_hybrid_or_3d_job_alone_is_its_one_workload_step() {
     // aws-p4d has a NIC for two GPUs: two local ranks' replicate groups share it. Alone in the
     // shared network a job posts its sibling groups' copies of each collective beside its own;
     // a one-workload scenario gives each group its share of the links instead. Both on the
-    // job's 4 nodes.
+    // job's 4 nodes. The 3-D job's pipeline sends share that NIC with its data-parallel
+    // all-reduces in the shared network (as the one-workload step's calls, timed alone, do
+    // not): the same step with each call timed alone in the network (`--comms cached`) is the
+    // one-workload step, and with calls sharing it is slower.
     let fsdp = "[job.workload]\nkind = \"fsdp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[job.workload.fsdp]\nsharding_strategy = \"HYBRID_SHARD\"\n";
     let three_d = "[job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[job.workload.parallel]\ntp = 8\npp = 2\n";
     let jobs = format!(
         "[cluster]\ntopology = \"aws-p4d\"\nnodes = 8\n[[job]]\nname = \"fsdp\"\nnodes = 4\n{fsdp}[[job]]\nname = \"3d\"\nnodes = 4\n{three_d}"
     );
-    let v = json(&["simulate", &write("p4d-jobs", &jobs), "--format", "json"]);
-    for (j, workload) in v["jobs"].as_array().unwrap().iter().zip([fsdp, three_d]) {
+    let path = write("p4d-jobs", &jobs);
+    let v = json(&["simulate", &path, "--format", "json"]);
+    let cached = json(&["simulate", &path, "--format", "json", "--comms", "cached"]);
+    let time = |v: &serde_json::Value| v["jobs"][1]["alone"]["iteration_time_ms"].as_f64().unwrap();
+    assert!(time(&v) > time(&cached) * 1.001, "3d: shared {}, cached {}", time(&v), time(&cached));
+    let runs = [&v["jobs"][0], &cached["jobs"][1]];
+    for (j, workload) in runs.into_iter().zip([fsdp, three_d]) {
         let one = format!(
             "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n{}",
             workload.replace("[job.workload", "[workload")
@@ -550,5 +558,59 @@ fn more_than_64_jobs_are_refused_on_the_65th() {
     super::cli_errors::fails_with(
         &["simulate", &p],
         &[&format!("s.toml:{at}:"), "more than 64 [[job]] tables (65 given)"],
+    );
+}
+
+/// A 3-D Llama-7B job on 4 DGX-H100 nodes (tensor-parallel in a node, 2 pipeline stages of 2
+/// nodes each, so each stage's data-parallel all-reduce crosses the NICs its pipeline sends
+/// leave from), run alone with `--comms` `policy`, its gradients reduced during the last
+/// backward or not.
+fn pipeline_job(policy: &str, overlap: bool) -> serde_json::Value {
+    let text = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[[job]]\nname = \"3d\"\nnodes = 4\n\
+         [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\n\
+         grad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n\
+         [job.workload.parallel]\ntp = 8\npp = 2\noverlap_grad_reduce = {overlap}\n"
+    );
+    let p = write(&format!("pipeline-{overlap}"), &text);
+    let out = json(&["simulate", &p, "--comms", policy, "--format", "json"]);
+    out["jobs"][0]["alone"].clone()
+}
+
+#[test]
+fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_only_there() {
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    // Gradients reduced while the last backward runs: the last stage's send to the first
+    // leaves while its buckets' all-reduces cross the same NICs, and shares them. The first
+    // stage's last backward starts later: pipeline time, and so the step.
+    let (shared, cached) = (pipeline_job("shared", true), pipeline_job("cached", true));
+    let (s, c) = (f(&shared, "iteration_time_ms"), f(&cached, "iteration_time_ms"));
+    assert!(s > c * (1.0 + 1e-4), "overlapping: shared {s} ms, cached {c} ms");
+    let pipe = |v: &serde_json::Value| v["breakdown"]["pipeline_ms"].as_f64().unwrap();
+    assert!(pipe(&shared) > pipe(&cached) + 0.1, "{} vs {}", pipe(&shared), pipe(&cached));
+    // Reduced after the backward: the send has arrived before the all-reduce starts (the
+    // stage's gradient copies take longer), so nothing meets and the step is the same.
+    let (shared, cached) = (pipeline_job("shared", false), pipeline_job("cached", false));
+    assert_eq!(shared, cached);
+}
+
+#[test]
+fn one_step_can_run_in_the_shared_network() {
+    // The same 3-D step as a plain scenario: `--comms shared` runs it as a job of the whole
+    // cluster would run alone; by default each call takes its time alone.
+    let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[workload]\nkind = \"ddp\"\n\
+                model = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\ngrad_accumulation = 8\n\
+                precision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[workload.parallel]\n\
+                tp = 8\npp = 2\n";
+    let p = write("pipeline-plain", text);
+    let shared = json(&["simulate", &p, "--comms", "shared", "--format", "json"]);
+    let job = pipeline_job("shared", true);
+    assert_eq!(shared["iteration_time_ms"], job["iteration_time_ms"]);
+    let cached = json(&["simulate", &p, "--format", "json"]);
+    let f = |v: &serde_json::Value| v["iteration_time_ms"].as_f64().unwrap();
+    assert!(f(&shared) > f(&cached), "{} vs {}", f(&shared), f(&cached));
+    super::cli_errors::misused_with(
+        &["simulate", &p, "--comms", "shared", "--sweep", "parallel.pp=1,2"],
+        &["--comms: a --sweep times each point's step alone"],
     );
 }

@@ -3,12 +3,16 @@
 //! Two fabrics carry the two ways a call takes its time:
 //!
 //! * [`Cached`]: each collective lasts what a timer of calls timed alone gives it (the cache a
-//!   plan fills once per distinct call), nothing else in flight: a plain `simulate` of a step.
-//! * The shared network of `[[job]]` scenarios ([`super::jobs`]): each call's flows join the
-//!   engine's network and share every link by max-min with the other jobs' calls in flight.
+//!   plan fills once per distinct call), on a clock of seconds: a plain `simulate` of a step.
+//! * The engine's network ([`super::jobs`]: `[[job]]` scenarios, and `simulate --comms
+//!   shared`): under [`Policy::Shared`] each call's flows join it and share every link by
+//!   max-min with the calls in flight (the step's own, other jobs', the background); under
+//!   [`Policy::Cached`] each call lasts what it takes alone there, with its group's copies.
 //!
-//! Pipeline schedules (`parallel::schedule`) are not actors of this loop yet: a 3-D step's
-//! pipeline sends are timed alone and folded into its stages' compute.
+//! A 3-D step's pipeline stages are actors of the same loop: a stage's op waits for what the
+//! stage beside it sends ([`Work::Recv`](super::timeline::Work)), and its sends are calls on
+//! the fabric like any other, so on a shared network they meet the data-parallel traffic
+//! they cross.
 
 mod groups;
 mod timer;
@@ -20,7 +24,7 @@ pub use timer::{CollCache, GroupKey};
 use std::collections::BTreeMap;
 
 use super::DataType;
-use super::parallel::{Group, GroupTimer};
+use super::parallel::{Group, GroupTimer, on_stage};
 use super::timeline::{Comms, Event, Launched, Timeline};
 use crate::collective::Collective;
 use crate::comm::CommError;
@@ -44,6 +48,19 @@ pub enum StepError {
     Sweep(#[from] SweepError),
 }
 
+/// How a step's collectives take their time on a shared network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Each call's flows join the network when it is posted and share every link by max-min
+    /// with whatever else is in flight: the step's own other calls (a pipeline's sends, other
+    /// groups' collectives), other jobs' and the background.
+    #[default]
+    Shared,
+    /// Each call takes the time it takes alone (with its group's copies and the background):
+    /// faster to run, and the same as `Shared` wherever nothing else is in flight.
+    Cached,
+}
+
 /// Where timelines run: the comms each actor (a timeline, by index) posts through, and the
 /// events that come back.
 pub(crate) trait Fabric {
@@ -56,7 +73,8 @@ pub(crate) trait Fabric {
 
 /// Runs `lines` (already started) on `fabric` until nothing is pending or `settle` says to
 /// stop. `settle` runs before each event: it may record a timeline that ended and start
-/// another in its place.
+/// another in its place. What a pipeline stage sends reaches the stage it is for as it
+/// arrives.
 pub(crate) fn drive<F: Fabric>(
     fabric: &mut F,
     lines: &mut [Timeline],
@@ -69,27 +87,52 @@ pub(crate) fn drive<F: Fabric>(
         let Some((t, j, event)) = fabric.next() else { break };
         let line = &mut lines[j];
         fabric.with(j, &mut |io| line.on(t, event, io));
+        deliver(fabric, lines, j, t);
     }
 }
 
-/// A fabric of one timeline whose collectives take the times `coll` gives them (calls timed
+/// Hands what actor `j`'s sends brought at `t` to the stages they are for (and theirs, if
+/// that sets them going and something arrives at once).
+fn deliver<F: Fabric>(fabric: &mut F, lines: &mut [Timeline], j: usize, t: f64) {
+    let mut from = vec![j];
+    while let Some(j) = from.pop() {
+        let peers = lines[j].peers;
+        for (to, op) in lines[j].take_sent() {
+            let k = peers + to;
+            if let Some(line) = lines.get_mut(k) {
+                fabric.with(k, &mut |io| line.deliver(t, op, io));
+                from.push(k);
+            }
+        }
+    }
+}
+
+/// A fabric of timelines whose collectives take the times `coll` gives them (calls timed
 /// alone), on a clock of seconds: pending completions and timers, earliest first, then in the
-/// order they were set.
+/// order they were set. With `staged`, actor `s` is pipeline stage `s` of a 3-D step, whose
+/// data-parallel collectives run on its stage's groups ([`on_stage`]).
 pub(crate) struct Cached<'c> {
-    due: BTreeMap<(u64, u64), (f64, Event)>,
+    due: BTreeMap<(u64, u64), (f64, usize, Event)>,
     seq: u64,
     coll: &'c GroupTimer<'c>,
+    staged: bool,
+    actor: usize,
 }
 
 impl<'c> Cached<'c> {
-    /// A fabric timing collectives with `coll`.
+    /// A fabric of one timeline timing collectives with `coll`.
     pub(crate) fn new(coll: &'c GroupTimer<'c>) -> Cached<'c> {
-        Cached { due: BTreeMap::new(), seq: 0, coll }
+        Cached { due: BTreeMap::new(), seq: 0, coll, staged: false, actor: 0 }
+    }
+
+    /// A fabric of a pipeline's stages, one actor each, timing collectives with `coll`.
+    pub(crate) fn staged(coll: &'c GroupTimer<'c>) -> Cached<'c> {
+        Cached { staged: true, ..Cached::new(coll) }
     }
 
     fn push(&mut self, at: f64, e: Event) -> u32 {
         // Non-negative floats order as their bits.
-        self.due.insert((at.max(0.0).to_bits(), self.seq), (at, e));
+        self.due.insert((at.max(0.0).to_bits(), self.seq), (at, self.actor, e));
         self.seq += 1;
         (self.seq - 1) as u32
     }
@@ -104,6 +147,7 @@ impl Comms for Cached<'_> {
         bytes: u64,
         dtype: DataType,
     ) -> Launched {
+        let g = if self.staged { on_stage(g, self.actor) } else { g };
         let t = (self.coll)(g, c, bytes, dtype);
         let handle = self.seq as u32;
         self.push(now + t.secs, Event::Done(handle));
@@ -122,12 +166,13 @@ impl Comms for Cached<'_> {
 }
 
 impl Fabric for Cached<'_> {
-    fn with(&mut self, _j: usize, f: &mut dyn FnMut(&mut dyn Comms)) {
+    fn with(&mut self, j: usize, f: &mut dyn FnMut(&mut dyn Comms)) {
+        self.actor = j;
         f(self)
     }
 
     fn next(&mut self) -> Option<(f64, usize, Event)> {
-        self.due.pop_first().map(|(_, (at, e))| (at, 0, e))
+        self.due.pop_first().map(|(_, (at, j, e))| (at, j, e))
     }
 }
 
@@ -137,4 +182,19 @@ pub(crate) fn run_alone(timeline: &mut Timeline, t0: f64, coll: &GroupTimer<'_>)
     let mut fabric = Cached::new(coll);
     fabric.with(0, &mut |io| timeline.start(t0, io));
     drive(&mut fabric, std::slice::from_mut(timeline), |_, _| false);
+}
+
+/// Runs a pipeline's stages (`lines[s]` stage `s`) together from time zero, each collective
+/// taking the time `coll` gives it on the stage's groups, each stage's sends reaching the
+/// stages beside it as they arrive.
+pub(crate) fn run_stages(lines: &mut [Timeline], coll: &GroupTimer<'_>) {
+    let mut fabric = Cached::staged(coll);
+    for (s, line) in lines.iter_mut().enumerate() {
+        line.peers = 0;
+        fabric.with(s, &mut |io| line.start(0.0, io));
+    }
+    for s in 0..lines.len() {
+        deliver(&mut fabric, lines, s, 0.0);
+    }
+    drive(&mut fabric, lines, |_, _| false);
 }
