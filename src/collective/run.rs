@@ -792,6 +792,17 @@ impl Shared {
         self.sim.network().work()
     }
 
+    /// Runs until call `id` finishes, and says when; `None` if nothing is left to happen
+    /// before it does (it was never posted).
+    pub fn finish(&mut self, id: CallId) -> Option<Time> {
+        while let Some((t, notice)) = self.advance() {
+            if notice == Notice::Done(id) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
     /// Runs until a call finishes or a timer is due, and says which and when; `None` when
     /// nothing is left to happen (background load alone never ends, and does not count).
     pub fn advance(&mut self) -> Option<(Time, Notice)> {

@@ -336,20 +336,13 @@ fn alone(
     own: (&Cluster, &crate::comm::Communicator),
     siblings: &[(Cluster, crate::comm::Communicator)],
 ) -> (crate::units::Time, &'static str, &'static str, usize) {
-    use crate::collective::Notice;
     let mut net = crate::collective::Shared::new(links, load);
     let mut forms = Forms::new();
     let (id, algo, proto, channels) = post(&mut net, &mut forms, (job, step), what, 0, own);
     for (copy, (cluster, comm)) in siblings.iter().enumerate() {
         post(&mut net, &mut forms, (job, step), what, copy + 1, (cluster, comm));
     }
-    let took = loop {
-        match net.advance() {
-            Some((t, Notice::Done(done))) if done == id => break t,
-            Some(_) => continue,
-            None => break crate::units::Time::ZERO,
-        }
-    };
+    let took = net.finish(id).unwrap_or(crate::units::Time::ZERO);
     (took, algo, proto, channels)
 }
 
