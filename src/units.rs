@@ -218,6 +218,59 @@ impl Add for Bytes {
 
 // ---------------------------------------------------------------------------------------------
 
+/// A point in or span of a training step's time, in seconds. A step's timelines add compute
+/// and collective times in floating point (a [`Time`] of picoseconds would round every
+/// kernel); the engine's clock is [`Time`], and [`Secs::of`]/[`Secs::ceil`] cross between them.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, serde::Serialize)]
+#[serde(transparent)]
+pub struct Secs(f64);
+
+impl Secs {
+    /// Time zero.
+    pub const ZERO: Secs = Secs(0.0);
+
+    /// `s` seconds.
+    pub const fn new(s: f64) -> Secs {
+        Secs(s)
+    }
+
+    /// The engine's time `t`.
+    pub fn of(t: Time) -> Secs {
+        Secs(t.as_secs_f64())
+    }
+
+    /// Seconds.
+    pub const fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Milliseconds, as reports give them.
+    pub fn ms(self) -> f64 {
+        self.0 * 1e3
+    }
+
+    /// The engine's time, rounded up to the next picosecond (a wait never ends early).
+    pub fn ceil(self) -> Time {
+        Time::from_secs_f64_ceil(self.0)
+    }
+}
+
+impl Add for Secs {
+    type Output = Secs;
+    fn add(self, rhs: Secs) -> Secs {
+        Secs(self.0 + rhs.0)
+    }
+}
+
+impl Sub for Secs {
+    type Output = Secs;
+    fn sub(self, rhs: Secs) -> Secs {
+        Secs(self.0 - rhs.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
 /// A point in or span of simulated time, in integer picoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Time(u64);

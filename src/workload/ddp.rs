@@ -23,6 +23,7 @@ use super::DataType;
 use super::models::Model;
 use super::parallel::{Group, GroupTimer};
 use super::timeline::{Batch, Op, Slowdown, Timeline, Work};
+use crate::units::Secs;
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -814,8 +815,8 @@ pub struct GpuFacts {
 /// A collective's time as the network model gives it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CollTime {
-    /// Seconds.
-    pub secs: f64,
+    /// How long it takes.
+    pub secs: Secs,
     /// Algorithm.
     pub algo: &'static str,
     /// Protocol.
@@ -1247,7 +1248,7 @@ pub fn simulate_step_on(
     let run = |spec: &DdpSpec, gpu: &GpuFacts| {
         let plan = plan_step(spec, world, gpu, coll);
         let mut step = plan.timeline();
-        super::step::run_alone(&mut step, 0.0, coll);
+        super::step::run_alone(&mut step, Secs::new(0.0), coll);
         plan.result(&step)
     };
     let typical = run(spec, gpu);
@@ -1401,11 +1402,11 @@ impl StepPlan {
         // A pipeline stage's last backward later than alone: its wait is pipeline time, and
         // the first step's gradients are reduced that much later too.
         let late = match (self.last_backward, step.marks.last()) {
-            (Some(planned), Some(&began)) => began - planned,
+            (Some(planned), Some(&began)) => began.get() - planned,
             _ => 0.0,
         };
         let (first_end, pipeline) = (self.first_end + late, self.pipeline + late);
-        let gpu_end = step.end.unwrap_or(0.0);
+        let gpu_end = step.end.map_or(0.0, Secs::get);
         let comm = step.comm_before + step.comm + self.tp_comm;
         // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
         let host = if self.host_idle { step.idle } else { 0.0 };
@@ -1507,7 +1508,7 @@ fn plan_calls(
         work.iter().map(|w| if let Work::Run { secs, .. } = w { *secs } else { 0.0 }).sum();
     let steady = Timeline::new(work, Vec::new(), Vec::new());
     let mut first = steady.clone();
-    super::step::run_alone(&mut first, 0.0, coll);
+    super::step::run_alone(&mut first, Secs::new(0.0), coll);
     let layers = LayerTimes {
         fwd: Vec::new(),
         bwd: Vec::new(),
@@ -1529,7 +1530,7 @@ fn plan_calls(
         host_idle: true,
         // A model profile split over tensor-parallel ranks: tp of them make one replica.
         replicas: world / spec.profile.as_ref().map_or(1, |p| p.tp.max(1)),
-        ..StepPlan::base(steady, first.end.unwrap_or(0.0), spec, world, gpu, layers)
+        ..StepPlan::base(steady, first.end.map_or(0.0, Secs::get), spec, world, gpu, layers)
     }
 }
 
@@ -1800,7 +1801,7 @@ pub(crate) fn plan_ddp(
     // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
     let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
     let b0 = if broadcast {
-        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs
+        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs.get()
     } else {
         0.0
     };
@@ -1817,7 +1818,7 @@ pub(crate) fn plan_ddp(
         h => h,
     };
     let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new());
-    super::step::run_alone(&mut first, first_start, coll);
+    super::step::run_alone(&mut first, Secs::new(first_start), coll);
     StepPlan {
         first_as_steady: false,
         k,
@@ -1827,7 +1828,14 @@ pub(crate) fn plan_ddp(
         optimizer,
         alone_optimizer: optimizer,
         slowdown,
-        ..StepPlan::base(steady_line, first.end.unwrap_or(first_start), spec, world, gpu, layers)
+        ..StepPlan::base(
+            steady_line,
+            first.end.map_or(first_start, Secs::get),
+            spec,
+            world,
+            gpu,
+            layers,
+        )
     }
 }
 
@@ -1979,12 +1987,12 @@ fn sharded_plan(
     (optimizer, slowdown): (f64, f64),
 ) -> StepPlan {
     let mut first = steady.clone();
-    super::step::run_alone(&mut first, 0.0, coll);
+    super::step::run_alone(&mut first, Secs::new(0.0), coll);
     StepPlan {
         optimizer,
         alone_optimizer: optimizer * w as f64,
         slowdown,
-        ..StepPlan::base(steady, first.end.unwrap_or(0.0), spec, world, gpu, layers)
+        ..StepPlan::base(steady, first.end.map_or(0.0, Secs::get), spec, world, gpu, layers)
     }
 }
 
@@ -2447,7 +2455,7 @@ mod tests {
     /// A collective that takes `per_byte` s per byte plus 10 µs, on 10 channels.
     fn linear_coll(per_byte: f64) -> impl Fn(Collective, u64, DataType) -> CollTime {
         move |_, bytes, _| CollTime {
-            secs: 10e-6 + bytes as f64 * per_byte,
+            secs: Secs::new(10e-6 + bytes as f64 * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -2635,7 +2643,7 @@ mod tests {
         s.compute_slowdown = None;
         let run = |big_channels: usize| {
             let coll = |_: Collective, bytes: u64, _: DataType| CollTime {
-                secs: 10e-6 + bytes as f64 * 1e-10,
+                secs: Secs::new(10e-6 + bytes as f64 * 1e-10),
                 algo: "RING",
                 proto: "SIMPLE",
                 channels: if bytes > 300 << 20 { big_channels } else { 8 },

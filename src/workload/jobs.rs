@@ -17,7 +17,7 @@
 
 use crate::collective::Load;
 use crate::hw::{Cluster, NicId, NodeId};
-use crate::units::Bandwidth;
+use crate::units::{Bandwidth, Secs};
 
 use super::Workload;
 use super::step::Policy;
@@ -349,12 +349,13 @@ fn alone(
 impl super::timeline::Comms for Posting<'_, '_> {
     fn launch(
         &mut self,
-        _now: f64,
+        _now: Secs,
         group: super::parallel::Group,
         collective: crate::collective::Collective,
-        bytes: u64,
+        bytes: crate::units::Bytes,
         dtype: super::DataType,
     ) -> super::timeline::Launched {
+        let bytes = bytes.get();
         use super::parallel::Group;
         let s = self.step;
         let group = s.stage.map_or(group, |st| super::parallel::on_stage(group, st));
@@ -410,17 +411,15 @@ impl super::timeline::Comms for Posting<'_, '_> {
         super::timeline::Launched { handle: id.0, algo, proto, channels, links, secs: None }
     }
 
-    fn hold(&mut self, _now: f64, secs: f64) -> u32 {
-        let d = crate::units::Time::from_secs_f64_ceil(secs);
-        let id = self.net.post_timed(d, crate::collective::Form::Aggregated);
+    fn hold(&mut self, _now: Secs, d: Secs) -> u32 {
+        let id = self.net.post_timed(d.ceil(), crate::collective::Form::Aggregated);
         self.owners.push(self.job);
         id.0
     }
 
-    fn wake(&mut self, at: f64, tag: u32) {
+    fn wake(&mut self, at: Secs, tag: u32) {
         self.tags.push((self.job, self.epoch, tag));
-        let t = crate::units::Time::from_secs_f64_ceil(at);
-        self.net.wake(t, (self.tags.len() - 1) as u32);
+        self.net.wake(at.ceil(), (self.tags.len() - 1) as u32);
     }
 }
 
@@ -457,7 +456,7 @@ impl super::step::Fabric for Network<'_, '_> {
         })
     }
 
-    fn next(&mut self) -> Option<(f64, usize, super::timeline::Event)> {
+    fn next(&mut self) -> Option<(Secs, usize, super::timeline::Event)> {
         use super::timeline::Event;
         use crate::collective::Notice;
         loop {
@@ -475,7 +474,7 @@ impl super::step::Fabric for Network<'_, '_> {
                     (j, Event::Wake(tag))
                 }
             };
-            return Some((t.as_secs_f64(), j, event));
+            return Some((Secs::of(t), j, event));
         }
     }
 }
@@ -520,12 +519,12 @@ pub(crate) fn run_shared(
     let mut first: Vec<Option<super::ddp::StepResult>> = vec![None; steps.len()];
     let mut started = vec![0.0f64; steps.len()];
     for (j, line) in lines.iter_mut().enumerate() {
-        fabric.with(j, &mut |io| line.start(0.0, io));
+        fabric.with(j, &mut |io| line.start(Secs::ZERO, io));
     }
     super::step::drive(&mut fabric, &mut lines, |fabric, lines| {
         // Steps that ended: record the first, start the next (unless it took no time at all).
         for j in 0..steps.len() {
-            let Some(end) = lines[j].end else { continue };
+            let Some(end) = lines[j].end.map(Secs::get) else { continue };
             if first[j].is_none() {
                 first[j] = Some(steps[j].plan.result(&lines[j]));
                 tick();
@@ -543,7 +542,7 @@ pub(crate) fn run_shared(
             line.carry(&mut lines[j]);
             lines[j] = line;
             let line = &mut lines[j];
-            fabric.with(j, &mut |io| line.start(next, io));
+            fabric.with(j, &mut |io| line.start(Secs::new(next), io));
         }
         // A job whose step never ends (a bug: its stages waiting on each other) stops the run
         // rather than letting the others step on for ever (its step then reads as not ended).

@@ -950,7 +950,7 @@ pub(crate) fn plan_stages(
     let act = act_dtype(spec);
     let stages = stages(&spec.model, layout);
     let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
-        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs).sum()
+        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs.get()).sum()
     };
     // Per stage: per layer compute times and collectives, per chunk forward and backward.
     struct Timed {
@@ -990,7 +990,7 @@ pub(crate) fn plan_stages(
                 tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
                 if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
                     let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
-                    let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs;
+                    let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs.get();
                     let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
                     let sms = gpu.multiprocessors;
                     (tpf[i], tpb[i]) =
@@ -1013,8 +1013,12 @@ pub(crate) fn plan_stages(
                     let rate = gpu.sixteen_bit_flops.unwrap_or(gpu.flops);
                     let attn = 2.0 * macs * spec.micro_batch as f64 / rate;
                     let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
-                    let (f, b) =
-                        cp_exposed(layout.cp, attn, step(kv_bytes).secs, step(2 * kv_bytes).secs);
+                    let (f, b) = cp_exposed(
+                        layout.cp,
+                        attn,
+                        step(kv_bytes).secs.get(),
+                        step(2 * kv_bytes).secs.get(),
+                    );
                     tpf[i] += f;
                     tpb[i] += b;
                 }
@@ -1107,7 +1111,7 @@ pub(crate) fn plan_stages(
         .iter()
         .zip(&lines)
         .map(|(order, line)| {
-            let at = |k: usize| line.marks.get(k).copied().unwrap_or(0.0);
+            let at = |k: usize| line.marks.get(k).map_or(0.0, |t| t.get());
             (order.iter().enumerate())
                 .map(|(i, &op)| Placed { op, start: at(2 * i), done: at(2 * i + 1) })
                 .collect()
@@ -1157,7 +1161,7 @@ pub(crate) fn plan_stages(
         let mut embedding = 0.0;
         if let Some(bytes) = tied_bytes.filter(|_| p > 1 && (s == 0 || s == p - 1)) {
             let dtype = spec.model.grad_dtype;
-            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs;
+            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs.get();
             after.push(Work::Run {
                 secs: embedding,
                 name: Some("embedding all_reduce (tied)".into()),
@@ -1348,6 +1352,7 @@ pub(crate) fn stage_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::Secs;
 
     #[test]
     fn a_stage_holds_the_micro_batches_it_runs_forward_before_its_first_backward() {
@@ -1379,7 +1384,7 @@ mod tests {
     /// 10 µs plus `per_byte` s a byte, whatever the group.
     fn linear(per_byte: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
         move |_, _, bytes, _| CollTime {
-            secs: 10e-6 + bytes as f64 * per_byte,
+            secs: Secs::new(10e-6 + bytes as f64 * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -1388,7 +1393,7 @@ mod tests {
     }
 
     fn free(_: Group, _: Collective, _: u64, _: DataType) -> CollTime {
-        CollTime { secs: 0.0, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
+        CollTime { secs: Secs::ZERO, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
     }
 
     fn spec(model: Model, k: u64) -> DdpSpec {

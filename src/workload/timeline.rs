@@ -19,6 +19,7 @@ use super::DataType;
 use super::ddp::{BucketRow, Span};
 use super::parallel::{Group, PipeOp};
 use crate::collective::Collective;
+use crate::units::{Bytes, Secs};
 
 /// Below this many seconds of work left, a compute item is done (rounding).
 const DONE: f64 = 1e-15;
@@ -188,7 +189,7 @@ pub struct Launched {
     /// The busiest links while it moves its bytes (name, utilisation 0–1), when known.
     pub links: Vec<(String, f64)>,
     /// Its duration, when known at launch.
-    pub secs: Option<f64>,
+    pub secs: Option<Secs>,
 }
 
 /// Where a timeline's collectives run.
@@ -196,16 +197,16 @@ pub trait Comms {
     /// Starts a collective on `group` at `now` (s).
     fn launch(
         &mut self,
-        now: f64,
+        now: Secs,
         group: Group,
         collective: Collective,
-        bytes: u64,
+        bytes: Bytes,
         dtype: DataType,
     ) -> Launched;
-    /// Starts `secs` of hook compute at `now`; returns its handle.
-    fn hold(&mut self, now: f64, secs: f64) -> u32;
-    /// Sets a timer at `at` (s) with `tag`.
-    fn wake(&mut self, at: f64, tag: u32);
+    /// Starts `d` of hook compute at `now`; returns its handle.
+    fn hold(&mut self, now: Secs, d: Secs) -> u32;
+    /// Sets a timer at `at` with `tag`.
+    fn wake(&mut self, at: Secs, tag: u32);
 }
 
 /// The batch the NCCL stream is running.
@@ -286,7 +287,7 @@ pub(crate) struct Timeline {
     /// Time the compute stream idled on [`Work::Until`], s.
     pub idle: f64,
     /// When the last item ended.
-    pub end: Option<f64>,
+    pub end: Option<Secs>,
     /// When it started.
     t0: f64,
     /// A pipeline stage's: what the stages beside it have sent and it has not yet used (by
@@ -300,7 +301,7 @@ pub(crate) struct Timeline {
     /// The actor index of stage 0 of its pipeline (a stage's `to` is relative to it).
     pub peers: usize,
     /// The times each [`Work::Mark`] was reached, in order.
-    pub marks: Vec<f64>,
+    pub marks: Vec<Secs>,
 }
 
 impl Timeline {
@@ -355,7 +356,8 @@ impl Timeline {
 
     /// `op`'s output arrives from a stage beside it at `now`: if the compute stream waits for
     /// it, it goes on.
-    pub(crate) fn deliver(&mut self, now: f64, op: PipeOp, io: &mut dyn Comms) {
+    pub(crate) fn deliver(&mut self, now: Secs, op: PipeOp, io: &mut dyn Comms) {
+        let now = now.get();
         *self.got.entry(op).or_default() += 1;
         if matches!(self.work.front(), Some(Work::Recv { op: o, .. }) if *o == op) {
             self.catch_up(now);
@@ -387,7 +389,8 @@ impl Timeline {
     }
 
     /// Starts at `t0`.
-    pub(crate) fn start(&mut self, t0: f64, io: &mut dyn Comms) {
+    pub(crate) fn start(&mut self, t0: Secs, io: &mut dyn Comms) {
+        let t0 = t0.get();
         self.t0 = t0;
         self.since = t0;
         self.begin(t0);
@@ -395,7 +398,8 @@ impl Timeline {
     }
 
     /// Reacts to `event` at `now` (s).
-    pub(crate) fn on(&mut self, now: f64, event: Event, io: &mut dyn Comms) {
+    pub(crate) fn on(&mut self, now: Secs, event: Event, io: &mut dyn Comms) {
+        let now = now.get();
         let now = match event {
             // A stale timer (the run's speed changed since it was set).
             Event::Wake(tag) if tag != self.tag => return,
@@ -437,7 +441,7 @@ impl Timeline {
                     match d {
                         Detached::Delayed { group, bytes, dtype, to, op } => {
                             let c = Collective::SendRecv;
-                            let l = io.launch(now, group, c, bytes, dtype);
+                            let l = io.launch(Secs::new(now), group, c, Bytes::new(bytes), dtype);
                             self.detached.insert(l.handle, Detached::Posted { to, op });
                         }
                         Detached::Posted { to, op } => self.sent.push((to, op)),
@@ -576,7 +580,7 @@ impl Timeline {
                     if let Some(Work::Send { group, bytes, dtype, to, op, .. }) =
                         self.work.pop_front()
                     {
-                        let h = io.hold(now, after);
+                        let h = io.hold(Secs::new(now), Secs::new(after));
                         self.detached.insert(h, Detached::Delayed { group, bytes, dtype, to, op });
                     }
                     self.begin(now);
@@ -586,12 +590,13 @@ impl Timeline {
                     if self.sending.is_none() =>
                 {
                     let (to, op) = (*to, *op);
-                    let l = io.launch(now, *group, Collective::SendRecv, *bytes, *dtype);
+                    let (c, bytes) = (Collective::SendRecv, Bytes::new(*bytes));
+                    let l = io.launch(Secs::new(now), *group, c, bytes, *dtype);
                     self.sending = Some(Sending { handle: l.handle, started: now, to, op });
                     moved = true;
                 }
                 Some(Work::Mark) => {
-                    self.marks.push(now);
+                    self.marks.push(Secs::new(now));
                     self.work.pop_front();
                     self.begin(now);
                     moved = true;
@@ -612,7 +617,7 @@ impl Timeline {
                     }
                 }
                 None if self.end.is_none() && self.nccl_idle() => {
-                    self.end = Some(now);
+                    self.end = Some(Secs::new(now));
                 }
                 _ => {}
             }
@@ -636,11 +641,11 @@ impl Timeline {
         match self.work.front() {
             Some(Work::Run { .. }) if f > 0.0 => {
                 self.due = now + self.left / f;
-                io.wake(self.due, self.tag);
+                io.wake(Secs::new(self.due), self.tag);
             }
             Some(Work::Until { at, .. }) => {
                 self.due = self.t0 + at;
-                io.wake(self.due, self.tag);
+                io.wake(Secs::new(self.due), self.tag);
             }
             _ => {}
         }
@@ -744,11 +749,11 @@ impl Timeline {
         r.started = now;
         match &r.batch.ops[r.op] {
             Op::Hold { secs, .. } => {
-                r.handle = io.hold(now, *secs);
+                r.handle = io.hold(Secs::new(now), Secs::new(*secs));
                 r.secs = Some(*secs);
             }
             Op::Coll { group, collective, bytes, dtype, .. } => {
-                let l = io.launch(now, *group, *collective, *bytes, *dtype);
+                let l = io.launch(Secs::new(now), *group, *collective, Bytes::new(*bytes), *dtype);
                 r.collectives += 1;
                 let span = &mut self.spans[r.spans[r.op]];
                 (span.algo, span.proto, span.channels) = (l.algo, l.proto, l.channels);
@@ -758,7 +763,7 @@ impl Timeline {
                     r.largest = Some((*bytes, l.algo, l.proto));
                 }
                 r.handle = l.handle;
-                r.secs = l.secs;
+                r.secs = l.secs.map(Secs::get);
             }
         }
     }
@@ -799,7 +804,7 @@ mod tests {
 
     fn coll(secs: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
         move |_, _, _, _| CollTime {
-            secs,
+            secs: Secs::new(secs),
             algo: "RING",
             proto: "SIMPLE",
             channels: 1,
@@ -829,8 +834,8 @@ mod tests {
             side: false,
         };
         let mut t = Timeline::new(vec![Work::Post(batch), run(1.0)], Vec::new(), Vec::new());
-        run_alone(&mut t, 0.0, &coll(0.5));
-        assert!((t.end.unwrap() - 2.1).abs() < 1e-12, "{:?}", t.end);
+        run_alone(&mut t, Secs::new(0.0), &coll(0.5));
+        assert!((t.end.unwrap().get() - 2.1).abs() < 1e-12, "{:?}", t.end);
         assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
         assert_eq!((t.comm, t.hook_compute), (0.5, 1.0));
     }
@@ -850,8 +855,8 @@ mod tests {
         // ends at 2, where one stream would take 3.
         let work = vec![post(false), post(true), post(false), Work::Drain];
         let mut t = Timeline::new(work, Vec::new(), Vec::new());
-        run_alone(&mut t, 0.0, &coll(1.0));
-        assert!((t.end.unwrap() - 2.0).abs() < 1e-12, "{:?}", t.end);
+        run_alone(&mut t, Secs::new(0.0), &coll(1.0));
+        assert!((t.end.unwrap().get() - 2.0).abs() < 1e-12, "{:?}", t.end);
         let nccl: Vec<&Span> = t.spans.iter().filter(|s| s.lane == "nccl").collect();
         assert_eq!(nccl.iter().map(|s| s.start_ms).collect::<Vec<_>>(), [0.0, 1000.0, 1000.0]);
         assert_eq!(nccl.iter().map(|s| s.stream).collect::<Vec<_>>(), [0, 1, 0]);
@@ -859,10 +864,10 @@ mod tests {
         // queued behind the first, keeps the drain until 3.
         let work = vec![post(false), post(true), post(true), post(false), Work::Wait(2), run(0.5)];
         let mut t = Timeline::new(work, Vec::new(), Vec::new());
-        run_alone(&mut t, 0.0, &coll(1.0));
+        run_alone(&mut t, Secs::new(0.0), &coll(1.0));
         let run_span = t.spans.iter().find(|s| s.lane == "compute").unwrap();
         assert_eq!((run_span.start_ms, run_span.end_ms), (2000.0, 2500.0));
-        assert!((t.end.unwrap() - 3.0).abs() < 1e-12, "{:?}", t.end);
+        assert!((t.end.unwrap().get() - 3.0).abs() < 1e-12, "{:?}", t.end);
         // On the same group the two streams need the same links: they take turns (A, B, S),
         // as do two hooks (each needs the whole GPU).
         let same = |side| {
@@ -882,8 +887,8 @@ mod tests {
             [(same(false), same(true), same(false)), (hook(false), hook(true), hook(false))]
         {
             let mut t = Timeline::new(vec![a, s, b, Work::Drain], Vec::new(), Vec::new());
-            run_alone(&mut t, 0.0, &coll(1.0));
-            assert!((t.end.unwrap() - 3.0).abs() < 1e-12, "{:?}", t.end);
+            run_alone(&mut t, Secs::new(0.0), &coll(1.0));
+            assert!((t.end.unwrap().get() - 3.0).abs() < 1e-12, "{:?}", t.end);
         }
     }
 
@@ -892,7 +897,7 @@ mod tests {
         // At 10^6 s a float's resolution is far above the 1e-15 s threshold.
         let work = (0..1000).map(|_| run(1e3 + 1e-7)).collect();
         let mut t = Timeline::new(work, Vec::new(), Vec::new());
-        run_alone(&mut t, 1e6, &coll(0.0));
-        assert!((t.end.unwrap() - 2e6).abs() < 1e-3);
+        run_alone(&mut t, Secs::new(1e6), &coll(0.0));
+        assert!((t.end.unwrap().get() - 2e6).abs() < 1e-3);
     }
 }

@@ -34,7 +34,7 @@ fn model(layers: &Layers) -> Model {
 
 fn run(spec: &DdpSpec, gpu: GpuFacts, per_byte: f64, fixed: f64) -> StepResult {
     let coll = move |_: Collective, bytes: u64, _: DataType| CollTime {
-        secs: fixed + bytes as f64 * per_byte,
+        secs: collsim::units::Secs::new(fixed + bytes as f64 * per_byte),
         algo: "RING",
         proto: "SIMPLE",
         channels: 8,

@@ -28,6 +28,7 @@ use super::parallel::{Group, GroupTimer, on_stage};
 use super::timeline::{Comms, Event, Launched, Timeline};
 use crate::collective::Collective;
 use crate::comm::CommError;
+use crate::units::{Bytes, Secs};
 use crate::workload::sweep::SweepError;
 
 /// Why a training step cannot be set up on its cluster: one line each.
@@ -68,7 +69,7 @@ pub(crate) trait Fabric {
     fn with(&mut self, j: usize, f: &mut dyn FnMut(&mut dyn Comms));
     /// The next event due, earliest first: its time (s), its actor and what it is. `None` once
     /// nothing is pending.
-    fn next(&mut self) -> Option<(f64, usize, Event)>;
+    fn next(&mut self) -> Option<(Secs, usize, Event)>;
 }
 
 /// Runs `lines` (already started) on `fabric` until nothing is pending or `settle` says to
@@ -93,7 +94,7 @@ pub(crate) fn drive<F: Fabric>(
 
 /// Hands what actor `j`'s sends brought at `t` to the stages they are for (and theirs, if
 /// that sets them going and something arrives at once).
-fn deliver<F: Fabric>(fabric: &mut F, lines: &mut [Timeline], j: usize, t: f64) {
+fn deliver<F: Fabric>(fabric: &mut F, lines: &mut [Timeline], j: usize, t: Secs) {
     let mut from = vec![j];
     while let Some(j) = from.pop() {
         let peers = lines[j].peers;
@@ -112,7 +113,7 @@ fn deliver<F: Fabric>(fabric: &mut F, lines: &mut [Timeline], j: usize, t: f64) 
 /// order they were set. With `staged`, actor `s` is pipeline stage `s` of a 3-D step, whose
 /// data-parallel collectives run on its stage's groups ([`on_stage`]).
 pub(crate) struct Cached<'c> {
-    due: BTreeMap<(u64, u64), (f64, usize, Event)>,
+    due: BTreeMap<(u64, u64), (Secs, usize, Event)>,
     seq: u64,
     coll: &'c GroupTimer<'c>,
     staged: bool,
@@ -130,9 +131,9 @@ impl<'c> Cached<'c> {
         Cached { staged: true, ..Cached::new(coll) }
     }
 
-    fn push(&mut self, at: f64, e: Event) -> u32 {
+    fn push(&mut self, at: Secs, e: Event) -> u32 {
         // Non-negative floats order as their bits.
-        self.due.insert((at.max(0.0).to_bits(), self.seq), (at, self.actor, e));
+        self.due.insert((at.get().max(0.0).to_bits(), self.seq), (at, self.actor, e));
         self.seq += 1;
         (self.seq - 1) as u32
     }
@@ -141,26 +142,25 @@ impl<'c> Cached<'c> {
 impl Comms for Cached<'_> {
     fn launch(
         &mut self,
-        now: f64,
+        now: Secs,
         g: Group,
         c: Collective,
-        bytes: u64,
+        bytes: Bytes,
         dtype: DataType,
     ) -> Launched {
         let g = if self.staged { on_stage(g, self.actor) } else { g };
-        let t = (self.coll)(g, c, bytes, dtype);
+        let t = (self.coll)(g, c, bytes.get(), dtype);
         let handle = self.seq as u32;
         self.push(now + t.secs, Event::Done(handle));
         let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);
         Launched { handle, algo, proto, channels, links, secs: Some(t.secs) }
     }
 
-    fn hold(&mut self, now: f64, secs: f64) -> u32 {
-        let handle = self.seq as u32;
-        self.push(now + secs, Event::Done(handle))
+    fn hold(&mut self, now: Secs, d: Secs) -> u32 {
+        self.push(now + d, Event::Done(self.seq as u32))
     }
 
-    fn wake(&mut self, at: f64, tag: u32) {
+    fn wake(&mut self, at: Secs, tag: u32) {
         self.push(at, Event::Wake(tag));
     }
 }
@@ -171,14 +171,14 @@ impl Fabric for Cached<'_> {
         f(self)
     }
 
-    fn next(&mut self) -> Option<(f64, usize, Event)> {
+    fn next(&mut self) -> Option<(Secs, usize, Event)> {
         self.due.pop_first().map(|(_, (at, j, e))| (at, j, e))
     }
 }
 
 /// Runs `timeline` from `t0` with each collective taking the time `coll` gives it, nothing
 /// else on the network.
-pub(crate) fn run_alone(timeline: &mut Timeline, t0: f64, coll: &GroupTimer<'_>) {
+pub(crate) fn run_alone(timeline: &mut Timeline, t0: Secs, coll: &GroupTimer<'_>) {
     let mut fabric = Cached::new(coll);
     fabric.with(0, &mut |io| timeline.start(t0, io));
     drive(&mut fabric, std::slice::from_mut(timeline), |_, _| false);
@@ -191,10 +191,10 @@ pub(crate) fn run_stages(lines: &mut [Timeline], coll: &GroupTimer<'_>) {
     let mut fabric = Cached::staged(coll);
     for (s, line) in lines.iter_mut().enumerate() {
         line.peers = 0;
-        fabric.with(s, &mut |io| line.start(0.0, io));
+        fabric.with(s, &mut |io| line.start(Secs::ZERO, io));
     }
     for s in 0..lines.len() {
-        deliver(&mut fabric, lines, s, 0.0);
+        deliver(&mut fabric, lines, s, Secs::ZERO);
     }
     drive(&mut fabric, lines, |_, _| false);
 }

@@ -7,6 +7,7 @@ use crate::collective::{self, Load, Mode, TimingParams};
 use crate::comm::Communicator;
 use crate::hw::Cluster;
 use crate::hw::GpuModel;
+use crate::units::Secs;
 use crate::workload;
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
@@ -108,7 +109,8 @@ pub(crate) fn with_ddp<R>(
             g => groups.get(&g).map(|(c, m)| (c, m)),
         }
     };
-    let nothing = || CollTime { secs: 0.0, algo: "", proto: "", channels: 0, links: Vec::new() };
+    let nothing =
+        || CollTime { secs: Secs::ZERO, algo: "", proto: "", channels: 0, links: Vec::new() };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
     // and counts their work before any runs (the calls do not depend on their times).
     if mode == collective::Mode::Detailed {
@@ -123,7 +125,7 @@ pub(crate) fn with_ddp<R>(
                     b.count(&call);
                 }
             }
-            CollTime { secs: 0.0, algo: "", proto: "", channels: 1, links: Vec::new() }
+            CollTime { secs: Secs::ZERO, algo: "", proto: "", channels: 1, links: Vec::new() }
         };
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Step)?;
@@ -148,7 +150,7 @@ pub(crate) fn with_ddp<R>(
             Vec::new()
         };
         let t = CollTime {
-            secs: row.time_us * 1e-6,
+            secs: Secs::new(row.time_us * 1e-6),
             algo: row.algo,
             proto: row.proto,
             channels: row.channels,
