@@ -39,6 +39,7 @@ use super::DataType;
 use super::parallel::Group;
 use super::timeline::{Batch, Op, Slowdown, Work};
 use crate::collective::Collective;
+use crate::units::Secs;
 
 /// The format's version.
 pub const VERSION: u32 = 1;
@@ -185,12 +186,12 @@ impl Call {
     pub(crate) fn of_work(w: &Work, ranks: (usize, usize)) -> Option<Call> {
         Some(match w {
             Work::Run { secs, name, .. } => {
-                Call::Compute { compute_us: secs * 1e6, name: name.clone() }
+                Call::Compute { compute_us: secs.get() * 1e6, name: name.clone() }
             }
             Work::Post(b) => Call::of_batch(b, ranks),
             Work::Drain => Call::Drain { drain: true },
             Work::Wait(n) => Call::Wait { wait: *n },
-            Work::Until { at, .. } => Call::Until { idle_until_us: at * 1e6 },
+            Work::Until { at, .. } => Call::Until { idle_until_us: at.get() * 1e6 },
             // A pipeline stage's sends and receives have no entry (`--export-calls` refuses
             // 3-D layouts); a mark is not work.
             Work::Recv { .. } | Work::Send { .. } | Work::Mark => return None,
@@ -204,7 +205,7 @@ impl Call {
             .iter()
             .map(|op| match op {
                 Op::Hold { secs, name } => {
-                    NcclOp::Hook { hook_us: secs * 1e6, name: Some(name.clone()) }
+                    NcclOp::Hook { hook_us: secs.get() * 1e6, name: Some(name.clone()) }
                 }
                 Op::Coll { group, collective, bytes, dtype, name } => NcclOp::Collective {
                     collective: collective.name().to_string(),
@@ -246,7 +247,7 @@ pub(crate) fn to_work(
     for (i, c) in calls.iter().enumerate() {
         out.push(match c {
             Call::Compute { compute_us, name } => {
-                Work::Run { secs: us(i, "compute_us", *compute_us)?, name: name.clone(), grad: None }
+                Work::Run { secs: Secs::new(us(i, "compute_us", *compute_us)?), name: name.clone(), grad: None }
             }
             Call::Nccl { nccl, slowdown, stream } => {
                 let side = match stream {
@@ -265,7 +266,7 @@ pub(crate) fn to_work(
                 for (k, op) in nccl.iter().enumerate() {
                     ops.push(match op {
                         NcclOp::Hook { hook_us, name } => Op::Hold {
-                            secs: us(i, &format!("nccl[{k}].hook_us"), *hook_us)?,
+                            secs: Secs::new(us(i, &format!("nccl[{k}].hook_us"), *hook_us)?),
                             name: name.clone().unwrap_or_else(|| "hook".into()),
                         },
                         NcclOp::Collective { collective, bytes, dtype, name, group } => {
@@ -325,7 +326,7 @@ pub(crate) fn to_work(
                 return Err(format!("calls[{i}].drain: give `\"drain\": true` (or leave the entry out)"));
             }
             Call::Until { idle_until_us } => Work::Until {
-                at: us(i, "idle_until_us", *idle_until_us)?,
+                at: Secs::new(us(i, "idle_until_us", *idle_until_us)?),
                 name: "idle".into(),
             },
         });
@@ -365,7 +366,7 @@ pub const MAX_ENTRY_US: f64 = 3.6e9;
 pub fn check(calls: &[Call]) -> Result<(), String> {
     let work = to_work(calls, Slowdown::Fixed(0.0), None)?;
     let busy = work.iter().any(|w| match w {
-        Work::Run { secs, .. } => *secs > 0.0,
+        Work::Run { secs, .. } => secs.get() > 0.0,
         Work::Post(_) => true,
         _ => false,
     });

@@ -1505,7 +1505,7 @@ fn plan_calls(
     // Checked where they were read (scenario or trace import): a bad entry cannot come here.
     let work = super::calls::to_work(calls, per_call, Some(world)).unwrap_or_default();
     let compute: f64 =
-        work.iter().map(|w| if let Work::Run { secs, .. } = w { *secs } else { 0.0 }).sum();
+        work.iter().map(|w| if let Work::Run { secs, .. } = w { secs.get() } else { 0.0 }).sum();
     let steady = Timeline::new(work, Vec::new(), Vec::new());
     let mut first = steady.clone();
     super::step::run_alone(&mut first, Secs::new(0.0), coll);
@@ -1611,7 +1611,7 @@ pub(crate) fn plan_ddp(
                     .iter()
                     .map(|s| match *s {
                         HookStep::Compute { bytes, flops, launches } => Op::Hold {
-                            secs: compute_secs(bytes, flops, launches),
+                            secs: Secs::new(compute_secs(bytes, flops, launches)),
                             name: format!("bucket {bi} hook"),
                         },
                         HookStep::Collective { collective, bytes, dtype } => Op::Coll {
@@ -1641,14 +1641,14 @@ pub(crate) fn plan_ddp(
             for (li, layer) in m.layers.iter().enumerate().rev() {
                 let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
                 work.push(Work::Run {
-                    secs: bwd[li],
+                    secs: Secs::new(bwd[li]),
                     name: Some(format!("bwd {}", layer.name)),
                     grad: None,
                 });
                 for k in (0..layer.tensors.len()).rev() {
                     let i = first + k;
                     work.push(Work::Run {
-                        secs: copy_in(m.grad_bytes(tensors[i])),
+                        secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
                         name: None,
                         grad: Some(i),
                     });
@@ -1675,14 +1675,14 @@ pub(crate) fn plan_ddp(
             work.extend(stage.iter().flat_map(|s| s.after.iter().cloned()));
             if !spec.gradient_as_bucket_view {
                 work.push(Work::Run {
-                    secs: pass(2.0 * grad_bytes as f64),
+                    secs: Secs::new(pass(2.0 * grad_bytes as f64)),
                     name: Some("copy-out".into()),
                     grad: None,
                 });
             }
             if optimizer > 0.0 {
                 let name = Some(format!("optimizer step ({})", spec.optimizer.name()));
-                work.push(Work::Run { secs: optimizer, name, grad: None });
+                work.push(Work::Run { secs: Secs::new(optimizer), name, grad: None });
                 // Megatron's distributed optimizer: each rank's updated shard of the 16-bit
                 // parameters all-gathered after its step, before the next forward (without
                 // `--overlap-param-gather`, its default).
@@ -1765,8 +1765,16 @@ pub(crate) fn plan_ddp(
     let mut before = Vec::new();
     // no_sync micro-steps: compute only, gradients accumulate in place.
     for _ in 1..k {
-        before.push(Work::Run { secs: fwd_s, name: Some("fwd (no_sync)".into()), grad: None });
-        before.push(Work::Run { secs: bwd_s, name: Some("bwd (no_sync)".into()), grad: None });
+        before.push(Work::Run {
+            secs: Secs::new(fwd_s),
+            name: Some("fwd (no_sync)".into()),
+            grad: None,
+        });
+        before.push(Work::Run {
+            secs: Secs::new(bwd_s),
+            name: Some("bwd (no_sync)".into()),
+            grad: None,
+        });
     }
     // Buffers are broadcast at the start of a forward that follows a synchronised step: every
     // step without accumulation; with it, the first micro-step's (its time is moved here).
@@ -1788,7 +1796,11 @@ pub(crate) fn plan_ddp(
     }
     // The synchronising micro-step's forward, layer by layer (the no_sync ones stay whole).
     for (layer, &secs) in m.layers.iter().zip(fwd) {
-        before.push(Work::Run { secs, name: Some(format!("fwd {}", layer.name)), grad: None });
+        before.push(Work::Run {
+            secs: Secs::new(secs),
+            name: Some(format!("fwd {}", layer.name)),
+            grad: None,
+        });
     }
     if let Some(s) = stage {
         before = s.before.clone();
@@ -1911,13 +1923,13 @@ fn plan_zero(
     for _ in 0..k {
         for (layer, &secs) in m.layers.iter().zip(fwd) {
             let name = Some(format!("fwd {}", layer.name));
-            work.push(Work::Run { secs, name, grad: None });
+            work.push(Work::Run { secs: Secs::new(secs), name, grad: None });
         }
         let (mut filled, mut tensors) = (0u64, 0usize);
         let mut after = Vec::new();
         for u in (0..units).rev() {
             let name = Some(format!("bwd {}", m.layers[u].name));
-            work.push(Work::Run { secs: bwd[u], name, grad: None });
+            work.push(Work::Run { secs: Secs::new(bwd[u]), name, grad: None });
             filled += numel[u];
             tensors += m.layers[u].tensors.len();
             if filled >= zero.reduce_bucket {
@@ -1942,7 +1954,7 @@ fn plan_zero(
     let optimizer = optimizer_secs(spec, &tensors, gpu) / w as f64;
     if optimizer > 0.0 {
         let name = Some(format!("optimizer step ({}, partition)", spec.optimizer.name()));
-        work.push(Work::Run { secs: optimizer, name, grad: None });
+        work.push(Work::Run { secs: Secs::new(optimizer), name, grad: None });
     }
     let total: u64 = numel.iter().sum();
     let chunk = zero.allgather_bucket.max(1);
@@ -2130,7 +2142,7 @@ fn plan_sharded(
             let end = start + fwd[u];
             let name = Some(format!("fwd {}", m.layers[u].name));
             if !gathers {
-                work.push(Work::Run { secs: fwd[u], name, grad: None });
+                work.push(Work::Run { secs: Secs::new(fwd[u]), name, grad: None });
                 continue;
             }
             // Issued before this forward begins (its own all-gather always is).
@@ -2143,13 +2155,17 @@ fn plan_sharded(
             while next < units && issue[next] < end - ISSUE_EPS {
                 let cut = issue[next].max(at);
                 if cut > at {
-                    work.push(Work::Run { secs: cut - at, name: name.clone(), grad: None });
+                    work.push(Work::Run {
+                        secs: Secs::new(cut - at),
+                        name: name.clone(),
+                        grad: None,
+                    });
                     at = cut;
                 }
                 ag[next] = post(&mut work, gather(next, "all_gather (fwd)"));
                 next += 1;
             }
-            work.push(Work::Run { secs: end - at, name, grad: None });
+            work.push(Work::Run { secs: Secs::new(end - at), name, grad: None });
             start = end;
         }
         // Backward, last unit first.
@@ -2170,7 +2186,7 @@ fn plan_sharded(
                 }
             }
             work.push(Work::Run {
-                secs: bwd[u],
+                secs: Secs::new(bwd[u]),
                 name: Some(format!("bwd {}", m.layers[u].name)),
                 grad: None,
             });
@@ -2191,7 +2207,7 @@ fn plan_sharded(
     let optimizer = optimizer_secs(spec, &tensors, gpu) / w as f64;
     if optimizer > 0.0 {
         let name = Some(format!("optimizer step ({}, shard)", spec.optimizer.name()));
-        work.push(Work::Run { secs: optimizer, name, grad: None });
+        work.push(Work::Run { secs: Secs::new(optimizer), name, grad: None });
     }
     let reported =
         m.layers.iter().enumerate().max_by_key(|(u, _)| padded[*u]).map_or(0.0, |(u, _)| {

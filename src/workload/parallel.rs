@@ -50,6 +50,7 @@ use super::ddp::{
 use super::models::{Layer, MemoryWork, Model, TpRole};
 use super::timeline::{Timeline, Work};
 use crate::collective::Collective;
+use crate::units::Secs;
 
 /// How a step is laid out over the ranks (Megatron's `--tensor-model-parallel-size`,
 /// `--pipeline-model-parallel-size`, `--num-layers-per-virtual-pipeline-stage`,
@@ -1099,7 +1100,7 @@ pub(crate) fn plan_stages(
                     work.extend(send(s, op, Some(dur(s, op))));
                     break;
                 }
-                work.push(Work::Run { secs: dur(s, op), name: None, grad: None });
+                work.push(Work::Run { secs: Secs::new(dur(s, op)), name: None, grad: None });
                 work.push(Work::Mark);
                 work.extend(send(s, op, None));
             }
@@ -1137,7 +1138,7 @@ pub(crate) fn plan_stages(
             busy += o.done - o.start - tp_part;
             tp_before += tp_part;
             before.push(Work::Run {
-                secs: dur(s, o.op),
+                secs: Secs::new(dur(s, o.op)),
                 name: Some(format!("{what}{chunk} micro-batch {}", o.op.micro)),
                 grad: None,
             });
@@ -1163,7 +1164,7 @@ pub(crate) fn plan_stages(
             let dtype = spec.model.grad_dtype;
             embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs.get();
             after.push(Work::Run {
-                secs: embedding,
+                secs: Secs::new(embedding),
                 name: Some("embedding all_reduce (tied)".into()),
                 grad: None,
             });
@@ -1352,7 +1353,6 @@ pub(crate) fn stage_step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Secs;
 
     #[test]
     fn a_stage_holds_the_micro_batches_it_runs_forward_before_its_first_backward() {

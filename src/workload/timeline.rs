@@ -29,8 +29,8 @@ const DONE: f64 = 1e-15;
 pub(crate) enum Op {
     /// Hook compute: the GPU runs it in the hook's place, so the compute stream waits.
     Hold {
-        /// Seconds.
-        secs: f64,
+        /// How long.
+        secs: Secs,
         /// Its span's name.
         name: String,
     },
@@ -95,8 +95,8 @@ pub(crate) enum Work {
     /// `secs` of compute at full speed; a span named `name` if any; gradient `grad` is in its
     /// bucket once it ends.
     Run {
-        /// Seconds at full speed.
-        secs: f64,
+        /// How long at full speed.
+        secs: Secs,
         /// Its span's name.
         name: Option<String>,
         /// The tensor whose gradient it copies.
@@ -112,8 +112,8 @@ pub(crate) enum Work {
     /// Waits until `at` s after the timeline started (a replayed trace's host gap); the wait is
     /// a span named `name`.
     Until {
-        /// Seconds from the start.
-        at: f64,
+        /// How long after the start.
+        at: Secs,
         /// Its span's name.
         name: String,
     },
@@ -503,7 +503,7 @@ impl Timeline {
     fn begin(&mut self, now: f64) {
         match self.work.front() {
             Some(Work::Run { secs, .. }) => {
-                self.left = *secs;
+                self.left = secs.get();
                 self.began = now;
                 self.since = now;
             }
@@ -546,7 +546,7 @@ impl Timeline {
                     self.begin(now);
                     moved = true;
                 }
-                Some(Work::Until { at, .. }) if now >= self.t0 + at => {
+                Some(Work::Until { at, .. }) if now >= self.t0 + at.get() => {
                     if let Some(Work::Until { name, .. }) = self.work.pop_front()
                         && now > self.began
                     {
@@ -644,7 +644,7 @@ impl Timeline {
                 io.wake(Secs::new(self.due), self.tag);
             }
             Some(Work::Until { at, .. }) => {
-                self.due = self.t0 + at;
+                self.due = self.t0 + at.get();
                 io.wake(Secs::new(self.due), self.tag);
             }
             _ => {}
@@ -749,8 +749,8 @@ impl Timeline {
         r.started = now;
         match &r.batch.ops[r.op] {
             Op::Hold { secs, .. } => {
-                r.handle = io.hold(Secs::new(now), Secs::new(*secs));
-                r.secs = Some(*secs);
+                r.handle = io.hold(Secs::new(now), *secs);
+                r.secs = Some(secs.get());
             }
             Op::Coll { group, collective, bytes, dtype, .. } => {
                 let l = io.launch(Secs::new(now), *group, *collective, Bytes::new(*bytes), *dtype);
@@ -818,14 +818,14 @@ mod tests {
     }
 
     fn run(secs: f64) -> Work {
-        Work::Run { secs, name: Some("run".into()), grad: None }
+        Work::Run { secs: Secs::new(secs), name: Some("run".into()), grad: None }
     }
 
     #[test]
     fn compute_slows_under_a_collective_and_stops_under_hook_compute() {
         // A 0.5 s collective (compute at 0.8 of full speed), then 1 s of hook compute (compute
         // waits), beside 1 s of compute: 0.4 s of work by 0.5, none until 1.5, 0.6 s more.
-        let hold = Op::Hold { secs: 1.0, name: "hook".into() };
+        let hold = Op::Hold { secs: Secs::new(1.0), name: "hook".into() };
         let batch = Batch {
             ops: vec![all_reduce(), hold],
             slowdown: Slowdown::Fixed(0.2),
@@ -880,7 +880,7 @@ mod tests {
             })
         };
         let hook = |side| {
-            let ops = vec![Op::Hold { secs: 1.0, name: "hook".into() }];
+            let ops = vec![Op::Hold { secs: Secs::new(1.0), name: "hook".into() }];
             Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
         };
         for (a, s, b) in
