@@ -8,7 +8,7 @@ use super::raw::{RawScenario, RawWorkload};
 use super::{ConfigError, PlacementSpec, Source, TopologySource, resolve_topology};
 use crate::collective::Collective;
 use crate::hw::NodeSpec;
-use crate::units::Bytes;
+use crate::units::{Bytes, Secs};
 pub use crate::workload::Workload;
 use crate::workload::ddp::DdpSpec;
 use crate::workload::jobs::{BackgroundSpec, JobSpec};
@@ -840,8 +840,8 @@ fn ddp_workload(
             flops: 0.0,
             memory_bandwidth: bw.bytes_per_sec(),
             multiprocessors: None,
-            launch: spec.launch.unwrap_or(crate::workload::KERNEL_LAUNCH_SECS),
-            gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
+            launch: Secs::new(spec.launch.unwrap_or(crate::workload::KERNEL_LAUNCH_SECS)),
+            gemm_fixed: Secs::new(spec.gemm_fixed.unwrap_or(0.0)),
             ranks_per_node: 1,
             sixteen_bit_flops: None,
         };

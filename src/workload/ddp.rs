@@ -799,11 +799,11 @@ pub struct GpuFacts {
     pub memory_bandwidth: f64,
     /// Streaming multiprocessors, if known.
     pub multiprocessors: Option<u32>,
-    /// Cost of one kernel launch, s (layers and hooks that launch many small kernels pay it).
-    pub launch: f64,
+    /// Cost of one kernel launch (layers and hooks that launch many small kernels pay it).
+    pub launch: Secs,
     /// GPU time each of a layer's FLOP-bound kernels ([`super::models::MemoryWork::gemms`])
-    /// takes beyond its FLOPs at `flops`, s.
-    pub gemm_fixed: f64,
+    /// takes beyond its FLOPs at `flops`.
+    pub gemm_fixed: Secs,
     /// The job's ranks on a node (they share its data-loading CPUs).
     pub ranks_per_node: usize,
     /// Under fp8 (Transformer Engine's recipe), the rate of the FLOP-bound work it keeps in 16
@@ -1135,13 +1135,13 @@ fn layer_times_with(
         // The FLOP-bound kernels' fixed time: a first layer without dgrad runs only wgrads.
         let bwd_gemms = if passes < 2.0 { m.gemms } else { m.bwd_gemms };
         let (fixed_f, fixed_b) =
-            (m.gemms as f64 * gpu.gemm_fixed, bwd_gemms as f64 * gpu.gemm_fixed);
+            (m.gemms as f64 * gpu.gemm_fixed.get(), bwd_gemms as f64 * gpu.gemm_fixed.get());
         let mem_f = m.fwd * batch * act / gpu.memory_bandwidth;
         let mem_b = (m.bwd * batch * act + m.bwd_fixed) / gpu.memory_bandwidth;
         t.flop += (1.0 + passes) * gemm + fixed_f + fixed_b;
         t.memory += mem_f + mem_b;
-        let fwd = (gemm + fixed_f + mem_f, m.fwd_kernels as f64 * gpu.launch);
-        let mut bwd = (passes * gemm + fixed_b + mem_b, m.bwd_kernels as f64 * gpu.launch);
+        let fwd = (gemm + fixed_f + mem_f, m.fwd_kernels as f64 * gpu.launch.get());
+        let mut bwd = (passes * gemm + fixed_b + mem_b, m.bwd_kernels as f64 * gpu.launch.get());
         // A checkpointed block runs its forward again first.
         if again[i] {
             t.flop += gemm + fixed_f;
@@ -1260,8 +1260,8 @@ pub fn simulate_step_on(
     let slow_gpu = GpuFacts {
         flops: gpu.flops / c,
         memory_bandwidth: gpu.memory_bandwidth / c,
-        launch: gpu.launch * c,
-        gemm_fixed: gpu.gemm_fixed * c,
+        launch: Secs::new(gpu.launch.get() * c),
+        gemm_fixed: Secs::new(gpu.gemm_fixed.get() * c),
         ..*gpu
     };
     let mut slow_spec = spec.clone();
@@ -1581,7 +1581,7 @@ pub(crate) fn plan_ddp(
     let (fwd_s, bwd_s) = (fwd.iter().sum::<f64>(), bwd.iter().sum::<f64>());
     let pass = |bytes: f64| bytes / gpu.memory_bandwidth;
     let compute_secs = |bytes: f64, flops: f64, launches: u64| {
-        pass(bytes).max(flops / gpu.flops) + launches as f64 * gpu.launch
+        pass(bytes).max(flops / gpu.flops) + launches as f64 * gpu.launch.get()
     };
     let tensors: Vec<&super::models::Tensor> = m.tensors().collect();
     let grad_bytes: u64 = tensors.iter().map(|t| m.grad_bytes(t)).sum();
@@ -2273,7 +2273,7 @@ pub(crate) fn sharded_optimizer_secs(
         OptimizerImpl::ForLoop => passes * tensors.len(),
         _ => passes * lists,
     };
-    (bytes / shards.max(1) as f64 / gpu.memory_bandwidth).max(launches as f64 * gpu.launch)
+    (bytes / shards.max(1) as f64 / gpu.memory_bandwidth).max(launches as f64 * gpu.launch.get())
 }
 
 #[cfg(test)]
@@ -2461,8 +2461,8 @@ mod tests {
             flops: 100e12,
             memory_bandwidth: 2e12,
             multiprocessors: Some(100),
-            launch: 4e-6,
-            gemm_fixed: 0.0,
+            launch: Secs::new(4e-6),
+            gemm_fixed: Secs::new(0.0),
             ranks_per_node: 8,
             sixteen_bit_flops: None,
         }
@@ -3088,8 +3088,8 @@ mod checkpointing_tests {
             flops: 400e12,
             memory_bandwidth: 3e12,
             multiprocessors: Some(132),
-            launch: 5e-6,
-            gemm_fixed: 10e-6,
+            launch: Secs::new(5e-6),
+            gemm_fixed: Secs::new(10e-6),
             ranks_per_node: 8,
             sixteen_bit_flops: None,
         }

@@ -1374,8 +1374,8 @@ mod tests {
             flops: 100e12,
             memory_bandwidth: 2e12,
             multiprocessors: Some(100),
-            launch: 4e-6,
-            gemm_fixed: 0.0,
+            launch: Secs::new(4e-6),
+            gemm_fixed: Secs::new(0.0),
             ranks_per_node: 8,
             sixteen_bit_flops: None,
         }

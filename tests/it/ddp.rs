@@ -96,7 +96,7 @@ proptest! {
             written: None,
             memory_headroom: collsim::workload::memory::DEFAULT_HEADROOM,
         };
-        let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: 4e-6, gemm_fixed: 0.0, ranks_per_node: 8, sixteen_bit_flops: None };
+        let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: collsim::units::Secs::new(4e-6), gemm_fixed: collsim::units::Secs::new(0.0), ranks_per_node: 8, sixteen_bit_flops: None };
         // Free communication: the step is its compute, or the loader's time if longer.
         let free = run(&spec, gpu, 0.0, 0.0);
         let loader_ms = node_rate.map_or(0.0, |r| 1e3 * (4 * accumulation) as f64 * 8.0 / r);
@@ -106,7 +106,7 @@ proptest! {
         // Infinitely fast compute (and no loader limit): the step is its collectives, back to
         // back.
         let no_loader = DdpSpec { input: None, ..spec.clone() };
-        let instant = GpuFacts { flops: f64::INFINITY, memory_bandwidth: f64::INFINITY, multiprocessors: Some(100), launch: 0.0, gemm_fixed: 0.0, ranks_per_node: 8, sixteen_bit_flops: None };
+        let instant = GpuFacts { flops: f64::INFINITY, memory_bandwidth: f64::INFINITY, multiprocessors: Some(100), launch: collsim::units::Secs::new(0.0), gemm_fixed: collsim::units::Secs::new(0.0), ranks_per_node: 8, sixteen_bit_flops: None };
         let fast = run(&no_loader, instant, per_byte, 20e-6);
         prop_assert!((fast.iteration_time_ms - fast.comm_ms).abs() < 1e-9 * fast.comm_ms,
             "{} vs {}", fast.iteration_time_ms, fast.comm_ms);

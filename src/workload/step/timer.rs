@@ -74,8 +74,8 @@ pub(crate) fn with_ddp<R>(
         flops: 0.0,
         memory_bandwidth,
         multiprocessors: model.multiprocessors,
-        launch: spec.launch.unwrap_or(workload::KERNEL_LAUNCH_SECS),
-        gemm_fixed: spec.gemm_fixed.unwrap_or(0.0),
+        launch: Secs::new(spec.launch.unwrap_or(workload::KERNEL_LAUNCH_SECS)),
+        gemm_fixed: Secs::new(spec.gemm_fixed.unwrap_or(0.0)),
         ranks_per_node: comm.ppn(),
         sixteen_bit_flops: None,
     };
