@@ -262,6 +262,12 @@ impl Add for Secs {
     }
 }
 
+impl AddAssign for Secs {
+    fn add_assign(&mut self, rhs: Secs) {
+        self.0 += rhs.0;
+    }
+}
+
 impl Sub for Secs {
     type Output = Secs;
     fn sub(self, rhs: Secs) -> Secs {

@@ -1407,10 +1407,11 @@ impl StepPlan {
         };
         let (first_end, pipeline) = (self.first_end + late, self.pipeline + late);
         let gpu_end = step.end.map_or(0.0, Secs::get);
-        let comm = step.comm_before + step.comm + self.tp_comm;
+        let comm = step.comm_before.get() + step.comm.get() + self.tp_comm;
         // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
-        let host = if self.host_idle { step.idle } else { 0.0 };
-        let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + step.hook_compute + host;
+        let host = if self.host_idle { step.idle.get() } else { 0.0 };
+        let hook = step.hook_compute.get();
+        let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + hook + host;
         let exposed = (gpu_end - compute - self.tp_comm - pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
@@ -1428,7 +1429,7 @@ impl StepPlan {
             memory_ms: ms(l.memory),
             launch_ms: ms(l.launch) + host * 1e3,
             measured_ms: ms(l.measured),
-            ddp_copies_ms: (copies + step.hook_compute) * 1e3,
+            ddp_copies_ms: (copies + hook) * 1e3,
             optimizer_ms: optimizer * 1e3,
             exposed_comm_ms: exposed * 1e3,
             skew_wait_ms: 0.0,

@@ -1069,7 +1069,7 @@ pub(crate) fn plan_stages(
             (s > 0 || op.chunk > 0).then_some((back, Group::Pipeline(back)))
         }
     };
-    let send = |s: usize, op: PipeOp, after: Option<f64>| {
+    let send = |s: usize, op: PipeOp, after: Option<Secs>| {
         send_to(s, op).map(|(to, group)| Work::Send {
             group,
             bytes: p2p_bytes,
@@ -1097,7 +1097,7 @@ pub(crate) fn plan_stages(
                 work.extend(recv(s, op));
                 work.push(Work::Mark);
                 if i + 1 == order.len() {
-                    work.extend(send(s, op, Some(dur(s, op))));
+                    work.extend(send(s, op, Some(Secs::new(dur(s, op)))));
                     break;
                 }
                 work.push(Work::Run { secs: Secs::new(dur(s, op)), name: None, grad: None });
@@ -1147,7 +1147,7 @@ pub(crate) fn plan_stages(
         // The last backward: its send leaves as its compute would end alone.
         before.extend(recv(s, last.op));
         before.push(Work::Mark);
-        before.extend(send(s, last.op, Some(dur(s, last.op))));
+        before.extend(send(s, last.op, Some(Secs::new(dur(s, last.op)))));
         // The last backward, layer by layer: the other chunks' gradients are complete.
         let mut lt = t.lt.clone();
         for i in 0..lt.bwd.len() {

@@ -140,8 +140,8 @@ pub(crate) enum Work {
         to: usize,
         /// What it sends: the output of this op.
         op: PipeOp,
-        /// Seconds from now it leaves, the compute stream going on; `None`: now, blocking.
-        after: Option<f64>,
+        /// How long from now it leaves, the compute stream going on; `None`: now, blocking.
+        after: Option<Secs>,
     },
     /// Records the time it is reached ([`Timeline::marks`]).
     Mark,
@@ -279,13 +279,13 @@ pub(crate) struct Timeline {
     /// Output.
     pub spans: Vec<Span>,
     pub rows: Vec<BucketRow>,
-    /// Collective time before the backward (the buffer broadcast) and in it, s.
-    pub comm_before: f64,
-    pub comm: f64,
-    /// Hook compute, s.
-    pub hook_compute: f64,
-    /// Time the compute stream idled on [`Work::Until`], s.
-    pub idle: f64,
+    /// Collective time before the backward (the buffer broadcast) and in it.
+    pub comm_before: Secs,
+    pub comm: Secs,
+    /// Hook compute.
+    pub hook_compute: Secs,
+    /// Time the compute stream idled on [`Work::Until`] and [`Work::Recv`].
+    pub idle: Secs,
     /// When the last item ended.
     pub end: Option<Secs>,
     /// When it started.
@@ -327,10 +327,10 @@ impl Timeline {
             waiting: None,
             spans: Vec::new(),
             rows: Vec::new(),
-            comm_before: 0.0,
-            comm: 0.0,
-            hook_compute: 0.0,
-            idle: 0.0,
+            comm_before: Secs::ZERO,
+            comm: Secs::ZERO,
+            hook_compute: Secs::ZERO,
+            idle: Secs::ZERO,
             end: None,
             t0: 0.0,
             got: Default::default(),
@@ -550,7 +550,7 @@ impl Timeline {
                     if let Some(Work::Until { name, .. }) = self.work.pop_front()
                         && now > self.began
                     {
-                        self.idle += now - self.began;
+                        self.idle += Secs::new(now - self.began);
                         let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
                         self.spans.push(Span::compute("wait", name, start_ms, end_ms));
                     }
@@ -568,7 +568,7 @@ impl Timeline {
                     if let Some(Work::Recv { name, .. }) = self.work.pop_front()
                         && now > self.began
                     {
-                        self.idle += now - self.began;
+                        self.idle += Secs::new(now - self.began);
                         let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
                         self.spans.push(Span::compute("wait", name, start_ms, end_ms));
                     }
@@ -580,7 +580,7 @@ impl Timeline {
                     if let Some(Work::Send { group, bytes, dtype, to, op, .. }) =
                         self.work.pop_front()
                     {
-                        let h = io.hold(Secs::new(now), Secs::new(after));
+                        let h = io.hold(Secs::new(now), after);
                         self.detached.insert(h, Detached::Delayed { group, bytes, dtype, to, op });
                     }
                     self.begin(now);
@@ -776,9 +776,9 @@ impl Timeline {
         span.start_ms = r.started * 1e3;
         span.end_ms = (r.started + d) * 1e3;
         match r.batch.ops[r.op] {
-            Op::Hold { .. } => self.hook_compute += d,
-            Op::Coll { .. } if r.batch.early => self.comm_before += d,
-            Op::Coll { .. } => self.comm += d,
+            Op::Hold { .. } => self.hook_compute += Secs::new(d),
+            Op::Coll { .. } if r.batch.early => self.comm_before += Secs::new(d),
+            Op::Coll { .. } => self.comm += Secs::new(d),
         }
         r.op += 1;
         if r.op < r.batch.ops.len() {
@@ -837,7 +837,7 @@ mod tests {
         run_alone(&mut t, Secs::new(0.0), &coll(0.5));
         assert!((t.end.unwrap().get() - 2.1).abs() < 1e-12, "{:?}", t.end);
         assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
-        assert_eq!((t.comm, t.hook_compute), (0.5, 1.0));
+        assert_eq!((t.comm.get(), t.hook_compute.get()), (0.5, 1.0));
     }
 
     #[test]
