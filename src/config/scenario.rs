@@ -291,7 +291,7 @@ fn ddp_workload(
         CommHook, ComputeRate, DdpSpec as Spec, InputRate, PowerSgdOptions,
     };
     use crate::workload::memory::{Optimizer, OptimizerImpl};
-    use crate::workload::models::{self, Layer, MemoryWork, Model, tensor};
+    use crate::workload::models;
     let grad_dtype = match &w.grad_dtype {
         Some(d) => src.check("workload.grad_dtype", d, |d| match DataType::parse(d) {
             Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
@@ -309,233 +309,7 @@ fn ddp_workload(
         .as_ref()
         .and_then(|p| p.get_ref().tp.as_ref())
         .map_or(1, |t| (*t.get_ref()).clamp(1, 1 << 16) as u64);
-    // The specification a [workload.model] table gives, kept to build the model again at
-    // another tensor-parallel degree (a plan's `tp`) where that pads its vocabulary otherwise.
-    let mut written = None;
-    let model = match (&w.model, &w.layer) {
-        (Some(m), None) => match m.get_ref() {
-            super::raw::RawModel::Name(name) => {
-                models::preset(name, seq, grad_dtype).ok_or_else(|| {
-                    src.error_at(
-                        m.span().start,
-                        format!(
-                            "workload.model: unknown model {name:?} (presets: {}; or give a [workload.model] table, or [[workload.layer]] tables)",
-                            models::PRESETS.join(", ")
-                        ),
-                    )
-                })?
-            }
-            super::raw::RawModel::Spec(spec) => {
-                let (model, spec) = model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?;
-                written = Some(spec);
-                model
-            }
-        },
-        (None, Some(layers)) if !layers.is_empty() => {
-            let mut out = Vec::new();
-            for (i, l) in layers.iter().enumerate() {
-                let f = |k: &str| format!("workload.layer[{i}].{k}");
-                let nonneg = |field: &str, v: &Spanned<f64>, what: &str, most: f64| {
-                    src.check(&f(field), v, |&g| {
-                        if g.is_finite() && (0.0..=most).contains(&g) {
-                            Ok(g)
-                        } else {
-                            Err(format!("must be {what}, 0 to {most:e} (got {g})"))
-                        }
-                    })
-                };
-                // An hour of one layer's pass, or an exaFLOP per sample (a thousand times GPT-3's
-                // whole forward pass at 2,048 tokens): past either, a unit is mistaken.
-                let (hour_ms, most_gflops) = (crate::workload::calls::MAX_ENTRY_US * 1e-3, 1e9);
-                let (gflops, times) = match (&l.fwd_gflops, &l.fwd_ms) {
-                    (Some(g), None) => {
-                        if let Some(b) = &l.bwd_ms {
-                            // The backward pass of a FLOP-given layer is twice its forward.
-                            return Err(src.error_at(
-                                b.span().start,
-                                format!(
-                                    "{}: goes with fwd_ms; a layer given as fwd_gflops takes twice its forward FLOPs backward",
-                                    f("bwd_ms")
-                                ),
-                            ));
-                        }
-                        (nonneg("fwd_gflops", g, "GFLOP per sample", most_gflops)?, None)
-                    }
-                    (None, Some(t)) => {
-                        let fwd = nonneg("fwd_ms", t, "ms per micro-batch", hour_ms)? * 1e-3;
-                        let bwd = match &l.bwd_ms {
-                            Some(b) => nonneg("bwd_ms", b, "ms per micro-batch", hour_ms)? * 1e-3,
-                            None => 2.0 * fwd,
-                        };
-                        (0.0, Some((fwd, bwd)))
-                    }
-                    _ => {
-                        return Err(src.error_at(
-                            l.name.span().start,
-                            format!(
-                                "{}: give fwd_gflops (per sample) or fwd_ms (per micro-batch; bwd_ms defaults to 2 x fwd_ms), one of them",
-                                f("fwd_gflops")
-                            ),
-                        ));
-                    }
-                };
-                let dtype = match &l.dtype {
-                    Some(d) => Some(src.check(&f("dtype"), d, |d| match DataType::parse(d) {
-                        Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
-                        _ => Err(format!("{d:?}: gradients are float, half or bfloat16")),
-                    })?),
-                    None => None,
-                };
-                let tensors = src.check(&f("params"), &l.params, |shapes| {
-                    shapes
-                        .iter()
-                        .enumerate()
-                        .map(|(k, shape)| {
-                            if shape.is_empty() || shape.iter().any(|&d| d < 1) {
-                                return Err(format!("tensor {k}: a shape is a list of positive dimensions (got {shape:?})"));
-                            }
-                            let rows = shape[0] as u64;
-                            let cols = shape[1..]
-                                .iter()
-                                .try_fold(1u64, |p, &d| p.checked_mul(d as u64))
-                                .filter(|&c| rows.checked_mul(c).is_some_and(|n| n <= MAX_TENSOR_PARAMS));
-                            let Some(cols) = cols else {
-                                return Err(format!("tensor {k}: {shape:?} holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"));
-                            };
-                            let mut t = tensor(format!("{}.{k}", l.name.get_ref()), rows, cols);
-                            t.dtype = dtype;
-                            Ok(t)
-                        })
-                        .collect::<Result<Vec<_>, String>>()
-                })?;
-                let act_bytes = match &l.activations {
-                    Some(a) => src
-                        .check(&f("activations"), a, |q| q.parse_with(Bytes::parse))?
-                        .get() as f64,
-                    None => 0.0,
-                };
-                let bytes = |field: &str, q: &Option<Spanned<super::RawQuantity>>| {
-                    q.as_ref()
-                        .map(|q| src.check(&f(field), q, |q| q.parse_with(Bytes::parse)))
-                        .transpose()
-                        .map(|b| b.map(|b| b.get() as f64))
-                };
-                // A measured layer's times already hold its memory-bound work and launches.
-                if times.is_some() {
-                    let given = [
-                        ("fwd_memory", l.fwd_memory.as_ref().map(|q| q.span().start)),
-                        ("bwd_memory", l.bwd_memory.as_ref().map(|q| q.span().start)),
-                        ("kernels", l.kernels.as_ref().map(|k| k.span().start)),
-                        ("gemms", l.gemms.as_ref().map(|k| k.span().start)),
-                    ];
-                    if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
-                        return Err(src.error_at(
-                            at,
-                            format!(
-                                "{}: a layer given as measured fwd_ms already includes its memory-bound work and launches; give it with fwd_gflops instead",
-                                f(key)
-                            ),
-                        ));
-                    }
-                }
-                let fwd_mem = bytes("fwd_memory", &l.fwd_memory)?.unwrap_or(0.0);
-                let bwd_mem = bytes("bwd_memory", &l.bwd_memory)?.unwrap_or(2.0 * fwd_mem);
-                let kernels = match &l.kernels {
-                    Some(k) => src.check(&f("kernels"), k, |&n| {
-                        if (0..=1 << 20).contains(&n) {
-                            Ok(n as u32)
-                        } else {
-                            Err(format!("must be 0 to {} launches (got {n})", 1 << 20))
-                        }
-                    })?,
-                    None => 0,
-                };
-                // One FLOP-bound kernel forward unless told otherwise (none without FLOPs).
-                let gemms = match &l.gemms {
-                    Some(k) => src.check(&f("gemms"), k, |&n| {
-                        if (0..=i64::from(kernels)).contains(&n) {
-                            Ok(n as u32)
-                        } else {
-                            Err(format!(
-                                "must be 0 to the layer's kernels ({kernels}): FLOP-bound kernels among its launches (got {n})"
-                            ))
-                        }
-                    })?,
-                    None => u32::from(gflops > 0.0 && kernels > 0),
-                };
-                out.push(Layer {
-                    name: l.name.get_ref().clone(),
-                    tensors,
-                    fwd_macs: gflops * 1e9 / 2.0,
-                    times,
-                    act_bytes,
-                    transient_bytes: 0.0,
-                    memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels)
-                        .with_gemms(gemms, 2 * gemms),
-                    parallel: None,
-                });
-            }
-            Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 }
-        }
-        (Some(m), Some(_)) => {
-            return Err(src.error_at(
-                m.span().start,
-                "workload.model: give a preset or [[workload.layer]] tables, not both",
-            ));
-        }
-        _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
-    };
-    if let (Some(a), Some(super::raw::RawModel::Spec(spec))) =
-        (&w.attention, w.model.as_ref().map(Spanned::get_ref))
-        && spec.attention.is_some()
-    {
-        return Err(src.error_at(
-            a.span().start,
-            "workload.attention: the [workload.model] table gives its attention; give it once",
-        ));
-    }
-    let model = match &w.attention {
-        Some(a) => {
-            let attention = src.check("workload.attention", a, |a| {
-                models::Attention::parse(a)
-                    .ok_or_else(|| format!("{a:?}: {}", models::Attention::NAMES))
-            })?;
-            if let Some(spec) = &mut written {
-                spec.attention = attention;
-            }
-            let name = model.name.clone();
-            models::with_attention(model, attention).ok_or_else(|| {
-                src.error_at(
-                    a.span().start,
-                    format!(
-                        "workload.attention: the model {name:?} has no attention heads modelled (the GPT-2-style and Llama-family presets have them)"
-                    ),
-                )
-            })?
-        }
-        None => model,
-    };
-    let unfused = model.layers.iter().any(|l| {
-        l.parallel.is_some_and(|p| {
-            p.attention == models::Attention::Unfused
-                && matches!(p.role, models::TpRole::Block { .. })
-        })
-    });
-    if let (true, Some(m)) = (unfused, &w.mfu) {
-        return Err(src.error_at(
-            m.span().start,
-            "workload.mfu: with attention = \"unfused\" the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
-        ));
-    }
-    let total = model.tensors().try_fold(0u64, |sum, t| sum.checked_add(t.numel));
-    if total.is_none_or(|n| n > MAX_TENSOR_PARAMS) {
-        return Err(src.error(format!(
-            "workload.layer: the model holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"
-        )));
-    }
-    if model.params() == 0 {
-        return Err(src.error("workload.layer: the model has no parameters"));
-    }
+    let (model, written) = workload_model(src, w, seq, grad_dtype, tp_hint)?;
     let micro_batch = match &w.micro_batch {
         Some(b) => positive(src, "workload.micro_batch", b, MAX_MICRO_BATCH as i64)? as u64,
         None => return Err(missing(src, "micro_batch", "samples per GPU per step")),
@@ -1126,6 +900,255 @@ fn checkpointing(
         ));
     }
     Ok(Some(c))
+}
+
+/// The model a workload gives (a preset, a `[workload.model]` table or `[[workload.layer]]`
+/// tables) with the attention `workload.attention` names, checked; and the `[workload.model]`
+/// specification it was built from, kept to build it again at another tensor-parallel degree
+/// (a plan's `tp`) where that pads its vocabulary otherwise.
+fn workload_model(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    seq: Option<u64>,
+    grad_dtype: DataType,
+    tp_hint: u64,
+) -> Result<(crate::workload::models::Model, Option<crate::workload::spec::ModelSpec>), ConfigError>
+{
+    use crate::workload::models;
+    let mut written = None;
+    let model = match (&w.model, &w.layer) {
+        (Some(m), None) => match m.get_ref() {
+            super::raw::RawModel::Name(name) => {
+                models::preset(name, seq, grad_dtype).ok_or_else(|| {
+                    src.error_at(
+                        m.span().start,
+                        format!(
+                            "workload.model: unknown model {name:?} (presets: {}; or give a [workload.model] table, or [[workload.layer]] tables)",
+                            models::PRESETS.join(", ")
+                        ),
+                    )
+                })?
+            }
+            super::raw::RawModel::Spec(spec) => {
+                let (model, spec) = model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?;
+                written = Some(spec);
+                model
+            }
+        },
+        (None, Some(layers)) if !layers.is_empty() => custom_layers(src, layers, grad_dtype)?,
+        (Some(m), Some(_)) => {
+            return Err(src.error_at(
+                m.span().start,
+                "workload.model: give a preset or [[workload.layer]] tables, not both",
+            ));
+        }
+        _ => return Err(missing(src, "model", "a preset name, or [[workload.layer]] tables")),
+    };
+    if let (Some(a), Some(super::raw::RawModel::Spec(spec))) =
+        (&w.attention, w.model.as_ref().map(Spanned::get_ref))
+        && spec.attention.is_some()
+    {
+        return Err(src.error_at(
+            a.span().start,
+            "workload.attention: the [workload.model] table gives its attention; give it once",
+        ));
+    }
+    let model = match &w.attention {
+        Some(a) => {
+            let attention = src.check("workload.attention", a, |a| {
+                models::Attention::parse(a)
+                    .ok_or_else(|| format!("{a:?}: {}", models::Attention::NAMES))
+            })?;
+            if let Some(spec) = &mut written {
+                spec.attention = attention;
+            }
+            let name = model.name.clone();
+            models::with_attention(model, attention).ok_or_else(|| {
+                src.error_at(
+                    a.span().start,
+                    format!(
+                        "workload.attention: the model {name:?} has no attention heads modelled (the GPT-2-style and Llama-family presets have them)"
+                    ),
+                )
+            })?
+        }
+        None => model,
+    };
+    let unfused = model.layers.iter().any(|l| {
+        l.parallel.is_some_and(|p| {
+            p.attention == models::Attention::Unfused
+                && matches!(p.role, models::TpRole::Block { .. })
+        })
+    });
+    if let (true, Some(m)) = (unfused, &w.mfu) {
+        return Err(src.error_at(
+            m.span().start,
+            "workload.mfu: with attention = \"unfused\" the GEMM rate would be solved to keep this utilisation, making the GEMMs faster instead of the step slower; give efficiency or tflops",
+        ));
+    }
+    let total = model.tensors().try_fold(0u64, |sum, t| sum.checked_add(t.numel));
+    if total.is_none_or(|n| n > MAX_TENSOR_PARAMS) {
+        return Err(src.error(format!(
+            "workload.layer: the model holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"
+        )));
+    }
+    if model.params() == 0 {
+        return Err(src.error("workload.layer: the model has no parameters"));
+    }
+    Ok((model, written))
+}
+
+/// `[[workload.layer]]` tables: a model of the layers they give, checked.
+fn custom_layers(
+    src: &Source<'_>,
+    layers: &[super::raw::RawLayer],
+    grad_dtype: DataType,
+) -> Result<crate::workload::models::Model, ConfigError> {
+    use crate::workload::models::{Layer, MemoryWork, Model, tensor};
+    let mut out = Vec::new();
+    for (i, l) in layers.iter().enumerate() {
+        let f = |k: &str| format!("workload.layer[{i}].{k}");
+        let nonneg = |field: &str, v: &Spanned<f64>, what: &str, most: f64| {
+            src.check(&f(field), v, |&g| {
+                if g.is_finite() && (0.0..=most).contains(&g) {
+                    Ok(g)
+                } else {
+                    Err(format!("must be {what}, 0 to {most:e} (got {g})"))
+                }
+            })
+        };
+        // An hour of one layer's pass, or an exaFLOP per sample (a thousand times GPT-3's
+        // whole forward pass at 2,048 tokens): past either, a unit is mistaken.
+        let (hour_ms, most_gflops) = (crate::workload::calls::MAX_ENTRY_US * 1e-3, 1e9);
+        let (gflops, times) = match (&l.fwd_gflops, &l.fwd_ms) {
+            (Some(g), None) => {
+                if let Some(b) = &l.bwd_ms {
+                    // The backward pass of a FLOP-given layer is twice its forward.
+                    return Err(src.error_at(
+                        b.span().start,
+                        format!(
+                            "{}: goes with fwd_ms; a layer given as fwd_gflops takes twice its forward FLOPs backward",
+                            f("bwd_ms")
+                        ),
+                    ));
+                }
+                (nonneg("fwd_gflops", g, "GFLOP per sample", most_gflops)?, None)
+            }
+            (None, Some(t)) => {
+                let fwd = nonneg("fwd_ms", t, "ms per micro-batch", hour_ms)? * 1e-3;
+                let bwd = match &l.bwd_ms {
+                    Some(b) => nonneg("bwd_ms", b, "ms per micro-batch", hour_ms)? * 1e-3,
+                    None => 2.0 * fwd,
+                };
+                (0.0, Some((fwd, bwd)))
+            }
+            _ => {
+                return Err(src.error_at(
+                    l.name.span().start,
+                    format!(
+                        "{}: give fwd_gflops (per sample) or fwd_ms (per micro-batch; bwd_ms defaults to 2 x fwd_ms), one of them",
+                        f("fwd_gflops")
+                    ),
+                ));
+            }
+        };
+        let dtype = match &l.dtype {
+            Some(d) => Some(src.check(&f("dtype"), d, |d| match DataType::parse(d) {
+                Some(t @ (DataType::Float | DataType::Half | DataType::Bfloat16)) => Ok(t),
+                _ => Err(format!("{d:?}: gradients are float, half or bfloat16")),
+            })?),
+            None => None,
+        };
+        let tensors = src.check(&f("params"), &l.params, |shapes| {
+            shapes
+                .iter()
+                .enumerate()
+                .map(|(k, shape)| {
+                    if shape.is_empty() || shape.iter().any(|&d| d < 1) {
+                        return Err(format!("tensor {k}: a shape is a list of positive dimensions (got {shape:?})"));
+                    }
+                    let rows = shape[0] as u64;
+                    let cols = shape[1..]
+                        .iter()
+                        .try_fold(1u64, |p, &d| p.checked_mul(d as u64))
+                        .filter(|&c| rows.checked_mul(c).is_some_and(|n| n <= MAX_TENSOR_PARAMS));
+                    let Some(cols) = cols else {
+                        return Err(format!("tensor {k}: {shape:?} holds more than {MAX_TENSOR_PARAMS} parameters, larger than any model's"));
+                    };
+                    let mut t = tensor(format!("{}.{k}", l.name.get_ref()), rows, cols);
+                    t.dtype = dtype;
+                    Ok(t)
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })?;
+        let act_bytes = match &l.activations {
+            Some(a) => {
+                src.check(&f("activations"), a, |q| q.parse_with(Bytes::parse))?.get() as f64
+            }
+            None => 0.0,
+        };
+        let bytes = |field: &str, q: &Option<Spanned<super::RawQuantity>>| {
+            q.as_ref()
+                .map(|q| src.check(&f(field), q, |q| q.parse_with(Bytes::parse)))
+                .transpose()
+                .map(|b| b.map(|b| b.get() as f64))
+        };
+        // A measured layer's times already hold its memory-bound work and launches.
+        if times.is_some() {
+            let given = [
+                ("fwd_memory", l.fwd_memory.as_ref().map(|q| q.span().start)),
+                ("bwd_memory", l.bwd_memory.as_ref().map(|q| q.span().start)),
+                ("kernels", l.kernels.as_ref().map(|k| k.span().start)),
+                ("gemms", l.gemms.as_ref().map(|k| k.span().start)),
+            ];
+            if let Some((key, Some(at))) = given.into_iter().find(|g| g.1.is_some()) {
+                return Err(src.error_at(
+                    at,
+                    format!(
+                        "{}: a layer given as measured fwd_ms already includes its memory-bound work and launches; give it with fwd_gflops instead",
+                        f(key)
+                    ),
+                ));
+            }
+        }
+        let fwd_mem = bytes("fwd_memory", &l.fwd_memory)?.unwrap_or(0.0);
+        let bwd_mem = bytes("bwd_memory", &l.bwd_memory)?.unwrap_or(2.0 * fwd_mem);
+        let kernels = match &l.kernels {
+            Some(k) => src.check(&f("kernels"), k, |&n| {
+                if (0..=1 << 20).contains(&n) {
+                    Ok(n as u32)
+                } else {
+                    Err(format!("must be 0 to {} launches (got {n})", 1 << 20))
+                }
+            })?,
+            None => 0,
+        };
+        // One FLOP-bound kernel forward unless told otherwise (none without FLOPs).
+        let gemms = match &l.gemms {
+            Some(k) => src.check(&f("gemms"), k, |&n| {
+                if (0..=i64::from(kernels)).contains(&n) {
+                    Ok(n as u32)
+                } else {
+                    Err(format!(
+                        "must be 0 to the layer's kernels ({kernels}): FLOP-bound kernels among its launches (got {n})"
+                    ))
+                }
+            })?,
+            None => u32::from(gflops > 0.0 && kernels > 0),
+        };
+        out.push(Layer {
+            name: l.name.get_ref().clone(),
+            tensors,
+            fwd_macs: gflops * 1e9 / 2.0,
+            times,
+            act_bytes,
+            transient_bytes: 0.0,
+            memory: MemoryWork::new(fwd_mem, bwd_mem, kernels, 2 * kernels)
+                .with_gemms(gemms, 2 * gemms),
+            parallel: None,
+        });
+    }
+    Ok(Model { name: "custom".into(), layers: out, grad_dtype, buffer_bytes: 0 })
 }
 
 /// `[workload.model]`: a transformer's specification (`workload::spec`), from a preset's
