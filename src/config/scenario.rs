@@ -338,68 +338,7 @@ fn ddp_workload(
             }
         })
     };
-    // A rate as a fraction of the nominal one (of the peak, of the fastest rank): at least
-    // MIN_RATE_FRACTION, below which a GPU does not train but has failed.
-    let rate_fraction = |field: &str, v: &Spanned<f64>| {
-        src.check(field, v, |&x| {
-            if x.is_finite() && (MIN_RATE_FRACTION..=1.0).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!("must be a fraction in [{MIN_RATE_FRACTION}, 1] (got {x}); below it a GPU has failed rather than slowed"))
-            }
-        })
-    };
-    if let (Some(e), Some(m)) = (&w.efficiency, &w.mfu) {
-        let at = e.span().start.max(m.span().start);
-        return Err(src.error_at(
-            at,
-            "workload.mfu: give efficiency (the GEMMs' fraction of the peak) or mfu (the whole forward and backward's), not both",
-        ));
-    }
-    let efficiency = w.efficiency.as_ref().map(|e| ("workload.efficiency", e, false));
-    let fraction_of_peak = efficiency.or(w.mfu.as_ref().map(|m| ("workload.mfu", m, true)));
-    // With only `precision`: the GPU generation's default compute model, whose host and
-    // per-GEMM times apply where launch_us and gemm_fixed_us are not given.
-    let mut compute_default = None;
-    let rate = match (&w.tflops, &w.precision, fraction_of_peak) {
-        (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
-            if x.is_finite() && (MIN_TFLOPS..=MAX_TFLOPS).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!(
-                    "must be TFLOP/s one GPU sustains, {MIN_TFLOPS} to {MAX_TFLOPS} (got {x})"
-                ))
-            }
-        })?),
-        (None, Some(p), Some((field, e, mfu))) => {
-            let precision = known_precision(src, p, node)?;
-            let x = rate_fraction(field, e)?;
-            if mfu {
-                ComputeRate::Mfu { precision, mfu: x }
-            } else {
-                ComputeRate::Peak { precision, efficiency: x }
-            }
-        }
-        (Some(t), _, _) => {
-            return Err(src.error_at(
-                t.span().start,
-                "workload.tflops: give either tflops or precision (alone for the GPU generation's default compute model, or with efficiency or mfu)",
-            ));
-        }
-        (None, Some(p), None) => {
-            let precision = known_precision(src, p, node)?;
-            let d = crate::workload::compute::default_for(node.gpu.model.sm);
-            compute_default = Some(d);
-            ComputeRate::Peak { precision, efficiency: d.efficiency }
-        }
-        _ => {
-            return Err(missing(
-                src,
-                "precision",
-                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8: the GPU generation's default compute model, or with efficiency or mfu), or tflops",
-            ));
-        }
-    };
+    let (rate, compute_default) = compute_rate(src, w, node)?;
     let rate_field = |field: &str, v: &Spanned<f64>| {
         src.check(field, v, |&x| {
             if x.is_finite() && x >= 1e-3 {
@@ -458,7 +397,7 @@ fn ddp_workload(
         straggler_speed: w
             .straggler_speed
             .as_ref()
-            .map(|v| rate_fraction("workload.straggler_speed", v))
+            .map(|v| rate_fraction(src, "workload.straggler_speed", v))
             .transpose()?
             .unwrap_or(1.0),
     };
@@ -623,6 +562,82 @@ fn ddp_workload(
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// A rate as a fraction of the nominal one (of the peak, of the fastest rank): at least
+/// MIN_RATE_FRACTION, below which a GPU does not train but has failed.
+fn rate_fraction(src: &Source<'_>, field: &str, v: &Spanned<f64>) -> Result<f64, ConfigError> {
+    src.check(field, v, |&x| {
+        if x.is_finite() && (MIN_RATE_FRACTION..=1.0).contains(&x) {
+            Ok(x)
+        } else {
+            Err(format!("must be a fraction in [{MIN_RATE_FRACTION}, 1] (got {x}); below it a GPU has failed rather than slowed"))
+        }
+    })
+}
+
+/// A workload's compute rate (`tflops`; `precision` with `efficiency` or `mfu`, or alone
+/// for the GPU generation's default compute model, which it also returns: its host and
+/// per-GEMM times apply where `launch_us` and `gemm_fixed_us` are not given).
+fn compute_rate(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    node: &NodeSpec,
+) -> Result<
+    (crate::workload::ddp::ComputeRate, Option<crate::workload::compute::ComputeDefault>),
+    ConfigError,
+> {
+    use crate::workload::ddp::ComputeRate;
+    if let (Some(e), Some(m)) = (&w.efficiency, &w.mfu) {
+        let at = e.span().start.max(m.span().start);
+        return Err(src.error_at(
+            at,
+            "workload.mfu: give efficiency (the GEMMs' fraction of the peak) or mfu (the whole forward and backward's), not both",
+        ));
+    }
+    let efficiency = w.efficiency.as_ref().map(|e| ("workload.efficiency", e, false));
+    let fraction_of_peak = efficiency.or(w.mfu.as_ref().map(|m| ("workload.mfu", m, true)));
+    let mut compute_default = None;
+    let rate = match (&w.tflops, &w.precision, fraction_of_peak) {
+        (Some(t), None, None) => ComputeRate::Tflops(src.check("workload.tflops", t, |&x| {
+            if x.is_finite() && (MIN_TFLOPS..=MAX_TFLOPS).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "must be TFLOP/s one GPU sustains, {MIN_TFLOPS} to {MAX_TFLOPS} (got {x})"
+                ))
+            }
+        })?),
+        (None, Some(p), Some((field, e, mfu))) => {
+            let precision = known_precision(src, p, node)?;
+            let x = rate_fraction(src, field, e)?;
+            if mfu {
+                ComputeRate::Mfu { precision, mfu: x }
+            } else {
+                ComputeRate::Peak { precision, efficiency: x }
+            }
+        }
+        (Some(t), _, _) => {
+            return Err(src.error_at(
+                t.span().start,
+                "workload.tflops: give either tflops or precision (alone for the GPU generation's default compute model, or with efficiency or mfu)",
+            ));
+        }
+        (None, Some(p), None) => {
+            let precision = known_precision(src, p, node)?;
+            let d = crate::workload::compute::default_for(node.gpu.model.sm);
+            compute_default = Some(d);
+            ComputeRate::Peak { precision, efficiency: d.efficiency }
+        }
+        _ => {
+            return Err(missing(
+                src,
+                "precision",
+                "the compute rate: precision (fp32, tf32, fp16, bf16, fp8: the GPU generation's default compute model, or with efficiency or mfu), or tflops",
+            ));
+        }
+    };
+    Ok((rate, compute_default))
 }
 
 /// `workload.precision`, one the GPU library gives the GPU a peak for.
