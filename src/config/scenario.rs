@@ -287,9 +287,7 @@ fn ddp_workload(
     node: &NodeSpec,
     kind: &str,
 ) -> Result<DdpSpec, ConfigError> {
-    use crate::workload::ddp::{
-        CommHook, ComputeRate, DdpSpec as Spec, InputRate, PowerSgdOptions,
-    };
+    use crate::workload::ddp::{ComputeRate, DdpSpec as Spec};
     use crate::workload::memory::{Optimizer, OptimizerImpl};
     use crate::workload::models;
     let grad_dtype = match &w.grad_dtype {
@@ -339,38 +337,7 @@ fn ddp_workload(
         })
     };
     let (rate, compute_default) = compute_rate(src, w, node)?;
-    let rate_field = |field: &str, v: &Spanned<f64>| {
-        src.check(field, v, |&x| {
-            if x.is_finite() && x >= 1e-3 {
-                Ok(x)
-            } else {
-                Err(format!("must be a number of samples per second, at least 0.001 (got {x})"))
-            }
-        })
-    };
-    let input = match &w.input {
-        None => None,
-        Some(i) => match (&i.get_ref().gpu_samples_per_s, &i.get_ref().node_samples_per_s) {
-            (Some(g), None) => {
-                Some(InputRate::PerGpu(rate_field("workload.input.gpu_samples_per_s", g)?))
-            }
-            (None, Some(n)) => {
-                Some(InputRate::PerNode(rate_field("workload.input.node_samples_per_s", n)?))
-            }
-            (Some(_), Some(n)) => {
-                return Err(src.error_at(
-                    n.span().start,
-                    "workload.input.node_samples_per_s: give gpu_samples_per_s (each GPU's loader) or node_samples_per_s (the node's, shared by its GPUs), not both",
-                ));
-            }
-            (None, None) => {
-                return Err(src.error_at(
-                    i.span().start,
-                    "workload.input: give gpu_samples_per_s or node_samples_per_s (the data loader's samples per second)",
-                ));
-            }
-        },
-    };
+    let input = input_rate(src, w)?;
     let optional = |field: &str, v: &Option<Spanned<f64>>, lo_open: bool| {
         v.as_ref().map(|v| fraction(field, v, lo_open)).transpose()
     };
@@ -430,35 +397,7 @@ fn ddp_workload(
         })?),
         None => None,
     };
-    let rank = match &d.powersgd_rank {
-        Some(r) => positive(src, "workload.ddp.powersgd_rank", r, 1 << 16)? as u64,
-        None => 1,
-    };
-    let error_feedback = d.error_feedback.unwrap_or(true);
-    let warm_start = d.warm_start.unwrap_or(true);
-    // PowerSGDState's default, and its rule: with error feedback or warm start the start must
-    // come after DDP's bucket rebuild at iteration 1.
-    let start_iter = match &d.powersgd_start_iter {
-        Some(v) => src.check("workload.ddp.powersgd_start_iter", v, |&n| {
-            if n < 0 {
-                Err(format!("must be at least 0 (got {n})"))
-            } else if n <= 1 && (error_feedback || warm_start) {
-                Err(format!(
-                    "{n}: with error_feedback or warm_start PyTorch requires it to be above 1 (buckets are rebuilt at iteration 1)"
-                ))
-            } else {
-                Ok(n as u64)
-            }
-        })?,
-        None => 1000,
-    };
-    let hook = match &d.comm_hook {
-        Some(h) => src.check("workload.ddp.comm_hook", h, |h| {
-            let o = PowerSgdOptions { rank, error_feedback, warm_start, start_iter };
-            CommHook::parse(h, o).ok_or_else(|| format!("unknown hook {h:?} ({})", CommHook::NAMES))
-        })?,
-        None => CommHook::None,
-    };
+    let hook = comm_hook(src, d)?;
     let precision = rate.precision().map(str::to_string);
     let checkpointing = checkpointing(src, w, &model)?;
     let mut parallel = parallel_layout(src, w, kind)?;
@@ -638,6 +577,83 @@ fn compute_rate(
         }
     };
     Ok((rate, compute_default))
+}
+
+/// `[workload.ddp]`'s communication hook, with PowerSGD's options (PowerSGDState's defaults).
+fn comm_hook(
+    src: &Source<'_>,
+    d: &super::raw::RawDdp,
+) -> Result<crate::workload::ddp::CommHook, ConfigError> {
+    use crate::workload::ddp::{CommHook, PowerSgdOptions};
+    let rank = match &d.powersgd_rank {
+        Some(r) => positive(src, "workload.ddp.powersgd_rank", r, 1 << 16)? as u64,
+        None => 1,
+    };
+    let error_feedback = d.error_feedback.unwrap_or(true);
+    let warm_start = d.warm_start.unwrap_or(true);
+    // PowerSGDState's default, and its rule: with error feedback or warm start the start must
+    // come after DDP's bucket rebuild at iteration 1.
+    let start_iter = match &d.powersgd_start_iter {
+        Some(v) => src.check("workload.ddp.powersgd_start_iter", v, |&n| {
+            if n < 0 {
+                Err(format!("must be at least 0 (got {n})"))
+            } else if n <= 1 && (error_feedback || warm_start) {
+                Err(format!(
+                    "{n}: with error_feedback or warm_start PyTorch requires it to be above 1 (buckets are rebuilt at iteration 1)"
+                ))
+            } else {
+                Ok(n as u64)
+            }
+        })?,
+        None => 1000,
+    };
+    Ok(match &d.comm_hook {
+        Some(h) => src.check("workload.ddp.comm_hook", h, |h| {
+            let o = PowerSgdOptions { rank, error_feedback, warm_start, start_iter };
+            CommHook::parse(h, o).ok_or_else(|| format!("unknown hook {h:?} ({})", CommHook::NAMES))
+        })?,
+        None => CommHook::None,
+    })
+}
+
+/// `[workload.input]`: the data loader's rate, per GPU or per node.
+fn input_rate(
+    src: &Source<'_>,
+    w: &RawWorkload,
+) -> Result<Option<crate::workload::ddp::InputRate>, ConfigError> {
+    use crate::workload::ddp::InputRate;
+    let rate_field = |field: &str, v: &Spanned<f64>| {
+        src.check(field, v, |&x| {
+            if x.is_finite() && x >= 1e-3 {
+                Ok(x)
+            } else {
+                Err(format!("must be a number of samples per second, at least 0.001 (got {x})"))
+            }
+        })
+    };
+    Ok(match &w.input {
+        None => None,
+        Some(i) => match (&i.get_ref().gpu_samples_per_s, &i.get_ref().node_samples_per_s) {
+            (Some(g), None) => {
+                Some(InputRate::PerGpu(rate_field("workload.input.gpu_samples_per_s", g)?))
+            }
+            (None, Some(n)) => {
+                Some(InputRate::PerNode(rate_field("workload.input.node_samples_per_s", n)?))
+            }
+            (Some(_), Some(n)) => {
+                return Err(src.error_at(
+                    n.span().start,
+                    "workload.input.node_samples_per_s: give gpu_samples_per_s (each GPU's loader) or node_samples_per_s (the node's, shared by its GPUs), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(src.error_at(
+                    i.span().start,
+                    "workload.input: give gpu_samples_per_s or node_samples_per_s (the data loader's samples per second)",
+                ));
+            }
+        },
+    })
 }
 
 /// `workload.precision`, one the GPU library gives the GPU a peak for.
