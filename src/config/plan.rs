@@ -445,119 +445,8 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     // The first instance's workload error, which is the plan's if every instance has one.
     let mut first_error: Option<ConfigError> = None;
 
-    let objective = {
-        let o = raw.objective.as_ref();
-        let minimise = match o.and_then(|o| o.minimise.as_ref()) {
-            Some(m) => src.check("objective.minimise", m, |m| match m.as_str() {
-                "cost" => Ok(Minimise::Cost),
-                "time" => Ok(Minimise::Time),
-                _ => Err(format!("unknown objective {m:?} (cost, time)")),
-            })?,
-            None => Minimise::Cost,
-        };
-        let throughput = match o.and_then(|o| o.throughput.as_ref()) {
-            Some(t) => Some(src.check("objective.throughput", t, |&x| {
-                if x.is_finite() && x > 0.0 {
-                    Ok(x)
-                } else {
-                    Err(format!("must be a positive number of samples/s (got {x})"))
-                }
-            })?),
-            None => None,
-        };
-        let deadline_h = match o.and_then(|o| o.deadline.as_ref()) {
-            Some(d) => Some(src.check("objective.deadline", d, |d| hours(d))?),
-            None => None,
-        };
-        let budget_usd = match o.and_then(|o| o.budget.as_ref()) {
-            Some(b) => Some(src.check("objective.budget", b, |b| usd(b, "USD"))?),
-            None => None,
-        };
-        let budget_usd_per_hour = match o.and_then(|o| o.budget_per_hour.as_ref()) {
-            Some(b) => Some(src.check("objective.budget_per_hour", b, |b| usd(b, "USD/h"))?),
-            None => None,
-        };
-        let max_nodes = match o.and_then(|o| o.max_nodes.as_ref()) {
-            Some(m) => Some(positive(&src, "objective.max_nodes", m, 1 << 20)?),
-            None => None,
-        };
-        let pricing = match o.and_then(|o| o.pricing.as_ref()) {
-            Some(p) => src.check("objective.pricing", p, |p| match p.as_str() {
-                "on_demand" => Ok(Pricing::OnDemand),
-                "spot" => Ok(Pricing::Spot),
-                _ => Err(format!("unknown pricing {p:?} (on_demand, spot)")),
-            })?,
-            None => Pricing::OnDemand,
-        };
-        Objective {
-            minimise,
-            throughput,
-            deadline_h,
-            budget_usd,
-            budget_usd_per_hour,
-            max_nodes,
-            pricing,
-        }
-    };
-
-    // Per-instance overrides, checked before the instances they name.
-    let mut overrides: BTreeMap<String, Override> = BTreeMap::new();
-    for (name, inst) in raw.instance.iter().flatten() {
-        let i = inst.get_ref();
-        let f = |k: &str| format!("instance.{name}.{k}");
-        let price = |v: &S<String>, k: &str| src.check(&f(k), v, |t| usd(t, "USD/h"));
-        if let (Some(_), Some(h)) = (&i.on_demand, &i.hourly) {
-            return Err(src.error_at(
-                h.span().start,
-                format!(
-                    "{}: give on_demand (a cloud price) or hourly (an amortised cost), not both",
-                    f("hourly")
-                ),
-            ));
-        }
-        let opt_price =
-            |v: &Option<S<String>>, k: &str| v.as_ref().map(|v| price(v, k)).transpose();
-        let on_demand = opt_price(&i.on_demand, "on_demand")?;
-        let hourly = opt_price(&i.hourly, "hourly")?;
-        let spot = opt_price(&i.spot, "spot")?;
-        let date = match &i.date {
-            Some(d) => {
-                Some(src.check(&f("date"), d, |d| super::check_date(d).map(|()| d.clone()))?)
-            }
-            None => None,
-        };
-        let priced = on_demand.is_some() || hourly.is_some() || spot.is_some();
-        let source = match (priced, &i.source, date) {
-            (true, Some(s), Some(d)) => format!("{s} ({d})"),
-            (true, None, _) => {
-                return Err(src.error_at(inst.span().start, format!("{}: a price needs its source (a price page, or how the amortised cost was worked out)", f("source"))));
-            }
-            (true, Some(_), None) => {
-                return Err(src.error_at(
-                    inst.span().start,
-                    format!("{}: a price needs the date it was read (\"2025-06\")", f("date")),
-                ));
-            }
-            (false, Some(_), _) | (false, None, Some(_)) => {
-                return Err(src.error_at(
-                    inst.span().start,
-                    format!("instance.{name}: source and date go with a price (on_demand, spot or hourly)"),
-                ));
-            }
-            (false, None, None) => String::new(),
-        };
-        let base = match (on_demand, hourly) {
-            (Some(p), _) => Some((p, format!("on-demand: {source}"))),
-            (None, Some(p)) => Some((p, format!("amortised: {source}"))),
-            _ => None,
-        };
-        let spot = spot.map(|p| (p, format!("spot: {source}")));
-        let compact = match &i.compact_max_nodes {
-            Some(m) => Some(positive(&src, &f("compact_max_nodes"), m, MAX_NODES as i64)?),
-            None => None,
-        };
-        overrides.insert(name.clone(), Override { base, spot, compact });
-    }
+    let objective = objective(&src, &raw)?;
+    let mut overrides = instance_overrides(&src, &raw)?;
 
     let compact_max_nodes = match &c.compact_max_nodes {
         Some(m) => Some(positive(&src, "candidates.compact_max_nodes", m, 1 << 20)?),
@@ -750,10 +639,88 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         nccl.retain(|(key, _)| *key != k);
         nccl.push((k, v));
     }
-    // What the workload allows: checked once here, not rejected candidate by candidate.
+    check_workload_knobs(
+        &src,
+        &raw,
+        instances.iter().find_map(|i| i.workload.as_ref().ok()),
+        &amount,
+    )?;
+    let total = [
+        instances.len(),
+        nodes.len(),
+        placements.len(),
+        bucket_cap_mb.len(),
+        comm_hook.len(),
+        nccl_algo.len(),
+        micro_batch.len(),
+        tp.len(),
+        pp.len(),
+        cp.len(),
+    ]
+    .iter()
+    .try_fold(1usize, |a, &n| a.checked_mul(n))
+    .filter(|&n| n <= MAX_CANDIDATES);
+    if total.is_none() {
+        return Err(src.error_at(
+            c.instances.span().start,
+            format!("candidates: more than {MAX_CANDIDATES} combinations; split the plan"),
+        ));
+    }
+    let scenario_text = scenario.as_ref().map_or("", |(_, t)| t.as_str());
+    Ok(PlanSpec {
+        name: file.to_string(),
+        fingerprint: {
+            // The topologies as read (a file edited between shards is another plan).
+            let nodes: Vec<String> = instances.iter().map(|i| format!("{:?}", i.node)).collect();
+            // And the model profile a scenario names, as read.
+            let profile = instances
+                .iter()
+                .find_map(|i| match &i.workload {
+                    Ok(Workload::Ddp(spec)) => spec.profile.as_ref(),
+                    _ => None,
+                })
+                .map(|p| format!("{:?}", p.profile))
+                .unwrap_or_default();
+            let mut parts = vec![text, scenario_text];
+            if !profile.is_empty() {
+                parts.push(profile.as_str());
+            }
+            parts.extend(nodes.iter().map(String::as_str));
+            fingerprint(&parts)
+        },
+        instances,
+        nodes,
+        placements,
+        zones,
+        bucket_cap_mb,
+        comm_hook,
+        nccl_algo,
+        micro_batch,
+        tp,
+        pp,
+        cp,
+        global_batch,
+        amount,
+        objective,
+        nccl,
+        scenario: scenario.as_ref().map(|(f, _)| std::path::PathBuf::from(f)),
+    })
+}
+
+/// What the workload allows the candidates and the amount to train (checked once, not
+/// rejected candidate by candidate): a model profile replays its traced step, a replayed list
+/// of calls cannot be planned, a layout's degrees need a 3-D workload, tokens need a sequence,
+/// a collective trains in steps.
+fn check_workload_knobs(
+    src: &Source<'_>,
+    raw: &RawPlan,
+    workload: Option<&Workload>,
+    amount: &Amount,
+) -> Result<(), ConfigError> {
+    let (c, train) = (&raw.candidates, raw.train.as_ref());
     let span = |v: Option<usize>| v.unwrap_or(0);
     let t_at = |f: fn(&RawTrain) -> Option<usize>| span(train.and_then(f));
-    match instances.iter().find_map(|i| i.workload.as_ref().ok()) {
+    match workload {
         Some(Workload::Ddp(spec)) if let Some(named) = &spec.profile => {
             let p = &named.profile;
             let Some(m) = &p.memory else {
@@ -859,64 +826,127 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         }
         _ => {}
     }
-    let total = [
-        instances.len(),
-        nodes.len(),
-        placements.len(),
-        bucket_cap_mb.len(),
-        comm_hook.len(),
-        nccl_algo.len(),
-        micro_batch.len(),
-        tp.len(),
-        pp.len(),
-        cp.len(),
-    ]
-    .iter()
-    .try_fold(1usize, |a, &n| a.checked_mul(n))
-    .filter(|&n| n <= MAX_CANDIDATES);
-    if total.is_none() {
-        return Err(src.error_at(
-            c.instances.span().start,
-            format!("candidates: more than {MAX_CANDIDATES} combinations; split the plan"),
-        ));
-    }
-    let scenario_text = scenario.as_ref().map_or("", |(_, t)| t.as_str());
-    Ok(PlanSpec {
-        name: file.to_string(),
-        fingerprint: {
-            // The topologies as read (a file edited between shards is another plan).
-            let nodes: Vec<String> = instances.iter().map(|i| format!("{:?}", i.node)).collect();
-            // And the model profile a scenario names, as read.
-            let profile = instances
-                .iter()
-                .find_map(|i| match &i.workload {
-                    Ok(Workload::Ddp(spec)) => spec.profile.as_ref(),
-                    _ => None,
-                })
-                .map(|p| format!("{:?}", p.profile))
-                .unwrap_or_default();
-            let mut parts = vec![text, scenario_text];
-            if !profile.is_empty() {
-                parts.push(profile.as_str());
+    Ok(())
+}
+
+/// `[objective]`: what a plan minimises, its constraints and its pricing.
+fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> {
+    let o = raw.objective.as_ref();
+    let minimise = match o.and_then(|o| o.minimise.as_ref()) {
+        Some(m) => src.check("objective.minimise", m, |m| match m.as_str() {
+            "cost" => Ok(Minimise::Cost),
+            "time" => Ok(Minimise::Time),
+            _ => Err(format!("unknown objective {m:?} (cost, time)")),
+        })?,
+        None => Minimise::Cost,
+    };
+    let throughput = match o.and_then(|o| o.throughput.as_ref()) {
+        Some(t) => Some(src.check("objective.throughput", t, |&x| {
+            if x.is_finite() && x > 0.0 {
+                Ok(x)
+            } else {
+                Err(format!("must be a positive number of samples/s (got {x})"))
             }
-            parts.extend(nodes.iter().map(String::as_str));
-            fingerprint(&parts)
-        },
-        instances,
-        nodes,
-        placements,
-        zones,
-        bucket_cap_mb,
-        comm_hook,
-        nccl_algo,
-        micro_batch,
-        tp,
-        pp,
-        cp,
-        global_batch,
-        amount,
-        objective,
-        nccl,
-        scenario: scenario.as_ref().map(|(f, _)| std::path::PathBuf::from(f)),
+        })?),
+        None => None,
+    };
+    let deadline_h = match o.and_then(|o| o.deadline.as_ref()) {
+        Some(d) => Some(src.check("objective.deadline", d, |d| hours(d))?),
+        None => None,
+    };
+    let budget_usd = match o.and_then(|o| o.budget.as_ref()) {
+        Some(b) => Some(src.check("objective.budget", b, |b| usd(b, "USD"))?),
+        None => None,
+    };
+    let budget_usd_per_hour = match o.and_then(|o| o.budget_per_hour.as_ref()) {
+        Some(b) => Some(src.check("objective.budget_per_hour", b, |b| usd(b, "USD/h"))?),
+        None => None,
+    };
+    let max_nodes = match o.and_then(|o| o.max_nodes.as_ref()) {
+        Some(m) => Some(positive(src, "objective.max_nodes", m, 1 << 20)?),
+        None => None,
+    };
+    let pricing = match o.and_then(|o| o.pricing.as_ref()) {
+        Some(p) => src.check("objective.pricing", p, |p| match p.as_str() {
+            "on_demand" => Ok(Pricing::OnDemand),
+            "spot" => Ok(Pricing::Spot),
+            _ => Err(format!("unknown pricing {p:?} (on_demand, spot)")),
+        })?,
+        None => Pricing::OnDemand,
+    };
+    Ok(Objective {
+        minimise,
+        throughput,
+        deadline_h,
+        budget_usd,
+        budget_usd_per_hour,
+        max_nodes,
+        pricing,
     })
+}
+
+/// `[instance.NAME]` tables: each instance's own prices and compact limit, checked before the
+/// instances they name.
+fn instance_overrides(
+    src: &Source<'_>,
+    raw: &RawPlan,
+) -> Result<BTreeMap<String, Override>, ConfigError> {
+    let mut overrides: BTreeMap<String, Override> = BTreeMap::new();
+    for (name, inst) in raw.instance.iter().flatten() {
+        let i = inst.get_ref();
+        let f = |k: &str| format!("instance.{name}.{k}");
+        let price = |v: &S<String>, k: &str| src.check(&f(k), v, |t| usd(t, "USD/h"));
+        if let (Some(_), Some(h)) = (&i.on_demand, &i.hourly) {
+            return Err(src.error_at(
+                h.span().start,
+                format!(
+                    "{}: give on_demand (a cloud price) or hourly (an amortised cost), not both",
+                    f("hourly")
+                ),
+            ));
+        }
+        let opt_price =
+            |v: &Option<S<String>>, k: &str| v.as_ref().map(|v| price(v, k)).transpose();
+        let on_demand = opt_price(&i.on_demand, "on_demand")?;
+        let hourly = opt_price(&i.hourly, "hourly")?;
+        let spot = opt_price(&i.spot, "spot")?;
+        let date = match &i.date {
+            Some(d) => {
+                Some(src.check(&f("date"), d, |d| super::check_date(d).map(|()| d.clone()))?)
+            }
+            None => None,
+        };
+        let priced = on_demand.is_some() || hourly.is_some() || spot.is_some();
+        let source = match (priced, &i.source, date) {
+            (true, Some(s), Some(d)) => format!("{s} ({d})"),
+            (true, None, _) => {
+                return Err(src.error_at(inst.span().start, format!("{}: a price needs its source (a price page, or how the amortised cost was worked out)", f("source"))));
+            }
+            (true, Some(_), None) => {
+                return Err(src.error_at(
+                    inst.span().start,
+                    format!("{}: a price needs the date it was read (\"2025-06\")", f("date")),
+                ));
+            }
+            (false, Some(_), _) | (false, None, Some(_)) => {
+                return Err(src.error_at(
+                    inst.span().start,
+                    format!("instance.{name}: source and date go with a price (on_demand, spot or hourly)"),
+                ));
+            }
+            (false, None, None) => String::new(),
+        };
+        let base = match (on_demand, hourly) {
+            (Some(p), _) => Some((p, format!("on-demand: {source}"))),
+            (None, Some(p)) => Some((p, format!("amortised: {source}"))),
+            _ => None,
+        };
+        let spot = spot.map(|p| (p, format!("spot: {source}")));
+        let compact = match &i.compact_max_nodes {
+            Some(m) => Some(positive(src, &f("compact_max_nodes"), m, MAX_NODES as i64)?),
+            None => None,
+        };
+        overrides.insert(name.clone(), Override { base, spot, compact });
+    }
+    Ok(overrides)
 }
