@@ -593,39 +593,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     let cp = degree("candidates.cp", &c.cp)?;
 
     let train = raw.train.as_ref();
-    let amount = match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
-        Some((Some(s), None, None)) => Amount::Samples(src.check("train.samples", s, |&x| {
-            if x.is_finite() && (1.0..=1e18).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!("must be a number of samples from 1 to 1e18 (got {x})"))
-            }
-        })?),
-        Some((None, Some(t), None)) => Amount::Tokens(src.check("train.tokens", t, |&x| {
-            if x.is_finite() && (1.0..=1e18).contains(&x) {
-                Ok(x)
-            } else {
-                Err(format!("must be a number of tokens from 1 to 1e18 (got {x})"))
-            }
-        })?),
-        Some((None, None, Some(n))) => {
-            Amount::Steps(positive(&src, "train.steps", n, 1_000_000_000_000)? as u64)
-        }
-        Some((None, None, None)) | None => {
-            return Err(src.error("train: missing how much to train (samples, tokens or steps), for time and cost to train"));
-        }
-        Some(_) => {
-            let at = train
-                .and_then(|t| {
-                    t.steps
-                        .as_ref()
-                        .map(|x| x.span().start)
-                        .or(t.tokens.as_ref().map(|x| x.span().start))
-                })
-                .unwrap_or(0);
-            return Err(src.error_at(at, "train: give one of samples, tokens, steps"));
-        }
-    };
+    let amount = train_amount(&src, train)?;
     let global_batch = match train.and_then(|t| t.global_batch.as_ref()) {
         Some(g) => Some(positive(&src, "train.global_batch", g, 1 << 40)? as u64),
         None => None,
@@ -704,6 +672,43 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         objective,
         nccl,
         scenario: scenario.as_ref().map(|(f, _)| std::path::PathBuf::from(f)),
+    })
+}
+
+/// `[train]`: how much to train, in samples, tokens or steps (one of them).
+fn train_amount(src: &Source<'_>, train: Option<&RawTrain>) -> Result<Amount, ConfigError> {
+    Ok(match train.map(|t| (&t.samples, &t.tokens, &t.steps)) {
+        Some((Some(s), None, None)) => Amount::Samples(src.check("train.samples", s, |&x| {
+            if x.is_finite() && (1.0..=1e18).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be a number of samples from 1 to 1e18 (got {x})"))
+            }
+        })?),
+        Some((None, Some(t), None)) => Amount::Tokens(src.check("train.tokens", t, |&x| {
+            if x.is_finite() && (1.0..=1e18).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("must be a number of tokens from 1 to 1e18 (got {x})"))
+            }
+        })?),
+        Some((None, None, Some(n))) => {
+            Amount::Steps(positive(src, "train.steps", n, 1_000_000_000_000)? as u64)
+        }
+        Some((None, None, None)) | None => {
+            return Err(src.error("train: missing how much to train (samples, tokens or steps), for time and cost to train"));
+        }
+        Some(_) => {
+            let at = train
+                .and_then(|t| {
+                    t.steps
+                        .as_ref()
+                        .map(|x| x.span().start)
+                        .or(t.tokens.as_ref().map(|x| x.span().start))
+                })
+                .unwrap_or(0);
+            return Err(src.error_at(at, "train: give one of samples, tokens, steps"));
+        }
     })
 }
 
