@@ -194,8 +194,14 @@ pub fn simulate_ddp_shared(
     if !scenario.jobs.is_empty() {
         return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
     }
-    if scenario.ddp().is_none() {
+    let Some(spec) = scenario.ddp() else {
         return Err(Error::Step("the scenario's workload is a sweep, not a training step".into()));
+    };
+    // The shared network runs each step at its typical rank's pace, as [[job]]s do.
+    if !spec.skew.is_none() {
+        return Err(Error::Field(
+            "workload: rank skew and stragglers (rank_skew_cv, straggler_speed, rank_speeds) are not modelled with --comms shared; drop one or the other".into(),
+        ));
     }
     let job = workload::jobs::JobSpec {
         name: "step".into(),

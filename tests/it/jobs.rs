@@ -614,3 +614,14 @@ fn one_step_can_run_in_the_shared_network() {
         &["--comms: a --sweep times each point's step alone"],
     );
 }
+
+#[test]
+fn a_skewed_step_is_refused_in_the_shared_network_rather_than_run_without_its_straggler() {
+    // The shared network runs a step at its typical rank's pace; a straggler's step there
+    // would come out faster than the same step with each call timed alone.
+    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/resnet50-straggler-dgx-a100-8node.toml");
+    fails_with(
+        &["simulate", p, "--comms", "shared"],
+        &["resnet50-straggler-dgx-a100-8node.toml", "not modelled with --comms shared"],
+    );
+}
