@@ -258,7 +258,11 @@ pub fn read(
     // All-reduce, broadcast, reduce and sendrecv count the whole message; the others per rank.
     let whole = matches!(
         coll,
-        Collective::AllReduce | Collective::Broadcast | Collective::Reduce | Collective::SendRecv
+        Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::SendRecv
+            | Collective::Send { .. }
     );
     if let Some(r) = test.rows.first()
         && let Some(d) = DataType::parse(&r.dtype)

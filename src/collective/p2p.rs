@@ -1,4 +1,5 @@
-//! Point-to-point: SendRecv (each rank to the next) and AllToAll (each rank to every other),
+//! Point-to-point: SendRecv (each rank to the next), Send (one way, no wrap) and AllToAll (each
+//! rank to every other),
 //! with NCCL's p2p channels and chunks (`nccl-model.md` §3.9).
 //!
 //! Every peer pair moves its bytes over `channels` flows on its route — NVLink or PCIe inside a
@@ -63,6 +64,8 @@ fn pairs(coll: Collective, n: usize) -> Vec<(usize, usize)> {
         Collective::AllToAll => {
             (0..n).flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d))).collect()
         }
+        Collective::Send { back: false } => (1..n).map(|s| (s - 1, s)).collect(),
+        Collective::Send { back: true } => (1..n).map(|s| (s, s - 1)).collect(),
         _ => (0..n).map(|s| (s, (s + 1) % n)).collect(),
     }
 }

@@ -364,7 +364,7 @@ impl Family for OneRank {
         _: StepCost,
     ) -> (Box<dyn Algorithm>, Proto, usize) {
         let (p, c, serial) = match call.coll {
-            Collective::AllToAll | Collective::SendRecv => {
+            Collective::AllToAll | Collective::SendRecv | Collective::Send { .. } => {
                 let (p, c) = p2p::shape(call);
                 (p, c, call.params.p2p_peer.times(p2p::rounds(call.coll, 1)))
             }
@@ -507,7 +507,7 @@ fn family(call: &Call<'_>) -> &'static dyn Family {
         return &OneRank;
     }
     match (call.coll, call.sel.algo) {
-        (Collective::AllToAll | Collective::SendRecv, _) => &P2p,
+        (Collective::AllToAll | Collective::SendRecv | Collective::Send { .. }, _) => &P2p,
         (_, Algo::Nvls) => &Nvls,
         (_, Algo::Tree | Algo::NvlsTree | Algo::CollNetChain | Algo::CollNetDirect) => &Tree,
         (_, Algo::Pat) => &Pat,
@@ -578,7 +578,7 @@ fn one_rank_copy(call: &Call<'_>) -> Time {
 pub fn near_empty<'a>(call: &Call<'a>) -> Call<'a> {
     let elt = call.elt.get();
     let tiny = match call.coll {
-        Collective::SendRecv => elt,
+        Collective::SendRecv | Collective::Send { .. } => elt,
         _ => (elt * call.comm.nranks() as u64).max(elt),
     };
     Call { bytes: Bytes::new(tiny), ..*call }
@@ -1358,7 +1358,7 @@ pub fn bottleneck(call: &Call<'_>) -> Option<Bottleneck> {
 
 /// Whether `coll` is a point-to-point call, for which NCCL selects no algorithm.
 pub fn is_p2p(coll: Collective) -> bool {
-    matches!(coll, Collective::AllToAll | Collective::SendRecv)
+    matches!(coll, Collective::AllToAll | Collective::SendRecv | Collective::Send { .. })
 }
 
 /// How long each network send or receive keeps a GPU's proxy thread busy: the transport's

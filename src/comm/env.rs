@@ -198,7 +198,7 @@ pub fn nccl_func(coll: super::Collective) -> &'static str {
         C::ReduceScatter => "reducescatter",
         C::Broadcast => "broadcast",
         C::Reduce => "reduce",
-        C::AllToAll | C::SendRecv => "sendrecv",
+        C::AllToAll | C::SendRecv | C::Send { .. } => "sendrecv",
     }
 }
 

@@ -51,6 +51,14 @@ pub enum Collective {
     AllToAll,
     /// SendRecv.
     SendRecv,
+    /// One way from each rank to the next (to the one before, `back`), no wrap: a pipeline
+    /// stage's send to its neighbour on their two-rank group (Megatron's isend of an
+    /// activation or its gradient). Not an nccl-tests test; timed alone, it takes what the
+    /// pair's sendrecv takes (each direction has its own links).
+    Send {
+        /// From the group's second rank to its first.
+        back: bool,
+    },
 }
 
 impl Collective {
@@ -79,6 +87,7 @@ impl Collective {
             Collective::Reduce => "reduce",
             Collective::AllToAll => "alltoall",
             Collective::SendRecv => "sendrecv",
+            Collective::Send { .. } => "send",
         }
     }
 
@@ -90,7 +99,10 @@ impl Collective {
             Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
                 (n - 1.0) / n
             }
-            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+            Collective::Broadcast
+            | Collective::Reduce
+            | Collective::SendRecv
+            | Collective::Send { .. } => 1.0,
         }
     }
 }

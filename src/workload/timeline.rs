@@ -125,7 +125,9 @@ pub(crate) enum Work {
         /// Its span's name.
         name: String,
     },
-    /// Sends `op`'s output to pipeline stage `to` (a point-to-point call on `group`): now,
+    /// Sends `op`'s output to pipeline stage `to` (a one-way point-to-point call on `group`,
+    /// the pair's first rank to its second for a forward's activation, back for a backward's
+    /// gradient): now,
     /// the compute stream waiting for it (Megatron waits for its batched isend/irecv), or,
     /// with `after`, that many seconds from now while the compute stream goes on (a stage's
     /// last backward, whose send leaves as its compute ends).
@@ -440,7 +442,7 @@ impl Timeline {
                 } else if let Some(d) = self.detached.remove(&h) {
                     match d {
                         Detached::Delayed { group, bytes, dtype, to, op } => {
-                            let c = Collective::SendRecv;
+                            let c = Collective::Send { back: !op.fwd };
                             let l = io.launch(Secs::new(now), group, c, Bytes::new(bytes), dtype);
                             self.detached.insert(l.handle, Detached::Posted { to, op });
                         }
@@ -590,7 +592,7 @@ impl Timeline {
                     if self.sending.is_none() =>
                 {
                     let (to, op) = (*to, *op);
-                    let (c, bytes) = (Collective::SendRecv, Bytes::new(*bytes));
+                    let (c, bytes) = (Collective::Send { back: !op.fwd }, Bytes::new(*bytes));
                     let l = io.launch(Secs::new(now), *group, c, bytes, *dtype);
                     self.sending = Some(Sending { handle: l.handle, started: now, to, op });
                     moved = true;

@@ -592,6 +592,18 @@ fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_o
     // stage's gradient copies take longer), so nothing meets and the step is the same.
     let (shared, cached) = (pipeline_job("shared", false), pipeline_job("cached", false));
     assert_eq!(shared, cached);
+    // Two stages and no data parallelism on aws-p4d (a NIC for two GPUs): a stage's
+    // activations go one way and the other's gradients the other, so they never meet, and
+    // the step is the same to the bit.
+    let two_nodes = |policy: &str| {
+        let text = "[cluster]\ntopology = \"aws-p4d\"\nnodes = 2\n[[job]]\nname = \"3d\"\nnodes = 2\n\
+                    [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\n\
+                    micro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\n\
+                    optimizer = \"adam\"\n[job.workload.parallel]\ntp = 8\npp = 2\n";
+        let p = write("pipeline-dp1", text);
+        json(&["simulate", &p, "--comms", policy, "--format", "json"])["jobs"][0]["alone"].clone()
+    };
+    assert_eq!(two_nodes("shared"), two_nodes("cached"));
 }
 
 #[test]
@@ -619,7 +631,8 @@ fn one_step_can_run_in_the_shared_network() {
 fn a_skewed_step_is_refused_in_the_shared_network_rather_than_run_without_its_straggler() {
     // The shared network runs a step at its typical rank's pace; a straggler's step there
     // would come out faster than the same step with each call timed alone.
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/resnet50-straggler-dgx-a100-8node.toml");
+    let p =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/resnet50-straggler-dgx-a100-8node.toml");
     fails_with(
         &["simulate", p, "--comms", "shared"],
         &["resnet50-straggler-dgx-a100-8node.toml", "not modelled with --comms shared"],

@@ -149,6 +149,9 @@ impl Comms for Cached<'_> {
         dtype: DataType,
     ) -> Launched {
         let g = if self.staged { on_stage(g, self.actor) } else { g };
+        // Alone, a one-way send takes what the pair's sendrecv takes (each direction has
+        // links of its own): the timer knows nccl-tests' calls.
+        let c = if let Collective::Send { .. } = c { Collective::SendRecv } else { c };
         let t = (self.coll)(g, c, bytes.get(), dtype);
         let handle = self.seq as u32;
         self.push(now + t.secs, Event::Done(handle));
