@@ -479,9 +479,10 @@ impl super::step::Fabric for Network<'_, '_> {
     }
 }
 
-/// The most steps a job runs while another's first step has not ended: far beyond any pair
-/// of steps the caller lets run side by side.
-const MAX_STEPS: u32 = 1_000_000;
+/// The most steps a job runs while another's first step has not ended: ten times the most the
+/// caller lets run side by side (steps at most a thousandfold apart), so that a step that
+/// never ends costs seconds, not hours.
+const MAX_STEPS: u32 = 10_000;
 
 /// Runs every job's step in one network over `links` that carries `load` throughout: all start
 /// at time zero, each collective is posted when its NCCL stream reaches it and shares every
