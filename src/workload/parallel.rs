@@ -936,8 +936,97 @@ pub(crate) fn act_dtype(spec: &DdpSpec) -> DataType {
     }
 }
 
+/// A stage's times: per layer compute and collectives, per chunk forward and backward, s.
+struct Timed {
+    spec: DdpSpec,
+    lt: LayerTimes,
+    /// Per layer: tensor-parallel collectives forward, backward; recompute (its forward
+    /// and its collectives).
+    tpf: Vec<f64>,
+    tpb: Vec<f64>,
+    rec: Vec<f64>,
+    rec_tp: Vec<f64>,
+    fwd: Vec<f64>,
+    bwd: Vec<f64>,
+}
+
+/// Stage `st` of `spec` under `layout` timed on `gpu`, its collectives by `coll`: each layer's
+/// compute and tensor-, expert- and context-parallel collectives (what overlapping leaves
+/// exposed), its recomputation, and each chunk's forward and backward.
+fn time_stage(
+    spec: &DdpSpec,
+    layout: &Layout,
+    gpu: &GpuFacts,
+    coll: &GroupTimer<'_>,
+    st: &Stage,
+) -> Timed {
+    let (v, act) = (layout.virtual_stages, act_dtype(spec));
+    let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
+        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs.get()).sum()
+    };
+    let stage_spec = DdpSpec {
+        model: st.model.clone(),
+        parallel: None,
+        broadcast_buffers: false,
+        bucket_cap: if layout.overlap_grad_reduce { spec.bucket_cap } else { Some(u64::MAX) },
+        ..spec.clone()
+    };
+    let lt = layer_times_from(&stage_spec, gpu, !st.first);
+    let n = st.model.layers.len();
+    let (mut tpf, mut tpb, mut rec, mut rec_tp) =
+        (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    for (i, l) in st.model.layers.iter().enumerate() {
+        let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
+        let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
+        tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
+        tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
+        if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
+            let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
+            let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs.get();
+            let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
+            let sms = gpu.multiprocessors;
+            (tpf[i], tpb[i]) =
+                tp_overlapped(&shape, layout.tp, spec.micro_batch, gpu.flops, sms, pair);
+        }
+        if let Some(shape) = l.parallel.filter(|_| layout.cp > 1 && is_block(l)) {
+            // One rank's keys and values of its part of the sequence, and its
+            // attention's GEMM time (the scores of its queries against every key).
+            let (cp, head_dim) = (layout.cp as u64, shape.head_dim);
+            let kv_bytes =
+                spec.micro_batch * shape.tokens * 2 * shape.kv_heads * head_dim * act.size();
+            let macs =
+                2.0 * (shape.tokens * shape.tokens * cp) as f64 * (shape.heads * head_dim) as f64;
+            // Under fp8 the attention stays 16-bit.
+            let rate = gpu.sixteen_bit_flops.unwrap_or(gpu.flops);
+            let attn = 2.0 * macs * spec.micro_batch as f64 / rate;
+            let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
+            let (f, b) = cp_exposed(
+                layout.cp,
+                attn,
+                step(kv_bytes).secs.get(),
+                step(2 * kv_bytes).secs.get(),
+            );
+            tpf[i] += f;
+            tpb[i] += b;
+        }
+        if layout.recompute && is_block(l) {
+            rec[i] = lt.fwd[i];
+            rec_tp[i] = tpf[i];
+        }
+    }
+    let mut fwd = vec![0.0; v];
+    let mut bwd = vec![0.0; v];
+    for i in 0..n {
+        fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
+        bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
+    }
+    Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd }
+}
+
 /// The step of `spec` laid out as `layout` on `world` ranks, each stage planned, with its
-/// report: the stages' plans are run alone and the slowest one's is the step's.
+/// report: the schedule is the stages run together with each call timed alone by `coll`; the
+/// stages' plans then run together (on that fabric or a shared network) and the slowest one's
+/// is the step's.
 pub(crate) fn plan_stages(
     spec: &DdpSpec,
     layout: &Layout,
@@ -950,93 +1039,8 @@ pub(crate) fn plan_stages(
     let dp = layout.dp(world);
     let act = act_dtype(spec);
     let stages = stages(&spec.model, layout);
-    let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
-        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs.get()).sum()
-    };
-    // Per stage: per layer compute times and collectives, per chunk forward and backward.
-    struct Timed {
-        spec: DdpSpec,
-        lt: LayerTimes,
-        /// Per layer: tensor-parallel collectives forward, backward; recompute (its forward
-        /// and its collectives).
-        tpf: Vec<f64>,
-        tpb: Vec<f64>,
-        rec: Vec<f64>,
-        rec_tp: Vec<f64>,
-        fwd: Vec<f64>,
-        bwd: Vec<f64>,
-    }
-    let timed: Vec<Timed> = stages
-        .iter()
-        .map(|st| {
-            let stage_spec = DdpSpec {
-                model: st.model.clone(),
-                parallel: None,
-                broadcast_buffers: false,
-                bucket_cap: if layout.overlap_grad_reduce {
-                    spec.bucket_cap
-                } else {
-                    Some(u64::MAX)
-                },
-                ..spec.clone()
-            };
-            let lt = layer_times_from(&stage_spec, gpu, !st.first);
-            let n = st.model.layers.len();
-            let (mut tpf, mut tpb, mut rec, mut rec_tp) =
-                (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
-            for (i, l) in st.model.layers.iter().enumerate() {
-                let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
-                let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
-                tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
-                tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
-                if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
-                    let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
-                    let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs.get();
-                    let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
-                    let sms = gpu.multiprocessors;
-                    (tpf[i], tpb[i]) =
-                        tp_overlapped(&shape, layout.tp, spec.micro_batch, gpu.flops, sms, pair);
-                }
-                if let Some(shape) = l.parallel.filter(|_| layout.cp > 1 && is_block(l)) {
-                    // One rank's keys and values of its part of the sequence, and its
-                    // attention's GEMM time (the scores of its queries against every key).
-                    let (cp, head_dim) = (layout.cp as u64, shape.head_dim);
-                    let kv_bytes = spec.micro_batch
-                        * shape.tokens
-                        * 2
-                        * shape.kv_heads
-                        * head_dim
-                        * act.size();
-                    let macs = 2.0
-                        * (shape.tokens * shape.tokens * cp) as f64
-                        * (shape.heads * head_dim) as f64;
-                    // Under fp8 the attention stays 16-bit.
-                    let rate = gpu.sixteen_bit_flops.unwrap_or(gpu.flops);
-                    let attn = 2.0 * macs * spec.micro_batch as f64 / rate;
-                    let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
-                    let (f, b) = cp_exposed(
-                        layout.cp,
-                        attn,
-                        step(kv_bytes).secs.get(),
-                        step(2 * kv_bytes).secs.get(),
-                    );
-                    tpf[i] += f;
-                    tpb[i] += b;
-                }
-                if layout.recompute && is_block(l) {
-                    rec[i] = lt.fwd[i];
-                    rec_tp[i] = tpf[i];
-                }
-            }
-            let mut fwd = vec![0.0; v];
-            let mut bwd = vec![0.0; v];
-            for i in 0..n {
-                fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
-                bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
-            }
-            Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd }
-        })
-        .collect();
+    let timed: Vec<Timed> =
+        stages.iter().map(|st| time_stage(spec, layout, gpu, coll, st)).collect();
     // Activations (forward) and their gradients (backward) between stages.
     let shape = spec.model.layers.iter().find_map(|l| l.parallel);
     let per_sample = shape.map_or(0, |s| s.hidden * s.tokens);
