@@ -46,8 +46,8 @@ pub mod version;
 pub mod workload;
 
 pub use sim::{
-    CollCache, Error, GroupKey, JobOutcome, JobRun, build, check_ranks, export_calls, job_calls,
-    profile_mismatch, simulate, simulate_ddp, simulate_ddp_cached, simulate_ddp_with_links,
-    simulate_jobs, simulate_jobs_with, simulate_with,
+    CollCache, Error, GroupKey, JobOutcome, JobRun, PlacementError, build, check_ranks,
+    export_calls, job_calls, profile_mismatch, simulate, simulate_ddp, simulate_ddp_cached,
+    simulate_ddp_shared, simulate_ddp_with_links, simulate_jobs, simulate_jobs_with, simulate_with,
 };
 pub use workload::KERNEL_LAUNCH_SECS;

@@ -273,7 +273,7 @@ pub(crate) fn simulate(
             None => None,
         };
         let step = match (comms, &trace) {
-            (Some(CommsArg::Shared), _) => collsim::sim::simulate_ddp_shared,
+            (Some(CommsArg::Shared), _) => collsim::simulate_ddp_shared,
             (_, Some(_)) => collsim::simulate_ddp_with_links,
             (_, None) => collsim::simulate_ddp,
         };

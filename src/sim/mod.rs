@@ -17,6 +17,30 @@ use crate::hw::{self, Cluster};
 use crate::workload::sweep::{Row, SweepError};
 use crate::{comm, units, workload};
 
+/// Why a scenario's nodes cannot be laid out: one line each.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlacementError {
+    /// More ranks than collsim simulates.
+    #[error("{0}")]
+    Ranks(String),
+    /// The topology's fabric does not hold this many nodes.
+    #[error("{topology}: {reason} (with {nodes} nodes)")]
+    Fabric {
+        /// The topology, as the scenario names it ("topology dgx-h100", or its file).
+        topology: String,
+        /// Why not.
+        reason: String,
+        /// The scenario's node count.
+        nodes: usize,
+    },
+    /// The scenario's placement groups do not cover its nodes as they must.
+    #[error("{0}")]
+    Groups(String),
+    /// A `[[background]]` names a node the cluster does not have.
+    #[error("{0}")]
+    Background(String),
+}
+
 /// Any error the library reports; each displays as one line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
@@ -33,8 +57,8 @@ pub enum Error {
     #[error(transparent)]
     Sweep(#[from] SweepError),
     /// The placement or the network does not fit the cluster's node count.
-    #[error("{0}")]
-    Placement(String),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
     /// The training step cannot be simulated, for a reason about the run as a whole (its kind,
     /// its GPU's library entry, its process groups): the message is complete.
     #[error("{0}")]
@@ -102,17 +126,17 @@ pub fn profile_mismatch(profile: &TimingParams, s: &Scenario) -> Option<String> 
 /// Every node of the scenario's cluster with `gpus_per_node` GPUs used on each, on its
 /// network and placement.
 fn machine(scenario: &Scenario, env: &NcclEnv, gpus_per_node: usize) -> Result<Cluster, Error> {
-    check_ranks(scenario.nodes, gpus_per_node).map_err(Error::Placement)?;
+    check_ranks(scenario.nodes, gpus_per_node).map_err(PlacementError::Ranks)?;
     hw::fabric::check(&scenario.node, scenario.nodes).map_err(|e| {
         // The fabric is the topology's, the node count the scenario's (or --nodes): name both.
         let topology = match &scenario.topology {
             config::TopologySource::Preset(name) => format!("topology {name}"),
             config::TopologySource::File(path) => path.display().to_string(),
         };
-        Error::Placement(format!("{topology}: {e} (with {} nodes)", scenario.nodes))
+        PlacementError::Fabric { topology, reason: e, nodes: scenario.nodes }
     })?;
-    let placement =
-        scenario.placement.resolve(&scenario.node, scenario.nodes).map_err(Error::Placement)?;
+    let placement = (scenario.placement.resolve(&scenario.node, scenario.nodes))
+        .map_err(PlacementError::Groups)?;
     Ok(Cluster::with_network(
         &scenario.node,
         scenario.nodes,
@@ -137,7 +161,7 @@ fn summary(comm: &Communicator, env: &NcclEnv) -> CommSummary {
 fn background(scenario: &Scenario, machine: &Cluster) -> Result<Vec<Load>, Error> {
     let mut out = Vec::new();
     for b in &scenario.background {
-        b.check(scenario.nodes).map_err(Error::Placement)?;
+        b.check(scenario.nodes).map_err(PlacementError::Background)?;
         out.extend(b.loads(machine));
     }
     Ok(out)
