@@ -239,20 +239,20 @@ pub(crate) struct SharedStep<'a> {
     pub policy: super::step::Policy,
 }
 
-/// Steady forms registered on a shared network, by step (job and stage), group, copy (0 the
-/// group's own, then its siblings) and call, with their labels.
-type Forms = std::collections::BTreeMap<
-    (
-        usize,
-        Option<usize>,
-        super::parallel::Group,
-        usize,
-        crate::collective::Collective,
-        u64,
-        super::DataType,
-    ),
-    (crate::collective::FormId, &'static str),
->;
+/// A call of a step on a shared network: its step (job and stage), group, copy (0 the group's
+/// own, then its siblings), collective, bytes and element type.
+type CallKey = (
+    usize,
+    Option<usize>,
+    super::parallel::Group,
+    usize,
+    crate::collective::Collective,
+    u64,
+    super::DataType,
+);
+
+/// Steady forms registered on a shared network, by call, with their labels.
+type Forms = std::collections::BTreeMap<CallKey, (crate::collective::FormId, &'static str)>;
 
 /// The owner recorded for a sibling group's copy of a call: it loads the links, and nothing
 /// waits for it.
@@ -274,20 +274,10 @@ struct Posting<'n, 'a> {
     timed: &'n mut Timed,
 }
 
-/// Calls timed alone (with their group's copies) on a shared network, keyed as [`Forms`]:
-/// their time, algorithm, protocol and channels.
-type Timed = std::collections::BTreeMap<
-    (
-        usize,
-        Option<usize>,
-        super::parallel::Group,
-        usize,
-        crate::collective::Collective,
-        u64,
-        super::DataType,
-    ),
-    (crate::units::Time, &'static str, &'static str, usize),
->;
+/// Calls timed alone (with their group's copies) on a shared network, by call (copy 0): their
+/// time, algorithm, protocol and channels.
+type Timed =
+    std::collections::BTreeMap<CallKey, (crate::units::Time, &'static str, &'static str, usize)>;
 
 /// Posts `copy` (0 the group's own, then its siblings) of a collective of `step` (job `job`)
 /// on `at` into `net`: its call id, algorithm, protocol and channels.

@@ -549,12 +549,8 @@ impl Timeline {
                     moved = true;
                 }
                 Some(Work::Until { at, .. }) if now >= self.t0 + at.get() => {
-                    if let Some(Work::Until { name, .. }) = self.work.pop_front()
-                        && now > self.began
-                    {
-                        self.idle += Secs::new(now - self.began);
-                        let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
-                        self.spans.push(Span::compute("wait", name, start_ms, end_ms));
+                    if let Some(Work::Until { name, .. }) = self.work.pop_front() {
+                        self.waited(now, name);
                     }
                     self.begin(now);
                     moved = true;
@@ -567,12 +563,8 @@ impl Timeline {
                             self.got.remove(&op);
                         }
                     }
-                    if let Some(Work::Recv { name, .. }) = self.work.pop_front()
-                        && now > self.began
-                    {
-                        self.idle += Secs::new(now - self.began);
-                        let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
-                        self.spans.push(Span::compute("wait", name, start_ms, end_ms));
+                    if let Some(Work::Recv { name, .. }) = self.work.pop_front() {
+                        self.waited(now, name);
                     }
                     self.begin(now);
                     moved = true;
@@ -650,6 +642,16 @@ impl Timeline {
                 io.wake(Secs::new(self.due), self.tag);
             }
             _ => {}
+        }
+    }
+
+    /// A wait for a time or for a neighbour's send ended at `now`: idle time, and a span
+    /// named `name` if it took any.
+    fn waited(&mut self, now: f64, name: String) {
+        if now > self.began {
+            self.idle += Secs::new(now - self.began);
+            let (start_ms, end_ms) = (self.began * 1e3, now * 1e3);
+            self.spans.push(Span::compute("wait", name, start_ms, end_ms));
         }
     }
 
