@@ -111,7 +111,8 @@ pub enum Signal {
     Chain(chain::Ev),
     /// A call timed in closed form has ended (or a step of a stepped call).
     End,
-    /// A ring call's per-step cost has been paid ([`Delayed`]).
+    /// A ring call's per-step cost has been paid ([`Delayed`]), or a call in its steady form
+    /// has reached its time alone.
     Floor,
     /// Flow `i` of a call that starts its flows all at once has finished.
     Flow(u32),
@@ -694,7 +695,8 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
 pub struct Shared {
     sim: Simulation<Token>,
     calls: Vec<Posted>,
-    forms: Vec<(Time, Vec<SteadyFlow>)>,
+    /// Registered steady forms: latency, time alone, flows.
+    forms: Vec<(Time, Time, Vec<SteadyFlow>)>,
     notices: std::collections::VecDeque<(Time, Notice)>,
 }
 
@@ -757,17 +759,18 @@ impl Shared {
                 (self.sim.add_weighted_path(p, &vec![1.0; p.len()], Time::ZERO), *b, *cap)
             })
             .collect();
-        self.forms.push((form.latency, flows));
+        self.forms.push((form.latency, form.whole, flows));
         FormId(self.forms.len() as u32 - 1)
     }
 
     /// Posts a registered call in its steady form now: its latency, then its flows beside
     /// everything else on the network.
     pub fn post_steady(&mut self, form: FormId) -> CallId {
-        let (latency, flows) = self.forms[form.0 as usize].clone();
+        let (latency, whole, flows) = self.forms[form.0 as usize].clone();
         let id = CallId(self.calls.len() as u32);
         let left = flows.len();
-        let mut algo: Box<dyn Algorithm> = Box::new(SteadyRun { latency, flows, left, end: None });
+        let mut algo: Box<dyn Algorithm> =
+            Box::new(SteadyRun { latency, whole, flows, left, due: None, end: None });
         algo.start(&mut Ctx { sim: &mut self.sim, call: id });
         self.calls.push(Posted { algo, done: false });
         id
@@ -834,17 +837,28 @@ impl Shared {
 
 /// A call in its steady form, for a [`Shared`] network: its latency (the same call on an almost
 /// empty buffer: call overhead and per-step latencies), then every steady-state flow at once,
-/// each carrying what it moves at its steady rate over the call's moving time. Alone on the
-/// network every flow keeps its rate and they all end together, at the call's own time; beside
-/// other traffic the flows on shared links slow down and the call ends when its last flow does.
+/// each carrying what it moves at its steady rate over the call's moving time. Beside other
+/// traffic the flows on shared links slow down and the call ends when its last flow does; it
+/// never ends before its own time alone, which is when it ends alone (its flows, a hair short
+/// of their bytes, are done by then), to the picosecond: a call alone in the network takes
+/// exactly what the same call simulated alone takes.
 #[derive(Debug, Clone)]
 pub struct SteadyForm {
     /// The protocol the call runs with.
     pub proto: Proto,
     latency: Time,
+    /// The call's time alone.
+    whole: Time,
     /// Each steady path, the bytes it carries and its cap (wire bytes/s; infinity for none).
     flows: Vec<(Vec<LinkId>, Bytes, f64)>,
 }
+
+/// What a steady form's flows carry of what they move at their steady rates over the moving
+/// time: a billionth short, so that alone they are done within the call's time (a byte's
+/// rounding, and the clock's picosecond, could otherwise end them a few picoseconds after it)
+/// and the call ends at its own time. Under contention the call is a billionth of its moving
+/// time faster than its bytes would make it: a picosecond in a millisecond.
+const STEADY_SHORT: f64 = 1.0 - 1e-9;
 
 impl SteadyForm {
     /// `call`'s steady form (simulated alone, without its load, in its own mode). Its moving
@@ -873,26 +887,32 @@ impl SteadyForm {
         let flows = flows
             .into_iter()
             .zip(rates)
-            .map(|((p, cap), r)| (p, Bytes::new((r * moving).round() as u64), cap))
+            .map(|((p, cap), r)| (p, Bytes::new((r * moving * STEADY_SHORT).floor() as u64), cap))
             .filter(|(_, b, _)| b.get() > 0)
             .collect();
-        SteadyForm { proto: run.proto, latency, flows }
+        SteadyForm { proto: run.proto, latency, whole, flows }
     }
 }
 
 /// A steady form's flow on a [`Shared`] network: its path, bytes and cap (wire bytes/s).
 type SteadyFlow = (PathId, Bytes, f64);
 
-/// A call in its steady form on a [`Shared`] network: its flows start after its latency.
+/// A call in its steady form on a [`Shared`] network: its flows start after its latency, and
+/// it ends when the last is done, or at its time alone (`whole` after it was posted) if that
+/// is later.
 struct SteadyRun {
     latency: Time,
+    whole: Time,
     flows: Vec<SteadyFlow>,
     left: usize,
+    /// When its time alone is up, once posted.
+    due: Option<Time>,
     end: Option<Time>,
 }
 
 impl Algorithm for SteadyRun {
     fn start(&mut self, cx: &mut Ctx<'_>) {
+        self.due = Some(cx.now().saturating_add(self.whole));
         cx.at(cx.now().saturating_add(self.latency), Signal::End);
     }
     fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
@@ -902,10 +922,21 @@ impl Algorithm for SteadyRun {
                     cx.capped_flow(p, b, cap, Signal::Flow(i as u32));
                 }
             }
-            _ => self.left -= 1,
+            Signal::Flow(_) => self.left -= 1,
+            // Its time alone is up (its flows were done before).
+            _ => {}
         }
-        if self.left == 0 {
-            self.end = Some(cx.now());
+        if self.left > 0 || self.end.is_some() {
+            return;
+        }
+        let now = cx.now();
+        match self.due {
+            Some(due) if now < due => {
+                if !matches!(signal, Signal::Floor) {
+                    cx.at(due, Signal::Floor);
+                }
+            }
+            _ => self.end = Some(now),
         }
     }
     fn finished(&self) -> Option<Time> {

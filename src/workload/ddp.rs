@@ -23,7 +23,7 @@ use super::DataType;
 use super::models::Model;
 use super::parallel::{Group, GroupTimer};
 use super::timeline::{Batch, Op, Slowdown, Timeline, Work};
-use crate::units::Secs;
+use crate::units::{Secs, Time};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -816,7 +816,7 @@ pub struct GpuFacts {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CollTime {
     /// How long it takes.
-    pub secs: Secs,
+    pub time: Time,
     /// Algorithm.
     pub algo: &'static str,
     /// Protocol.
@@ -825,6 +825,13 @@ pub struct CollTime {
     pub channels: usize,
     /// The busiest links while it moves its bytes: name and steady-state utilisation (0–1).
     pub links: Vec<(String, f64)>,
+}
+
+impl CollTime {
+    /// How long it takes, in seconds.
+    pub fn secs(&self) -> Secs {
+        Secs::of(self.time)
+    }
 }
 
 /// One bucket of the simulated step.
@@ -1814,7 +1821,7 @@ pub(crate) fn plan_ddp(
     // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
     let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
     let b0 = if broadcast {
-        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs.get()
+        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs().get()
     } else {
         0.0
     };
@@ -2472,7 +2479,7 @@ mod tests {
     /// A collective that takes `per_byte` s per byte plus 10 µs, on 10 channels.
     fn linear_coll(per_byte: f64) -> impl Fn(Collective, u64, DataType) -> CollTime {
         move |_, bytes, _| CollTime {
-            secs: Secs::new(10e-6 + bytes as f64 * per_byte),
+            time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -2660,7 +2667,7 @@ mod tests {
         s.compute_slowdown = None;
         let run = |big_channels: usize| {
             let coll = |_: Collective, bytes: u64, _: DataType| CollTime {
-                secs: Secs::new(10e-6 + bytes as f64 * 1e-10),
+                time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * 1e-10),
                 algo: "RING",
                 proto: "SIMPLE",
                 channels: if bytes > 300 << 20 { big_channels } else { 8 },

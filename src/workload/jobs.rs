@@ -363,14 +363,7 @@ impl super::timeline::Comms for Posting<'_, '_> {
                 self.net.post_timed(crate::units::Time::ZERO, crate::collective::Form::Aggregated);
             self.owners.push(self.job);
             let (algo, proto, links) = ("", "", Vec::new());
-            return super::timeline::Launched {
-                handle: id.0,
-                algo,
-                proto,
-                channels: 0,
-                links,
-                secs: None,
-            };
+            return super::timeline::Launched { handle: id.0, algo, proto, channels: 0, links };
         }
         let what = (group, collective, bytes, dtype);
         let job = (self.job, s);
@@ -398,11 +391,14 @@ impl super::timeline::Comms for Posting<'_, '_> {
         // In a shared network the links' load changes as the jobs' calls come and go: no
         // steady-state figure to give.
         let links = Vec::new();
-        super::timeline::Launched { handle: id.0, algo, proto, channels, links, secs: None }
+        super::timeline::Launched { handle: id.0, algo, proto, channels, links }
     }
 
-    fn hold(&mut self, _now: Secs, d: Secs) -> u32 {
-        let id = self.net.post_timed(d.ceil(), crate::collective::Form::Aggregated);
+    fn hold(&mut self, now: Secs, d: Secs) -> u32 {
+        // Due at the timeline's own end of it, rounded up: holds one after another do not
+        // gather the clock's rounding.
+        let (at, net) = ((now + d).ceil(), self.net.now());
+        let id = self.net.post_timed(at.max(net) - net, crate::collective::Form::Aggregated);
         self.owners.push(self.job);
         id.0
     }

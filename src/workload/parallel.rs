@@ -962,7 +962,7 @@ fn time_stage(
 ) -> Timed {
     let (v, act) = (layout.virtual_stages, act_dtype(spec));
     let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
-        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs.get()).sum()
+        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs().get()).sum()
     };
     let stage_spec = DdpSpec {
         model: st.model.clone(),
@@ -982,7 +982,7 @@ fn time_stage(
         tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
         if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
             let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
-            let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs.get();
+            let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs().get();
             let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
             let sms = gpu.multiprocessors;
             (tpf[i], tpb[i]) =
@@ -1003,8 +1003,8 @@ fn time_stage(
             let (f, b) = cp_exposed(
                 layout.cp,
                 attn,
-                step(kv_bytes).secs.get(),
-                step(2 * kv_bytes).secs.get(),
+                step(kv_bytes).secs().get(),
+                step(2 * kv_bytes).secs().get(),
             );
             tpf[i] += f;
             tpb[i] += b;
@@ -1166,7 +1166,7 @@ pub(crate) fn plan_stages(
         let mut embedding = 0.0;
         if let Some(bytes) = tied_bytes.filter(|_| p > 1 && (s == 0 || s == p - 1)) {
             let dtype = spec.model.grad_dtype;
-            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs.get();
+            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs().get();
             after.push(Work::Run {
                 secs: Secs::new(embedding),
                 name: Some("embedding all_reduce (tied)".into()),
@@ -1357,6 +1357,7 @@ pub(crate) fn stage_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::Time;
 
     #[test]
     fn a_stage_holds_the_micro_batches_it_runs_forward_before_its_first_backward() {
@@ -1388,7 +1389,7 @@ mod tests {
     /// 10 µs plus `per_byte` s a byte, whatever the group.
     fn linear(per_byte: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
         move |_, _, bytes, _| CollTime {
-            secs: Secs::new(10e-6 + bytes as f64 * per_byte),
+            time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -1397,7 +1398,7 @@ mod tests {
     }
 
     fn free(_: Group, _: Collective, _: u64, _: DataType) -> CollTime {
-        CollTime { secs: Secs::ZERO, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
+        CollTime { time: Time::ZERO, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
     }
 
     fn spec(model: Model, k: u64) -> DdpSpec {

@@ -190,8 +190,6 @@ pub struct Launched {
     pub channels: usize,
     /// The busiest links while it moves its bytes (name, utilisation 0–1), when known.
     pub links: Vec<(String, f64)>,
-    /// Its duration, when known at launch.
-    pub secs: Option<Secs>,
 }
 
 /// Where a timeline's collectives run.
@@ -767,7 +765,8 @@ impl Timeline {
                     r.largest = Some((*bytes, l.algo, l.proto));
                 }
                 r.handle = l.handle;
-                r.secs = l.secs.map(Secs::get);
+                // It ends when its completion comes back, on the fabric's clock.
+                r.secs = None;
             }
         }
     }
@@ -803,12 +802,13 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::Time;
     use crate::workload::ddp::CollTime;
     use crate::workload::step::run_alone;
 
     fn coll(secs: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
         move |_, _, _, _| CollTime {
-            secs: Secs::new(secs),
+            time: Time::from_secs_f64_ceil(secs),
             algo: "RING",
             proto: "SIMPLE",
             channels: 1,

@@ -6,9 +6,12 @@ use super::{collsim_ok, scratch};
 const SPINE: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/user/dgx-h100-spine-2to1.toml");
 
-/// Writes a scenario into the scratch directory and returns its path.
+/// Writes a scenario into the scratch directory and returns its path: a directory of its own
+/// for each call (tests run in parallel, and two may write the same tag).
 fn write(tag: &str, text: &str) -> String {
-    let dir = scratch().join(format!("collsim-jobs-{tag}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = scratch().join(format!("collsim-jobs-{tag}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s.toml");
     std::fs::write(&path, text).unwrap();
@@ -370,13 +373,13 @@ fn a_ddp_job_alone_in_the_shared_network_is_the_plain_ddp_step() {
         job.replace("[job.workload]", "[workload]").replace("[job.workload.ddp]", "[workload.ddp]")
     );
     let p = json(&["simulate", &write("ddp-plain", &plain), "--format", "json"]);
-    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
-    let alone = &jobs[0]["alone"];
-    for k in ["iteration_time_ms", "comm_ms", "exposed_comm_ms", "compute_ms"] {
-        let (a, b) = (f(alone, k), f(&p, k));
-        assert!((a - b).abs() <= 1e-6 * b, "{k}: job alone {a}, plain {b}");
+    // Both on the engine's clock, each call ending at its time alone: every figure of the
+    // step equal to the bit (the job lists its timeline, the scenario its memory and more).
+    let alone = jobs[0]["alone"].as_object().unwrap();
+    assert!(alone.len() > 15, "{alone:?}");
+    for (k, v) in alone.iter().filter(|(k, _)| *k != "timeline") {
+        assert_eq!(v, &p[k], "{k}");
     }
-    assert_eq!(alone["buckets"].as_array().unwrap().len(), p["buckets"].as_array().unwrap().len());
 }
 
 #[test]
@@ -541,7 +544,7 @@ fn a_one_rank_job_copies_as_its_one_workload_step_does() {
         p["iteration_time_ms"].as_f64().unwrap(),
     );
     assert!(b > 0.15 + 0.05, "the copy of 256 MiB takes time: {b} ms");
-    assert!((a / b - 1.0).abs() < 1e-6, "job alone {a} ms, one workload {b} ms");
+    assert_eq!(a, b, "job alone, one workload");
 }
 
 /// Issue #45 item 8: at most 64 `[[job]]` tables (1,000 one-node jobs took 5 minutes).
@@ -594,7 +597,9 @@ fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_o
     assert_eq!(shared, cached);
     // Two stages and no data parallelism on aws-p4d (a NIC for two GPUs): a stage's
     // activations go one way and the other's gradients the other, so they never meet, and
-    // the step is the same to the bit.
+    // the step is the same. (To the picosecond, not the bit: each send shares its NICs with
+    // its sibling copies, and where the network's clock rounds their ends depends on what
+    // else happens meanwhile.)
     let two_nodes = |policy: &str| {
         let text = "[cluster]\ntopology = \"aws-p4d\"\nnodes = 2\n[[job]]\nname = \"3d\"\nnodes = 2\n\
                     [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\n\
@@ -603,7 +608,32 @@ fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_o
         let p = write("pipeline-dp1", text);
         json(&["simulate", &p, "--comms", policy, "--format", "json"])["jobs"][0]["alone"].clone()
     };
-    assert_eq!(two_nodes("shared"), two_nodes("cached"));
+    same_to_the_picosecond(&two_nodes("shared"), &two_nodes("cached"), "");
+}
+
+/// Asserts that `a` and `b` are the same but for numbers a picosecond or two apart (in ms, or
+/// a billionth relative).
+fn same_to_the_picosecond(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>(), "{at}");
+            for (k, v) in x {
+                same_to_the_picosecond(v, &y[k], &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}");
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                same_to_the_picosecond(v, w, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 2e-9 + 1e-9 * x.abs(), "{at}: {x} vs {y}");
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
 }
 
 #[test]

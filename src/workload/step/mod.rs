@@ -3,11 +3,16 @@
 //! Two fabrics carry the two ways a call takes its time:
 //!
 //! * [`Cached`]: each collective lasts what a timer of calls timed alone gives it (the cache a
-//!   plan fills once per distinct call), on a clock of seconds: a plain `simulate` of a step.
+//!   plan fills once per distinct call): a plain `simulate` of a step.
 //! * The engine's network ([`super::jobs`]: `[[job]]` scenarios, and `simulate --comms
 //!   shared`): under [`Policy::Shared`] each call's flows join it and share every link by
 //!   max-min with the calls in flight (the step's own, other jobs', the background); under
 //!   [`Policy::Cached`] each call lasts what it takes alone there, with its group's copies.
+//!
+//! Both keep the engine's clock of picoseconds, and a call in its steady form alone in the
+//! network ends at its time alone to the picosecond: a step alone on the network, or with
+//! every call cached, is the step of a plain `simulate` to the bit (where its groups have no
+//! siblings sharing their links, which the two fabrics model differently).
 //!
 //! A 3-D step's pipeline stages are actors of the same loop: a stage's op waits for what the
 //! stage beside it sends ([`Work::Recv`](super::timeline::Work)), and its sends are calls on
@@ -28,7 +33,7 @@ use super::parallel::{Group, GroupTimer, on_stage};
 use super::timeline::{Comms, Event, Launched, Timeline};
 use crate::collective::Collective;
 use crate::comm::CommError;
-use crate::units::{Bytes, Secs};
+use crate::units::{Bytes, Secs, Time};
 use crate::workload::sweep::SweepError;
 
 /// Why a training step cannot be set up on its cluster: one line each.
@@ -109,31 +114,34 @@ fn deliver<F: Fabric>(fabric: &mut F, lines: &mut [Timeline], j: usize, t: Secs)
 }
 
 /// A fabric of timelines whose collectives take the times `coll` gives them (calls timed
-/// alone), on a clock of seconds: pending completions and timers, earliest first, then in the
-/// order they were set. With `staged`, actor `s` is pipeline stage `s` of a 3-D step, whose
-/// data-parallel collectives run on its stage's groups ([`on_stage`]).
+/// alone), on the engine's clock of picoseconds, as the shared network keeps it: a call runs
+/// from the time of the event that set it going, a hold or a timer is due at its end rounded
+/// up. Pending completions and timers come earliest first, then in the order they were set.
+/// With `staged`, actor `s` is pipeline stage `s` of a 3-D step, whose data-parallel
+/// collectives run on its stage's groups ([`on_stage`]).
 pub(crate) struct Cached<'c> {
-    due: BTreeMap<(u64, u64), (Secs, usize, Event)>,
+    due: BTreeMap<(Time, u64), (usize, Event)>,
     seq: u64,
     coll: &'c GroupTimer<'c>,
     staged: bool,
     actor: usize,
+    /// The time of the event being handled.
+    now: Time,
 }
 
 impl<'c> Cached<'c> {
-    /// A fabric of one timeline timing collectives with `coll`.
-    pub(crate) fn new(coll: &'c GroupTimer<'c>) -> Cached<'c> {
-        Cached { due: BTreeMap::new(), seq: 0, coll, staged: false, actor: 0 }
+    /// A fabric of one timeline timing collectives with `coll`, its clock at `t0`.
+    pub(crate) fn new(coll: &'c GroupTimer<'c>, t0: Secs) -> Cached<'c> {
+        Cached { due: BTreeMap::new(), seq: 0, coll, staged: false, actor: 0, now: t0.ceil() }
     }
 
     /// A fabric of a pipeline's stages, one actor each, timing collectives with `coll`.
     pub(crate) fn staged(coll: &'c GroupTimer<'c>) -> Cached<'c> {
-        Cached { staged: true, ..Cached::new(coll) }
+        Cached { staged: true, ..Cached::new(coll, Secs::ZERO) }
     }
 
-    fn push(&mut self, at: Secs, e: Event) -> u32 {
-        // Non-negative floats order as their bits.
-        self.due.insert((at.get().max(0.0).to_bits(), self.seq), (at, self.actor, e));
+    fn push(&mut self, at: Time, e: Event) -> u32 {
+        self.due.insert((at, self.seq), (self.actor, e));
         self.seq += 1;
         (self.seq - 1) as u32
     }
@@ -142,7 +150,7 @@ impl<'c> Cached<'c> {
 impl Comms for Cached<'_> {
     fn launch(
         &mut self,
-        now: Secs,
+        _now: Secs,
         g: Group,
         c: Collective,
         bytes: Bytes,
@@ -154,17 +162,19 @@ impl Comms for Cached<'_> {
         let c = if let Collective::Send { .. } = c { Collective::SendRecv } else { c };
         let t = (self.coll)(g, c, bytes.get(), dtype);
         let handle = self.seq as u32;
-        self.push(now + t.secs, Event::Done(handle));
+        self.push(self.now.saturating_add(t.time), Event::Done(handle));
         let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);
-        Launched { handle, algo, proto, channels, links, secs: Some(t.secs) }
+        Launched { handle, algo, proto, channels, links }
     }
 
     fn hold(&mut self, now: Secs, d: Secs) -> u32 {
-        self.push(now + d, Event::Done(self.seq as u32))
+        // Due at the timeline's own end of it, rounded up: holds one after another do not
+        // gather the clock's rounding.
+        self.push((now + d).ceil().max(self.now), Event::Done(self.seq as u32))
     }
 
     fn wake(&mut self, at: Secs, tag: u32) {
-        self.push(at, Event::Wake(tag));
+        self.push(at.ceil(), Event::Wake(tag));
     }
 }
 
@@ -175,14 +185,17 @@ impl Fabric for Cached<'_> {
     }
 
     fn next(&mut self) -> Option<(Secs, usize, Event)> {
-        self.due.pop_first().map(|(_, (at, j, e))| (at, j, e))
+        let ((at, _), (j, e)) = self.due.pop_first()?;
+        // What was set for a time already past runs now, as on the engine's clock.
+        self.now = self.now.max(at);
+        Some((Secs::of(self.now), j, e))
     }
 }
 
 /// Runs `timeline` from `t0` with each collective taking the time `coll` gives it, nothing
 /// else on the network.
 pub(crate) fn run_alone(timeline: &mut Timeline, t0: Secs, coll: &GroupTimer<'_>) {
-    let mut fabric = Cached::new(coll);
+    let mut fabric = Cached::new(coll, t0);
     fabric.with(0, &mut |io| timeline.start(t0, io));
     drive(&mut fabric, std::slice::from_mut(timeline), |_, _| false);
 }

@@ -7,7 +7,7 @@ use crate::collective::{self, Load, Mode, TimingParams};
 use crate::comm::Communicator;
 use crate::hw::Cluster;
 use crate::hw::GpuModel;
-use crate::units::Secs;
+use crate::units::{Secs, Time};
 use crate::workload;
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
@@ -110,7 +110,7 @@ pub(crate) fn with_ddp<R>(
         }
     };
     let nothing =
-        || CollTime { secs: Secs::ZERO, algo: "", proto: "", channels: 0, links: Vec::new() };
+        || CollTime { time: Time::ZERO, algo: "", proto: "", channels: 0, links: Vec::new() };
     // `--mode detailed`: a first pass, every collective taking no time, lists the step's calls
     // and counts their work before any runs (the calls do not depend on their times).
     if mode == collective::Mode::Detailed {
@@ -125,7 +125,7 @@ pub(crate) fn with_ddp<R>(
                     b.count(&call);
                 }
             }
-            CollTime { secs: Secs::ZERO, algo: "", proto: "", channels: 1, links: Vec::new() }
+            CollTime { time: Time::ZERO, algo: "", proto: "", channels: 1, links: Vec::new() }
         };
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Step)?;
@@ -150,7 +150,7 @@ pub(crate) fn with_ddp<R>(
             Vec::new()
         };
         let t = CollTime {
-            secs: Secs::new(row.time_us * 1e-6),
+            time: Time::from_us_f64(row.time_us),
             algo: row.algo,
             proto: row.proto,
             channels: row.channels,
