@@ -39,7 +39,7 @@ use super::DataType;
 use super::parallel::Group;
 use super::timeline::{Batch, Op, Slowdown, Work};
 use crate::collective::Collective;
-use crate::units::Secs;
+use crate::units::{Bytes, Secs};
 
 /// The format's version.
 pub const VERSION: u32 = 1;
@@ -209,7 +209,7 @@ impl Call {
                 }
                 Op::Coll { group, collective, bytes, dtype, name } => NcclOp::Collective {
                     collective: collective.name().to_string(),
-                    bytes: *bytes,
+                    bytes: bytes.get(),
                     dtype: dtype.name().to_string(),
                     name: Some(name.clone()),
                     group: GroupShape::of(*group, ranks),
@@ -297,7 +297,7 @@ pub(crate) fn to_work(
                             Op::Coll {
                                 group,
                                 collective: c,
-                                bytes: *bytes,
+                                bytes: Bytes::new(*bytes),
                                 dtype: d,
                                 name: name.clone().unwrap_or_else(|| c.name().to_string()),
                             }

@@ -23,7 +23,7 @@ use super::DataType;
 use super::models::Model;
 use super::parallel::{Group, GroupTimer};
 use super::timeline::{Batch, Op, Slowdown, Timeline, Work};
-use crate::units::{Secs, Time};
+use crate::units::{Bytes, Secs, Time};
 
 /// `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`.
 pub const FIRST_BUCKET_BYTES: u64 = 1 << 20;
@@ -1239,7 +1239,7 @@ pub fn simulate_step(
     spec: &DdpSpec,
     world: usize,
     gpu: &GpuFacts,
-    coll: &(dyn Fn(crate::collective::Collective, u64, super::DataType) -> CollTime + Sync),
+    coll: &(dyn Fn(crate::collective::Collective, Bytes, super::DataType) -> CollTime + Sync),
 ) -> StepResult {
     simulate_step_on(spec, world, gpu, &|_, c, b, d| coll(c, b, d))
 }
@@ -1625,7 +1625,7 @@ pub(crate) fn plan_ddp(
                         HookStep::Collective { collective, bytes, dtype } => Op::Coll {
                             group,
                             collective,
-                            bytes,
+                            bytes: Bytes::new(bytes),
                             dtype,
                             name: format!("bucket {bi} {}", collective.name()),
                         },
@@ -1669,7 +1669,7 @@ pub(crate) fn plan_ddp(
                     ops: vec![Op::Coll {
                         group: Group::World,
                         collective: Collective::AllReduce,
-                        bytes: 4 * tensors.len() as u64,
+                        bytes: Bytes::new(4 * tensors.len() as u64),
                         dtype: DataType::Int32,
                         name: "local_used_map all_reduce".into(),
                     }],
@@ -1702,7 +1702,7 @@ pub(crate) fn plan_ddp(
                         ops: vec![Op::Coll {
                             group: Group::World,
                             collective: Collective::AllGather,
-                            bytes: numel.div_ceil(w) * w * dtype.size(),
+                            bytes: Bytes::new(numel.div_ceil(w) * w * dtype.size()),
                             dtype,
                             name: "all_gather (updated parameters)".into(),
                         }],
@@ -1751,7 +1751,7 @@ pub(crate) fn plan_ddp(
         keys.sort();
         keys.dedup();
         keys.par_iter().for_each(|&(g, c, b, d)| {
-            coll(g, c, b, d);
+            coll(g, c, Bytes::new(b), d);
         });
     }
     // The slowdown: NCCL's CTAs (one per channel) over the GPU's SMs, each collective by its
@@ -1761,7 +1761,7 @@ pub(crate) fn plan_ddp(
         let big = steady.iter().max_by_key(|b| b.bytes);
         match (gpu.multiprocessors, big) {
             (Some(sms), Some(big)) if big.bytes > 0 => {
-                let c = coll(Group::World, Collective::AllReduce, big.bytes, big.dtype);
+                let c = coll(Group::World, Collective::AllReduce, Bytes::new(big.bytes), big.dtype);
                 (c.channels as f64 / sms as f64).min(1.0)
             }
             _ => 0.0,
@@ -1791,7 +1791,7 @@ pub(crate) fn plan_ddp(
             ops: vec![Op::Coll {
                 group: Group::World,
                 collective: Collective::Broadcast,
-                bytes: m.buffer_bytes,
+                bytes: Bytes::new(m.buffer_bytes),
                 dtype: DataType::Uint8,
                 name: "buffer broadcast".into(),
             }],
@@ -1821,7 +1821,9 @@ pub(crate) fn plan_ddp(
     // PyTorch, find_unused_parameters=False or static_graph); otherwise the construction buckets.
     let first_buckets = if rebuilt { rebuilt_first } else { steady.clone() };
     let b0 = if broadcast {
-        coll(Group::World, Collective::Broadcast, m.buffer_bytes, DataType::Uint8).secs().get()
+        coll(Group::World, Collective::Broadcast, Bytes::new(m.buffer_bytes), DataType::Uint8)
+            .secs()
+            .get()
     } else {
         0.0
     };
@@ -1912,7 +1914,7 @@ fn plan_zero(
         let op = Op::Coll {
             group: Group::World,
             collective: Collective::ReduceScatter,
-            bytes,
+            bytes: Bytes::new(bytes),
             dtype: sharding.reduce_dtype,
             name,
         };
@@ -1974,7 +1976,7 @@ fn plan_zero(
         let op = Op::Coll {
             group: Group::World,
             collective: Collective::AllGather,
-            bytes,
+            bytes: Bytes::new(bytes),
             dtype: sharding.param_dtype,
             name: "all_gather (updated parameters)".into(),
         };
@@ -1985,7 +1987,12 @@ fn plan_zero(
         Slowdown::Fixed(s) => s,
         Slowdown::PerChannel(_) => {
             let bytes = zero.reduce_bucket.min(total).max(1) * sharding.reduce_dtype.size();
-            let c = coll(Group::World, Collective::ReduceScatter, bytes, sharding.reduce_dtype);
+            let c = coll(
+                Group::World,
+                Collective::ReduceScatter,
+                Bytes::new(bytes),
+                sharding.reduce_dtype,
+            );
             slowdown.of(c.channels)
         }
     };
@@ -2100,7 +2107,13 @@ fn plan_sharded(
             BucketRow::new(u, grad, bytes, m.layers[u].tensors.len())
         });
         let name = format!("{what} {}", m.layers[u].name);
-        let ops = vec![Op::Coll { group: shard_group, collective, bytes, dtype, name }];
+        let ops = vec![Op::Coll {
+            group: shard_group,
+            collective,
+            bytes: Bytes::new(bytes),
+            dtype,
+            name,
+        }];
         Batch { ops, slowdown, row, early: false, side: false }
     };
     // HYBRID_SHARD: the reduce-scattered shard all-reduced across the nodes, on FSDP's
@@ -2111,7 +2124,7 @@ fn plan_sharded(
         let op = Op::Coll {
             group: Group::Replicate,
             collective: Collective::AllReduce,
-            bytes,
+            bytes: Bytes::new(bytes),
             dtype: sharding.reduce_dtype,
             name: format!("all_reduce (replicas) {}", m.layers[u].name),
         };
@@ -2224,7 +2237,7 @@ fn plan_sharded(
             } else {
                 (Collective::AllGather, sharding.param_dtype)
             };
-            let c = coll(shard_group, collective, padded[u] * dtype.size(), dtype);
+            let c = coll(shard_group, collective, Bytes::new(padded[u] * dtype.size()), dtype);
             match slowdown {
                 Slowdown::Fixed(s) => s,
                 Slowdown::PerChannel(_) => slowdown.of(c.channels),
@@ -2477,9 +2490,9 @@ mod tests {
     }
 
     /// A collective that takes `per_byte` s per byte plus 10 µs, on 10 channels.
-    fn linear_coll(per_byte: f64) -> impl Fn(Collective, u64, DataType) -> CollTime {
+    fn linear_coll(per_byte: f64) -> impl Fn(Collective, Bytes, DataType) -> CollTime {
         move |_, bytes, _| CollTime {
-            time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * per_byte),
+            time: Time::from_secs_f64_ceil(10e-6 + bytes.as_f64() * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -2666,11 +2679,11 @@ mod tests {
         let mut s = spec(m);
         s.compute_slowdown = None;
         let run = |big_channels: usize| {
-            let coll = |_: Collective, bytes: u64, _: DataType| CollTime {
-                time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * 1e-10),
+            let coll = |_: Collective, bytes: Bytes, _: DataType| CollTime {
+                time: Time::from_secs_f64_ceil(10e-6 + bytes.as_f64() * 1e-10),
                 algo: "RING",
                 proto: "SIMPLE",
-                channels: if bytes > 300 << 20 { big_channels } else { 8 },
+                channels: if bytes.get() > 300 << 20 { big_channels } else { 8 },
                 links: Vec::new(),
             };
             simulate_step(&s, 16, &gpu(), &coll)
@@ -2987,8 +3000,8 @@ mod tests {
         // rank's shard all-reduced, 1/8 of a unit's padded gradient, once per unit.
         let m = three_units((1 << 20) + 3);
         let calls = std::sync::Mutex::new(Vec::new());
-        let coll = |g: Group, c: Collective, bytes: u64, d: DataType| {
-            calls.lock().unwrap().push((g, c, bytes));
+        let coll = |g: Group, c: Collective, bytes: Bytes, d: DataType| {
+            calls.lock().unwrap().push((g, c, bytes.get()));
             linear_coll(1e-11)(c, bytes, d)
         };
         for (strategy, gathers) in

@@ -50,7 +50,7 @@ use super::ddp::{
 use super::models::{Layer, MemoryWork, Model, TpRole};
 use super::timeline::{Timeline, Work};
 use crate::collective::Collective;
-use crate::units::Secs;
+use crate::units::{Bytes, Secs};
 
 /// How a step is laid out over the ranks (Megatron's `--tensor-model-parallel-size`,
 /// `--pipeline-model-parallel-size`, `--num-layers-per-virtual-pipeline-stage`,
@@ -158,7 +158,7 @@ pub fn hybrid_group(group: Group, world: usize, ranks_per_node: usize) -> Option
 }
 
 /// Times a collective (nccl-tests size, dtype) on a group.
-pub type GroupTimer<'a> = dyn Fn(Group, Collective, u64, DataType) -> CollTime + Sync + 'a;
+pub type GroupTimer<'a> = dyn Fn(Group, Collective, Bytes, DataType) -> CollTime + Sync + 'a;
 
 impl Layout {
     /// Whether sequence parallelism applies: asked for, with `tp` of 2 or more.
@@ -962,7 +962,7 @@ fn time_stage(
 ) -> Timed {
     let (v, act) = (layout.virtual_stages, act_dtype(spec));
     let time = |g: Group, calls: &[(Collective, u64)], dtype: DataType| -> f64 {
-        calls.iter().map(|&(c, b)| coll(g, c, b, dtype).secs().get()).sum()
+        calls.iter().map(|&(c, b)| coll(g, c, Bytes::new(b), dtype).secs().get()).sum()
     };
     let stage_spec = DdpSpec {
         model: st.model.clone(),
@@ -982,7 +982,7 @@ fn time_stage(
         tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
         if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
             let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
-            let c = |k: Collective| coll(Group::Tensor, k, bytes, act).secs().get();
+            let c = |k: Collective| coll(Group::Tensor, k, Bytes::new(bytes), act).secs().get();
             let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
             let sms = gpu.multiprocessors;
             (tpf[i], tpb[i]) =
@@ -999,7 +999,8 @@ fn time_stage(
             // Under fp8 the attention stays 16-bit.
             let rate = gpu.sixteen_bit_flops.unwrap_or(gpu.flops);
             let attn = 2.0 * macs * spec.micro_batch as f64 / rate;
-            let step = |bytes: u64| coll(Group::Context, Collective::SendRecv, bytes, act);
+            let step =
+                |bytes: u64| coll(Group::Context, Collective::SendRecv, Bytes::new(bytes), act);
             let (f, b) = cp_exposed(
                 layout.cp,
                 attn,
@@ -1076,7 +1077,7 @@ pub(crate) fn plan_stages(
     let send = |s: usize, op: PipeOp, after: Option<Secs>| {
         send_to(s, op).map(|(to, group)| Work::Send {
             group,
-            bytes: p2p_bytes,
+            bytes: Bytes::new(p2p_bytes),
             dtype: act,
             to,
             op,
@@ -1166,7 +1167,9 @@ pub(crate) fn plan_stages(
         let mut embedding = 0.0;
         if let Some(bytes) = tied_bytes.filter(|_| p > 1 && (s == 0 || s == p - 1)) {
             let dtype = spec.model.grad_dtype;
-            embedding = coll(Group::Embedding, Collective::AllReduce, bytes, dtype).secs().get();
+            embedding = coll(Group::Embedding, Collective::AllReduce, Bytes::new(bytes), dtype)
+                .secs()
+                .get();
             after.push(Work::Run {
                 secs: Secs::new(embedding),
                 name: Some("embedding all_reduce (tied)".into()),
@@ -1185,7 +1188,8 @@ pub(crate) fn plan_stages(
             optimizer_shards,
             gather_after_step: layout.distributed_optimizer && !layout.overlap_param_gather,
         };
-        let dp_coll = |g: Group, c: Collective, b: u64, d: DataType| coll(on_stage(g, s), c, b, d);
+        let dp_coll =
+            |g: Group, c: Collective, b: Bytes, d: DataType| coll(on_stage(g, s), c, b, d);
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
         // Per micro-batch compute on this stage (all chunks), collectives apart.
         let tp_mb: f64 = (0..t.tpf.len()).map(|i| t.tpf[i] + t.tpb[i] + t.rec_tp[i]).sum();
@@ -1387,9 +1391,9 @@ mod tests {
     }
 
     /// 10 µs plus `per_byte` s a byte, whatever the group.
-    fn linear(per_byte: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
+    fn linear(per_byte: f64) -> impl Fn(Group, Collective, Bytes, DataType) -> CollTime + Sync {
         move |_, _, bytes, _| CollTime {
-            time: Time::from_secs_f64_ceil(10e-6 + bytes as f64 * per_byte),
+            time: Time::from_secs_f64_ceil(10e-6 + bytes.as_f64() * per_byte),
             algo: "RING",
             proto: "SIMPLE",
             channels: 10,
@@ -1397,7 +1401,7 @@ mod tests {
         }
     }
 
-    fn free(_: Group, _: Collective, _: u64, _: DataType) -> CollTime {
+    fn free(_: Group, _: Collective, _: Bytes, _: DataType) -> CollTime {
         CollTime { time: Time::ZERO, algo: "RING", proto: "SIMPLE", channels: 0, links: Vec::new() }
     }
 
@@ -1631,8 +1635,8 @@ mod tests {
         assert!(Layout { ep: 3, ..l }.check(&m, 12, 1).is_err());
         assert!(l.check(&preset("llama-7b", None, DataType::Float).unwrap(), 16, 1).is_err());
         let calls = std::sync::Mutex::new(Vec::new());
-        let coll = |g: Group, c: Collective, b: u64, d: DataType| {
-            calls.lock().unwrap().push((g, c, b));
+        let coll = |g: Group, c: Collective, b: Bytes, d: DataType| {
+            calls.lock().unwrap().push((g, c, b.get()));
             linear(1e-11)(g, c, b, d)
         };
         let r = simulate_parallel(&s, &l, 16, &gpu(), &coll);
@@ -1845,10 +1849,10 @@ mod tests {
         s.micro_batch = 1;
         let l = Layout { cp: 2, sequence_parallel: true, ..layout(2, 1, 1) };
         let sent = std::sync::Mutex::new(Vec::new());
-        let record = |g: Group, c: Collective, bytes: u64, d: DataType| {
+        let record = |g: Group, c: Collective, bytes: Bytes, d: DataType| {
             if g == Group::Context {
                 assert_eq!(c, Collective::SendRecv);
-                sent.lock().unwrap().push(bytes);
+                sent.lock().unwrap().push(bytes.get());
             }
             free(g, c, bytes, d)
         };

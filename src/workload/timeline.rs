@@ -41,7 +41,7 @@ pub(crate) enum Op {
         /// Which.
         collective: Collective,
         /// nccl-tests' size.
-        bytes: u64,
+        bytes: Bytes,
         /// Element type.
         dtype: DataType,
         /// Its span's name.
@@ -135,7 +135,7 @@ pub(crate) enum Work {
         /// The process group (the two stages' pair).
         group: Group,
         /// Bytes.
-        bytes: u64,
+        bytes: Bytes,
         /// Element type.
         dtype: DataType,
         /// The receiving stage (of the sender's pipeline).
@@ -153,7 +153,7 @@ pub(crate) enum Work {
 #[derive(Debug, Clone)]
 enum Detached {
     /// Its delay runs; then it is posted.
-    Delayed { group: Group, bytes: u64, dtype: DataType, to: usize, op: PipeOp },
+    Delayed { group: Group, bytes: Bytes, dtype: DataType, to: usize, op: PipeOp },
     /// Posted: its arrival is a signal to `to`.
     Posted { to: usize, op: PipeOp },
 }
@@ -224,7 +224,7 @@ struct Running {
     /// The running collective's channels.
     channels: usize,
     /// The largest collective so far (bytes, algorithm, protocol) and the count.
-    largest: Option<(u64, &'static str, &'static str)>,
+    largest: Option<(Bytes, &'static str, &'static str)>,
     collectives: usize,
 }
 
@@ -441,7 +441,7 @@ impl Timeline {
                     match d {
                         Detached::Delayed { group, bytes, dtype, to, op } => {
                             let c = Collective::Send { back: !op.fwd };
-                            let l = io.launch(Secs::new(now), group, c, Bytes::new(bytes), dtype);
+                            let l = io.launch(Secs::new(now), group, c, bytes, dtype);
                             self.detached.insert(l.handle, Detached::Posted { to, op });
                         }
                         Detached::Posted { to, op } => self.sent.push((to, op)),
@@ -582,7 +582,7 @@ impl Timeline {
                     if self.sending.is_none() =>
                 {
                     let (to, op) = (*to, *op);
-                    let (c, bytes) = (Collective::Send { back: !op.fwd }, Bytes::new(*bytes));
+                    let (c, bytes) = (Collective::Send { back: !op.fwd }, *bytes);
                     let l = io.launch(Secs::new(now), *group, c, bytes, *dtype);
                     self.sending = Some(Sending { handle: l.handle, started: now, to, op });
                     moved = true;
@@ -700,7 +700,7 @@ impl Timeline {
                     },
                     Op::Coll { name, bytes, dtype, .. } => Span {
                         lane: "nccl",
-                        bytes: *bytes,
+                        bytes: bytes.get(),
                         dtype: dtype.name(),
                         stream: u8::from(batch.side),
                         ..Span::compute("nccl", name.clone(), 0.0, 0.0)
@@ -755,7 +755,7 @@ impl Timeline {
                 r.secs = Some(secs.get());
             }
             Op::Coll { group, collective, bytes, dtype, .. } => {
-                let l = io.launch(Secs::new(now), *group, *collective, Bytes::new(*bytes), *dtype);
+                let l = io.launch(Secs::new(now), *group, *collective, *bytes, *dtype);
                 r.collectives += 1;
                 let span = &mut self.spans[r.spans[r.op]];
                 (span.algo, span.proto, span.channels) = (l.algo, l.proto, l.channels);
@@ -806,7 +806,7 @@ mod tests {
     use crate::workload::ddp::CollTime;
     use crate::workload::step::run_alone;
 
-    fn coll(secs: f64) -> impl Fn(Group, Collective, u64, DataType) -> CollTime + Sync {
+    fn coll(secs: f64) -> impl Fn(Group, Collective, Bytes, DataType) -> CollTime + Sync {
         move |_, _, _, _| CollTime {
             time: Time::from_secs_f64_ceil(secs),
             algo: "RING",
@@ -817,7 +817,7 @@ mod tests {
     }
 
     fn all_reduce() -> Op {
-        let (collective, bytes, dtype) = (Collective::AllReduce, 1, DataType::Float);
+        let (collective, bytes, dtype) = (Collective::AllReduce, Bytes::new(1), DataType::Float);
         Op::Coll { group: Group::World, collective, bytes, dtype, name: "ar".into() }
     }
 

@@ -33,8 +33,8 @@ fn model(layers: &Layers) -> Model {
 }
 
 fn run(spec: &DdpSpec, gpu: GpuFacts, per_byte: f64, fixed: f64) -> StepResult {
-    let coll = move |_: Collective, bytes: u64, _: DataType| CollTime {
-        time: collsim::units::Time::from_secs_f64_ceil(fixed + bytes as f64 * per_byte),
+    let coll = move |_: Collective, bytes: collsim::units::Bytes, _: DataType| CollTime {
+        time: collsim::units::Time::from_secs_f64_ceil(fixed + bytes.as_f64() * per_byte),
         algo: "RING",
         proto: "SIMPLE",
         channels: 8,

@@ -160,7 +160,7 @@ impl Comms for Cached<'_> {
         // Alone, a one-way send takes what the pair's sendrecv takes (each direction has
         // links of its own): the timer knows nccl-tests' calls.
         let c = if let Collective::Send { .. } = c { Collective::SendRecv } else { c };
-        let t = (self.coll)(g, c, bytes.get(), dtype);
+        let t = (self.coll)(g, c, bytes, dtype);
         let handle = self.seq as u32;
         self.push(self.now.saturating_add(t.time), Event::Done(handle));
         let (algo, proto, channels, links) = (t.algo, t.proto, t.channels, t.links);

@@ -7,7 +7,7 @@ use crate::collective::{self, Load, Mode, TimingParams};
 use crate::comm::Communicator;
 use crate::hw::Cluster;
 use crate::hw::GpuModel;
-use crate::units::{Secs, Time};
+use crate::units::{Bytes, Secs, Time};
 use crate::workload;
 
 /// Collective times simulated on one cluster (its nodes, placement, NCCL variables, profile
@@ -116,21 +116,25 @@ pub(crate) fn with_ddp<R>(
     if mode == collective::Mode::Detailed {
         let budget = std::sync::Mutex::new(collective::run::DetailedBudget::scaled(shared));
         let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
-        let count = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
-            let Some((cluster, comm)) = on(g) else { return nothing() };
-            if seen.lock().is_ok_and(|mut s| s.insert((g, c, bytes, dtype))) {
-                let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
-                let call = workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
-                if let Ok(mut b) = budget.lock() {
-                    b.count(&call);
+        let count =
+            |g: Group, c: collective::Collective, bytes: Bytes, dtype: workload::DataType| {
+                let bytes = bytes.get();
+                let Some((cluster, comm)) = on(g) else { return nothing() };
+                if seen.lock().is_ok_and(|mut s| s.insert((g, c, bytes, dtype))) {
+                    let spec = workload::sweep::SweepSpec::one(c, bytes, dtype);
+                    let call =
+                        workload::sweep::call(cluster, comm, &spec, bytes, params, mode, load);
+                    if let Ok(mut b) = budget.lock() {
+                        b.count(&call);
+                    }
                 }
-            }
-            CollTime { time: Time::ZERO, algo: "", proto: "", channels: 1, links: Vec::new() }
-        };
+                CollTime { time: Time::ZERO, algo: "", proto: "", channels: 1, links: Vec::new() }
+            };
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Step)?;
     }
-    let coll = |g: Group, c: collective::Collective, bytes: u64, dtype: workload::DataType| {
+    let coll = |g: Group, c: collective::Collective, bytes: Bytes, dtype: workload::DataType| {
+        let bytes = bytes.get();
         let Some((cluster, comm)) = on(g) else { return nothing() };
         if collective::in_place_no_op(comm.nranks(), c) {
             return nothing();
