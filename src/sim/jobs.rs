@@ -127,16 +127,55 @@ pub fn simulate_jobs_with(
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<JobRun>, Error> {
     use rayon::prelude::*;
-    use workload::Workload;
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     let whole = machine(scenario, &env, scenario.node.gpu.count)?;
     let bg = background(scenario, &whole)?;
-    struct Built {
-        cluster: Cluster,
-        comm: Communicator,
-        scenario: Scenario,
-        summary: CommSummary,
+    let built = build_jobs(scenario, &whole)?;
+    let plans = plan_jobs(&built, params, mode, &bg)?;
+    let jobs = Jobs { scenario, params, mode, policy, tick, built, plans, links: whole.links() };
+    let alone: Vec<Ran> = (0..jobs.built.len())
+        .into_par_iter()
+        .map(|j| jobs.run(j, &|_| bg.clone()))
+        .collect::<Result<_, _>>()?;
+    check_side_by_side(scenario, &alone)?;
+    let traffic = jobs.traffic(&alone, &bg);
+    let mut together = jobs.run_together(&traffic, &bg)?;
+    let mut out = Vec::new();
+    for (j, (b, alone)) in jobs.built.iter().zip(alone).enumerate() {
+        let ran = match together.remove(&j) {
+            Some(step) => Ran::Step(Box::new(step)),
+            None => jobs.run(j, &|i| beside(&b.scenario.workload, j, i, &traffic, &bg))?,
+        };
+        let outcome = match (ran, alone) {
+            (Ran::Rows(rows), Ran::Rows(alone)) => JobOutcome::Sweep { rows, alone },
+            (Ran::Step(step), Ran::Step(alone)) => JobOutcome::Ddp { step, alone },
+            _ => JobOutcome::Idle,
+        };
+        let job = &scenario.jobs[j];
+        out.push(JobRun {
+            scenario: b.scenario.clone(),
+            name: job.name.clone(),
+            nodes: job.nodes.clone(),
+            placement: job.placement,
+            summary: b.summary.clone(),
+            outcome,
+        });
     }
+    Ok(out)
+}
+
+/// A job on its nodes: their cluster, its communicator, and the job as a scenario of its own.
+struct Built {
+    cluster: Cluster,
+    comm: Communicator,
+    scenario: Scenario,
+    summary: CommSummary,
+}
+
+/// Each of `scenario`'s jobs on its nodes of `whole`, with the scenario's NCCL variables and
+/// its own over them. An error about a variable is put where the job, or the scenario, gives
+/// it.
+fn build_jobs(scenario: &Scenario, whole: &Cluster) -> Result<Vec<Built>, Error> {
     let mut built = Vec::new();
     for job in &scenario.jobs {
         let mut nccl = scenario.nccl.clone();
@@ -144,7 +183,6 @@ pub fn simulate_jobs_with(
             nccl.retain(|(key, _)| key != k);
             nccl.push((k.clone(), v.clone()));
         }
-        // An error about a variable is put where the job, or the scenario, gives it.
         let place = |key: &str| job.nccl_at.get(key).or(scenario.nccl_at.get(key));
         let in_job = |key: &str, e: String| match place(key) {
             Some(at) => Error::Step(format!("{at}: job {:?}: nccl.{e}", job.name)),
@@ -165,139 +203,87 @@ pub fn simulate_jobs_with(
             background: Vec::new(),
             ..scenario.clone()
         };
-        if let Workload::Sweep(s) = &job.workload {
+        if let workload::Workload::Sweep(s) = &job.workload {
             workload::sweep::check_supported(s.collective, &comm)
                 .map_err(|e| in_job("NCCL_ALGO", e.to_string()))?;
         }
         built.push(Built { cluster, comm, scenario: job_scenario, summary });
     }
-    /// One run of a job's workload beside some traffic.
-    enum Ran {
-        Rows(Vec<Row>),
-        Step(Box<workload::ddp::StepResult>),
-        Idle,
-    }
+    Ok(built)
+}
+
+/// A DDP job's step, ready to post its collectives into a shared network: one plan, or one
+/// per pipeline stage of a 3-D layout.
+struct JobPlan {
+    stages: Vec<workload::ddp::StepPlan>,
+    report: Option<workload::parallel::ParallelReport>,
+    groups: workload::jobs::GroupComms,
+}
+
+/// Each DDP job's plan (`None` for the other jobs), its collectives timed beside `bg`.
+fn plan_jobs(
+    built: &[Built],
+    params: &TimingParams,
+    mode: Mode,
+    bg: &[Load],
+) -> Result<Vec<Option<JobPlan>>, Error> {
+    use rayon::prelude::*;
+    use workload::Workload;
     // `--mode detailed` runs each DDP job's step at least twice (beside the others, alone),
     // beside the other jobs' flows, which every rate solve visits too.
     let ddp_jobs = built.iter().filter(|b| matches!(b.scenario.workload, Workload::Ddp(_))).count();
     let shared = 2.0 * ddp_jobs as f64;
-    // DDP jobs' steps, ready to post their collectives into a shared network: one plan, or
-    // one per pipeline stage of a 3-D layout.
-    struct JobPlan {
-        stages: Vec<workload::ddp::StepPlan>,
-        report: Option<workload::parallel::ParallelReport>,
-        groups: workload::jobs::GroupComms,
-    }
-    let plans: Vec<Option<JobPlan>> = built
+    built
         .par_iter()
-        .map(|b| match &b.scenario.workload {
-            Workload::Ddp(d) => {
-                let world = b.comm.nranks();
-                let s = &b.scenario;
-                let groups = step_groups(&b.cluster, &b.comm, d)?;
-                // In detail, each of a group's calls runs beside its siblings' copies.
-                let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
-                let (stages, report) = with_ddp(
-                    &b.cluster,
-                    &b.comm,
-                    &s.node.gpu.model,
-                    d,
-                    params,
-                    mode,
-                    &bg,
-                    &CollCache::default(),
-                    (shared * copies as f64, false),
-                    &groups,
-                    |gpu, coll| match &d.parallel {
-                        Some(layout) => {
-                            let (stages, report) =
-                                workload::parallel::plan_stages(d, layout, world, gpu, coll);
-                            (stages, Some(report))
-                        }
-                        None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
-                    },
-                )?;
-                Ok(Some(JobPlan { stages, report, groups }))
-            }
-            _ => Ok(None),
-        })
-        .collect::<Result<_, Error>>()?;
-    // A job's steps to share a network: its stages in order.
-    let shared = |j: usize| -> Vec<workload::jobs::SharedStep<'_>> {
-        let Some(plan) = &plans[j] else { return Vec::new() };
-        let staged = plan.report.is_some();
-        (plan.stages.iter().enumerate())
-            .map(|(s, stage)| workload::jobs::SharedStep {
-                cluster: &built[j].cluster,
-                comm: &built[j].comm,
+        .map(|b| {
+            let Workload::Ddp(d) = &b.scenario.workload else { return Ok(None) };
+            let world = b.comm.nranks();
+            let groups = step_groups(&b.cluster, &b.comm, d)?;
+            // In detail, each of a group's calls runs beside its siblings' copies.
+            let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
+            let (stages, report) = with_ddp(
+                &b.cluster,
+                &b.comm,
+                &b.scenario.node.gpu.model,
+                d,
                 params,
-                plan: stage,
                 mode,
-                groups: &plan.groups,
-                stage: staged.then_some(s),
-                policy,
-            })
-            .collect()
-    };
-    // A job's step from its stages' (one, unless 3-D).
-    let job_step = |j: usize, results: Vec<workload::ddp::StepResult>| {
-        let Some(first) = results.first().cloned() else {
-            return Err(Error::Field(format!(
-                "job {:?}: its step has no stage",
-                scenario.jobs[j].name
-            )));
-        };
-        Ok(match plans[j].as_ref().and_then(|p| p.report.clone()) {
-            Some(report) => {
-                let world = built[j].comm.nranks();
-                workload::parallel::stage_step(results, report, world, || first)
-            }
-            None => first,
+                bg,
+                &CollCache::default(),
+                (shared * copies as f64, false),
+                &groups,
+                |gpu, coll| match &d.parallel {
+                    Some(layout) => {
+                        let (stages, report) =
+                            workload::parallel::plan_stages(d, layout, world, gpu, coll);
+                        (stages, Some(report))
+                    }
+                    None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
+                },
+            )?;
+            Ok(Some(JobPlan { stages, report, groups }))
         })
-    };
-    let links = whole.links();
-    let run = |j: usize, load: &dyn Fn(usize) -> Vec<Load>| -> Result<Ran, Error> {
-        let b = &built[j];
-        Ok(match &b.scenario.workload {
-            Workload::Sweep(s) => {
-                let n = workload::sweep::sizes(s).len();
-                let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
-                Ran::Rows(workload::sweep::run_beside(
-                    &b.cluster,
-                    &b.comm,
-                    s,
-                    params,
-                    mode,
-                    |i| &loads[i],
-                    tick,
-                )?)
-            }
-            // Alone: its step in a network of its own (with the background).
-            Workload::Ddp(_) => {
-                let r = workload::jobs::run_shared(&shared(j), links, &load(0), tick);
-                Ran::Step(Box::new(job_step(j, r)?))
-            }
-            Workload::Idle => Ran::Idle,
-        })
-    };
-    let alone: Vec<Ran> = (0..built.len())
-        .into_par_iter()
-        .map(|j| run(j, &|_| bg.clone()))
-        .collect::<Result<_, _>>()?;
-    // Steps side by side: each too long to simulate is refused, and so are steps so unequal
-    // that the shorter job would repeat its step more than STEP_RATIO times meanwhile.
+        .collect()
+}
+
+/// One run of a job's workload beside some traffic.
+enum Ran {
+    Rows(Vec<Row>),
+    Step(Box<workload::ddp::StepResult>),
+    Idle,
+}
+
+/// Refuses steps side by side that are too long to simulate, or so unequal that the shorter
+/// job would repeat its step more than [`STEP_RATIO`] times meanwhile.
+fn check_side_by_side(scenario: &Scenario, alone: &[Ran]) -> Result<(), Error> {
     let mut steps = Vec::new();
-    for (job, ran) in scenario.jobs.iter().zip(&alone) {
+    for (job, ran) in scenario.jobs.iter().zip(alone) {
         if let Ran::Step(r) = ran {
-            let t = r.iteration_time_ms;
             if !step_fits(r) {
-                return Err(Error::StepTooLong(format!(
-                    "job {:?}: {}",
-                    job.name,
-                    step_overflow(r)
-                )));
+                let why = step_overflow(r);
+                return Err(Error::StepTooLong(format!("job {:?}: {why}", job.name)));
             }
-            steps.push((t, &job.name));
+            steps.push((r.iteration_time_ms, &job.name));
         }
     }
     let longest = steps.iter().max_by(|a, b| a.0.total_cmp(&b.0));
@@ -310,50 +296,170 @@ pub fn simulate_jobs_with(
             l.1, l.0, s.1, s.0
         )));
     }
-    // What each job puts on the network, from its run alone.
-    let traffic: Vec<Traffic> = built
-        .par_iter()
-        .zip(&alone)
-        .map(|(b, out)| match (&b.scenario.workload, out) {
-            (Workload::Sweep(s), Ran::Rows(rows)) => Traffic::PerSize(
-                workload::sweep::sizes(s)
-                    .into_iter()
-                    .zip(rows)
-                    .map(|(size, row)| {
-                        let call =
-                            workload::sweep::call(&b.cluster, &b.comm, s, size, params, mode, &bg);
-                        collective::steady_load(&call, moving_fraction(s, &call, row.time_us))
-                    })
-                    .collect(),
-            ),
-            (Workload::Ddp(d), Ran::Step(alone)) => {
-                let duty = (alone.comm_ms / alone.iteration_time_ms).clamp(0.0, 1.0);
-                let largest = alone.buckets.iter().map(|k| k.wire_bytes).max().unwrap_or(0);
-                let spec = workload::sweep::SweepSpec {
-                    collective: collective::Collective::AllReduce,
-                    min_bytes: units::Bytes::new(largest),
-                    max_bytes: units::Bytes::new(largest),
-                    factor: 2,
-                    dtype: d.model.grad_dtype,
-                    op: workload::ReduceOp::Sum,
-                };
-                let call =
-                    workload::sweep::call(&b.cluster, &b.comm, &spec, largest, params, mode, &bg);
-                let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
-                let moving = moving_fraction(&spec, &call, row.time_us);
-                Traffic::Steady(collective::steady_load(&call, duty * moving))
+    Ok(())
+}
+
+/// What job `j` (running `w`) meets at its sweep size `i`: the background, and every other
+/// job's traffic (a sweep beside a DDP step runs its largest size).
+fn beside(
+    w: &workload::Workload,
+    j: usize,
+    i: usize,
+    traffic: &[Traffic],
+    bg: &[Load],
+) -> Vec<Load> {
+    let mut l = bg.to_vec();
+    for (_, t) in traffic.iter().enumerate().filter(|(k, _)| *k != j) {
+        match t {
+            Traffic::PerSize(rows) => match w {
+                workload::Workload::Sweep(_) => {
+                    l.extend(rows.get(i).into_iter().flatten().cloned())
+                }
+                _ => l.extend(rows.last().into_iter().flatten().cloned()),
+            },
+            Traffic::Steady(x) => l.extend(x.iter().cloned()),
+            Traffic::None => {}
+        }
+    }
+    l
+}
+
+/// A scenario's jobs, built and planned, and how to run them.
+struct Jobs<'a> {
+    scenario: &'a Scenario,
+    params: &'a TimingParams,
+    mode: Mode,
+    policy: workload::Policy,
+    tick: &'a (dyn Fn() + Sync),
+    built: Vec<Built>,
+    plans: Vec<Option<JobPlan>>,
+    links: &'a [crate::net::Link],
+}
+
+impl Jobs<'_> {
+    /// Job `j`'s steps to share a network: its stages in order (none unless a DDP job).
+    fn shared(&self, j: usize) -> Vec<workload::jobs::SharedStep<'_>> {
+        let Some(plan) = &self.plans[j] else { return Vec::new() };
+        let staged = plan.report.is_some();
+        (plan.stages.iter().enumerate())
+            .map(|(s, stage)| workload::jobs::SharedStep {
+                cluster: &self.built[j].cluster,
+                comm: &self.built[j].comm,
+                params: self.params,
+                plan: stage,
+                mode: self.mode,
+                groups: &plan.groups,
+                stage: staged.then_some(s),
+                policy: self.policy,
+            })
+            .collect()
+    }
+
+    /// Job `j`'s step from its stages' results (one, unless 3-D).
+    fn step(
+        &self,
+        j: usize,
+        results: Vec<workload::ddp::StepResult>,
+    ) -> Result<workload::ddp::StepResult, Error> {
+        let Some(first) = results.first().cloned() else {
+            let name = &self.scenario.jobs[j].name;
+            return Err(Error::Field(format!("job {name:?}: its step has no stage")));
+        };
+        Ok(match self.plans[j].as_ref().and_then(|p| p.report.clone()) {
+            Some(report) => {
+                let world = self.built[j].comm.nranks();
+                workload::parallel::stage_step(results, report, world, || first)
             }
-            _ => Traffic::None,
+            None => first,
         })
-        .collect();
-    // Every DDP job together in one network: their collectives meet as they run, beside the
-    // background and the sweep jobs (each running its largest size back to back).
-    let ddp_jobs: Vec<usize> = (0..built.len()).filter(|&j| plans[j].is_some()).collect();
-    let mut together = {
-        let owner: Vec<usize> = ddp_jobs.iter().flat_map(|&j| vec![j; shared(j).len()]).collect();
-        let steps: Vec<_> = ddp_jobs.iter().flat_map(|&j| shared(j)).collect();
-        let mut load = bg.clone();
-        for t in &traffic {
+    }
+
+    /// Job `j` run beside `load` (by sweep size); a DDP step in a network of its own.
+    fn run(&self, j: usize, load: &dyn Fn(usize) -> Vec<Load>) -> Result<Ran, Error> {
+        let b = &self.built[j];
+        Ok(match &b.scenario.workload {
+            workload::Workload::Sweep(s) => {
+                let n = workload::sweep::sizes(s).len();
+                let loads: Vec<Vec<Load>> = (0..n).map(load).collect();
+                Ran::Rows(workload::sweep::run_beside(
+                    &b.cluster,
+                    &b.comm,
+                    s,
+                    self.params,
+                    self.mode,
+                    |i| &loads[i],
+                    self.tick,
+                )?)
+            }
+            workload::Workload::Ddp(_) => {
+                let r =
+                    workload::jobs::run_shared(&self.shared(j), self.links, &load(0), self.tick);
+                Ran::Step(Box::new(self.step(j, r)?))
+            }
+            workload::Workload::Idle => Ran::Idle,
+        })
+    }
+
+    /// What each job puts on the network while the others run, from its run `alone`: a
+    /// sweep's calls per size at their moving fraction, a DDP step's largest bucket at its
+    /// duty cycle.
+    fn traffic(&self, alone: &[Ran], bg: &[Load]) -> Vec<Traffic> {
+        use rayon::prelude::*;
+        let (params, mode) = (self.params, self.mode);
+        self.built
+            .par_iter()
+            .zip(alone)
+            .map(|(b, out)| match (&b.scenario.workload, out) {
+                (workload::Workload::Sweep(s), Ran::Rows(rows)) => Traffic::PerSize(
+                    workload::sweep::sizes(s)
+                        .into_iter()
+                        .zip(rows)
+                        .map(|(size, row)| {
+                            let call = workload::sweep::call(
+                                &b.cluster, &b.comm, s, size, params, mode, bg,
+                            );
+                            collective::steady_load(&call, moving_fraction(s, &call, row.time_us))
+                        })
+                        .collect(),
+                ),
+                (workload::Workload::Ddp(d), Ran::Step(alone)) => {
+                    let duty = (alone.comm_ms / alone.iteration_time_ms).clamp(0.0, 1.0);
+                    let largest = alone.buckets.iter().map(|k| k.wire_bytes).max().unwrap_or(0);
+                    let spec = workload::sweep::SweepSpec {
+                        collective: collective::Collective::AllReduce,
+                        min_bytes: units::Bytes::new(largest),
+                        max_bytes: units::Bytes::new(largest),
+                        factor: 2,
+                        dtype: d.model.grad_dtype,
+                        op: workload::ReduceOp::Sum,
+                    };
+                    let call = workload::sweep::call(
+                        &b.cluster, &b.comm, &spec, largest, params, mode, bg,
+                    );
+                    let row = workload::sweep::row(&spec, &call, &collective::simulate(&call));
+                    let moving = moving_fraction(&spec, &call, row.time_us);
+                    Traffic::Steady(collective::steady_load(&call, duty * moving))
+                }
+                _ => Traffic::None,
+            })
+            .collect()
+    }
+
+    /// Every DDP job together in one network: their collectives meet as they run, beside the
+    /// background and the sweep jobs (each running its largest size back to back). Each DDP
+    /// job's step, by job.
+    fn run_together(
+        &self,
+        traffic: &[Traffic],
+        bg: &[Load],
+    ) -> Result<std::collections::BTreeMap<usize, workload::ddp::StepResult>, Error> {
+        let ddp_jobs: Vec<usize> =
+            (0..self.built.len()).filter(|&j| self.plans[j].is_some()).collect();
+        let owner: Vec<usize> =
+            ddp_jobs.iter().flat_map(|&j| vec![j; self.shared(j).len()]).collect();
+        let steps: Vec<_> = ddp_jobs.iter().flat_map(|&j| self.shared(j)).collect();
+        let mut load = bg.to_vec();
+        for t in traffic {
             if let Traffic::PerSize(rows) = t {
                 load.extend(rows.last().into_iter().flatten().cloned());
             }
@@ -361,52 +467,12 @@ pub fn simulate_jobs_with(
         let done = if steps.is_empty() {
             Vec::new()
         } else {
-            workload::jobs::run_shared(&steps, links, &load, tick)
+            workload::jobs::run_shared(&steps, self.links, &load, self.tick)
         };
         let mut by_job = std::collections::BTreeMap::<usize, Vec<_>>::new();
         for (j, r) in owner.into_iter().zip(done) {
             by_job.entry(j).or_default().push(r);
         }
-        by_job
-            .into_iter()
-            .map(|(j, r)| Ok((j, job_step(j, r)?)))
-            .collect::<Result<std::collections::BTreeMap<_, _>, Error>>()?
-    };
-    let mut out = Vec::new();
-    for (j, (b, alone)) in built.iter().zip(alone).enumerate() {
-        let beside = |i: usize| -> Vec<Load> {
-            let mut l = bg.clone();
-            for (_, t) in traffic.iter().enumerate().filter(|(k, _)| *k != j) {
-                match t {
-                    // A sweep beside a DDP step runs its largest size.
-                    Traffic::PerSize(rows) => match &b.scenario.workload {
-                        Workload::Sweep(_) => l.extend(rows.get(i).into_iter().flatten().cloned()),
-                        _ => l.extend(rows.last().into_iter().flatten().cloned()),
-                    },
-                    Traffic::Steady(x) => l.extend(x.iter().cloned()),
-                    Traffic::None => {}
-                }
-            }
-            l
-        };
-        let ran = match together.remove(&j) {
-            Some(step) => Ran::Step(Box::new(step)),
-            None => run(j, &beside)?,
-        };
-        let outcome = match (ran, alone) {
-            (Ran::Rows(rows), Ran::Rows(alone)) => JobOutcome::Sweep { rows, alone },
-            (Ran::Step(step), Ran::Step(alone)) => JobOutcome::Ddp { step, alone },
-            _ => JobOutcome::Idle,
-        };
-        let job = &scenario.jobs[j];
-        out.push(JobRun {
-            scenario: b.scenario.clone(),
-            name: job.name.clone(),
-            nodes: job.nodes.clone(),
-            placement: job.placement,
-            summary: b.summary.clone(),
-            outcome,
-        });
+        by_job.into_iter().map(|(j, r)| Ok((j, self.step(j, r)?))).collect()
     }
-    Ok(out)
 }
