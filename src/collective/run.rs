@@ -687,6 +687,21 @@ pub fn simulate_together(calls: &[Call<'_>]) -> Vec<CallRun> {
         .collect()
 }
 
+/// `run`'s time (µs) with the profile's size-band correction for its mechanism (algorithm as
+/// `validate` prints it, "P2P" for point-to-point calls, and protocol) and `call`'s bytes, and
+/// the correction's error band: (time, low, high). All three are the simulated time without a
+/// correction.
+pub fn corrected(call: &Call<'_>, run: &CallRun) -> (f64, f64, f64) {
+    let time_us = run.time.as_us();
+    match &call.params.correction {
+        Some(c) => {
+            let algo = if is_p2p(call.coll) { "P2P" } else { call.sel.algo.name() };
+            c.apply(&format!("{algo}/{}", run.proto.name()), call.bytes.get(), time_us)
+        }
+        None => (time_us, time_us, time_us),
+    }
+}
+
 /// A network that calls are posted into over time by issuers outside the engine (a DDP step's
 /// NCCL stream, several jobs' streams): each call runs in detail from the moment it is posted
 /// and shares every link by max-min with whatever else is in flight; background load sits in
@@ -870,13 +885,18 @@ impl SteadyForm {
     pub fn of(call: &Call<'_>) -> SteadyForm {
         let call = Call { load: &[], ..*call };
         let run = simulate(&call);
-        let whole = run.time;
+        let raw = run.time;
         let elt = call.elt.get().max(1);
         let half = Bytes::new(call.bytes.get() / 2 / elt * elt);
-        let half = simulate(&Call { bytes: half, ..call }).time.min(whole);
+        let half = simulate(&Call { bytes: half, ..call }).time.min(raw);
         let most =
-            whole.as_secs_f64() - call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
-        let moving = (2.0 * (whole - half).as_secs_f64()).clamp(0.0, most.max(0.0));
+            raw.as_secs_f64() - call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
+        let moving = (2.0 * (raw - half).as_secs_f64()).clamp(0.0, most.max(0.0));
+        // The profile's size-band correction scales the whole call, its moving time with it
+        // (its flows carry that much more, or less, at their steady rates).
+        let whole = Time::from_us_f64(corrected(&call, &run).0);
+        let moving =
+            if whole == raw { moving } else { moving * whole.as_secs_f64() / raw.as_secs_f64() };
         let latency = whole - Time::from_secs_f64_ceil(moving).min(whole);
         let flows = steady_flows(&call);
         let raw: Vec<Vec<u32>> =
@@ -912,8 +932,12 @@ struct SteadyRun {
 
 impl Algorithm for SteadyRun {
     fn start(&mut self, cx: &mut Ctx<'_>) {
-        self.due = Some(cx.now().saturating_add(self.whole));
+        // Its time alone is set when it is posted, so that where it ends then, it ends in the
+        // order it was posted among what is due at that picosecond (as a call timed alone).
+        let due = cx.now().saturating_add(self.whole);
+        self.due = Some(due);
         cx.at(cx.now().saturating_add(self.latency), Signal::End);
+        cx.at(due, Signal::Floor);
     }
     fn on(&mut self, cx: &mut Ctx<'_>, signal: Signal) {
         match signal {
@@ -923,20 +947,14 @@ impl Algorithm for SteadyRun {
                 }
             }
             Signal::Flow(_) => self.left -= 1,
-            // Its time alone is up (its flows were done before).
+            // Its time alone is up.
             _ => {}
         }
-        if self.left > 0 || self.end.is_some() {
-            return;
-        }
-        let now = cx.now();
-        match self.due {
-            Some(due) if now < due => {
-                if !matches!(signal, Signal::Floor) {
-                    cx.at(due, Signal::Floor);
-                }
-            }
-            _ => self.end = Some(now),
+        // Done once its flows are and its time alone is up: at that time (the flows done
+        // before it), or when the last flow ends after it.
+        let late = self.due.is_none_or(|due| cx.now() > due);
+        if self.left == 0 && self.end.is_none() && (matches!(signal, Signal::Floor) || late) {
+            self.end = Some(cx.now());
         }
     }
     fn finished(&self) -> Option<Time> {

@@ -302,7 +302,9 @@ fn post(
     let (id, proto) = if comm.nranks() == 1 {
         // One rank's call crosses no link: it takes its time alone, copy included.
         let run = crate::collective::simulate(&call);
-        (net.post_timed(run.time, run.form), run.proto.name())
+        let time =
+            crate::units::Time::from_us_f64(crate::collective::run::corrected(&call, &run).0);
+        (net.post_timed(time, run.form), run.proto.name())
     } else if s.mode == Mode::Detailed {
         let (id, proto, _) = net.post(&call);
         (id, proto.name())
@@ -529,7 +531,12 @@ pub(crate) fn run_shared(
             line.carry(&mut lines[j]);
             lines[j] = line;
             let line = &mut lines[j];
-            fabric.with(j, &mut |io| line.start(Secs::new(next), io));
+            // Started now and waiting for its batch: the network's calls are posted at its
+            // clock, so a step started ahead of it would post its first calls early.
+            if next > end {
+                line.delay(Secs::new(next - end), "loading the next batch");
+            }
+            fabric.with(j, &mut |io| line.start(Secs::new(end), io));
         }
         // A job whose step never ends (a bug: its stages waiting on each other) stops the run
         // rather than letting the others step on for ever (its step then reads as not ended).

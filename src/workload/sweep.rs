@@ -191,20 +191,6 @@ pub fn check_supported(coll: Collective, comm: &Communicator) -> Result<(), Swee
     Ok(())
 }
 
-/// The profile's size-band correction applied to a simulated time of the mechanism `algo`/
-/// `proto`: (time, low, high).
-fn corrected(
-    params: &TimingParams,
-    (algo, proto): (&str, &str),
-    bytes: u64,
-    time_us: f64,
-) -> (f64, f64, f64) {
-    match &params.correction {
-        Some(c) => c.apply(&format!("{algo}/{proto}"), bytes, time_us),
-        None => (time_us, time_us, time_us),
-    }
-}
-
 /// nccl-tests' count and NCCL's byte count for a row of `size` bytes: per-rank counts for
 /// AllGather and ReduceScatter (trimmed to 16 bytes per rank) and AllToAll's per-peer count
 /// (trimmed to 16 bytes per peer, its size the whole buffer); total counts otherwise.
@@ -250,7 +236,7 @@ pub fn call<'a>(
 
 /// The row nccl-tests would print for `call` (of a row of `size`), timed as `run`.
 pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
-    let (coll, comm, params) = (spec.collective, call.comm, call.params);
+    let (coll, comm) = (spec.collective, call.comm);
     let bytes = call.bytes.get();
     // nccl-tests' count: per rank (AllGather, ReduceScatter) or per peer (AllToAll).
     let count = match coll {
@@ -262,8 +248,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
     let p2p = collective::is_p2p(coll);
     let sel = &call.sel;
     let algo = if p2p { "P2P" } else { sel.algo.name() };
-    let (time_us, time_us_low, time_us_high) =
-        corrected(params, (algo, run.proto.name()), bytes, run.time.as_us());
+    let (time_us, time_us_low, time_us_high) = collective::run::corrected(call, run);
     let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
     Row {
         size_bytes: bytes,

@@ -9,9 +9,10 @@
 //! bucket has joined.
 //!
 //! The timeline does not know how long a collective takes: it asks a [`Comms`] to start one and
-//! hears when it is done. Alone (`step::run_alone`) each collective's time is known at launch;
-//! posted into a shared network ([`crate::collective::run::Shared`]) it is known only when its
-//! last byte arrives, because other jobs' traffic shares the links meanwhile.
+//! hears when it is done, on its fabric's clock: alone (`step::run_alone`) each collective
+//! ends its time alone after it starts; posted into a shared network
+//! ([`crate::collective::run::Shared`]) when its last byte arrives, because other traffic
+//! shares the links meanwhile.
 
 use std::collections::VecDeque;
 
@@ -386,6 +387,11 @@ impl Timeline {
             }
         }
         out
+    }
+
+    /// Waits `d` after it starts, before anything else, the wait a span named `name`.
+    pub(crate) fn delay(&mut self, d: Secs, name: &str) {
+        self.work.push_front(Work::Until { at: d, name: name.into() });
     }
 
     /// Starts at `t0`.

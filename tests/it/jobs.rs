@@ -668,3 +668,29 @@ fn a_skewed_step_is_refused_in_the_shared_network_rather_than_run_without_its_st
         &["resnet50-straggler-dgx-a100-8node.toml", "not modelled with --comms shared"],
     );
 }
+
+#[test]
+fn a_job_alone_takes_its_profiles_size_band_correction_as_the_plain_step_does() {
+    // The calibrated DGX-H100 profile multiplies NVLS/Simple by 1.08 from 16 MiB, and one
+    // node's 100 MiB buckets run NVLS: a job alone in the shared network is the plain step, to
+    // the bit, correction and all (it used to run uncorrected: 24.67 ms of communication
+    // against the plain step's 26.60).
+    let w = "[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nsequence = 1024\nmicro_batch = 4\n\
+             precision = \"bf16\"\nmfu = 0.4\n[workload.ddp]\nbucket_cap_mb = 100\n";
+    let plain = format!("[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n{w}");
+    let jobs = format!(
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 2\n[[job]]\nname = \"a\"\nnodes = 1\n{}",
+        w.replace("[workload", "[job.workload")
+    );
+    let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/profiles/dgx-h100.toml");
+    let (plain, jobs) = (write("nvls-plain", &plain), write("nvls-job", &jobs));
+    let p = json(&["simulate", &plain, "--format", "json", "--profile", profile]);
+    let j = json(&["simulate", &jobs, "--format", "json", "--profile", profile]);
+    let bare = json(&["simulate", &plain, "--format", "json"]);
+    assert_eq!(p["buckets"][0]["algo"], "NVLS");
+    let comm = |v: &serde_json::Value| v["comm_ms"].as_f64().unwrap();
+    assert!(comm(&p) > 1.05 * comm(&bare), "{} vs {}", comm(&p), comm(&bare));
+    for k in ["iteration_time_ms", "comm_ms", "exposed_comm_ms", "buckets"] {
+        assert_eq!(j["jobs"][0]["alone"][k], p[k], "{k}");
+    }
+}

@@ -10,9 +10,12 @@
 //!   [`Policy::Cached`] each call lasts what it takes alone there, with its group's copies.
 //!
 //! Both keep the engine's clock of picoseconds, and a call in its steady form alone in the
-//! network ends at its time alone to the picosecond: a step alone on the network, or with
-//! every call cached, is the step of a plain `simulate` to the bit (where its groups have no
-//! siblings sharing their links, which the two fabrics model differently).
+//! network ends at its time alone to the picosecond, in the order it was posted: a step alone
+//! on the network, or with every call cached, is the step of a plain `simulate` to the bit.
+//! Not where the two model a call differently: a group whose sibling copies share its links
+//! (the network posts the copies, the timer shares the links out), background traffic (flows
+//! that never end in the network, capacity set aside for the timer) and `--mode detailed` in
+//! the network (calls run in detail, without the profile's size-band correction).
 //!
 //! A 3-D step's pipeline stages are actors of the same loop: a stage's op waits for what the
 //! stage beside it sends ([`Work::Recv`](super::timeline::Work)), and its sends are calls on
@@ -141,7 +144,8 @@ impl<'c> Cached<'c> {
     }
 
     fn push(&mut self, at: Time, e: Event) -> u32 {
-        self.due.insert((at, self.seq), (self.actor, e));
+        // What is set for a time already past runs now, as on the engine's clock.
+        self.due.insert((at.max(self.now), self.seq), (self.actor, e));
         self.seq += 1;
         (self.seq - 1) as u32
     }
@@ -170,7 +174,7 @@ impl Comms for Cached<'_> {
     fn hold(&mut self, now: Secs, d: Secs) -> u32 {
         // Due at the timeline's own end of it, rounded up: holds one after another do not
         // gather the clock's rounding.
-        self.push((now + d).ceil().max(self.now), Event::Done(self.seq as u32))
+        self.push((now + d).ceil(), Event::Done(self.seq as u32))
     }
 
     fn wake(&mut self, at: Secs, tag: u32) {
@@ -186,9 +190,8 @@ impl Fabric for Cached<'_> {
 
     fn next(&mut self) -> Option<(Secs, usize, Event)> {
         let ((at, _), (j, e)) = self.due.pop_first()?;
-        // What was set for a time already past runs now, as on the engine's clock.
-        self.now = self.now.max(at);
-        Some((Secs::of(self.now), j, e))
+        self.now = at;
+        Some((Secs::of(at), j, e))
     }
 }
 
