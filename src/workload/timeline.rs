@@ -127,14 +127,17 @@ pub(crate) enum Work {
         name: String,
     },
     /// Sends `op`'s output to pipeline stage `to` (a one-way point-to-point call on `group`,
-    /// the pair's first rank to its second for a forward's activation, back for a backward's
-    /// gradient): now,
-    /// the compute stream waiting for it (Megatron waits for its batched isend/irecv), or,
-    /// with `after`, that many seconds from now while the compute stream goes on (a stage's
-    /// last backward, whose send leaves as its compute ends).
+    /// from the pair's first rank to its second, or with `back` the other way): now, the
+    /// compute stream waiting for it (Megatron waits for its batched isend/irecv), or, with
+    /// `after`, that many seconds from now while the compute stream goes on (a stage's last
+    /// backward, whose send leaves as its compute ends).
     Send {
         /// The process group (the two stages' pair).
         group: Group,
+        /// Whether it goes from the pair's second rank to its first (the pair's ranks in stage
+        /// order: a backward's gradient, or an interleaved schedule's forward from the last
+        /// stage back to the first).
+        back: bool,
         /// Bytes.
         bytes: Bytes,
         /// Element type.
@@ -154,7 +157,7 @@ pub(crate) enum Work {
 #[derive(Debug, Clone)]
 enum Detached {
     /// Its delay runs; then it is posted.
-    Delayed { group: Group, bytes: Bytes, dtype: DataType, to: usize, op: PipeOp },
+    Delayed { group: Group, back: bool, bytes: Bytes, dtype: DataType, to: usize, op: PipeOp },
     /// Posted: its arrival is a signal to `to`.
     Posted { to: usize, op: PipeOp },
 }
@@ -445,8 +448,8 @@ impl Timeline {
                     self.begin(now);
                 } else if let Some(d) = self.detached.remove(&h) {
                     match d {
-                        Detached::Delayed { group, bytes, dtype, to, op } => {
-                            let c = Collective::Send { back: !op.fwd };
+                        Detached::Delayed { group, back, bytes, dtype, to, op } => {
+                            let c = Collective::Send { back };
                             let l = io.launch(Secs::new(now), group, c, bytes, dtype);
                             self.detached.insert(l.handle, Detached::Posted { to, op });
                         }
@@ -575,20 +578,21 @@ impl Timeline {
                 }
                 Some(Work::Send { after: Some(after), .. }) => {
                     let after = *after;
-                    if let Some(Work::Send { group, bytes, dtype, to, op, .. }) =
+                    if let Some(Work::Send { group, back, bytes, dtype, to, op, .. }) =
                         self.work.pop_front()
                     {
                         let h = io.hold(Secs::new(now), after);
-                        self.detached.insert(h, Detached::Delayed { group, bytes, dtype, to, op });
+                        let delayed = Detached::Delayed { group, back, bytes, dtype, to, op };
+                        self.detached.insert(h, delayed);
                     }
                     self.begin(now);
                     moved = true;
                 }
-                Some(Work::Send { group, bytes, dtype, to, op, after: None })
+                Some(Work::Send { group, back, bytes, dtype, to, op, after: None })
                     if self.sending.is_none() =>
                 {
                     let (to, op) = (*to, *op);
-                    let (c, bytes) = (Collective::Send { back: !op.fwd }, *bytes);
+                    let (c, bytes) = (Collective::Send { back: *back }, *bytes);
                     let l = io.launch(Secs::new(now), *group, c, bytes, *dtype);
                     self.sending = Some(Sending { handle: l.handle, started: now, to, op });
                     moved = true;

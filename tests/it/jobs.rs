@@ -600,15 +600,22 @@ fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_o
     // the step is the same. (To the picosecond, not the bit: each send shares its NICs with
     // its sibling copies, and where the network's clock rounds their ends depends on what
     // else happens meanwhile.)
-    let two_nodes = |policy: &str| {
-        let text = "[cluster]\ntopology = \"aws-p4d\"\nnodes = 2\n[[job]]\nname = \"3d\"\nnodes = 2\n\
-                    [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\n\
-                    micro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\n\
-                    optimizer = \"adam\"\n[job.workload.parallel]\ntp = 8\npp = 2\n";
-        let p = write("pipeline-dp1", text);
+    // The interleaved schedule too, whose last stage sends its forward output back to the
+    // first stage (on the pair whose first rank is the first stage's: a send back).
+    let two_nodes = |policy: &str, virtual_stages: usize| {
+        let text = format!(
+            "[cluster]\ntopology = \"aws-p4d\"\nnodes = 2\n[[job]]\nname = \"3d\"\nnodes = 2\n\
+             [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 2048\n\
+             micro_batch = 1\ngrad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\n\
+             optimizer = \"adam\"\n[job.workload.parallel]\ntp = 8\npp = 2\n\
+             virtual_stages = {virtual_stages}\n"
+        );
+        let p = write("pipeline-dp1", &text);
         json(&["simulate", &p, "--comms", policy, "--format", "json"])["jobs"][0]["alone"].clone()
     };
-    same_to_the_picosecond(&two_nodes("shared"), &two_nodes("cached"), "");
+    for v in [1, 2] {
+        same_to_the_picosecond(&two_nodes("shared", v), &two_nodes("cached", v), "");
+    }
 }
 
 /// Asserts that `a` and `b` are the same but for numbers a picosecond or two apart (in ms, or
