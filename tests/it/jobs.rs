@@ -495,7 +495,11 @@ fn a_hybrid_or_3d_job_alone_is_its_one_workload_step() {
             j["alone"]["iteration_time_ms"].as_f64().unwrap(),
             p["iteration_time_ms"].as_f64().unwrap(),
         );
-        assert!((a / b - 1.0).abs() < 1e-3, "{}: alone {a} ms, one workload {b} ms", j["name"]);
+        // The FSDP job's replicate groups have siblings on their NICs, which the network posts
+        // and the one-workload step shares links out for (2.7e-5 apart); the 3-D job's
+        // sends and data-parallel all-reduces differ only by picoseconds (1.4e-9).
+        let within = if workload == fsdp { 1e-3 } else { 1e-8 };
+        assert!((a / b - 1.0).abs() < within, "{}: alone {a} ms, one workload {b} ms", j["name"]);
     }
 }
 
