@@ -784,8 +784,15 @@ impl Shared {
         let (latency, whole, flows) = self.forms[form.0 as usize].clone();
         let id = CallId(self.calls.len() as u32);
         let left = flows.len();
-        let mut algo: Box<dyn Algorithm> =
-            Box::new(SteadyRun { latency, whole, flows, left, due: None, end: None });
+        let mut algo: Box<dyn Algorithm> = Box::new(SteadyRun {
+            latency,
+            whole,
+            flows,
+            left,
+            due: None,
+            floored: false,
+            end: None,
+        });
         algo.start(&mut Ctx { sim: &mut self.sim, call: id });
         self.calls.push(Posted { algo, done: false });
         id
@@ -856,7 +863,7 @@ impl Shared {
 /// traffic the flows on shared links slow down and the call ends when its last flow does; it
 /// never ends before its own time alone, which is when it ends alone (its flows, a hair short
 /// of their bytes, are done by then), to the picosecond: a call alone in the network takes
-/// exactly what the same call simulated alone takes.
+/// exactly what the same call simulated alone takes, with the profile's size-band correction.
 #[derive(Debug, Clone)]
 pub struct SteadyForm {
     /// The protocol the call runs with.
@@ -889,14 +896,19 @@ impl SteadyForm {
         let elt = call.elt.get().max(1);
         let half = Bytes::new(call.bytes.get() / 2 / elt * elt);
         let half = simulate(&Call { bytes: half, ..call }).time.min(raw);
-        let most =
-            raw.as_secs_f64() - call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
+        let cost = call.params.call_cost(call.comm.gpus_per_process()).as_secs_f64();
+        let most = raw.as_secs_f64() - cost;
         let moving = (2.0 * (raw - half).as_secs_f64()).clamp(0.0, most.max(0.0));
         // The profile's size-band correction scales the whole call, its moving time with it
-        // (its flows carry that much more, or less, at their steady rates).
+        // (its flows carry that much more, or less, at their steady rates), still at most the
+        // call's time less its call overhead.
         let whole = Time::from_us_f64(corrected(&call, &run).0);
-        let moving =
-            if whole == raw { moving } else { moving * whole.as_secs_f64() / raw.as_secs_f64() };
+        let moving = if whole == raw {
+            moving
+        } else {
+            let most = (whole.as_secs_f64() - cost).max(0.0);
+            (moving * whole.as_secs_f64() / raw.as_secs_f64()).min(most)
+        };
         let latency = whole - Time::from_secs_f64_ceil(moving).min(whole);
         let flows = steady_flows(&call);
         let raw: Vec<Vec<u32>> =
@@ -927,6 +939,8 @@ struct SteadyRun {
     left: usize,
     /// When its time alone is up, once posted.
     due: Option<Time>,
+    /// Whether that time has come.
+    floored: bool,
     end: Option<Time>,
 }
 
@@ -948,12 +962,12 @@ impl Algorithm for SteadyRun {
             }
             Signal::Flow(_) => self.left -= 1,
             // Its time alone is up.
-            _ => {}
+            _ => self.floored = true,
         }
         // Done once its flows are and its time alone is up: at that time (the flows done
         // before it), or when the last flow ends after it.
         let late = self.due.is_none_or(|due| cx.now() > due);
-        if self.left == 0 && self.end.is_none() && (matches!(signal, Signal::Floor) || late) {
+        if self.left == 0 && self.end.is_none() && (self.floored || late) {
             self.end = Some(cx.now());
         }
     }

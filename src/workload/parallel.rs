@@ -1077,7 +1077,8 @@ pub(crate) fn plan_stages(
     let send = |s: usize, op: PipeOp, after: Option<Secs>| {
         send_to(s, op).map(|(to, group)| Work::Send {
             group,
-            // The pair's ranks are in stage order: to an earlier stage is back.
+            // The pair's communicator has its ranks in stage order (`step::groups::group_view`
+            // sorts them): to an earlier stage is back.
             back: to < s,
             bytes: Bytes::new(p2p_bytes),
             dtype: act,

@@ -392,8 +392,14 @@ impl Timeline {
         out
     }
 
-    /// Waits `d` after it starts, before anything else, the wait a span named `name`.
+    /// Waits `d` after it starts, before anything else, the wait a span named `name`; its
+    /// waits until a time after its start ([`Work::Until`]) move by `d` with it.
     pub(crate) fn delay(&mut self, d: Secs, name: &str) {
+        for w in &mut self.work {
+            if let Work::Until { at, .. } = w {
+                *at += d;
+            }
+        }
         self.work.push_front(Work::Until { at: d, name: name.into() });
     }
 
