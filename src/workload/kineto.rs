@@ -259,106 +259,11 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
             .ok_or_else(|| format!("{file}: no traceEvents (not a Chrome/Kineto trace)"))?,
         _ => return Err(format!("{file}: not a Chrome/Kineto trace")),
     };
-    let world = match v.get("distributedInfo").and_then(|d| d.get("world_size")) {
-        None => None,
-        Some(w) => match w.as_u64() {
-            Some(w) if w >= 1 => Some(w),
-            _ => {
-                return Err(format!(
-                    "{file}: distributedInfo.world_size {w} is not a number of ranks"
-                ));
-            }
-        },
-    };
-    // Without distributedInfo (a bare event list), the world is the largest group recorded:
-    // the default group spans every rank.
-    let world = world.or_else(|| {
-        events
-            .iter()
-            .filter_map(|e| e.get("args")?.get("Group size")?.as_u64())
-            .filter(|&g| g >= 1)
-            .max()
-    });
-    let cat = |e: &Value| e.get("cat").and_then(Value::as_str).unwrap_or("").to_string();
-    let ext = |e: &Value| e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64);
-    // A collective's group: the world's, or its shape, which grows with the world where it
-    // spans the trace's (a data-parallel group), else keeps its size (a tensor-parallel one).
-    let checked = |i: usize, c: Result<Recorded, String>| -> Result<Comm, String> {
-        let (collective, bytes, dtype, size, stride) =
-            c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
-        let group = match (size, world) {
-            (None, _) => None,
-            (Some(g), Some(w)) if g > w => {
-                return Err(format!(
-                    "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks, more than the trace's {w}"
-                ));
-            }
-            (Some(g), Some(w)) if g == w => None,
-            (Some(g), w) => {
-                let stride = stride.ok_or_else(|| {
-                    format!(
-                        "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
-                    )
-                })?;
-                let spans = g.checked_mul(stride).is_some_and(|n| Some(n) == w);
-                let size = if spans { None } else { Some(g as usize) };
-                Some(GroupShape { size, stride: stride as usize })
-            }
-        };
-        Ok(Comm { at: 0.0, collective, bytes, dtype, name: String::new(), gpu: None, group })
-    };
-    // When the host launched each GPU operation (by correlation id), and the host's waits.
-    let mut launched_at = std::collections::BTreeMap::new();
-    let mut host_waits = Vec::new();
-    // The host's first wait for the GPU: its launches after it follow the GPU's progress.
-    let mut first_block = f64::INFINITY;
-    // CPU ops that record a collective: (start, end, External id, event index).
-    let mut records: Vec<(f64, f64, Option<u64>, usize)> = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        let c = cat(e);
-        let args = e.get("args");
-        match c.as_str() {
-            "cuda_runtime" | "cuda_driver" => {
-                let corr = args.and_then(|a| a.get("correlation")).and_then(Value::as_u64);
-                if let (Some(corr), Some(ts)) = (corr, num(e, "ts")) {
-                    launched_at.insert(corr, ts);
-                    let name = e.get("name").and_then(Value::as_str).unwrap_or("");
-                    // A device-wide synchronisation waits for the collectives too.
-                    if matches!(
-                        name,
-                        "cudaStreamWaitEvent" | "cudaDeviceSynchronize" | "cuCtxSynchronize"
-                    ) {
-                        host_waits.push(ts);
-                    }
-                    if BLOCKING.contains(&name) {
-                        first_block = first_block.min(ts);
-                    }
-                }
-            }
-            "cpu_op" | "user_annotation"
-                if args.is_some_and(|a| a.get("Collective name").is_some()) =>
-            {
-                if let Some(n) =
-                    args.and_then(|a| a.get("Collective name")).filter(|n| !n.is_string())
-                {
-                    return Err(format!(
-                        "{file}: traceEvents[{i}]: \"Collective name\" {n} is not a collective's name"
-                    ));
-                }
-                let ts = num(e, "ts").filter(|t| t.is_finite()).ok_or_else(|| {
-                    format!("{file}: traceEvents[{i}]: a collective's op without ts")
-                })?;
-                if ts.abs() > MAX_TS_US {
-                    return Err(format!("{file}: traceEvents[{i}].ts: {ts:e} µs {}", NO_TIMESTAMP));
-                }
-                let dur = num(e, "dur").filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
-                records.push((ts, ts + dur, ext(e), i));
-            }
-            _ => {}
-        }
-    }
+    let world = world_size(file, &v, events)?;
+    let host = Host::scan(file, events)?;
     // The innermost record of each collective: PyTorch nests its own (a barrier's all-reduce,
     // a coalesced call's members) inside an outer one.
+    let records = &host.records;
     let inner: Vec<_> = records
         .iter()
         .filter(|r| {
@@ -373,7 +278,7 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
     for &(ts, _, id, i) in &inner {
         let args = events[i].get("args").unwrap_or(&Value::Null);
         let Some(c) = comm_args(args) else { continue };
-        let comm = checked(i, c)?;
+        let comm = grouped(file, world, i, c)?;
         let name = events[i].get("name").and_then(Value::as_str).unwrap_or("collective");
         if let Some(id) = id {
             by_ext.insert(id, comms.len());
@@ -389,25 +294,12 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
         {
             continue;
         }
-        let (Some(ts), Some(dur)) = (num(e, "ts"), num(e, "dur")) else {
-            return Err(format!("{file}: traceEvents[{i}]: a GPU event without ts or dur"));
-        };
-        if !(ts.is_finite() && dur.is_finite() && dur >= 0.0) {
-            return Err(format!("{file}: traceEvents[{i}]: ts {ts}, dur {dur}"));
-        }
-        if ts.abs() > MAX_TS_US {
-            return Err(format!("{file}: traceEvents[{i}].ts: {ts:e} µs {}", NO_TIMESTAMP));
-        }
-        if dur > super::calls::MAX_ENTRY_US {
-            return Err(format!(
-                "{file}: traceEvents[{i}].dur: {dur} µs, more than an hour of GPU work in one event (a profiler trace's times are µs)"
-            ));
-        }
+        let (ts, dur) = gpu_times(file, i, e)?;
         let name = e.get("name").and_then(Value::as_str).unwrap_or("kernel");
         let short = name.split('(').next().unwrap_or(name).to_string();
         let args = e.get("args").unwrap_or(&Value::Null);
         let corr = args.get("correlation").and_then(Value::as_u64);
-        let launch = corr.and_then(|c| launched_at.get(&c).copied());
+        let launch = corr.and_then(|c| host.launched_at.get(&c).copied());
         // The collective whose work it is: by the op that launched it, or, where the trace
         // does not name that op, by the host's time.
         let owner = match ext(e) {
@@ -425,7 +317,7 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
                         "{file}: traceEvents[{i}] ({name}): an NCCL kernel without its collective's size (profile with PyTorch 2.1 or later, which records it)"
                     )
                 })?;
-                let comm = checked(i, own)?;
+                let comm = grouped(file, world, i, own)?;
                 let at = launch.unwrap_or(ts);
                 comms.push(Comm { at, name: short.clone(), ..comm });
                 Some(comms.len() - 1)
@@ -463,15 +355,186 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
         .map(|(k, c)| (c.at, c.gpu.map_or(f64::INFINITY, |g| g.0), Item::Comm(k)))
         .collect();
     order.extend(
-        host_waits
-            .iter()
+        (host.waits.iter())
             .filter(|&&t| span_of(t).is_none())
             .map(|&t| (t, f64::INFINITY, Item::Wait)),
     );
     order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let (calls, origin) = program(&kernels, &comms, order, host.first_block);
+    let file = CallsFile { collsim_calls: VERSION, ranks: world.map(|w| w as usize), calls };
+    Ok(Traced { file, kernels: origin, json: v })
+}
+
+/// An event's category.
+fn cat(e: &Value) -> String {
+    e.get("cat").and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// The op an event belongs to (its `External id`).
+fn ext(e: &Value) -> Option<u64> {
+    e.get("args").and_then(|a| a.get("External id")).and_then(Value::as_u64)
+}
+
+/// The trace's ranks: `distributedInfo.world_size`, or without it (a bare event list) the
+/// largest group recorded, since the default group spans every rank.
+fn world_size(file: &str, v: &Value, events: &[Value]) -> Result<Option<u64>, String> {
+    let world = match v.get("distributedInfo").and_then(|d| d.get("world_size")) {
+        None => None,
+        Some(w) => match w.as_u64() {
+            Some(w) if w >= 1 => Some(w),
+            _ => {
+                return Err(format!(
+                    "{file}: distributedInfo.world_size {w} is not a number of ranks"
+                ));
+            }
+        },
+    };
+    Ok(world.or_else(|| {
+        events
+            .iter()
+            .filter_map(|e| e.get("args")?.get("Group size")?.as_u64())
+            .filter(|&g| g >= 1)
+            .max()
+    }))
+}
+
+/// The collective event `i` records (`c`), on its group: the world's, or its shape, which
+/// grows with the world where it spans the trace's `world` (a data-parallel group), else keeps
+/// its size (a tensor-parallel one).
+fn grouped(
+    file: &str,
+    world: Option<u64>,
+    i: usize,
+    c: Result<Recorded, String>,
+) -> Result<Comm, String> {
+    let (collective, bytes, dtype, size, stride) =
+        c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
+    let group = match (size, world) {
+        (None, _) => None,
+        (Some(g), Some(w)) if g > w => {
+            return Err(format!(
+                "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks, more than the trace's {w}"
+            ));
+        }
+        (Some(g), Some(w)) if g == w => None,
+        (Some(g), w) => {
+            let stride = stride.ok_or_else(|| {
+                format!(
+                    "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
+                )
+            })?;
+            let spans = g.checked_mul(stride).is_some_and(|n| Some(n) == w);
+            let size = if spans { None } else { Some(g as usize) };
+            Some(GroupShape { size, stride: stride as usize })
+        }
+    };
+    Ok(Comm { at: 0.0, collective, bytes, dtype, name: String::new(), gpu: None, group })
+}
+
+/// What the host side of a trace says.
+struct Host {
+    /// When the host launched each GPU operation, by correlation id.
+    launched_at: std::collections::BTreeMap<u64, f64>,
+    /// When the host waited for the GPU (a stream wait or a device-wide synchronisation).
+    waits: Vec<f64>,
+    /// The host's first blocking wait for the GPU: its launches after it follow the GPU's
+    /// progress.
+    first_block: f64,
+    /// CPU ops that record a collective: (start, end, External id, event index).
+    records: Vec<(f64, f64, Option<u64>, usize)>,
+}
+
+impl Host {
+    /// The host side of `events` (of trace `file`, for errors).
+    fn scan(file: &str, events: &[Value]) -> Result<Host, String> {
+        let mut host = Host {
+            launched_at: std::collections::BTreeMap::new(),
+            waits: Vec::new(),
+            first_block: f64::INFINITY,
+            records: Vec::new(),
+        };
+        for (i, e) in events.iter().enumerate() {
+            let c = cat(e);
+            let args = e.get("args");
+            match c.as_str() {
+                "cuda_runtime" | "cuda_driver" => {
+                    let corr = args.and_then(|a| a.get("correlation")).and_then(Value::as_u64);
+                    if let (Some(corr), Some(ts)) = (corr, num(e, "ts")) {
+                        host.launched_at.insert(corr, ts);
+                        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+                        // A device-wide synchronisation waits for the collectives too.
+                        if matches!(
+                            name,
+                            "cudaStreamWaitEvent" | "cudaDeviceSynchronize" | "cuCtxSynchronize"
+                        ) {
+                            host.waits.push(ts);
+                        }
+                        if BLOCKING.contains(&name) {
+                            host.first_block = host.first_block.min(ts);
+                        }
+                    }
+                }
+                "cpu_op" | "user_annotation"
+                    if args.is_some_and(|a| a.get("Collective name").is_some()) =>
+                {
+                    if let Some(n) =
+                        args.and_then(|a| a.get("Collective name")).filter(|n| !n.is_string())
+                    {
+                        return Err(format!(
+                            "{file}: traceEvents[{i}]: \"Collective name\" {n} is not a collective's name"
+                        ));
+                    }
+                    let ts = num(e, "ts").filter(|t| t.is_finite()).ok_or_else(|| {
+                        format!("{file}: traceEvents[{i}]: a collective's op without ts")
+                    })?;
+                    if ts.abs() > MAX_TS_US {
+                        return Err(format!(
+                            "{file}: traceEvents[{i}].ts: {ts:e} µs {}",
+                            NO_TIMESTAMP
+                        ));
+                    }
+                    let dur = num(e, "dur").filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0);
+                    host.records.push((ts, ts + dur, ext(e), i));
+                }
+                _ => {}
+            }
+        }
+        Ok(host)
+    }
+}
+
+/// A GPU event's start and duration (µs), checked.
+fn gpu_times(file: &str, i: usize, e: &Value) -> Result<(f64, f64), String> {
+    let (Some(ts), Some(dur)) = (num(e, "ts"), num(e, "dur")) else {
+        return Err(format!("{file}: traceEvents[{i}]: a GPU event without ts or dur"));
+    };
+    if !(ts.is_finite() && dur.is_finite() && dur >= 0.0) {
+        return Err(format!("{file}: traceEvents[{i}]: ts {ts}, dur {dur}"));
+    }
+    if ts.abs() > MAX_TS_US {
+        return Err(format!("{file}: traceEvents[{i}].ts: {ts:e} µs {}", NO_TIMESTAMP));
+    }
+    if dur > super::calls::MAX_ENTRY_US {
+        return Err(format!(
+            "{file}: traceEvents[{i}].dur: {dur} µs, more than an hour of GPU work in one event (a profiler trace's times are µs)"
+        ));
+    }
+    Ok((ts, dur))
+}
+
+/// The step as calls in program order: the compute `kernels` (sorted by start) with the
+/// collectives and host waits of `order` each before the first kernel the host launched after
+/// it, and the gaps between kernels as waits for a collective, the host launching late, or
+/// time that passes. Also each kernel's call index and event index.
+fn program(
+    kernels: &[Kernel],
+    comms: &[Comm],
+    order: Vec<(f64, f64, Item)>,
+    first_block: f64,
+) -> (Vec<Call>, Vec<(usize, usize)>) {
     let mut reach = Vec::with_capacity(kernels.len());
     let mut latest = f64::NEG_INFINITY;
-    for k in &kernels {
+    for k in kernels {
         latest = latest.max(k.at);
         reach.push(latest);
     }
@@ -546,8 +609,7 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
     if !ends.is_empty() {
         calls.push(Call::Drain { drain: true });
     }
-    let file = CallsFile { collsim_calls: VERSION, ranks: world.map(|w| w as usize), calls };
-    Ok(Traced { file, kernels: origin, json: v })
+    (calls, origin)
 }
 
 #[cfg(test)]
