@@ -337,7 +337,7 @@ fn on_cluster<R>(
             .and_then(|()| layout.check_placement(world, comm.ppn()))
             .map_err(|e| Error::Field(format!("{}: {e}", e.field())))?;
     }
-    let groups = step_groups(&cluster, &comm, spec)?;
+    let groups = step_groups(&cluster, &comm, spec, false)?;
     let r = with_ddp(
         &cluster,
         &comm,

@@ -194,7 +194,8 @@ impl Call {
             Work::Until { at, .. } => Call::Until { idle_until_us: at.get() * 1e6 },
             // A pipeline stage's sends and receives have no entry (`--export-calls` refuses
             // 3-D layouts); a mark is not work.
-            Work::Recv { .. } | Work::Send { .. } | Work::Mark => return None,
+            Work::Recv { .. } | Work::Send { .. } | Work::Call { .. } => return None,
+            Work::Mark | Work::Open | Work::Close { .. } => return None,
         })
     }
 

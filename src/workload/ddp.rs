@@ -1337,6 +1337,9 @@ pub(crate) struct StepPlan {
     pub(crate) tp_comm: f64,
     /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
     pub(crate) pipeline: f64,
+    /// A pipeline stage's: its calls that the timeline posts itself ([`Work::Call`]), in the
+    /// work before its last backward, timed alone, s (0 where it posts none).
+    pub(crate) tp_posted_before: f64,
     /// A pipeline stage's: when its last backward begins with each call timed alone (the
     /// timeline's last [`Work::Mark`](super::timeline::Work) says when it began in the run:
     /// later where its sends or its neighbours' met other traffic, and the difference is
@@ -1385,6 +1388,7 @@ impl StepPlan {
             input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
             tp_comm: 0.0,
             pipeline: 0.0,
+            tp_posted_before: 0.0,
             last_backward: None,
             host_idle: false,
             replicas: world,
@@ -1408,18 +1412,23 @@ impl StepPlan {
         let StepPlan { k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
         // A pipeline stage's last backward later than alone: its wait is pipeline time, and
         // the first step's gradients are reduced that much later too.
+        // Its own calls (tensor- and expert-parallel) taking longer than alone before then
+        // are their time, not the pipeline's.
         let late = match (self.last_backward, step.marks.last()) {
-            (Some(planned), Some(&began)) => began.get() - planned,
+            (Some(planned), Some(&began)) => {
+                began.get() - planned - (step.call_wait_at_mark.get() - self.tp_posted_before)
+            }
             _ => 0.0,
         };
-        let (first_end, pipeline) = (self.first_end + late, self.pipeline + late);
+        let (first_end, pipeline) = (self.first_end + late, (self.pipeline + late).max(0.0));
         let gpu_end = step.end.map_or(0.0, Secs::get);
-        let comm = step.comm_before.get() + step.comm.get() + self.tp_comm;
+        let tp_comm = self.tp_comm + step.call_wait.get();
+        let comm = step.comm_before.get() + step.comm.get() + tp_comm;
         // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
         let host = if self.host_idle { step.idle.get() } else { 0.0 };
         let hook = step.hook_compute.get();
         let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + hook + host;
-        let exposed = (gpu_end - compute - self.tp_comm - pipeline).max(0.0);
+        let exposed = (gpu_end - compute - tp_comm - pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
         let end = gpu_end.max(self.loader_secs());
@@ -1441,7 +1450,7 @@ impl StepPlan {
             exposed_comm_ms: exposed * 1e3,
             skew_wait_ms: 0.0,
             input_stall_ms: (end - gpu_end) * 1e3,
-            tp_comm_ms: self.tp_comm * 1e3,
+            tp_comm_ms: tp_comm * 1e3,
             pipeline_ms: pipeline * 1e3,
         };
         let mut timeline = step.spans.clone();
@@ -1550,6 +1559,9 @@ pub(crate) struct StageWork {
     /// The stage's layer times: `bwd` its last backward's (recompute and tensor-parallel
     /// collectives in), 0 for layers whose gradients were complete before it.
     pub layers: LayerTimes,
+    /// Each layer's work in the last backward, where it posts calls of its own (in place of
+    /// running its `bwd` time).
+    pub layer_work: Option<Vec<Vec<Work>>>,
     /// The compute stream's work before the last backward.
     pub before: Vec<Work>,
     /// When the last backward begins, run alone, s.
@@ -1648,11 +1660,18 @@ pub(crate) fn plan_ddp(
             }
             for (li, layer) in m.layers.iter().enumerate().rev() {
                 let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
-                work.push(Work::Run {
-                    secs: Secs::new(bwd[li]),
-                    name: Some(format!("bwd {}", layer.name)),
-                    grad: None,
-                });
+                let name = format!("bwd {}", layer.name);
+                match stage.and_then(|s| s.layer_work.as_ref()) {
+                    Some(own) => {
+                        work.push(Work::Open);
+                        work.extend(own[li].iter().cloned());
+                        work.push(Work::Close { name });
+                    }
+                    None => {
+                        let secs = Secs::new(bwd[li]);
+                        work.push(Work::Run { secs, name: Some(name), grad: None });
+                    }
+                }
                 for k in (0..layer.tensors.len()).rev() {
                     let i = first + k;
                     work.push(Work::Run {

@@ -114,6 +114,11 @@ pub enum Group {
     Expert,
     /// The expert-data-parallel group of a stage (its experts' gradients).
     ExpertData(usize),
+    /// Stage s's tensor-parallel group of its first rank (stage 0's is [`Group::Tensor`]):
+    /// where a stage's tensor-parallel calls run when they are posted one by one.
+    StageTensor(usize),
+    /// Stage s's expert-parallel group of its first rank (stage 0's is [`Group::Expert`]).
+    StageExpert(usize),
     /// HYBRID_SHARD's shard group: rank 0's node.
     Shard,
     /// HYBRID_SHARD's replicate group: rank 0 of each node (each node's local rank 0).
@@ -190,6 +195,8 @@ impl Layout {
         match group {
             Group::World => (0..world).collect(),
             Group::Tensor => (0..tp).collect(),
+            Group::StageTensor(s) => (0..tp).map(|t| t + stage(s)).collect(),
+            Group::StageExpert(s) => (0..self.ep).map(|d| tp * d + stage(s)).collect(),
             Group::Context => (0..self.cp).map(|c| tp * c).collect(),
             Group::Data(s) => (0..rep).map(|d| tp * d + stage(s)).collect(),
             Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
@@ -212,14 +219,14 @@ impl Layout {
         let (tp, dp, ep, cp) = (self.tp, self.dp(world), self.ep.max(1), self.cp.max(1));
         let rep = self.grad_ranks(world);
         let offsets: Vec<usize> = match group {
-            Group::Tensor => (1..rep).map(|d| tp * d).collect(),
+            Group::Tensor | Group::StageTensor(_) => (1..rep).map(|d| tp * d).collect(),
             Group::Context => (0..tp)
                 .flat_map(|t| (0..dp).map(move |d| t + tp * cp * d))
                 .filter(|&o| o > 0)
                 .collect(),
             Group::Data(_) => (1..tp).collect(),
             Group::Pipeline(_) | Group::Embedding => (1..tp * rep).collect(),
-            Group::Expert => (0..tp)
+            Group::Expert | Group::StageExpert(_) => (0..tp)
                 .flat_map(|t| (0..dp / ep).map(move |j| t + tp * ep * j))
                 .filter(|&o| o > 0)
                 .collect(),
@@ -247,6 +254,15 @@ impl Layout {
             g.extend((0..self.pp).map(Group::Pipeline));
             g.push(Group::Embedding);
         }
+        g.retain(|&g| self.members(g, world).len() > 1);
+        g
+    }
+
+    /// The groups beyond [`Layout::groups`] that a step whose tensor- and expert-parallel calls
+    /// are posted one by one runs them on: every later stage's.
+    pub fn stage_groups(&self, world: usize) -> Vec<Group> {
+        let mut g: Vec<Group> = (1..self.pp).map(Group::StageTensor).collect();
+        g.extend((1..self.pp).map(Group::StageExpert));
         g.retain(|&g| self.members(g, world).len() > 1);
         g
     }
@@ -948,7 +964,16 @@ struct Timed {
     rec_tp: Vec<f64>,
     fwd: Vec<f64>,
     bwd: Vec<f64>,
+    /// Per layer, the tensor- and expert-parallel calls a step that posts them one by one
+    /// posts (forward, backward; none where the overlap with the GEMMs is modelled), and
+    /// their time alone (part of `tpf`, `tpb`).
+    calls: Vec<(GroupCalls, GroupCalls)>,
+    calls_f: Vec<f64>,
+    calls_b: Vec<f64>,
 }
+
+/// Collectives of one kind on one group, in order: (group, collective, bytes).
+type GroupCalls = Vec<(Group, Collective, u64)>;
 
 /// Stage `st` of `spec` under `layout` timed on `gpu`, its collectives by `coll`: each layer's
 /// compute and tensor-, expert- and context-parallel collectives (what overlapping leaves
@@ -975,12 +1000,21 @@ fn time_stage(
     let n = st.model.layers.len();
     let (mut tpf, mut tpb, mut rec, mut rec_tp) =
         (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    let mut calls = vec![(Vec::new(), Vec::new()); n];
+    let (mut calls_f, mut calls_b) = (vec![0.0; n], vec![0.0; n]);
     for (i, l) in st.model.layers.iter().enumerate() {
         let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
         let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
         tpf[i] = time(Group::Tensor, &f, act) + time(Group::Expert, &ef, act);
         tpb[i] = time(Group::Tensor, &b, act) + time(Group::Expert, &eb, act);
+        (calls_f[i], calls_b[i]) = (tpf[i], tpb[i]);
+        let on = |tp: &Calls, ep: &Calls| -> GroupCalls {
+            let tp = tp.iter().map(|&(k, b)| (Group::Tensor, k, b));
+            tp.chain(ep.iter().map(|&(k, b)| (Group::Expert, k, b))).collect()
+        };
+        calls[i] = (on(&f, &ef), on(&b, &eb));
         if let Some(shape) = l.parallel.filter(|_| layout.tp_overlap() && is_block(l)) {
+            (calls[i], calls_f[i], calls_b[i]) = ((Vec::new(), Vec::new()), 0.0, 0.0);
             let bytes = spec.micro_batch * shape.tokens * shape.hidden * act.size();
             let c = |k: Collective| coll(Group::Tensor, k, Bytes::new(bytes), act).secs().get();
             let pair = (c(Collective::AllGather), c(Collective::ReduceScatter));
@@ -1021,19 +1055,63 @@ fn time_stage(
         fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
         bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
     }
-    Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd }
+    Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd, calls, calls_f, calls_b }
+}
+
+impl Timed {
+    /// Layer `i`'s part of an op, its tensor- and expert-parallel calls posted one by one
+    /// (blocking, in `dtype`) and the rest run as compute: the forward's (`fwd`), or the
+    /// backward's (its recomputed forward first). Each call ends an equal part of the
+    /// compute, as a block's attention and MLP each end in theirs (how the layer's time
+    /// divides between them is not kept).
+    fn layer_work(&self, i: usize, fwd: bool, dtype: DataType) -> Vec<Work> {
+        let run = |secs: f64| Work::Run { secs: Secs::new(secs), name: None, grad: None };
+        let spread = |secs: f64, calls: &GroupCalls| -> Vec<Work> {
+            if calls.is_empty() {
+                return vec![run(secs)];
+            }
+            let part = secs / calls.len() as f64;
+            (calls.iter())
+                .flat_map(|&(group, collective, bytes)| {
+                    let bytes = Bytes::new(bytes);
+                    [run(part), Work::Call { group, collective, bytes, dtype }]
+                })
+                .collect()
+        };
+        let forward = |secs: f64| spread(secs + self.tpf[i] - self.calls_f[i], &self.calls[i].0);
+        if fwd {
+            return forward(self.lt.fwd[i]);
+        }
+        let mut w = if self.rec[i] > 0.0 { forward(self.rec[i]) } else { Vec::new() };
+        w.extend(spread(self.lt.bwd[i] + self.tpb[i] - self.calls_b[i], &self.calls[i].1));
+        w
+    }
+
+    /// The posted calls' time alone in layer `i`'s part of an op (forward or backward).
+    fn layer_calls(&self, i: usize, fwd: bool) -> f64 {
+        match fwd {
+            true => self.calls_f[i],
+            false if self.rec[i] > 0.0 => self.calls_f[i] + self.calls_b[i],
+            false => self.calls_b[i],
+        }
+    }
 }
 
 /// The step of `spec` laid out as `layout` on `world` ranks, each stage planned, with its
 /// report: the schedule is the stages run together with each call timed alone by `coll`; the
 /// stages' plans then run together (on that fabric or a shared network) and the slowest one's
 /// is the step's.
+///
+/// With `post`, each layer's tensor- and expert-parallel calls (those not overlapped with its
+/// GEMMs) are calls of the stages' plans, posted one by one where they run, rather than part
+/// of their compute: on a shared network they meet the step's other traffic.
 pub(crate) fn plan_stages(
     spec: &DdpSpec,
     layout: &Layout,
     world: usize,
     gpu: &GpuFacts,
     coll: &GroupTimer<'_>,
+    post: bool,
 ) -> (Vec<StepPlan>, ParallelReport) {
     let (p, v) = (layout.pp, layout.virtual_stages);
     let m = spec.grad_accumulation.max(1) as usize;
@@ -1134,22 +1212,33 @@ pub(crate) fn plan_stages(
         let Some(last) = ops.last() else { continue };
         // Before the last backward: the schedule's ops, waits between them.
         let mut before = Vec::new();
-        let (mut busy, mut tp_before) = (0.0, 0.0);
+        let (mut busy, mut tp_before, mut posted_before) = (0.0, 0.0, 0.0);
         for o in &ops[..ops.len() - 1] {
             before.extend(recv(s, o.op));
             let what = if o.op.fwd { "fwd" } else { "bwd" };
             let chunk = if v > 1 { format!(" chunk {}", o.op.chunk) } else { String::new() };
-            let tp_part: f64 = (0..st.model.layers.len())
-                .filter(|&i| st.chunk[i] == o.op.chunk)
-                .map(|i| if o.op.fwd { t.tpf[i] } else { t.tpb[i] + t.rec_tp[i] })
+            let mine: Vec<usize> =
+                (0..st.model.layers.len()).filter(|&i| st.chunk[i] == o.op.chunk).collect();
+            let tp_part: f64 = (mine.iter())
+                .map(|&i| if o.op.fwd { t.tpf[i] } else { t.tpb[i] + t.rec_tp[i] })
                 .sum();
             busy += o.done - o.start - tp_part;
             tp_before += tp_part;
-            before.push(Work::Run {
-                secs: Secs::new(dur(s, o.op)),
-                name: Some(format!("{what}{chunk} micro-batch {}", o.op.micro)),
-                grad: None,
-            });
+            let name = format!("{what}{chunk} micro-batch {}", o.op.micro);
+            if post {
+                // Layer by layer, the backward's in reverse.
+                let order: Vec<usize> =
+                    if o.op.fwd { mine } else { mine.into_iter().rev().collect() };
+                before.push(Work::Open);
+                for &i in &order {
+                    before.extend(t.layer_work(i, o.op.fwd, act));
+                    posted_before += t.layer_calls(i, o.op.fwd);
+                }
+                before.push(Work::Close { name });
+            } else {
+                let secs = Secs::new(dur(s, o.op));
+                before.push(Work::Run { secs, name: Some(name), grad: None });
+            }
             before.extend(send(s, o.op, None));
         }
         // The last backward: its send leaves as its compute would end alone.
@@ -1179,11 +1268,20 @@ pub(crate) fn plan_stages(
                 grad: None,
             });
         }
+        let layer_work = post.then(|| {
+            (0..lt.bwd.len())
+                .map(|i| match st.chunk[i] == last.op.chunk {
+                    true => t.layer_work(i, false, act),
+                    false => Vec::new(),
+                })
+                .collect()
+        });
         let experts_apart = layout.ep > 1;
         let optimizer_shards =
             if layout.distributed_optimizer { layout.grad_ranks(world) } else { 1 };
         let work = StageWork {
             layers: lt,
+            layer_work,
             before,
             last_backward: last.start,
             after,
@@ -1196,11 +1294,19 @@ pub(crate) fn plan_stages(
         let mut plan = plan_ddp(&t.spec, dp, gpu, &dp_coll, Some(&work));
         // Per micro-batch compute on this stage (all chunks), collectives apart.
         let tp_mb: f64 = (0..t.tpf.len()).map(|i| t.tpf[i] + t.tpb[i] + t.rec_tp[i]).sum();
+        // What the timeline posts itself is counted as it runs.
+        let posted_mb: f64 = match post {
+            true => {
+                (0..t.tpf.len()).map(|i| t.layer_calls(i, true) + t.layer_calls(i, false)).sum()
+            }
+            false => 0.0,
+        };
         let rec: f64 = t.rec.iter().sum();
         plan.fwd_s = t.lt.fwd.iter().sum::<f64>();
         plan.bwd_s = t.lt.bwd.iter().sum::<f64>() + rec;
         plan.k = m as u64;
-        plan.tp_comm = m as f64 * tp_mb;
+        plan.tp_comm = m as f64 * (tp_mb - posted_mb);
+        plan.tp_posted_before = posted_before;
         plan.pipeline = (last.start - busy - tp_before).max(0.0) + embedding;
         plan.last_backward = Some(last.start);
         plan.replicas = dp;
@@ -1304,11 +1410,13 @@ pub(crate) fn live_micro_batches(s: usize, p: usize, v: usize, m: usize) -> f64 
 }
 
 /// A stage's step's group: its data-parallel group for the world's, its expert-data group
-/// for the experts'.
+/// for the experts', its tensor- and expert-parallel groups for the first stage's.
 pub(crate) fn on_stage(g: Group, stage: usize) -> Group {
     match g {
         Group::World => Group::Data(stage),
         Group::ExpertData(_) => Group::ExpertData(stage),
+        Group::Tensor if stage > 0 => Group::StageTensor(stage),
+        Group::Expert if stage > 0 => Group::StageExpert(stage),
         g => g,
     }
 }
@@ -1323,7 +1431,7 @@ pub fn simulate_parallel(
     gpu: &GpuFacts,
     coll: &GroupTimer<'_>,
 ) -> StepResult {
-    let (plans, report) = plan_stages(spec, layout, world, gpu, coll);
+    let (plans, report) = plan_stages(spec, layout, world, gpu, coll, false);
     let mut lines: Vec<_> = plans.iter().map(StepPlan::timeline).collect();
     super::step::run_stages(&mut lines, coll);
     let results = plans.iter().zip(&lines).map(|(plan, line)| plan.result(line)).collect();
@@ -1479,6 +1587,13 @@ mod tests {
         assert_eq!(cover(Group::Expert), stage(0));
         assert_eq!(cover(Group::ExpertData(0)), stage(0));
         assert_eq!(cover(Group::Pipeline(0)), (0..16).collect::<Vec<_>>());
+        // A later stage's tensor and expert groups tile that stage as the first's tile it.
+        assert_eq!(cover(Group::StageTensor(1)), stage(1));
+        assert_eq!(cover(Group::StageExpert(1)), stage(1));
+        assert_eq!(l.members(Group::StageTensor(1), world), [8, 9]);
+        assert_eq!(l.stage_groups(world), [Group::StageTensor(1), Group::StageExpert(1)]);
+        assert_eq!(on_stage(Group::Tensor, 0), Group::Tensor);
+        assert_eq!(on_stage(Group::Expert, 1), Group::StageExpert(1));
         assert_eq!(l.siblings(Group::Data(0), world).len(), 1);
         assert!(l.siblings(Group::World, world).is_empty());
     }
@@ -1859,7 +1974,7 @@ mod tests {
             }
             free(g, c, bytes, d)
         };
-        plan_stages(&s, &l, 8, &gpu(), &record);
+        plan_stages(&s, &l, 8, &gpu(), &record, false);
         let mut sent = sent.into_inner().unwrap();
         sent.sort_unstable();
         sent.dedup();

@@ -151,6 +151,26 @@ pub(crate) enum Work {
     },
     /// Records the time it is reached ([`Timeline::marks`]).
     Mark,
+    /// A collective on `group` the compute stream waits for (a tensor- or expert-parallel
+    /// call of a layer, on its own communicator's stream, not the gradients'): its time is
+    /// [`Timeline::call_wait`].
+    Call {
+        /// The process group.
+        group: Group,
+        /// What it runs.
+        collective: Collective,
+        /// Bytes (nccl-tests size).
+        bytes: Bytes,
+        /// Element type.
+        dtype: DataType,
+    },
+    /// Opens a span that the next [`Work::Close`] ends (an op made of several items).
+    Open,
+    /// Ends the span [`Work::Open`] began: a compute span named `name`.
+    Close {
+        /// Its span's name.
+        name: String,
+    },
 }
 
 /// A detached send ([`Work::Send`] with `after`): waiting to leave, or on its way.
@@ -162,14 +182,13 @@ enum Detached {
     Posted { to: usize, op: PipeOp },
 }
 
-/// The blocking send the compute stream waits for: its handle, when it began, and where it
-/// goes.
+/// The blocking call the compute stream waits for: its handle, when it began, and, for a
+/// pipeline send, where it goes.
 #[derive(Debug, Clone, Copy)]
 struct Sending {
     handle: u32,
     started: f64,
-    to: usize,
-    op: PipeOp,
+    to: Option<(usize, PipeOp)>,
 }
 
 /// What a timeline hears back.
@@ -290,6 +309,12 @@ pub(crate) struct Timeline {
     pub hook_compute: Secs,
     /// Time the compute stream idled on [`Work::Until`] and [`Work::Recv`].
     pub idle: Secs,
+    /// Time the compute stream waited for its own collectives ([`Work::Call`]), and that
+    /// time as of the last [`Work::Mark`].
+    pub call_wait: Secs,
+    pub call_wait_at_mark: Secs,
+    /// When the open span ([`Work::Open`]) began.
+    opened: f64,
     /// When the last item ended.
     pub end: Option<Secs>,
     /// When it started.
@@ -335,6 +360,9 @@ impl Timeline {
             comm: Secs::ZERO,
             hook_compute: Secs::ZERO,
             idle: Secs::ZERO,
+            call_wait: Secs::ZERO,
+            call_wait_at_mark: Secs::ZERO,
+            opened: 0.0,
             end: None,
             t0: 0.0,
             got: Default::default(),
@@ -441,16 +469,17 @@ impl Timeline {
                 } else if let Some(s) = self.sending.filter(|s| s.handle == h) {
                     self.sending = None;
                     self.work.pop_front();
-                    if now > s.started {
-                        let (start_ms, end_ms) = (s.started * 1e3, now * 1e3);
-                        self.spans.push(Span::compute(
-                            "compute",
-                            "p2p send".into(),
-                            start_ms,
-                            end_ms,
-                        ));
+                    match s.to {
+                        Some(to) => {
+                            if now > s.started {
+                                let (start_ms, end_ms) = (s.started * 1e3, now * 1e3);
+                                let name = "p2p send".into();
+                                self.spans.push(Span::compute("compute", name, start_ms, end_ms));
+                            }
+                            self.sent.push(to);
+                        }
+                        None => self.call_wait += Secs::new(now - s.started),
                     }
-                    self.sent.push((s.to, s.op));
                     self.begin(now);
                 } else if let Some(d) = self.detached.remove(&h) {
                     match d {
@@ -600,12 +629,33 @@ impl Timeline {
                     let (to, op) = (*to, *op);
                     let (c, bytes) = (Collective::Send { back: *back }, *bytes);
                     let l = io.launch(Secs::new(now), *group, c, bytes, *dtype);
-                    self.sending = Some(Sending { handle: l.handle, started: now, to, op });
+                    let to = Some((to, op));
+                    self.sending = Some(Sending { handle: l.handle, started: now, to });
+                    moved = true;
+                }
+                Some(&Work::Call { group, collective, bytes, dtype }) if self.sending.is_none() => {
+                    let l = io.launch(Secs::new(now), group, collective, bytes, dtype);
+                    self.sending = Some(Sending { handle: l.handle, started: now, to: None });
                     moved = true;
                 }
                 Some(Work::Mark) => {
                     self.marks.push(Secs::new(now));
+                    self.call_wait_at_mark = self.call_wait;
                     self.work.pop_front();
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Open) => {
+                    self.opened = now;
+                    self.work.pop_front();
+                    self.begin(now);
+                    moved = true;
+                }
+                Some(Work::Close { .. }) => {
+                    if let Some(Work::Close { name }) = self.work.pop_front() {
+                        let (start_ms, end_ms) = (self.opened * 1e3, now * 1e3);
+                        self.spans.push(Span::compute("compute", name, start_ms, end_ms));
+                    }
                     self.begin(now);
                     moved = true;
                 }
@@ -910,6 +960,44 @@ mod tests {
             run_alone(&mut t, Secs::new(0.0), &coll(1.0));
             assert!((t.end.unwrap().get() - 3.0).abs() < 1e-12, "{:?}", t.end);
         }
+    }
+
+    #[test]
+    fn a_layers_own_call_blocks_compute_beside_the_gradients_stream_and_is_counted() {
+        // Open, 1 s of compute, a 0.5 s tensor-parallel call, 1 s more, close; a bucket's
+        // all-reduce posted first runs beside them on its own stream (compute at 0.8 of full
+        // speed while it runs): 0.5 s of it slows the first run to 1.1 s, the call waits 0.5 s
+        // whatever the stream does, and the op's span covers the whole.
+        let post = Work::Post(Batch {
+            ops: vec![all_reduce()],
+            slowdown: Slowdown::Fixed(0.2),
+            row: None,
+            early: false,
+            side: false,
+        });
+        let call = Work::Call {
+            group: Group::Tensor,
+            collective: Collective::AllReduce,
+            bytes: Bytes::new(1),
+            dtype: DataType::Half,
+        };
+        let unnamed = |secs| Work::Run { secs: Secs::new(secs), name: None, grad: None };
+        let work = vec![
+            post,
+            Work::Open,
+            unnamed(1.0),
+            call,
+            unnamed(1.0),
+            Work::Mark,
+            Work::Close { name: "fwd".into() },
+        ];
+        let mut t = Timeline::new(work, Vec::new(), Vec::new());
+        run_alone(&mut t, Secs::new(0.0), &coll(0.5));
+        assert!((t.end.unwrap().get() - 2.6).abs() < 1e-12, "{:?}", t.end);
+        assert_eq!((t.call_wait.get(), t.call_wait_at_mark.get(), t.comm.get()), (0.5, 0.5, 0.5));
+        let fwd = t.spans.iter().find(|s| s.name == "fwd").unwrap();
+        assert!(fwd.start_ms == 0.0 && (fwd.end_ms - 2600.0).abs() < 1e-9, "{fwd:?}");
+        assert_eq!(t.spans.iter().filter(|s| s.lane == "compute").count(), 1);
     }
 
     #[test]

@@ -9,11 +9,14 @@ use crate::{net, workload};
 /// groups that share links with it: a 3-D layout's as Megatron lays them out, HYBRID_SHARD's
 /// and a replayed step's ranks a stride apart, each beside its translates (every node's shard
 /// group, every local rank's replicate group), which run the same step. Groups of one rank are
-/// left out: they send nothing.
+/// left out: they send nothing. With `staged`, every later pipeline stage's tensor- and
+/// expert-parallel groups too ([`Layout::stage_groups`](workload::parallel::Layout)), where a
+/// step posts its layers' calls one by one.
 pub(crate) fn step_groups(
     cluster: &Cluster,
     comm: &Communicator,
     spec: &workload::ddp::DdpSpec,
+    staged: bool,
 ) -> Result<workload::jobs::GroupComms, Error> {
     use workload::jobs::GroupComm;
     use workload::parallel::Group;
@@ -26,7 +29,8 @@ pub(crate) fn step_groups(
         Ok(())
     };
     if let Some(layout) = &spec.parallel {
-        for g in layout.groups(world) {
+        let later = if staged { layout.stage_groups(world) } else { Vec::new() };
+        for g in layout.groups(world).into_iter().chain(later) {
             add(g, &layout.members(g, world), &layout.siblings(g, world))?;
         }
     }

@@ -103,8 +103,12 @@ pub(crate) fn with_ddp<R>(
         .map(|(&g, gc)| (g, with_siblings(gc.own.clone(), gc.siblings.clone())))
         .collect();
     let degrees = spec.parallel.map_or((1, 1, 1, 1), |l| (l.tp, l.pp, l.ep, l.cp));
+    // A later stage's tensor- or expert-parallel group is timed as the first stage's, which
+    // it translates.
     let on = |g: Group| -> Option<(&Cluster, &Communicator)> {
         match g {
+            Group::StageTensor(_) => groups.get(&Group::Tensor).map(|(c, m)| (c, m)),
+            Group::StageExpert(_) => groups.get(&Group::Expert).map(|(c, m)| (c, m)),
             Group::World => Some((cluster, comm)),
             g => groups.get(&g).map(|(c, m)| (c, m)),
         }
@@ -139,6 +143,11 @@ pub(crate) fn with_ddp<R>(
         if collective::in_place_no_op(comm.nranks(), c) {
             return nothing();
         }
+        let g = match g {
+            Group::StageTensor(_) => Group::Tensor,
+            Group::StageExpert(_) => Group::Expert,
+            g => g,
+        };
         let key = ((g, degrees), c, bytes, dtype);
         if let Some(t) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return t;
