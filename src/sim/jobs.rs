@@ -131,7 +131,7 @@ pub fn simulate_jobs_with(
     let whole = machine(scenario, &env, scenario.node.gpu.count)?;
     let bg = background(scenario, &whole)?;
     let built = build_jobs(scenario, &whole)?;
-    let plans = plan_jobs(&built, params, mode, policy, &bg)?;
+    let plans = plan_jobs(&built, params, mode, &bg)?;
     let jobs = Jobs { scenario, params, mode, policy, tick, built, plans, links: whole.links() };
     let alone: Vec<Ran> = (0..jobs.built.len())
         .into_par_iter()
@@ -225,7 +225,6 @@ fn plan_jobs(
     built: &[Built],
     params: &TimingParams,
     mode: Mode,
-    policy: workload::Policy,
     bg: &[Load],
 ) -> Result<Vec<Option<JobPlan>>, Error> {
     use rayon::prelude::*;
@@ -239,10 +238,10 @@ fn plan_jobs(
         .map(|b| {
             let Workload::Ddp(d) = &b.scenario.workload else { return Ok(None) };
             let world = b.comm.nranks();
-            // Under `Shared`, a 3-D step's tensor- and expert-parallel calls are posted where
-            // they run, each stage's on its own groups; not in detail, where each of a step's
-            // thousands of them would run in full (the detailed budget counts distinct calls).
-            let post = policy == workload::Policy::Shared && mode != Mode::Detailed;
+            // A 3-D step's tensor- and expert-parallel calls are posted where they run, each
+            // stage's on its own groups; not in detail, where each of a step's thousands of
+            // them would run in full (the detailed budget counts distinct calls).
+            let post = mode != Mode::Detailed;
             let groups = step_groups(&b.cluster, &b.comm, d, post)?;
             // In detail, each of a group's calls runs beside its siblings' copies.
             let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);

@@ -1410,17 +1410,17 @@ impl StepPlan {
     /// The step's result from its timeline, run from time zero.
     pub(crate) fn result(&self, step: &Timeline) -> StepResult {
         let StepPlan { k, fwd_s, bwd_s, copies, optimizer, slowdown, world, .. } = *self;
-        // A pipeline stage's last backward later than alone: its wait is pipeline time, and
-        // the first step's gradients are reduced that much later too.
-        // Its own calls (tensor- and expert-parallel) taking longer than alone before then
-        // are their time, not the pipeline's.
-        let late = match (self.last_backward, step.marks.last()) {
+        // A pipeline stage's last backward later than alone: the first step's gradients are
+        // reduced that much later too, and the wait is pipeline time but for what its own
+        // posted calls (tensor- and expert-parallel) took beyond their time alone before then.
+        let (late, calls_late) = match (self.last_backward, step.marks.last()) {
             (Some(planned), Some(&began)) => {
-                began.get() - planned - (step.call_wait_at_mark.get() - self.tp_posted_before)
+                (began.get() - planned, step.call_wait_at_mark.get() - self.tp_posted_before)
             }
-            _ => 0.0,
+            _ => (0.0, 0.0),
         };
-        let (first_end, pipeline) = (self.first_end + late, (self.pipeline + late).max(0.0));
+        let first_end = self.first_end + late;
+        let pipeline = (self.pipeline + (late - calls_late)).max(0.0);
         let gpu_end = step.end.map_or(0.0, Secs::get);
         let tp_comm = self.tp_comm + step.call_wait.get();
         let comm = step.comm_before.get() + step.comm.get() + tp_comm;
@@ -1562,6 +1562,9 @@ pub(crate) struct StageWork {
     /// Each layer's work in the last backward, where it posts calls of its own (in place of
     /// running its `bwd` time).
     pub layer_work: Option<Vec<Vec<Work>>>,
+    /// The last backward's send of its input's gradient to the stage before, as its first
+    /// layer's backward ends (before that layer's gradient copies).
+    pub last_send: Option<Work>,
     /// The compute stream's work before the last backward.
     pub before: Vec<Work>,
     /// When the last backward begins, run alone, s.
@@ -1650,91 +1653,99 @@ pub(crate) fn plan_ddp(
     };
     // The backward: each layer, then its gradients' copies into their buckets (reverse order);
     // the local_used_map all-reduce; finalize_backward (wait for every bucket, copy out).
-    let backward =
-        |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown, mut work: Vec<Work>| {
-            let mut owner = vec![0usize; tensors.len()];
-            for (bi, b) in buckets.iter().enumerate() {
-                for &i in &b.tensors {
-                    owner[i] = bi;
+    // `send`: the stage's send of its input's gradient, which leaves once its first layer's
+    // backward is done, before that layer's gradient copies.
+    let backward = |hook: &CommHook,
+                    buckets: &[Bucket],
+                    slowdown: Slowdown,
+                    mut work: Vec<Work>,
+                    send: Option<Work>| {
+        let mut owner = vec![0usize; tensors.len()];
+        for (bi, b) in buckets.iter().enumerate() {
+            for &i in &b.tensors {
+                owner[i] = bi;
+            }
+        }
+        for (li, layer) in m.layers.iter().enumerate().rev() {
+            let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
+            let name = format!("bwd {}", layer.name);
+            match stage.and_then(|s| s.layer_work.as_ref()) {
+                Some(own) => {
+                    work.push(Work::Open);
+                    work.extend(own[li].iter().cloned());
+                    work.push(Work::Close { name });
+                }
+                None => {
+                    let secs = Secs::new(bwd[li]);
+                    work.push(Work::Run { secs, name: Some(name), grad: None });
                 }
             }
-            for (li, layer) in m.layers.iter().enumerate().rev() {
-                let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
-                let name = format!("bwd {}", layer.name);
-                match stage.and_then(|s| s.layer_work.as_ref()) {
-                    Some(own) => {
-                        work.push(Work::Open);
-                        work.extend(own[li].iter().cloned());
-                        work.push(Work::Close { name });
-                    }
-                    None => {
-                        let secs = Secs::new(bwd[li]);
-                        work.push(Work::Run { secs, name: Some(name), grad: None });
-                    }
-                }
-                for k in (0..layer.tensors.len()).rev() {
-                    let i = first + k;
-                    work.push(Work::Run {
-                        secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
-                        name: None,
-                        grad: Some(i),
-                    });
-                }
+            if li == 0 {
+                work.extend(send.clone());
             }
-            // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
-            // parameter, at the end of backward.
-            if spec.find_unused_parameters && !spec.static_graph {
+            for k in (0..layer.tensors.len()).rev() {
+                let i = first + k;
+                work.push(Work::Run {
+                    secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
+                    name: None,
+                    grad: Some(i),
+                });
+            }
+        }
+        // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
+        // parameter, at the end of backward.
+        if spec.find_unused_parameters && !spec.static_graph {
+            work.push(Work::Post(Batch {
+                ops: vec![Op::Coll {
+                    group: Group::World,
+                    collective: Collective::AllReduce,
+                    bytes: Bytes::new(4 * tensors.len() as u64),
+                    dtype: DataType::Int32,
+                    name: "local_used_map all_reduce".into(),
+                }],
+                slowdown,
+                row: None,
+                early: false,
+                side: false,
+            }));
+        }
+        work.push(Work::Drain);
+        work.extend(stage.iter().flat_map(|s| s.after.iter().cloned()));
+        if !spec.gradient_as_bucket_view {
+            work.push(Work::Run {
+                secs: Secs::new(pass(2.0 * grad_bytes as f64)),
+                name: Some("copy-out".into()),
+                grad: None,
+            });
+        }
+        if optimizer > 0.0 {
+            let name = Some(format!("optimizer step ({})", spec.optimizer.name()));
+            work.push(Work::Run { secs: Secs::new(optimizer), name, grad: None });
+            // Megatron's distributed optimizer: each rank's updated shard of the 16-bit
+            // parameters all-gathered after its step, before the next forward (without
+            // `--overlap-param-gather`, its default).
+            let gathered = stage.filter(|s| s.gather_after_step);
+            if let Some(w) = gathered.map(|s| s.optimizer_shards as u64).filter(|&w| w > 1) {
+                let dtype = super::parallel::act_dtype(spec);
+                let numel: u64 = tensors.iter().map(|t| t.numel).sum();
                 work.push(Work::Post(Batch {
                     ops: vec![Op::Coll {
                         group: Group::World,
-                        collective: Collective::AllReduce,
-                        bytes: Bytes::new(4 * tensors.len() as u64),
-                        dtype: DataType::Int32,
-                        name: "local_used_map all_reduce".into(),
+                        collective: Collective::AllGather,
+                        bytes: Bytes::new(numel.div_ceil(w) * w * dtype.size()),
+                        dtype,
+                        name: "all_gather (updated parameters)".into(),
                     }],
                     slowdown,
                     row: None,
                     early: false,
                     side: false,
                 }));
+                work.push(Work::Drain);
             }
-            work.push(Work::Drain);
-            work.extend(stage.iter().flat_map(|s| s.after.iter().cloned()));
-            if !spec.gradient_as_bucket_view {
-                work.push(Work::Run {
-                    secs: Secs::new(pass(2.0 * grad_bytes as f64)),
-                    name: Some("copy-out".into()),
-                    grad: None,
-                });
-            }
-            if optimizer > 0.0 {
-                let name = Some(format!("optimizer step ({})", spec.optimizer.name()));
-                work.push(Work::Run { secs: Secs::new(optimizer), name, grad: None });
-                // Megatron's distributed optimizer: each rank's updated shard of the 16-bit
-                // parameters all-gathered after its step, before the next forward (without
-                // `--overlap-param-gather`, its default).
-                let gathered = stage.filter(|s| s.gather_after_step);
-                if let Some(w) = gathered.map(|s| s.optimizer_shards as u64).filter(|&w| w > 1) {
-                    let dtype = super::parallel::act_dtype(spec);
-                    let numel: u64 = tensors.iter().map(|t| t.numel).sum();
-                    work.push(Work::Post(Batch {
-                        ops: vec![Op::Coll {
-                            group: Group::World,
-                            collective: Collective::AllGather,
-                            bytes: Bytes::new(numel.div_ceil(w) * w * dtype.size()),
-                            dtype,
-                            name: "all_gather (updated parameters)".into(),
-                        }],
-                        slowdown,
-                        row: None,
-                        early: false,
-                        side: false,
-                    }));
-                    work.push(Work::Drain);
-                }
-            }
-            Timeline::new(work, owner, batches(hook, buckets, slowdown))
-        };
+        }
+        Timeline::new(work, owner, batches(hook, buckets, slowdown))
+    };
 
     let apart = stage.is_some_and(|s| s.experts_apart);
     let bucketed = |phase| {
@@ -1832,7 +1843,8 @@ pub(crate) fn plan_ddp(
     if let Some(s) = stage {
         before = s.before.clone();
     }
-    let steady_line = backward(&spec.hook, &steady, per_call, before);
+    let send = stage.and_then(|s| s.last_send.clone());
+    let steady_line = backward(&spec.hook, &steady, per_call, before, send);
     let copies: f64 = tensors.iter().map(|x| copy_in(m.grad_bytes(x))).sum::<f64>()
         + if spec.gradient_as_bucket_view { 0.0 } else { pass(2.0 * grad_bytes as f64) };
 
@@ -1858,7 +1870,7 @@ pub(crate) fn plan_ddp(
         }
         h => h,
     };
-    let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new());
+    let mut first = backward(&first_hook, &first_buckets, per_call, Vec::new(), None);
     super::step::run_alone(&mut first, Secs::new(first_start), coll);
     StepPlan {
         first_as_steady: false,

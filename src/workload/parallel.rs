@@ -964,6 +964,8 @@ struct Timed {
     rec_tp: Vec<f64>,
     fwd: Vec<f64>,
     bwd: Vec<f64>,
+    /// Per layer, whether its backward recomputes its forward first.
+    recomputed: Vec<bool>,
     /// Per layer, the tensor- and expert-parallel calls a step that posts them one by one
     /// posts (forward, backward; none where the overlap with the GEMMs is modelled), and
     /// their time alone (part of `tpf`, `tpb`).
@@ -1002,6 +1004,7 @@ fn time_stage(
         (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     let mut calls = vec![(Vec::new(), Vec::new()); n];
     let (mut calls_f, mut calls_b) = (vec![0.0; n], vec![0.0; n]);
+    let mut recomputed = vec![false; n];
     for (i, l) in st.model.layers.iter().enumerate() {
         let (f, b) = tp_calls(l, layout, spec.micro_batch, act);
         let (ef, eb) = ep_calls(l, layout, spec.micro_batch, act);
@@ -1047,6 +1050,7 @@ fn time_stage(
         if layout.recompute && is_block(l) {
             rec[i] = lt.fwd[i];
             rec_tp[i] = tpf[i];
+            recomputed[i] = true;
         }
     }
     let mut fwd = vec![0.0; v];
@@ -1055,7 +1059,8 @@ fn time_stage(
         fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
         bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
     }
-    Timed { spec: stage_spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd, calls, calls_f, calls_b }
+    let spec = stage_spec;
+    Timed { spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd, recomputed, calls, calls_f, calls_b }
 }
 
 impl Timed {
@@ -1063,7 +1068,8 @@ impl Timed {
     /// (blocking, in `dtype`) and the rest run as compute: the forward's (`fwd`), or the
     /// backward's (its recomputed forward first). Each call ends an equal part of the
     /// compute, as a block's attention and MLP each end in theirs (how the layer's time
-    /// divides between them is not kept).
+    /// divides between them is not kept); the tensor-parallel calls come first, then the
+    /// expert-parallel ones, not in the layer's program order.
     fn layer_work(&self, i: usize, fwd: bool, dtype: DataType) -> Vec<Work> {
         let run = |secs: f64| Work::Run { secs: Secs::new(secs), name: None, grad: None };
         let spread = |secs: f64, calls: &GroupCalls| -> Vec<Work> {
@@ -1082,7 +1088,7 @@ impl Timed {
         if fwd {
             return forward(self.lt.fwd[i]);
         }
-        let mut w = if self.rec[i] > 0.0 { forward(self.rec[i]) } else { Vec::new() };
+        let mut w = if self.recomputed[i] { forward(self.rec[i]) } else { Vec::new() };
         w.extend(spread(self.lt.bwd[i] + self.tpb[i] - self.calls_b[i], &self.calls[i].1));
         w
     }
@@ -1091,7 +1097,7 @@ impl Timed {
     fn layer_calls(&self, i: usize, fwd: bool) -> f64 {
         match fwd {
             true => self.calls_f[i],
-            false if self.rec[i] > 0.0 => self.calls_f[i] + self.calls_b[i],
+            false if self.recomputed[i] => self.calls_f[i] + self.calls_b[i],
             false => self.calls_b[i],
         }
     }
@@ -1103,8 +1109,9 @@ impl Timed {
 /// is the step's.
 ///
 /// With `post`, each layer's tensor- and expert-parallel calls (those not overlapped with its
-/// GEMMs) are calls of the stages' plans, posted one by one where they run, rather than part
-/// of their compute: on a shared network they meet the step's other traffic.
+/// GEMMs) are calls of the stages' plans, posted one by one where they run (on a shared
+/// network they meet the step's other traffic); without, they are folded into compute at
+/// their time alone (slowed, as compute is, by the gradients' NCCL kernels' share of the SMs).
 pub(crate) fn plan_stages(
     spec: &DdpSpec,
     layout: &Layout,
@@ -1241,10 +1248,15 @@ pub(crate) fn plan_stages(
             }
             before.extend(send(s, o.op, None));
         }
-        // The last backward: its send leaves as its compute would end alone.
+        // The last backward: its send leaves as its first layer's backward ends, and the
+        // compute stream waits for it before finalizing the gradients, as Megatron's cooldown
+        // does (`send_backward` waits on its requests, then `finalize_model_grads`: Megatron-LM
+        // d98e8a64, megatron/core/pipeline_parallel/schedules.py and p2p_communication.py).
+        // That layer's gradient copies come after it, so a bucket reduced after the backward
+        // starts after the send.
         before.extend(recv(s, last.op));
         before.push(Work::Mark);
-        before.extend(send(s, last.op, Some(Secs::new(dur(s, last.op)))));
+        let last_send = send(s, last.op, None);
         // The last backward, layer by layer: the other chunks' gradients are complete.
         let mut lt = t.lt.clone();
         for i in 0..lt.bwd.len() {
@@ -1282,6 +1294,7 @@ pub(crate) fn plan_stages(
         let work = StageWork {
             layers: lt,
             layer_work,
+            last_send,
             before,
             last_backward: last.start,
             after,
@@ -1431,7 +1444,7 @@ pub fn simulate_parallel(
     gpu: &GpuFacts,
     coll: &GroupTimer<'_>,
 ) -> StepResult {
-    let (plans, report) = plan_stages(spec, layout, world, gpu, coll, false);
+    let (plans, report) = plan_stages(spec, layout, world, gpu, coll, true);
     let mut lines: Vec<_> = plans.iter().map(StepPlan::timeline).collect();
     super::step::run_stages(&mut lines, coll);
     let results = plans.iter().zip(&lines).map(|(plan, line)| plan.result(line)).collect();
@@ -1665,17 +1678,25 @@ mod tests {
         for (p, m) in [(2usize, 4u64), (4, 8), (4, 4), (8, 16), (4, 1)] {
             let mut s = spec(blocks(16, 1e-3), m);
             s.optimizer = crate::workload::memory::Optimizer::None;
-            let r = simulate_parallel(&s, &layout(1, p, 1), p, &gpu(), &free);
+            // Gradient copies take no time: the last stage's in its last backward would delay
+            // its send, and the first stage's would come after.
+            let copyless = GpuFacts { memory_bandwidth: f64::INFINITY, ..gpu() };
+            let r = simulate_parallel(&s, &layout(1, p, 1), p, &copyless, &free);
             let stage = 16.0 / p as f64 * 3e-3 * 1e3;
             let want = (m as f64 + p as f64 - 1.0) * stage;
             let bubble = (p as f64 - 1.0) / (m as f64 + p as f64 - 1.0);
             let par = r.parallel.as_ref().unwrap();
-            // DDP's gradient copies into and out of the (one-rank) buckets come after.
-            let got = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            let got = r.iteration_time_ms;
             assert!((got / want - 1.0).abs() < 1e-9, "p={p} m={m}: {got} vs {want}");
             let got = par.bubble_fraction * r.iteration_time_ms / got;
             assert!((got - bubble).abs() < 1e-9, "p={p} m={m}: {got}");
             assert_eq!(par.critical_stage, 0);
+            // With copies, the first stage's come after its last backward, and the last
+            // stage's before its first layer's backward delay the gradient it sends: the step
+            // is longer than the ideal by more than the first stage's copies.
+            let r = simulate_parallel(&s, &layout(1, p, 1), p, &gpu(), &free);
+            let first = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            assert!(p == 1 || first > want * (1.0 + 1e-6), "p={p} m={m}: {first} vs {want}");
         }
     }
 
@@ -1685,10 +1706,11 @@ mod tests {
         for (p, v, m) in [(2usize, 2usize, 4u64), (4, 2, 8), (4, 4, 8)] {
             let mut s = spec(blocks(32, 1e-3), m);
             s.optimizer = crate::workload::memory::Optimizer::None;
-            let r = simulate_parallel(&s, &layout(1, p, v), p, &gpu(), &free);
+            let copyless = GpuFacts { memory_bandwidth: f64::INFINITY, ..gpu() };
+            let r = simulate_parallel(&s, &layout(1, p, v), p, &copyless, &free);
             let stage = 32.0 / p as f64 * 3e-3 * 1e3;
             let want = m as f64 * stage + (p as f64 - 1.0) / v as f64 * stage;
-            let got = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            let got = r.iteration_time_ms;
             assert!(
                 (got / want - 1.0).abs() < 1e-9,
                 "p={p} v={v} m={m}: {} vs {want}",
@@ -1728,10 +1750,12 @@ mod tests {
         let want = 48.0 * 4.0 * (10e-6 + bytes as f64 * 1e-11)
             + 2.0 * (10e-6 + bytes as f64 * 1e-11)
             + 3.0 * (10e-6 + (2 * 1024 * 4) as f64 * 1e-11);
+        // Each call waited for on the engine's clock: a picosecond each at most.
         assert!(
-            (tp8.breakdown.tp_comm_ms - want * 1e3).abs() < 1e-9,
-            "{}",
-            tp8.breakdown.tp_comm_ms
+            (tp8.breakdown.tp_comm_ms - want * 1e3).abs() < 200.0 * 1e-9,
+            "{} vs {}",
+            tp8.breakdown.tp_comm_ms,
+            want * 1e3
         );
         let total: f64 = tp8.breakdown.parts().iter().map(|p| p.2).sum();
         assert!((total - tp8.iteration_time_ms).abs() < 1e-6 * total, "{:?}", tp8.breakdown);
@@ -1780,7 +1804,7 @@ mod tests {
         // 4 all-to-alls a layer, each 10 us + its bytes at 1e-11 s/B, in the tp/ep part.
         let want = 32.0 * 4.0 * (10e-6 + a2a as f64 * 1e-11) * 1e3;
         assert!(
-            (r.breakdown.tp_comm_ms - want).abs() < 1e-9,
+            (r.breakdown.tp_comm_ms - want).abs() < 128.0 * 1e-9,
             "{} vs {want}",
             r.breakdown.tp_comm_ms
         );

@@ -568,13 +568,13 @@ fn more_than_64_jobs_are_refused_on_the_65th() {
     );
 }
 
-/// A 3-D Llama-7B job on 4 DGX-H100 nodes (tensor-parallel in a node, 2 pipeline stages of 2
+/// A 3-D Llama-7B job on 4 aws-p4d nodes (tensor-parallel in a node, 2 pipeline stages of 2
 /// nodes each, so each stage's data-parallel all-reduce crosses the NICs its pipeline sends
-/// leave from), run alone with `--comms` `policy`, its gradients reduced during the last
-/// backward or not.
+/// leave from, a NIC for two GPUs), run alone with `--comms` `policy`, its gradients reduced
+/// during the last backward or not.
 fn pipeline_job(policy: &str, overlap: bool) -> serde_json::Value {
     let text = format!(
-        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[[job]]\nname = \"3d\"\nnodes = 4\n\
+        "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n[[job]]\nname = \"3d\"\nnodes = 4\n\
          [job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\n\
          grad_accumulation = 8\nprecision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n\
          [job.workload.parallel]\ntp = 8\npp = 2\noverlap_grad_reduce = {overlap}\n"
@@ -588,24 +588,22 @@ fn pipeline_job(policy: &str, overlap: bool) -> serde_json::Value {
 fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_only_there() {
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     // Gradients reduced while the last backward runs: the last stage's send to the first
-    // leaves while its buckets' all-reduces cross the same NICs, and shares them. The first
-    // stage's last backward starts later: pipeline time, and so the step.
+    // leaves while its buckets' all-reduces still cross the same NICs, and shares them. The
+    // first stage's last backward starts later: pipeline time, and so the step.
     let (shared, cached) = (pipeline_job("shared", true), pipeline_job("cached", true));
     let (s, c) = (f(&shared, "iteration_time_ms"), f(&cached, "iteration_time_ms"));
     assert!(s > c * (1.0 + 1e-4), "overlapping: shared {s} ms, cached {c} ms");
     let pipe = |v: &serde_json::Value| v["breakdown"]["pipeline_ms"].as_f64().unwrap();
     assert!(pipe(&shared) > pipe(&cached) + 0.1, "{} vs {}", pipe(&shared), pipe(&cached));
-    // Reduced after the backward: the send has arrived before the all-reduce starts (the
-    // stage's gradient copies take longer), so nothing meets and the step is the same, but
-    // for a picosecond for each of the layers' tensor-parallel calls, which `Shared` posts
-    // one by one (each ends on the network's clock) and `Cached` folds into compute.
+    // Reduced after the backward: the all-reduce starts once the send has arrived (Megatron
+    // waits for it before finalizing the gradients), so nothing meets and the step is the
+    // same, but for a few picoseconds: each send shares its NICs with its sibling copies, and
+    // where the network's clock rounds their ends depends on what else happens meanwhile.
     let (shared, cached) = (pipeline_job("shared", false), pipeline_job("cached", false));
-    same_within(&shared, &cached, PS_PER_CALL, "");
+    same_within(&shared, &cached, ROUNDING_MS, "");
     // Two stages and no data parallelism on aws-p4d (a NIC for two GPUs): a stage's
     // activations go one way and the other's gradients the other, so they never meet, and
-    // the step is the same. (To the picosecond per call, not the bit: each send shares its
-    // NICs with its sibling copies, and where the network's clock rounds their ends depends on
-    // what else happens meanwhile; and the layers' calls are posted one by one.)
+    // the step is the same (to a few picoseconds, as above).
     // The interleaved schedule too, whose last stage sends its forward output back to the
     // first stage (on the pair whose first rank is the first stage's: a send back).
     let two_nodes = |policy: &str, virtual_stages: usize| {
@@ -620,13 +618,14 @@ fn pipeline_sends_slow_a_step_where_they_meet_its_data_parallel_all_reduce_and_o
         json(&["simulate", &p, "--comms", policy, "--format", "json"])["jobs"][0]["alone"].clone()
     };
     for v in [1, 2] {
-        same_within(&two_nodes("shared", v), &two_nodes("cached", v), PS_PER_CALL, "");
+        same_within(&two_nodes("shared", v), &two_nodes("cached", v), ROUNDING_MS, "");
     }
 }
 
-/// A step's figures under `Shared` and `Cached` where nothing meets: a picosecond apart for
-/// each of up to a thousand calls `Shared` posts and `Cached` folds into compute, in ms.
-const PS_PER_CALL: f64 = 1e-6;
+/// How far apart a step's figures under `Shared` and `Cached` may be where nothing meets, in
+/// ms: the ends of a thousand or so calls, each rounded on the network's clock beside what
+/// else is in flight, a few picoseconds each.
+const ROUNDING_MS: f64 = 1e-5;
 
 /// Asserts that `a` and `b` are the same but for numbers `ms` apart (or a billionth relative).
 fn same_within(a: &serde_json::Value, b: &serde_json::Value, ms: f64, at: &str) {
@@ -659,7 +658,7 @@ fn a_layers_tensor_and_expert_calls_meet_the_steps_other_traffic_under_shared_on
     // Mixtral on 8 DGX-H100 nodes (tp 2, pp 2, ep 8): each layer's expert all-to-alls cross
     // two nodes' NICs, which the stage's data-parallel all-reduce (during the last backward)
     // and the pipeline's sends cross too. Under `Shared` they share them; under `Cached` each
-    // takes its time alone, as a plain `simulate` folds them into compute.
+    // takes its time alone, as in a plain `simulate`.
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/mixtral-ep-dgx-h100-8node.toml");
     let run = |policy: &str| json(&["simulate", p, "--comms", policy, "--format", "json"]);
     let (shared, cached, plain) =
@@ -670,33 +669,24 @@ fn a_layers_tensor_and_expert_calls_meet_the_steps_other_traffic_under_shared_on
     let (s, c) = (f(&shared, "iteration_time_ms"), f(&cached, "iteration_time_ms"));
     assert!(s > c + 1.0, "shared {s} ms, cached {c} ms");
     // Tensor-parallel in a node beside data-parallel in the same node, the gradients reduced
-    // after the backward: nothing meets, and the step is the same but for a picosecond per
-    // posted call (its end is on the network's clock), about a thousand of them here.
+    // during the last backward: each bucket's all-reduce is done before the layer's calls
+    // leave, so nothing meets, and the step is the same to the bit.
     let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n[[job]]\nname = \"tp\"\n\
                 nodes = 1\n[job.workload]\nkind = \"ddp\"\nmodel = \"llama-7b\"\n\
                 sequence = 4096\nmicro_batch = 1\ngrad_accumulation = 4\nprecision = \"bf16\"\n\
-                mfu = 0.4\noptimizer = \"adam\"\n[job.workload.parallel]\ntp = 4\n\
-                overlap_grad_reduce = false\n";
+                mfu = 0.4\noptimizer = \"adam\"\n[job.workload.parallel]\ntp = 4\n";
     let p = write("tp-beside-dp", text);
     let run = |policy: &str| {
         json(&["simulate", &p, "--comms", policy, "--format", "json"])["jobs"][0]["alone"].clone()
     };
-    let (shared, cached) = (run("shared"), run("cached"));
-    for (a, b) in [
-        (f(&shared, "iteration_time_ms"), f(&cached, "iteration_time_ms")),
-        (tp(&shared), tp(&cached)),
-    ] {
-        assert!((a - b).abs() < 2e-6, "{a} vs {b} ms");
-    }
-    // A posted call's rounding is not pipeline time.
-    assert_eq!(shared["breakdown"]["pipeline_ms"], 0.0);
+    assert_eq!(run("shared"), run("cached"));
 }
 
 #[test]
 fn one_step_can_run_in_the_shared_network() {
     // The same 3-D step as a plain scenario: `--comms shared` runs it as a job of the whole
     // cluster would run alone; by default each call takes its time alone.
-    let text = "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[workload]\nkind = \"ddp\"\n\
+    let text = "[cluster]\ntopology = \"aws-p4d\"\nnodes = 4\n[workload]\nkind = \"ddp\"\n\
                 model = \"llama-7b\"\nsequence = 4096\nmicro_batch = 1\ngrad_accumulation = 8\n\
                 precision = \"bf16\"\nmfu = 0.4\noptimizer = \"adam\"\n[workload.parallel]\n\
                 tp = 8\npp = 2\n";

@@ -20,11 +20,10 @@
 //! A 3-D step's pipeline stages are actors of the same loop: a stage's op waits for what the
 //! stage beside it sends ([`Work::Recv`](super::timeline::Work)), and its sends are calls on
 //! the fabric like any other, so on a shared network they meet the data-parallel traffic
-//! they cross. Under [`Policy::Shared`] its layers' tensor- and expert-parallel calls are
-//! posted one by one too ([`Work::Call`](super::timeline::Work), on each stage's own groups);
-//! elsewhere (and in `--mode detailed`) they are folded into compute, at their time alone. Each posted call ends on the
-//! network's clock, so such a step alone is the folded one within a picosecond a call, not
-//! to the bit.
+//! they cross. Its layers' tensor- and expert-parallel calls are calls too
+//! ([`Work::Call`](super::timeline::Work), each stage's on its own groups, the compute
+//! stream waiting for each), but for those of a `[[job]]` in `--mode detailed`, which are
+//! folded into compute at their time alone.
 
 mod groups;
 mod timer;
