@@ -9,5 +9,6 @@
 /// `backward_ms` are null (they were made-up numbers). 5: a 3-D step's `parallel.layout` has
 /// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
 /// `tp_comm_overlap`; 7: `memory` has `step_transient` and `measured`, and a model profile
-/// that knows its micro-batch gives `samples_per_s`.
-pub const FORMAT_VERSION: u32 = 7;
+/// that knows its micro-batch gives `samples_per_s`. 8: `parallel.layout` has
+/// `align_grad_reduce`.
+pub const FORMAT_VERSION: u32 = 8;

@@ -452,6 +452,7 @@ pub struct RawParallel {
     pub sequence_parallel: Option<bool>,
     pub recompute: Option<S<String>>,
     pub overlap_grad_reduce: Option<bool>,
+    pub align_grad_reduce: Option<bool>,
     pub distributed_optimizer: Option<bool>,
     pub overlap_param_gather: Option<bool>,
     pub tp_comm_overlap: Option<bool>,

@@ -809,6 +809,7 @@ fn profile_workload(
                 || r.sequence_parallel.is_some()
                 || r.recompute.is_some()
                 || r.overlap_grad_reduce.is_some()
+                || r.align_grad_reduce.is_some()
                 || r.distributed_optimizer.is_some()
                 || r.overlap_param_gather.is_some()
                 || r.tp_comm_overlap.is_some();
@@ -1490,6 +1491,9 @@ fn parallel_layout(
         sequence_parallel: p.sequence_parallel.unwrap_or(false),
         recompute,
         overlap_grad_reduce: p.overlap_grad_reduce.unwrap_or(true),
+        // Megatron's default (`align_grad_reduce: bool = True`, megatron/training/config/
+        // common_config.py, NVIDIA/Megatron-LM d98e8a64).
+        align_grad_reduce: p.align_grad_reduce.unwrap_or(true),
         distributed_optimizer: p.distributed_optimizer.unwrap_or(false),
         overlap_param_gather: p.overlap_param_gather.unwrap_or(false),
         // Off where tp = 1, with sequence parallelism (nothing to overlap).

@@ -164,10 +164,14 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             },
             if l.recompute { "; full recompute" } else { "" },
             if l.overlap_grad_reduce {
-                format!(
-                    "reduced in buckets during the last backward (cap {})",
-                    spec.bucket_cap.map_or("25 MiB".to_string(), |b| Bytes::new(b).to_string())
-                )
+                let cap =
+                    spec.bucket_cap.map_or("25 MiB".to_string(), |b| Bytes::new(b).to_string());
+                match (l.align_grad_reduce, l.pp > 1) {
+                    (true, true) => format!(
+                        "reduced in buckets (cap {cap}) during the first stage's last backward, after the others' last send"
+                    ),
+                    _ => format!("reduced in buckets during the last backward (cap {cap})"),
+                }
             } else {
                 "all-reduced after the last backward".to_string()
             },

@@ -1419,8 +1419,10 @@ impl StepPlan {
             }
             _ => (0.0, 0.0),
         };
+        // Its last backward's send, after it, is pipeline time too.
+        let last_send = step.send_wait.get() - step.send_wait_at_mark.get();
         let first_end = self.first_end + late;
-        let pipeline = (self.pipeline + (late - calls_late)).max(0.0);
+        let pipeline = (self.pipeline + (late - calls_late) + last_send).max(0.0);
         let gpu_end = step.end.map_or(0.0, Secs::get);
         let tp_comm = self.tp_comm + step.call_wait.get();
         let comm = step.comm_before.get() + step.comm.get() + tp_comm;
@@ -1562,9 +1564,13 @@ pub(crate) struct StageWork {
     /// Each layer's work in the last backward, where it posts calls of its own (in place of
     /// running its `bwd` time).
     pub layer_work: Option<Vec<Vec<Work>>>,
-    /// The last backward's send of its input's gradient to the stage before, as its first
-    /// layer's backward ends (before that layer's gradient copies).
+    /// The last backward's send of its input's gradient to the stage before, as its backward
+    /// ends.
     pub last_send: Option<Work>,
+    /// Whether the gradients' reductions wait for that send (Megatron's `align_grad_reduce`):
+    /// their copies into the buckets, which launch them, come after it; else during the
+    /// backward, as they fill.
+    pub reduce_after_send: bool,
     /// The compute stream's work before the last backward.
     pub before: Vec<Work>,
     /// When the last backward begins, run alone, s.
@@ -1653,8 +1659,12 @@ pub(crate) fn plan_ddp(
     };
     // The backward: each layer, then its gradients' copies into their buckets (reverse order);
     // the local_used_map all-reduce; finalize_backward (wait for every bucket, copy out).
-    // `send`: the stage's send of its input's gradient, which leaves once its first layer's
-    // backward is done, before that layer's gradient copies.
+    // `send`: a pipeline stage's send of its input's gradient, which leaves once its backward
+    // and its gradient hooks are done, the compute stream waiting for it. With Megatron's
+    // `align_grad_reduce` (its default) every stage but the first reduces its gradients in the
+    // pipeline's bubble, launched after that send (Megatron-LM d98e8a64,
+    // megatron/core/pipeline_parallel/schedules.py, the 1F1B cooldown and `grad_sync_func`):
+    // the gradients' copies into their buckets, which launch them, come after it.
     let backward = |hook: &CommHook,
                     buckets: &[Bucket],
                     slowdown: Slowdown,
@@ -1666,6 +1676,7 @@ pub(crate) fn plan_ddp(
                 owner[i] = bi;
             }
         }
+        let mut after_send = Vec::new();
         for (li, layer) in m.layers.iter().enumerate().rev() {
             let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
             let name = format!("bwd {}", layer.name);
@@ -1680,18 +1691,20 @@ pub(crate) fn plan_ddp(
                     work.push(Work::Run { secs, name: Some(name), grad: None });
                 }
             }
-            if li == 0 {
-                work.extend(send.clone());
-            }
+            // A stage that sends may launch its gradients' reductions once the send is done.
+            let wait = send.is_some() && stage.is_some_and(|s| s.reduce_after_send);
+            let copies = if wait { &mut after_send } else { &mut work };
             for k in (0..layer.tensors.len()).rev() {
                 let i = first + k;
-                work.push(Work::Run {
+                copies.push(Work::Run {
                     secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
                     name: None,
                     grad: Some(i),
                 });
             }
         }
+        work.extend(send.clone());
+        work.extend(after_send);
         // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
         // parameter, at the end of backward.
         if spec.find_unused_parameters && !spec.static_graph {

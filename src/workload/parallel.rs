@@ -79,6 +79,11 @@ pub struct Layout {
     pub recompute: bool,
     /// Gradient buckets reduced during the last backward (else one all-reduce after it).
     pub overlap_grad_reduce: bool,
+    /// With `overlap_grad_reduce`, Megatron's `align_grad_reduce` (its default): every stage
+    /// but the first launches its gradients' reductions in the pipeline's bubble, once its
+    /// last backward's send is done, rather than as its buckets fill during that backward
+    /// (which every stage does when it is off).
+    pub align_grad_reduce: bool,
     /// Megatron's distributed optimizer (`--use-distributed-optimizer`): the fp32 master
     /// weights and the optimizer state sharded over the data-parallel ranks, each stepping its
     /// shard ([`memory`]).
@@ -1248,12 +1253,11 @@ pub(crate) fn plan_stages(
             }
             before.extend(send(s, o.op, None));
         }
-        // The last backward: its send leaves as its first layer's backward ends, and the
-        // compute stream waits for it before finalizing the gradients, as Megatron's cooldown
-        // does (`send_backward` waits on its requests, then `finalize_model_grads`: Megatron-LM
-        // d98e8a64, megatron/core/pipeline_parallel/schedules.py and p2p_communication.py).
-        // That layer's gradient copies come after it, so a bucket reduced after the backward
-        // starts after the send.
+        // The last backward: its send leaves as its backward ends, and the compute stream
+        // waits for it before the gradients are reduced, as Megatron's cooldown does
+        // (`send_backward` waits on its requests; then `grad_sync_func` and
+        // `finalize_model_grads`: Megatron-LM d98e8a64, megatron/core/pipeline_parallel/
+        // schedules.py and p2p_communication.py).
         before.extend(recv(s, last.op));
         before.push(Work::Mark);
         let last_send = send(s, last.op, None);
@@ -1295,6 +1299,7 @@ pub(crate) fn plan_stages(
             layers: lt,
             layer_work,
             last_send,
+            reduce_after_send: layout.align_grad_reduce || !layout.overlap_grad_reduce,
             before,
             last_backward: last.start,
             after,
@@ -1570,6 +1575,7 @@ mod tests {
             sequence_parallel: false,
             recompute: false,
             overlap_grad_reduce: true,
+            align_grad_reduce: true,
             distributed_optimizer: false,
             overlap_param_gather: false,
             tp_comm_overlap: false,
@@ -1691,10 +1697,15 @@ mod tests {
             let got = par.bubble_fraction * r.iteration_time_ms / got;
             assert!((got - bubble).abs() < 1e-9, "p={p} m={m}: {got}");
             assert_eq!(par.critical_stage, 0);
-            // With copies, the first stage's come after its last backward, and the last
-            // stage's before its first layer's backward delay the gradient it sends: the step
-            // is longer than the ideal by more than the first stage's copies.
+            // With copies: the other stages' come after their last send (Megatron's
+            // `align_grad_reduce`), the first stage's after its last backward, and the step is
+            // the ideal and the first stage's copies. Unaligned, a stage's copies into its
+            // buckets come before its send: the step is longer.
             let r = simulate_parallel(&s, &layout(1, p, 1), p, &gpu(), &free);
+            let first = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
+            assert!((first / want - 1.0).abs() < 1e-9, "p={p} m={m}: {first} vs {want}");
+            let unaligned = Layout { align_grad_reduce: false, ..layout(1, p, 1) };
+            let r = simulate_parallel(&s, &unaligned, p, &gpu(), &free);
             let first = r.iteration_time_ms - r.breakdown.ddp_copies_ms;
             assert!(p == 1 || first > want * (1.0 + 1e-6), "p={p} m={m}: {first} vs {want}");
         }

@@ -129,8 +129,9 @@ pub(crate) enum Work {
     /// Sends `op`'s output to pipeline stage `to` (a one-way point-to-point call on `group`,
     /// from the pair's first rank to its second, or with `back` the other way): now, the
     /// compute stream waiting for it (Megatron waits for its batched isend/irecv), or, with
-    /// `after`, that many seconds from now while the compute stream goes on (a stage's last
-    /// backward, whose send leaves as its compute ends).
+    /// `after`, that many seconds from now while the compute stream goes on (the schedule's
+    /// last op of a stage, which has no compute item: its send leaves as its compute would
+    /// end).
     Send {
         /// The process group (the two stages' pair).
         group: Group,
@@ -313,6 +314,10 @@ pub(crate) struct Timeline {
     /// time as of the last [`Work::Mark`].
     pub call_wait: Secs,
     pub call_wait_at_mark: Secs,
+    /// Time the compute stream waited for its pipeline sends ([`Work::Send`] now), and that
+    /// time as of the last [`Work::Mark`].
+    pub send_wait: Secs,
+    pub send_wait_at_mark: Secs,
     /// When the open span ([`Work::Open`]) began.
     opened: f64,
     /// When the last item ended.
@@ -362,6 +367,8 @@ impl Timeline {
             idle: Secs::ZERO,
             call_wait: Secs::ZERO,
             call_wait_at_mark: Secs::ZERO,
+            send_wait: Secs::ZERO,
+            send_wait_at_mark: Secs::ZERO,
             opened: 0.0,
             end: None,
             t0: 0.0,
@@ -471,6 +478,7 @@ impl Timeline {
                     self.work.pop_front();
                     match s.to {
                         Some(to) => {
+                            self.send_wait += Secs::new(now - s.started);
                             if now > s.started {
                                 let (start_ms, end_ms) = (s.started * 1e3, now * 1e3);
                                 let name = "p2p send".into();
@@ -641,6 +649,7 @@ impl Timeline {
                 Some(Work::Mark) => {
                     self.marks.push(Secs::new(now));
                     self.call_wait_at_mark = self.call_wait;
+                    self.send_wait_at_mark = self.send_wait;
                     self.work.pop_front();
                     self.begin(now);
                     moved = true;

@@ -238,6 +238,7 @@ mod tests {
             sequence_parallel: false,
             recompute: false,
             overlap_grad_reduce: false,
+            align_grad_reduce: true,
             distributed_optimizer: false,
             overlap_param_gather: false,
             tp_comm_overlap: false,
