@@ -992,6 +992,10 @@ pub struct StepResult {
     pub buckets: Vec<BucketRow>,
     /// Compute and NCCL lanes of the step.
     pub timeline: Vec<Span>,
+    /// A pipeline stage's: when its last backward began, ms (not written out: its stage's row
+    /// has it).
+    #[serde(skip)]
+    pub last_backward_began_ms: Option<f64>,
     /// A 3-D parallel step's layout and stages (the figures above are its slowest stage's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel::ParallelReport>,
@@ -1484,6 +1488,10 @@ impl StepPlan {
             gemm_tflops: self.flops / 1e12,
             buckets: step.rows.clone(),
             timeline,
+            last_backward_began_ms: self
+                .last_backward
+                .and(step.marks.last())
+                .map(|t| t.get() * 1e3),
             parallel: None,
         }
     }

@@ -834,10 +834,6 @@ pub struct StageRow {
     pub last_backward_ms: f64,
     /// When its step ends (gradients reduced, optimizer done), ms.
     pub end_ms: f64,
-    /// Its pipeline time with each call timed alone, ms: where the run's is longer, its last
-    /// backward began that much later.
-    #[serde(skip)]
-    pub(crate) planned_pipeline_ms: f64,
 }
 
 /// What a 3-D step reports besides a DDP step's figures.
@@ -1346,7 +1342,6 @@ pub(crate) fn plan_stages(
             bwd_ms: t.bwd.iter().sum::<f64>() * 1e3,
             last_backward_ms: last.start * 1e3,
             end_ms: 0.0,
-            planned_pipeline_ms: plan.pipeline * 1e3,
         });
         plans.push(plan);
     }
@@ -1469,7 +1464,7 @@ pub(crate) fn stage_step(
     for (s, r) in results.into_iter().enumerate() {
         if let Some(row) = report.stages.iter_mut().find(|row| row.stage == s) {
             row.end_ms = r.iteration_time_ms;
-            row.last_backward_ms += r.breakdown.pipeline_ms - row.planned_pipeline_ms;
+            row.last_backward_ms = r.last_backward_began_ms.unwrap_or(row.last_backward_ms);
         }
         if best.as_ref().is_none_or(|b| r.iteration_time_ms > b.iteration_time_ms) {
             report.critical_stage = s;
