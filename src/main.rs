@@ -354,14 +354,24 @@ struct ProfileArgs {
 struct ValidateArgs {
     /// nccl-tests output: its text, or its -J JSON (collsim-bench's results.json too); LOG@COLLECTIVE
     /// picks that test of a file holding several.
-    #[arg(long, required_unless_present = "manifest", conflicts_with = "manifest")]
+    #[arg(
+        long,
+        required_unless_present_any = ["manifest", "runs"],
+        conflicts_with_all = ["manifest", "runs"]
+    )]
     log: Option<PathBuf>,
     /// Every curve a manifest CSV lists (calibration/data/manifest.csv), each on the setup its
     /// row records: per-curve and pooled error by size band and algorithm, and
     /// leave-one-cluster-out (each cluster predicted by a profile calibrated on the other
     /// clusters of its GPU generation).
-    #[arg(long, value_name = "CSV")]
+    #[arg(long, value_name = "CSV", conflicts_with = "runs")]
     manifest: Option<PathBuf>,
+    /// Published training runs (calibration/data/training/public.csv): each row's step
+    /// replayed from the scenario keys its columns set, against its measured step; per run,
+    /// per source, per weak-scaling series (the loss of per-GPU throughput captured), pooled
+    /// and leave-one-source-out.
+    #[arg(long, value_name = "CSV")]
+    runs: Option<PathBuf>,
     /// With --manifest: the pooled figures only, without the leave-one-cluster-out refits.
     #[arg(long, requires = "manifest", conflicts_with_all = ["refit", "fits_dir"])]
     no_held_out: bool,
@@ -377,11 +387,11 @@ struct ValidateArgs {
     #[command(flatten)]
     common: Common,
     /// Which test of the log (default: the first; its header names the collective).
-    #[arg(long, conflicts_with = "manifest")]
+    #[arg(long, conflicts_with_all = ["manifest", "runs"])]
     collective: Option<String>,
     /// Also draw measured and predicted busbw against size (log axes) and the error per size
     /// into this SVG file.
-    #[arg(long, value_name = "SVG", conflicts_with = "manifest")]
+    #[arg(long, value_name = "SVG", conflicts_with_all = ["manifest", "runs"])]
     plot: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]

@@ -9,5 +9,6 @@ pub mod manifest;
 pub mod nccl_log;
 pub mod params;
 pub mod pipeline;
+pub mod training;
 pub mod validate;
 pub mod write;

@@ -19,6 +19,7 @@ pub(crate) fn validate(
     ValidateArgs {
         log,
         manifest,
+        runs,
         no_held_out,
         refit,
         fits_dir,
@@ -28,6 +29,9 @@ pub(crate) fn validate(
         format,
     }: ValidateArgs,
 ) -> Result<()> {
+    if let Some(r) = runs {
+        return validate_runs(&r, &common, format);
+    }
     let log = match (log, manifest) {
         (_, Some(m)) => {
             let fits = (!no_held_out).then(|| held_out_fits(&m, refit, fits_dir));
@@ -164,6 +168,59 @@ pub(crate) fn validate_manifest(
     let mut out = open_output(common.output.as_deref())?;
     match format {
         ValFmt::Table => out.write_all(report::accuracy::text(&r).as_bytes())?,
+        ValFmt::Json => report::write_json(&r, &mut out)?,
+    }
+    out.finish()?;
+    Ok(())
+}
+
+/// `validate --runs`: every published training run of a CSV replayed on the setup its row
+/// records, then leave-one-source-out.
+pub(crate) fn validate_runs(path: &Path, common: &Common, format: ValFmt) -> Result<()> {
+    use collsim::calibrate::training;
+    for (flag, given) in [
+        ("--topology", common.topology.is_some()),
+        ("--nodes", common.nodes.is_some()),
+        ("--gpus-per-node", common.gpus_per_node.is_some()),
+        ("--gpus-per-process", common.gpus_per_process.is_some()),
+        ("--nccl", !common.nccl.is_empty()),
+        ("--nccl-version", common.nccl_version.is_some()),
+    ] {
+        if given {
+            bail_usage!(
+                "{flag}: --runs replays each run on the setup its row records; edit the file"
+            );
+        }
+    }
+    let name = path.display().to_string();
+    let runs = training::read_runs(&name, &config::load_text(path)?).map_err(|e| anyhow!(e))?;
+    if let Some(o) = &common.output {
+        refuse_overwrite("-o", o, &[path.to_path_buf()])?;
+    }
+    let profile = load_profile(common.profile.as_deref())?;
+    let m = mode(common.mode);
+    let replayed = {
+        use rayon::prelude::*;
+        let progress = Progress::new(runs.len() as u64, "runs");
+        // Every run is replayed; the first failure in the file's order is the one reported.
+        let all: Vec<_> = runs
+            .par_iter()
+            .map(|r| {
+                let _tick = TickOnDrop(&progress);
+                training::replay(&name, r, &profile, m)
+            })
+            .collect();
+        all.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?
+    };
+    let acc = training::accuracy(&runs, &replayed);
+    let r = report::training::TrainingReport {
+        runs_file: &name,
+        profile: &profile.name,
+        accuracy: &acc,
+    };
+    let mut out = open_output(common.output.as_deref())?;
+    match format {
+        ValFmt::Table => out.write_all(report::training::text(&r).as_bytes())?,
         ValFmt::Json => report::write_json(&r, &mut out)?,
     }
     out.finish()?;

@@ -16,6 +16,7 @@ pub mod sweep;
 pub mod table;
 pub mod topo;
 pub mod trace;
+pub mod training;
 
 use std::io::{self, Write};
 

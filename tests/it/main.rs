@@ -25,6 +25,7 @@ mod scaling;
 mod scenarios;
 mod selection;
 mod spec;
+mod training;
 
 use std::process::{Command, Output};
 

@@ -1,0 +1,136 @@
+//! `validate --runs` (issue #48 item 1): published training runs replayed as the scenarios
+//! their rows describe, per source, per weak-scaling series, pooled and leave-one-source-out.
+
+use super::cli_errors::{fails_with, misused_with};
+use super::{collsim_ok, scratch};
+
+/// The JSON document `text`.
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).expect("JSON")
+}
+
+/// Writes `text` to `path`.
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).expect("the scratch directory is writable");
+}
+
+const PUBLIC: &str = "calibration/data/training/public.csv";
+
+#[test]
+fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
+    // The developer set as collsim replays it with its defaults, nothing fitted on it
+    // (2026-11-29): 70 runs (58 NeMo steps on DGX Cloud, 5 MLPerf GPT-3 steps, 7 torchtitan FSDP
+    // steps); |error| median 6.2 %, p95 23.5 %; leave-one-source-out 11.2 / 27.1 %; the loss
+    // of per-GPU throughput captured within 0.8-1.25 in 2 of 13 series. These bounds hold the
+    // figures where they are: the mechanisms of issue #48 are to move them down.
+    let out = json(&collsim_ok(&["validate", "--runs", PUBLIC, "--format", "json"]));
+    assert_eq!(out["runs"].as_array().unwrap().len(), 70);
+    let sources: Vec<&str> =
+        out["sources"].as_array().unwrap().iter().map(|s| s["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["dgxc", "mlperf", "torchtitan"]);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    let pooled = &out["pooled"];
+    assert!(f(&pooled["median_abs_error_pct"]) <= 6.5, "{pooled}");
+    assert!(f(&pooled["p95_abs_error_pct"]) <= 24.0, "{pooled}");
+    let held = &out["held_out"];
+    assert!(f(&held["median_abs_error_pct"]) <= 11.5, "{held}");
+    assert!(f(&held["p95_abs_error_pct"]) <= 27.5, "{held}");
+    let captured = out["series_captured"].as_array().unwrap();
+    assert_eq!(captured[1], 13);
+    assert!(captured[0].as_u64().unwrap() >= 2, "{captured:?}");
+    // Every run names its line, and held-out steps are the simulated ones scaled by their
+    // source's scale.
+    for r in out["runs"].as_array().unwrap() {
+        let s =
+            out["sources"].as_array().unwrap().iter().find(|s| s["source"] == r["source"]).unwrap();
+        let scaled = f(&r["predicted_step_s"]) * f(&s["held_out_scale"]);
+        assert!((scaled / f(&r["held_out_step_s"]) - 1.0).abs() < 1e-12, "{r}");
+        assert!(r["line"].as_u64().unwrap() >= 3, "{r}");
+    }
+}
+
+/// A runs file with one row per `(series, nodes, measured)` of GPT-2 XL DDP on DGX-H100s.
+fn gpt2_runs(rows: &[(&str, usize, &str)]) -> String {
+    let mut text = String::from(
+        "# a comment line\nsource,series,run,step_s,tokens_per_s,cluster.topology,cluster.nodes,workload.kind,workload.model,workload.micro_batch,workload.precision\n",
+    );
+    for (i, (series, nodes, measured)) in rows.iter().enumerate() {
+        text.push_str(&format!(
+            "src{},{series},run {i},{measured},dgx-h100,{nodes},ddp,gpt2-xl,4,bf16\n",
+            i % 2
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_series_reports_the_loss_of_per_gpu_throughput_and_how_much_of_it_the_model_captures() {
+    let dir = scratch();
+    // Simulate the two steps, then write measurements that lose exactly 10 % at 2 nodes.
+    let probe = dir.join("runs-probe.csv");
+    write(&probe, &gpt2_runs(&[("s", 1, "1,"), ("s", 2, "1,")]));
+    let p = json(&collsim_ok(&["validate", "--runs", probe.to_str().unwrap(), "--format", "json"]));
+    let sim: Vec<f64> = p["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["predicted_step_s"].as_f64().unwrap())
+        .collect();
+    // The second run given as tokens a second: 2 nodes x 8 GPUs x 4 samples x 1,024 tokens over
+    // a step 1/0.9 of the first's.
+    let slow = sim[0] / 0.9;
+    let tokens = (16 * 4 * 1024) as f64 / slow;
+    let runs = dir.join("runs-runs.csv");
+    write(&runs, &gpt2_runs(&[("s", 1, &format!("{},", sim[0])), ("s", 2, &format!(",{tokens}"))]));
+    let out =
+        json(&collsim_ok(&["validate", "--runs", runs.to_str().unwrap(), "--format", "json"]));
+    let s = &out["series"][0];
+    assert!((s["measured_loss_pct"].as_f64().unwrap() - 10.0).abs() < 1e-9, "{s}");
+    let predicted = 100.0 * (1.0 - sim[0] / sim[1]);
+    assert!((s["predicted_loss_pct"].as_f64().unwrap() - predicted).abs() < 1e-9, "{s}");
+    assert!((s["captured"].as_f64().unwrap() - predicted / 10.0).abs() < 1e-9, "{s}");
+    // The first run is exact; the second's measured step is the one its tokens a second give.
+    let r = &out["runs"];
+    assert!(r[0]["error_pct"].as_f64().unwrap().abs() < 1e-9);
+    assert!((r[1]["measured_step_s"].as_f64().unwrap() / slow - 1.0).abs() < 1e-9);
+    // Lines count the comment and the header: the first run is line 3.
+    assert_eq!(r[0]["line"], 3);
+    // Each source held out is predicted with the other's median measured / simulated.
+    let src = out["sources"].as_array().unwrap();
+    assert!((src[0]["held_out_scale"].as_f64().unwrap() - slow / sim[1]).abs() < 1e-9);
+    assert!((src[1]["held_out_scale"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    let table = collsim_ok(&["validate", "--runs", runs.to_str().unwrap()]);
+    assert!(table.contains("captured within 0.8-1.25"), "{table}");
+}
+
+#[test]
+fn a_bad_runs_file_is_a_one_line_error_naming_its_line_and_column() {
+    let dir = scratch();
+    let at = |name: &str, text: &str| {
+        let p = dir.join(format!("runs-{name}"));
+        write(&p, text);
+        p.to_str().unwrap().to_string()
+    };
+    let ok = gpt2_runs(&[("", 1, "1,")]);
+    let p = at("col.csv", &ok.replace("workload.model", "model"));
+    fails_with(&["validate", "--runs", &p], &["col.csv:2:", "\"model\"", "scenario key"]);
+    let p = at("key.csv", &ok.replace("workload.micro_batch", "workload.micro_btch"));
+    fails_with(&["validate", "--runs", &p], &["key.csv:3:", "micro_btch"]);
+    let p = at("value.csv", &ok.replace("gpt2-xl,4", "gpt2-xl,four"));
+    fails_with(&["validate", "--runs", &p], &["value.csv:3:", "workload.micro_batch"]);
+    let p = at("none.csv", &ok.replace(",1,,dgx", ",,,dgx"));
+    fails_with(&["validate", "--runs", &p], &["none.csv:3:", "step_s"]);
+    let p = at("both.csv", &ok.replace(",1,,dgx", ",1,5,dgx"));
+    fails_with(&["validate", "--runs", &p], &["both.csv:3:", "give one"]);
+    let p = at("neg.csv", &ok.replace(",1,,dgx", ",-1,,dgx"));
+    fails_with(&["validate", "--runs", &p], &["neg.csv:3:", "step_s", "positive"]);
+    let p = at("sweep.csv", &ok.replace(",ddp,gpt2-xl,4,bf16", ",sweep,,,"));
+    fails_with(&["validate", "--runs", &p], &["sweep.csv:3:"]);
+    let p = at("empty.csv", "source,run,step_s\n");
+    fails_with(&["validate", "--runs", &p], &["empty.csv", "no runs"]);
+    let p = at("fine.csv", &ok);
+    misused_with(&["validate", "--runs", &p, "--topology", "dgx-a100"], &["--topology"]);
+    let both = super::collsim(&["validate", "--runs", &p, "--manifest", "m.csv"]);
+    assert_eq!(both.status.code(), Some(2));
+    fails_with(&["validate", "--runs", "no/such.csv"], &["no/such.csv"]);
+}
