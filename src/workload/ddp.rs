@@ -1074,6 +1074,9 @@ pub(crate) struct LayerTimes {
     /// The host's clock as it has launched each layer's forward, from the micro-step's start
     /// (the GPU's: each layer starts where the one before ended, `fwd` summed).
     pub host_fwd: Vec<f64>,
+    /// Likewise as it has launched each layer's backward (by layer; the backward runs last
+    /// layer first, after the whole forward).
+    pub host_bwd: Vec<f64>,
 }
 
 /// One micro-step's layer times on `gpu`: a layer's GEMMs at the FLOP rate and its
@@ -1117,6 +1120,7 @@ fn layer_times_with(
         launch: 0.0,
         measured: 0.0,
         host_fwd: Vec::new(),
+        host_bwd: vec![0.0; layers.len()],
     };
     // Per layer, forward and backward: (GPU time, launch time).
     let mut work = Vec::with_capacity(layers.len());
@@ -1177,7 +1181,7 @@ fn layer_times_with(
         host_fwd.push(h);
     }
     for (i, w) in work.iter().enumerate().rev() {
-        t.bwd[i] = step(w.1).0;
+        (t.bwd[i], t.host_bwd[i]) = step(w.1);
     }
     t.launch = wait.max(0.0);
     t.host_fwd = host_fwd;
@@ -1544,6 +1548,7 @@ fn plan_calls(
         launch: 0.0,
         measured: compute,
         host_fwd: Vec::new(),
+        host_bwd: Vec::new(),
     };
     StepPlan {
         k: 1,
@@ -2108,6 +2113,18 @@ fn forward_issue(layers: &LayerTimes, sharding: &Sharding) -> Vec<f64> {
         .collect()
 }
 
+/// How far into unit `u`'s backward (s, within it) BACKWARD_POST issues the next unit's
+/// all-gather, on the layers' own clock: from the post-backward hook, which the host reaches
+/// once it has launched the backward, `limit_all_gathers` holding it until the unit before has
+/// finished (which it has as this one begins; docs/fsdp-model.md §2). While the host runs
+/// ahead of the GPU that is the backward's start, as under BACKWARD_PRE; where launches bound
+/// the backward, its end.
+fn post_issue(layers: &LayerTimes, u: usize) -> f64 {
+    let Some(&host) = layers.host_bwd.get(u) else { return 0.0 };
+    let begins = layers.fwd.iter().sum::<f64>() + layers.bwd[u + 1..].iter().sum::<f64>();
+    (host - begins).clamp(0.0, layers.bwd[u])
+}
+
 /// An FSDP step (docs/fsdp-model.md): every layer a unit whose parameters are one flat
 /// parameter, padded to a multiple of the `world` ranks. All-gathers and reduce-scatters share
 /// one NCCL communicator, so they run one at a time in the order they were issued: one FIFO
@@ -2119,9 +2136,10 @@ fn forward_issue(layers: &LayerTimes, sharding: &Sharding) -> Vec<f64> {
 ///   the host reaches unit j+2); unit j's forward waits for its own all-gather (not for later
 ///   ones).
 /// * Backward (FULL_SHARD): each unit's all-gather again, issued by `backward_prefetch` (PRE:
-///   as the previous unit's backward begins; POST: after it; None: when the unit needs it,
-///   behind the previous reduce-scatter), then the unit's backward, then its gradients'
-///   reduce-scatter. SHARD_GRAD_OP keeps the parameters from forward: no all-gather.
+///   as the previous unit's backward begins; POST: likewise while the host runs ahead of the
+///   GPU, else once the host has launched that backward, [`post_issue`]; None: when the unit
+///   needs it, behind the previous reduce-scatter), then the unit's backward, then its
+///   gradients' reduce-scatter. SHARD_GRAD_OP keeps the parameters from forward: no all-gather.
 /// * Then every reduce-scatter is waited for, and the optimizer steps the rank's shard.
 ///
 /// With gradient accumulation every micro-step runs so, unless inside `no_sync()`: then only
@@ -2254,17 +2272,34 @@ fn plan_sharded(
                     agb[u] = post(&mut work, gather(u, "all_gather (bwd)"));
                 }
                 work.push(Work::Wait(agb[u]));
-                if prefetch == BackwardPrefetch::BackwardPre && u > 0 {
-                    agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
-                }
             }
-            work.push(Work::Run {
-                secs: Secs::new(bwd[u]),
-                name: Some(format!("bwd {}", m.layers[u].name)),
-                grad: None,
-            });
-            if full && prefetch == BackwardPrefetch::BackwardPost && u > 0 {
-                agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
+            // The next unit's gather, issued before this unit's backward runs on the GPU
+            // (docs/fsdp-model.md §2): PRE from the pre-backward hook; POST from the
+            // post-backward hook once the host has launched this backward, which is its start
+            // while the host runs ahead ([`post_issue`]). Either way it queues behind the
+            // previous unit's reduce-scatter on the communicator.
+            let name = Some(format!("bwd {}", m.layers[u].name));
+            let cut = match prefetch {
+                _ if !full || u == 0 => None,
+                BackwardPrefetch::None => None,
+                BackwardPrefetch::BackwardPre => Some(0.0),
+                BackwardPrefetch::BackwardPost => Some(post_issue(&layers, u)),
+            };
+            match cut {
+                Some(at) => {
+                    if at > ISSUE_EPS {
+                        work.push(Work::Run {
+                            secs: Secs::new(at),
+                            name: name.clone(),
+                            grad: None,
+                        });
+                    }
+                    agb[u - 1] = post(&mut work, gather(u - 1, "all_gather (bwd)"));
+                    if bwd[u] - at > ISSUE_EPS {
+                        work.push(Work::Run { secs: Secs::new(bwd[u] - at), name, grad: None });
+                    }
+                }
+                None => work.push(Work::Run { secs: Secs::new(bwd[u]), name, grad: None }),
             }
             if sync {
                 post(&mut work, batch(reduce, u, sharding.reduce_dtype, reduce_name, true));
@@ -2369,6 +2404,7 @@ mod tests {
             launch: 0.0,
             measured: 0.0,
             host_fwd: host_fwd.to_vec(),
+            host_bwd: Vec::new(),
         };
         let sharding = |forward_prefetch, limit_all_gathers| Sharding {
             strategy: ShardingStrategy::FullShard,
@@ -2876,6 +2912,64 @@ mod tests {
         let own = DdpSpec { input: Some(InputRate::PerGpu(2000.0)), ..s };
         let r = simulate_step(&own, 16, &gpu(), &linear_coll(0.0));
         assert!((r.breakdown.input_stall_ms - 0.4).abs() < 0.05, "{:?}", r.breakdown);
+    }
+
+    #[test]
+    fn backward_post_gathers_the_next_unit_while_this_one_runs_its_backward() {
+        // docs/fsdp-model.md §2: the post-backward hook runs as soon as the host has enqueued a
+        // unit's backward, and `limit_all_gathers` holds its prefetch only until the unit
+        // before has finished, so under BACKWARD_POST as under BACKWARD_PRE the next unit's
+        // gather runs beside this unit's backward; the step is PRE's. (It was issued after the
+        // backward had run, so each unit's backward waited for a whole gather: 730 of 994 ms
+        // of exposed communication at 70 B on 128 GPUs in issue #48.)
+        let step = |prefetch| {
+            let spec = DdpSpec {
+                sharding: Some(Sharding {
+                    strategy: ShardingStrategy::FullShard,
+                    backward_prefetch: prefetch,
+                    forward_prefetch: false,
+                    limit_all_gathers: true,
+                    param_dtype: DataType::Bfloat16,
+                    reduce_dtype: DataType::Float,
+                    no_sync: false,
+                    zero: None,
+                }),
+                ..half(three_units(1 << 22))
+            };
+            simulate_step(&spec, 8, &gpu(), &linear_coll(1e-11))
+        };
+        let (pre, post, none) = (
+            step(BackwardPrefetch::BackwardPre),
+            step(BackwardPrefetch::BackwardPost),
+            step(BackwardPrefetch::None),
+        );
+        let span = |r: &StepResult, name: &str| {
+            let s = r.timeline.iter().find(|s| s.name == name).unwrap();
+            (s.start_ms, s.end_ms)
+        };
+        assert!(span(&post, "all_gather (bwd) u0").0 < span(&post, "bwd u1").1);
+        assert_eq!(post.iteration_time_ms, pre.iteration_time_ms);
+        assert!(none.iteration_time_ms > post.iteration_time_ms + 1e-3, "{none:?}");
+        // Where launches bound the backward, the host reaches the post-backward hook only as
+        // the backward ends: POST gathers after it, PRE before it (PyTorch's "less overlap").
+        // Three units of 1 s forward and 2 s backward on the GPU; the host launches the
+        // backwards by 5.5, 9 and 10 s (the GPU begins them at 3, 5 and 7 s on its own clock).
+        let layers = LayerTimes {
+            fwd: vec![1.0; 3],
+            bwd: vec![2.0; 3],
+            flop: 9.0,
+            memory: 0.0,
+            launch: 0.0,
+            measured: 0.0,
+            host_fwd: vec![0.5, 1.0, 1.5],
+            host_bwd: vec![10.0, 9.0, 5.5],
+        };
+        assert_eq!(post_issue(&layers, 2), 2.0, "behind: the backward's end");
+        assert_eq!(post_issue(&layers, 1), 2.0, "behind by more than the backward");
+        let ahead = LayerTimes { host_bwd: vec![2.0, 1.8, 1.7], ..layers.clone() };
+        assert_eq!(post_issue(&ahead, 1), 0.0, "ahead: the backward's start");
+        let partly = LayerTimes { host_bwd: vec![2.0, 6.0, 1.7], ..layers };
+        assert_eq!(post_issue(&partly, 1), 1.0);
     }
 
     #[test]

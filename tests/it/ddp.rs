@@ -971,7 +971,9 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         table.starts_with("FSDP step: llama-7b") && table.contains("sharding FULL_SHARD"),
         "{table}"
     );
-    // The prefetch orders as FSDP's docs say: BACKWARD_PRE fastest, NONE slowest.
+    // NONE slowest; BACKWARD_POST as fast as BACKWARD_PRE while the host runs ahead of the GPU
+    // (docs/fsdp-model.md §2: its gather is issued once the host has launched the unit's
+    // backward, which here is before the GPU begins it).
     let sweep = json(&[
         "simulate",
         s,
@@ -986,7 +988,7 @@ fn an_fsdp_step_runs_where_ddp_cannot_hold_the_model() {
         .iter()
         .map(|p| num(&p["result"], "iteration_time_ms"))
         .collect();
-    assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
+    assert!(t[0] == t[1] && t[1] < t[2], "{t:?}");
     // NO_SHARD: no all-gather; each unit's gradient all-reduced whole after its backward (one
     // collective a unit, the model's parameters in reduce_dtype), every GPU holding the whole
     // model's state, and the optimizer over all of it: slower than FULL_SHARD's over a shard.
