@@ -10,5 +10,6 @@
 /// `cp` (context parallelism), `distributed_optimizer` and `overlap_param_gather`; 6: and
 /// `tp_comm_overlap`; 7: `memory` has `step_transient` and `measured`, and a model profile
 /// that knows its micro-batch gives `samples_per_s`. 8: `parallel.layout` has
-/// `align_grad_reduce`.
-pub const FORMAT_VERSION: u32 = 8;
+/// `align_grad_reduce`. 9: a training sweep's points have `from_first` (what each adds to the
+/// first point's step, part by part, and its per-GPU rate); `validate --runs` writes one.
+pub const FORMAT_VERSION: u32 = 9;

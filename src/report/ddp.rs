@@ -424,7 +424,95 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
             r.scaling_efficiency
         )?;
     }
+    if rows.len() < 2 {
+        return Ok(());
+    }
+    // Where each point's time goes, and what it adds to the first point's.
+    // The parts any point has.
+    let shown: Vec<usize> = (0..rows[0].1.breakdown.parts().len())
+        .filter(|&i| rows.iter().any(|r| r.1.breakdown.parts()[i].2.abs() >= 5e-4))
+        .collect();
+    let parts = rows[0].1.breakdown.parts();
+    writeln!(
+        out,
+        "\nwhere the step goes, ms (per-GPU rate: samples a second a GPU over the first point's)"
+    )?;
+    write!(out, "{head}")?;
+    for &i in &shown {
+        write!(out, " {:>10}", short_part(parts[i].0))?;
+    }
+    writeln!(out, " {:>12}", "per-GPU rate")?;
+    for ((_, r, _), line) in rows.iter().zip(&leads) {
+        write!(out, "{line}")?;
+        for &i in &shown {
+            write!(out, " {:>10.3}", r.breakdown.parts()[i].2)?;
+        }
+        writeln!(out, " {:>12.3}", per_gpu_rate(r, &rows[0].1))?;
+    }
+    let first = super::sweep::point_label(&rows[0].0);
+    writeln!(out, "\nwhat each point adds to the first ({first}), largest first")?;
+    for (p, r, _) in &rows[1..] {
+        let extra = from_first(r, &rows[0].1);
+        let mut moved: Vec<(&str, f64)> = extra
+            .parts
+            .iter()
+            .filter(|(_, _, d)| d.abs() >= 5e-4)
+            .map(|&(label, _, d)| (label, d))
+            .collect();
+        moved.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+        let said: Vec<String> = moved.iter().map(|(l, d)| format!("{l} {d:+.3}")).collect();
+        writeln!(
+            out,
+            "  {}: {:+.3} ms ({:+.1} %){}{}",
+            super::sweep::point_label(p),
+            extra.iteration_ms,
+            100.0 * extra.iteration_ms / rows[0].1.iteration_time_ms,
+            if said.is_empty() { "" } else { ": " },
+            said.join(", ")
+        )?;
+    }
     Ok(())
+}
+
+/// A breakdown part's label in ten characters, for the sweep's table.
+fn short_part(label: &str) -> &str {
+    match label {
+        "compute, FLOP-bound" => "FLOP",
+        "compute, memory-bound" => "memory",
+        "kernel launch waits" => "launch",
+        "measured layer times" => "measured",
+        "tensor/expert-parallel comm" => "TP/EP comm",
+        "pipeline bubble and p2p" => "pipeline",
+        "DDP copies and hooks" => "copies",
+        "optimizer step" => "optimizer",
+        "exposed communication" => "exposed",
+        "rank skew wait" => "skew wait",
+        "input stall" => "input",
+        other => other,
+    }
+}
+
+/// Samples a second a GPU at `r` over `first`'s.
+pub(crate) fn per_gpu_rate(r: &StepResult, first: &StepResult) -> f64 {
+    let rate = |r: &StepResult| r.samples_per_s / r.world.max(1) as f64;
+    rate(r) / rate(first)
+}
+
+/// What a sweep point adds to the first point's step.
+pub(crate) struct FromFirst {
+    /// Its step's change, ms.
+    pub iteration_ms: f64,
+    /// Each breakdown part's change: (label, key, ms).
+    pub parts: [(&'static str, &'static str, f64); 11],
+}
+
+/// `r`'s step and breakdown less `first`'s.
+pub(crate) fn from_first(r: &StepResult, first: &StepResult) -> FromFirst {
+    let mut parts = r.breakdown.parts();
+    for (p, f) in parts.iter_mut().zip(first.breakdown.parts()) {
+        p.2 -= f.2;
+    }
+    FromFirst { iteration_ms: r.iteration_time_ms - first.iteration_time_ms, parts }
 }
 
 /// "; activation checkpointing full" where the step checkpoints (nothing otherwise).

@@ -144,8 +144,97 @@ pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(
     root.present().map_err(|e| err(&e))
 }
 
+/// The height of a sweep plot's breakdown panel, px.
+const BREAKDOWN_H: u32 = 480;
+
+/// Okabe and Ito's colour-blind-safe palette, then greys: one colour per breakdown part.
+const PART_COLORS: [RGBColor; 11] = [
+    RGBColor(0, 114, 178),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 158, 115),
+    RGBColor(153, 153, 153),
+    RGBColor(230, 159, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(240, 228, 66),
+    RGBColor(102, 102, 102),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 0, 0),
+    RGBColor(204, 204, 204),
+];
+
+/// A sweep's breakdown panel: one stacked bar per point (in the order run), each part of the
+/// step (`Breakdown::parts`, those any point has) in its colour, named in a legend below.
+fn sweep_breakdown<DB: DrawingBackend>(
+    rows: &[crate::report::ddp::SweepPoint],
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let parts = |i: usize| rows[i].1.breakdown.parts();
+    let shown: Vec<usize> = (0..parts(0).len())
+        .filter(|&k| (0..rows.len()).any(|i| parts(i)[k].2.abs() >= 5e-4))
+        .collect();
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| r.0.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(", "))
+        .collect();
+    let ymax = (0..rows.len())
+        .map(|i| parts(i).iter().map(|p| p.2.max(0.0)).sum::<f64>())
+        .fold(0.0, f64::max)
+        .max(1e-6)
+        * 1.1;
+    let (chart_area, legend) = area.split_vertically(BREAKDOWN_H - 64);
+    let n = rows.len();
+    let mut chart = ChartBuilder::on(&chart_area)
+        .caption("where the step goes, ms, at each point", ("sans-serif", 16))
+        .margin(24)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .y_desc("ms")
+        .disable_x_mesh()
+        .x_labels(2 * n + 2)
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| err(&e))?;
+    for i in 0..n {
+        let mut base = 0.0;
+        for &k in &shown {
+            let ms = parts(i)[k].2.max(0.0);
+            let c = PART_COLORS[k % PART_COLORS.len()];
+            let (x0, x1) = (i as f64 - 0.35, i as f64 + 0.35);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x0, base), (x1, base + ms)],
+                    c.filled(),
+                )))
+                .map_err(|e| err(&e))?;
+            base += ms;
+        }
+    }
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    for (j, &k) in shown.iter().enumerate() {
+        let (x, y) = (24 + 234 * (j as i32 % 4), 8 + 18 * (j as i32 / 4));
+        let c = PART_COLORS[k % PART_COLORS.len()];
+        legend
+            .draw(&Rectangle::new([(x, y + 1), (x + 16, y + 11)], c.filled()))
+            .map_err(|e| err(&e))?;
+        legend.draw(&Text::new(parts(0)[k].0, (x + 22, y), font.clone())).map_err(|e| err(&e))?;
+    }
+    Ok(())
+}
+
 /// `simulate --sweep ... --plot`: step time against the first swept key's values (in the order
-/// given), one series per value of the other keys. Categorical values (a hook, a bool, a
+/// given), one series per value of the other keys; below, where each point's step goes. Categorical values (a hook, a bool, a
 /// name) are grouped bars, each labelled with its time; numbers are lines with points. The
 /// legend sits below the chart, one series a line, so it never covers or clips anything.
 pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Result<(), String> {
@@ -169,9 +258,14 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
     let numeric = xs.iter().all(|v| v.trim().parse::<f64>().is_ok_and(f64::is_finite));
     let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.15;
     let legend_h = if series.len() > 1 { 30 + 18 * series.len() as u32 } else { 0 };
-    let root = SVGBackend::with_string(svg, (960, 600 + legend_h)).into_drawing_area();
+    let parts_h = if rows.len() > 1 { BREAKDOWN_H } else { 0 };
+    let root = SVGBackend::with_string(svg, (960, 600 + parts_h + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (top, bottom) = root.split_vertically(600);
+    let (top, rest) = root.split_vertically(600);
+    let (parts_area, bottom) = rest.split_vertically(parts_h);
+    if rows.len() > 1 {
+        sweep_breakdown(rows, &parts_area)?;
+    }
     let n = xs.len().max(1);
     let (lo, hi) = if numeric { (-0.25, n as f64 - 0.75) } else { (-0.5, n as f64 - 0.5) };
     let kind = if numeric { " (values in the order given)" } else { " (bars: categorical values)" };

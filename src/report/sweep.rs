@@ -16,6 +16,11 @@ fn point_object(point: &[(String, String)]) -> Value {
     Value::Object(point.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
 }
 
+/// "key=value key=value".
+pub(crate) fn point_label(point: &[(String, String)]) -> String {
+    point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
 fn keys(point: Option<&[(String, String)]>) -> Vec<String> {
     point.map_or(Vec::new(), |p| p.iter().map(|(k, _)| k.clone()).collect())
 }
@@ -46,7 +51,19 @@ pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io:
             // As a single step's JSON carries it.
             o.insert("memory".into(), mem);
         }
-        points.push(json!({"point": point_object(point), "result": v}));
+        let mut p = json!({"point": point_object(point), "result": v});
+        // What it adds to the first point's step, part by part, and its per-GPU rate.
+        if let (Some(first), Some(o)) = (rows.first(), p.as_object_mut()) {
+            let extra = super::ddp::from_first(r, &first.1);
+            let mut d = serde_json::Map::new();
+            d.insert("iteration_time_ms".into(), json!(extra.iteration_ms));
+            for (_, key, ms) in extra.parts {
+                d.insert(key.into(), json!(ms));
+            }
+            d.insert("per_gpu_rate".into(), json!(super::ddp::per_gpu_rate(r, &first.1)));
+            o.insert("from_first".into(), Value::Object(d));
+        }
+        points.push(p);
     }
     write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
 }

@@ -312,6 +312,45 @@ fn categorical_sweeps_are_bars_with_a_legend_inside_the_canvas() {
 }
 
 #[test]
+fn a_sweep_says_where_each_points_extra_time_goes() {
+    // Issue #48 item 3: per point, the step's parts; per point after the first, what it adds to
+    // the first's, part by part (they add up to the step's change); in the table, the JSON
+    // and the plot's second panel.
+    let sweep = ["simulate", R50, "--sweep", "cluster.nodes=1,2,4"];
+    let table = collsim_ok(&sweep);
+    assert!(table.contains("where the step goes, ms"), "{table}");
+    assert!(table.contains("what each point adds to the first (cluster.nodes=1)"), "{table}");
+    assert!(table.contains("  cluster.nodes=4: +"), "{table}");
+    let mut args = sweep.to_vec();
+    args.extend(["--format", "json"]);
+    let v: Value = serde_json::from_str(&collsim_ok(&args)).unwrap();
+    let points = v["points"].as_array().unwrap();
+    for (i, p) in points.iter().enumerate() {
+        let d = p["from_first"].as_object().unwrap();
+        let step = d["iteration_time_ms"].as_f64().unwrap();
+        let parts: f64 = d
+            .iter()
+            .filter(|(k, _)| k.ends_with("_ms") && *k != "iteration_time_ms")
+            .map(|(_, x)| x.as_f64().unwrap())
+            .sum();
+        assert!((parts - step).abs() < 1e-6, "point {i}: {parts} against {step}");
+        // The same batch a GPU: the per-GPU rate is the first step over this one.
+        let rate = d["per_gpu_rate"].as_f64().unwrap();
+        let first = points[0]["result"]["iteration_time_ms"].as_f64().unwrap();
+        assert!((rate - first / (first + step)).abs() < 1e-9, "{d:?}");
+        if i == 0 {
+            assert!(step == 0.0 && rate == 1.0, "{d:?}");
+        }
+    }
+    let (els, w, h) = sweep_plot("report-sweep-parts", &["cluster.nodes=1,2,4"]);
+    assert!(texts(&els).iter().any(|t| t.contains("where the step goes, ms, at each point")));
+    for label in ["compute, FLOP-bound", "exposed communication"] {
+        let e = els.iter().find(|e| e.tag == "text" && e.text == label).expect(label);
+        assert!(e.num("x") + 7.0 * label.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
+    }
+}
+
+#[test]
 fn numeric_sweeps_stay_lines() {
     let (els, _, _) = sweep_plot("report-sweep-lines", &["ddp.bucket_cap_mb=1,25,100"]);
     assert!(!texts(&els).iter().any(|t| t.contains("bars")));
@@ -376,7 +415,7 @@ fn json_fields_change_only_with_the_format_version() {
         }
     }
     let small = "--max-bytes=1KiB";
-    let documents: [(&str, &[&str]); 11] = [
+    let documents: [(&str, &[&str]); 12] = [
         ("simulate", &["simulate", "scenarios/quickstart.toml", small]),
         ("simulate-ddp", &["simulate", "scenarios/resnet50-dgx-a100-1node.toml"]),
         ("simulate-3d", &["simulate", "scenarios/mixtral-ep-dgx-h100-8node.toml"]),
@@ -396,6 +435,7 @@ fn json_fields_change_only_with_the_format_version() {
         ),
         ("plan", &["plan", "tests/data/plan/small.toml"]),
         ("validate", &["validate", "--log", "calibration/data/H100_1N8G_AR_RING_TOGETHER.log"]),
+        ("validate-runs", &["validate", "--runs", "tests/data/training/two-runs.csv"]),
         (
             "validate-manifest",
             &["validate", "--manifest", "calibration/data/manifest.csv", "--no-held-out"],

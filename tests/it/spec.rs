@@ -48,8 +48,10 @@ fn a_model_field_sweeps_on_a_preset_scenario() {
         "--sweep",
         "model.hidden=4096,5120",
     ]);
+    // The first table (the breakdown follows it, after a blank line).
     let rows: Vec<&str> = out
         .lines()
+        .take_while(|l| !l.is_empty())
         .filter(|l| l.trim_start().starts_with("4096") || l.trim_start().starts_with("5120"))
         .collect();
     assert_eq!(rows.len(), 2, "{out}");
