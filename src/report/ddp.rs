@@ -164,21 +164,34 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             },
             if l.recompute { "; full recompute" } else { "" },
             if l.overlap_grad_reduce {
-                let cap =
-                    spec.bucket_cap.map_or("25 MiB".to_string(), |b| Bytes::new(b).to_string());
-                match (l.align_grad_reduce, l.pp > 1) {
+                let cap = crate::workload::parallel::bucket_cap(spec, l, r.world) as f64 / 1e6;
+                let how = if l.distributed_optimizer { "reduce-scattered" } else { "reduced" };
+                let last = match (l.align_grad_reduce, l.pp > 1) {
+                    (true, true) => {
+                        "during the first stage's last backward, after the others' last send"
+                    }
+                    _ => "during the last backward",
+                };
+                match (l.virtual_stages > 1, l.align_grad_reduce) {
                     (true, true) => format!(
-                        "reduced in buckets (cap {cap}) during the first stage's last backward, after the others' last send"
+                        "{how} in buckets (cap {cap:.0} MB): each chunk's as many backwards after its last one as the stage's rank, the last chunk's {last}"
                     ),
-                    _ => format!("reduced in buckets during the last backward (cap {cap})"),
+                    (true, false) => format!(
+                        "{how} in buckets (cap {cap:.0} MB): each chunk's as its last backward ends, the last chunk's {last}"
+                    ),
+                    _ => format!("{how} in buckets (cap {cap:.0} MB) {last}"),
                 }
             } else {
                 "all-reduced after the last backward".to_string()
             },
-            if l.distributed_optimizer {
-                "; distributed optimizer (master weights and optimizer state sharded over the data-parallel ranks; the reduce-scatter and all-gather timed as the all-reduce they replace)"
-            } else {
-                ""
+            match (l.distributed_optimizer, l.overlap_param_gather) {
+                (true, true) => {
+                    "; distributed optimizer (master weights and optimizer state sharded over the data-parallel ranks; the updated parameters all-gathered bucket by bucket as the next forward needs them)"
+                }
+                (true, false) => {
+                    "; distributed optimizer (master weights and optimizer state sharded over the data-parallel ranks; the updated parameters all-gathered after the step)"
+                }
+                _ => "",
             }
         )?;
     } else {

@@ -99,17 +99,31 @@ pub fn buckets(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
     buckets_of(model, cap, phase, |_| true)
 }
 
-/// As [`buckets`], the experts' gradients in buckets of their own (Megatron's separate
-/// expert-parallel gradient buffer): each set bucketed apart, then the buckets in the order
-/// their first gradient is ready.
-pub fn buckets_apart(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
-    let experts: Vec<bool> = model.tensors().map(|t| t.expert.is_some()).collect();
-    let mut dense = buckets_of(model, cap, phase, |i| !experts[i]);
-    let mut apart = buckets_of(model, cap, phase, |i| experts[i]);
-    for b in &mut apart {
-        b.expert = true;
+/// As [`buckets`], each model chunk's gradients (`chunk_of`, by tensor; empty: one chunk) in
+/// buckets of their own, as each of Megatron's virtual pipeline stages is a model of its own
+/// with its own gradient buffer, and with `apart` the experts' apart (Megatron's separate
+/// expert-parallel gradient buffer); the buckets in the order their first gradient is ready.
+pub fn buckets_by(
+    model: &Model,
+    cap: Option<u64>,
+    phase: Phase,
+    chunk_of: &[usize],
+    apart: bool,
+) -> Vec<Bucket> {
+    let experts: Vec<bool> = model.tensors().map(|t| apart && t.expert.is_some()).collect();
+    let chunk = |i: usize| chunk_of.get(i).copied().unwrap_or(0);
+    let mut groups: Vec<(usize, bool)> =
+        (0..experts.len()).map(|i| (chunk(i), experts[i])).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut dense = Vec::new();
+    for (c, e) in groups {
+        let mut these = buckets_of(model, cap, phase, |i| chunk(i) == c && experts[i] == e);
+        for b in &mut these {
+            b.expert = e;
+        }
+        dense.append(&mut these);
     }
-    dense.append(&mut apart);
     // Ready order: reverse parameter order once rebuilt, else the buckets' own.
     match phase {
         Phase::Rebuilt => dense.sort_by_key(|b| std::cmp::Reverse(b.tensors.iter().max().copied())),
@@ -885,7 +899,7 @@ impl BucketRow {
 
 /// How each collective of `spec` slows compute on `gpu`: the scenario's fixed fraction, or
 /// the collective's own channels over the GPU's SMs (none where the SM count is unknown).
-fn call_slowdown(spec: &DdpSpec, gpu: &GpuFacts) -> Slowdown {
+pub(crate) fn call_slowdown(spec: &DdpSpec, gpu: &GpuFacts) -> Slowdown {
     match (spec.compute_slowdown, gpu.multiprocessors) {
         (Some(s), _) => Slowdown::Fixed(s),
         (None, Some(sms)) => Slowdown::PerChannel(sms as f64),
@@ -1421,16 +1435,20 @@ impl StepPlan {
         // A pipeline stage's last backward later than alone: the first step's gradients are
         // reduced that much later too, and the wait is pipeline time but for what its own
         // posted calls (tensor- and expert-parallel) took beyond their time alone before then.
-        let (late, calls_late) = match (self.last_backward, step.marks.last()) {
-            (Some(planned), Some(&began)) => {
-                (began.get() - planned, step.call_wait_at_mark.get() - self.tp_posted_before)
-            }
-            _ => (0.0, 0.0),
+        // So are its waits for the NCCL stream before then (the distributed optimizer's
+        // parameter all-gathers): exposed communication.
+        let (late, calls_late, nccl_late) = match (self.last_backward, step.marks.last()) {
+            (Some(planned), Some(&began)) => (
+                began.get() - planned,
+                step.call_wait_at_mark.get() - self.tp_posted_before,
+                step.nccl_wait_at_mark.get(),
+            ),
+            _ => (0.0, 0.0, 0.0),
         };
         // Its last backward's send, after it, is pipeline time too.
         let last_send = step.send_wait.get() - step.send_wait_at_mark.get();
         let first_end = self.first_end + late;
-        let pipeline = (self.pipeline + (late - calls_late) + last_send).max(0.0);
+        let pipeline = (self.pipeline + (late - calls_late - nccl_late) + last_send).max(0.0);
         let gpu_end = step.end.map_or(0.0, Secs::get);
         let tp_comm = self.tp_comm + step.call_wait.get();
         let comm = step.comm_before.get() + step.comm.get() + tp_comm;
@@ -1600,11 +1618,18 @@ pub(crate) struct StageWork {
     /// Whether the sharded optimizer's updated parameters are all-gathered after its step,
     /// exposed (Megatron without `--overlap-param-gather`).
     pub gather_after_step: bool,
+    /// Each tensor's model chunk (interleaved schedules; empty: one chunk): each chunk's
+    /// gradients reduce in buckets of their own.
+    pub chunk_of: Vec<usize>,
+    /// Chunks whose gradients are complete before the last backward and reduce then: (the
+    /// length of `before` at which their copies into the buckets, which launch them, go;
+    /// their layers).
+    pub early_copies: Vec<(usize, Vec<usize>)>,
 }
 
 /// The group a bucket reduces over: the world (a stage's data-parallel group), or for
 /// experts' buckets the expert-data group ([`Group::ExpertData`], resolved by the stage).
-fn bucket_group(b: &Bucket) -> Group {
+pub(crate) fn bucket_group(b: &Bucket) -> Group {
     if b.expert { Group::ExpertData(0) } else { Group::World }
 }
 
@@ -1639,6 +1664,26 @@ pub(crate) fn plan_ddp(
     let optimizer =
         sharded_optimizer_secs(spec, &tensors, gpu, stage.map_or(1, |s| s.optimizer_shards));
 
+    // A bucket's collectives: its hook's; under Megatron's distributed optimizer a
+    // reduce-scatter where DDP all-reduces (Megatron-LM d98e8a64,
+    // megatron/core/distributed/param_and_grad_buffer.py, `start_grad_sync`), the bucket
+    // padded to a multiple of the data-parallel ranks as Megatron pads its buffers.
+    let scatter = stage.is_some_and(|s| s.optimizer_shards > 1);
+    let steps_of = |hook: &CommHook, b: &Bucket| -> Vec<HookStep> {
+        let mut steps = hook_steps(hook, m, b, world as u64);
+        if scatter {
+            for st in &mut steps {
+                if let HookStep::Collective { collective, bytes, dtype } = st
+                    && *collective == Collective::AllReduce
+                {
+                    let unit = world as u64 * dtype.size();
+                    *collective = Collective::ReduceScatter;
+                    *bytes = bytes.div_ceil(unit) * unit;
+                }
+            }
+        }
+        steps
+    };
     // A bucket's hook as NCCL-stream work, and its row.
     let batches = |hook: &CommHook, buckets: &[Bucket], slowdown: Slowdown| -> Vec<Batch> {
         let blocking = matches!(hook, CommHook::PowerSgd { .. } | CommHook::BatchedPowerSgd { .. });
@@ -1647,7 +1692,7 @@ pub(crate) fn plan_ddp(
             .iter()
             .enumerate()
             .map(|(bi, b)| {
-                let steps = hook_steps(hook, m, b, world as u64);
+                let steps = steps_of(hook, b);
                 let group = bucket_group(b);
                 let ops = steps
                     .iter()
@@ -1690,6 +1735,11 @@ pub(crate) fn plan_ddp(
             }
         }
         let mut after_send = Vec::new();
+        // Layers whose copies came before the last backward.
+        let early: Vec<usize> = stage
+            .iter()
+            .flat_map(|s| s.early_copies.iter().flat_map(|(_, ls)| ls.iter().copied()))
+            .collect();
         for (li, layer) in m.layers.iter().enumerate().rev() {
             let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
             let name = format!("bwd {}", layer.name);
@@ -1703,6 +1753,9 @@ pub(crate) fn plan_ddp(
                     let secs = Secs::new(bwd[li]);
                     work.push(Work::Run { secs, name: Some(name), grad: None });
                 }
+            }
+            if early.contains(&li) {
+                continue;
             }
             // A stage that sends may launch its gradients' reductions once the send is done.
             let wait = send.is_some() && stage.is_some_and(|s| s.reduce_after_send);
@@ -1774,9 +1827,10 @@ pub(crate) fn plan_ddp(
     };
 
     let apart = stage.is_some_and(|s| s.experts_apart);
+    let chunk_of = stage.map_or(&[][..], |s| s.chunk_of.as_slice());
     let bucketed = |phase| {
-        if apart {
-            buckets_apart(m, spec.bucket_cap, phase)
+        if apart || !chunk_of.is_empty() {
+            buckets_by(m, spec.bucket_cap, phase, chunk_of, apart)
         } else {
             buckets(m, spec.bucket_cap, phase)
         }
@@ -1792,7 +1846,7 @@ pub(crate) fn plan_ddp(
             .chain(&rebuilt_first)
             .flat_map(|b| {
                 let g = bucket_group(b);
-                hook_steps(&spec.hook, m, b, world as u64).into_iter().map(move |s| (g, s))
+                steps_of(&spec.hook, b).into_iter().map(move |s| (g, s))
             })
             .filter_map(|(g, s)| match s {
                 HookStep::Collective { collective, bytes, dtype } => {
@@ -1868,6 +1922,24 @@ pub(crate) fn plan_ddp(
     }
     if let Some(s) = stage {
         before = s.before.clone();
+        // The chunks that reduce before the last backward: their copies where the schedule
+        // launches them (the latest place first, so that the earlier places stay put).
+        for (at, layers) in s.early_copies.iter().rev() {
+            let mut copies = Vec::new();
+            for &li in layers.iter().rev() {
+                let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
+                for k in (0..m.layers[li].tensors.len()).rev() {
+                    let i = first + k;
+                    copies.push(Work::Run {
+                        secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
+                        name: None,
+                        grad: Some(i),
+                    });
+                }
+            }
+            let at = (*at).min(before.len());
+            before.splice(at..at, copies);
+        }
     }
     let send = stage.and_then(|s| s.last_send.clone());
     let steady_line = backward(&spec.hook, &steady, per_call, before, send);

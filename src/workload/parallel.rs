@@ -28,13 +28,15 @@
 //!   driver ([`super::step`]), each send a point-to-point call on the pipeline pair's group:
 //!   timed alone (a plain `simulate`), or in one network with the step's other calls.
 //! * From the stage's last backward on, the step is a DDP step on the stage's data-parallel
-//!   group: gradient buckets reduce while that backward runs (`overlap_grad_reduce`), or one
-//!   all-reduce of every gradient after it; then the tied embedding's all-reduce between the
-//!   first and last stage, and the optimizer on the stage's parameters (Apex's fused kernels,
-//!   as Megatron runs them, unless `optimizer_impl` says otherwise; with the distributed
-//!   optimizer, on the rank's 1/(dp·cp) of them, its gradients' reduce-scatter timed as the
-//!   all-reduce it replaces, and the updated parameters all-gathered after the step unless
-//!   `overlap_param_gather`).
+//!   group: gradient buckets (one model chunk's each, of Megatron's default size) reduce while
+//!   that backward runs (`overlap_grad_reduce`; under the interleaved schedule each other
+//!   chunk's as soon as its own last backward is done, or under `align_grad_reduce` the
+//!   stage's rank backwards later), or one all-reduce of every gradient after it; then the
+//!   tied embedding's all-reduce between the first and last stage, and the optimizer on the
+//!   stage's parameters (Apex's fused kernels, as Megatron runs them, unless `optimizer_impl`
+//!   says otherwise; with the distributed optimizer, on the rank's 1/(dp·cp) of them, its
+//!   gradients reduce-scattered, and the updated parameters all-gathered after the step, or
+//!   with `overlap_param_gather` bucket by bucket as the next forward needs them).
 //!
 //! The step takes as long as its slowest stage. Left out: the gradient-norm all-reduce across
 //! the model-parallel group; the all-gather of a column-parallel layer's input again for its
@@ -48,7 +50,7 @@ use super::ddp::{
     layer_times_from, optimizer_secs, plan_ddp,
 };
 use super::models::{Layer, MemoryWork, Model, TpRole};
-use super::timeline::{Timeline, Work};
+use super::timeline::{Batch, Op, Timeline, Work};
 use crate::collective::Collective;
 use crate::units::{Bytes, Secs};
 
@@ -1113,6 +1115,18 @@ impl Timed {
 /// GEMMs) are calls of the stages' plans, posted one by one where they run (on a shared
 /// network they meet the step's other traffic); without, they are folded into compute at
 /// their time alone (slowed, as compute is, by the gradients' NCCL kernels' share of the SMs).
+/// A 3-D step's gradient bucket cap, bytes: `bucket_cap_mb` where the scenario gives it, else
+/// Megatron's max(40,000,000, 1,000,000 x the data-parallel ranks) parameters of gradient
+/// (Megatron-LM d98e8a64, megatron/core/distributed/distributed_data_parallel.py: larger
+/// data-parallel groups need larger buckets to keep a ring's chunks bandwidth-bound; the
+/// group counts context parallelism's ranks).
+pub fn bucket_cap(spec: &DdpSpec, layout: &Layout, world: usize) -> u64 {
+    spec.bucket_cap.unwrap_or_else(|| {
+        let params = 40_000_000u64.max(1_000_000 * layout.grad_ranks(world) as u64);
+        params * spec.model.grad_dtype.size()
+    })
+}
+
 pub(crate) fn plan_stages(
     spec: &DdpSpec,
     layout: &Layout,
@@ -1126,8 +1140,15 @@ pub(crate) fn plan_stages(
     let dp = layout.dp(world);
     let act = act_dtype(spec);
     let stages = stages(&spec.model, layout);
+    // Megatron's gradient buckets unless the scenario sets `bucket_cap_mb`:
+    // max(40,000,000, 1,000,000 x the data-parallel ranks) parameters, so that a ring's
+    // chunks stay bandwidth-bound at large data-parallel sizes (Megatron-LM d98e8a64,
+    // megatron/core/distributed/distributed_data_parallel.py; the data-parallel group with
+    // context parallelism in it).
+    let megatron_spec =
+        DdpSpec { bucket_cap: Some(bucket_cap(spec, layout, world)), ..spec.clone() };
     let timed: Vec<Timed> =
-        stages.iter().map(|st| time_stage(spec, layout, gpu, coll, st)).collect();
+        stages.iter().map(|st| time_stage(&megatron_spec, layout, gpu, coll, st)).collect();
     // Activations (forward) and their gradients (backward) between stages.
     let shape = spec.model.layers.iter().find_map(|l| l.parallel);
     let per_sample = shape.map_or(0, |s| s.hidden * s.tokens);
@@ -1219,10 +1240,101 @@ pub(crate) fn plan_stages(
         let ops = &placed[s];
         let Some(last) = ops.last() else { continue };
         // Before the last backward: the schedule's ops, waits between them.
+        // Interleaved, with the reductions overlapped: each chunk but the last one's reduces
+        // once its last backward is done, Megatron's `align_grad_reduce` holding it `s` more
+        // backwards so that every stage launches at the same time (Megatron-LM d98e8a64,
+        // megatron/core/pipeline_parallel/schedules.py, `backward_step_helper_postprocess`:
+        // the chunk whose last micro-batch was `pipeline_parallel_rank` backwards ago).
+        // A launch that falls on the last backward or after is left to the end, as Megatron
+        // launches "any remaining grad reductions" there.
+        let mut launch = std::collections::BTreeMap::<usize, Vec<usize>>::new();
+        if v > 1 && layout.overlap_grad_reduce {
+            let backwards: Vec<usize> = (0..ops.len()).filter(|&i| !ops[i].op.fwd).collect();
+            for c in (0..v).filter(|&c| c != last.op.chunk) {
+                let Some(k) = backwards.iter().rposition(|&i| ops[i].op.chunk == c) else {
+                    continue;
+                };
+                let at = if layout.align_grad_reduce { k + s } else { k };
+                if at + 1 < backwards.len() {
+                    launch.entry(backwards[at]).or_default().push(c);
+                }
+            }
+        }
+        let mut early_copies = Vec::new();
         let mut before = Vec::new();
+        // The distributed optimizer with `overlap_param_gather`: the updated parameters are
+        // all-gathered over the data-parallel group as the next step's forward needs them,
+        // bucket by bucket (Megatron-LM d98e8a64, param_and_grad_buffer.py,
+        // `start_param_sync` and `finish_param_sync` in the forward's pre-hooks: a bucket's
+        // gather is waited for before its first layer runs, and the next one's dispatched).
+        // Every bucket's gather is posted as the step begins, each chunk's in forward order,
+        // the chunks in the order they first run forward; a chunk's first forward waits for
+        // its first bucket before it begins and for its last before its last layer.
+        let chunk_of: Vec<usize> = if v > 1 {
+            (st.model.layers.iter().zip(&st.chunk))
+                .flat_map(|(l, &c)| std::iter::repeat_n(c, l.tensors.len()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Per chunk: the FIFO counts of its first and last bucket's gather.
+        let mut gathered: Vec<Option<(usize, usize)>> = vec![None; v];
+        if layout.distributed_optimizer && layout.overlap_param_gather && dp > 1 {
+            let mut firsts: Vec<usize> = Vec::new();
+            for o in ops.iter().filter(|o| o.op.fwd) {
+                if !firsts.contains(&o.op.chunk) {
+                    firsts.push(o.op.chunk);
+                }
+            }
+            let phase = super::ddp::Phase::Rebuilt;
+            let buckets = super::ddp::buckets_by(
+                &st.model,
+                t.spec.bucket_cap,
+                phase,
+                &chunk_of,
+                layout.ep > 1,
+            );
+            let numels: Vec<u64> = st.model.tensors().map(|t| t.numel).collect();
+            let unit = (layout.grad_ranks(world) as u64) * act.size();
+            let mut posted = 0;
+            for &c in &firsts {
+                let chunk = |i: usize| chunk_of.get(i).copied().unwrap_or(0);
+                let mut mine: Vec<&super::ddp::Bucket> = buckets
+                    .iter()
+                    .filter(|b| b.tensors.first().is_some_and(|&i| chunk(i) == c))
+                    .collect();
+                // Forward order: the first layers' bucket first.
+                mine.sort_by_key(|b| b.tensors.iter().min().copied());
+                let first = posted + 1;
+                for b in mine {
+                    let numel: u64 = b.tensors.iter().map(|&i| numels[i]).sum();
+                    before.push(Work::Post(Batch {
+                        ops: vec![Op::Coll {
+                            group: super::ddp::bucket_group(b),
+                            collective: Collective::AllGather,
+                            bytes: Bytes::new((numel * act.size()).div_ceil(unit) * unit),
+                            dtype: act,
+                            name: format!("all_gather (updated parameters, chunk {c})"),
+                        }],
+                        slowdown: super::ddp::call_slowdown(spec, gpu),
+                        row: None,
+                        early: true,
+                        side: false,
+                    }));
+                    posted += 1;
+                }
+                if posted >= first {
+                    gathered[c] = Some((first, posted));
+                }
+            }
+        }
         let (mut busy, mut tp_before, mut posted_before) = (0.0, 0.0, 0.0);
-        for o in &ops[..ops.len() - 1] {
+        for (i, o) in ops[..ops.len() - 1].iter().enumerate() {
             before.extend(recv(s, o.op));
+            let gather = gathered[o.op.chunk].take().filter(|_| o.op.fwd);
+            if let Some((first, _)) = gather {
+                before.push(Work::Wait(first));
+            }
             let what = if o.op.fwd { "fwd" } else { "bwd" };
             let chunk = if v > 1 { format!(" chunk {}", o.op.chunk) } else { String::new() };
             let mine: Vec<usize> =
@@ -1238,14 +1350,31 @@ pub(crate) fn plan_stages(
                 let order: Vec<usize> =
                     if o.op.fwd { mine } else { mine.into_iter().rev().collect() };
                 before.push(Work::Open);
-                for &i in &order {
+                for (k, &i) in order.iter().enumerate() {
+                    if let Some((_, last)) = gather.filter(|_| k + 1 == order.len()) {
+                        before.push(Work::Wait(last));
+                    }
                     before.extend(t.layer_work(i, o.op.fwd, act));
                     posted_before += t.layer_calls(i, o.op.fwd);
                 }
                 before.push(Work::Close { name });
+            } else if let Some((_, last)) = gather {
+                // Its last layer's share waits for the chunk's last bucket.
+                let share = dur(s, o.op) / mine.len().max(1) as f64;
+                let head = dur(s, o.op) - share;
+                if head > 0.0 {
+                    let secs = Secs::new(head);
+                    before.push(Work::Run { secs, name: Some(name.clone()), grad: None });
+                }
+                before.push(Work::Wait(last));
+                before.push(Work::Run { secs: Secs::new(share), name: Some(name), grad: None });
             } else {
                 let secs = Secs::new(dur(s, o.op));
                 before.push(Work::Run { secs, name: Some(name), grad: None });
+            }
+            if let Some(chunks) = launch.get(&i) {
+                let layers = (0..st.model.layers.len()).filter(|&l| chunks.contains(&st.chunk[l]));
+                early_copies.push((before.len(), layers.collect()));
             }
             before.extend(send(s, o.op, None));
         }
@@ -1302,6 +1431,8 @@ pub(crate) fn plan_stages(
             experts_apart,
             optimizer_shards,
             gather_after_step: layout.distributed_optimizer && !layout.overlap_param_gather,
+            chunk_of,
+            early_copies,
         };
         let dp_coll =
             |g: Group, c: Collective, b: Bytes, d: DataType| coll(on_stage(g, s), c, b, d);
@@ -1613,11 +1744,56 @@ mod tests {
     }
 
     #[test]
+    fn megatron_reduces_each_chunk_as_it_completes_and_gathers_parameters_as_forward_needs_them() {
+        // Megatron-LM d98e8a64: each model chunk's gradients reduce once its last backward is
+        // done, `align_grad_reduce` holding a stage's by its rank (schedules.py); the
+        // distributed optimizer reduce-scatters them (param_and_grad_buffer.py) and, with
+        // `overlap_param_gather`, all-gathers the parameters bucket by bucket as the next
+        // forward needs them.
+        let m = preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap();
+        let s = spec(m, 8);
+        let (world, coll) = (16, linear(1e-11));
+        let run = |l: &Layout| simulate_parallel(&s, l, world, &gpu(), &coll);
+        let interleaved = layout(1, 2, 4);
+        let r = run(&interleaved);
+        let bucket_starts: Vec<f64> = r.buckets.iter().map(|b| b.start_ms).collect();
+        let last_backward = r.last_backward_began_ms.unwrap();
+        // Stage 0's first chunks' buckets start well before its last backward begins.
+        assert!(bucket_starts.iter().filter(|&&t| t < last_backward).count() >= 3, "{r:?}");
+        // Without interleaving, every bucket waits for the last backward.
+        let one = run(&layout(1, 2, 1));
+        let began = one.last_backward_began_ms.unwrap();
+        assert!(one.buckets.iter().all(|b| b.ready_ms >= began - 1e-9));
+        // The distributed optimizer: reduce-scatters, and with overlap_param_gather the
+        // parameters' gathers run from the step's start, before the first forward's end.
+        let dist =
+            Layout { distributed_optimizer: true, overlap_param_gather: true, ..interleaved };
+        let d = run(&dist);
+        let named = |name: &str| {
+            d.timeline.iter().filter(|x| x.lane == "nccl" && x.name.contains(name)).count()
+        };
+        assert!(named("reduce_scatter") > 0 && named("all_reduce") == 0);
+        let gathers: Vec<&crate::workload::ddp::Span> =
+            d.timeline.iter().filter(|x| x.name.starts_with("all_gather (updated")).collect();
+        assert_eq!(gathers.len(), d.buckets.len(), "a gather per bucket");
+        assert_eq!(gathers[0].start_ms, 0.0);
+        // A reduce-scatter of the same buckets carries half an all-reduce's traffic: the step
+        // is no slower than the all-reduce's, though the gathers are now in it.
+        let plain = run(&Layout { distributed_optimizer: true, ..interleaved });
+        assert!(d.iteration_time_ms <= plain.iteration_time_ms + 1e-6);
+    }
+
+    #[test]
     fn a_pure_data_parallel_layout_is_the_ddp_step() {
         // tp = pp = 1 goes through the schedule, the stage split and the data-parallel group,
-        // and must come out as today's DDP step: the same times, buckets and breakdown.
+        // and must come out as today's DDP step: the same times, buckets and breakdown, where
+        // the bucket cap is given (without one, DDP's default is 25 MiB and Megatron's 40 M
+        // parameters).
         for (name, k) in [("gpt2-xl", 1), ("gpt2-xl", 4), ("llama-7b", 2)] {
-            let s = spec(preset(name, Some(512), DataType::Bfloat16).unwrap(), k);
+            let s = DdpSpec {
+                bucket_cap: Some(25 << 20),
+                ..spec(preset(name, Some(512), DataType::Bfloat16).unwrap(), k)
+            };
             let world = |c, b, d| linear(1e-11)(Group::World, c, b, d);
             let ddp = simulate_step(&s, 16, &gpu(), &world);
             let p = simulate_parallel(&s, &layout(1, 1, 1), 16, &gpu(), &linear(1e-11));

@@ -318,6 +318,10 @@ pub(crate) struct Timeline {
     /// time as of the last [`Work::Mark`].
     pub send_wait: Secs,
     pub send_wait_at_mark: Secs,
+    /// Time the compute stream waited for the NCCL stream ([`Work::Drain`], [`Work::Wait`]),
+    /// and that time as of the last [`Work::Mark`].
+    pub nccl_wait: Secs,
+    pub nccl_wait_at_mark: Secs,
     /// When the open span ([`Work::Open`]) began.
     opened: f64,
     /// When the last item ended.
@@ -369,6 +373,8 @@ impl Timeline {
             call_wait_at_mark: Secs::ZERO,
             send_wait: Secs::ZERO,
             send_wait_at_mark: Secs::ZERO,
+            nccl_wait: Secs::ZERO,
+            nccl_wait_at_mark: Secs::ZERO,
             opened: 0.0,
             end: None,
             t0: 0.0,
@@ -650,6 +656,7 @@ impl Timeline {
                     self.marks.push(Secs::new(now));
                     self.call_wait_at_mark = self.call_wait;
                     self.send_wait_at_mark = self.send_wait;
+                    self.nccl_wait_at_mark = self.nccl_wait;
                     self.work.pop_front();
                     self.begin(now);
                     moved = true;
@@ -734,6 +741,7 @@ impl Timeline {
         if let Some(t) = self.waiting.take()
             && now > t
         {
+            self.nccl_wait += Secs::new(now - t);
             self.spans.push(Span::compute("wait", "waiting for NCCL".into(), t * 1e3, now * 1e3));
         }
     }

@@ -497,9 +497,10 @@ fn a_hybrid_or_3d_job_alone_is_its_one_workload_step() {
             p["iteration_time_ms"].as_f64().unwrap(),
         );
         // The FSDP job's replicate groups have siblings on their NICs, which the network posts
-        // and the one-workload step shares links out for (2.7e-5 apart); the 3-D job's
-        // sends and data-parallel all-reduces differ only by picoseconds (1.4e-9).
-        let within = if workload == fsdp { 1e-3 } else { 1e-8 };
+        // and the one-workload step shares links out for (2.7e-5 apart); so do the 3-D job's
+        // data-parallel pairs, whose buckets of Megatron's 40 M parameters (160 MB) share
+        // their NIC with the sibling pair's (3.5e-5; 1.4e-9 in DDP's 25 MiB buckets).
+        let within = 1e-3;
         assert!((a / b - 1.0).abs() < within, "{}: alone {a} ms, one workload {b} ms", j["name"]);
     }
 }
@@ -706,7 +707,11 @@ fn one_step_can_run_in_the_shared_network() {
     assert_eq!(shared["iteration_time_ms"], job["iteration_time_ms"]);
     let cached = json(&["simulate", &p, "--format", "json"]);
     let f = |v: &serde_json::Value| v["iteration_time_ms"].as_f64().unwrap();
-    assert!((f(&shared) - f(&cached)).abs() < ROUNDING_MS, "{} vs {}", f(&shared), f(&cached));
+    // Megatron's 40 M-parameter buckets (160 MB) on a NIC for two GPUs: the sibling
+    // data-parallel pairs' reductions meet in the shared network a little (1734.342 against
+    // 1734.280 ms; equal to 2e-6 ms in DDP's 25 MiB buckets).
+    let (s, c) = (f(&shared), f(&cached));
+    assert!(s >= c - ROUNDING_MS && s / c - 1.0 < 1e-4, "{s} vs {c}");
     super::cli_errors::misused_with(
         &["simulate", &p, "--comms", "shared", "--sweep", "parallel.pp=1,2"],
         &["--comms: a --sweep times each point's step alone"],

@@ -20,9 +20,11 @@ const PUBLIC: &str = "calibration/data/training/public.csv";
 fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     // The developer set as collsim replays it with its defaults, nothing fitted on it
     // (2026-11-29): 70 runs (58 NeMo steps on DGX Cloud, 5 MLPerf GPT-3 steps, 7 torchtitan FSDP
-    // steps); |error| median 6.2 %, p95 23.5 %; leave-one-source-out 11.2 / 27.1 %; the loss
-    // of per-GPU throughput captured within 0.8-1.25 in 2 of 13 series. These bounds hold the
-    // figures where they are: the mechanisms of issue #48 are to move them down.
+    // steps); |error| median 3.7 %, p95 11.9 %; leave-one-source-out 7.8 / 17.5 %; the loss
+    // of per-GPU throughput captured within 0.8-1.25 in 1 of 13 series (MLPerf's GPT-3 to
+    // 11,616 GPUs, 0.88). Before Megatron's per-chunk reductions, reduce-scatters, bucketed
+    // parameter gathers and bucket size: 6.2 / 23.5 %, 11.2 / 27.1 %, 2 of 13 (0.18 and 1.68
+    // for that series). These bounds hold the figures where they are.
     let out = json(&collsim_ok(&["validate", "--runs", PUBLIC, "--format", "json"]));
     assert_eq!(out["runs"].as_array().unwrap().len(), 70);
     let sources: Vec<&str> =
@@ -30,14 +32,23 @@ fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     assert_eq!(sources, ["dgxc", "mlperf", "torchtitan"]);
     let f = |v: &serde_json::Value| v.as_f64().unwrap();
     let pooled = &out["pooled"];
-    assert!(f(&pooled["median_abs_error_pct"]) <= 6.5, "{pooled}");
-    assert!(f(&pooled["p95_abs_error_pct"]) <= 24.0, "{pooled}");
+    assert!(f(&pooled["median_abs_error_pct"]) <= 4.0, "{pooled}");
+    assert!(f(&pooled["p95_abs_error_pct"]) <= 12.5, "{pooled}");
     let held = &out["held_out"];
-    assert!(f(&held["median_abs_error_pct"]) <= 11.5, "{held}");
-    assert!(f(&held["p95_abs_error_pct"]) <= 27.5, "{held}");
+    assert!(f(&held["median_abs_error_pct"]) <= 8.0, "{held}");
+    assert!(f(&held["p95_abs_error_pct"]) <= 18.0, "{held}");
     let captured = out["series_captured"].as_array().unwrap();
     assert_eq!(captured[1], 13);
-    assert!(captured[0].as_u64().unwrap() >= 2, "{captured:?}");
+    assert!(captured[0].as_u64().unwrap() >= 1, "{captured:?}");
+    // MLPerf's GPT-3 from 512 to 11,616 GPUs: the loss captured within the band.
+    let mlperf = out["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["series"] == "mlperf gpt3-175b eos ngc24.04")
+        .unwrap();
+    let c = f(&mlperf["captured"]);
+    assert!((0.8..=1.25).contains(&c), "{mlperf}");
     // Every run names its line, and held-out steps are the simulated ones scaled by their
     // source's scale.
     for r in out["runs"].as_array().unwrap() {
