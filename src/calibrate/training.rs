@@ -78,7 +78,17 @@ fn positive(at: &str, what: &str, v: &str) -> Result<f64, String> {
 pub fn read_runs(name: &str, text: &str) -> Result<Vec<Run>, String> {
     let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
     let headers = reader.headers().map_err(|e| format!("{name}: {e}"))?.clone();
-    let header_line = text.lines().position(|l| !l.starts_with('#')).map_or(1, |i| i + 1);
+    let lines: Vec<&str> = text.lines().collect();
+    // csv reports where it began reading a record, before the comments and blank lines it
+    // skips: the record's own line is the first after them.
+    let own_line = |from: u64| -> usize {
+        let mut l = (from as usize).max(1);
+        while lines.get(l - 1).is_some_and(|t| t.trim().is_empty() || t.starts_with('#')) {
+            l += 1;
+        }
+        l
+    };
+    let header_line = own_line(1);
     let mut keys = Vec::new();
     let mut meta = BTreeMap::new();
     for (i, h) in headers.iter().enumerate() {
@@ -111,10 +121,10 @@ pub fn read_runs(name: &str, text: &str) -> Result<Vec<Run>, String> {
     let mut runs = Vec::new();
     for rec in reader.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
+            let line = own_line(e.position().map_or(1, |p| p.line()));
             format!("{name}:{line}: {e}")
         })?;
-        let line = rec.position().map_or(0, |p| p.line()) as usize;
+        let line = own_line(rec.position().map_or(1, |p| p.line()));
         let at = format!("{name}:{line}");
         let field = |k: &str| meta.get(k).and_then(|&i| rec.get(i)).unwrap_or("").trim();
         let measured = match (field("step_s"), field("tokens_per_s")) {
@@ -392,20 +402,23 @@ pub fn accuracy(runs: &[Run], replayed: &[Replayed]) -> TrainingAccuracy {
 
 /// The series of two or more runs, in the order their first run appears.
 fn series_figures(runs: &[Run], replayed: &[Replayed], measured: &[f64]) -> Vec<SeriesFigure> {
-    let mut order: Vec<&str> = Vec::new();
-    let mut members: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // A series is its name within its source.
+    let mut order: Vec<(&str, &str)> = Vec::new();
+    let mut members: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {
         if let Some(s) = r.series.as_deref() {
-            if !members.contains_key(s) {
-                order.push(s);
+            let key = (r.source.as_str(), s);
+            if !members.contains_key(&key) {
+                order.push(key);
             }
-            members.entry(s).or_default().push(i);
+            members.entry(key).or_default().push(i);
         }
     }
     order
         .into_iter()
-        .filter_map(|name| {
-            let mut m = members[name].clone();
+        .filter_map(|key| {
+            let name = key.1;
+            let mut m = members[&key].clone();
             if m.len() < 2 {
                 return None;
             }

@@ -164,7 +164,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             },
             if l.recompute { "; full recompute" } else { "" },
             if l.overlap_grad_reduce {
-                let cap = crate::workload::parallel::bucket_cap(spec, l, r.world) as f64 / 1e6;
+                let cap = crate::workload::parallel::bucket_cap(spec, l, r.world) as f64
+                    / (1u64 << 20) as f64;
                 let how = if l.distributed_optimizer { "reduce-scattered" } else { "reduced" };
                 let last = match (l.align_grad_reduce, l.pp > 1) {
                     (true, true) => {
@@ -174,12 +175,15 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
                 };
                 match (l.virtual_stages > 1, l.align_grad_reduce) {
                     (true, true) => format!(
-                        "{how} in buckets (cap {cap:.0} MB): each chunk's as many backwards after its last one as the stage's rank, the last chunk's {last}"
+                        "{how} in buckets (the first stage's first chunk in buckets of {cap:.0} MiB, the others' in one a chunk): each chunk's as many backwards after its last one as the stage's rank, the last chunk's {last}"
                     ),
                     (true, false) => format!(
-                        "{how} in buckets (cap {cap:.0} MB): each chunk's as its last backward ends, the last chunk's {last}"
+                        "{how} in buckets (the first stage's first chunk in buckets of {cap:.0} MiB, the others' in one a chunk): each chunk's as its last backward ends, the last chunk's {last}"
                     ),
-                    _ => format!("{how} in buckets (cap {cap:.0} MB) {last}"),
+                    _ if l.pp > 1 => format!(
+                        "{how} in buckets (the first stage's of {cap:.0} MiB, the others' in one) {last}"
+                    ),
+                    _ => format!("{how} in buckets (cap {cap:.0} MiB) {last}"),
                 }
             } else {
                 "all-reduced after the last backward".to_string()
@@ -213,7 +217,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     row(
         out,
         "first iteration",
-        if spec.sharding.is_some() || spec.parallel.is_some_and(|l| !l.overlap_grad_reduce) {
+        if spec.sharding.is_some() || spec.parallel.is_some() {
             format!("{:.3} ms (as the steady one: nothing to rebuild)", r.first_iteration_ms)
         } else {
             format!("{:.3} ms (one bucket, no overlap)", r.first_iteration_ms)

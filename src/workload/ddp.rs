@@ -101,7 +101,7 @@ pub fn buckets(model: &Model, cap: Option<u64>, phase: Phase) -> Vec<Bucket> {
 
 /// As [`buckets`], each model chunk's gradients (`chunk_of`, by tensor; empty: one chunk) in
 /// buckets of their own, as each of Megatron's virtual pipeline stages is a model of its own
-/// with its own gradient buffer, and with `apart` the experts' apart (Megatron's separate
+/// with its own gradient buffer, and a chunk `split` refuses in one bucket, and with `apart` the experts' apart (Megatron's separate
 /// expert-parallel gradient buffer); the buckets in the order their first gradient is ready.
 pub fn buckets_by(
     model: &Model,
@@ -109,6 +109,7 @@ pub fn buckets_by(
     phase: Phase,
     chunk_of: &[usize],
     apart: bool,
+    split: &dyn Fn(usize) -> bool,
 ) -> Vec<Bucket> {
     let experts: Vec<bool> = model.tensors().map(|t| apart && t.expert.is_some()).collect();
     let chunk = |i: usize| chunk_of.get(i).copied().unwrap_or(0);
@@ -118,6 +119,8 @@ pub fn buckets_by(
     groups.dedup();
     let mut dense = Vec::new();
     for (c, e) in groups {
+        // A chunk Megatron does not split is one bucket.
+        let cap = if split(c) { cap } else { Some(u64::MAX) };
         let mut these = buckets_of(model, cap, phase, |i| chunk(i) == c && experts[i] == e);
         for b in &mut these {
             b.expert = e;
@@ -1621,6 +1624,11 @@ pub(crate) struct StageWork {
     /// Each tensor's model chunk (interleaved schedules; empty: one chunk): each chunk's
     /// gradients reduce in buckets of their own.
     pub chunk_of: Vec<usize>,
+    /// Whether it is the first pipeline stage, the only one whose first chunk Megatron splits
+    /// into buckets (Megatron-LM d98e8a64, training.py: `per_chunk_bucket_sizes`, None for
+    /// later chunks and for pipeline ranks above 0, and distributed_data_parallel.py): every
+    /// other chunk is one bucket.
+    pub first_stage: bool,
     /// Chunks whose gradients are complete before the last backward and reduce then: (the
     /// length of `before` at which their copies into the buckets, which launch them, go;
     /// their layers).
@@ -1676,7 +1684,8 @@ pub(crate) fn plan_ddp(
                 if let HookStep::Collective { collective, bytes, dtype } = st
                     && *collective == Collective::AllReduce
                 {
-                    let unit = world as u64 * dtype.size();
+                    let ranks = stage.map_or(world, |s| s.optimizer_shards) as u64;
+                    let unit = ranks * dtype.size();
                     *collective = Collective::ReduceScatter;
                     *bytes = bytes.div_ceil(unit) * unit;
                 }
@@ -1828,12 +1837,12 @@ pub(crate) fn plan_ddp(
 
     let apart = stage.is_some_and(|s| s.experts_apart);
     let chunk_of = stage.map_or(&[][..], |s| s.chunk_of.as_slice());
-    let bucketed = |phase| {
-        if apart || !chunk_of.is_empty() {
-            buckets_by(m, spec.bucket_cap, phase, chunk_of, apart)
-        } else {
-            buckets(m, spec.bucket_cap, phase)
+    let bucketed = |phase| match stage {
+        Some(s) => {
+            let split = |c: usize| s.first_stage && c == 0;
+            buckets_by(m, spec.bucket_cap, phase, chunk_of, apart, &split)
         }
+        None => buckets(m, spec.bucket_cap, phase),
     };
     let steady = bucketed(phase);
     let rebuilt_first = bucketed(Phase::FirstIteration);
