@@ -1801,6 +1801,35 @@ mod tests {
     }
 
     #[test]
+    fn with_free_communication_weak_scaling_is_flat() {
+        // Issue #48's must-hold: with communication free (and no jitter, which is the default),
+        // adding data-parallel replicas of the same per-GPU work leaves the step where it was,
+        // for each of Megatron's layouts here: plain, interleaved, and without overlapped
+        // reductions. The distributed optimizer alone moves it, the other way: each rank
+        // steps 1/dp of the state, so a GPU's rate grows with the replicas.
+        let s = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap(), 8);
+        let rate = |l: &Layout, dp: usize| {
+            let r = simulate_parallel(&s, l, l.tp * l.pp * dp, &gpu(), &free);
+            r.samples_per_s / r.world as f64
+        };
+        let layouts = [
+            layout(1, 2, 1),
+            layout(1, 2, 4),
+            Layout { overlap_grad_reduce: false, ..layout(2, 2, 1) },
+        ];
+        for l in layouts {
+            for dp in [2, 8, 64] {
+                let flat = rate(&l, dp) / rate(&l, 1);
+                assert!((flat - 1.0).abs() < 0.005, "{l:?} at dp {dp}: {flat}");
+            }
+        }
+        let sharded =
+            Layout { distributed_optimizer: true, overlap_param_gather: true, ..layout(1, 2, 4) };
+        let rates: Vec<f64> = [1, 2, 8, 64].iter().map(|&dp| rate(&sharded, dp)).collect();
+        assert!(rates.windows(2).all(|w| w[1] >= w[0]), "{rates:?}");
+    }
+
+    #[test]
     fn a_pure_data_parallel_layout_is_the_ddp_step() {
         // tp = pp = 1 goes through the schedule, the stage split and the data-parallel group,
         // and must come out as today's DDP step: the same times, buckets and breakdown (but
