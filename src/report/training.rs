@@ -80,6 +80,9 @@ pub fn text(r: &TrainingReport<'_>) -> String {
         "",
         pair(&a.held_out)
     ));
+    if a.sources.len() < 2 {
+        out.push_str("  (one source: nothing to hold out, its scale is 1)\n");
+    }
     if a.series.is_empty() {
         return out;
     }
