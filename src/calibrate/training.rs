@@ -315,13 +315,8 @@ pub const CAPTURED_BAND: (f64, f64) = (0.8, 1.25);
 
 /// The median of `v` (NaN when empty).
 fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+    use statrs::statistics::{Data, Median};
+    if v.is_empty() { f64::NAN } else { Data::new(v.to_vec()).median() }
 }
 
 /// The figures of `runs` as the model `replayed` them (the same order).

@@ -165,13 +165,7 @@ pub(crate) fn validate_manifest(
         accuracy: &acc,
         leave_one_cluster_out: loo.as_ref(),
     };
-    let mut out = open_output(common.output.as_deref())?;
-    match format {
-        ValFmt::Table => out.write_all(report::accuracy::text(&r).as_bytes())?,
-        ValFmt::Json => report::write_json(&r, &mut out)?,
-    }
-    out.finish()?;
-    Ok(())
+    write_report(common, format, || report::accuracy::text(&r), &r)
 }
 
 /// `validate --runs`: every published training run of a CSV replayed on the setup its row
@@ -218,10 +212,20 @@ pub(crate) fn validate_runs(path: &Path, common: &Common, format: ValFmt) -> Res
         profile: &profile.name,
         accuracy: &acc,
     };
+    write_report(common, format, || report::training::text(&r), &r)
+}
+
+/// Writes a report as its text or as JSON to `-o` or stdout.
+fn write_report<T: serde::Serialize>(
+    common: &Common,
+    format: ValFmt,
+    text: impl FnOnce() -> String,
+    doc: &T,
+) -> Result<()> {
     let mut out = open_output(common.output.as_deref())?;
     match format {
-        ValFmt::Table => out.write_all(report::training::text(&r).as_bytes())?,
-        ValFmt::Json => report::write_json(&r, &mut out)?,
+        ValFmt::Table => out.write_all(text().as_bytes())?,
+        ValFmt::Json => report::write_json(doc, &mut out)?,
     }
     out.finish()?;
     Ok(())

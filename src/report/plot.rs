@@ -144,6 +144,16 @@ pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(
     root.present().map_err(|e| err(&e))
 }
 
+/// A categorical axis's tick label: the `labels` entry at a whole-number `v`, else none.
+fn index_label(labels: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() < 1e-6 && i >= 0.0 {
+        labels.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 /// The height of a sweep plot's breakdown panel, px.
 const BREAKDOWN_H: u32 = 480;
 
@@ -196,14 +206,7 @@ fn sweep_breakdown<DB: DrawingBackend>(
         .y_desc("ms")
         .disable_x_mesh()
         .x_labels(2 * n + 2)
-        .x_label_formatter(&|v| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| index_label(&labels, *v))
         .draw()
         .map_err(|e| err(&e))?;
     for i in 0..n {
@@ -282,14 +285,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
         .y_desc("iteration (ms)")
         .disable_x_mesh()
         .x_labels(2 * n + 2)
-        .x_label_formatter(&|v| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 {
-                xs.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| index_label(&xs, *v))
         .draw()
         .map_err(|e| err(&e))?;
     let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];

@@ -2919,6 +2919,21 @@ mod tests {
         }
     }
 
+    /// FSDP's sharding with PyTorch's defaults but for `strategy` and `prefetch` (bf16
+    /// parameters, fp32 reduction).
+    fn fsdp(strategy: ShardingStrategy, prefetch: BackwardPrefetch) -> Sharding {
+        Sharding {
+            strategy,
+            backward_prefetch: prefetch,
+            forward_prefetch: false,
+            limit_all_gathers: true,
+            param_dtype: DataType::Bfloat16,
+            reduce_dtype: DataType::Float,
+            no_sync: false,
+            zero: None,
+        }
+    }
+
     fn half(model: Model) -> DdpSpec {
         DdpSpec {
             rate: ComputeRate::Peak { precision: "fp16".into(), efficiency: 0.5 },
@@ -3005,16 +3020,7 @@ mod tests {
         // of exposed communication at 70 B on 128 GPUs in issue #48.)
         let step = |prefetch| {
             let spec = DdpSpec {
-                sharding: Some(Sharding {
-                    strategy: ShardingStrategy::FullShard,
-                    backward_prefetch: prefetch,
-                    forward_prefetch: false,
-                    limit_all_gathers: true,
-                    param_dtype: DataType::Bfloat16,
-                    reduce_dtype: DataType::Float,
-                    no_sync: false,
-                    zero: None,
-                }),
+                sharding: Some(fsdp(ShardingStrategy::FullShard, prefetch)),
                 ..half(three_units(1 << 22))
             };
             simulate_step(&spec, 8, &gpu(), &linear_coll(1e-11))
@@ -3061,16 +3067,7 @@ mod tests {
         // wire against FSDP's 3 x (n-1)/n.
         let m = three_units(1 << 20);
         let sharded = |strategy, prefetch| DdpSpec {
-            sharding: Some(Sharding {
-                strategy,
-                backward_prefetch: prefetch,
-                forward_prefetch: false,
-                limit_all_gathers: true,
-                param_dtype: DataType::Bfloat16,
-                reduce_dtype: DataType::Float,
-                no_sync: false,
-                zero: None,
-            }),
+            sharding: Some(fsdp(strategy, prefetch)),
             ..half(m.clone())
         };
         let padded = (1u64 << 20).div_ceil(7) * 7;
@@ -3236,16 +3233,7 @@ mod tests {
         {
             calls.lock().unwrap().clear();
             let s = DdpSpec {
-                sharding: Some(Sharding {
-                    strategy,
-                    backward_prefetch: BackwardPrefetch::BackwardPre,
-                    forward_prefetch: false,
-                    limit_all_gathers: true,
-                    param_dtype: DataType::Bfloat16,
-                    reduce_dtype: DataType::Float,
-                    no_sync: false,
-                    zero: None,
-                }),
+                sharding: Some(fsdp(strategy, BackwardPrefetch::BackwardPre)),
                 ..half(m.clone())
             };
             let r = simulate_step_on(&s, 32, &gpu(), &coll);
@@ -3273,16 +3261,7 @@ mod tests {
         }
         // Memory: shards over the node's 8 ranks, whatever the node count.
         let s = DdpSpec {
-            sharding: Some(Sharding {
-                strategy: ShardingStrategy::HybridShard,
-                backward_prefetch: BackwardPrefetch::BackwardPre,
-                forward_prefetch: false,
-                limit_all_gathers: true,
-                param_dtype: DataType::Bfloat16,
-                reduce_dtype: DataType::Float,
-                no_sync: false,
-                zero: None,
-            }),
+            sharding: Some(fsdp(ShardingStrategy::HybridShard, BackwardPrefetch::BackwardPre)),
             ..half(m.clone())
         };
         let mem = |world| crate::workload::memory::ddp_memory(&s, world, 8).params;
@@ -3300,14 +3279,8 @@ mod tests {
         // units pad by under 64 elements each); the unsharded units in flight do not.
         let spec = DdpSpec {
             sharding: Some(Sharding {
-                strategy: ShardingStrategy::FullShard,
-                backward_prefetch: BackwardPrefetch::BackwardPre,
-                forward_prefetch: false,
-                limit_all_gathers: true,
-                param_dtype: DataType::Bfloat16,
                 reduce_dtype: DataType::Bfloat16,
-                no_sync: false,
-                zero: None,
+                ..fsdp(ShardingStrategy::FullShard, BackwardPrefetch::BackwardPre)
             }),
             optimizer: crate::workload::memory::Optimizer::Adam,
             ..half(preset("gpt2-xl", None, DataType::Float).unwrap())
