@@ -177,20 +177,6 @@ pub(crate) fn parse_jobs(
         };
         let workload = match &r.workload {
             Some(w) => {
-                // Jobs' steps run together in one network, each at its typical rank's pace.
-                let skew = [
-                    ("rank_skew_cv", w.rank_skew_cv.as_ref().map(|v| v.span().start)),
-                    ("straggler_speed", w.straggler_speed.as_ref().map(|v| v.span().start)),
-                    ("rank_speeds", w.rank_speeds.as_ref().map(|v| v.span().start)),
-                ];
-                if let Some((key, Some(at))) = skew.into_iter().find(|k| k.1.is_some()) {
-                    return Err(src.error_at(
-                        at,
-                        format!(
-                            "job.workload.{key}: rank skew and stragglers are not modelled for [[job]] steps; simulate the job as a scenario of its own"
-                        ),
-                    ));
-                }
                 let workload = parse_workload(src, w, node, true).map_err(in_job)?;
                 super::scenario::check_ranks(src, w, &workload, chosen.len(), gpus_per_node)
                     .map_err(in_job)?;

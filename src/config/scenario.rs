@@ -360,7 +360,8 @@ fn ddp_workload(
     };
     let skew = crate::workload::skew::Skew {
         rank_speeds,
-        cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?.unwrap_or(0.0),
+        cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?
+            .unwrap_or(crate::workload::skew::DEFAULT_CV),
         straggler_speed: w
             .straggler_speed
             .as_ref()
@@ -1438,18 +1439,6 @@ fn parallel_layout(
         return Err(src.error_at(
             at,
             format!("workload.parallel: not for kind = \"{kind}\" yet (tensor and pipeline parallelism run with Megatron's data parallelism, kind = \"ddp\")"),
-        ));
-    }
-    let skewed = w
-        .rank_skew_cv
-        .as_ref()
-        .map(|v| v.span().start)
-        .or(w.straggler_speed.as_ref().map(|v| v.span().start))
-        .or(w.rank_speeds.as_ref().map(|v| v.span().start));
-    if let Some(at) = skewed {
-        return Err(src.error_at(
-            at,
-            "workload: rank skew and stragglers are not modelled with [workload.parallel] yet",
         ));
     }
     if let Some(h) = w

@@ -218,6 +218,8 @@ struct JobPlan {
     stages: Vec<workload::ddp::StepPlan>,
     report: Option<workload::parallel::ParallelReport>,
     groups: workload::jobs::GroupComms,
+    /// The slowest rank's compute factor the stages were planned at ([`workload::skew`]).
+    slowest: f64,
 }
 
 /// Each DDP job's plan (`None` for the other jobs), its collectives timed beside `bg`.
@@ -245,6 +247,8 @@ fn plan_jobs(
             let groups = step_groups(&b.cluster, &b.comm, d, post)?;
             // In detail, each of a group's calls runs beside its siblings' copies.
             let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
+            // The step at its slowest rank's pace (rank skew), as when it runs alone.
+            let slowest = d.skew.slowest_factor(world);
             let (stages, report) = with_ddp(
                 &b.cluster,
                 &b.comm,
@@ -256,16 +260,20 @@ fn plan_jobs(
                 &CollCache::default(),
                 (shared * copies as f64, false),
                 &groups,
-                |gpu, coll| match &d.parallel {
-                    Some(layout) => {
-                        let (stages, report) =
-                            workload::parallel::plan_stages(d, layout, world, gpu, coll, post);
-                        (stages, Some(report))
+                |gpu, coll| {
+                    let (d, gpu) = workload::skew::slowed(d, gpu, slowest);
+                    match &d.parallel {
+                        Some(layout) => {
+                            let (stages, report) = workload::parallel::plan_stages(
+                                &d, layout, world, &gpu, coll, post,
+                            );
+                            (stages, Some(report))
+                        }
+                        None => (vec![workload::ddp::plan_step(&d, world, &gpu, coll)], None),
                     }
-                    None => (vec![workload::ddp::plan_step(d, world, gpu, coll)], None),
                 },
             )?;
-            Ok(Some(JobPlan { stages, report, groups }))
+            Ok(Some(JobPlan { stages, report, groups, slowest }))
         })
         .collect()
 }
@@ -369,13 +377,15 @@ impl Jobs<'_> {
             let name = &self.scenario.jobs[j].name;
             return Err(Error::Field(format!("job {name:?}: its step has no stage")));
         };
-        Ok(match self.plans[j].as_ref().and_then(|p| p.report.clone()) {
+        let slowest = self.plans[j].as_ref().map_or(1.0, |p| p.slowest);
+        let step = match self.plans[j].as_ref().and_then(|p| p.report.clone()) {
             Some(report) => {
                 let world = self.built[j].comm.nranks();
                 workload::parallel::stage_step(results, report, world, || first)
             }
             None => first,
-        })
+        };
+        Ok(workload::skew::restate(step, slowest))
     }
 
     /// Job `j` run beside `load` (by sweep size); a DDP step in a network of its own.

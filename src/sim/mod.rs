@@ -218,15 +218,9 @@ pub fn simulate_ddp_shared(
     if !scenario.jobs.is_empty() {
         return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
     }
-    let Some(spec) = scenario.ddp() else {
+    if scenario.ddp().is_none() {
         return Err(Error::Step("the scenario's workload is a sweep, not a training step".into()));
     };
-    // The shared network runs each step at its typical rank's pace, as [[job]]s do.
-    if !spec.skew.is_none() {
-        return Err(Error::Field(
-            "workload: rank skew and stragglers (rank_skew_cv, straggler_speed, rank_speeds) are not modelled with --comms shared; drop one or the other".into(),
-        ));
-    }
     let job = workload::jobs::JobSpec {
         name: "step".into(),
         nodes: (0..scenario.nodes).map(hw::NodeId).collect(),
@@ -369,16 +363,20 @@ pub fn export_calls(
             "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
         ));
     }
-    if !spec.skew.is_none() || spec.input.is_some() {
+    if spec.input.is_some() {
         return Err(Error::Step(
-            "--export-calls: rank skew, stragglers and the input pipeline are not in a list of calls yet (export the step without them)".into(),
+            "--export-calls: the input pipeline is not in a list of calls yet (export the step without it)".into(),
         ));
     }
     let cache = CollCache::default();
+    // The calls' compute at the slowest rank's pace (rank skew): replayed, the list gives the
+    // step its scenario does.
     let (calls, summary) =
         on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
             let ranks = (gpu.ranks_per_node, world);
-            workload::ddp::plan_step(spec, world, gpu, coll).timeline().calls(ranks)
+            let slowest = spec.skew.slowest_factor(world);
+            let (spec, gpu) = workload::skew::slowed(spec, gpu, slowest);
+            workload::ddp::plan_step(&spec, world, &gpu, coll).timeline().calls(ranks)
         })?;
     let world = summary.nranks;
     Ok(workload::calls::CallsFile {

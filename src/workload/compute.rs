@@ -32,8 +32,11 @@ pub struct ComputeDefault {
 
 /// Ampere (sm 80): least squares over 160 Megatron-DeepSpeed GPT steps of 12 and 16 layers on
 /// one 8 x A100 node (`calibration/data/training/`, vTrain's measurements); the 720 steps of
-/// 20 and 24 layers come out with a median error of 5.4 %, a 95th percentile of 17.5 %
-/// (`tests/it/megatron.rs`).
+/// 20 and 24 layers come out with a median error of 5.1 %, a 95th percentile of 18.7 %
+/// (`tests/it/megatron.rs`). Since the steps wait for the slowest of their ranks
+/// ([`super::skew::DEFAULT_CV`]), the same fit lands one grid step higher, on 0.85 (4.8 % and
+/// 17.2 %); 0.8 stays, as the other sources it meets (torchtitan's FSDP steps on 64 A100s, the
+/// H200 steps it is carried to) come out further off at 0.85 (`docs/compute-model.md`).
 pub const AMPERE: ComputeDefault = ComputeDefault {
     generation: "Ampere",
     efficiency: 0.8,

@@ -984,11 +984,13 @@ pub struct StepResult {
     pub skew: Option<SkewCost>,
     /// Backward compute of all micro-steps, ms (without slowdown).
     pub backward_ms: f64,
-    /// Compute-stream work: forward, backward, copies and hook compute, ms.
+    /// Compute-stream work: forward, backward, copies and hook compute, ms (forward, backward,
+    /// the optimizer and this are a typical rank's under rank skew).
     pub compute_ms: f64,
     /// Time collectives ran (buffer broadcast included), ms.
     pub comm_ms: f64,
-    /// Time the step lost to communication: step − compute (waiting and slowed compute), ms.
+    /// Time the step lost to communication: step − compute (waiting and slowed compute), ms;
+    /// under rank skew the slowest rank's (the step less its own compute).
     pub exposed_comm_ms: f64,
     /// 1 − exposed / comm.
     pub overlap_fraction: f64,
@@ -1283,43 +1285,13 @@ pub fn simulate_step_on(
         super::step::run_alone(&mut step, Secs::new(0.0), coll);
         plan.result(&step)
     };
-    let typical = run(spec, gpu);
     if spec.skew.is_none() {
-        return typical;
+        return run(spec, gpu);
     }
-    // The slowest rank's compute sets when every bucket starts: the step with its compute.
+    // The slowest rank's compute sets when every bucket starts: the step at its pace.
     let c = spec.skew.slowest_factor(world);
-    let slow_gpu = GpuFacts {
-        flops: gpu.flops / c,
-        memory_bandwidth: gpu.memory_bandwidth / c,
-        launch: Secs::new(gpu.launch.get() * c),
-        gemm_fixed: Secs::new(gpu.gemm_fixed.get() * c),
-        ..*gpu
-    };
-    let mut slow_spec = spec.clone();
-    for l in &mut slow_spec.model.layers {
-        l.times = l.times.map(|(f, b)| (f * c, b * c));
-    }
-    // The times are the slowest rank's; scaling is against one GPU at nominal speed.
-    let mut r = run(&slow_spec, &slow_gpu);
-    r.single_gpu_ms = typical.single_gpu_ms;
-    r.gemm_tflops = typical.gemm_tflops;
-    r.scaling_efficiency = typical.single_gpu_ms / r.iteration_time_ms;
-    r.breakdown = Breakdown {
-        skew_wait_ms: r.iteration_time_ms - typical.iteration_time_ms,
-        ..typical.breakdown
-    };
-    r.skew = Some(SkewCost {
-        slowest_factor: c,
-        wait_ms: r.iteration_time_ms - typical.iteration_time_ms,
-        typical_rank_ms: typical.iteration_time_ms,
-    });
-    // A typical rank has its bucket ready when it would alone; it waits until the slowest
-    // rank's is (the collective's start).
-    for (b, t) in r.buckets.iter_mut().zip(&typical.buckets) {
-        b.skew_wait_ms = Some((b.start_ms - t.ready_ms).max(0.0));
-    }
-    r
+    let (slow_spec, slow_gpu) = super::skew::slowed(spec, gpu, c);
+    super::skew::restate(run(&slow_spec, &slow_gpu), c)
 }
 
 /// What rank skew and stragglers cost a step ([`super::skew`]).

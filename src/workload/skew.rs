@@ -1,22 +1,37 @@
-//! Rank skew and stragglers: every rank of a DDP step computes at its own speed, and each
-//! bucket's all-reduce can only start once the slowest rank has launched it, so the step runs
-//! at the pace of the slowest rank.
+//! Rank skew and stragglers: every rank of a step computes at its own speed, and each
+//! synchronising collective (a bucket's all-reduce, a pipeline's sends, a gather) can only start
+//! once the slowest rank has launched it, so the step runs at the pace of the slowest rank.
 //!
 //! Each rank's compute takes its nominal time times a factor: lognormal with mean 1 and
 //! coefficient of variation `cv`, drawn afresh every step and independently per rank (per-step
-//! jitter: clocks, thermal throttling, OS noise), and a persistent straggler at `speed` of the
-//! others (a slow GPU or node) multiplies its own by `1 / speed`; measured per-rank speeds
+//! jitter: clocks, thermal throttling, OS and host noise), and a persistent straggler at `speed`
+//! of the others (a slow GPU or node) multiplies its own by `1 / speed`; measured per-rank speeds
 //! (`rank_speeds`, each rank's rate over the nominal one, e.g. from per-rank step times of a real
-//! run) do the same for every rank they list. With the same factor for all
-//! of a rank's kernels in a step, the slowest rank is slowest at every bucket, so the step is the
-//! nominal step with compute scaled by the largest factor; its expectation over ranks is taken
+//! run) do the same for every rank they list. With the same factor for all of a rank's kernels in
+//! a step, the slowest rank is slowest at every synchronisation, so the step is the nominal step
+//! with compute scaled by the largest factor ([`slowed`]); its expectation over ranks is taken
 //! from the order statistics of the factors (the distribution of their maximum), integrated
-//! numerically — deterministic, no sampling.
+//! numerically — deterministic, no sampling. The step is run once, at the slowest rank's pace;
+//! [`restate`] then splits its compute into a typical rank's and the wait.
+//!
+//! The default spread, [`DEFAULT_CV`], comes from the step-to-step spread of 81 MLPerf Training
+//! runs ([`implied_cv`]; `calibration/data/training/step-spread.csv`).
 //!
 //! Left out: jitter within a step (a rank slow at one layer and fast at the next, which
 //! averages out over the step), and skew in the network (modelled by the collectives).
 
-use statrs::distribution::{ContinuousCDF, LogNormal};
+use statrs::distribution::{ContinuousCDF, LogNormal, Normal};
+
+use super::ddp::{GpuFacts, StepResult};
+
+/// Per-rank per-step spread of compute time a training step has unless its scenario says
+/// otherwise (`rank_skew_cv`): the median over 81 MLPerf Training v3.0–v5.0 runs (GPT-3 175B
+/// and Llama 3.1 405B on 256–10,752 H100/H200/GB200 GPUs; 27 systems, six submitters) of the
+/// spread each run's whole-step times imply ([`implied_cv`]; the runs and their figures are in
+/// `calibration/data/training/step-spread.csv`, their interquartile range 1.0–2.5 %). Whatever
+/// of a run's spread is common to all ranks (the fabric, the file system) is counted as
+/// per-rank here, so the figure errs slow.
+pub const DEFAULT_CV: f64 = 0.0143;
 
 /// Per-rank compute variation of a DDP step.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -37,6 +52,11 @@ impl Default for Skew {
 }
 
 impl Skew {
+    /// No spread, no straggler, except [`DEFAULT_CV`]: what a scenario gets by default.
+    pub fn measured_default() -> Self {
+        Skew { cv: DEFAULT_CV, ..Skew::default() }
+    }
+
     /// Whether it changes anything.
     pub fn is_none(&self) -> bool {
         self.cv == 0.0 && self.speeds().all(|s| s == 1.0)
@@ -59,7 +79,8 @@ impl Skew {
         // The slowest speed present (1 if any rank is nominal).
         let start = if nominal > 0 { 1.0 } else { f64::MAX };
         let slowest = listed.iter().copied().fold(start, f64::min);
-        if self.cv == 0.0 {
+        // No spread, or one rank at nominal speed (its factor's mean is 1).
+        if self.cv == 0.0 || (ranks == 1 && listed.is_empty()) {
             return 1.0 / slowest;
         }
         // Mean 1: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2.
@@ -92,6 +113,98 @@ impl Skew {
     }
 }
 
+/// The spread of each rank's per-step compute time (a lognormal's coefficient of variation)
+/// that makes the whole step — the slowest of `ranks` ranks — spread as a measured run's did:
+/// its 10th to 90th percentile over its median, `width`. The maximum of `ranks` draws is under
+/// its q-quantile where every draw is under the q^(1/ranks)-quantile of one, so the ratio is
+/// (e^(σ·z90) − e^(σ·z10)) / e^(σ·z50), z at those powers of 0.9, 0.1 and 0.5; σ is found by
+/// bisection. None where the width is not positive or `ranks` is 0.
+pub fn implied_cv(width: f64, ranks: usize) -> Option<f64> {
+    if !(width > 0.0 && width.is_finite()) || ranks == 0 {
+        return None;
+    }
+    let unit = Normal::standard();
+    let z = |q: f64| unit.inverse_cdf(q.powf(1.0 / ranks as f64));
+    let (lo, mid, hi) = (z(0.1), z(0.5), z(0.9));
+    let ratio = |s: f64| ((s * hi).exp() - (s * lo).exp()) / (s * mid).exp();
+    // The ratio grows with σ from 0; σ = 2 is a spread no run has.
+    let (mut a, mut b) = (0.0, 2.0);
+    if ratio(b) < width {
+        return None;
+    }
+    for _ in 0..100 {
+        let m = 0.5 * (a + b);
+        if ratio(m) < width { a = m } else { b = m }
+    }
+    let sigma = 0.5 * (a + b);
+    Some(((sigma * sigma).exp() - 1.0).sqrt())
+}
+
+/// The slowest rank's GPU and step: compute (FLOPs, memory traffic, launches, layers' measured
+/// times) `factor` times slower, communication as it was.
+pub(crate) fn slowed(
+    spec: &super::ddp::DdpSpec,
+    gpu: &GpuFacts,
+    factor: f64,
+) -> (super::ddp::DdpSpec, GpuFacts) {
+    let gpu = GpuFacts {
+        flops: gpu.flops / factor,
+        memory_bandwidth: gpu.memory_bandwidth / factor,
+        launch: crate::units::Secs::new(gpu.launch.get() * factor),
+        gemm_fixed: crate::units::Secs::new(gpu.gemm_fixed.get() * factor),
+        sixteen_bit_flops: gpu.sixteen_bit_flops.map(|f| f / factor),
+        ..*gpu
+    };
+    let mut spec = spec.clone();
+    for l in &mut spec.model.layers {
+        l.times = l.times.map(|(f, b)| (f * factor, b * factor));
+    }
+    (spec, gpu)
+}
+
+/// A step run at the slowest rank's pace (`factor` = [`Skew::slowest_factor`]), restated: its
+/// compute (the breakdown's compute parts, forward, backward, optimizer and compute-stream
+/// totals) a typical rank's, its own divided by `factor`, the rest of it the wait for the
+/// slowest; its exposed communication and its timeline the slowest rank's; the one-GPU comparison at nominal speed; each bucket's wait how
+/// long a typical rank's gradients sat ready (they were ready `factor` times sooner) before
+/// the collective began. The iteration time is the slowest rank's.
+pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
+    if factor == 1.0 {
+        return r;
+    }
+    let b = &mut r.breakdown;
+    let mut wait = 0.0;
+    for part in [
+        &mut b.flop_ms,
+        &mut b.memory_ms,
+        &mut b.launch_ms,
+        &mut b.measured_ms,
+        &mut b.ddp_copies_ms,
+        &mut b.optimizer_ms,
+    ] {
+        let typical = *part / factor;
+        wait += *part - typical;
+        *part = typical;
+    }
+    b.skew_wait_ms += wait;
+    // A typical rank's compute; the exposed communication stays the slowest rank's.
+    for t in [&mut r.forward_ms, &mut r.backward_ms, &mut r.optimizer_ms, &mut r.compute_ms] {
+        *t /= factor;
+    }
+    r.single_gpu_ms /= factor;
+    r.gemm_tflops *= factor;
+    r.scaling_efficiency /= factor;
+    for bucket in &mut r.buckets {
+        bucket.skew_wait_ms = Some((bucket.start_ms - bucket.ready_ms / factor).max(0.0));
+    }
+    r.skew = Some(super::ddp::SkewCost {
+        slowest_factor: factor,
+        wait_ms: r.breakdown.skew_wait_ms,
+        typical_rank_ms: r.iteration_time_ms - r.breakdown.skew_wait_ms,
+    });
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,13 +213,13 @@ mod tests {
     fn the_expected_slowest_of_n_ranks_is_the_monte_carlo_one() {
         // Issue #48: the expected slowest of N ranks, integrated from the order statistics,
         // against a Monte-Carlo with a fixed seed (proptest's deterministic generator,
-        // lognormal draws by the inverse CDF), for N from 8 to 4,096 ranks at a 2 % spread:
+        // lognormal draws by the inverse CDF), for N from 8 to 4,096 ranks at the default spread:
         // within three standard errors, and growing with N as the maximum of N draws does
         // (each doubling adds less).
         use proptest::prelude::Rng;
         use proptest::test_runner::{RngAlgorithm, TestRng};
-        let cv = 0.02;
-        let skew = Skew { cv, ..Skew::default() };
+        let cv = DEFAULT_CV;
+        let skew = Skew::measured_default();
         let var = (1.0 + cv * cv).ln();
         let d = LogNormal::new(-var / 2.0, var.sqrt()).unwrap();
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
@@ -128,6 +241,23 @@ mod tests {
         let steps: Vec<f64> = expected.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(steps.iter().all(|&s| s > 0.0), "{expected:?}");
         assert!(steps.windows(2).all(|w| w[1] < w[0]), "{steps:?}");
+    }
+
+    #[test]
+    fn a_runs_step_spread_gives_back_the_rank_spread_that_made_it() {
+        // The 10th-90th percentile width of the slowest of n lognormal draws, from their
+        // quantiles, solved back: the spread that made it, for 8 to 10,752 ranks.
+        for (cv, n) in [(0.005_f64, 8usize), (0.0143, 512), (0.03, 10_752)] {
+            let var = (1.0 + cv * cv).ln();
+            let d = LogNormal::new(-var / 2.0, var.sqrt()).unwrap();
+            let q = |p: f64| d.inverse_cdf(p.powf(1.0 / n as f64));
+            let width = (q(0.9) - q(0.1)) / q(0.5);
+            let back = implied_cv(width, n).unwrap();
+            assert!((back - cv).abs() < 1e-9 * cv.max(1.0), "{n}: {back} vs {cv}");
+        }
+        assert_eq!(implied_cv(0.0, 8), None);
+        assert_eq!(implied_cv(0.01, 0), None);
+        assert_eq!(implied_cv(f64::NAN, 8), None);
     }
 
     #[test]

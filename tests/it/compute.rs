@@ -99,8 +99,8 @@ fn scenario(p: &Published) -> String {
 fn the_default_predicts_published_torchtitan_steps_it_was_not_fitted_on() {
     // Llama-family FSDP steps in torchtitan (eager PyTorch), none of them fitted: the default
     // is fitted on GPT steps (Megatron-DeepSpeed on A100s; eager PyTorch on an H200). Measured
-    // (2026-11-29): on 64 A100s -6.6 % (Llama 3 8B), -10.1 % and -7.7 % (Llama 2 13B without
-    // and with checkpointing), -6.2 % (Llama 3 70B), -7.0 % (Llama 2 70B); on 8 H100s -23.5 %
+    // (2026-11-29): on 64 A100s -3.5 % (Llama 3 8B), -7.2 % and -4.6 % (Llama 2 13B without
+    // and with checkpointing), -3.0 % (Llama 3 70B), -3.9 % (Llama 2 70B); on 8 H100s -22.0 %
     // (Llama 3.1 8B, on 500 W power-limited H100s, which the dgx-h100 preset's 700 W GPUs
     // outrun). All fast: the model still misses work these steps do.
     let params = super::default_params();
@@ -186,10 +186,10 @@ fn megatron_published() -> Vec<(String, String, f64, f64)> {
 fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on() {
     // NeMo (Megatron-Core, Transformer Engine) on DGX H100s, none fitted, run as NeMo's
     // performance recipes run them (sequence parallel with tensor-parallel overlap, the
-    // distributed optimizer; 2026-11-29): Nemotron-4 15B on 16 GPUs +4.4 %, GPT-3 175B on 128
-    // GPUs (pipeline of 8, 12 virtual stages) +2.7 %, Llama 3.1 8B on 8 GPUs (context parallel
-    // 2) +8.6 %, Llama 3.1 70B on 64 GPUs (tp 4, pp 4, cp 2, 5 virtual stages) +10.1 %, the
-    // 7-layer Llama 3.1 405B proxy on 32 GPUs (tp 8, cp 2) +7.8 % (+4.8, +6.0, +8.6, +11.5 and
+    // distributed optimizer; 2026-11-29): Nemotron-4 15B on 16 GPUs +7.0 %, GPT-3 175B on 128
+    // GPUs (pipeline of 8, 12 virtual stages) +6.3 %, Llama 3.1 8B on 8 GPUs (context parallel
+    // 2) +10.9 %, Llama 3.1 70B on 64 GPUs (tp 4, pp 4, cp 2, 5 virtual stages) +13.7 %, the
+    // 7-layer Llama 3.1 405B proxy on 32 GPUs (tp 8, cp 2) +10.8 % (+4.8, +6.0, +8.6, +11.5 and
     // +9.5 % before Megatron's per-chunk reductions, reduce-scatters, bucketed parameter
     // gathers and bucket size; without the overlap +12.5, +7.1, +14.7 and +15.5 %). Slow, where the eager torchtitan step on H100s is fast:
     // Megatron's fused kernels reach more of a Hopper GPU than eager PyTorch does, which one
@@ -218,8 +218,8 @@ fn the_default_predicts_published_megatron_steps_on_h100s_it_was_not_fitted_on()
 #[test]
 fn fp8_runs_a_transformers_linear_layers_at_the_fp8_rate_and_the_rest_at_sixteen_bits() {
     // The same five NeMo steps in fp8 (Transformer Engine's recipe), none fitted (2026-11-29):
-    // Nemotron-4 15B -1.5 %, GPT-3 175B -4.2 %, Llama 3.1 8B +4.1 %, 70B -1.4 %, 405B proxy
-    // +8.1 % (-0.9, +0.8, +4.0, +0.6 and +10.4 % before Megatron's per-chunk reductions,
+    // Nemotron-4 15B +0.7 %, GPT-3 175B -1.1 %, Llama 3.1 8B +6.2 %, 70B +1.5 %, 405B proxy
+    // +10.7 % (-0.9, +0.8, +4.0, +0.6 and +10.4 % before Megatron's per-chunk reductions,
     // reduce-scatters, bucketed parameter gathers and bucket size). With every FLOP at the fp8 rate and no casts, as before, they came out 17.2,
     // 6.8, 16.0, 14.4 and 4.5 % fast.
     let params = super::default_params();
@@ -253,7 +253,7 @@ fn a_gpu_swapped_on_the_command_line_runs_its_own_generations_default() {
     assert_eq!(line(&got, "iteration"), line(&want, "iteration"));
     assert!(line(&got, "GEMM rate").contains("default for Hopper"), "{got}");
     // And a sweep of the topology's GPU: A100s in DGX-H100 nodes step as the DGX-A100's do,
-    // but for the nodes' links (621.3 against 620.5 ms; at Hopper's efficiency, about 698).
+    // but for the nodes' links (644.0 against 643.1 ms; at Hopper's efficiency, about 724).
     let swept = super::collsim_ok(&[
         "simulate",
         ph.to_str().unwrap(),

@@ -708,8 +708,8 @@ fn one_step_can_run_in_the_shared_network() {
     let cached = json(&["simulate", &p, "--format", "json"]);
     let f = |v: &serde_json::Value| v["iteration_time_ms"].as_f64().unwrap();
     // Megatron's 40 M-parameter buckets (160 MB) on a NIC for two GPUs: the sibling
-    // data-parallel pairs' reductions meet in the shared network a little (1734.342 against
-    // 1734.280 ms; equal to 2e-6 ms in DDP's 25 MiB buckets).
+    // data-parallel pairs' reductions meet in the shared network a little (1768.267 against
+    // 1768.206 ms; equal to 2e-6 ms in DDP's 25 MiB buckets).
     let (s, c) = (f(&shared), f(&cached));
     assert!(s >= c - ROUNDING_MS && s / c - 1.0 < 1e-4, "{s} vs {c}");
     super::cli_errors::misused_with(
@@ -719,15 +719,18 @@ fn one_step_can_run_in_the_shared_network() {
 }
 
 #[test]
-fn a_skewed_step_is_refused_in_the_shared_network_rather_than_run_without_its_straggler() {
-    // The shared network runs a step at its typical rank's pace; a straggler's step there
-    // would come out faster than the same step with each call timed alone.
+fn a_straggler_step_in_the_shared_network_runs_at_its_pace() {
+    // The shared network runs a step at its slowest rank's pace, as the cached one does: one
+    // A100 at 80 % in 64 gives the same step either way (ResNet-50's buckets meet nothing on
+    // eight nodes), and its wait is the same.
     let p =
         concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/resnet50-straggler-dgx-a100-8node.toml");
-    fails_with(
-        &["simulate", p, "--comms", "shared"],
-        &["resnet50-straggler-dgx-a100-8node.toml", "not modelled with --comms shared"],
-    );
+    let shared = json(&["simulate", p, "--comms", "shared", "--format", "json"]);
+    let cached = json(&["simulate", p, "--format", "json"]);
+    let step = |v: &serde_json::Value| v["iteration_time_ms"].as_f64().unwrap();
+    assert!((step(&shared) / step(&cached) - 1.0).abs() < 1e-6, "{shared} vs {cached}");
+    let wait = |v: &serde_json::Value| v["skew"]["wait_ms"].as_f64().unwrap();
+    assert!((wait(&shared) / wait(&cached) - 1.0).abs() < 1e-6);
 }
 
 #[test]

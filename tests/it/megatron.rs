@@ -187,7 +187,8 @@ fn rms_error(runs: &[Run], sim: impl Fn(&Run) -> f64 + Sync) -> f64 {
 /// (relative error) on `fit`. (Not the median: most runs are bound by the host, so the median
 /// hardly moves with the GEMMs' efficiency, and its flat, bumpy minimum chose 0.45 once
 /// Megatron's loss was counted, leaving the GEMM-bound runs 50 % slow. The mean |error| lands
-/// on 0.85, 55 µs and 75 µs a GEMM: held-out median 4.9 %, p95 23.9 %, its few large errors
+/// on 0.85, 55 µs and 75 µs a GEMM: held-out median 4.9 %, p95 23.9 % (before the default
+/// per-rank spread; not refitted since), its few large errors
 /// weighing less than least squares weighs them.)
 fn search(fit: &[Run], grid: [&[f64]; 3]) -> Fit {
     let mut best = (f64::MAX, FIT);
@@ -223,7 +224,7 @@ fn megatron_held_out_error_at_the_pinned_fit() {
     println!(
         "Megatron at {FIT:?}: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
-    // Issue #16's 6 % and 20 %; the model gives 5.4 % and 17.5 %.
+    // Issue #16's 6 % and 20 %; the model gives 5.1 % and 18.7 %.
     assert!(median < 6.0 && p95 < 20.0, "median {median:.1} %, p95 {p95:.1} %");
 }
 
@@ -240,7 +241,8 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     // costs 17.0 ms measured, its GEMMs at the full 312 TFLOP/s and its memory traffic 15.9,
     // so the GEMMs run near the peak there, while the 1,024-wide layer's (8.2 measured, 6.8
     // at the peak) run at 0.69 of it. Without it (two parameters) the fit gave 0.65 and 55 µs,
-    // held-out median 6.3 %, p95 21.0 % (least squares: 0.6 and 55 µs, 7.4 % and 24.2 %);
+    // held-out median 6.3 %, p95 21.0 % (least squares: 0.6 and 55 µs, 7.4 % and 24.2 %;
+    // both before the default per-rank spread, not refitted since);
     // with it the same 16 H200 steps that check the fit below (another GPU and framework, none
     // fitted) went from a median 10.9 % (largest 27.2 %) to 8.7 % (22.2 %). It is an
     // effective term: on the H200 traces the GEMM kernels themselves take their FLOPs at 0.83
@@ -269,15 +271,21 @@ fn megatron_steps_fitted_on_two_depths_predict_the_other_two() {
     println!(
         "Megatron, fitted {got:?}: held-out median |error| {median:.1} %, p95 {p95:.1} %, signed median {signed:+.1} %"
     );
-    // Issue #16 asks for 6 % and 20 %: fitted 0.8, 52.5 µs a kernel and 60 µs a GEMM, the
-    // model gives 5.4 % and 17.5 %.
+    // Issue #16 asks for 6 % and 20 %. Since every multi-GPU step waits for its slowest rank
+    // under the default per-rank spread (1.43 %, issue #48), the fit lands on 0.85, 52.5 µs a
+    // kernel and 60 µs a GEMM: held-out median 4.8 %, p95 17.2 % (at the pinned 0.8: 5.1 % and
+    // 18.7 %); before, on 0.8 (5.4 % and 17.5 %). The default stays at 0.8, one step of the
+    // fine grid below, because the other sources it meets do worse at 0.85: torchtitan's five
+    // FSDP steps on 64 A100s come out median 9.0 % fast against 3.9 %, and the 16 H200 GPT
+    // steps below median 10.4 % (largest 23.2 %) against 8.7 % (22.2 %). Those two sources
+    // so chose between two fits vTrain's least squares hardly tells apart.
     assert!(median < 6.0 && p95 < 20.0, "median {median:.1} %, p95 {p95:.1} %");
     let same = |a: f64, b: f64| (a - b).abs() < 1e-9;
     assert!(
-        same(got.eff, FIT.eff)
+        (got.eff - FIT.eff).abs() <= FINE[0] + 1e-9
             && same(got.launch_us, FIT.launch_us)
             && same(got.gemm_us, FIT.gemm_us),
-        "the other tests carry {FIT:?}"
+        "the other tests carry {FIT:?}, more than a step of the fine grid from {got:?}"
     );
 }
 

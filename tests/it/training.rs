@@ -20,11 +20,13 @@ const PUBLIC: &str = "calibration/data/training/public.csv";
 fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     // The developer set as collsim replays it with its defaults, nothing fitted on it
     // (2026-11-29): 70 runs (58 NeMo steps on DGX Cloud, 5 MLPerf GPT-3 steps, 7 torchtitan FSDP
-    // steps); |error| median 3.8 %, p95 11.9 %; leave-one-source-out 7.8 / 17.5 %; the loss
-    // of per-GPU throughput captured within 0.8-1.25 in 1 of 13 series (MLPerf's GPT-3 to
-    // 11,616 GPUs, 0.87). Before Megatron's per-chunk reductions, reduce-scatters, bucketed
-    // parameter gathers and bucket size: 6.2 / 23.5 %, 11.2 / 27.1 %, 2 of 13 (that series
-    // then at 1.68). These bounds hold the figures where they are.
+    // steps); |error| median 6.1 %, p95 13.9 %; leave-one-source-out 8.4 / 17.7 %; the loss
+    // of per-GPU throughput captured within 0.8-1.25 in 5 of 13 series. Before the default
+    // per-rank spread (rank_skew_cv 0 rather than 1.43 %): 3.8 / 11.9 %, 7.8 / 17.5 %, 1 of 13
+    // (the spread costs every multi-GPU step its slowest rank's wait, so the levels rose; the
+    // losses it adds grow with the GPUs as the measured ones do). Before Megatron's per-chunk
+    // reductions, reduce-scatters, bucketed parameter gathers and bucket size: 6.2 / 23.5 %,
+    // 11.2 / 27.1 %, 2 of 13. These bounds hold the figures where they are.
     let out = json(&collsim_ok(&["validate", "--runs", PUBLIC, "--format", "json"]));
     assert_eq!(out["runs"].as_array().unwrap().len(), 70);
     let sources: Vec<&str> =
@@ -32,14 +34,14 @@ fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     assert_eq!(sources, ["dgxc", "mlperf", "torchtitan"]);
     let f = |v: &serde_json::Value| v.as_f64().unwrap();
     let pooled = &out["pooled"];
-    assert!(f(&pooled["median_abs_error_pct"]) <= 4.0, "{pooled}");
-    assert!(f(&pooled["p95_abs_error_pct"]) <= 12.5, "{pooled}");
+    assert!(f(&pooled["median_abs_error_pct"]) <= 6.5, "{pooled}");
+    assert!(f(&pooled["p95_abs_error_pct"]) <= 14.5, "{pooled}");
     let held = &out["held_out"];
-    assert!(f(&held["median_abs_error_pct"]) <= 8.0, "{held}");
-    assert!(f(&held["p95_abs_error_pct"]) <= 18.0, "{held}");
+    assert!(f(&held["median_abs_error_pct"]) <= 9.0, "{held}");
+    assert!(f(&held["p95_abs_error_pct"]) <= 18.5, "{held}");
     let captured = out["series_captured"].as_array().unwrap();
     assert_eq!(captured[1], 13);
-    assert!(captured[0].as_u64().unwrap() >= 1, "{captured:?}");
+    assert!(captured[0].as_u64().unwrap() >= 5, "{captured:?}");
     // MLPerf's GPT-3 from 512 to 11,616 GPUs: the loss captured within the band.
     let mlperf = out["series"]
         .as_array()
@@ -159,4 +161,33 @@ fn a_bad_runs_file_is_a_one_line_error_naming_its_line_and_column() {
     let both = super::collsim(&["validate", "--runs", &p, "--manifest", "m.csv"]);
     assert_eq!(both.status.code(), Some(2));
     fails_with(&["validate", "--runs", "no/such.csv"], &["no/such.csv"]);
+}
+
+#[test]
+fn the_default_rank_spread_is_the_median_the_mlperf_step_times_imply() {
+    // Issue #48: the default per-rank spread of compute time comes from measured data. Each
+    // MLPerf run's whole steps spread (10th to 90th percentile over the median) as the
+    // slowest of its GPUs would if each drew its compute time independently: solved per run
+    // for that per-rank spread, the median over the 81 runs is the default, 1.43 %.
+    let text = std::fs::read_to_string("calibration/data/training/step-spread.csv").unwrap();
+    let mut rows = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (gpus, median, p10, p90) = (col("gpus"), col("median_s"), col("p10_s"), col("p90_s"));
+    let mut cvs: Vec<f64> = rows
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            let x = |i: usize| r[i].parse::<f64>().unwrap();
+            let width = (x(p90) - x(p10)) / x(median);
+            collsim::workload::skew::implied_cv(width, r[gpus].parse().unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(cvs.len(), 81);
+    cvs.sort_by(f64::total_cmp);
+    let mid = cvs[cvs.len() / 2];
+    assert!((mid - collsim::workload::skew::DEFAULT_CV).abs() < 5e-5, "{mid}");
+    // The interquartile range docs/reference.md quotes.
+    let (q1, q3) = (cvs[cvs.len() / 4], cvs[3 * cvs.len() / 4]);
+    assert!((0.009..0.011).contains(&q1) && (0.024..0.026).contains(&q3), "{q1} {q3}");
 }
