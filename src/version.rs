@@ -12,7 +12,7 @@
 /// that knows its micro-batch gives `samples_per_s`. 8: `parallel.layout` has
 /// `align_grad_reduce`. 9: a training sweep's points have `from_first` (what each adds to the
 /// first point's step, part by part, and its per-GPU rate); `validate --runs` writes one.
-/// 10: every multi-GPU step (3-D ones too) has `skew` and its buckets `skew_wait_ms`, as it waits
-/// for its slowest rank under the default per-rank spread (before, only where the scenario gave
-/// a spread or a straggler, and never on a 3-D step).
+/// 10: every multi-GPU step (3-D ones too) has `skew`, and a DDP or FSDP step's buckets
+/// `skew_wait_ms`, as it waits for its slowest rank under the default per-rank spread (before,
+/// only where the scenario gave a spread or a straggler, and never on a 3-D step).
 pub const FORMAT_VERSION: u32 = 10;

@@ -280,8 +280,12 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             out,
             "rank skew / straggler wait",
             format!(
-                "{:.3} ms (the slowest rank's compute x{:.4}; every rank at nominal speed: {:.3} ms)",
-                k.wait_ms, k.slowest_factor, k.typical_rank_ms
+                "{:.3} ms (the slowest of {} ranks' compute x{:.4} under {}; every rank at nominal speed: {:.3} ms)",
+                k.wait_ms,
+                r.world,
+                k.slowest_factor,
+                spec.skew.describe(),
+                k.typical_rank_ms
             ),
         )?;
     }

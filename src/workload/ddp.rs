@@ -979,7 +979,8 @@ pub struct StepResult {
     pub forward_ms: f64,
     /// The optimizer step after backward, ms: its memory traffic, or its launches.
     pub optimizer_ms: f64,
-    /// Rank skew and stragglers' cost, when the scenario has any.
+    /// Rank skew and stragglers' cost, on more than one rank unless the scenario sets none
+    /// (`rank_skew_cv` has a default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skew: Option<SkewCost>,
     /// Backward compute of all micro-steps, ms (without slowdown).
@@ -1015,6 +1016,13 @@ pub struct StepResult {
     /// has it).
     #[serde(skip)]
     pub last_backward_began_ms: Option<f64>,
+    /// The data loader's time for this step's samples on a rank, ms (0 without a loader; not
+    /// written out): the step's floor, which a rank's speed does not move.
+    #[serde(skip)]
+    pub loader_ms: f64,
+    /// The same for one GPU alone with its node's whole loader, ms (not written out).
+    #[serde(skip)]
+    pub alone_loader_ms: f64,
     /// A 3-D parallel step's layout and stages (the figures above are its slowest stage's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel::ParallelReport>,
@@ -1489,6 +1497,8 @@ impl StepPlan {
                 .last_backward
                 .and(step.marks.last())
                 .map(|t| t.get() * 1e3),
+            loader_ms: self.loader_secs() * 1e3,
+            alone_loader_ms: alone * 1e3,
             parallel: None,
         }
     }

@@ -101,6 +101,24 @@ impl Skew {
         h * (0.5 * (tail(0) + tail(n)) + inner)
     }
 
+    /// What the spread is made of, for a report: "rank_skew_cv 1.43 % (the default, from
+    /// MLPerf step times)", "a straggler at 0.8", "3 measured rank speeds", joined by " and ".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.cv > 0.0 {
+            let default =
+                if self.cv == DEFAULT_CV { " (the default, from MLPerf step times)" } else { "" };
+            parts.push(format!("rank_skew_cv {:.2} %{default}", 100.0 * self.cv));
+        }
+        if self.straggler_speed != 1.0 {
+            parts.push(format!("a straggler at {}", self.straggler_speed));
+        }
+        if !self.rank_speeds.is_empty() {
+            parts.push(format!("{} measured rank speeds", self.rank_speeds.len()));
+        }
+        parts.join(" and ")
+    }
+
     /// An error if the skew lists more ranks than a job of `ranks` has.
     pub fn check_ranks(&self, ranks: usize) -> Result<(), String> {
         let listed = self.speeds().count();
@@ -162,18 +180,22 @@ pub(crate) fn slowed(
     (spec, gpu)
 }
 
-/// A step run at the slowest rank's pace (`factor` = [`Skew::slowest_factor`]), restated: its
-/// compute (the breakdown's compute parts, forward, backward, optimizer and compute-stream
-/// totals) a typical rank's, its own divided by `factor`, the rest of it the wait for the
-/// slowest; its exposed communication and its timeline the slowest rank's; the one-GPU comparison at nominal speed; each bucket's wait how
-/// long a typical rank's gradients sat ready (they were ready `factor` times sooner) before
-/// the collective began. The iteration time is the slowest rank's.
+/// A step run at the slowest rank's pace (`factor` = [`Skew::slowest_factor`]), restated for a
+/// typical rank: its compute (the breakdown's compute parts, forward, backward, optimizer and
+/// compute-stream totals, a 3-D step's per-stage forward and backward) and its pipeline time
+/// (the other stages' compute, mostly) divided by `factor`; what that removes is the wait for
+/// the slowest rank, less what the data loader would have made a typical rank wait anyway (a
+/// loader-bound step waits for its batches whatever its ranks' speeds); the one-GPU comparison
+/// at nominal speed; each bucket's wait how long a typical rank's gradients sat ready (they were
+/// ready `factor` times sooner; not given for a 3-D step, whose ready times hold its pipeline's
+/// and tensor-parallel waits). The iteration time, its exposed communication and its timeline
+/// are the slowest rank's.
 pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
     if factor == 1.0 {
         return r;
     }
     let b = &mut r.breakdown;
-    let mut wait = 0.0;
+    let mut moved = 0.0;
     for part in [
         &mut b.flop_ms,
         &mut b.memory_ms,
@@ -181,21 +203,37 @@ pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
         &mut b.measured_ms,
         &mut b.ddp_copies_ms,
         &mut b.optimizer_ms,
+        &mut b.pipeline_ms,
     ] {
         let typical = *part / factor;
-        wait += *part - typical;
+        moved += *part - typical;
         *part = typical;
     }
-    b.skew_wait_ms += wait;
+    // The GPU's end for a typical rank, and the step it would take: the loader's floor or that.
+    let gpu_end = r.iteration_time_ms - b.input_stall_ms - moved;
+    let nominal = gpu_end.max(r.loader_ms);
+    b.input_stall_ms = nominal - gpu_end;
+    b.skew_wait_ms += r.iteration_time_ms - nominal;
     // A typical rank's compute; the exposed communication stays the slowest rank's.
     for t in [&mut r.forward_ms, &mut r.backward_ms, &mut r.optimizer_ms, &mut r.compute_ms] {
         *t /= factor;
     }
-    r.single_gpu_ms /= factor;
+    if let Some(p) = &mut r.parallel {
+        p.bubble_fraction = r.breakdown.pipeline_ms / r.iteration_time_ms.max(1e-30);
+        for row in &mut p.stages {
+            row.fwd_ms /= factor;
+            row.bwd_ms /= factor;
+        }
+    }
+    // One GPU alone: its compute at nominal speed, or its loader where that is longer.
+    let single = (r.single_gpu_ms / factor).max(r.alone_loader_ms);
+    r.scaling_efficiency *= single / r.single_gpu_ms.max(1e-30);
+    r.single_gpu_ms = single;
     r.gemm_tflops *= factor;
-    r.scaling_efficiency /= factor;
+    let staged = r.parallel.is_some();
     for bucket in &mut r.buckets {
-        bucket.skew_wait_ms = Some((bucket.start_ms - bucket.ready_ms / factor).max(0.0));
+        bucket.skew_wait_ms =
+            (!staged).then(|| (bucket.start_ms - bucket.ready_ms / factor).max(0.0));
     }
     r.skew = Some(super::ddp::SkewCost {
         slowest_factor: factor,
