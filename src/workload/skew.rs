@@ -69,8 +69,32 @@ impl Skew {
     }
 
     /// The expected compute factor of the slowest of `ranks` ranks (the listed speeds beyond
-    /// `ranks` are ignored; [`Skew::check_ranks`] refuses them).
+    /// `ranks` are ignored; [`Skew::check_ranks`] refuses them). Kept per (spread, speeds,
+    /// ranks) for the process: the integral costs about a millisecond, which a plan's or a
+    /// sweep's many small steps would pay again and again.
     pub fn slowest_factor(&self, ranks: usize) -> f64 {
+        type Key = (u64, u64, Vec<u64>, usize);
+        static KEPT: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, f64>>> =
+            std::sync::OnceLock::new();
+        let key = (
+            self.cv.to_bits(),
+            self.straggler_speed.to_bits(),
+            self.rank_speeds.iter().map(|s| s.to_bits()).collect(),
+            ranks,
+        );
+        let kept = KEPT.get_or_init(Default::default);
+        if let Some(f) = kept.lock().ok().and_then(|k| k.get(&key).copied()) {
+            return f;
+        }
+        let f = self.integrate_slowest(ranks);
+        if let Ok(mut k) = kept.lock() {
+            k.insert(key, f);
+        }
+        f
+    }
+
+    /// [`Skew::slowest_factor`], computed.
+    fn integrate_slowest(&self, ranks: usize) -> f64 {
         if ranks == 0 {
             return 1.0;
         }
