@@ -14,5 +14,6 @@
 /// first point's step, part by part, and its per-GPU rate); `validate --runs` writes one.
 /// 10: every multi-GPU step (3-D ones too) has `skew`, and a DDP or FSDP step's buckets
 /// `skew_wait_ms`, as it waits for its slowest rank under the default per-rank spread (before,
-/// only where the scenario gave a spread or a straggler, and never on a 3-D step).
-pub const FORMAT_VERSION: u32 = 10;
+/// only where the scenario gave a spread or a straggler, and never on a 3-D step). 11: a
+/// step's `breakdown` has `amax_comm_ms` (fp8's amax all-reduces under a Megatron layout).
+pub const FORMAT_VERSION: u32 = 11;

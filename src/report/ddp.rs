@@ -308,8 +308,12 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(out, "  {:<28} {:>10} {:>7}", "where the step goes", "ms", "share")?;
     let b = &r.breakdown;
     for (label, _, ms) in b.parts() {
-        let optional =
-            ["measured layer times", "tensor/expert-parallel comm", "pipeline bubble and p2p"];
+        let optional = [
+            "measured layer times",
+            "tensor/expert-parallel comm",
+            "fp8 amax all-reduces",
+            "pipeline bubble and p2p",
+        ];
         if optional.contains(&label) && ms == 0.0 {
             continue;
         }
@@ -503,6 +507,7 @@ fn short_part(label: &str) -> &str {
         "kernel launch waits" => "launch",
         "measured layer times" => "measured",
         "tensor/expert-parallel comm" => "TP/EP comm",
+        "fp8 amax all-reduces" => "fp8 amax",
         "pipeline bubble and p2p" => "pipeline",
         "DDP copies and hooks" => "copies",
         "optimizer step" => "optimizer",
@@ -524,7 +529,7 @@ pub(crate) struct FromFirst {
     /// Its step's change, ms.
     pub iteration_ms: f64,
     /// Each breakdown part's change: (label, key, ms).
-    pub parts: [(&'static str, &'static str, f64); 11],
+    pub parts: [(&'static str, &'static str, f64); crate::workload::ddp::BREAKDOWN_PARTS],
 }
 
 /// `r`'s step and breakdown less `first`'s.

@@ -39,9 +39,9 @@ const INPUT: &str = "#7f7f7f";
 /// The legend's name for the input-stall bands.
 const STALLS: &str = "input stall (waiting for the data loader)";
 /// The breakdown bar's colours, part by part ([`crate::workload::ddp::Breakdown::parts`]).
-const PARTS: [&str; 11] = [
-    "#2171b5", "#9ecae1", "#fdae6b", "#bcbddc", "#31a354", "#969696", COPY, "#e7ba52", EXPOSED,
-    "#d62728", INPUT,
+const PARTS: [&str; crate::workload::ddp::BREAKDOWN_PARTS] = [
+    "#2171b5", "#9ecae1", "#fdae6b", "#bcbddc", "#31a354", "#8c564b", "#969696", COPY, "#e7ba52",
+    EXPOSED, "#d62728", INPUT,
 ];
 
 /// Whether a wait band is an input stall (else exposed communication).

@@ -158,12 +158,13 @@ fn index_label(labels: &[String], v: f64) -> String {
 const BREAKDOWN_H: u32 = 480;
 
 /// Okabe and Ito's colour-blind-safe palette, then greys: one colour per breakdown part.
-const PART_COLORS: [RGBColor; 11] = [
+const PART_COLORS: [RGBColor; crate::workload::ddp::BREAKDOWN_PARTS] = [
     RGBColor(0, 114, 178),
     RGBColor(86, 180, 233),
     RGBColor(0, 158, 115),
     RGBColor(153, 153, 153),
     RGBColor(230, 159, 0),
+    RGBColor(136, 34, 85),
     RGBColor(204, 121, 167),
     RGBColor(240, 228, 66),
     RGBColor(102, 102, 102),

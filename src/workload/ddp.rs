@@ -1028,6 +1028,9 @@ pub struct StepResult {
     pub parallel: Option<super::parallel::ParallelReport>,
 }
 
+/// How many parts a [`Breakdown`] has.
+pub const BREAKDOWN_PARTS: usize = 12;
+
 /// A step's time split by cause, ms; the parts add up to the iteration time. Under rank skew
 /// the compute parts (and the input stall) are a typical rank's and `skew_wait_ms` is what
 /// waiting for the slowest costs; the timeline is the slowest rank's.
@@ -1054,6 +1057,10 @@ pub struct Breakdown {
     /// Tensor-parallel collectives and expert-parallel all-to-alls inside forward and
     /// backward (they block compute).
     pub tp_comm_ms: f64,
+    /// Under fp8 with a Megatron layout, the all-reduces of each model chunk's amaxes over its
+    /// stage's tensor-, context- and data-parallel ranks, forward and backward (they block
+    /// compute; a few bytes each, so the group's latency).
+    pub amax_comm_ms: f64,
     /// A pipeline stage idle before its last backward: the bubble, waiting for the stages
     /// beside it, and its point-to-point sends.
     pub pipeline_ms: f64,
@@ -1066,13 +1073,14 @@ impl Breakdown {
     }
 
     /// (label, JSON/CSV key, ms) of each part, in the order reports print them.
-    pub fn parts(&self) -> [(&'static str, &'static str, f64); 11] {
+    pub fn parts(&self) -> [(&'static str, &'static str, f64); BREAKDOWN_PARTS] {
         [
             ("compute, FLOP-bound", "flop_ms", self.flop_ms),
             ("compute, memory-bound", "memory_ms", self.memory_ms),
             ("kernel launch waits", "launch_ms", self.launch_ms),
             ("measured layer times", "measured_ms", self.measured_ms),
             ("tensor/expert-parallel comm", "tp_comm_ms", self.tp_comm_ms),
+            ("fp8 amax all-reduces", "amax_comm_ms", self.amax_comm_ms),
             ("pipeline bubble and p2p", "pipeline_ms", self.pipeline_ms),
             ("DDP copies and hooks", "ddp_copies_ms", self.ddp_copies_ms),
             ("optimizer step", "optimizer_ms", self.optimizer_ms),
@@ -1340,6 +1348,8 @@ pub(crate) struct StepPlan {
     pub(crate) input: Option<(f64, f64)>,
     /// Tensor-parallel collectives in the step, s (they block compute).
     pub(crate) tp_comm: f64,
+    /// fp8 amax all-reduces in the step, s (they block compute).
+    pub(crate) amax_comm: f64,
     /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
     pub(crate) pipeline: f64,
     /// A pipeline stage's: its calls that the timeline posts itself ([`Work::Call`]), in the
@@ -1392,6 +1402,7 @@ impl StepPlan {
             flops: gpu.flops,
             input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
             tp_comm: 0.0,
+            amax_comm: 0.0,
             pipeline: 0.0,
             tp_posted_before: 0.0,
             last_backward: None,
@@ -1434,12 +1445,13 @@ impl StepPlan {
         let pipeline = (self.pipeline + (late - calls_late - nccl_late) + last_send).max(0.0);
         let gpu_end = step.end.map_or(0.0, Secs::get);
         let tp_comm = self.tp_comm + step.call_wait.get();
-        let comm = step.comm_before.get() + step.comm.get() + tp_comm;
+        let amax = self.amax_comm;
+        let comm = step.comm_before.get() + step.comm.get() + tp_comm + amax;
         // A replayed trace's host gaps are compute-stream time, as the model's launch waits are.
         let host = if self.host_idle { step.idle.get() } else { 0.0 };
         let hook = step.hook_compute.get();
         let compute = k as f64 * (fwd_s + bwd_s) + copies + optimizer + hook + host;
-        let exposed = (gpu_end - compute - tp_comm - pipeline).max(0.0);
+        let exposed = (gpu_end - compute - tp_comm - amax - pipeline).max(0.0);
         // The loader's workers prepare the next batches while the GPU runs: a step takes the
         // longer of the two.
         let end = gpu_end.max(self.loader_secs());
@@ -1462,6 +1474,7 @@ impl StepPlan {
             skew_wait_ms: 0.0,
             input_stall_ms: (end - gpu_end) * 1e3,
             tp_comm_ms: tp_comm * 1e3,
+            amax_comm_ms: amax * 1e3,
             pipeline_ms: pipeline * 1e3,
         };
         let mut timeline = step.spans.clone();

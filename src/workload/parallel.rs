@@ -18,7 +18,9 @@
 //!   exposed, [`tp_overlapped`]) and, under context parallelism, what its attention's ring
 //!   exchange of keys and values leaves exposed ([`cp_exposed`]); full activation
 //!   recomputation runs each transformer block's forward again, collectives included, before
-//!   its backward.
+//!   its backward. Under fp8 the chunk's forward and its backward each end with an all-reduce
+//!   of its amaxes over the stage's tensor-, context- and data-parallel ranks ([`Group::Amax`];
+//!   Transformer Engine's delayed scaling), which the compute stream waits for.
 //! * The pipeline schedule ([`stage_order`]: 1F1B, or interleaved with `virtual_stages` model
 //!   chunks per stage) places those ops in time: an op starts once its stage is free and the op
 //!   it needs on the stage beside it ([`needs`]) has sent its activation (or gradient); a send
@@ -126,6 +128,9 @@ pub enum Group {
     StageTensor(usize),
     /// Stage s's expert-parallel group of its first rank (stage 0's is [`Group::Expert`]).
     StageExpert(usize),
+    /// Rank 0's FP8 amax-reduction group: its stage's tensor-, context- and data-parallel
+    /// ranks (Megatron's `get_amax_reduction_group(with_context_parallel=True)`).
+    Amax,
     /// HYBRID_SHARD's shard group: rank 0's node.
     Shard,
     /// HYBRID_SHARD's replicate group: rank 0 of each node (each node's local rank 0).
@@ -206,6 +211,7 @@ impl Layout {
             Group::StageExpert(s) => (0..self.ep).map(|d| tp * d + stage(s)).collect(),
             Group::Context => (0..self.cp).map(|c| tp * c).collect(),
             Group::Data(s) => (0..rep).map(|d| tp * d + stage(s)).collect(),
+            Group::Amax => (0..tp * rep).collect(),
             Group::Pipeline(s) => vec![stage(s), stage((s + 1) % pp)],
             Group::Embedding => vec![0, stage(pp - 1)],
             Group::Expert => (0..self.ep).map(|d| tp * d).collect(),
@@ -240,7 +246,12 @@ impl Layout {
             Group::ExpertData(_) => {
                 (0..tp).flat_map(|t| (0..ep).map(move |k| t + tp * k)).filter(|&o| o > 0).collect()
             }
-            Group::World | Group::Shard | Group::Replicate | Group::Strided { .. } => Vec::new(),
+            // The other stages' amax groups reduce other micro-batches' amaxes.
+            Group::World
+            | Group::Amax
+            | Group::Shard
+            | Group::Replicate
+            | Group::Strided { .. } => Vec::new(),
         };
         let members = self.members(group, world);
         offsets
@@ -965,6 +976,9 @@ struct Timed {
     tpb: Vec<f64>,
     rec: Vec<f64>,
     rec_tp: Vec<f64>,
+    /// Per layer: fp8's amax all-reduces as the layer ends its chunk's forward, and as it
+    /// ends its backward (not in a recomputed forward, which reuses the saved scales).
+    amax: (Vec<f64>, Vec<f64>),
     fwd: Vec<f64>,
     bwd: Vec<f64>,
     /// Per layer, whether its backward recomputes its forward first.
@@ -1056,14 +1070,42 @@ fn time_stage(
             recomputed[i] = true;
         }
     }
+    // Under fp8, Transformer Engine's delayed scaling as Megatron runs it: each chunk's forward
+    // runs in one `fp8_autocast` whose group is the stage's tensor-, context- and data-parallel
+    // ranks (Megatron-LM core_r0.10.0, 7ee599a2, megatron/core/transformer/transformer_block.py
+    // and parallel_state.py `get_amax_reduction_group`; `tp_only_amax_red` off by default), and
+    // the autocast's end reduces (max) the amaxes of its GEMMs' inputs, weights and outputs
+    // over that group, a blocking all-reduce the compute stream waits for; the backward reduces
+    // its gradients' amaxes once more as it ends (Megatron-LM d98e8a64, megatron/core/
+    // transformer/cuda_graphs.py, which calls `reduce_and_update_fp8_tensors(forward=False)`
+    // after each backward it replays because the graph hides Transformer Engine's own). A few
+    // bytes each, so their time is the group's latency, which grows with its ranks.
+    let (mut amax_f, mut amax_b) = (vec![0.0; n], vec![0.0; n]);
+    if spec.rate.precision() == Some("fp8") {
+        for chunk in 0..v {
+            let blocks: Vec<usize> =
+                (0..n).filter(|&i| st.chunk[i] == chunk && is_block(&st.model.layers[i])).collect();
+            let (Some(&first), Some(&last)) = (blocks.first(), blocks.last()) else { continue };
+            // Four GEMMs a block (QKV, projection, the MLP's two); one fp32 amax per tensor:
+            // three a GEMM forward (input, weight, output), two backward (their gradients).
+            let gemms = 4 * blocks.len() as u64;
+            let reduce = |per_gemm: u64| {
+                let bytes = Bytes::new(4 * per_gemm * gemms);
+                coll(Group::Amax, Collective::AllReduce, bytes, DataType::Float).secs().get()
+            };
+            amax_f[last] += reduce(3);
+            amax_b[first] += reduce(2);
+        }
+    }
     let mut fwd = vec![0.0; v];
     let mut bwd = vec![0.0; v];
     for i in 0..n {
-        fwd[st.chunk[i]] += lt.fwd[i] + tpf[i];
-        bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i];
+        fwd[st.chunk[i]] += lt.fwd[i] + tpf[i] + amax_f[i];
+        bwd[st.chunk[i]] += lt.bwd[i] + rec[i] + rec_tp[i] + tpb[i] + amax_b[i];
     }
     let spec = stage_spec;
-    Timed { spec, lt, tpf, tpb, rec, rec_tp, fwd, bwd, recomputed, calls, calls_f, calls_b }
+    let amax = (amax_f, amax_b);
+    Timed { spec, lt, tpf, tpb, rec, rec_tp, amax, fwd, bwd, recomputed, calls, calls_f, calls_b }
 }
 
 impl Timed {
@@ -1088,11 +1130,14 @@ impl Timed {
                 .collect()
         };
         let forward = |secs: f64| spread(secs + self.tpf[i] - self.calls_f[i], &self.calls[i].0);
+        // The amax all-reduces are folded into compute at their time alone.
+        let (amax_f, amax_b) = (self.amax.0[i], self.amax.1[i]);
         if fwd {
-            return forward(self.lt.fwd[i]);
+            return forward(self.lt.fwd[i] + amax_f);
         }
         let mut w = if self.recomputed[i] { forward(self.rec[i]) } else { Vec::new() };
-        w.extend(spread(self.lt.bwd[i] + self.tpb[i] - self.calls_b[i], &self.calls[i].1));
+        let secs = self.lt.bwd[i] + self.tpb[i] - self.calls_b[i] + amax_b;
+        w.extend(spread(secs, &self.calls[i].1));
         w
     }
 
@@ -1405,7 +1450,7 @@ pub(crate) fn plan_stages(
         let mut lt = t.lt.clone();
         for i in 0..lt.bwd.len() {
             lt.bwd[i] = if st.chunk[i] == last.op.chunk {
-                t.lt.bwd[i] + t.rec[i] + t.rec_tp[i] + t.tpb[i]
+                t.lt.bwd[i] + t.rec[i] + t.rec_tp[i] + t.tpb[i] + t.amax.1[i]
             } else {
                 0.0
             };
@@ -1467,6 +1512,7 @@ pub(crate) fn plan_stages(
         plan.bwd_s = t.lt.bwd.iter().sum::<f64>() + rec;
         plan.k = m as u64;
         plan.tp_comm = m as f64 * (tp_mb - posted_mb);
+        plan.amax_comm = m as f64 * t.amax.0.iter().chain(&t.amax.1).sum::<f64>();
         plan.tp_posted_before = posted_before;
         plan.pipeline = (last.start - busy - tp_before).max(0.0) + embedding;
         plan.last_backward = Some(last.start);
@@ -2121,6 +2167,44 @@ mod tests {
         assert_eq!(half.memory.gemms, block.memory.gemms + 1);
         assert_eq!(half.memory.bwd_gemms, block.memory.bwd_gemms + 1);
         assert_eq!(split_sequence(block, 1), *block);
+    }
+
+    #[test]
+    fn under_fp8_each_chunk_waits_for_its_amax_all_reduces_forward_and_backward() {
+        // gpt2-xl (48 blocks) on tp 2 x pp 2 with 2 chunks a stage, 4 micro-batches: each of a
+        // stage's 2 chunks reduces its amaxes once forward and once backward per micro-batch,
+        // 16 calls a step, each 100 µs on the amax group (12 blocks x 4 GEMMs x 3 or 2 fp32).
+        let fp8 = ComputeRate::Peak { precision: "fp8".into(), efficiency: 0.5 };
+        let bf16 = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap(), 4);
+        let s = DdpSpec { rate: fp8, ..bf16.clone() };
+        let l = layout(2, 2, 2);
+        let seen = std::sync::Mutex::new(Vec::new());
+        let timer = |g: Group, c: Collective, b: Bytes, d: DataType| match g {
+            Group::Amax => {
+                seen.lock().unwrap().push((c, b.get(), d));
+                CollTime { time: Time::from_secs_f64_ceil(100e-6), ..free(g, c, b, d) }
+            }
+            _ => linear(1e-11)(g, c, b, d),
+        };
+        let r = simulate_parallel(&s, &l, 16, &gpu(), &timer);
+        assert!((r.breakdown.amax_comm_ms - 16.0 * 0.1).abs() < 1e-6, "{:?}", r.breakdown);
+        let calls = seen.lock().unwrap().clone();
+        assert!(calls.contains(&(Collective::AllReduce, 12 * 4 * 3 * 4, DataType::Float)));
+        assert!(calls.contains(&(Collective::AllReduce, 12 * 4 * 2 * 4, DataType::Float)));
+        // The parts still add up to the step, and the calls are on its critical path.
+        assert!((r.breakdown.total_ms() - r.iteration_time_ms).abs() < 1e-6);
+        let free_amax = |g: Group, c: Collective, b: Bytes, d: DataType| match g {
+            Group::Amax => free(g, c, b, d),
+            _ => linear(1e-11)(g, c, b, d),
+        };
+        let without = simulate_parallel(&s, &l, 16, &gpu(), &free_amax);
+        let added = r.iteration_time_ms - without.iteration_time_ms;
+        assert!(added >= 1.6 - 1e-6, "{added}");
+        // Under bf16 there are none.
+        assert_eq!(simulate_parallel(&bf16, &l, 16, &gpu(), &timer).breakdown.amax_comm_ms, 0.0);
+        // The group: a stage's tensor-, context- and data-parallel ranks.
+        assert_eq!(l.members(Group::Amax, 16), (0..8).collect::<Vec<_>>());
+        assert!(l.siblings(Group::Amax, 16).is_empty());
     }
 
     #[test]

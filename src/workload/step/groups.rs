@@ -30,7 +30,10 @@ pub(crate) fn step_groups(
     };
     if let Some(layout) = &spec.parallel {
         let later = if staged { layout.stage_groups(world) } else { Vec::new() };
-        for g in layout.groups(world).into_iter().chain(later) {
+        // Under fp8 the stage's amax reductions (`parallel::time_stage`).
+        let fp8 = spec.rate.precision() == Some("fp8");
+        let amax = fp8.then_some(Group::Amax).filter(|&g| layout.members(g, world).len() > 1);
+        for g in layout.groups(world).into_iter().chain(later).chain(amax) {
             add(g, &layout.members(g, world), &layout.siblings(g, world))?;
         }
     }
