@@ -16,4 +16,6 @@
 /// `skew_wait_ms`, as it waits for its slowest rank under the default per-rank spread (before,
 /// only where the scenario gave a spread or a straggler, and never on a 3-D step). 11: a
 /// step's `breakdown` has `amax_comm_ms` (fp8's amax all-reduces under a Megatron layout).
-pub const FORMAT_VERSION: u32 = 11;
+/// 12: `skew` has `slowest_host_factor` (the slowest rank's launches, under
+/// `rank_skew_host_cv`).
+pub const FORMAT_VERSION: u32 = 12;

@@ -362,6 +362,8 @@ fn ddp_workload(
         rank_speeds,
         cv: optional("workload.rank_skew_cv", &w.rank_skew_cv, false)?
             .unwrap_or(crate::workload::skew::DEFAULT_CV),
+        host_cv: optional("workload.rank_skew_host_cv", &w.rank_skew_host_cv, false)?
+            .unwrap_or(crate::workload::skew::DEFAULT_HOST_CV),
         straggler_speed: w
             .straggler_speed
             .as_ref()

@@ -280,10 +280,11 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             out,
             "rank skew / straggler wait",
             format!(
-                "{:.3} ms (the slowest of {} ranks' compute x{:.4} under {}; every rank at nominal speed: {:.3} ms)",
+                "{:.3} ms (the slowest of {} ranks' GPU time x{:.4} and launches x{:.4} under {}; every rank at nominal speed: {:.3} ms)",
                 k.wait_ms,
                 r.world,
                 k.slowest_factor,
+                k.slowest_host_factor,
                 spec.skew.describe(),
                 k.typical_rank_ms
             ),

@@ -218,8 +218,8 @@ struct JobPlan {
     stages: Vec<workload::ddp::StepPlan>,
     report: Option<workload::parallel::ParallelReport>,
     groups: workload::jobs::GroupComms,
-    /// The slowest rank's compute factor the stages were planned at ([`workload::skew`]).
-    slowest: f64,
+    /// The slowest rank's factors the stages were planned at ([`workload::skew`]).
+    slowest: workload::skew::Slowest,
 }
 
 /// Each DDP job's plan (`None` for the other jobs), its collectives timed beside `bg`.
@@ -248,8 +248,8 @@ fn plan_jobs(
             // In detail, each of a group's calls runs beside its siblings' copies.
             let copies = 1 + groups.values().map(|g| g.siblings.len()).max().unwrap_or(0);
             // The step at its slowest rank's pace (rank skew), as when it runs alone.
-            let slowest = d.skew.slowest_factor(world);
-            let (stages, report) = with_ddp(
+            let slowest = d.skew.slowest(world);
+            let (stages, report, slowest) = with_ddp(
                 &b.cluster,
                 &b.comm,
                 &b.scenario.node.gpu.model,
@@ -261,15 +261,19 @@ fn plan_jobs(
                 (shared * copies as f64, false),
                 &groups,
                 |gpu, coll| {
+                    let slowest = slowest.for_step(d, gpu);
                     let (d, gpu) = workload::skew::slowed(d, gpu, slowest);
                     match &d.parallel {
                         Some(layout) => {
                             let (stages, report) = workload::parallel::plan_stages(
                                 &d, layout, world, &gpu, coll, post,
                             );
-                            (stages, Some(report))
+                            (stages, Some(report), slowest)
                         }
-                        None => (vec![workload::ddp::plan_step(&d, world, &gpu, coll)], None),
+                        None => {
+                            let plan = workload::ddp::plan_step(&d, world, &gpu, coll);
+                            (vec![plan], None, slowest)
+                        }
                     }
                 },
             )?;
@@ -377,7 +381,8 @@ impl Jobs<'_> {
             let name = &self.scenario.jobs[j].name;
             return Err(Error::Field(format!("job {name:?}: its step has no stage")));
         };
-        let slowest = self.plans[j].as_ref().map_or(1.0, |p| p.slowest);
+        let nominal = workload::skew::Slowest::NOMINAL;
+        let slowest = self.plans[j].as_ref().map_or(nominal, |p| p.slowest);
         let step = match self.plans[j].as_ref().and_then(|p| p.report.clone()) {
             Some(report) => {
                 let world = self.built[j].comm.nranks();

@@ -374,7 +374,7 @@ pub fn export_calls(
     let (calls, summary) =
         on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
             let ranks = (gpu.ranks_per_node, world);
-            let slowest = spec.skew.slowest_factor(world);
+            let slowest = spec.skew.slowest(world);
             let (spec, gpu) = workload::skew::slowed(spec, gpu, slowest);
             workload::ddp::plan_step(&spec, world, &gpu, coll).timeline().calls(ranks)
         })?;

@@ -967,7 +967,7 @@ impl Span {
 }
 
 /// The simulated optimizer step (steady state, after the bucket rebuild).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 pub struct StepResult {
     /// Ranks.
     pub world: usize,
@@ -1023,6 +1023,14 @@ pub struct StepResult {
     /// The same for one GPU alone with its node's whole loader, ms (not written out).
     #[serde(skip)]
     pub alone_loader_ms: f64,
+    /// The host's part of the DDP hooks' compute (their kernel launches), ms, in
+    /// `breakdown.ddp_copies_ms` (not written out): under rank skew it is restated at the
+    /// host's factor, the rest of that part at the GPU's.
+    #[serde(skip)]
+    pub hook_launch_ms: f64,
+    /// One GPU alone's optimizer step, ms, in `single_gpu_ms` (not written out).
+    #[serde(skip)]
+    pub alone_optimizer_ms: f64,
     /// A 3-D parallel step's layout and stages (the figures above are its slowest stage's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel::ParallelReport>,
@@ -1305,7 +1313,7 @@ pub fn simulate_step_on(
         return run(spec, gpu);
     }
     // The slowest rank's compute sets when every bucket starts: the step at its pace.
-    let c = spec.skew.slowest_factor(world);
+    let c = spec.skew.slowest(world).for_step(spec, gpu);
     let (slow_spec, slow_gpu) = super::skew::slowed(spec, gpu, c);
     super::skew::restate(run(&slow_spec, &slow_gpu), c)
 }
@@ -1313,8 +1321,10 @@ pub fn simulate_step_on(
 /// What rank skew and stragglers cost a step ([`super::skew`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SkewCost {
-    /// The slowest rank's expected compute factor.
+    /// The slowest rank's expected GPU factor.
     pub slowest_factor: f64,
+    /// The slowest rank's expected host factor (its kernel launches).
+    pub slowest_host_factor: f64,
     /// The step's time over the step with every rank at nominal speed, ms.
     pub wait_ms: f64,
     /// The step with every rank at nominal speed, ms.
@@ -1350,6 +1360,8 @@ pub(crate) struct StepPlan {
     pub(crate) tp_comm: f64,
     /// fp8 amax all-reduces in the step, s (they block compute).
     pub(crate) amax_comm: f64,
+    /// The DDP hooks' kernel launches in the step, s (part of their compute).
+    pub(crate) hook_launch: f64,
     /// A pipeline stage idle before its last backward (bubble, waits, sends), s.
     pub(crate) pipeline: f64,
     /// A pipeline stage's: its calls that the timeline posts itself ([`Work::Call`]), in the
@@ -1403,6 +1415,7 @@ impl StepPlan {
             input: spec.input.map(|i| (i.per_rank(gpu.ranks_per_node), i.per_rank(1))),
             tp_comm: 0.0,
             amax_comm: 0.0,
+            hook_launch: 0.0,
             pipeline: 0.0,
             tp_posted_before: 0.0,
             last_backward: None,
@@ -1512,6 +1525,8 @@ impl StepPlan {
                 .map(|t| t.get() * 1e3),
             loader_ms: self.loader_secs() * 1e3,
             alone_loader_ms: alone * 1e3,
+            hook_launch_ms: self.hook_launch * 1e3,
+            alone_optimizer_ms: self.alone_optimizer * 1e3,
             parallel: None,
         }
     }
@@ -1841,6 +1856,13 @@ pub(crate) fn plan_ddp(
     };
     let steady = bucketed(phase);
     let rebuilt_first = bucketed(Phase::FirstIteration);
+    // The host's part of the hooks' compute: their launches, once per bucket a step.
+    let hook_launch: f64 = (steady.iter().flat_map(|b| steps_of(&spec.hook, b)))
+        .map(|s| match s {
+            HookStep::Compute { launches, .. } => launches as f64 * gpu.launch.get(),
+            HookStep::Collective { .. } => 0.0,
+        })
+        .sum();
     {
         // Time every distinct collective of the step once, in parallel (the results are pure
         // functions of their arguments, so the order does not matter).
@@ -1983,6 +2005,7 @@ pub(crate) fn plan_ddp(
         optimizer,
         alone_optimizer: optimizer,
         slowdown,
+        hook_launch,
         ..StepPlan::base(
             steady_line,
             first.end.map_or(first_start, Secs::get),

@@ -33,11 +33,78 @@ use super::ddp::{GpuFacts, StepResult};
 /// per-rank here, so the figure errs slow.
 pub const DEFAULT_CV: f64 = 0.0143;
 
+/// Per-rank per-step spread of the host's time (Python, the launch queue) a training step has
+/// unless its scenario says otherwise (`rank_skew_host_cv`): where the host paces the step, its
+/// jitter (the interpreter, the allocator, the OS scheduling the process) is the step's. Measured
+/// on one H200 (`calibration/data/2026-11-26-h200-kineto/run1-steps.csv`, eager PyTorch DDP
+/// steps of GPTs, 10 timed steps each): over the six whose launch waits are at least 5 % of the
+/// modelled step, the step's median over its fastest, divided by how far the fastest of 10
+/// normal draws falls below their median (1.539 σ), gives a spread of 1.9–6.5 %, median 3.7 %;
+/// over the ten the model has GPU-bound (launch waits under 1 %), 0.2–14 %, median 0.7 %, under
+/// [`DEFAULT_CV`] (which errs slow). Steps at the edge (GPT-2 small, launch waits 4.5 % of the
+/// step, runs 1–3 on three VMs) measure 0.3–4.7 %: the median over the host-bound rows would be
+/// 2.6 % with them.
+pub const DEFAULT_HOST_CV: f64 = 0.037;
+
+/// The slowest rank's expected factors over a typical rank: its GPU work's and its host's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slowest {
+    /// GPU time (FLOPs, memory traffic, a GEMM's fixed time, layers' measured times).
+    pub gpu: f64,
+    /// The host's time to launch each kernel.
+    pub host: f64,
+    /// The share of the slowest rank's launch waits (the GPU idle for its host) a typical
+    /// rank has too ([`Slowest::for_step`]; `1 / host` until a step sets it).
+    pub launch_kept: f64,
+    /// Likewise of its optimizer step, which its memory traffic or its launches bound
+    /// (`1 / gpu` until a step sets it).
+    pub optimizer_kept: f64,
+    /// Likewise of its forward and backward together, of its forward and of its backward
+    /// (`1 / gpu` until a step sets them).
+    pub compute_kept: [f64; 3],
+}
+
+impl Slowest {
+    /// No rank slower than another.
+    pub const NOMINAL: Slowest = Slowest {
+        gpu: 1.0,
+        host: 1.0,
+        launch_kept: 1.0,
+        optimizer_kept: 1.0,
+        compute_kept: [1.0; 3],
+    };
+
+    /// For `spec`'s step on `gpu`: a micro-step's launch waits, and the optimizer step, at
+    /// nominal speed over the slowest rank's (1 where it has none), which the restated step
+    /// keeps as a typical rank's. The waits are the host's time beyond the GPU's, and the
+    /// optimizer is bound by either, so neither factor alone gives them back.
+    pub(crate) fn for_step(self, spec: &super::ddp::DdpSpec, gpu: &GpuFacts) -> Slowest {
+        let (s, g) = slowed(spec, gpu, self);
+        let kept = |nominal: f64, slow: f64| if slow > 0.0 { nominal / slow } else { 1.0 };
+        let (nominal, slow) = (super::ddp::layer_times(spec, gpu), super::ddp::layer_times(&s, &g));
+        let launch_kept = kept(nominal.launch, slow.launch);
+        let sums = |l: &super::ddp::LayerTimes| {
+            let (f, b) = (l.fwd.iter().sum::<f64>(), l.bwd.iter().sum::<f64>());
+            [f + b, f, b]
+        };
+        let (at, to) = (sums(&nominal), sums(&slow));
+        let compute_kept = std::array::from_fn(|i| kept(at[i], to[i]));
+        let tensors: Vec<_> = spec.model.tensors().collect();
+        let optimizer_kept = kept(
+            super::ddp::optimizer_secs(spec, &tensors, gpu),
+            super::ddp::optimizer_secs(&s, &tensors, &g),
+        );
+        Slowest { launch_kept, optimizer_kept, compute_kept, ..self }
+    }
+}
+
 /// Per-rank compute variation of a DDP step.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Skew {
-    /// Coefficient of variation of each rank's per-step compute time (0: none).
+    /// Coefficient of variation of each rank's per-step GPU time (0: none).
     pub cv: f64,
+    /// Coefficient of variation of each rank's per-step host time (0: none).
+    pub host_cv: f64,
     /// One rank's speed relative to the others (1: no straggler).
     pub straggler_speed: f64,
     /// Measured speeds of the first ranks relative to the nominal rate (the others at 1).
@@ -47,19 +114,37 @@ pub struct Skew {
 
 impl Default for Skew {
     fn default() -> Self {
-        Skew { cv: 0.0, straggler_speed: 1.0, rank_speeds: Vec::new() }
+        Skew { cv: 0.0, host_cv: 0.0, straggler_speed: 1.0, rank_speeds: Vec::new() }
     }
 }
 
 impl Skew {
-    /// No spread, no straggler, except [`DEFAULT_CV`]: what a scenario gets by default.
+    /// No straggler, and the spreads [`DEFAULT_CV`] and [`DEFAULT_HOST_CV`]: what a scenario
+    /// gets by default.
     pub fn measured_default() -> Self {
-        Skew { cv: DEFAULT_CV, ..Skew::default() }
+        Skew { cv: DEFAULT_CV, host_cv: DEFAULT_HOST_CV, ..Skew::default() }
     }
 
     /// Whether it changes anything.
     pub fn is_none(&self) -> bool {
-        self.cv == 0.0 && self.speeds().all(|s| s == 1.0)
+        self.cv == 0.0 && self.host_cv == 0.0 && self.speeds().all(|s| s == 1.0)
+    }
+
+    /// The slowest of `ranks` ranks' expected factors, GPU and host: each the expected maximum
+    /// under its own spread, with the straggler or measured speeds slowing both (a slow GPU or
+    /// node). Taking both maxima for one rank errs slow where host and GPU share the pace; in a
+    /// step either paces, only its own factor counts.
+    pub fn slowest(&self, ranks: usize) -> Slowest {
+        let host = Skew { cv: self.host_cv, ..self.clone() }.slowest_factor(ranks);
+        let gpu = self.slowest_factor(ranks);
+        let kept = 1.0 / gpu;
+        Slowest {
+            gpu,
+            host,
+            launch_kept: 1.0 / host,
+            optimizer_kept: kept,
+            compute_kept: [kept; 3],
+        }
     }
 
     /// The speeds of the ranks that are not nominal: the straggler's, or the measured ones.
@@ -68,7 +153,7 @@ impl Skew {
         straggler.into_iter().chain(self.rank_speeds.iter().copied())
     }
 
-    /// The expected compute factor of the slowest of `ranks` ranks (the listed speeds beyond
+    /// The expected GPU factor of the slowest of `ranks` ranks (the listed speeds beyond
     /// `ranks` are ignored; [`Skew::check_ranks`] refuses them). Kept per (spread, speeds,
     /// ranks) for the process: the integral costs about a millisecond, which a plan's or a
     /// sweep's many small steps would pay again and again.
@@ -129,10 +214,25 @@ impl Skew {
     /// MLPerf step times)", "a straggler at 0.8", "3 measured rank speeds", joined by " and ".
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if self.cv > 0.0 {
-            let default =
-                if self.cv == DEFAULT_CV { " (the default, from MLPerf step times)" } else { "" };
-            parts.push(format!("rank_skew_cv {:.2} %{default}", 100.0 * self.cv));
+        let (gpu, host) = (100.0 * self.cv, 100.0 * self.host_cv);
+        if self.cv == DEFAULT_CV && self.host_cv == DEFAULT_HOST_CV {
+            parts.push(format!("rank_skew_cv {gpu:.2} % and rank_skew_host_cv {host:.2} % (the defaults, from MLPerf step times and host-bound steps on an H200)"));
+        } else {
+            if self.cv > 0.0 {
+                let default = if self.cv == DEFAULT_CV {
+                    " (the default, from MLPerf step times)"
+                } else {
+                    ""
+                };
+                parts.push(format!("rank_skew_cv {gpu:.2} %{default}"));
+            }
+            if self.host_cv > 0.0 {
+                let default = match self.host_cv == DEFAULT_HOST_CV {
+                    true => " (the default, from host-bound steps on an H200)",
+                    false => "",
+                };
+                parts.push(format!("rank_skew_host_cv {host:.2} %{default}"));
+            }
         }
         if self.straggler_speed != 1.0 {
             parts.push(format!("a straggler at {}", self.straggler_speed));
@@ -182,17 +282,19 @@ pub fn implied_cv(width: f64, ranks: usize) -> Option<f64> {
     Some(((sigma * sigma).exp() - 1.0).sqrt())
 }
 
-/// The slowest rank's GPU and step: compute (FLOPs, memory traffic, launches, layers' measured
-/// times) `factor` times slower, communication as it was.
+/// The slowest rank's GPU and step: its GPU work (FLOPs, memory traffic, a GEMM's fixed time,
+/// layers' measured times) `slowest.gpu` times slower, its host's launches `slowest.host` times,
+/// communication as it was.
 pub(crate) fn slowed(
     spec: &super::ddp::DdpSpec,
     gpu: &GpuFacts,
-    factor: f64,
+    slowest: Slowest,
 ) -> (super::ddp::DdpSpec, GpuFacts) {
+    let (factor, host) = (slowest.gpu, slowest.host);
     let gpu = GpuFacts {
         flops: gpu.flops / factor,
         memory_bandwidth: gpu.memory_bandwidth / factor,
-        launch: crate::units::Secs::new(gpu.launch.get() * factor),
+        launch: crate::units::Secs::new(gpu.launch.get() * host),
         gemm_fixed: crate::units::Secs::new(gpu.gemm_fixed.get() * factor),
         sixteen_bit_flops: gpu.sixteen_bit_flops.map(|f| f / factor),
         ..*gpu
@@ -204,32 +306,40 @@ pub(crate) fn slowed(
     (spec, gpu)
 }
 
-/// A step run at the slowest rank's pace (`factor` = [`Skew::slowest_factor`]), restated for a
+/// A step run at the slowest rank's pace (`slowest` = [`Skew::slowest`]), restated for a
 /// typical rank: its compute (the breakdown's compute parts, forward, backward, optimizer and
 /// compute-stream totals, a 3-D step's per-stage forward and backward) and its pipeline time
-/// (the other stages' compute, mostly) divided by `factor`; what that removes is the wait for
+/// (the other stages' compute, mostly) divided by the GPU factor, its launch waits the share
+/// [`Slowest::for_step`] keeps; what that removes is the wait for
 /// the slowest rank, less what the data loader would have made a typical rank wait anyway (a
 /// loader-bound step waits for its batches whatever its ranks' speeds); the one-GPU comparison
 /// at nominal speed; each bucket's wait how long a typical rank's gradients sat ready (they were
 /// ready `factor` times sooner; not given for a 3-D step, whose ready times hold its pipeline's
 /// and tensor-parallel waits). The iteration time, its exposed communication and its timeline
 /// are the slowest rank's.
-pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
-    if factor == 1.0 {
+pub(crate) fn restate(mut r: StepResult, slowest: Slowest) -> StepResult {
+    let factor = slowest.gpu;
+    if factor == 1.0 && slowest.host == 1.0 {
         return r;
     }
+    // The hooks' launches are the host's, the rest of the copies and hooks the GPU's.
+    let copies = r.breakdown.ddp_copies_ms;
+    let copies_kept = match copies > 0.0 {
+        true => ((copies - r.hook_launch_ms) / factor + r.hook_launch_ms / slowest.host) / copies,
+        false => 1.0,
+    };
     let b = &mut r.breakdown;
     let mut moved = 0.0;
-    for part in [
-        &mut b.flop_ms,
-        &mut b.memory_ms,
-        &mut b.launch_ms,
-        &mut b.measured_ms,
-        &mut b.ddp_copies_ms,
-        &mut b.optimizer_ms,
-        &mut b.pipeline_ms,
+    for (part, kept) in [
+        (&mut b.flop_ms, 1.0 / factor),
+        (&mut b.memory_ms, 1.0 / factor),
+        (&mut b.launch_ms, slowest.launch_kept),
+        (&mut b.measured_ms, 1.0 / factor),
+        (&mut b.ddp_copies_ms, copies_kept),
+        (&mut b.optimizer_ms, slowest.optimizer_kept),
+        (&mut b.pipeline_ms, 1.0 / factor),
     ] {
-        let typical = *part / factor;
+        let typical = *part * kept;
         moved += *part - typical;
         *part = typical;
     }
@@ -239,9 +349,11 @@ pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
     b.input_stall_ms = nominal - gpu_end;
     b.skew_wait_ms += r.iteration_time_ms - nominal;
     // A typical rank's compute; the exposed communication stays the slowest rank's.
-    for t in [&mut r.forward_ms, &mut r.backward_ms, &mut r.optimizer_ms, &mut r.compute_ms] {
-        *t /= factor;
-    }
+    let [both, forward, backward] = slowest.compute_kept;
+    r.forward_ms *= forward;
+    r.backward_ms *= backward;
+    r.compute_ms *= both;
+    r.optimizer_ms *= slowest.optimizer_kept;
     if let Some(p) = &mut r.parallel {
         p.bubble_fraction = r.breakdown.pipeline_ms / r.iteration_time_ms.max(1e-30);
         for row in &mut p.stages {
@@ -250,7 +362,9 @@ pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
         }
     }
     // One GPU alone: its compute at nominal speed, or its loader where that is longer.
-    let single = (r.single_gpu_ms / factor).max(r.alone_loader_ms);
+    let opt = r.alone_optimizer_ms;
+    let own = (r.single_gpu_ms - opt) * both + opt * slowest.optimizer_kept;
+    let single = own.max(r.alone_loader_ms);
     r.scaling_efficiency *= single / r.single_gpu_ms.max(1e-30);
     r.single_gpu_ms = single;
     r.gemm_tflops *= factor;
@@ -261,6 +375,7 @@ pub(crate) fn restate(mut r: StepResult, factor: f64) -> StepResult {
     }
     r.skew = Some(super::ddp::SkewCost {
         slowest_factor: factor,
+        slowest_host_factor: slowest.host,
         wait_ms: r.breakdown.skew_wait_ms,
         typical_rank_ms: r.iteration_time_ms - r.breakdown.skew_wait_ms,
     });
@@ -325,7 +440,7 @@ mod tests {
     #[test]
     fn the_slowest_of_many_ranks_follows_the_order_statistics() {
         // No spread: the straggler alone decides.
-        let s = Skew { cv: 0.0, straggler_speed: 0.8, rank_speeds: Vec::new() };
+        let s = Skew { cv: 0.0, straggler_speed: 0.8, ..Skew::default() };
         assert_eq!(s.slowest_factor(64), 1.25);
         // One rank: its own mean.
         let one = Skew { cv: 0.05, ..Skew::default() }.slowest_factor(1);
@@ -339,8 +454,7 @@ mod tests {
         // More ranks, slower; a straggler well below the spread sets the pace.
         let cv = Skew { cv: 0.05, ..Skew::default() };
         assert!(cv.slowest_factor(256) > cv.slowest_factor(64));
-        let both =
-            Skew { cv: 0.02, straggler_speed: 0.5, rank_speeds: Vec::new() }.slowest_factor(64);
+        let both = Skew { cv: 0.02, straggler_speed: 0.5, ..Skew::default() }.slowest_factor(64);
         assert!((both - 2.0).abs() < 0.1, "{both}");
     }
 
@@ -350,7 +464,7 @@ mod tests {
         // straggler.
         let speeds = |v: Vec<f64>, cv: f64| Skew { cv, rank_speeds: v, ..Skew::default() };
         assert_eq!(speeds(vec![0.9, 1.0, 0.8], 0.0).slowest_factor(64), 1.25);
-        let one = Skew { cv: 0.03, straggler_speed: 0.8, rank_speeds: Vec::new() };
+        let one = Skew { cv: 0.03, straggler_speed: 0.8, ..Skew::default() };
         let f = speeds(vec![0.8], 0.03).slowest_factor(64);
         assert!((f - one.slowest_factor(64)).abs() < 1e-12, "{f}");
         // Two slow ranks at the same speed are likelier than one to draw a large factor.
@@ -362,5 +476,39 @@ mod tests {
         assert!(a.is_finite() && b.is_finite() && b > a, "{a} {b}");
         assert!(speeds(vec![1.0; 9], 0.0).check_ranks(8).is_err());
         assert!(speeds(vec![1.0; 8], 0.0).check_ranks(8).is_ok());
+    }
+
+    #[test]
+    fn the_host_and_the_gpu_of_the_slowest_rank_each_take_their_own_spread() {
+        // Under the defaults the host's spread (3.7 %) is wider than the GPU's (1.43 %): the
+        // slowest of 64 ranks launches about 9 % slower and computes about 3.4 % slower.
+        let d = Skew::measured_default().slowest(64);
+        assert!((1.08..1.10).contains(&d.host) && (1.03..1.04).contains(&d.gpu), "{d:?}");
+        assert_eq!(d.gpu, Skew::measured_default().slowest_factor(64));
+        // A straggler slows both alike; without a host spread the host is the straggler's pace.
+        let s = Skew { straggler_speed: 0.8, ..Skew::default() }.slowest(64);
+        assert_eq!((s.gpu, s.host), (1.25, 1.25));
+        assert_eq!(Slowest::NOMINAL.gpu * Slowest::NOMINAL.host, 1.0);
+        assert!(!Skew { host_cv: 0.01, ..Skew::default() }.is_none());
+        // Restated, each part is a typical rank's and the parts still add up to the step.
+        let mut r = StepResult::default();
+        r.breakdown.flop_ms = 60.0 * 1.05;
+        r.breakdown.launch_ms = 30.0 * 1.2;
+        r.breakdown.exposed_comm_ms = 10.0;
+        r.iteration_time_ms = r.breakdown.total_ms();
+        r.single_gpu_ms = 90.0;
+        let kept = Slowest {
+            gpu: 1.05,
+            host: 1.2,
+            launch_kept: 1.0 / 1.2,
+            optimizer_kept: 1.0,
+            compute_kept: [1.0 / 1.05; 3],
+        };
+        let out = restate(r.clone(), kept);
+        let b = out.breakdown;
+        assert!((b.flop_ms - 60.0).abs() < 1e-9 && (b.launch_ms - 30.0).abs() < 1e-9, "{b:?}");
+        assert!((b.skew_wait_ms - 9.0).abs() < 1e-9, "{b:?}");
+        assert!((b.total_ms() - out.iteration_time_ms).abs() < 1e-9);
+        assert_eq!(out.skew.map(|k| k.slowest_host_factor), Some(1.2));
     }
 }

@@ -687,6 +687,8 @@ fn one_gpu_at_80_percent_sets_the_pace_of_a_64_gpu_job() {
         "workload.straggler_speed=1.0",
         "--sweep",
         "workload.rank_skew_cv=0",
+        "--sweep",
+        "workload.rank_skew_host_cv=0",
         "--format",
         "json",
     ]);
@@ -1790,6 +1792,8 @@ fn the_wait_for_the_slowest_rank_is_what_a_nominal_step_would_not_pay() {
             &format!("workload.input.node_samples_per_s={per_node}"),
             "--sweep",
             "workload.rank_skew_cv=0,0.0143",
+            "--sweep",
+            "workload.rank_skew_host_cv=0",
             "--format",
             "json",
         ]);
@@ -1810,6 +1814,8 @@ fn the_wait_for_the_slowest_rank_is_what_a_nominal_step_would_not_pay() {
         "scenarios/gpt-39b-3d-dgx-a100-32node.toml",
         "--sweep",
         "workload.rank_skew_cv=0,0.0143",
+        "--sweep",
+        "workload.rank_skew_host_cv=0",
         "--format",
         "json",
     ]);
