@@ -34,17 +34,28 @@ use super::ddp::{GpuFacts, StepResult};
 pub const DEFAULT_CV: f64 = 0.0143;
 
 /// Per-rank per-step spread of the host's time (Python, the launch queue) a training step has
-/// unless its scenario says otherwise (`rank_skew_host_cv`): where the host paces the step, its
-/// jitter (the interpreter, the allocator, the OS scheduling the process) is the step's. Measured
-/// on one H200 (`calibration/data/2026-11-26-h200-kineto/run1-steps.csv`, eager PyTorch DDP
-/// steps of GPTs, 10 timed steps each): over the six whose launch waits are at least 5 % of the
-/// modelled step, the step's median over its fastest, divided by how far the fastest of 10
-/// normal draws falls below their median (1.539 σ), gives a spread of 1.9–6.5 %, median 3.7 %;
-/// over the ten the model has GPU-bound (launch waits under 1 %), 0.2–14 %, median 0.7 %, under
-/// [`DEFAULT_CV`] (which errs slow). Steps at the edge (GPT-2 small, launch waits 4.5 % of the
-/// step, runs 1–3 on three VMs) measure 0.3–4.7 %: the median over the host-bound rows would be
-/// 2.6 % with them.
-pub const DEFAULT_HOST_CV: f64 = 0.037;
+/// unless its scenario says otherwise (`rank_skew_host_cv`): the GPU's, [`DEFAULT_CV`], which is
+/// what the default compute model's host time per kernel was fitted with.
+///
+/// Host-bound steps do spread more: on one H200 (`calibration/data/2026-11-26-h200-kineto/
+/// run1-steps.csv`, eager PyTorch DDP steps of GPTs, 10 timed steps each; [`MEASURED_HOST_CV`])
+/// the six whose modelled launch waits are at least 5 % of the step spread 1.9–6.5 %, median
+/// 3.7 %, the ten GPU-bound ones 0.2–14 %, median 0.7 %. That is not the default because the
+/// one multi-GPU check collsim has disagrees: on the 720 held-out Megatron steps on 8 A100s
+/// (many of them host-bound) 3.7 % puts the error at the pinned compute model from 5.1 / 18.7 %
+/// (median / p95) to 5.2 / 19.8 %, and refitting the compute model with it moves the host time
+/// per kernel from 52.5 to 47.5 µs and the GEMM efficiency from 0.8 to 0.85 with a held-out
+/// median of 7.0 % (p95 17.0 %) against 4.8 %. The fitted host time already holds what those
+/// steps' slowest host costs; a wider spread on top counts it twice.
+pub const DEFAULT_HOST_CV: f64 = DEFAULT_CV;
+
+/// The host-bound steps' spread measured on one H200 (see [`DEFAULT_HOST_CV`]): the median,
+/// over the six steps of `run1-steps.csv` whose modelled launch waits are at least 5 % of the
+/// step, of each step's median over its fastest of 10, divided by 1.539 (how far the fastest of
+/// 10 normal draws falls below their median, in standard deviations). GPT-2 small's steps
+/// (launch waits 4.5 %, runs 1–3 on three VMs) measure 0.3–4.7 %: counted in, the median
+/// would be 2.6 %.
+pub const MEASURED_HOST_CV: f64 = 0.037;
 
 /// The slowest rank's expected factors over a typical rank: its GPU work's and its host's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -216,7 +227,9 @@ impl Skew {
         let mut parts = Vec::new();
         let (gpu, host) = (100.0 * self.cv, 100.0 * self.host_cv);
         if self.cv == DEFAULT_CV && self.host_cv == DEFAULT_HOST_CV {
-            parts.push(format!("rank_skew_cv {gpu:.2} % and rank_skew_host_cv {host:.2} % (the defaults, from MLPerf step times and host-bound steps on an H200)"));
+            parts.push(format!(
+                "rank_skew_cv and rank_skew_host_cv {gpu:.2} % (the defaults, from MLPerf step times)"
+            ));
         } else {
             if self.cv > 0.0 {
                 let default = if self.cv == DEFAULT_CV {
@@ -228,7 +241,7 @@ impl Skew {
             }
             if self.host_cv > 0.0 {
                 let default = match self.host_cv == DEFAULT_HOST_CV {
-                    true => " (the default, from host-bound steps on an H200)",
+                    true => " (the default, the GPU's)",
                     false => "",
                 };
                 parts.push(format!("rank_skew_host_cv {host:.2} %{default}"));
@@ -480,11 +493,12 @@ mod tests {
 
     #[test]
     fn the_host_and_the_gpu_of_the_slowest_rank_each_take_their_own_spread() {
-        // Under the defaults the host's spread (3.7 %) is wider than the GPU's (1.43 %): the
-        // slowest of 64 ranks launches about 9 % slower and computes about 3.4 % slower.
+        // Under the defaults both spreads are 1.43 %; under the host-bound steps' measured
+        // 3.7 % the slowest of 64 ranks launches about 9 % slower and computes 3.4 % slower.
         let d = Skew::measured_default().slowest(64);
-        assert!((1.08..1.10).contains(&d.host) && (1.03..1.04).contains(&d.gpu), "{d:?}");
-        assert_eq!(d.gpu, Skew::measured_default().slowest_factor(64));
+        assert_eq!((d.gpu, d.host), (d.gpu, Skew::measured_default().slowest_factor(64)));
+        let wide = Skew { host_cv: MEASURED_HOST_CV, ..Skew::measured_default() }.slowest(64);
+        assert!((1.08..1.10).contains(&wide.host) && (1.03..1.04).contains(&wide.gpu), "{wide:?}");
         // A straggler slows both alike; without a host spread the host is the straggler's pace.
         let s = Skew { straggler_speed: 0.8, ..Skew::default() }.slowest(64);
         assert_eq!((s.gpu, s.host), (1.25, 1.25));

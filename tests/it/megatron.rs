@@ -981,13 +981,14 @@ fn memory_per_gpu_is_within_a_tenth_of_the_allocators_peak_on_megatron_style_ste
 }
 
 #[test]
-fn the_default_host_spread_is_what_host_bound_steps_on_an_h200_measure() {
+fn host_bound_steps_on_an_h200_spread_more_than_gpu_bound_ones() {
     // Issue #48: host-bound steps jitter more than GPU-bound ones. Each of the H200's DDP steps
     // of run 1 was timed 10 times: its median over its fastest, over 1.539 (how far the
     // fastest of 10 normal draws falls below their median, in standard deviations), is its
     // per-step spread. Where the model's launch waits are at least 5 % of the step (the host
-    // paces it) the median spread is the default host spread; where they are under 1 % it is
-    // below the default GPU spread (fitted on MLPerf's whole clusters, it errs slow).
+    // paces it) the median spread is the measured host spread, where they are under 1 % below
+    // the default GPU spread (fitted on MLPerf's whole clusters, it errs slow). Why the
+    // default host spread is the GPU's, not this: `skew::DEFAULT_HOST_CV`.
     let (topo, params) = h200_node();
     let (mut host, mut gpu) = (Vec::new(), Vec::new());
     for r in data_rows("calibration/data/2026-11-26-h200-kineto/run1-steps.csv") {
@@ -1022,6 +1023,6 @@ fn the_default_host_spread_is_what_host_bound_steps_on_an_h200_measure() {
     };
     assert_eq!((host.len(), gpu.len()), (6, 10));
     let (h, g) = (median(&mut host), median(&mut gpu));
-    assert!((h - collsim::workload::skew::DEFAULT_HOST_CV).abs() < 5e-4, "{h}");
+    assert!((h - collsim::workload::skew::MEASURED_HOST_CV).abs() < 5e-4, "{h}");
     assert!(g < collsim::workload::skew::DEFAULT_CV && h > 4.0 * g, "{g}");
 }

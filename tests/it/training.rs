@@ -20,7 +20,7 @@ const PUBLIC: &str = "calibration/data/training/public.csv";
 fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     // The developer set as collsim replays it with its defaults, nothing fitted on it
     // (2026-11-29): 70 runs (58 NeMo steps on DGX Cloud, 5 MLPerf GPT-3 steps, 7 torchtitan FSDP
-    // steps); |error| median 6.2 %, p95 13.9 %; leave-one-source-out 8.4 / 17.7 %; the loss
+    // steps); |error| median 6.1 %, p95 13.9 %; leave-one-source-out 8.4 / 17.7 %; the loss
     // of per-GPU throughput captured within 0.8-1.25 in 5 of 13 series (the same with fp8's
     // amax all-reduces, which moved the fp8 series closer: below). Before the default
     // per-rank spread (rank_skew_cv 0 rather than 1.43 %): 3.8 / 11.9 %, 7.8 / 17.5 %, 1 of 13
