@@ -261,8 +261,7 @@ fn plan_jobs(
                 (shared * copies as f64, false),
                 &groups,
                 |gpu, coll| {
-                    let slowest = slowest.for_step(d, gpu);
-                    let (d, gpu) = workload::skew::slowed(d, gpu, slowest);
+                    let (slowest, d, gpu) = slowest.for_step(d, gpu);
                     match &d.parallel {
                         Some(layout) => {
                             let (stages, report) = workload::parallel::plan_stages(

@@ -1313,8 +1313,7 @@ pub fn simulate_step_on(
         return run(spec, gpu);
     }
     // The slowest rank's compute sets when every bucket starts: the step at its pace.
-    let c = spec.skew.slowest(world).for_step(spec, gpu);
-    let (slow_spec, slow_gpu) = super::skew::slowed(spec, gpu, c);
+    let (c, slow_spec, slow_gpu) = spec.skew.slowest(world).for_step(spec, gpu);
     super::skew::restate(run(&slow_spec, &slow_gpu), c)
 }
 

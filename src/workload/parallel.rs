@@ -1642,8 +1642,7 @@ pub fn simulate_parallel(
     // Under rank skew every stage runs at the slowest rank's pace ([`super::skew`]): the
     // pipeline holding it waits on it at each micro-batch, and the others at the
     // data-parallel collectives.
-    let c = spec.skew.slowest(world).for_step(spec, gpu);
-    let (spec, gpu) = super::skew::slowed(spec, gpu, c);
+    let (c, spec, gpu) = spec.skew.slowest(world).for_step(spec, gpu);
     let (plans, report) = plan_stages(&spec, layout, world, &gpu, coll, true);
     let mut lines: Vec<_> = plans.iter().map(StepPlan::timeline).collect();
     super::step::run_stages(&mut lines, coll);

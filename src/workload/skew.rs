@@ -85,11 +85,16 @@ impl Slowest {
         compute_kept: [1.0; 3],
     };
 
-    /// For `spec`'s step on `gpu`: a micro-step's launch waits, and the optimizer step, at
-    /// nominal speed over the slowest rank's (1 where it has none), which the restated step
-    /// keeps as a typical rank's. The waits are the host's time beyond the GPU's, and the
-    /// optimizer is bound by either, so neither factor alone gives them back.
-    pub(crate) fn for_step(self, spec: &super::ddp::DdpSpec, gpu: &GpuFacts) -> Slowest {
+    /// `spec`'s step on `gpu` at the slowest rank's pace ([`slowed`]), with what of it the
+    /// restated step keeps as a typical rank's: a micro-step's launch waits, forward and
+    /// backward, and the optimizer step, at nominal speed over the slowest rank's (1 where it
+    /// has none). The waits are the host's time beyond the GPU's, and the optimizer is bound by
+    /// either, so neither factor alone gives them back.
+    pub(crate) fn for_step(
+        self,
+        spec: &super::ddp::DdpSpec,
+        gpu: &GpuFacts,
+    ) -> (Slowest, super::ddp::DdpSpec, GpuFacts) {
         let (s, g) = slowed(spec, gpu, self);
         let kept = |nominal: f64, slow: f64| if slow > 0.0 { nominal / slow } else { 1.0 };
         let (nominal, slow) = (super::ddp::layer_times(spec, gpu), super::ddp::layer_times(&s, &g));
@@ -105,7 +110,7 @@ impl Slowest {
             super::ddp::optimizer_secs(spec, &tensors, gpu),
             super::ddp::optimizer_secs(&s, &tensors, &g),
         );
-        Slowest { launch_kept, optimizer_kept, compute_kept, ..self }
+        (Slowest { launch_kept, optimizer_kept, compute_kept, ..self }, s, g)
     }
 }
 

@@ -1783,20 +1783,18 @@ fn the_wait_for_the_slowest_rank_is_what_a_nominal_step_would_not_pay() {
     // The step runs once at the slowest rank's pace and is restated for a typical rank; its
     // "every rank at nominal speed" must be the step with no spread. A loader-bound ResNet-50
     // step waits for its batches whatever its ranks' speeds: no wait, the same one-GPU figure.
+    // Each scenario with no spread and with the default GPU spread, the host's left out.
+    let spread_or_not = |scenario: &str, more: &[&str]| {
+        let mut args = vec!["simulate", scenario];
+        args.extend_from_slice(more);
+        args.extend(["--sweep", "workload.rank_skew_cv=0,0.0143"]);
+        args.extend(["--sweep", "workload.rank_skew_host_cv=0", "--format", "json"]);
+        json(&args)
+    };
     let s = "scenarios/resnet50-dgx-a100-1node.toml";
     for per_node in ["16000", "1600"] {
-        let v = json(&[
-            "simulate",
-            s,
-            "--sweep",
-            &format!("workload.input.node_samples_per_s={per_node}"),
-            "--sweep",
-            "workload.rank_skew_cv=0,0.0143",
-            "--sweep",
-            "workload.rank_skew_host_cv=0",
-            "--format",
-            "json",
-        ]);
+        let input = format!("workload.input.node_samples_per_s={per_node}");
+        let v = spread_or_not(s, &["--sweep", &input]);
         let (none, spread) = (&v["points"][0]["result"], &v["points"][1]["result"]);
         assert!(none["skew"].is_null());
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
@@ -1809,16 +1807,7 @@ fn the_wait_for_the_slowest_rank_is_what_a_nominal_step_would_not_pay() {
     }
     // A 3-D step: the slower stages' compute stretches the bubble too, which goes into the
     // wait; the typical rank's step within 0.2 % of the step without a spread.
-    let v = json(&[
-        "simulate",
-        "scenarios/gpt-39b-3d-dgx-a100-32node.toml",
-        "--sweep",
-        "workload.rank_skew_cv=0,0.0143",
-        "--sweep",
-        "workload.rank_skew_host_cv=0",
-        "--format",
-        "json",
-    ]);
+    let v = spread_or_not("scenarios/gpt-39b-3d-dgx-a100-32node.toml", &[]);
     let (none, spread) = (&v["points"][0]["result"], &v["points"][1]["result"]);
     let nominal = num(none, "iteration_time_ms");
     let typical = num(&spread["skew"], "typical_rank_ms");

@@ -629,6 +629,15 @@ pub(crate) fn h200_steps_with(
     extra: &str,
     rows: &[(u64, u64, u64, u64, f64)],
 ) -> Vec<f64> {
+    h200_results_with(rate, extra, rows).iter().map(|r| r.iteration_time_ms).collect()
+}
+
+/// [`h200_steps_with`]'s whole simulated steps.
+fn h200_results_with(
+    rate: &str,
+    extra: &str,
+    rows: &[(u64, u64, u64, u64, f64)],
+) -> Vec<collsim::workload::ddp::StepResult> {
     let (topo, params) = h200_node();
     let steps = rows
         .iter()
@@ -643,8 +652,7 @@ pub(crate) fn h200_steps_with(
                 d.model = gpt_torch_loss(layers, h, 16, 50_304, seq, fp32);
                 d.sequence = Some(seq);
             }
-            let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
-            r.iteration_time_ms
+            collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates").0
         })
         .collect();
     std::fs::remove_file(&topo).ok();
@@ -989,24 +997,16 @@ fn host_bound_steps_on_an_h200_spread_more_than_gpu_bound_ones() {
     // paces it) the median spread is the measured host spread, where they are under 1 % below
     // the default GPU spread (fitted on MLPerf's whole clusters, it errs slow). Why the
     // default host spread is the GPU's, not this: `skew::DEFAULT_HOST_CV`.
-    let (topo, params) = h200_node();
+    // The plain DDP steps timed 10 times (24 layers, 16 heads: `h200_rows`' shape).
+    let rows: Vec<Row> = data_rows("calibration/data/2026-11-26-h200-kineto/run1-steps.csv")
+        .into_iter()
+        .filter(|r| r.0[0] == "ddp" && r.int(7) == 10)
+        .collect();
+    assert!(rows.iter().all(|r| r.int(2) == 24 && r.int(4) == 16));
+    let shapes: Vec<_> =
+        rows.iter().map(|r| (24, r.int(3), r.int(5), r.int(6), r.num(8))).collect();
     let (mut host, mut gpu) = (Vec::new(), Vec::new());
-    for r in data_rows("calibration/data/2026-11-26-h200-kineto/run1-steps.csv") {
-        if r.0[0] != "ddp" || r.int(7) != 10 {
-            continue;
-        }
-        let (layers, h, seq, micro) = (r.int(2), r.int(3), r.int(5), r.int(6));
-        let toml = format!(
-            "[cluster]\ntopology = \"{}\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nmicro_batch = {micro}\nprecision = \"bf16\"\noptimizer = \"adamw\"\noptimizer_impl = \"fused\"\n",
-            topo.display()
-        );
-        let mut s = collsim::config::parse_scenario("h200.toml", &toml).expect("parses");
-        if let Workload::Ddp(d) = &mut s.workload {
-            let fp32 = collsim::workload::DataType::Float;
-            d.model = gpt_torch_loss(layers, h, r.int(4), 50_304, seq, fp32);
-            d.sequence = Some(seq);
-        }
-        let (step, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
+    for (r, step) in rows.iter().zip(h200_results_with("", "", &shapes)) {
         let launch = step.breakdown.launch_ms / step.iteration_time_ms;
         let spread = (1.0 - r.num(9) / r.num(8)) / 1.539;
         if launch >= 0.05 {
@@ -1015,7 +1015,6 @@ fn host_bound_steps_on_an_h200_spread_more_than_gpu_bound_ones() {
             gpu.push(spread);
         }
     }
-    std::fs::remove_file(&topo).ok();
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let n = v.len();

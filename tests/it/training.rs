@@ -43,24 +43,17 @@ fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     let captured = out["series_captured"].as_array().unwrap();
     assert_eq!(captured[1], 13);
     assert!(captured[0].as_u64().unwrap() >= 5, "{captured:?}");
+    let series = |name: &str| {
+        out["series"].as_array().unwrap().iter().find(|s| s["series"] == name).unwrap().clone()
+    };
     // MLPerf's GPT-3 from 512 to 11,616 GPUs: the loss captured within the band.
-    let mlperf = out["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["series"] == "mlperf gpt3-175b eos ngc24.04")
-        .unwrap();
+    let mlperf = series("mlperf gpt3-175b eos ngc24.04");
     let c = f(&mlperf["captured"]);
     assert!((0.8..=1.25).contains(&c), "{mlperf}");
     // GPT-3 175B in fp8 on DGX Cloud, 128 to 2,048 GPUs: the amax all-reduces over a stage's
     // ranks (one as each of its 12 chunks' forwards and backwards ends, 64 micro-batches a
     // step) took the loss captured from 0.26 to 0.75 (measured 5.1 %, simulated 3.9 %).
-    let fp8 = out["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["series"] == "dgxc gpt3-175b fp8")
-        .unwrap();
+    let fp8 = series("dgxc gpt3-175b fp8");
     assert!(f(&fp8["captured"]) >= 0.7, "{fp8}");
     // Every run names its line, and held-out steps are the simulated ones scaled by their
     // source's scale.
