@@ -28,12 +28,14 @@ CUDA, `record_shapes=True`) and `--steps` more are timed with CUDA events withou
 Writes under OUT:
 * `trace.json.gz`: the profiled step, for `collsim profile OUT/trace.json.gz -o model.toml`;
 * `memory-snapshot.pickle`: the allocator's history over the profiled step
-  (`torch.cuda.memory._dump_snapshot`; view it at https://pytorch.org/memory_viz);
+  (`torch.cuda.memory._dump_snapshot`; view it at https://pytorch.org/memory_viz), unless
+  `--no-snapshot`;
 * `steps.csv`: the unprofiled steps' median and minimum (ms) with the shape, and the
   allocator's figures in bytes: `torch.cuda.memory_allocated` at a step's start and at its
   forward's end, `max_memory_allocated` over forward and backward (and warm-up) and over the
   optimizer step, `max_memory_reserved` (`collsim profile OUT/trace.json.gz --memory
   OUT/steps.csv` reads them, so that a plan can tell where the model fits);
+* `step-times.csv`: every unprofiled step's time (ms), in order, for the spread of steps;
 * `env.json`: PyTorch, CUDA, NCCL, the GPU, and this command line.
 
 It takes a few minutes at most: a model that does not fit fails at its first step, with the
@@ -76,6 +78,9 @@ def parse():
     p.add_argument("--checkpointing", action="store_true")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument(
+        "--no-snapshot", action="store_true", help="skip the allocator's history (faster)"
+    )
     a = p.parse_args()
     if a.torchvision and not a.image:
         a.image = 224
@@ -95,7 +100,9 @@ def build(a):
         # A local file: nothing is downloaded.
         config = transformers.AutoConfig.from_pretrained(a.hf_config)
         cls = getattr(transformers, a.hf_class)
-        return cls.from_config(config)
+        # The Auto classes build from a config with from_config, the model classes themselves
+        # (GPT2LMHeadModel, BertForMaskedLM) by calling them.
+        return cls.from_config(config) if hasattr(cls, "from_config") else cls(config)
     if a.torchvision:
         import torchvision
 
@@ -141,7 +148,10 @@ def main():
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     torch.manual_seed(0)
-    model = build(a).to(dev)
+    # Built on the GPU: a billion random weights initialise in seconds there, minutes on a CPU.
+    with dev:
+        model = build(a)
+    model = model.to(dev)
     blocks = checkpoint_blocks(model) if a.checkpointing else 0
     params = sum(p.numel() for p in model.parameters())
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
@@ -235,14 +245,16 @@ def main():
     reserved = max(reserved, torch.cuda.max_memory_reserved())
 
     # The profiled step, with the allocator's history.
-    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    if not a.no_snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
         with torch.profiler.record_function("ProfilerStep#0"):
             step(x, y)
         torch.cuda.synchronize()
-    torch.cuda.memory._dump_snapshot(os.path.join(a.out, "memory-snapshot.pickle"))
-    torch.cuda.memory._record_memory_history(enabled=None)
+    if not a.no_snapshot:
+        torch.cuda.memory._dump_snapshot(os.path.join(a.out, "memory-snapshot.pickle"))
+        torch.cuda.memory._record_memory_history(enabled=None)
     raw = os.path.join(a.out, "trace.json")
     prof.export_chrome_trace(raw)
     with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb") as g:
@@ -268,6 +280,10 @@ def main():
             f"{min(times):.3f},{start_alloc},{forward_alloc},{allocated},{optimizer_peak},"
             f"{reserved}\n"
         )
+    # Every timed step in order, for the spread of steps (the median hides it).
+    with open(os.path.join(a.out, "step-times.csv"), "w") as f:
+        f.write("step,ms\n")
+        f.writelines(f"{i},{t:.3f}\n" for i, t in enumerate(times))
     props = torch.cuda.get_device_properties(dev)
     env = {
         "argv": sys.argv,

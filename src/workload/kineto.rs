@@ -141,6 +141,12 @@ fn stride_of(args: &Value) -> Option<u64> {
 /// The comm args of an event, if it has them.
 fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
     let name = args.get("Collective name")?.as_str()?;
+    // The host waiting on a collective recorded already (PyTorch 2.11 records `work.wait()`
+    // under this name with no elements: the DDP and torchvision traces of
+    // `calibration/data/2026-11-30-h200-hf`): nothing to time.
+    if name == "wait" {
+        return None;
+    }
     Some((|| {
         let group = match args.get("Group size") {
             None => None,
@@ -637,6 +643,8 @@ mod tests {
             // The bucket is issued at 20 µs, while the GPU runs the first kernel.
             r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 20, "dur": 30, "args": {"External id": 50, "Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "dtype": "Float", "Group size": 1}}"#.to_string(),
             launch(30.0, 2, "cudaStreamWaitEvent"),
+            // PyTorch 2.11 records the host's `work.wait()` too: not a collective.
+            r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 52, "dur": 4, "args": {"External id": 51, "Collective name": "wait", "In msg nelems": 0, "Out msg nelems": 0, "dtype": "Byte", "Group size": 1}}"#.to_string(),
             launch(60.0, 3, "cudaLaunchKernel"),
             kernel(110.0, 100.0, 3, "bwd_gemm_1"),
             // The Reducer's wait, then the optimizer launched late: the host's gap.

@@ -224,29 +224,35 @@ impl Activation {
     /// Its memory-bound work on `f` elements per token (the MLP's width), 16-bit. One-kernel
     /// GELUs read and write (4 bytes an element), backward read the gradient and the input and
     /// write (6). `gelu_new` runs `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))` as
-    /// eight kernels: pow, two scalar multiplies, add, tanh, add, a scalar multiply and the
-    /// product (36 bytes an element); backward autograd runs the pow's gradient (three
-    /// kernels), three scalar multiplies, tanh's backward, the product's two gradients and two
-    /// adds where the input's gradients meet (56 bytes, 11 kernels). SwiGLU in eager code: SiLU
+    /// eager kernels under 16-bit autocast, where `pow` is on autocast's fp32 list
+    /// (`aten/src/ATen/autocast_mode.cpp`), so it and every op after it run in fp32: the half
+    /// input (4 bytes an element), the upcast for `pow` (6), pow, the scalar multiply (8 each),
+    /// the add of the 16-bit input (10), the scalar multiply, tanh, the add of one (8 each), the
+    /// product with the 16-bit half input (10), and the cast back to 16 bits for the next GEMM
+    /// (6): 76 bytes in 10 kernels. Backward (15 kernels, 118 bytes) is autograd's mirror in
+    /// fp32 with the casts' gradients. Counted kernel by kernel from a profiled step of
+    /// transformers' GPT-2 XL on an H200 (`calibration/data/2026-11-30-h200-hf/gpt2-xl-b8`).
+    /// SwiGLU in eager code: SiLU
     /// (4) and the product (6), backward SiLU's (6) and the product's two gradients (12), 3
     /// kernels; fused, one kernel reads gate and up and writes the product (6), backward reads
     /// the gradient and both inputs and writes two gradients (10).
     fn memory(self, f: f64) -> MemoryWork {
         match self {
             Activation::Gelu | Activation::GeluTanh => MemoryWork::new(4.0 * f, 6.0 * f, 1, 1),
-            Activation::GeluNew => MemoryWork::new(36.0 * f, 56.0 * f, 8, 11),
+            Activation::GeluNew => MemoryWork::new(76.0 * f, 118.0 * f, 10, 15),
             Activation::Swiglu => MemoryWork::new(10.0 * f, 18.0 * f, 2, 3),
             Activation::SwigluFused => MemoryWork::new(6.0 * f, 10.0 * f, 1, 1),
         }
     }
 
     /// What it keeps for backward per token beyond the one 16-bit input a one-kernel GELU keeps
-    /// (which Korthikanti et al.'s 34·s·h counts): `gelu_new`'s tanh output, the half input and
-    /// the factor (1 + tanh), 6 bytes an element of `f`. (A gated MLP's extra input is left in
+    /// (which Korthikanti et al.'s 34·s·h counts): `gelu_new` under autocast keeps `pow`'s fp32
+    /// input, tanh's fp32 output, the 16-bit half input and the fp32 factor (1 + tanh), 14
+    /// bytes an element of `f`, 12 more than counted. (A gated MLP's extra input is left in
     /// the 34·s·h estimate.)
     fn extra_acts(self, f: f64) -> f64 {
         match self {
-            Activation::GeluNew => 6.0 * f,
+            Activation::GeluNew => 12.0 * f,
             _ => 0.0,
         }
     }
@@ -686,9 +692,11 @@ impl ModelSpec {
             MemoryWork::default()
         };
         let gemms = linears;
-        let replicated = norms.plus(dropouts).plus(residual);
+        let (stream, cache) = self.autocast_stream(h);
+        let replicated = norms.plus(dropouts).plus(residual).plus(stream);
         let rope = self.position.memory(h, kv);
         let work = replicated
+            .plus(cache)
             .plus(merge)
             .plus(act)
             .plus(biases)
@@ -697,6 +705,28 @@ impl ModelSpec {
             .with_gemms(gemms + 1, 2 * gemms + 1);
         let replicated = MemoryWork::new(replicated.fwd, replicated.bwd, 0, 0);
         (work, replicated)
+    }
+
+    /// What transformers' GPT-2 moves beyond a 16-bit block under 16-bit autocast (fp32
+    /// parameters), per token of `h`: (replicated on tensor-parallel ranks, the attention's
+    /// share). Its residual stream is fp32 (the embeddings are, and an fp32 + 16-bit add is
+    /// fp32), so each LayerNorm reads and writes fp32 (4h more) and its output is cast to 16
+    /// bits before the GEMM (6h), each residual add reads fp32 and 16 bits and writes fp32 (4h
+    /// more); backward, each LayerNorm's two kernels read fp32 (14h more), the casts' gradients
+    /// and the 16-bit casts of the stream's gradient before each dropout (24h), and the
+    /// branches' gradients meet in fp32 (12h more): 28h forward, 64h backward, 2 and 4 more
+    /// launches. Its attention concatenates keys and values onto the (empty) cache
+    /// (`use_cache`, on by default in training): two copies forward (8h); backward their
+    /// gradients' two copies and the concatenation of the three projections' gradients (20h),
+    /// 2 and 3 launches. Counted kernel by kernel from a profiled step
+    /// (`calibration/data/2026-11-30-h200-hf/gpt2-xl-b8`: 66h + 76f forward and 126h + 118f
+    /// backward beyond the biases; the heads' merge, 4h each way, is counted though SDPA's
+    /// output needs none). Nothing for other families and implementations.
+    fn autocast_stream(&self, h: f64) -> (MemoryWork, MemoryWork) {
+        if self.family != Family::Gpt || self.implementation != Implementation::Hf {
+            return (MemoryWork::default(), MemoryWork::default());
+        }
+        (MemoryWork::new(28.0 * h, 64.0 * h, 2, 4), MemoryWork::new(8.0 * h, 20.0 * h, 2, 3))
     }
 
     /// The embedding layer's work per token: token lookups (read a row, write it; backward a
@@ -738,9 +768,14 @@ impl ModelSpec {
         }
     }
 
-    /// A block's kept activations per sample: 34·s·h, and what eager ops keep beyond it.
+    /// A block's kept activations per sample: 34·s·h, and what eager ops keep beyond it;
+    /// transformers' GPT-2 under autocast also keeps its LayerNorms' fp32 inputs (4h more) and
+    /// the keys and values copied onto the cache beside the projection they came from (4h).
     fn block_acts(&self, s: u64) -> f64 {
-        transformer_acts(s, self.hidden) + self.activation.extra_acts(self.ffn as f64) * s as f64
+        let (stream, _) = self.autocast_stream(1.0);
+        let extra = if stream.fwd > 0.0 { 8.0 * self.hidden as f64 } else { 0.0 };
+        transformer_acts(s, self.hidden)
+            + (self.activation.extra_acts(self.ffn as f64) + extra) * s as f64
     }
 
     fn tp(&self, role: TpRole, tokens: u64) -> TpShape {
@@ -933,23 +968,29 @@ mod tests {
 
     #[test]
     fn a_block_is_the_sum_of_its_parts() {
-        // GPT-2 with a one-kernel GELU: 50h forward in 13 launches, 88h backward in 23 (5 and
-        // 9 FLOP-bound); HF's gelu_new adds 128h forward in 7 more launches, 200h backward in
-        // 10 more, and keeps 6 bytes more a MLP element.
+        // GPT-2 with a one-kernel GELU, as transformers runs it under autocast: 86h forward in
+        // 17 launches, 172h backward in 30 (5 and 9 FLOP-bound), of which the fp32 residual
+        // stream and the key/value copies are 36h and 84h; HF's gelu_new adds 288h forward in
+        // 9 more launches, 448h backward in 14 more, and keeps 12 bytes more a MLP element.
+        // Run by Megatron, the same block moves 50h and 88h in 13 and 23.
         let h = 1600.0;
         let (one, _) = gpt2(Activation::GeluTanh).block_mem(true);
         assert_eq!(
             (one.fwd, one.bwd, one.fwd_kernels, one.bwd_kernels),
-            (50.0 * h, 88.0 * h, 13, 23)
+            (86.0 * h, 172.0 * h, 17, 30)
         );
         assert_eq!((one.gemms, one.bwd_gemms), (5, 9));
+        let mg =
+            ModelSpec { implementation: Implementation::Megatron, ..gpt2(Activation::GeluTanh) };
+        let (m, _) = mg.block_mem(true);
+        assert_eq!((m.fwd, m.bwd, m.fwd_kernels, m.bwd_kernels), (50.0 * h, 88.0 * h, 13, 23));
         let (new, _) = gpt2(Activation::GeluNew).block_mem(true);
-        assert_eq!((new.fwd - one.fwd, new.bwd - one.bwd), (128.0 * h, 200.0 * h));
-        assert_eq!((new.fwd_kernels - one.fwd_kernels, new.bwd_kernels - one.bwd_kernels), (7, 10));
+        assert_eq!((new.fwd - one.fwd, new.bwd - one.bwd), (288.0 * h, 448.0 * h));
+        assert_eq!((new.fwd_kernels - one.fwd_kernels, new.bwd_kernels - one.bwd_kernels), (9, 14));
         let s = 1024;
         let acts =
             gpt2(Activation::GeluNew).block_acts(s) - gpt2(Activation::GeluTanh).block_acts(s);
-        assert_eq!(acts, 6.0 * 4.0 * h * s as f64);
+        assert_eq!(acts, 12.0 * 4.0 * h * s as f64);
         // HF's Llama: 108h + 20kv + 10ff forward in 39 launches (8 FLOP-bound), 200h + 40kv +
         // 18ff backward in 66 (15).
         let l = ModelSpec::preset("llama-2-70b").unwrap();

@@ -3,6 +3,7 @@
 //! fitted on (`docs/compute-model.md`).
 
 use collsim::collective::Mode;
+use collsim::workload::Workload;
 use collsim::workload::compute::{AMPERE, HOPPER};
 
 use super::megatron::{h200_rows, h200_steps_with, spread};
@@ -265,4 +266,71 @@ fn a_gpu_swapped_on_the_command_line_runs_its_own_generations_default() {
     let point = swept.lines().find(|l| l.contains("A100-SXM4-80GB")).expect("the A100 row");
     let (a, b) = (ms(point), ms(&line(&alone, "iteration")));
     assert!((a / b - 1.0).abs() < 0.01, "{a} against {b}");
+}
+
+/// One capture of `calibration/data/2026-11-30-h200-hf/steps.csv` as the scenario a user would
+/// write for it (one H200, DDP, bf16 autocast, fused AdamW, `precision` only), with its measured
+/// step (ms) and peak allocated memory (GiB).
+fn hf_captures() -> Vec<(String, String, f64, f64)> {
+    let mut r = csv::Reader::from_path("calibration/data/2026-11-30-h200-hf/steps.csv")
+        .expect("the H200 captures are in the repository");
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("a row");
+            let (name, config, ckpt, batch, seq) = (&rec[0], &rec[1], &rec[2], &rec[3], &rec[4]);
+            let gpt = |l: u32, h: u32, a: u32| {
+                format!("[workload.model]\nfamily = \"gpt\"\nimplementation = \"hf\"\nlayers = {l}\nhidden = {h}\nheads = {a}\nvocab = 50257\n")
+            };
+            let model = match config {
+                "gpt2.json" => gpt(12, 768, 12),
+                "gpt2-medium.json" => gpt(24, 1024, 16),
+                "gpt2-xl.json" => gpt(48, 1600, 25),
+                "llama-3.2-1b.json" => "model = \"llama-3.2-1b\"\n".into(),
+                "bert-large.json" => "model = \"bert-large\"\n".into(),
+                "mixtral-small.json" => "[workload.model]\nfamily = \"mixtral\"\nimplementation = \"hf\"\nlayers = 8\nhidden = 1024\nheads = 16\nkv_heads = 8\nffn = 3584\nexperts = 8\ntop_k = 2\nvocab = 32000\ntied = false\n".into(),
+                "torchvision:resnet50" => "model = \"resnet50\"\n".into(),
+                other => panic!("{other}: no scenario for this config"),
+            };
+            let seq = if seq.is_empty() { String::new() } else { format!("sequence = {seq}\n") };
+            let ckpt = if ckpt == "1" { "activation_checkpointing = \"full\"\n" } else { "" };
+            let toml = format!(
+                "[cluster]\ntopology = \"dgx-h200\"\nnodes = 1\ngpus_per_node = 1\n[workload]\nkind = \"ddp\"\nmicro_batch = {batch}\n{seq}precision = \"bf16\"\noptimizer = \"adamw\"\noptimizer_impl = \"fused\"\n{ckpt}{model}"
+            );
+            let step: f64 = rec[7].parse().expect("a step");
+            let peak: f64 = rec[11].parse().expect("a peak");
+            (name.to_string(), toml, step, peak / f64::from(1u32 << 30))
+        })
+        .collect()
+}
+
+#[test]
+fn hf_model_steps_on_an_h200() {
+    // 23 eager steps of transformers' GPT-2 (small, medium, XL), Llama 3.2 1B, BERT-large, a
+    // Mixtral-like MoE and torchvision's ResNet-50 on one H200, none fitted (the default's
+    // efficiency was fitted on our own GPT's steps). Memory is collsim's less its runtime
+    // reserve against the allocator's peak. Measured (2026-11-30), step / memory error:
+    // GPT-2's rows -36 to +18 % / -1.3 to +7.1 % (-51 to -9 % / -21 to -4 % before its kernels
+    // were counted as autocast runs them, from the XL's trace); Llama -10 to -5 % / -14 to +3
+    // %; BERT -28 to -15 % / -21 to -11 %; the MoE -50 % / -24 %; ResNet-50 -64 to -13 % / +35
+    // to +46 %. Steps come out fast: the memory-bound kernels run at the datasheet's
+    // bandwidth in the model, at 80 % (same dtype) and 50 % (mixed) in the traces.
+    let params = super::default_params();
+    let mut time = Vec::new();
+    for (name, toml, step, peak) in hf_captures() {
+        let s = collsim::config::parse_scenario(&format!("{name}.toml"), &toml).expect("parses");
+        let (r, _) = collsim::simulate_ddp(&s, &params, Mode::Auto).expect("simulates");
+        let t = 100.0 * (r.iteration_time_ms / step - 1.0);
+        let Workload::Ddp(spec) = &s.workload else { unreachable!() };
+        let mem = collsim::workload::memory::ddp_memory(spec, 1, 1);
+        let gib = (mem.total - mem.runtime) / f64::from(1u32 << 30);
+        let m = 100.0 * (gib / peak - 1.0);
+        eprintln!("{name}: step {t:+.1} %, memory {m:+.1} %");
+        if name.starts_with("gpt2") && !name.ends_with("ckpt") {
+            assert!((-2.0..8.0).contains(&m), "{name}: memory {m:.1} %");
+            assert!((-37.0..19.0).contains(&t), "{name}: step {t:.1} %");
+        }
+        time.push(t);
+    }
+    let (median, _) = spread(&time);
+    assert!(median < 18.0, "median step error {median:.1} % ({time:.1?})");
 }

@@ -399,9 +399,10 @@ fn compression_pays_off_only_on_slow_networks() {
         100.0 * gain(&table[0]),
         100.0 * gain(fast)
     );
-    // At 400 Gb/s the casts cost more than they save: -2.4 % with the default compute model's
-    // 52.5 µs of host a kernel for each of the hook's casts.
-    assert!(gain(&table[0]) > 0.2 && gain(fast) < 0.02 && gain(fast) > -0.03, "{table:?}");
+    // At 400 Gb/s the casts cost more than they save: -3.0 % with the default compute model's
+    // 52.5 µs of host a kernel for each of the hook's casts (-2.4 % at 8 sequences a GPU,
+    // before GPT-2 XL was counted as transformers runs it and 8 no longer fitted).
+    assert!(gain(&table[0]) > 0.2 && gain(fast) < 0.02 && gain(fast) > -0.04, "{table:?}");
 }
 
 #[test]
@@ -414,7 +415,7 @@ fn bad_ddp_input_is_one_line_naming_the_field() {
             base.replace("comm_hook = \"none\"", "comm_hook = \"zip\""),
             "workload.ddp.comm_hook: unknown hook \"zip\"",
         ),
-        (base.replace("micro_batch = 8\n", ""), "workload.micro_batch: missing"),
+        (base.replace("micro_batch = 4\n", ""), "workload.micro_batch: missing"),
         (
             base.replace("model = \"gpt2-xl\"", "model = \"gpt5\""),
             "workload.model: unknown model \"gpt5\"",
@@ -943,7 +944,7 @@ fn a_straggler_in_a_job_sets_that_jobs_pace() {
     let text = std::fs::read_to_string("scenarios/two-ddp-jobs-shared-spine.toml").unwrap();
     let text =
         text.replace("../topologies/", &format!("{}/topologies/", env!("CARGO_MANIFEST_DIR")));
-    let slow = text.replacen("mfu = 0.4", "mfu = 0.4\nstraggler_speed = 0.8", 1);
+    let slow = text.replacen("mfu = 0.2", "mfu = 0.2\nstraggler_speed = 0.8", 1);
     let dir = super::scratch();
     let (p, q) = (
         dir.join(format!("collsim-job-skew-{}.toml", std::process::id())),

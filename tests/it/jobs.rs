@@ -335,8 +335,10 @@ fn ddp_jobs_post_their_buckets_into_one_network() {
     for j in two_ddp_jobs("spread", &[]) {
         let speed = j["relative_speed"][0].as_f64().unwrap();
         let (step, alone) = (&j["step"], &j["alone"]);
-        // 0.96 on 32 CUDA channels per node, 0.97 on NCCL's 16 (8 rings of 48 GB/s doubled once).
-        assert!(speed < 0.98 && speed > 0.5, "spread: {speed}");
+        // 0.96 on 32 CUDA channels per node, 0.97 on NCCL's 16 (8 rings of 48 GB/s doubled
+        // once); 0.98 since GPT-2 XL's step is counted as transformers runs it (more compute to
+        // hide the shared spine behind).
+        assert!(speed < 0.99 && speed > 0.5, "spread: {speed}");
         assert!(f(step, "comm_ms") > 1.1 * f(alone, "comm_ms"));
         assert_eq!(f(step, "compute_ms"), f(alone, "compute_ms"));
         let added = f(step, "iteration_time_ms") - f(alone, "iteration_time_ms");
@@ -413,7 +415,7 @@ fn jobs_whose_steps_differ_a_thousandfold_are_refused_not_run_for_ever() {
     ))
     .unwrap()
     .replace("../topologies/user/dgx-h100-spine-2to1.toml", SPINE)
-    .replacen("mfu = 0.4", "mfu = 0.01\ngrad_accumulation = 64", 1);
+    .replacen("mfu = 0.2", "mfu = 0.01\ngrad_accumulation = 64", 1);
     let p = write("ddp-unequal", &text);
     super::cli_errors::fails_with(
         &["simulate", &p],
@@ -740,7 +742,7 @@ fn a_job_alone_takes_its_profiles_size_band_correction_as_the_plain_step_does() 
     // the bit, correction and all (it used to run uncorrected: 24.67 ms of communication
     // against the plain step's 26.60).
     let w = "[workload]\nkind = \"ddp\"\nmodel = \"gpt2-xl\"\nsequence = 1024\nmicro_batch = 4\n\
-             precision = \"bf16\"\nmfu = 0.4\n[workload.ddp]\nbucket_cap_mb = 100\n";
+             precision = \"bf16\"\nmfu = 0.2\n[workload.ddp]\nbucket_cap_mb = 100\n";
     let plain = format!("[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n{w}");
     let jobs = format!(
         "[cluster]\ntopology = \"dgx-h100\"\nnodes = 2\n[[job]]\nname = \"a\"\nnodes = 1\n{}",

@@ -88,8 +88,13 @@ fn the_shipped_profile_is_what_collsim_profile_makes_of_its_trace() {
 #[test]
 fn a_profile_finds_each_models_layers() {
     // GPT-2 small's 12 blocks under DDP and under FSDP (each a unit), and the 24 of our
-    // Megatron-style step with full recompute (its backward recomputes each block's forward).
+    // Megatron-style step with full recompute (its backward recomputes each block's forward);
+    // transformers' own GPT-2 and Llama 3.2 1B (Llama's trace records the host's `wait`s on
+    // DDP's buffer broadcasts, which are not collectives: they used to stop the profile).
+    let hf = "calibration/data/2026-11-30-h200-hf";
     for (trace, layers, fwd, bwd) in [
+        (format!("{hf}/gpt2-b8/trace.json.gz"), 12, 37, 71),
+        (format!("{hf}/llama1b-b4-s2048/trace.json.gz"), 16, 57, 120),
         (format!("{DIR}/run1-kineto-ddp.json.gz"), 12, 23, 53),
         (format!("{DIR}/run1-kineto-fsdp.json.gz"), 12, 37, 56),
         (
