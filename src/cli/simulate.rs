@@ -113,8 +113,14 @@ pub(crate) fn profile(args: ProfileArgs) -> Result<()> {
                 _ => None,
             })
             .sum::<f64>();
+    let cut = p
+        .memory
+        .as_ref()
+        .and_then(|m| m.step_ms)
+        .map(|ms| format!(" (cut to what the step timed without the profiler, {ms:.3} ms, leaves)"))
+        .unwrap_or_default();
     e.push_str(&format!(
-        "host gaps kept as time: {:.3} ms; {} collectives; {} entries{}\n",
+        "host gaps kept as time: {:.3} ms{cut}; {} collectives; {} entries{}\n",
         host / 1e3,
         p.collectives(),
         p.step.len(),

@@ -343,6 +343,10 @@ pub struct Memory {
     /// The optimizer step's peak allocated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimizer_max_allocated: Option<u64>,
+    /// The same step timed without the profiler (the file's `median_ms`), ms: the traced
+    /// step's host gaps are cut to what it leaves them ([`profiler_host_scale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<f64>,
 }
 
 /// A profile's memory carried to another shape, bytes: what [`super::memory::DdpMemory`]
@@ -426,6 +430,12 @@ impl Memory {
             start_allocated: field("start_allocated")?,
             forward_allocated: field("forward_allocated")?,
             optimizer_max_allocated: field("optimizer_max_allocated")?,
+            step_ms: match names.iter().position(|n| n == "median_ms").map(|i| cells[i]) {
+                None | Some("") => None,
+                Some(c) => Some(c.parse::<f64>().map_err(|_| {
+                    format!("{file}:{line}: median_ms: not a step time in ms ({c:?})")
+                })?),
+            },
         };
         m.check().map_err(|e| format!("{file}:{line}: {e}"))?;
         Ok(m)
@@ -472,6 +482,11 @@ impl Memory {
             if x.is_some_and(|x| !(1..=MAX_SHAPE).contains(&x)) {
                 return Err(format!("{name}: must be 1 to {MAX_SHAPE}"));
             }
+        }
+        // A step between a microsecond and an hour.
+        if let Some(ms) = self.step_ms.filter(|ms| !(ms.is_finite() && (1e-3..=3.6e6).contains(ms)))
+        {
+            return Err(format!("median_ms: {ms} is not a step time (1 µs to an hour, in ms)"));
         }
         if self.start_allocated.is_some() != self.forward_allocated.is_some() {
             return Err(
@@ -984,6 +999,19 @@ pub fn from_trace(
             kernels: n,
         });
     }
+    // The profiler slows the host (its own bookkeeping at every op): where the same step was
+    // timed without it, its host gaps keep only what that time leaves them.
+    let step_span_us = step_span.unwrap_or(last - first);
+    if let Some(scale) = opts.memory.as_ref().and_then(|m| {
+        let host: f64 = step.iter().map(host_us).sum();
+        profiler_host_scale(step_span_us / 1e3, host / 1e3, m.step_ms?)
+    }) {
+        for e in &mut step {
+            if let Entry::Kernels { compute_us, class: Class::Host, .. } = e {
+                *compute_us *= scale;
+            }
+        }
+    }
     // To the ns, as the trace's clock.
     for e in &mut step {
         match e {
@@ -1030,7 +1058,7 @@ pub fn from_trace(
         shapes,
         ranks: traced.file.ranks,
         kernel_floor_us: if floor.is_finite() { round3(floor) } else { 0.0 },
-        traced_step_ms: round3(step_span.unwrap_or(last - first) / 1e3),
+        traced_step_ms: round3(step_span_us / 1e3),
         gpu_busy_ms: round3(busy / 1e3),
         host_span_ms: if host.1 > host.0 { round3((host.1 - host.0) / 1e3) } else { 0.0 },
         memory: opts.memory.clone(),
@@ -1038,6 +1066,37 @@ pub fn from_trace(
         step,
         summary,
     })
+}
+
+impl ModelProfile {
+    /// The host's launches without the profiler, ms, where the step was timed without it
+    /// (`[memory] step_ms`): the traced launch span × the step's time without the profiler
+    /// over with it (at most 1). The profiler slows the host more than the step, so this errs
+    /// long.
+    pub fn host_floor_ms(&self) -> Option<f64> {
+        let ms = self.memory.as_ref()?.step_ms?;
+        (self.traced_step_ms > 0.0)
+            .then(|| self.host_span_ms * (ms / self.traced_step_ms).min(1.0))
+            .filter(|f| *f > 0.0)
+    }
+}
+
+/// A host gap's time, µs (0 for anything else).
+fn host_us(e: &Entry) -> f64 {
+    match e {
+        Entry::Kernels { compute_us, class: Class::Host, .. } => *compute_us,
+        _ => 0.0,
+    }
+}
+
+/// What a traced step's host gaps are cut to, as a share of them, where the same step took
+/// `unprofiled_ms` without the profiler: the gaps a `traced_ms` step of `host_ms` gaps keeps
+/// beyond its other time, never more than traced (None: no gaps). The profiler's own cost on
+/// the host falls in the gaps: on one H200, transformers' GPT-2 small at 8 x 1,024 tokens
+/// traced 96.0 ms with 35.6 ms of gaps and ran 60.6 ms unprofiled
+/// (`calibration/data/2026-11-30-h200-hf`).
+pub fn profiler_host_scale(traced_ms: f64, host_ms: f64, unprofiled_ms: f64) -> Option<f64> {
+    (host_ms > 0.0).then(|| ((unprofiled_ms - (traced_ms - host_ms)) / host_ms).clamp(0.0, 1.0))
 }
 
 /// The forward's and the backward's repeated blocks in `sequence` (phase, class, kernel
@@ -1465,7 +1524,14 @@ impl Named {
         if self.tp > 1 {
             carry.tp = Some(self.tensor_parallel().map_err(|e| (Blame::Tp, e))?);
         }
-        let (calls, busy_us) = p.carry_with(&carry);
+        let (mut calls, busy_us) = p.carry_with(&carry);
+        // Where the same step was timed without the profiler, the host's launches took at most
+        // the traced span scaled by how much faster the whole step ran without it (the profiler
+        // slows the host, and the GPU hardly): the carried step ends no sooner.
+        let floor_ms = p.host_floor_ms();
+        if let Some(f) = floor_ms.filter(|&f| busy_us / 1e3 < f) {
+            calls.push(Call::Until { idle_until_us: f * 1e3 });
+        }
         // A step carried past what a list of calls may hold (an entry over an hour) is refused,
         // blaming the shape where it changed.
         super::calls::check(&calls).map_err(|e| {
@@ -1487,7 +1553,14 @@ impl Named {
         // The host's launches stay as traced; where the GPU's work now takes less time than
         // the traced host took to launch it, the host may bound the step, which the replay
         // (keeping only the trace's own late launches) does not show.
-        let host = if busy_us / 1e3 < p.host_span_ms {
+        let host = if let Some(f) = floor_ms.filter(|&f| busy_us / 1e3 < f) {
+            format!(
+                "; its GPU work, {:.1} ms, is shorter than the {f:.1} ms the host takes to launch it (the traced {:.1} ms x {:.3}, the step's time without the profiler over with it): the host bounds the step",
+                busy_us / 1e3,
+                p.host_span_ms,
+                f / p.host_span_ms,
+            )
+        } else if floor_ms.is_none() && busy_us / 1e3 < p.host_span_ms {
             format!(
                 "; warning: its GPU work, {:.1} ms, is shorter than the {:.1} ms over which the traced host launched it (under the profiler, which slows the host): the step may be bound by the host, and longer than this",
                 busy_us / 1e3,
@@ -1716,6 +1789,20 @@ mod tests {
     }
 
     #[test]
+    fn the_profilers_host_cost_is_cut_from_the_gaps_and_never_added() {
+        // GPT-2 small on one H200: traced 96.0 ms with 35.6 ms of host gaps, 60.6 ms without
+        // the profiler: 0.2 ms of the gaps are the step's own.
+        let k = profiler_host_scale(96.0, 35.6, 60.6).unwrap();
+        assert!((k * 35.6 - 0.2).abs() < 1e-9, "{k}");
+        // Slower without the profiler than with it: the gaps stay as traced.
+        assert_eq!(profiler_host_scale(96.0, 35.6, 120.0), Some(1.0));
+        // Shorter than the traced step's GPU time: no gap is the step's own.
+        assert_eq!(profiler_host_scale(96.0, 35.6, 50.0), Some(0.0));
+        // No gaps, nothing to cut.
+        assert_eq!(profiler_host_scale(96.0, 0.0, 50.0), None);
+    }
+
+    #[test]
     fn measured_memory_carries_where_its_split_is_known_and_never_optimistically() {
         let peaks = Memory {
             source: "steps.csv".into(),
@@ -1727,6 +1814,7 @@ mod tests {
             start_allocated: None,
             forward_allocated: None,
             optimizer_max_allocated: None,
+            step_ms: None,
         };
         assert_eq!(peaks.carried(1.0, false).map(|c| c.kept), Some(100.0));
         assert_eq!(peaks.carried(2.0, false), None);
