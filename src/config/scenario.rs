@@ -937,6 +937,24 @@ fn checkpointing(
     Ok(Some(c))
 }
 
+/// Whether a workload's step runs under 16-bit autocast over fp32 parameters, as PyTorch's
+/// mixed precision does for plain DDP (and FSDP without a 16-bit `param_dtype`): a bf16 or fp16
+/// `precision` with fp32 gradients (the parameters' dtype), no ZeRO (DeepSpeed keeps 16-bit
+/// parameters) and no Megatron layout (likewise).
+fn under_autocast(w: &RawWorkload, grad_dtype: DataType) -> bool {
+    let sixteen =
+        w.precision.as_ref().is_some_and(|p| matches!(p.get_ref().as_str(), "bf16" | "fp16"));
+    let params = match w.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        Some("zero") => None,
+        Some("fsdp") => match w.fsdp.as_ref().and_then(|f| f.get_ref().param_dtype.as_ref()) {
+            Some(d) => DataType::parse(d.get_ref()),
+            None => Some(grad_dtype),
+        },
+        _ => Some(grad_dtype),
+    };
+    sixteen && params == Some(DataType::Float) && w.parallel.is_none()
+}
+
 /// The model a workload gives (a preset, a `[workload.model]` table or `[[workload.layer]]`
 /// tables) with the attention `workload.attention` names, checked; and the `[workload.model]`
 /// specification it was built from, kept to build it again at another tensor-parallel degree
@@ -954,7 +972,7 @@ fn workload_model(
     let model = match (&w.model, &w.layer) {
         (Some(m), None) => match m.get_ref() {
             super::raw::RawModel::Name(name) => {
-                models::preset(name, seq, grad_dtype).ok_or_else(|| {
+                models::preset(name, seq, grad_dtype, under_autocast(w, grad_dtype)).ok_or_else(|| {
                     src.error_at(
                         m.span().start,
                         format!(
@@ -965,7 +983,15 @@ fn workload_model(
                 })?
             }
             super::raw::RawModel::Spec(spec) => {
-                let (model, spec) = model_spec(src, spec, m.span().start, seq, grad_dtype, tp_hint)?;
+                let (model, spec) = model_spec(
+                    src,
+                    spec,
+                    m.span().start,
+                    seq,
+                    grad_dtype,
+                    tp_hint,
+                    under_autocast(w, grad_dtype),
+                )?;
                 written = Some(spec);
                 model
             }
@@ -1197,6 +1223,7 @@ fn model_spec(
     seq: Option<u64>,
     grad_dtype: DataType,
     tp: u64,
+    autocast: bool,
 ) -> Result<(crate::workload::models::Model, crate::workload::spec::ModelSpec), ConfigError> {
     use crate::workload::models::{self, Attention};
     use crate::workload::spec::{
@@ -1425,6 +1452,7 @@ fn model_spec(
             ),
         ));
     }
+    spec.autocast = autocast;
     Ok((spec.build(seq, grad_dtype, tp), spec))
 }
 

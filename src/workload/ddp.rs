@@ -2530,7 +2530,7 @@ mod tests {
     #[test]
     fn resnet50_buckets_match_the_reference_layouts() {
         // ddp.md §3.6, cases A (construction), B (rebuilt, default caps), C (bucket_cap_mb=25).
-        let m = preset("resnet50", None, DataType::Float).unwrap();
+        let m = preset("resnet50", None, DataType::Float, false).unwrap();
         assert_eq!(
             mib(&buckets(&m, None, Phase::Construction)),
             [11.84, 30.04, 28.29, 25.77, 1.55]
@@ -2551,7 +2551,7 @@ mod tests {
 
     #[test]
     fn transformer_buckets_match_the_reference_layouts() {
-        let bert = preset("bert-large", None, DataType::Float).unwrap();
+        let bert = preset("bert-large", None, DataType::Float, false).unwrap();
         let a = mib(&buckets(&bert, None, Phase::Construction));
         assert_eq!(
             (a.len(), &a[..4], a[a.len() - 1]),
@@ -2565,7 +2565,7 @@ mod tests {
         let c = mib(&buckets(&bert, Some(25 << 20), Phase::Rebuilt));
         assert_eq!((c.len(), &c[..3], c[c.len() - 1]), (37, &[40.17, 32.04, 28.04][..], 125.25));
 
-        let gpt = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let gpt = preset("gpt2-xl", None, DataType::Float, false).unwrap();
         let a = mib(&buckets(&gpt, None, Phase::Construction));
         assert_eq!(
             (a.len(), &a[..4], a[a.len() - 1]),
@@ -2576,7 +2576,7 @@ mod tests {
         assert_eq!(b, mib(&buckets(&gpt, Some(25 << 20), Phase::Rebuilt)), "C is B for GPT-2 XL");
 
         for (dtype, big) in [(DataType::Float, 500.0), (DataType::Bfloat16, 250.0)] {
-            let llama = preset("llama-7b", None, dtype).unwrap();
+            let llama = preset("llama-7b", None, dtype, false).unwrap();
             for phase in [Phase::Construction, Phase::Rebuilt] {
                 let v = mib(&buckets(&llama, None, phase));
                 assert_eq!(v.len(), 226, "{dtype:?} {phase:?}");
@@ -2613,7 +2613,7 @@ mod tests {
             ("gpt2-xl", 4, 254.0),
             ("llama-7b", 1, 2375.0),
         ] {
-            let m = preset(name, None, DataType::Float).unwrap();
+            let m = preset(name, None, DataType::Float, false).unwrap();
             let got = m.params() as f64 / powersgd_sent(&m, rank) as f64;
             assert!(
                 (got / ratio - 1.0).abs() < 0.01,
@@ -2624,7 +2624,7 @@ mod tests {
 
     #[test]
     fn hooks_change_the_wire() {
-        let m = preset("bert-large", None, DataType::Float).unwrap();
+        let m = preset("bert-large", None, DataType::Float, false).unwrap();
         let b = &buckets(&m, None, Phase::Rebuilt)[1];
         let plain = wire_bytes(&hook_steps(&CommHook::None, &m, b, 64));
         assert_eq!(plain, b.bytes);
@@ -2719,7 +2719,7 @@ mod tests {
 
     #[test]
     fn buckets_launch_in_index_order_on_one_fifo_stream() {
-        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let m = preset("gpt2-xl", None, DataType::Float, false).unwrap();
         let r = simulate_step(&spec(m), 16, &gpu(), &linear_coll(1e-10));
         for w in r.buckets.windows(2) {
             // FIFO: a bucket starts after the one before it ends, and never before it is ready.
@@ -2768,7 +2768,7 @@ mod tests {
 
     #[test]
     fn no_sync_steps_compute_only_and_bucket_views_skip_the_copy_out() {
-        let m = preset("resnet50", None, DataType::Float).unwrap();
+        let m = preset("resnet50", None, DataType::Float, false).unwrap();
         let mut s = spec(m);
         let one = simulate_step(&s, 8, &gpu(), &linear_coll(1e-10));
         s.grad_accumulation = 4;
@@ -2826,7 +2826,7 @@ mod tests {
 
     #[test]
     fn slowdown_powersgd_overlap_and_find_unused() {
-        let m = preset("resnet50", None, DataType::Float).unwrap();
+        let m = preset("resnet50", None, DataType::Float, false).unwrap();
         let mut s = spec(m);
         s.compute_slowdown = None;
         // NCCL's 10 CTAs over 100 SMs.
@@ -2861,7 +2861,7 @@ mod tests {
         // Issue #15 (a): the largest bucket's channel count set the slowdown of every bucket.
         // Its all-reduce runs after backward here (nothing left to slow), so taking all 100 SMs
         // for it must leave the step as it is, while the earlier buckets keep their 8 channels.
-        let m = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let m = preset("gpt2-xl", None, DataType::Float, false).unwrap();
         let mut s = spec(m);
         s.compute_slowdown = None;
         let run = |big_channels: usize| {
@@ -3300,7 +3300,7 @@ mod tests {
                 ..fsdp(ShardingStrategy::FullShard, BackwardPrefetch::BackwardPre)
             }),
             optimizer: crate::workload::memory::Optimizer::Adam,
-            ..half(preset("gpt2-xl", None, DataType::Float).unwrap())
+            ..half(preset("gpt2-xl", None, DataType::Float, false).unwrap())
         };
         let mem = |n| crate::workload::memory::ddp_memory(&spec, n, 8);
         let (a, b) = (mem(8), mem(64));
@@ -3334,7 +3334,7 @@ mod checkpointing_tests {
     }
 
     fn llama(checkpointing: Checkpointing) -> DdpSpec {
-        let model = preset("llama-3-8b", Some(4096), DataType::Bfloat16).unwrap();
+        let model = preset("llama-3-8b", Some(4096), DataType::Bfloat16, false).unwrap();
         DdpSpec {
             checkpointing,
             rate: ComputeRate::Tflops(400.0),

@@ -254,7 +254,8 @@ impl Model {
     /// residual stream and key/value copies 8 bytes more a hidden element
     /// (`super::spec::Activation`, `ModelSpec::block_acts`).
     ///
-    /// Per-preset figures (per sample): GPT-2 XL 7.39 GB at s = 1024, BERT-large 0.130 GB at
+    /// Per-preset figures (per sample): GPT-2 XL 7.39 GB at s = 1024 under autocast (4.87 with
+    /// 16-bit parameters), BERT-large 0.130 GB at
     /// s = 128, Llama-7B 9.52 GB at s = 2048, ResNet-50 67 MB at 224 × 224.
     pub fn act_bytes(&self) -> f64 {
         self.layers.iter().map(|l| l.act_bytes).sum()
@@ -262,8 +263,8 @@ impl Model {
 
     /// Memory-bound bytes per sample, forward and backward, with 16-bit activations
     /// ([`MemoryWork`]). The presets': ResNet-50 142 / 208 MB per 224 × 224 image; BERT-large
-    /// 233 / 369 MB at s = 128; GPT-2 XL 30.38 / 49.94 GB at s = 1024 (its eager `gelu_new`, in
-    /// fp32 under autocast, four fifths of it); Llama-7B 43.1 / 79.5 GB
+    /// 233 / 369 MB at s = 128; GPT-2 XL 30.38 / 49.94 GB at s = 1024 under autocast (its eager
+    /// `gelu_new`, in fp32, four fifths of it; 14.96 / 23.83 with 16-bit parameters); Llama-7B 43.1 / 79.5 GB
     /// at s = 2048.
     pub fn memory_bytes(&self) -> (f64, f64) {
         let sum = |f: fn(&MemoryWork) -> f64| self.layers.iter().map(|l| f(&l.memory)).sum();
@@ -333,8 +334,9 @@ pub fn default_sequence(name: &str) -> Option<u64> {
 }
 
 /// A preset by name, at sequence length `seq` for the transformers (their usual one if None),
-/// with gradients of `grad_dtype`.
-pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Model> {
+/// with gradients of `grad_dtype`, its step under 16-bit autocast over fp32 parameters or not
+/// ([`super::spec::ModelSpec::autocast`]).
+pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType, autocast: bool) -> Option<Model> {
     // Buffers: ResNet-50's 53 batch norms hold running mean and variance (26,560 channels, fp32)
     // and an int64 counter each; BERT's embeddings hold position_ids and token_type_ids (512
     // int64 each). GPT-2's and Llama's are left out (they depend on the transformers version).
@@ -343,7 +345,7 @@ pub fn preset(name: &str, seq: Option<u64>, grad_dtype: DataType) -> Option<Mode
         "resnet50" => (resnet50(), 2 * 26_560 * 4 + 53 * 8),
         "bert-large" => (bert_large(seq.or(default_sequence(name))?, gs), 2 * 512 * 8),
         _ => {
-            let spec = super::spec::ModelSpec::preset(name)?;
+            let spec = super::spec::ModelSpec { autocast, ..super::spec::ModelSpec::preset(name)? };
             let mut m = spec.build(seq.or(default_sequence(name))?, grad_dtype, 1);
             m.name = name.to_string();
             return Some(m);
@@ -793,7 +795,7 @@ mod tests {
     #[test]
     fn under_fp8_a_blocks_linear_layers_are_its_macs_but_the_attention_scores() {
         for (name, seq) in [("llama-3-8b", 8192u64), ("gpt2-xl", 1024), ("mixtral-8x7b", 4096)] {
-            let m = preset(name, Some(seq), DataType::Float).unwrap();
+            let m = preset(name, Some(seq), DataType::Float, false).unwrap();
             let block = m
                 .layers
                 .iter()
@@ -809,7 +811,7 @@ mod tests {
             assert!((rest / (scores + router) - 1.0).abs() < 1e-9, "{name}: {rest} vs {scores}");
             assert!(fwd > 0.0 && bwd > fwd, "{name}");
         }
-        let head = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let head = preset("llama-3-8b", Some(8192), DataType::Float, false).unwrap();
         let head = head.layers.last().unwrap().parallel.unwrap();
         assert!(fp8_linears(&head).is_none());
     }
@@ -826,13 +828,13 @@ mod tests {
             ("llama-7b", 6_738_415_616, 291, 32.0 * 219.15e6 + 131.07e6, 2048.0),
         ];
         for (name, params, tensors, macs, per) in cases {
-            let m = preset(name, None, DataType::Float).unwrap();
+            let m = preset(name, None, DataType::Float, false).unwrap();
             assert_eq!(m.params(), params, "{name}");
             assert_eq!(m.tensors().count(), tensors, "{name}");
             let got = m.fwd_macs() / per;
             assert!((got / macs - 1.0).abs() < 0.005, "{name}: {got} vs {macs}");
         }
-        assert!(preset("gpt5", None, DataType::Float).is_none());
+        assert!(preset("gpt5", None, DataType::Float, false).is_none());
     }
 
     #[test]
@@ -853,7 +855,7 @@ mod tests {
             ("gpt3-175b", 174_604_259_328, 1156, 174_563.7e6, 2048.0, 96.0, 12_288.0),
         ];
         for (name, params, tensors, active, seq, layers, d) in cases {
-            let m = preset(name, None, DataType::Float).unwrap();
+            let m = preset(name, None, DataType::Float, false).unwrap();
             assert_eq!(m.params(), params, "{name}");
             assert_eq!(m.tensors().count(), tensors, "{name}");
             let macs = m.fwd_macs() / seq;
@@ -871,7 +873,7 @@ mod tests {
             ("gpt2-xl", 30.38, 49.94),
             ("llama-7b", 43.1, 79.5),
         ] {
-            let (f, b) = preset(name, None, DataType::Float).unwrap().memory_bytes();
+            let (f, b) = preset(name, None, DataType::Float, true).unwrap().memory_bytes();
             assert!((f / 1e9 / fwd - 1.0).abs() < 0.01, "{name}: forward {f}");
             assert!((b / 1e9 / bwd - 1.0).abs() < 0.01, "{name}: backward {b}");
         }
@@ -883,7 +885,7 @@ mod tests {
         for (name, gb) in
             [("gpt2-xl", 7.39), ("bert-large", 0.130), ("llama-7b", 9.52), ("resnet50", 0.0667)]
         {
-            let m = preset(name, None, DataType::Float).unwrap();
+            let m = preset(name, None, DataType::Float, true).unwrap();
             let got = m.act_bytes() / 1e9;
             assert!((got / gb - 1.0).abs() < 0.02, "{name}: {got} GB vs {gb}");
         }
@@ -914,7 +916,7 @@ mod tests {
         assert!((split(b) - split(a) - 13.0 * scores / 4.0).abs() < 1.0);
         // Flash changes nothing; a model without blocks has no attention to change.
         assert_eq!(with_attention(flash.clone(), Attention::Flash).unwrap().layers, flash.layers);
-        let resnet = preset("resnet50", None, DataType::Float).unwrap();
+        let resnet = preset("resnet50", None, DataType::Float, false).unwrap();
         assert!(with_attention(resnet, Attention::Unfused).is_none());
     }
 
@@ -922,7 +924,7 @@ mod tests {
     fn each_layer_counts_its_flop_bound_kernels() {
         // Forward GEMMs (and fused attention) per layer, whatever the tensor-parallel split.
         let gemms = |name: &str| -> Vec<u32> {
-            let m = preset(name, None, DataType::Half).unwrap();
+            let m = preset(name, None, DataType::Half, false).unwrap();
             let mut v: Vec<u32> = m.layers.iter().map(|l| l.memory.gemms).collect();
             v.dedup();
             v
@@ -938,10 +940,10 @@ mod tests {
         // ResNet-50: the stem, bottlenecks of 3 convolutions (4 with the downsample), fc.
         assert_eq!(gemms("resnet50")[..3], [1, 4, 3]);
         // Backward two for each GEMM, one for fused attention's backward.
-        let llama = preset("llama-7b", None, DataType::Half).unwrap();
+        let llama = preset("llama-7b", None, DataType::Half, false).unwrap();
         let block = crate::workload::parallel::split(&llama.layers[1], 8, true).memory;
         assert_eq!((block.gemms, block.bwd_gemms), (8, 15));
-        let gpt = preset("gpt2-xl", None, DataType::Half).unwrap();
+        let gpt = preset("gpt2-xl", None, DataType::Half, false).unwrap();
         assert_eq!(
             (gpt.layers[1].memory.bwd_gemms, gpt.layers.last().unwrap().memory.bwd_gemms),
             (9, 2)

@@ -1819,7 +1819,7 @@ mod tests {
         // distributed optimizer reduce-scatters them (param_and_grad_buffer.py) and, with
         // `overlap_param_gather`, all-gathers the parameters bucket by bucket as the next
         // forward needs them.
-        let m = preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap();
+        let m = preset("gpt2-xl", Some(512), DataType::Bfloat16, false).unwrap();
         let s = spec(m, 8);
         let (world, coll) = (16, linear(1e-11));
         let run = |l: &Layout| simulate_parallel(&s, l, world, &gpu(), &coll);
@@ -1859,7 +1859,7 @@ mod tests {
         // for each of Megatron's layouts here: plain, interleaved, and without overlapped
         // reductions. The distributed optimizer alone moves it, the other way: each rank
         // steps 1/dp of the state, so a GPU's rate grows with the replicas.
-        let s = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap(), 8);
+        let s = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16, false).unwrap(), 8);
         let rate = |l: &Layout, dp: usize| {
             let r = simulate_parallel(&s, l, l.tp * l.pp * dp, &gpu(), &free);
             r.samples_per_s / r.world as f64
@@ -1904,7 +1904,7 @@ mod tests {
         for (name, k) in [("gpt2-xl", 1), ("gpt2-xl", 4), ("llama-7b", 2)] {
             let s = DdpSpec {
                 bucket_cap: Some(25 << 20),
-                ..spec(preset(name, Some(512), DataType::Bfloat16).unwrap(), k)
+                ..spec(preset(name, Some(512), DataType::Bfloat16, false).unwrap(), k)
             };
             let world = |c, b, d| linear(1e-11)(Group::World, c, b, d);
             let ddp = simulate_step(&s, 16, &gpu(), &world);
@@ -2036,7 +2036,7 @@ mod tests {
     fn tensor_parallelism_splits_the_work_and_adds_its_all_reduces() {
         // GPT-2 XL on 8 ranks, tp = 8: the blocks' GEMMs fall 8x, every block all-reduces its
         // activations twice forward and twice backward.
-        let s = spec(preset("gpt2-xl", Some(1024), DataType::Bfloat16).unwrap(), 1);
+        let s = spec(preset("gpt2-xl", Some(1024), DataType::Bfloat16, false).unwrap(), 1);
         let one = simulate_parallel(&s, &layout(1, 1, 1), 8, &gpu(), &linear(1e-11));
         let tp8 = simulate_parallel(&s, &layout(8, 1, 1), 8, &gpu(), &linear(1e-11));
         assert!(tp8.breakdown.flop_ms < one.breakdown.flop_ms / 7.0);
@@ -2064,14 +2064,16 @@ mod tests {
         // sends each token's hidden state to its 2 experts and back, forward and backward
         // (4 all-to-alls a layer), and its experts' gradients reduce over 2 ranks, the rest over
         // all 16.
-        let m = preset("mixtral-8x7b", Some(1024), DataType::Bfloat16).unwrap();
+        let m = preset("mixtral-8x7b", Some(1024), DataType::Bfloat16, false).unwrap();
         let s = spec(m.clone(), 1);
         let mut l = layout(1, 1, 1);
         l.ep = 8;
         assert!(l.check(&m, 16, 1).is_ok());
         assert!(l.check(&m, 8, 1).is_ok());
         assert!(Layout { ep: 3, ..l }.check(&m, 12, 1).is_err());
-        assert!(l.check(&preset("llama-7b", None, DataType::Float).unwrap(), 16, 1).is_err());
+        assert!(
+            l.check(&preset("llama-7b", None, DataType::Float, false).unwrap(), 16, 1).is_err()
+        );
         let calls = std::sync::Mutex::new(Vec::new());
         let coll = |g: Group, c: Collective, b: Bytes, d: DataType| {
             calls.lock().unwrap().push((g, c, b.get()));
@@ -2108,24 +2110,24 @@ mod tests {
 
     #[test]
     fn layouts_that_do_not_fit_are_refused() {
-        let m = preset("llama-7b", None, DataType::Float).unwrap();
+        let m = preset("llama-7b", None, DataType::Float, false).unwrap();
         assert!(layout(3, 1, 1).check(&m, 16, 1).is_err());
         assert!(layout(2, 5, 1).check(&m, 20, 1).is_err()); // 32 blocks in 5 stages
         let e = layout(2, 4, 2).check(&m, 16, 6).unwrap_err(); // 6 micro-batches, pp 4
         assert_eq!(e.key, "grad_accumulation");
         assert!(layout(2, 4, 2).check(&m, 16, 8).is_ok());
         // GPT-2 XL's 25 heads do not split over 2 ranks (its 1,600 hidden units do).
-        let g = preset("gpt2-xl", None, DataType::Float).unwrap();
+        let g = preset("gpt2-xl", None, DataType::Float, false).unwrap();
         let e = layout(2, 1, 1).check(&g, 16, 1).unwrap_err();
         assert_eq!(e.why, "tp = 2 does not divide the model's 25 attention heads");
         assert_eq!(e.key, "tp");
         assert!(layout(5, 1, 1).check(&g, 20, 1).is_ok());
         // Llama 2 70B's 64 heads take tp 16; its 8 key/value heads do not.
-        let l = preset("llama-2-70b", None, DataType::Float).unwrap();
+        let l = preset("llama-2-70b", None, DataType::Float, false).unwrap();
         let e = layout(16, 1, 1).check(&l, 16, 1).unwrap_err();
         assert!(e.why.contains("8 key/value heads") && e.key == "tp", "{e}");
         assert!(layout(8, 1, 1).check(&l, 16, 1).is_ok());
-        let r = preset("resnet50", None, DataType::Float).unwrap();
+        let r = preset("resnet50", None, DataType::Float, false).unwrap();
         assert!(layout(2, 1, 1).check(&r, 8, 1).is_err());
         assert!(layout(1, 1, 1).check(&r, 8, 1).is_ok());
     }
@@ -2155,7 +2157,7 @@ mod tests {
 
     #[test]
     fn a_context_parallel_rank_runs_its_share_of_the_sequence_with_the_whole_weights() {
-        let m = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let m = preset("llama-3-8b", Some(8192), DataType::Float, false).unwrap();
         let block = m.layers.iter().find(|l| is_block(l)).unwrap();
         let half = split_sequence(block, 2);
         assert_eq!(half.fwd_macs, block.fwd_macs / 2.0);
@@ -2175,7 +2177,7 @@ mod tests {
         // stage's 2 chunks reduces its amaxes once forward and once backward per micro-batch,
         // 16 calls a step, each 100 µs on the amax group (12 blocks x 4 GEMMs x 3 or 2 fp32).
         let fp8 = ComputeRate::Peak { precision: "fp8".into(), efficiency: 0.5 };
-        let bf16 = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16).unwrap(), 4);
+        let bf16 = spec(preset("gpt2-xl", Some(512), DataType::Bfloat16, false).unwrap(), 4);
         let s = DdpSpec { rate: fp8, ..bf16.clone() };
         let l = layout(2, 2, 2);
         let seen = std::sync::Mutex::new(Vec::new());
@@ -2228,7 +2230,7 @@ mod tests {
         // Llama 3 8B, 8192 tokens a sample, 8 GPUs: cp 2 x dp 4 runs the same samples a step as
         // dp 8 with twice the accumulation; each rank does half a sample's work per micro-batch
         // and holds half its activations.
-        let model = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let model = preset("llama-3-8b", Some(8192), DataType::Float, false).unwrap();
         let mut s = spec(model, 4);
         s.micro_batch = 1;
         let cp2 = Layout { cp: 2, ..layout(1, 1, 1) };
@@ -2253,10 +2255,10 @@ mod tests {
 
     #[test]
     fn context_parallel_layouts_that_do_not_fit_are_refused() {
-        let m = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let m = preset("llama-3-8b", Some(8192), DataType::Float, false).unwrap();
         let cp = |c: usize| Layout { cp: c, ..layout(1, 1, 1) };
         assert_eq!(cp(3).check(&m, 8, 1).unwrap_err().key, "cp");
-        let odd = preset("llama-3-8b", Some(8190), DataType::Float).unwrap();
+        let odd = preset("llama-3-8b", Some(8190), DataType::Float, false).unwrap();
         let e = cp(2).check(&odd, 8, 1).unwrap_err();
         assert!(e.key == "cp" && e.why.contains("2 x cp"), "{e}");
         let unfused = crate::workload::models::with_attention(
@@ -2265,7 +2267,7 @@ mod tests {
         )
         .unwrap();
         assert!(cp(2).check(&unfused, 8, 1).unwrap_err().why.contains("flash"));
-        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float).unwrap();
+        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float, false).unwrap();
         let e = Layout { ep: 2, ..cp(2) }.check(&moe, 16, 1).unwrap_err();
         assert_eq!(e.key, "cp");
     }
@@ -2302,7 +2304,7 @@ mod tests {
 
     #[test]
     fn overlapping_tensor_parallel_collectives_shortens_a_tp_step() {
-        let model = preset("llama-3-8b", Some(4096), DataType::Float).unwrap();
+        let model = preset("llama-3-8b", Some(4096), DataType::Float, false).unwrap();
         let s = spec(model, 2);
         let sp = Layout { sequence_parallel: true, ..layout(4, 1, 1) };
         let over = Layout { tp_comm_overlap: true, ..sp };
@@ -2312,7 +2314,7 @@ mod tests {
         assert!(b < 0.8 * a, "{b} against {a}");
         assert!(hidden.iteration_time_ms < plain.iteration_time_ms);
         // A mixture of experts' blocks are not the four GEMMs modelled.
-        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float).unwrap();
+        let moe = preset("mixtral-8x7b", Some(4096), DataType::Float, false).unwrap();
         assert_eq!(over.check(&moe, 8, 2).unwrap_err().key, "tp_comm_overlap");
         // Userbuffers stay inside a node's NVLink domain.
         let wide = Layout { tp: 16, ..over };
@@ -2327,7 +2329,7 @@ mod tests {
     fn the_key_value_ring_sends_one_ranks_keys_and_values_forward_and_twice_that_backward() {
         // Llama 3 8B (32 heads, 8 key/value heads of 128), 8192 tokens, tp 2, cp 2: a rank
         // holds 4096 tokens and 4 key/value heads, 4096 x 2 x 4 x 128 x 2 bytes = 8 MiB.
-        let model = preset("llama-3-8b", Some(8192), DataType::Float).unwrap();
+        let model = preset("llama-3-8b", Some(8192), DataType::Float, false).unwrap();
         let mut s = spec(model, 2);
         s.micro_batch = 1;
         let l = Layout { cp: 2, sequence_parallel: true, ..layout(2, 1, 1) };

@@ -155,6 +155,12 @@ pub struct ModelSpec {
     /// Pad the vocabulary to a multiple of this times the tensor-parallel degree (Megatron's
     /// `--make-vocab-size-divisible-by`; 1: no padding).
     pub vocab_multiple: u64,
+    /// Whether its step runs under 16-bit autocast over fp32 parameters (plain DDP's mixed
+    /// precision, and FSDP's without a 16-bit `param_dtype`): transformers' GPT-2 then keeps
+    /// an fp32 residual stream and runs `gelu_new` in fp32 ([`ModelSpec::autocast_stream`]).
+    /// Set from the scenario, not a key of `[workload.model]`.
+    #[serde(skip)]
+    pub autocast: bool,
     /// The output head is the token embedding.
     pub tied: bool,
     /// Dropout after attention and after the MLP (and on the embeddings).
@@ -232,14 +238,17 @@ impl Activation {
     /// (6): 76 bytes in 10 kernels. Backward (15 kernels, 118 bytes) is autograd's mirror in
     /// fp32 with the casts' gradients. Counted kernel by kernel from a profiled step of
     /// transformers' GPT-2 XL on an H200 (`calibration/data/2026-11-30-h200-hf/gpt2-xl-b8`).
-    /// SwiGLU in eager code: SiLU
+    /// Without autocast (16-bit parameters: FSDP's `param_dtype`, ZeRO, a Megatron layout) the
+    /// same eight ops run in 16 bits: 36 bytes in 8 kernels, 56 in 11 backward. SwiGLU in
+    /// eager code: SiLU
     /// (4) and the product (6), backward SiLU's (6) and the product's two gradients (12), 3
     /// kernels; fused, one kernel reads gate and up and writes the product (6), backward reads
     /// the gradient and both inputs and writes two gradients (10).
-    fn memory(self, f: f64) -> MemoryWork {
+    fn memory(self, f: f64, autocast: bool) -> MemoryWork {
         match self {
             Activation::Gelu | Activation::GeluTanh => MemoryWork::new(4.0 * f, 6.0 * f, 1, 1),
-            Activation::GeluNew => MemoryWork::new(76.0 * f, 118.0 * f, 10, 15),
+            Activation::GeluNew if autocast => MemoryWork::new(76.0 * f, 118.0 * f, 10, 15),
+            Activation::GeluNew => MemoryWork::new(36.0 * f, 56.0 * f, 8, 11),
             Activation::Swiglu => MemoryWork::new(10.0 * f, 18.0 * f, 2, 3),
             Activation::SwigluFused => MemoryWork::new(6.0 * f, 10.0 * f, 1, 1),
         }
@@ -248,11 +257,12 @@ impl Activation {
     /// What it keeps for backward per token beyond the one 16-bit input a one-kernel GELU keeps
     /// (which Korthikanti et al.'s 34·s·h counts): `gelu_new` under autocast keeps `pow`'s fp32
     /// input, tanh's fp32 output, the 16-bit half input and the fp32 factor (1 + tanh), 14
-    /// bytes an element of `f`, 12 more than counted. (A gated MLP's extra input is left in
-    /// the 34·s·h estimate.)
-    fn extra_acts(self, f: f64) -> f64 {
+    /// bytes an element of `f`, 12 more than counted; in 16 bits, 6 more. (A gated MLP's extra
+    /// input is left in the 34·s·h estimate.)
+    fn extra_acts(self, f: f64, autocast: bool) -> f64 {
         match self {
-            Activation::GeluNew => 12.0 * f,
+            Activation::GeluNew if autocast => 12.0 * f,
+            Activation::GeluNew => 6.0 * f,
             _ => 0.0,
         }
     }
@@ -425,6 +435,7 @@ impl ModelSpec {
             max_positions: 0,
             vocab: if family == Family::Gpt { 50_257 } else { 32_000 },
             vocab_multiple: if megatron { 128 } else { 1 },
+            autocast: false,
             tied,
             dropout,
             attention: Attention::Flash,
@@ -671,7 +682,8 @@ impl ModelSpec {
         let residual = MemoryWork::new(12.0 * h, 12.0 * h, 2, 2);
         // The heads merged back (transpose and copy).
         let merge = MemoryWork::new(4.0 * h, 4.0 * h, 1, 1);
-        let act = if with_mlp { self.activation.memory(f) } else { MemoryWork::default() };
+        let act =
+            if with_mlp { self.activation.memory(f, self.autocast) } else { MemoryWork::default() };
         // GEMMs: QKV fused (GPT-2's c_attn, Megatron's linear_qkv) or three; o; the MLP's
         // two, or three unfused gated ones; and flash attention.
         let fused_qkv =
@@ -723,7 +735,8 @@ impl ModelSpec {
     /// backward beyond the biases; the heads' merge, 4h each way, is counted though SDPA's
     /// output needs none). Nothing for other families and implementations.
     fn autocast_stream(&self, h: f64) -> (MemoryWork, MemoryWork) {
-        if self.family != Family::Gpt || self.implementation != Implementation::Hf {
+        if !self.autocast || self.family != Family::Gpt || self.implementation != Implementation::Hf
+        {
             return (MemoryWork::default(), MemoryWork::default());
         }
         (MemoryWork::new(28.0 * h, 64.0 * h, 2, 4), MemoryWork::new(8.0 * h, 20.0 * h, 2, 3))
@@ -775,7 +788,7 @@ impl ModelSpec {
         let (stream, _) = self.autocast_stream(1.0);
         let extra = if stream.fwd > 0.0 { 8.0 * self.hidden as f64 } else { 0.0 };
         transformer_acts(s, self.hidden)
-            + (self.activation.extra_acts(self.ffn as f64) + extra) * s as f64
+            + (self.activation.extra_acts(self.ffn as f64, self.autocast) + extra) * s as f64
     }
 
     fn tp(&self, role: TpRole, tokens: u64) -> TpShape {
@@ -962,8 +975,9 @@ impl ModelSpec {
 mod tests {
     use super::*;
 
+    /// GPT-2 XL with `activation`, its step under autocast.
     fn gpt2(activation: Activation) -> ModelSpec {
-        ModelSpec { activation, ..ModelSpec::preset("gpt2-xl").unwrap() }
+        ModelSpec { activation, autocast: true, ..ModelSpec::preset("gpt2-xl").unwrap() }
     }
 
     #[test]
@@ -972,8 +986,18 @@ mod tests {
         // 17 launches, 172h backward in 30 (5 and 9 FLOP-bound), of which the fp32 residual
         // stream and the key/value copies are 36h and 84h; HF's gelu_new adds 288h forward in
         // 9 more launches, 448h backward in 14 more, and keeps 12 bytes more a MLP element.
-        // Run by Megatron, the same block moves 50h and 88h in 13 and 23.
+        // In 16 bits (16-bit parameters, no autocast) or run by Megatron, the same block moves
+        // 50h and 88h in 13 and 23, and gelu_new adds 128h and 200h in 7 and 10 more, keeping 6
+        // bytes more an MLP element.
         let h = 1600.0;
+        let sixteen = |a| ModelSpec { autocast: false, ..gpt2(a) };
+        let (one16, _) = sixteen(Activation::GeluTanh).block_mem(true);
+        let (new16, _) = sixteen(Activation::GeluNew).block_mem(true);
+        assert_eq!((one16.fwd, one16.bwd, one16.fwd_kernels), (50.0 * h, 88.0 * h, 13));
+        assert_eq!((new16.fwd - one16.fwd, new16.bwd - one16.bwd), (128.0 * h, 200.0 * h));
+        let acts16 = sixteen(Activation::GeluNew).block_acts(1024)
+            - sixteen(Activation::GeluTanh).block_acts(1024);
+        assert_eq!(acts16, 6.0 * 4.0 * h * 1024.0);
         let (one, _) = gpt2(Activation::GeluTanh).block_mem(true);
         assert_eq!(
             (one.fwd, one.bwd, one.fwd_kernels, one.bwd_kernels),

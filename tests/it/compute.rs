@@ -334,3 +334,30 @@ fn hf_model_steps_on_an_h200() {
     let (median, _) = spread(&time);
     assert!(median < 18.0, "median step error {median:.1} % ({time:.1?})");
 }
+
+#[test]
+fn only_a_step_under_autocast_runs_gpt2s_stream_and_gelu_new_in_fp32() {
+    // transformers' GPT-2 XL under 16-bit autocast over fp32 parameters (plain DDP's mixed
+    // precision, FSDP without a 16-bit param_dtype) moves 30.38 GB forward a 1,024-token sample
+    // (its residual stream, LayerNorms and gelu_new in fp32); with 16-bit parameters (FSDP's
+    // param_dtype, ZeRO, a Megatron layout, 16-bit gradients) its ops run in bf16: 14.96 GB.
+    let forward_gb_at = |precision: &str, kind: &str, extra: &str| {
+        let text = format!(
+            "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n[workload]\nkind = \"{kind}\"\nmodel = \"gpt2-xl\"\nmicro_batch = 1\nprecision = \"{precision}\"\n{extra}"
+        );
+        let s = collsim::config::parse_scenario("autocast.toml", &text).expect("parses");
+        let Workload::Ddp(spec) = &s.workload else { unreachable!() };
+        (spec.model.memory_bytes().0 / 1e7).round() / 100.0
+    };
+    let forward_gb = |kind: &str, extra: &str| forward_gb_at("bf16", kind, extra);
+    assert_eq!(forward_gb("ddp", ""), 30.38);
+    assert_eq!(forward_gb("fsdp", ""), 30.38);
+    assert_eq!(forward_gb("fsdp", "[workload.fsdp]\nparam_dtype = \"float\"\n"), 30.38);
+    assert_eq!(forward_gb("fsdp", "[workload.fsdp]\nparam_dtype = \"bfloat16\"\n"), 14.96);
+    assert_eq!(forward_gb("zero", "[workload.zero]\nstage = 2\n"), 14.96);
+    assert_eq!(forward_gb("ddp", "grad_dtype = \"bfloat16\"\n"), 14.96);
+    assert_eq!(forward_gb("ddp", "[workload.parallel]\ntp = 1\npp = 1\n"), 14.96);
+    // In fp32 nothing is autocast (the bytes, counted for 16-bit activations, double when the
+    // step is timed).
+    assert_eq!(forward_gb_at("fp32", "ddp", ""), 14.96);
+}

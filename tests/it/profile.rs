@@ -726,7 +726,9 @@ fn hf_profiles_with_their_unprofiled_steps_carry_to_other_shapes() {
         let mut r = csv::Reader::from_path(format!("{hf}/steps.csv")).unwrap();
         r.records().map(|x| x.unwrap()).map(|x| (x[0].to_string(), x[7].parse().unwrap())).collect()
     };
-    let carries: [(&str, &[(&str, u64, Option<u64>)]); 5] = [
+    // A capture to carry to: its name, micro-batch and sequence (None: the traced one).
+    type Target<'a> = (&'a str, u64, Option<u64>);
+    let carries: [(&str, &[Target]); 5] = [
         (
             "gpt2-xl-b4",
             &[("gpt2-xl-b4", 4, None), ("gpt2-xl-b8", 8, None), ("gpt2-xl-b2", 2, None)],
