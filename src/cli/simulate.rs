@@ -117,6 +117,7 @@ pub(crate) fn profile(args: ProfileArgs) -> Result<()> {
         .memory
         .as_ref()
         .and_then(|m| m.step_ms)
+        .filter(|&ms| ms < p.traced_step_ms)
         .map(|ms| format!(" (cut to what the step timed without the profiler, {ms:.3} ms, leaves)"))
         .unwrap_or_default();
     e.push_str(&format!(

@@ -938,9 +938,12 @@ fn checkpointing(
 }
 
 /// Whether a workload's step runs under 16-bit autocast over fp32 parameters, as PyTorch's
-/// mixed precision does for plain DDP (and FSDP without a 16-bit `param_dtype`): a bf16 or fp16
+/// mixed precision does for plain DDP (and FSDP whose `param_dtype`, by default the
+/// gradients', is fp32): a bf16 or fp16
 /// `precision` with fp32 gradients (the parameters' dtype), no ZeRO (DeepSpeed keeps 16-bit
-/// parameters) and no Megatron layout (likewise).
+/// parameters) and no Megatron layout (likewise). fp8 is Transformer Engine's recipe, which
+/// Megatron runs over 16-bit parameters: not autocast here, though the memory model counts an
+/// autocast cache for any step that is not fp32.
 fn under_autocast(w: &RawWorkload, grad_dtype: DataType) -> bool {
     let sixteen =
         w.precision.as_ref().is_some_and(|p| matches!(p.get_ref().as_str(), "bf16" | "fp16"));

@@ -486,7 +486,9 @@ impl Memory {
         // A step between a microsecond and an hour.
         if let Some(ms) = self.step_ms.filter(|ms| !(ms.is_finite() && (1e-3..=3.6e6).contains(ms)))
         {
-            return Err(format!("median_ms: {ms} is not a step time (1 µs to an hour, in ms)"));
+            return Err(format!(
+                "median_ms (step_ms in a profile): {ms} is not a step time (1 µs to an hour, in ms)"
+            ));
         }
         if self.start_allocated.is_some() != self.forward_allocated.is_some() {
             return Err(
@@ -1000,12 +1002,24 @@ pub fn from_trace(
         });
     }
     // The profiler slows the host (its own bookkeeping at every op): where the same step was
-    // timed without it, its host gaps keep only what that time leaves them.
+    // timed without it (with CUDA events, as the GPU's span is), its host gaps keep only what
+    // that time leaves them beyond the GPU's span without them.
     let step_span_us = step_span.unwrap_or(last - first);
-    if let Some(scale) = opts.memory.as_ref().and_then(|m| {
-        let host: f64 = step.iter().map(host_us).sum();
-        profiler_host_scale(step_span_us / 1e3, host / 1e3, m.step_ms?)
-    }) {
+    let gpu_span_ms = (last - first) / 1e3;
+    let host_ms = step.iter().map(host_us).sum::<f64>() / 1e3;
+    if let Some(m) = &opts.memory
+        && let Some(ms) = m.step_ms
+        && !(0.5 * (gpu_span_ms - host_ms)..=2.0 * gpu_span_ms).contains(&ms)
+    {
+        return Err(format!(
+            "{}: median_ms {ms} is not this trace's step (its GPU span {gpu_span_ms:.3} ms, {:.3} of it without host gaps): give the steps.csv written beside this trace",
+            m.source,
+            gpu_span_ms - host_ms
+        ));
+    }
+    if let Some(scale) =
+        opts.memory.as_ref().and_then(|m| profiler_host_scale(gpu_span_ms, host_ms, m.step_ms?))
+    {
         for e in &mut step {
             if let Entry::Kernels { compute_us, class: Class::Host, .. } = e {
                 *compute_us *= scale;
@@ -1090,8 +1104,8 @@ fn host_us(e: &Entry) -> f64 {
 }
 
 /// What a traced step's host gaps are cut to, as a share of them, where the same step took
-/// `unprofiled_ms` without the profiler: the gaps a `traced_ms` step of `host_ms` gaps keeps
-/// beyond its other time, never more than traced (None: no gaps). The profiler's own cost on
+/// `unprofiled_ms` without the profiler: what that leaves them beyond the rest of a step whose
+/// GPU span is `traced_ms` with `host_ms` of gaps, never more than traced (None: no gaps). The profiler's own cost on
 /// the host falls in the gaps: on one H200, transformers' GPT-2 small at 8 x 1,024 tokens
 /// traced 96.0 ms with 35.6 ms of gaps and ran 60.6 ms unprofiled
 /// (`calibration/data/2026-11-30-h200-hf`).

@@ -156,7 +156,7 @@ pub struct ModelSpec {
     /// `--make-vocab-size-divisible-by`; 1: no padding).
     pub vocab_multiple: u64,
     /// Whether its step runs under 16-bit autocast over fp32 parameters (plain DDP's mixed
-    /// precision, and FSDP's without a 16-bit `param_dtype`): transformers' GPT-2 then keeps
+    /// precision, and FSDP's whose `param_dtype` is fp32): transformers' GPT-2 then keeps
     /// an fp32 residual stream and runs `gelu_new` in fp32 ([`ModelSpec::autocast_stream`]).
     /// Set from the scenario, not a key of `[workload.model]`.
     #[serde(skip)]
