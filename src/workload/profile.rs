@@ -1115,14 +1115,18 @@ pub fn profiler_host_scale(traced_ms: f64, host_ms: f64, unprofiled_ms: f64) -> 
 
 /// The forward's and the backward's repeated blocks in `sequence` (phase, class, kernel
 /// name's id, µs, in order), each with at least 3 kernels (a layer has its GEMMs and what lies
-/// between them) and covering at least a quarter of its phase's kernels.
+/// between them), one of them FLOP-bound, and covering at least a quarter of its phase's
+/// kernels.
 fn blocks_of(sequence: &[(Phase, Class, u32, f64)]) -> Vec<Blocks> {
     let mut out = Vec::new();
     for phase in [Phase::Forward, Phase::Backward] {
         let ks: Vec<&(Phase, Class, u32, f64)> = sequence.iter().filter(|k| k.0 == phase).collect();
         let ids: Vec<u32> = ks.iter().map(|k| k.2).collect();
         let Some((start, period, count)) = repeated_block(&ids, 3) else { continue };
-        if 4 * period * count < ids.len() {
+        // A layer runs its GEMMs (or convolutions, or attention): a run of casts alone is not
+        // one (torchvision's ResNet-50 repeats its 53 weight casts, three kernels each).
+        let flop_bound = ks[start..start + period].iter().any(|k| k.1.flop_bound());
+        if 4 * period * count < ids.len() || !flop_bound {
             continue;
         }
         let mut by_class: BTreeMap<String, f64> = BTreeMap::new();

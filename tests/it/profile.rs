@@ -112,10 +112,15 @@ fn a_profile_finds_each_models_layers() {
         let found: Vec<(u64, u64)> = p.blocks.iter().map(|b| (b.count, b.kernels)).collect();
         assert_eq!(found, [(layers, fwd), (layers, bwd)], "{trace}");
     }
-    // What lies outside the layers (embedding, head, loss) is not a layer.
-    let trace = "calibration/data/2026-11-27-h200-megatron/profile-L0-h1024-mb4.json.gz";
-    let p = collsim_ok(&["profile", trace]);
-    assert!(!p.contains("[[blocks]]"), "{p}");
+    // What lies outside the layers (embedding, head, loss) is not a layer, nor are ResNet-50's
+    // 53 weight casts of three kernels each, which repeat without a GEMM or convolution.
+    for trace in [
+        "calibration/data/2026-11-27-h200-megatron/profile-L0-h1024-mb4.json.gz",
+        &format!("{hf}/resnet50-b32/trace.json.gz"),
+    ] {
+        let p = collsim_ok(&["profile", trace]);
+        assert!(!p.contains("[[blocks]]"), "{trace}: {p}");
+    }
 }
 
 #[test]
