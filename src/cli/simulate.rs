@@ -19,7 +19,7 @@ use crate::*;
 
 /// `collsim profile`.
 pub(crate) fn profile(args: ProfileArgs) -> Result<()> {
-    use collsim::workload::profile::{self, Class};
+    use collsim::workload::profile;
     for (flag, v) in [("--micro-batch", args.micro_batch), ("--sequence", args.sequence)] {
         match v {
             Some(0) => bail_usage!("{flag} 0: at least 1"),
@@ -105,14 +105,7 @@ pub(crate) fn profile(args: ProfileArgs) -> Result<()> {
         ));
     }
     // An empty sum is -0.
-    let host = 0.0
-        + p.step
-            .iter()
-            .filter_map(|x| match x {
-                profile::Entry::Kernels { compute_us, class: Class::Host, .. } => Some(*compute_us),
-                _ => None,
-            })
-            .sum::<f64>();
+    let host = 0.0 + p.step.iter().map(profile::host_us).sum::<f64>();
     let cut = p
         .memory
         .as_ref()

@@ -1096,7 +1096,7 @@ impl ModelProfile {
 }
 
 /// A host gap's time, µs (0 for anything else).
-fn host_us(e: &Entry) -> f64 {
+pub fn host_us(e: &Entry) -> f64 {
     match e {
         Entry::Kernels { compute_us, class: Class::Host, .. } => *compute_us,
         _ => 0.0,
