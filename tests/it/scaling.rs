@@ -177,3 +177,104 @@ fn a_fixed_size_collective_gets_no_faster_with_more_nodes() {
     }
     assert!(bad.is_empty(), "busbw against node count:\n{}", bad.join("\n"));
 }
+
+/// ALCF Polaris all_reduce (4 A100 and 2 Slingshot-11 NICs per node, NCCL 2.21.5): the 2- and
+/// 8-node logs of `calibration/data/` and the 256- and 540-node ones of
+/// `calibration/data/scaling/`, with the tree depth NCCL's and collsim's trees have there (one
+/// level per doubling of the node count: ceil(log2 nodes)).
+const POLARIS: &[(&str, usize, f64)] = &[
+    ("A100SXM40_2N4G_ALL_REDUCE_POLARIS", 2, 1.0),
+    ("A100SXM40_8N4G_ALL_REDUCE_POLARIS", 8, 3.0),
+    ("scaling/A100SXM40_256N4G_ALL_REDUCE_POLARIS", 256, 8.0),
+    ("scaling/A100SXM40_540N4G_ALL_REDUCE_POLARIS", 540, 10.0),
+];
+
+/// One Polaris log against the model under the release it ran: per size, (bytes, measured us,
+/// simulated us, "ALGO/PROTO").
+fn polaris(log: &str, nodes: usize) -> Vec<(u64, f64, f64, String)> {
+    let (log, nodes) = (format!("calibration/data/{log}.log"), nodes.to_string());
+    let out = super::collsim_ok(&[
+        "validate",
+        "--log",
+        &log,
+        "--topology",
+        "polaris-a100-4gpu",
+        "--nodes",
+        &nodes,
+        "--gpus-per-node",
+        "4",
+        "--collective",
+        "all_reduce",
+        "--nccl-version",
+        "2.21.5",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_f64().unwrap();
+            let mech = format!("{}/{}", r["algo"].as_str().unwrap(), r["proto"].as_str().unwrap());
+            (r["size_bytes"].as_u64().unwrap(), f("measured_time_us"), f("predicted_time_us"), mech)
+        })
+        .collect()
+}
+
+/// Least-squares slope of `y` against `x`.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    let (mx, my) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let cov: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let var: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    cov / var
+}
+
+/// Small-message latency across nodes, the only measurement of it beyond two nodes in the
+/// repository (docs/collective-scaling.md, "Small messages on 2-540 nodes"). An all_reduce of
+/// 4 B - 1 KiB runs NCCL's Tree/LL: its time is a fixed part plus one tree level (a network hop
+/// up and one down) per doubling of the node count. Measured, a level costs 23.7 us (median of
+/// the sizes: 34.5, 77.8, 198.5 and 246.2 us on 2, 8, 256 and 540 nodes); collsim's costs 28.1
+/// (two hops at the profile's 10 us LL network step plus the links' latencies), 1.19 times as
+/// much, so every size is +4 to +28 % slow from 8 nodes on. NCCL's own cost model (6.8 + 2 x 5
+/// us per level on the network) would give under half the measured growth. From 2 KiB to 1 MiB
+/// (Tree/LL from 4 KiB on every node count) the model is fast instead, by up to 51 % at 540
+/// nodes: each network step of LL there costs more than its bytes at the link's rate say (a
+/// jump of 5-6 us a hop between 1 and 4 KiB at every node count), which collsim does not model.
+/// The bounds are what the model reaches today; they may only tighten.
+#[test]
+fn small_messages_cost_a_tree_level_per_doubling_of_nodes() {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2] + v[(v.len() - 1) / 2]) / 2.0
+    };
+    let (mut measured, mut simulated) = (Vec::new(), Vec::new());
+    let mut report = Vec::new();
+    let mut misses = Vec::new();
+    for &(log, nodes, depth) in POLARIS {
+        let rows = polaris(log, nodes);
+        assert_eq!(rows.len(), 29, "{log}");
+        let tiny: Vec<_> = rows.iter().filter(|r| r.0 <= 1 << 10).collect();
+        assert!(tiny.iter().all(|r| r.3 == "TREE/LL"), "{log}: {tiny:?}");
+        measured.push((depth, median(tiny.iter().map(|r| r.1).collect())));
+        simulated.push((depth, median(tiny.iter().map(|r| r.2).collect())));
+        for &(bytes, m, p, ref mech) in &rows {
+            let err = p / m - 1.0;
+            report.push(format!("{nodes:3} nodes {bytes:>10} B {mech:12} {:+6.1} %", 100.0 * err));
+            // Up to 1 KiB: pessimistic by at most 30 %, never more than 10 % fast. From 2 KiB to
+            // 1 MiB on Tree/LL: the known fast band, at most 55 % fast.
+            let (lo, hi) = if bytes <= 1 << 10 { (-0.10, 0.30) } else { (-0.55, f64::INFINITY) };
+            if mech == "TREE/LL" && (err < lo || err > hi) {
+                misses.push(report.last().unwrap().clone());
+            }
+        }
+    }
+    println!("{}", report.join("\n"));
+    let (m, s) = (slope(&measured), slope(&simulated));
+    println!("one tree level: measured {m:.1} us, simulated {s:.1} us ({:.2}x)", s / m);
+    assert!((20.0..27.0).contains(&m), "the logs' own level cost moved: {m}");
+    assert!((0.9..=1.25).contains(&(s / m)), "level cost {s:.1} us against {m:.1} measured");
+    assert!(misses.is_empty(), "off the Polaris curves:\n{}", misses.join("\n"));
+}
