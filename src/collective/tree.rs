@@ -531,6 +531,12 @@ impl Layout {
     /// [`TuningInput::tree_bus_cap`]: crate::comm::tuning::TuningInput::tree_bus_cap
     fn flow_cap(&self, comm: &Communicator, proto: Proto) -> f64 {
         let pipes = self.reps.len().max(1) as f64;
+        if self.nvls_tree {
+            return match comm.tuning().nvls_tree_bus_cap() {
+                Some(bus) if proto == Proto::Simple => bus * 1e9 / (2.0 * pipes),
+                _ => f64::INFINITY,
+            };
+        }
         match comm.tuning().tree_bus_cap(proto) {
             Some(bus)
                 if proto == Proto::Simple

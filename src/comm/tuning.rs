@@ -99,17 +99,24 @@ const HW_LAT: [[[f64; 3]; 7]; 3] = [
 /// `llMaxBws` (GB/s) rows: Volta/Intel, Ampere/AMD, Hopper, Blackwell × N1, N2, N4.
 const LL_MAX_BW: [[f64; 3]; 4] =
     [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [141.0, 45.0, 35.0], [282.0, 90.0, 70.0]];
-/// `perChMaxRingLL128Bws` by arch × N1, N2, N4.
+/// `perChMaxRingLL128Bws` by arch × N1, N2, N4 (2.29 on; [`RING_LL128_MAX_BLACKWELL_2_28`] in 2.28).
 const RING_LL128_MAX: [[f64; 3]; 4] = [[20.0; 3], [20.0; 3], [36.7; 3], [40.0; 3]];
+/// `perChMaxRingLL128Bws` of Blackwell in 2.28 (NVIDIA/nccl v2.28.9-1 `src/graph/tuning.cc`:
+/// {2·36.7, 34.6, 2·36.7}), 40 on every node count from 2.29.2.
+const RING_LL128_MAX_BLACKWELL_2_28: [f64; 3] = [73.4, 34.6, 73.4];
 /// `perChMaxTreeLL128Bws`.
 const TREE_LL128_MAX: [[f64; 3]; 4] =
     [[20.0; 3], [20.0; 3], [36.7, 36.7, 29.0], [55.6, 31.67, 20.0]];
 /// `perChMaxTreeBws`.
 const TREE_MAX: [[f64; 3]; 4] =
     [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [38.7, 41.4, 36.0], [70.0, 42.8, 24.0]];
-/// `perChMaxNVLSTreeBws`.
+/// `perChMaxNVLSTreeBws` (2.30; [`NVLS_TREE_MAX_BLACKWELL_N4_2_29`] before it).
 const NVLS_TREE_MAX: [[f64; 3]; 4] =
     [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 80.0]];
+/// `perChMaxNVLSTreeBws` of Blackwell on more than two nodes in 2.28 and 2.29 (NVIDIA/nccl
+/// v2.28.9-1 and v2.29.7-1 `src/graph/tuning.cc`): 43.8 GB/s, raised to 80 in 2.30.3, the only
+/// cost-model constant that differs between 2.29.7 and 2.30.7.
+const NVLS_TREE_MAX_BLACKWELL_N4_2_29: f64 = 43.8;
 /// `nvlsEfficiency` by arch.
 const NVLS_EFF: [f64; 4] = [0.0, 0.0, 0.85, 0.74];
 
@@ -164,6 +171,9 @@ pub struct TuningInput {
     pub pat_enabled: bool,
     /// Which release's constants to use.
     pub version: NcclVersion,
+    /// The release's minor number (2.x), for the constants that changed inside one of
+    /// [`NcclVersion`]'s ranges.
+    pub minor: u32,
     /// Whether CollNet (IB SHARP) is enabled: NCCL_COLLNET_ENABLE=1, SHARP-capable switches,
     /// at least NCCL_COLLNET_NODE_THRESHOLD (2) nodes, at most 8 GPUs per node.
     pub collnet_enabled: bool,
@@ -212,6 +222,25 @@ fn log2i(n: usize) -> f64 {
 }
 
 impl TuningInput {
+    /// `perChMaxRingLL128Bws[arch][ni]` of this release (GB/s per channel).
+    fn ring_ll128_max(&self, arch: usize, ni: usize) -> f64 {
+        if arch == arch_index(Arch::Blackwell) && self.minor == 28 {
+            RING_LL128_MAX_BLACKWELL_2_28[ni]
+        } else {
+            RING_LL128_MAX[arch][ni]
+        }
+    }
+
+    /// `perChMaxNVLSTreeBws[arch][ni]` of this release (GB/s per channel).
+    fn nvls_tree_max(&self, arch: usize, ni: usize) -> f64 {
+        let blackwell = arch == arch_index(Arch::Blackwell);
+        if blackwell && ni == 2 && (28..30).contains(&self.minor) {
+            NVLS_TREE_MAX_BLACKWELL_N4_2_29
+        } else {
+            NVLS_TREE_MAX[arch][ni]
+        }
+    }
+
     fn node_index(&self) -> usize {
         match self.nnodes {
             1 => 0,
@@ -234,6 +263,15 @@ impl TuningInput {
             Proto::LL => return None,
         };
         Some(self.tree.n_channels as f64 * per_channel)
+    }
+
+    /// What NCCL's tuning model lets an NVLSTree call's channels carry at most across nodes, as
+    /// bus bandwidth (GB/s): the NVLS graph's channels × `perChMaxNVLSTreeBws` of the GPU
+    /// generation, node count and release (NVIDIA/nccl `src/graph/tuning.cc`). `None` on one
+    /// node or without NVLS.
+    pub fn nvls_tree_bus_cap(&self) -> Option<f64> {
+        let g = self.nvls.as_ref().filter(|_| self.nnodes > 1)?;
+        Some(g.n_channels as f64 * self.nvls_tree_max(arch_index(self.arch), self.node_index()))
     }
 
     fn ll_max(&self) -> f64 {
@@ -328,7 +366,8 @@ impl TuningInput {
     /// of what one channel's CTA sustains under LL128. `None` for other protocols.
     pub fn ring_ll128_bus_cap(&self, proto: Proto) -> Option<f64> {
         (proto == Proto::LL128).then(|| {
-            self.ring.n_channels as f64 * RING_LL128_MAX[arch_index(self.arch)][self.node_index()]
+            self.ring.n_channels as f64
+                * self.ring_ll128_max(arch_index(self.arch), self.node_index())
         })
     }
 
@@ -403,7 +442,7 @@ impl TuningInput {
                         }
                         Proto::LL128 => {
                             let f = if v <= NcclVersion::V2_21 && ppn < 2 { 0.7 } else { 0.92 };
-                            bus = (f * bus).min(nch * RING_LL128_MAX[arch][ni]);
+                            bus = (f * bus).min(nch * self.ring_ll128_max(arch, ni));
                         }
                         Proto::Simple => {}
                     }
@@ -457,7 +496,7 @@ impl TuningInput {
                     g.bw_inter * if algo == Algo::NvlsTree && nnodes <= 2 { 2.0 } else { 1.0 };
                 let mut bw = intra.min(inter);
                 if algo == Algo::NvlsTree {
-                    bw = bw.min(NVLS_TREE_MAX[arch][ni]);
+                    bw = bw.min(self.nvls_tree_max(arch, ni));
                 }
                 let bus = nch * bw;
                 let lat = if algo == Algo::Nvls {
@@ -583,6 +622,7 @@ mod tests {
             nvls_enabled: true,
             pat_enabled: false,
             version: NcclVersion::V2_28,
+            minor: 30,
             collnet_enabled: false,
             nvswitch: true,
         }
@@ -613,6 +653,27 @@ mod tests {
             dgx(Arch::Hopper, Graph { n_channels: 12, bw_intra: 30.0, bw_inter: 30.0 }, None);
         h.version = NcclVersion::V2_18;
         assert!((h.cost(AR, Algo::Ring, Proto::LL).bw * 14.0 / 8.0 - 87.7).abs() < 1e-9);
+    }
+
+    #[test]
+    fn blackwell_caps_follow_the_release_inside_the_2_28_range() {
+        // NVIDIA/nccl tuning.cc: NVLSTree on more than two nodes 43.8 GB/s a channel in 2.28.9
+        // and 2.29.7, 80 in 2.30.7; Ring/LL128 {73.4, 34.6, 73.4} in 2.28.9, 40 from 2.29.
+        let g = Graph { n_channels: 16, bw_intra: 40.0, bw_inter: 40.0 };
+        let mut b = dgx(Arch::Blackwell, g, None);
+        let bw = arch_index(Arch::Blackwell);
+        for (minor, nvls_tree, ll128) in [(28, 43.8, [73.4, 34.6, 73.4]), (29, 43.8, [40.0; 3])] {
+            b.minor = minor;
+            assert_eq!(b.nvls_tree_max(bw, 2), nvls_tree, "2.{minor}");
+            assert_eq!(b.nvls_tree_max(bw, 1), 96.0, "2.{minor}");
+            assert_eq!([0, 1, 2].map(|ni| b.ring_ll128_max(bw, ni)), ll128, "2.{minor}");
+        }
+        b.minor = 30;
+        assert_eq!((b.nvls_tree_max(bw, 2), b.ring_ll128_max(bw, 2)), (80.0, 40.0));
+        // Hopper's are the same in every release of the range.
+        b.minor = 28;
+        assert_eq!(b.nvls_tree_max(arch_index(Arch::Hopper), 2), 45.5);
+        assert_eq!(b.ring_ll128_max(arch_index(Arch::Hopper), 2), 36.7);
     }
 
     #[test]

@@ -235,7 +235,14 @@ fn gpt2_xl_on_256_gpus_under_static_ecmp() {
     for algo in ["NVLSTree", "Ring"] {
         let (a, e) = (at("adaptive", algo), at("ecmp", algo));
         assert_eq!((num(&a, "world"), num(&e, "world")), (256.0, 256.0));
-        assert!(step(&e) >= step(&a), "{algo}: ecmp {} adaptive {}", step(&e), step(&a));
+        // (NVLSTree's flows sit at NCCL's per-channel NVLSTree maximum either way, so the two
+        // agree to the solver's rounding.)
+        assert!(
+            step(&e) >= step(&a) * (1.0 - 1e-4),
+            "{algo}: ecmp {} adaptive {}",
+            step(&e),
+            step(&a)
+        );
     }
     // NVLSTree spreads a node's traffic over 8 heads x 16 channels of connections: the hashes
     // even out. The ring's 16 channels, two per NIC, collide on the ports between leaves: its
