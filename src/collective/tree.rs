@@ -520,34 +520,29 @@ impl Layout {
         }
     }
 
-    /// The most one flow of a pipeline carries, data bytes/s (infinity for none): NCCL's
-    /// per-channel Tree maximum ([`TuningInput::tree_bus_cap`]) for a plain Tree across nodes
-    /// (not NVLSTree or CollNet, whose heads NCCL caps otherwise), as bus bandwidth twice the
-    /// call's data rate (each byte goes up and comes down), spread over the pipelines. Simple
-    /// only: LL128's maximum (`perChMaxTreeLL128Bws`), applied the same way, made the A100
-    /// two-node curves that run Tree/LL128 at 1-16 MiB (CRUSOE, Sophia) slower than measured
-    /// (median 12.6 -> 32.3 % on those sizes).
+    /// The most one flow of a pipeline carries, data bytes/s (infinity for none), as bus
+    /// bandwidth twice the call's data rate (each byte goes up and comes down), spread over the
+    /// pipelines: NCCL's per-channel maximum of the release for a call across nodes, a plain
+    /// Tree's ([`TuningInput::tree_bus_cap`]) or an NVLSTree's
+    /// ([`TuningInput::nvls_tree_bus_cap`]); none for CollNet, whose heads NCCL caps otherwise.
+    /// Simple only: LL128's Tree maximum (`perChMaxTreeLL128Bws`), applied the same way, made
+    /// the A100 two-node curves that run Tree/LL128 at 1-16 MiB (CRUSOE, Sophia) slower than
+    /// measured (median 12.6 -> 32.3 % on those sizes). Held from the first chunk, the cap
+    /// overstates a pipeline's fill, when only the upward half moves.
     ///
     /// [`TuningInput::tree_bus_cap`]: crate::comm::tuning::TuningInput::tree_bus_cap
+    /// [`TuningInput::nvls_tree_bus_cap`]: crate::comm::tuning::TuningInput::nvls_tree_bus_cap
     fn flow_cap(&self, comm: &Communicator, proto: Proto) -> f64 {
+        if proto != Proto::Simple || self.collnet || self.nnodes < 2 {
+            return f64::INFINITY;
+        }
+        let bus = if self.nvls_tree {
+            comm.tuning().nvls_tree_bus_cap()
+        } else {
+            comm.tuning().tree_bus_cap(proto)
+        };
         let pipes = self.reps.len().max(1) as f64;
-        if self.nvls_tree {
-            return match comm.tuning().nvls_tree_bus_cap() {
-                Some(bus) if proto == Proto::Simple => bus * 1e9 / (2.0 * pipes),
-                _ => f64::INFINITY,
-            };
-        }
-        match comm.tuning().tree_bus_cap(proto) {
-            Some(bus)
-                if proto == Proto::Simple
-                    && !self.collnet
-                    && !self.nvls_tree
-                    && self.nnodes > 1 =>
-            {
-                bus * 1e9 / (2.0 * pipes)
-            }
-            _ => f64::INFINITY,
-        }
+        bus.map_or(f64::INFINITY, |b| b * 1e9 / (2.0 * pipes))
     }
 
     /// What pipeline `(c, hp)`'s edges depend on: its ring (unless the heads set the order, and

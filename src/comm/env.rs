@@ -40,6 +40,11 @@ pub struct NcclEnv {
     /// changed inside one range of cost-model tables (P2P channels per network peer, 2.29;
     /// Blackwell's NVLS channels and chunks across nodes, 2.30).
     pub minor: u32,
+    /// The release with its patch (the minor's last collsim carries where the version names
+    /// none): cost-model constants that changed between patches. Not in the JSON, whose
+    /// `version` names it.
+    #[serde(skip)]
+    pub release: crate::comm::tuning::Release,
     /// NCCL_NCHANNELS_PER_NET_PEER: P2P channels to each peer on another node (None: NCCL's
     /// rule for the release).
     pub nchannels_per_net_peer: Option<usize>,
@@ -116,6 +121,7 @@ impl Default for NcclEnv {
             nvlstree_max_chunksize: None,
             version: NcclVersion::V2_28,
             minor: 30,
+            release: crate::comm::tuning::DEFAULT_RELEASE,
             nchannels_per_net_peer: None,
             p2p_per_channel_net_bw: 14.0,
             nthreads: None,
@@ -358,6 +364,8 @@ impl NcclEnv {
                         reason: "unknown NCCL version (2.18 to 2.30)".into(),
                     })?;
                     env.minor = NcclVersion::minor(v).unwrap_or(30);
+                    env.release = crate::comm::tuning::Release::parse(v)
+                        .unwrap_or(crate::comm::tuning::DEFAULT_RELEASE);
                 }
                 "NCCL_NTHREADS" | "NCCL_LL128_NTHREADS" => {
                     let (lo, hi) = if k == "NCCL_NTHREADS" { (64, 512) } else { (160, 640) };

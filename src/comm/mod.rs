@@ -491,7 +491,7 @@ impl Communicator {
             // NCCL_PAT_ENABLE=2: one GPU per node, host-driven networking, sm60+.
             pat_enabled: ppn == 1 && nnodes > 1,
             version: env.version,
-            minor: env.minor,
+            release: env.release,
             collnet_enabled: env.collnet_enable && spec.network.sharp && nnodes >= 2 && ppn <= 8,
             nvswitch: spec.nvswitch.is_some(),
         };

@@ -54,6 +54,33 @@ impl NcclVersion {
     }
 }
 
+/// An NCCL 2.x release as (minor, patch), ordered: `Release(29, 7)` is 2.29.7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release(pub u32, pub u32);
+
+impl Release {
+    /// The release a version string names ("2.29.2", "2.29"; None for anything else). A
+    /// release given without its patch is taken as the last patch of that minor whose tables
+    /// collsim carries (2.28.9, 2.29.7, 2.30.7; 99 for the others: their tables do not move
+    /// within the minor).
+    pub fn parse(s: &str) -> Option<Release> {
+        let minor = NcclVersion::minor(s)?;
+        let patch = s.trim().split('.').nth(2).and_then(|p| {
+            let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u32>().ok()
+        });
+        let last = match minor {
+            28 => 9,
+            29 | 30 => 7,
+            _ => 99,
+        };
+        Some(Release(minor, patch.unwrap_or(last)))
+    }
+}
+
+/// The release collsim models by default ([`NCCL_VERSION`]).
+pub const DEFAULT_RELEASE: Release = Release(30, 7);
+
 /// Base latency per algorithm × protocol, µs (`baseLatencies`), in [`Algo`] index order.
 const BASE_LAT: [[f64; 3]; 7] = [
     [6.8, 14.0, 8.4], // Tree
@@ -99,24 +126,19 @@ const HW_LAT: [[[f64; 3]; 7]; 3] = [
 /// `llMaxBws` (GB/s) rows: Volta/Intel, Ampere/AMD, Hopper, Blackwell × N1, N2, N4.
 const LL_MAX_BW: [[f64; 3]; 4] =
     [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [141.0, 45.0, 35.0], [282.0, 90.0, 70.0]];
-/// `perChMaxRingLL128Bws` by arch × N1, N2, N4 (2.29 on; [`RING_LL128_MAX_BLACKWELL_2_28`] in 2.28).
+/// `perChMaxRingLL128Bws` by arch × N1, N2, N4 (Blackwell's by release:
+/// [`TuningInput::ring_ll128_max`]).
 const RING_LL128_MAX: [[f64; 3]; 4] = [[20.0; 3], [20.0; 3], [36.7; 3], [40.0; 3]];
-/// `perChMaxRingLL128Bws` of Blackwell in 2.28 (NVIDIA/nccl v2.28.9-1 `src/graph/tuning.cc`:
-/// {2·36.7, 34.6, 2·36.7}), 40 on every node count from 2.29.2.
-const RING_LL128_MAX_BLACKWELL_2_28: [f64; 3] = [73.4, 34.6, 73.4];
 /// `perChMaxTreeLL128Bws`.
 const TREE_LL128_MAX: [[f64; 3]; 4] =
     [[20.0; 3], [20.0; 3], [36.7, 36.7, 29.0], [55.6, 31.67, 20.0]];
 /// `perChMaxTreeBws`.
 const TREE_MAX: [[f64; 3]; 4] =
     [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [38.7, 41.4, 36.0], [70.0, 42.8, 24.0]];
-/// `perChMaxNVLSTreeBws` (2.30; [`NVLS_TREE_MAX_BLACKWELL_N4_2_29`] before it).
+/// `perChMaxNVLSTreeBws` (2.30; from 2.28 only, and Blackwell's by release:
+/// [`TuningInput::nvls_tree_max`]).
 const NVLS_TREE_MAX: [[f64; 3]; 4] =
     [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 80.0]];
-/// `perChMaxNVLSTreeBws` of Blackwell on more than two nodes in 2.28 and 2.29 (NVIDIA/nccl
-/// v2.28.9-1 and v2.29.7-1 `src/graph/tuning.cc`): 43.8 GB/s, raised to 80 in 2.30.3, the only
-/// cost-model constant that differs between 2.29.7 and 2.30.7.
-const NVLS_TREE_MAX_BLACKWELL_N4_2_29: f64 = 43.8;
 /// `nvlsEfficiency` by arch.
 const NVLS_EFF: [f64; 4] = [0.0, 0.0, 0.85, 0.74];
 
@@ -171,9 +193,9 @@ pub struct TuningInput {
     pub pat_enabled: bool,
     /// Which release's constants to use.
     pub version: NcclVersion,
-    /// The release's minor number (2.x), for the constants that changed inside one of
+    /// The release (2.minor.patch), for the constants that changed inside one of
     /// [`NcclVersion`]'s ranges.
-    pub minor: u32,
+    pub release: Release,
     /// Whether CollNet (IB SHARP) is enabled: NCCL_COLLNET_ENABLE=1, SHARP-capable switches,
     /// at least NCCL_COLLNET_NODE_THRESHOLD (2) nodes, at most 8 GPUs per node.
     pub collnet_enabled: bool,
@@ -222,23 +244,43 @@ fn log2i(n: usize) -> f64 {
 }
 
 impl TuningInput {
-    /// `perChMaxRingLL128Bws[arch][ni]` of this release (GB/s per channel).
+    /// `perChMaxRingLL128Bws[arch][ni]` of this release (GB/s per channel). Blackwell's moved
+    /// from release to release (NVIDIA/nccl `src/graph/tuning.cc` at each tag): 2·36.7 on
+    /// every node count from 2.25 to 2.28.3, {2·36.7, 34.6, 2·36.7} in 2.28.7-2.28.9, {34.5,
+    /// 34.6, 34.5} in 2.29.2-2.29.3, 40 from 2.29.7.
     fn ring_ll128_max(&self, arch: usize, ni: usize) -> f64 {
-        if arch == arch_index(Arch::Blackwell) && self.minor == 28 {
-            RING_LL128_MAX_BLACKWELL_2_28[ni]
+        if arch != arch_index(Arch::Blackwell) {
+            return RING_LL128_MAX[arch][ni];
+        }
+        let r = self.release;
+        if r < Release(28, 7) {
+            73.4
+        } else if r < Release(29, 0) {
+            [73.4, 34.6, 73.4][ni]
+        } else if r < Release(29, 7) {
+            [34.5, 34.6, 34.5][ni]
         } else {
             RING_LL128_MAX[arch][ni]
         }
     }
 
-    /// `perChMaxNVLSTreeBws[arch][ni]` of this release (GB/s per channel).
-    fn nvls_tree_max(&self, arch: usize, ni: usize) -> f64 {
-        let blackwell = arch == arch_index(Arch::Blackwell);
-        if blackwell && ni == 2 && (28..30).contains(&self.minor) {
-            NVLS_TREE_MAX_BLACKWELL_N4_2_29
+    /// `perChMaxNVLSTreeBws[arch][ni]` of this release (GB/s per channel), `None` before
+    /// 2.28, which had no such cap (NVLSTree's bandwidth there is the graph's, halved across
+    /// more than two nodes). Blackwell on more than two nodes: 43.1 in 2.28.3-2.28.7, 43.8 in
+    /// 2.28.9-2.29.7, 80 from 2.30.3.
+    fn nvls_tree_max(&self, arch: usize, ni: usize) -> Option<f64> {
+        let r = self.release;
+        if r < Release(28, 0) {
+            return None;
+        }
+        let blackwell_n4 = arch == arch_index(Arch::Blackwell) && ni == 2;
+        Some(if blackwell_n4 && r < Release(28, 9) {
+            43.1
+        } else if blackwell_n4 && r < Release(30, 0) {
+            43.8
         } else {
             NVLS_TREE_MAX[arch][ni]
-        }
+        })
     }
 
     fn node_index(&self) -> usize {
@@ -268,10 +310,11 @@ impl TuningInput {
     /// What NCCL's tuning model lets an NVLSTree call's channels carry at most across nodes, as
     /// bus bandwidth (GB/s): the NVLS graph's channels × `perChMaxNVLSTreeBws` of the GPU
     /// generation, node count and release (NVIDIA/nccl `src/graph/tuning.cc`). `None` on one
-    /// node or without NVLS.
+    /// node, without NVLS, or before 2.28.
     pub fn nvls_tree_bus_cap(&self) -> Option<f64> {
         let g = self.nvls.as_ref().filter(|_| self.nnodes > 1)?;
-        Some(g.n_channels as f64 * self.nvls_tree_max(arch_index(self.arch), self.node_index()))
+        let per_channel = self.nvls_tree_max(arch_index(self.arch), self.node_index())?;
+        Some(g.n_channels as f64 * per_channel)
     }
 
     fn ll_max(&self) -> f64 {
@@ -495,8 +538,10 @@ impl TuningInput {
                 let inter =
                     g.bw_inter * if algo == Algo::NvlsTree && nnodes <= 2 { 2.0 } else { 1.0 };
                 let mut bw = intra.min(inter);
-                if algo == Algo::NvlsTree {
-                    bw = bw.min(self.nvls_tree_max(arch, ni));
+                if algo == Algo::NvlsTree
+                    && let Some(cap) = self.nvls_tree_max(arch, ni)
+                {
+                    bw = bw.min(cap);
                 }
                 let bus = nch * bw;
                 let lat = if algo == Algo::Nvls {
@@ -622,7 +667,7 @@ mod tests {
             nvls_enabled: true,
             pat_enabled: false,
             version: NcclVersion::V2_28,
-            minor: 30,
+            release: DEFAULT_RELEASE,
             collnet_enabled: false,
             nvswitch: true,
         }
@@ -656,24 +701,38 @@ mod tests {
     }
 
     #[test]
-    fn blackwell_caps_follow_the_release_inside_the_2_28_range() {
-        // NVIDIA/nccl tuning.cc: NVLSTree on more than two nodes 43.8 GB/s a channel in 2.28.9
-        // and 2.29.7, 80 in 2.30.7; Ring/LL128 {73.4, 34.6, 73.4} in 2.28.9, 40 from 2.29.
+    fn blackwell_caps_follow_the_release() {
+        // NVIDIA/nccl tuning.cc at each tag: NVLSTree on more than two nodes none before 2.28,
+        // 43.1 GB/s a channel in 2.28.3-2.28.7, 43.8 in 2.28.9-2.29.7, 80 from 2.30.3; Ring/LL128
+        // 73.4 to 2.28.3, {73.4, 34.6, 73.4} in 2.28.7-2.28.9, {34.5, 34.6, 34.5} in
+        // 2.29.2-2.29.3, 40 from 2.29.7.
         let g = Graph { n_channels: 16, bw_intra: 40.0, bw_inter: 40.0 };
         let mut b = dgx(Arch::Blackwell, g, None);
         let bw = arch_index(Arch::Blackwell);
-        for (minor, nvls_tree, ll128) in [(28, 43.8, [73.4, 34.6, 73.4]), (29, 43.8, [40.0; 3])] {
-            b.minor = minor;
-            assert_eq!(b.nvls_tree_max(bw, 2), nvls_tree, "2.{minor}");
-            assert_eq!(b.nvls_tree_max(bw, 1), 96.0, "2.{minor}");
-            assert_eq!([0, 1, 2].map(|ni| b.ring_ll128_max(bw, ni)), ll128, "2.{minor}");
+        let cases: [(&str, Option<f64>, [f64; 3]); 9] = [
+            ("2.26.2", None, [73.4; 3]),
+            ("2.27", None, [73.4; 3]),
+            ("2.28.3", Some(43.1), [73.4; 3]),
+            ("2.28.7", Some(43.1), [73.4, 34.6, 73.4]),
+            ("2.28", Some(43.8), [73.4, 34.6, 73.4]),
+            ("2.29.2", Some(43.8), [34.5, 34.6, 34.5]),
+            ("2.29.7", Some(43.8), [40.0; 3]),
+            ("2.29", Some(43.8), [40.0; 3]),
+            ("2.30", Some(80.0), [40.0; 3]),
+        ];
+        for (v, nvls_tree, ll128) in cases {
+            b.release = Release::parse(v).unwrap();
+            assert_eq!(b.nvls_tree_max(bw, 2), nvls_tree, "{v}");
+            assert_eq!([0, 1, 2].map(|ni| b.ring_ll128_max(bw, ni)), ll128, "{v}");
         }
-        b.minor = 30;
-        assert_eq!((b.nvls_tree_max(bw, 2), b.ring_ll128_max(bw, 2)), (80.0, 40.0));
-        // Hopper's are the same in every release of the range.
-        b.minor = 28;
-        assert_eq!(b.nvls_tree_max(arch_index(Arch::Hopper), 2), 45.5);
+        // Hopper's are the same in every release that has them.
+        b.release = Release::parse("2.28.3").unwrap();
+        assert_eq!(b.nvls_tree_max(arch_index(Arch::Hopper), 2), Some(45.5));
         assert_eq!(b.ring_ll128_max(arch_index(Arch::Hopper), 2), 36.7);
+        b.release = Release::parse("2.22.3").unwrap();
+        assert_eq!(b.nvls_tree_max(arch_index(Arch::Hopper), 2), None);
+        assert_eq!(Release::parse("2.29.2+cuda12.9"), Some(Release(29, 2)));
+        assert_eq!(Release::parse("3.0"), None);
     }
 
     #[test]

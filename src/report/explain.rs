@@ -66,6 +66,8 @@ impl Explanation {
                 b.per_flow_gbyte_per_s,
                 if crate::collective::is_p2p(self.collective) {
                     "across nodes NCCL_P2P_PER_CHANNEL_NET_BW"
+                } else if self.simulated.algo == "NVLS_TREE" {
+                    "an NVLSTree's: NCCL's per-channel maximum, perChMaxNVLSTreeBws"
                 } else {
                     "a Tree's: NCCL's per-channel maximum, perChMaxTreeBws"
                 },

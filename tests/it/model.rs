@@ -386,6 +386,40 @@ fn sharp_in_network_reduction_halves_nic_traffic() {
 }
 
 #[test]
+fn collnet_direct_is_not_held_to_the_nvlstree_maximum() {
+    // CollNetDirect is laid out like NVLSTree (heads over the NVSwitch), but NCCL's
+    // perChMaxNVLSTreeBws is NVLSTree's alone: on 8 B200 nodes with SHARP under 2.29 (43.8 GB/s
+    // a channel past two nodes, 350 GB/s over the NVLS graph's 8 channels) CollNetDirect runs
+    // as under 2.30 (80), and NVLSTree is held to the cap.
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-b200.toml"))
+            .unwrap()
+            .replace("kind = \"non_blocking\"", "kind = \"non_blocking\"\nsharp = true");
+    let spec = collsim::config::parse_topology("sharp.toml", &text).unwrap();
+    let cluster = Cluster::new(&spec, 8, 8);
+    let p = params(Time::ZERO);
+    let bytes = 4u64 << 30;
+    let busbw = |algo: &str, version: &str| {
+        let env = NcclEnv::from_pairs([
+            ("NCCL_COLLNET_ENABLE", "1"),
+            ("NCCL_ALGO", algo),
+            ("version", version),
+        ])
+        .unwrap();
+        let comm = Communicator::new(&cluster, &env).unwrap();
+        let sel = collsim::collective::select(&comm, Collective::AllReduce, bytes);
+        let t =
+            run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
+        bytes as f64 / t.time.as_secs_f64() * 2.0 * 63.0 / 64.0 / 1e9
+    };
+    let (d29, d30) = (busbw("CollNetDirect", "2.29.7"), busbw("CollNetDirect", "2.30.7"));
+    assert!((d29 / d30 - 1.0).abs() < 1e-6, "CollNetDirect 2.29 {d29} 2.30 {d30}");
+    assert!(d29 > 500.0, "CollNetDirect {d29}");
+    let tree = busbw("NVLSTree", "2.29.7");
+    assert!(tree < 350.0, "NVLSTree {tree}");
+}
+
+#[test]
 fn pat_pays_log_steps_where_the_ring_pays_linear_ones() {
     // One GPU per node on 64 nodes: a small AllGather takes log2(64) = 6 network steps with
     // PAT, 63 around the ring; large ones move the same bytes either way.

@@ -154,10 +154,11 @@ const TOGETHER_B200_DEFAULT: &[(&str, usize, [f64; 3])] = &[
 /// NCCL 2.29's own choice on B200 nodes, read off Together's table: in each cell the chosen
 /// algorithm is the forced column whose busbw the unforced run matches (the nearer of `ring`
 /// and `nvlstree`; all_gather has the ring only), and collsim under 2.29.7 must pick the same.
-/// It does in all 36 cells since its 2.28-2.29 tables carry those releases' NVLSTree cap for
-/// Blackwell on more than two nodes (`perChMaxNVLSTreeBws` 43.8 GB/s a channel; 80 from 2.30);
-/// with 2.30's 80 it picked NVLSTree in every all_reduce cell, wrong in 9 of the 18 (every cell
-/// on 4 and 8 nodes, 16 nodes at 4-8 GiB, 32 at 8 GiB).
+/// It does in all 18 all_reduce cells since its 2.29 tables carry that release's NVLSTree cap
+/// for Blackwell on more than two nodes (`perChMaxNVLSTreeBws` 43.8 GB/s a channel; 80 from
+/// 2.30); with 2.30's 80 it picked NVLSTree in every all_reduce cell, wrong in 9 of the 18
+/// (every cell on 4 and 8 nodes, 16 nodes at 4-8 GiB, 32 at 8 GiB). The 18 all_gather cells,
+/// where NVLSTree is no candidate, check that the unforced run is the ring's and Ring is picked.
 #[test]
 fn nccl_2_29_picks_on_b200_what_together_measured_it_picking() {
     let forced = |coll: &str, algo: &str, nodes: usize| {
@@ -304,8 +305,9 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 /// the sizes: 34.5, 77.8, 198.5 and 246.2 us on 2, 8, 256 and 540 nodes); collsim's costs 28.1
 /// (two hops at the profile's 10 us LL network step plus the links' latencies), 1.19 times as
 /// much, so every size is +4 to +28 % slow from 8 nodes on. NCCL's own cost model (6.8 + 2 x 5
-/// us per level on the network) would give under half the measured growth. From 2 KiB to 1 MiB
-/// (Tree/LL from 4 KiB on every node count) the model is fast instead, by up to 51 % at 540
+/// us per level on the network) would give under half the measured growth. From 4 KiB on, where
+/// NCCL still runs Tree/LL (to 32 KiB on 2 nodes, 128 KiB on 8, 1 MiB on 256 and 540; Ring/LL
+/// above on 2 and 8), the model is fast instead, by up to 51 % at 540
 /// nodes: each network step of LL there costs more than its bytes at the link's rate say (a
 /// jump of 5-6 us a hop between 1 and 4 KiB at every node count), which collsim does not model.
 /// The bounds are what the model reaches today; they may only tighten.
