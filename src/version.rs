@@ -17,5 +17,6 @@
 /// only where the scenario gave a spread or a straggler, and never on a 3-D step). 11: a
 /// step's `breakdown` has `amax_comm_ms` (fp8's amax all-reduces under a Megatron layout).
 /// 12: `skew` has `slowest_host_factor` (the slowest rank's launches, under
-/// `rank_skew_host_cv`).
-pub const FORMAT_VERSION: u32 = 12;
+/// `rank_skew_host_cv`). 13: a simulated step has `comm_groups` (its process groups, their
+/// ranks and nodes, and the tier each one's traffic crosses).
+pub const FORMAT_VERSION: u32 = 13;

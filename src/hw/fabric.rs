@@ -75,6 +75,11 @@ pub struct Fabric {
     /// Explicit fabrics: each node's switch, each switch's (neighbour, link) list, and the
     /// switch-to-switch hop counts.
     explicit: Option<Explicit>,
+    /// Whether flows are hashed onto one of several equal paths (static ECMP, or any explicit
+    /// network).
+    ecmp: bool,
+    /// What separates the placement's groups ("rack", "zone", "region").
+    placement_tier: String,
 }
 
 /// One tier boundary: the groups of endpoints below it and their links up and down.
@@ -347,7 +352,9 @@ impl Fabric {
             node_group,
             place,
             slots,
+            ecmp: ecmp || explicit.is_some(),
             explicit,
+            placement_tier: placement.tier.clone(),
         }
     }
 
@@ -358,6 +365,64 @@ impl Fabric {
             return nic * self.per_rail + node / self.rail_leaf.max(1);
         }
         (node * self.nics + nic) / self.tiers[t].size.max(1)
+    }
+
+    /// The highest tier of the network that traffic among `nodes` (the machine's, two or more)
+    /// crosses, NIC to the same NIC index (rail to rail, as NCCL's rings and trees leave a node):
+    /// "net" under one ideal switch, "net, one leaf", "net, spine", "net, core" or "net, tier
+    /// k" climbing a fat tree, "net, rail leaf" or "net, spine" on a rail fabric, "net, one
+    /// switch" or "net, k switch hops" on an explicit one, and "net, cross-TIER" where the
+    /// nodes sit in more than one placement group (rack, zone, region). Under ECMP routing a
+    /// route above the leaves says so (", ECMP").
+    pub fn span(&self, nodes: &[usize]) -> String {
+        let groups = |f: &dyn Fn(usize) -> usize| {
+            nodes.first().is_some_and(|&a| nodes.iter().any(|&n| f(n) != f(a)))
+        };
+        if groups(&|n| self.node_group.get(n).copied().unwrap_or(0)) {
+            return format!("net, cross-{}", self.placement_tier);
+        }
+        let nics = self.nics.max(1);
+        let (label, climbs) = if let Some(x) = &self.explicit {
+            let home = |n: usize| x.node_switch.get(n).copied().unwrap_or(0);
+            let hops = nodes
+                .iter()
+                .flat_map(|&a| nodes.iter().map(move |&b| (a, b)))
+                .map(|(a, b)| x.dist[home(a)][home(b)])
+                .filter(|&d| d != usize::MAX)
+                .max()
+                .unwrap_or(0);
+            let label = match hops {
+                0 => "net, one switch".to_string(),
+                1 => "net, 1 switch hop".to_string(),
+                h => format!("net, {h} switch hops"),
+            };
+            (label, hops > 0)
+        } else if self.rail {
+            let apart =
+                groups(&|n| self.slots.get(n).copied().unwrap_or(n) / self.rail_leaf.max(1));
+            (if apart { "net, spine" } else { "net, rail leaf" }.to_string(), apart)
+        } else if self.tiers.is_empty() {
+            ("net".to_string(), false)
+        } else {
+            // The lowest tier boundary under which every node's NIC k shares a group, the
+            // highest over k.
+            let climbed = (0..nics)
+                .map(|k| {
+                    (0..self.tiers.len())
+                        .find(|&t| !groups(&|n| self.group(t, n, k)))
+                        .unwrap_or(self.tiers.len())
+                })
+                .max()
+                .unwrap_or(0);
+            let label = match climbed {
+                0 => "net, one leaf".to_string(),
+                1 => "net, spine".to_string(),
+                2 => "net, core".to_string(),
+                k => format!("net, tier {k}"),
+            };
+            (label, climbed > 0)
+        };
+        if climbs && self.ecmp { format!("{label}, ECMP") } else { label }
     }
 
     /// The link from NIC `(node, nic)` (the machine's node) into the network, and the one

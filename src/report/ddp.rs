@@ -30,6 +30,9 @@ fn replay_table(
         row(out, "host gaps, not hidden", format!("{:.3} ms", r.breakdown.launch_ms))?;
     }
     row(out, "communication", format!("{:.3} ms", r.comm_ms))?;
+    if !r.comm_groups.is_empty() {
+        row(out, "process groups", groups_line(&r.comm_groups))?;
+    }
     row(out, "exposed communication", format!("{:.3} ms", r.exposed_comm_ms))?;
     row(out, "overlap", format!("{:.1} %", 100.0 * r.overlap_fraction))?;
     let n = r.timeline.iter().filter(|x| x.lane == "nccl").count();
@@ -266,6 +269,9 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     )?;
     row(out, "compute (with copies, hooks)", format!("{:.3} ms", r.compute_ms))?;
     row(out, "communication", format!("{:.3} ms", r.comm_ms))?;
+    if !r.comm_groups.is_empty() {
+        row(out, "process groups", groups_line(&r.comm_groups))?;
+    }
     row(out, "exposed communication", format!("{:.3} ms", r.exposed_comm_ms))?;
     row(out, "overlap", format!("{:.1} %", 100.0 * r.overlap_fraction))?;
     row(out, "compute slowdown under NCCL", format!("{:.1} %", 100.0 * r.compute_slowdown))?;
@@ -479,14 +485,13 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "\nwhat each point adds to the first ({first}), largest first")?;
     for (p, r, _) in &rows[1..] {
         let extra = from_first(r, &rows[0].1);
-        let mut moved: Vec<(&str, f64)> = extra
-            .parts
+        let mut moved: Vec<(&str, &str, f64)> =
+            extra.parts.iter().filter(|(_, _, d)| d.abs() >= 5e-4).copied().collect();
+        moved.sort_by(|a, b| b.2.abs().total_cmp(&a.2.abs()));
+        let said: Vec<String> = moved
             .iter()
-            .filter(|(_, _, d)| d.abs() >= 5e-4)
-            .map(|&(label, _, d)| (label, d))
+            .map(|(l, key, d)| format!("{l} {d:+.3}{}", part_tiers(key, &r.comm_groups)))
             .collect();
-        moved.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
-        let said: Vec<String> = moved.iter().map(|(l, d)| format!("{l} {d:+.3}")).collect();
         writeln!(
             out,
             "  {}: {:+.3} ms ({:+.1} %){}{}",
@@ -498,6 +503,45 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// "data-parallel 8 ranks on 4 nodes (net, spine); tensor-parallel 4 ranks on 1 node (nvlink)".
+fn groups_line(groups: &[crate::workload::ddp::CommGroup]) -> String {
+    let nodes = |n: usize| if n == 1 { "1 node".to_string() } else { format!("{n} nodes") };
+    groups
+        .iter()
+        .map(|g| format!("{} {} ranks on {} ({})", g.group, g.ranks, nodes(g.nodes), g.tier))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The process groups whose communication a breakdown part (by its JSON key) holds.
+fn part_groups(key: &str) -> &'static [&'static str] {
+    match key {
+        "exposed_comm_ms" => &[
+            "all ranks",
+            "data-parallel",
+            "expert data-parallel",
+            "embedding",
+            "shard",
+            "replicate",
+        ],
+        "tp_comm_ms" => &["tensor-parallel", "expert-parallel", "context-parallel"],
+        "amax_comm_ms" => &["fp8 amax"],
+        "pipeline_ms" => &["pipeline"],
+        _ => &[],
+    }
+}
+
+/// " [data-parallel: net, spine]": the tiers the groups behind a communication part cross at
+/// a sweep point (nothing for other parts, or where the step has none of those groups).
+fn part_tiers(key: &str, groups: &[crate::workload::ddp::CommGroup]) -> String {
+    let on: Vec<String> = groups
+        .iter()
+        .filter(|g| part_groups(key).contains(&g.group.as_str()))
+        .map(|g| format!("{}: {}", g.group, g.tier))
+        .collect();
+    if on.is_empty() { String::new() } else { format!(" [{}]", on.join("; ")) }
 }
 
 /// A breakdown part's label in ten characters, for the sweep's table.

@@ -1,7 +1,8 @@
 //! Several jobs side by side on one cluster.
 
 use super::{
-    CollCache, Error, background, machine, step_fits, step_groups, step_overflow, summary, with_ddp,
+    CollCache, Error, background, describe_groups, machine, step_fits, step_groups, step_overflow,
+    summary, with_ddp,
 };
 use crate::collective::{self, Load, Mode, TimingParams};
 use crate::comm::env::NcclEnv;
@@ -389,7 +390,14 @@ impl Jobs<'_> {
             }
             None => first,
         };
-        Ok(workload::skew::restate(step, slowest))
+        let mut step = workload::skew::restate(step, slowest);
+        let b = &self.built[j];
+        if let (Some(plan), workload::Workload::Ddp(d)) =
+            (self.plans[j].as_ref(), &b.scenario.workload)
+        {
+            step.comm_groups = describe_groups(&b.cluster, &b.comm, d, &plan.groups);
+        }
+        Ok(step)
     }
 
     /// Job `j` run beside `load` (by sweep size); a DDP step in a network of its own.

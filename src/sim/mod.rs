@@ -7,7 +7,7 @@ mod jobs;
 pub use jobs::{JobOutcome, JobRun, job_calls, simulate_jobs, simulate_jobs_with};
 pub use workload::step::{CollCache, GroupKey};
 
-use workload::step::{StepError, step_groups, with_ddp};
+use workload::step::{StepError, describe_groups, step_groups, with_ddp};
 
 use crate::collective::{Load, Mode, TimingParams};
 use crate::comm::env::{EnvError, NcclEnv};
@@ -285,7 +285,7 @@ fn ddp_step(
             named.tp, scenario.gpus_per_node
         )));
     }
-    let (step, summary) =
+    let (mut step, summary, groups) =
         on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll| {
             match &spec.parallel {
                 Some(layout) => {
@@ -297,6 +297,7 @@ fn ddp_step(
     if !step_fits(&step) {
         return Err(Error::StepTooLong(step_overflow(&step)));
     }
+    step.comm_groups = groups;
     Ok((step, summary))
 }
 
@@ -315,7 +316,7 @@ fn on_cluster<R>(
         &workload::ddp::GpuFacts,
         &workload::parallel::GroupTimer<'_>,
     ) -> R,
-) -> Result<(R, CommSummary), Error> {
+) -> Result<(R, CommSummary, Vec<workload::ddp::CommGroup>), Error> {
     if !scenario.jobs.is_empty() {
         return Err(Error::Step("the scenario has [[job]] tables: simulate its jobs".into()));
     }
@@ -332,6 +333,7 @@ fn on_cluster<R>(
             .map_err(|e| Error::Field(format!("{}: {e}", e.field())))?;
     }
     let groups = step_groups(&cluster, &comm, spec, false)?;
+    let described = describe_groups(&cluster, &comm, spec, &groups);
     let r = with_ddp(
         &cluster,
         &comm,
@@ -345,7 +347,7 @@ fn on_cluster<R>(
         &groups,
         |gpu, coll| f(spec, world, gpu, coll),
     )?;
-    Ok((r, summary))
+    Ok((r, summary, described))
 }
 
 /// A scenario's DDP or FSDP step as a list of calls ([`workload::calls`]): its steady step's
@@ -371,7 +373,7 @@ pub fn export_calls(
     let cache = CollCache::default();
     // The calls' compute at the slowest rank's pace (rank skew): replayed, the list gives the
     // step its scenario does.
-    let (calls, summary) =
+    let (calls, summary, _) =
         on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
             let ranks = (gpu.ranks_per_node, world);
             let slowest = spec.skew.slowest(world);

@@ -1034,6 +1034,25 @@ pub struct StepResult {
     /// A 3-D parallel step's layout and stages (the figures above are its slowest stage's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel::ParallelReport>,
+    /// The step's process groups and the tier each one's traffic crosses (a simulated step's;
+    /// empty on one rank).
+    pub comm_groups: Vec<CommGroup>,
+}
+
+/// A process group of a step (one of its kind: rank 0's, or the widest where they differ) and
+/// the tier of the cluster its traffic crosses.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CommGroup {
+    /// What it is: "all ranks", "data-parallel", "tensor-parallel", "pipeline", "fp8 amax",
+    /// "shard", "replicate", …
+    pub group: String,
+    /// Its ranks.
+    pub ranks: usize,
+    /// The nodes they are on.
+    pub nodes: usize,
+    /// The tier its traffic crosses: "nvlink" or "pcie" on one node, else "net" and the
+    /// network's tier ([`crate::hw::Cluster::tier`]).
+    pub tier: String,
 }
 
 /// How many parts a [`Breakdown`] has.
@@ -1527,6 +1546,7 @@ impl StepPlan {
             hook_launch_ms: self.hook_launch * 1e3,
             alone_optimizer_ms: self.alone_optimizer * 1e3,
             parallel: None,
+            comm_groups: Vec::new(),
         }
     }
 }

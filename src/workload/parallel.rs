@@ -145,6 +145,27 @@ pub enum Group {
     },
 }
 
+impl Group {
+    /// What the group is, as a step's report names it (one name for every stage's group of
+    /// the same kind).
+    pub fn label(self) -> String {
+        match self {
+            Group::World => "all ranks".into(),
+            Group::Tensor | Group::StageTensor(_) => "tensor-parallel".into(),
+            Group::Context => "context-parallel".into(),
+            Group::Data(_) => "data-parallel".into(),
+            Group::Pipeline(_) => "pipeline".into(),
+            Group::Embedding => "embedding".into(),
+            Group::Expert | Group::StageExpert(_) => "expert-parallel".into(),
+            Group::ExpertData(_) => "expert data-parallel".into(),
+            Group::Amax => "fp8 amax".into(),
+            Group::Shard => "shard".into(),
+            Group::Replicate => "replicate".into(),
+            Group::Strided { size, stride } => format!("{size} ranks {stride} apart"),
+        }
+    }
+}
+
 /// The ranks of a [`Group::Strided`] and of the translates running beside it on `world`
 /// ranks (each `o + k * stride` within a block of `size * stride` ranks, every block); None
 /// for other groups.

@@ -1825,3 +1825,57 @@ fn the_wait_for_the_slowest_rank_is_what_a_nominal_step_would_not_pay() {
     assert!((parts / num(spread, "iteration_time_ms") - 1.0).abs() < 1e-9);
     assert!(spread["buckets"].as_array().unwrap().iter().all(|b| b["skew_wait_ms"].is_null()));
 }
+
+#[test]
+fn a_step_names_the_tier_each_process_groups_traffic_crosses() {
+    // The RoCE fabric of scenarios/gpt2-xl-256gpu-roce-ecmp.toml: leaves of 4 HGX H100 nodes
+    // under a spine, static ECMP. One node talks over NVLink, four under one leaf, eight
+    // through the spine; the sweep says which tier each point's exposed communication crossed.
+    let scenario = "scenarios/gpt2-xl-256gpu-roce-ecmp.toml";
+    let sweep = ["simulate", scenario, "--sweep", "cluster.nodes=1,4,8"];
+    let v = json(&[&sweep[..], &["--format", "json"]].concat());
+    let tiers: Vec<(f64, String)> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let g = &p["result"]["comm_groups"][0];
+            assert_eq!(g["group"], "all ranks");
+            (num(g, "nodes"), g["tier"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let want = [(1.0, "nvlink"), (4.0, "net, one leaf"), (8.0, "net, spine, ECMP")];
+    assert_eq!(tiers, want.map(|(n, t)| (n, t.to_string())));
+    let table = collsim_ok(&sweep);
+    assert!(
+        table.contains("exposed communication +")
+            && table.contains("[all ranks: net, spine, ECMP]"),
+        "{table}"
+    );
+    // A 3-D layout lists each kind of group: tensor-parallel inside a node, data-parallel and
+    // pipeline across nodes (the preset's one non-blocking switch: "net").
+    let v = json(&["simulate", "scenarios/gpt-39b-3d-dgx-a100-32node.toml", "--format", "json"]);
+    let groups: Vec<(String, String)> = v["comm_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["group"].as_str().unwrap().into(), g["tier"].as_str().unwrap().into()))
+        .collect();
+    for (g, t) in [("tensor-parallel", "nvlink"), ("data-parallel", "net"), ("pipeline", "net")] {
+        assert!(groups.contains(&(g.into(), t.into())), "{g}: {groups:?}");
+    }
+    // Nodes in two zones cross the zone tier.
+    let dir = super::scratch().join(format!("tiers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("zones.toml");
+    std::fs::write(
+        &path,
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[workload]\nkind = \"ddp\"\n\
+         model = \"gpt2-xl\"\nmicro_batch = 4\nprecision = \"bf16\"\n\
+         [placement]\ntier = \"zone\"\n[[placement.group]]\nname = \"a\"\nnodes = [0, 1]\n\
+         [[placement.group]]\nname = \"b\"\nnodes = [2, 3]\n",
+    )
+    .unwrap();
+    let table = collsim_ok(&["simulate", path.to_str().unwrap()]);
+    assert!(table.contains("all ranks 32 ranks on 4 nodes (net, cross-zone)"), "{table}");
+}

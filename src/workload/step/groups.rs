@@ -60,6 +60,43 @@ pub(crate) fn step_groups(
     Ok(groups)
 }
 
+/// The step's process groups as its report lists them, each kind once (the widest where
+/// stages' differ): the world for a step without a layout or HYBRID_SHARD, then `groups`'
+/// kinds in their order, each with the tier of `cluster` its traffic crosses.
+pub(crate) fn describe(
+    cluster: &Cluster,
+    comm: &Communicator,
+    spec: &workload::ddp::DdpSpec,
+    groups: &workload::jobs::GroupComms,
+) -> Vec<workload::ddp::CommGroup> {
+    use workload::ddp::CommGroup;
+    let mut out: Vec<CommGroup> = Vec::new();
+    let hybrid = spec.sharding.is_some_and(|s| s.strategy.hybrid());
+    if spec.parallel.is_none() && !hybrid && comm.nranks() > 1 {
+        out.push(CommGroup {
+            group: workload::parallel::Group::World.label(),
+            ranks: comm.nranks(),
+            nodes: cluster.nodes(),
+            tier: cluster.tier(),
+        });
+    }
+    for (g, gc) in groups {
+        let sub = &gc.own.0;
+        let row = CommGroup {
+            group: g.label(),
+            ranks: gc.own.1.nranks(),
+            nodes: sub.nodes(),
+            tier: sub.tier(),
+        };
+        match out.iter_mut().find(|r| r.group == row.group) {
+            Some(r) if (row.nodes, row.ranks) > (r.nodes, r.ranks) => *r = row,
+            Some(_) => {}
+            None => out.push(row),
+        }
+    }
+    out
+}
+
 /// The cluster and communicator of a process group of `members` (global ranks of `comm`,
 /// numbered node by node): the nodes they are on, with their GPUs on each (the same local
 /// GPUs on every node; otherwise as many of each node's first GPUs).

@@ -28,7 +28,7 @@
 mod groups;
 mod timer;
 
-pub(crate) use groups::step_groups;
+pub(crate) use groups::{describe as describe_groups, step_groups};
 pub(crate) use timer::with_ddp;
 pub use timer::{CollCache, GroupKey};
 
