@@ -152,12 +152,12 @@ impl Cluster {
         (self.machine_node(n).0 * self.per_node) as u32
     }
 
-    /// The tier this view's traffic crosses: its node's own links ("nvlink", or "pcie" without
-    /// NVLink) on one node, else the network's tier its nodes span ([`Fabric::span`]).
-    pub fn tier(&self) -> String {
+    /// The tier this view's traffic crosses, with its level for comparing two: the node's own
+    /// links on one node (level 0; "nvlink" with `nvlink`, else "pcie"), else the network's
+    /// tier its nodes span ([`Fabric::span`]).
+    pub fn tier(&self, nvlink: bool) -> (usize, String) {
         if self.nodes <= 1 {
-            let nvlink = self.spec.nvlink.is_some() && self.gpus_per_node > 1;
-            return if nvlink { "nvlink" } else { "pcie" }.into();
+            return (0, if nvlink { "nvlink" } else { "pcie" }.into());
         }
         let nodes: Vec<usize> = (0..self.nodes).map(|n| self.machine_node(NodeId(n)).0).collect();
         self.fabric.span(&nodes)

@@ -75,8 +75,7 @@ pub struct Fabric {
     /// Explicit fabrics: each node's switch, each switch's (neighbour, link) list, and the
     /// switch-to-switch hop counts.
     explicit: Option<Explicit>,
-    /// Whether flows are hashed onto one of several equal paths (static ECMP, or any explicit
-    /// network).
+    /// Whether a generated fabric's flows are hashed onto one of the up-ports (static ECMP).
     ecmp: bool,
     /// What separates the placement's groups ("rack", "zone", "region").
     placement_tier: String,
@@ -352,7 +351,7 @@ impl Fabric {
             node_group,
             place,
             slots,
-            ecmp: ecmp || explicit.is_some(),
+            ecmp,
             explicit,
             placement_tier: placement.tier.clone(),
         }
@@ -367,22 +366,33 @@ impl Fabric {
         (node * self.nics + nic) / self.tiers[t].size.max(1)
     }
 
-    /// The highest tier of the network that traffic among `nodes` (the machine's, two or more)
-    /// crosses, NIC to the same NIC index (rail to rail, as NCCL's rings and trees leave a node):
-    /// "net" under one ideal switch, "net, one leaf", "net, spine", "net, core" or "net, tier
-    /// k" climbing a fat tree, "net, rail leaf" or "net, spine" on a rail fabric, "net, one
-    /// switch" or "net, k switch hops" on an explicit one, and "net, cross-TIER" where the
-    /// nodes sit in more than one placement group (rack, zone, region). Under ECMP routing a
-    /// route above the leaves says so (", ECMP").
-    pub fn span(&self, nodes: &[usize]) -> String {
-        let groups = |f: &dyn Fn(usize) -> usize| {
-            nodes.first().is_some_and(|&a| nodes.iter().any(|&n| f(n) != f(a)))
+    /// The highest tier of the network a route between any two NICs of `nodes` (the machine's,
+    /// two or more) climbs: a collective's traffic may leave a node by one NIC and enter the
+    /// next by another (collsim's rings do), so every NIC pair counts. Its level (1 for one
+    /// switch or leaf, one more per tier climbed, 100 across placement groups) and its label:
+    /// "net" under one ideal switch, "net, one leaf", "net, spine", "net, core" or "net, tier k"
+    /// up a fat tree, "net, rail leaf" or "net, spine" on a rail fabric (different rails meet
+    /// at the spine), "net, one switch" or "net, k switch hops" on an explicit network, and
+    /// "net, cross-TIER" where the nodes sit in more than one placement group (rack, zone,
+    /// region). Under static ECMP a route above the leaves says so (", ECMP").
+    pub fn span(&self, nodes: &[usize]) -> (usize, String) {
+        let differ = |f: &dyn Fn(usize, usize) -> usize| {
+            let mut seen = None;
+            for &n in nodes {
+                for k in 0..self.nics.max(1) {
+                    match seen {
+                        None => seen = Some(f(n, k)),
+                        Some(v) if v != f(n, k) => return true,
+                        Some(_) => {}
+                    }
+                }
+            }
+            false
         };
-        if groups(&|n| self.node_group.get(n).copied().unwrap_or(0)) {
-            return format!("net, cross-{}", self.placement_tier);
+        if differ(&|n, _| self.node_group.get(n).copied().unwrap_or(0)) {
+            return (100, format!("net, cross-{}", self.placement_tier));
         }
-        let nics = self.nics.max(1);
-        let (label, climbs) = if let Some(x) = &self.explicit {
+        let climbed = if let Some(x) = &self.explicit {
             let home = |n: usize| x.node_switch.get(n).copied().unwrap_or(0);
             let hops = nodes
                 .iter()
@@ -396,33 +406,29 @@ impl Fabric {
                 1 => "net, 1 switch hop".to_string(),
                 h => format!("net, {h} switch hops"),
             };
-            (label, hops > 0)
+            return (1 + hops, label);
         } else if self.rail {
-            let apart =
-                groups(&|n| self.slots.get(n).copied().unwrap_or(n) / self.rail_leaf.max(1));
-            (if apart { "net, spine" } else { "net, rail leaf" }.to_string(), apart)
-        } else if self.tiers.is_empty() {
-            ("net".to_string(), false)
+            let apart = differ(&|n, k| {
+                let block = self.slots.get(n).copied().unwrap_or(n) / self.rail_leaf.max(1);
+                k * self.per_rail + block
+            });
+            usize::from(apart)
         } else {
-            // The lowest tier boundary under which every node's NIC k shares a group, the
-            // highest over k.
-            let climbed = (0..nics)
-                .map(|k| {
-                    (0..self.tiers.len())
-                        .find(|&t| !groups(&|n| self.group(t, n, k)))
-                        .unwrap_or(self.tiers.len())
-                })
-                .max()
-                .unwrap_or(0);
-            let label = match climbed {
-                0 => "net, one leaf".to_string(),
-                1 => "net, spine".to_string(),
-                2 => "net, core".to_string(),
-                k => format!("net, tier {k}"),
-            };
-            (label, climbed > 0)
+            // The lowest tier boundary under which every NIC of the nodes shares a group.
+            (0..self.tiers.len())
+                .find(|&t| !differ(&|n, k| self.group(t, n, k)))
+                .unwrap_or(self.tiers.len())
         };
-        if climbs && self.ecmp { format!("{label}, ECMP") } else { label }
+        let label = match (climbed, self.tiers.is_empty()) {
+            (0, true) => "net".to_string(),
+            (0, false) if self.rail => "net, rail leaf".to_string(),
+            (0, false) => "net, one leaf".to_string(),
+            (1, _) => "net, spine".to_string(),
+            (2, _) => "net, core".to_string(),
+            (k, _) => format!("net, tier {k}"),
+        };
+        let label = if climbed > 0 && self.ecmp { format!("{label}, ECMP") } else { label };
+        (1 + climbed, label)
     }
 
     /// The link from NIC `(node, nic)` (the machine's node) into the network, and the one

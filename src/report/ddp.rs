@@ -515,21 +515,21 @@ fn groups_line(groups: &[crate::workload::ddp::CommGroup]) -> String {
         .join("; ")
 }
 
-/// The process groups whose communication a breakdown part (by its JSON key) holds.
-fn part_groups(key: &str) -> &'static [&'static str] {
+/// Whether a breakdown part (by its JSON key) holds the communication of process group
+/// `group` (by its label): the gradients' groups and a replayed step's in the exposed part,
+/// the layers' tensor/expert/context-parallel calls in theirs, the pipeline's sends and the
+/// tied embedding's all-reduce in the pipeline's.
+fn part_holds(key: &str, group: &str) -> bool {
     match key {
-        "exposed_comm_ms" => &[
-            "all ranks",
-            "data-parallel",
-            "expert data-parallel",
-            "embedding",
-            "shard",
-            "replicate",
-        ],
-        "tp_comm_ms" => &["tensor-parallel", "expert-parallel", "context-parallel"],
-        "amax_comm_ms" => &["fp8 amax"],
-        "pipeline_ms" => &["pipeline"],
-        _ => &[],
+        "exposed_comm_ms" => {
+            ["all ranks", "data-parallel", "expert data-parallel", "shard", "replicate"]
+                .contains(&group)
+                || group.ends_with(" apart")
+        }
+        "tp_comm_ms" => ["tensor-parallel", "expert-parallel", "context-parallel"].contains(&group),
+        "amax_comm_ms" => group == "fp8 amax",
+        "pipeline_ms" => ["pipeline", "embedding"].contains(&group),
+        _ => false,
     }
 }
 
@@ -538,7 +538,7 @@ fn part_groups(key: &str) -> &'static [&'static str] {
 fn part_tiers(key: &str, groups: &[crate::workload::ddp::CommGroup]) -> String {
     let on: Vec<String> = groups
         .iter()
-        .filter(|g| part_groups(key).contains(&g.group.as_str()))
+        .filter(|g| part_holds(key, &g.group))
         .map(|g| format!("{}: {}", g.group, g.tier))
         .collect();
     if on.is_empty() { String::new() } else { format!(" [{}]", on.join("; ")) }

@@ -358,6 +358,19 @@ pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet
     Ok(out)
 }
 
+/// Whether any collective of `calls` runs on every one of `world` ranks (no group, or a
+/// group that takes them all).
+pub fn runs_on_world(calls: &[Call], world: usize) -> bool {
+    calls.iter().any(|c| match c {
+        Call::Nccl { nccl, .. } => nccl.iter().any(|op| match op {
+            NcclOp::Collective { group: None, .. } => true,
+            NcclOp::Collective { group: Some(g), .. } => g.on(world) == Ok(Group::World),
+            _ => false,
+        }),
+        _ => false,
+    })
+}
+
 /// The longest one entry of a replayed step may take, µs: an hour. A profiler trace or a list
 /// of calls times one training step, and no kernel, collective or gap in one runs that long; a
 /// longer one is a unit mistaken (ns or ps for µs) or a corrupt number.

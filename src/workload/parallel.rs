@@ -965,7 +965,7 @@ fn stages(model: &Model, layout: &Layout) -> Vec<Stage> {
 }
 
 /// Whether the model's head is its input embedding (no vocabulary-sized weight of its own).
-fn tied(model: &Model) -> bool {
+pub(crate) fn tied(model: &Model) -> bool {
     let vocab = model.layers.iter().find_map(|l| match l.parallel.map(|x| x.role) {
         Some(TpRole::Embedding { vocab }) => Some(vocab),
         _ => None,

@@ -1878,4 +1878,40 @@ fn a_step_names_the_tier_each_process_groups_traffic_crosses() {
     .unwrap();
     let table = collsim_ok(&["simulate", path.to_str().unwrap()]);
     assert!(table.contains("all ranks 32 ranks on 4 nodes (net, cross-zone)"), "{table}");
+    // A rail fabric: two nodes share each rail's leaf, but a ring leaves a node by one NIC and
+    // enters the next by another, and different rails meet only at the spine.
+    let h100 = std::fs::read_to_string("topologies/dgx-h100.toml").unwrap();
+    let rail = h100.replace("kind = \"non_blocking\"", "kind = \"rail\"\nradix = 16");
+    std::fs::write(dir.join("rail.toml"), rail).unwrap();
+    // A fat tree of 4 nodes a leaf: the pipeline's stage pairs 3-4 and 7-0 of 8 one-node
+    // stages cross the spine, the others stay under a leaf; the pipeline is as high as its
+    // highest pair.
+    let tree =
+        h100.replace("kind = \"non_blocking\"", "kind = \"fat_tree\"\ntiers = 2\nradix = 64");
+    std::fs::write(dir.join("tree.toml"), tree).unwrap();
+    let step = |topology: &str, nodes: usize, parallel: &str| {
+        let path = dir.join(format!("{topology}-{nodes}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[cluster]\ntopology = \"{topology}.toml\"\nnodes = {nodes}\n[workload]\n\
+                 kind = \"ddp\"\nmodel = \"llama-7b\"\nmicro_batch = 1\n\
+                 precision = \"bf16\"\n{parallel}"
+            ),
+        )
+        .unwrap();
+        let v = json(&["simulate", path.to_str().unwrap(), "--format", "json"]);
+        let groups = v["comm_groups"].as_array().unwrap().clone();
+        groups
+            .iter()
+            .map(|g| {
+                (g["group"].as_str().unwrap().to_string(), g["tier"].as_str().unwrap().to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(step("rail", 2, ""), [("all ranks".into(), "net, spine".into())]);
+    let layout = "grad_accumulation = 8\n[workload.parallel]\ntp = 8\npp = 8\n";
+    let groups = step("tree", 8, layout);
+    assert!(groups.contains(&("pipeline".into(), "net, spine".into())), "{groups:?}");
+    assert!(!groups.iter().any(|g| g.0 == "embedding"), "llama ties no embedding: {groups:?}");
 }

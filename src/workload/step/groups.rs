@@ -60,9 +60,11 @@ pub(crate) fn step_groups(
     Ok(groups)
 }
 
-/// The step's process groups as its report lists them, each kind once (the widest where
-/// stages' differ): the world for a step without a layout or HYBRID_SHARD, then `groups`'
-/// kinds in their order, each with the tier of `cluster` its traffic crosses.
+/// The step's process groups as its report lists them, each kind once, at the highest tier
+/// any group of that kind crosses (a pipeline's stage pairs, each stage's data-parallel
+/// group): the world where its collectives run on it (a step without a layout or
+/// HYBRID_SHARD; a replayed step where a call runs on the world), then `groups`' kinds in their
+/// order, but for a tied embedding's group where the model ties none.
 pub(crate) fn describe(
     cluster: &Cluster,
     comm: &Communicator,
@@ -70,31 +72,34 @@ pub(crate) fn describe(
     groups: &workload::jobs::GroupComms,
 ) -> Vec<workload::ddp::CommGroup> {
     use workload::ddp::CommGroup;
-    let mut out: Vec<CommGroup> = Vec::new();
+    use workload::parallel::Group;
+    let nvlink =
+        |c: &Communicator| c.path_types().0 <= crate::hw::PathType::Nvb && !c.env().p2p_disable;
+    let mut out: Vec<(usize, CommGroup)> = Vec::new();
     let hybrid = spec.sharding.is_some_and(|s| s.strategy.hybrid());
-    if spec.parallel.is_none() && !hybrid && comm.nranks() > 1 {
-        out.push(CommGroup {
-            group: workload::parallel::Group::World.label(),
-            ranks: comm.nranks(),
-            nodes: cluster.nodes(),
-            tier: cluster.tier(),
-        });
+    let world = match &spec.calls {
+        Some(calls) => workload::calls::runs_on_world(calls, comm.nranks()),
+        None => spec.parallel.is_none() && !hybrid,
+    };
+    if world && comm.nranks() > 1 {
+        let (level, tier) = cluster.tier(nvlink(comm));
+        let ranks = comm.nranks();
+        let row = CommGroup { group: Group::World.label(), ranks, nodes: cluster.nodes(), tier };
+        out.push((level, row));
     }
-    for (g, gc) in groups {
-        let sub = &gc.own.0;
-        let row = CommGroup {
-            group: g.label(),
-            ranks: gc.own.1.nranks(),
-            nodes: sub.nodes(),
-            tier: sub.tier(),
-        };
-        match out.iter_mut().find(|r| r.group == row.group) {
-            Some(r) if (row.nodes, row.ranks) > (r.nodes, r.ranks) => *r = row,
+    let tied = workload::parallel::tied(&spec.model);
+    for (g, gc) in groups.iter().filter(|(g, _)| **g != Group::Embedding || tied) {
+        let (sub, c) = &gc.own;
+        let (level, tier) = sub.tier(nvlink(c));
+        let row = CommGroup { group: g.label(), ranks: c.nranks(), nodes: sub.nodes(), tier };
+        let key = |l: usize, r: &CommGroup| (l, r.nodes, r.ranks);
+        match out.iter_mut().find(|(_, r)| r.group == row.group) {
+            Some(slot) if key(level, &row) > key(slot.0, &slot.1) => *slot = (level, row),
             Some(_) => {}
-            None => out.push(row),
+            None => out.push((level, row)),
         }
     }
-    out
+    out.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The cluster and communicator of a process group of `members` (global ranks of `comm`,
