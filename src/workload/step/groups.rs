@@ -64,7 +64,8 @@ pub(crate) fn step_groups(
 /// any group of that kind crosses (a pipeline's stage pairs, each stage's data-parallel
 /// group): the world where its collectives run on it (a step without a layout or
 /// HYBRID_SHARD; a replayed step where a call runs on the world), then `groups`' kinds in their
-/// order, but for a tied embedding's group where the model ties none.
+/// order, leaving out the embedding group where the model ties no embedding (nothing runs on
+/// it).
 pub(crate) fn describe(
     cluster: &Cluster,
     comm: &Communicator,
