@@ -359,17 +359,23 @@ proptest::proptest! {
     }
 }
 
+/// `nodes` nodes of 8 GPUs of topology preset `preset` with IB SHARP switches
+/// (`network.sharp`).
+fn sharp_cluster(preset: &str, nodes: usize) -> Cluster {
+    let path = format!("{}/topologies/{preset}.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("kind = \"non_blocking\"", "kind = \"non_blocking\"\nsharp = true");
+    let spec = collsim::config::parse_topology("sharp.toml", &text).unwrap();
+    Cluster::new(&spec, nodes, 8)
+}
+
 #[test]
 fn sharp_in_network_reduction_halves_nic_traffic() {
     // With IB SHARP (network.sharp, NCCL_COLLNET_ENABLE=1) each node sends its share into the
     // switch once and receives the sum once: busbw reaches about twice the NICs' rate, where a
     // ring stays at it (8 × 24 GB/s HDR on DGX-A100).
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-a100.toml"))
-            .unwrap()
-            .replace("kind = \"non_blocking\"", "kind = \"non_blocking\"\nsharp = true");
-    let spec = collsim::config::parse_topology("sharp.toml", &text).unwrap();
-    let cluster = Cluster::new(&spec, 16, 8);
+    let cluster = sharp_cluster("dgx-a100", 16);
     let p = params(Time::ZERO);
     let bytes = 8u64 << 30;
     let busbw = |algo: &str| {
@@ -391,12 +397,7 @@ fn collnet_direct_is_not_held_to_the_nvlstree_maximum() {
     // perChMaxNVLSTreeBws is NVLSTree's alone: on 8 B200 nodes with SHARP under 2.29 (43.8 GB/s
     // a channel past two nodes, 350 GB/s over the NVLS graph's 8 channels) CollNetDirect runs
     // as under 2.30 (80), and NVLSTree is held to the cap.
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/dgx-b200.toml"))
-            .unwrap()
-            .replace("kind = \"non_blocking\"", "kind = \"non_blocking\"\nsharp = true");
-    let spec = collsim::config::parse_topology("sharp.toml", &text).unwrap();
-    let cluster = Cluster::new(&spec, 8, 8);
+    let cluster = sharp_cluster("dgx-b200", 8);
     let p = params(Time::ZERO);
     let bytes = 4u64 << 30;
     let busbw = |algo: &str, version: &str| {
