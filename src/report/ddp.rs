@@ -507,12 +507,16 @@ pub fn sweep_table(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
 
 /// "data-parallel 8 ranks on 4 nodes (net, spine); tensor-parallel 4 ranks on 1 node (nvlink)".
 fn groups_line(groups: &[crate::workload::ddp::CommGroup]) -> String {
+    group_phrases(groups).join("; ")
+}
+
+/// Each group as "data-parallel 8 ranks on 4 nodes (net, spine)".
+pub(crate) fn group_phrases(groups: &[crate::workload::ddp::CommGroup]) -> Vec<String> {
     let nodes = |n: usize| if n == 1 { "1 node".to_string() } else { format!("{n} nodes") };
     groups
         .iter()
         .map(|g| format!("{} {} ranks on {} ({})", g.group, g.ranks, nodes(g.nodes), g.tier))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .collect()
 }
 
 /// Whether a breakdown part (by its JSON key) holds the communication of process group

@@ -154,8 +154,44 @@ fn index_label(labels: &[String], v: f64) -> String {
     }
 }
 
-/// The height of a sweep plot's breakdown panel, px.
+/// The height of a sweep plot's breakdown panel, px, before its list of process groups.
 const BREAKDOWN_H: u32 = 480;
+
+/// Characters a line of the process-group list holds at 12 px on the 960 px canvas.
+const GROUPS_LINE_CHARS: usize = 130;
+
+/// The lines under a sweep's breakdown panel that name, point by point, each process group that
+/// communicates and the tier its traffic crosses (nothing where no point communicates): a
+/// point's groups, broken between groups to fit the canvas.
+fn group_lines(rows: &[crate::report::ddp::SweepPoint]) -> Vec<String> {
+    if rows.iter().all(|r| r.1.comm_groups.is_empty()) {
+        return Vec::new();
+    }
+    let mut lines = vec!["process groups and the tier their traffic crosses:".to_string()];
+    for (p, r, _) in rows {
+        let mut line = format!("{}:", crate::report::sweep::point_label(p));
+        if r.comm_groups.is_empty() {
+            line.push_str(" none (one GPU)");
+        }
+        for (i, g) in crate::report::ddp::group_phrases(&r.comm_groups).into_iter().enumerate() {
+            let sep = if i == 0 { " " } else { "; " };
+            if line.len() + sep.len() + g.len() > GROUPS_LINE_CHARS {
+                lines.push(std::mem::replace(&mut line, format!("    {g}")));
+            } else {
+                line.push_str(sep);
+                line.push_str(&g);
+            }
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// The height of a sweep plot's breakdown panel with its process-group list, px.
+fn breakdown_height(rows: &[crate::report::ddp::SweepPoint]) -> u32 {
+    let n = group_lines(rows).len() as u32;
+    BREAKDOWN_H + if n > 0 { 12 + 16 * n } else { 0 }
+}
 
 /// Okabe and Ito's colour-blind-safe palette, then greys: one colour per breakdown part.
 const PART_COLORS: [RGBColor; crate::workload::ddp::BREAKDOWN_PARTS] = [
@@ -174,7 +210,8 @@ const PART_COLORS: [RGBColor; crate::workload::ddp::BREAKDOWN_PARTS] = [
 ];
 
 /// A sweep's breakdown panel: one stacked bar per point (in the order run), each part of the
-/// step (`Breakdown::parts`, those any point has) in its colour, named in a legend below.
+/// step (`Breakdown::parts`, those any point has) in its colour, named in a legend below, and
+/// under it each point's process groups with the tier their traffic crosses.
 fn sweep_breakdown<DB: DrawingBackend>(
     rows: &[crate::report::ddp::SweepPoint],
     area: &DrawingArea<DB, plotters::coord::Shift>,
@@ -193,7 +230,8 @@ fn sweep_breakdown<DB: DrawingBackend>(
         .fold(0.0, f64::max)
         .max(1e-6)
         * 1.1;
-    let (chart_area, legend) = area.split_vertically(BREAKDOWN_H - 64);
+    let (bars_area, groups) = area.split_vertically(BREAKDOWN_H);
+    let (chart_area, legend) = bars_area.split_vertically(BREAKDOWN_H - 64);
     let n = rows.len();
     let mut chart = ChartBuilder::on(&chart_area)
         .caption("where the step goes, ms, at each point", ("sans-serif", 16))
@@ -234,6 +272,10 @@ fn sweep_breakdown<DB: DrawingBackend>(
             .map_err(|e| err(&e))?;
         legend.draw(&Text::new(parts(0)[k].0, (x + 22, y), font.clone())).map_err(|e| err(&e))?;
     }
+    for (j, line) in group_lines(rows).into_iter().enumerate() {
+        let y = 4 + 16 * j as i32;
+        groups.draw(&Text::new(line, (24, y), font.clone())).map_err(|e| err(&e))?;
+    }
     Ok(())
 }
 
@@ -262,7 +304,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
     let numeric = xs.iter().all(|v| v.trim().parse::<f64>().is_ok_and(f64::is_finite));
     let ymax = rows.iter().map(|r| r.1.iteration_time_ms).fold(0.0, f64::max).max(1e-6) * 1.15;
     let legend_h = if series.len() > 1 { 30 + 18 * series.len() as u32 } else { 0 };
-    let parts_h = if rows.len() > 1 { BREAKDOWN_H } else { 0 };
+    let parts_h = if rows.len() > 1 { breakdown_height(rows) } else { 0 };
     let root = SVGBackend::with_string(svg, (960, 600 + parts_h + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, rest) = root.split_vertically(600);

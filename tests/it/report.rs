@@ -348,6 +348,18 @@ fn a_sweep_says_where_each_points_extra_time_goes() {
         let e = els.iter().find(|e| e.tag == "text" && e.text == label).expect(label);
         assert!(e.num("x") + 7.0 * label.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
     }
+    // Under the bars, each point's process groups and the tier their traffic crosses, as the
+    // table's "process groups" row says them, inside the canvas: one node on NVLink, more on
+    // the network.
+    let t = texts(&els);
+    let line = |point: &str| {
+        let e = els.iter().find(|e| e.tag == "text" && e.text.starts_with(point)).expect(point);
+        assert!(e.num("x") + 7.0 * e.text.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
+        e.text.clone()
+    };
+    assert!(t.contains(&"process groups and the tier their traffic crosses:"), "{t:?}");
+    assert!(line("cluster.nodes=1:").contains("(nvlink)"));
+    assert!(line("cluster.nodes=4:").contains("on 4 nodes (net"));
 }
 
 #[test]
