@@ -44,6 +44,8 @@ struct Cli {
 enum SimFmt {
     Table,
     Nccl,
+    /// nccl-tests' `-J` JSON (version 3).
+    NcclJson,
     Json,
     Csv,
 }
@@ -88,7 +90,7 @@ struct Common {
     /// GPUs each process drives, as nccl-tests `-g N` (default 1: one process per GPU, as
     /// torchrun and mpirun run NCCL). One process launches its GPUs' kernels one after the
     /// other, so each call costs it more.
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'g', long, visible_alias = "ngpus", value_name = "N")]
     gpus_per_process: Option<usize>,
     /// An NCCL environment variable, KEY=VALUE (repeatable).
     #[arg(long = "nccl", value_name = "KEY=VALUE")]
@@ -222,21 +224,32 @@ struct SimulateArgs {
     #[arg(long)]
     collective: Option<String>,
     /// First size, as nccl-tests -b (bare number = bytes; K/M/G binary; or "64 MiB").
-    #[arg(long)]
+    #[arg(short = 'b', long, visible_alias = "minbytes")]
     min_bytes: Option<String>,
     /// Last size, as nccl-tests -e.
-    #[arg(long)]
+    #[arg(short = 'e', long, visible_alias = "maxbytes")]
     max_bytes: Option<String>,
     /// Multiplicative step, as nccl-tests -f.
-    #[arg(long)]
+    #[arg(short = 'f', long, visible_alias = "stepfactor")]
     factor: Option<u64>,
     /// Data type, as nccl-tests -d.
-    #[arg(long)]
+    #[arg(short = 'd', long, visible_alias = "datatype")]
     dtype: Option<String>,
-    /// Reduction, as nccl-tests -o.
+    /// Reduction, as nccl-tests -o (spelled out here: collsim's -o is --output).
     #[arg(long)]
     op: Option<String>,
-    /// Output format.
+    /// Timed iterations a size, as nccl-tests -n (default 20): the nccl layouts print it; a
+    /// prediction's time is the same whatever the count.
+    #[arg(short = 'n', long, value_name = "N")]
+    iters: Option<u32>,
+    /// Warm-up iterations, as nccl-tests -w (default 1): the nccl layouts print it.
+    #[arg(short = 'w', long, visible_alias = "warmup_iters", value_name = "N")]
+    warmup_iters: Option<u32>,
+    /// Data check, as nccl-tests -c 0|1 (default 1): with 0 the nccl layouts print `#wrong` as
+    /// N/A, as nccl-tests does; a prediction has nothing wrong either way.
+    #[arg(short = 'c', long, value_name = "0|1", value_parser = clap::value_parser!(u8).range(0..=1))]
+    check: Option<u8>,
+    /// Output format: `nccl` is nccl-tests' text, `nccl-json` its -J JSON.
     #[arg(long, value_enum, default_value = "table")]
     format: SimFmt,
     /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
@@ -254,8 +267,9 @@ struct SimulateArgs {
     /// DDP workloads: write the step as a Chrome/Perfetto trace (JSON) here.
     #[arg(long, value_name = "JSON")]
     trace: Option<PathBuf>,
-    /// DDP workloads: draw the step's compute and NCCL lanes into this SVG file (with --sweep:
-    /// step time against the swept values).
+    /// Draw into this SVG file: a DDP step's compute and NCCL lanes (with --sweep: step time
+    /// against the swept values); a collective's busbw and time against size, log axes (with
+    /// --sweep: one line per point, e.g. `--sweep nccl.NCCL_ALGO=Ring,NVLS`).
     #[arg(long, value_name = "SVG")]
     plot: Option<PathBuf>,
     /// DDP and FSDP workloads: write the step as a list of calls (JSON) here, for a scenario

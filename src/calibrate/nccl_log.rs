@@ -419,9 +419,22 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
     let results = v.get("results").and_then(|r| r.as_array()).ok_or_else(|| {
         JsonLogError("no \"results\" array (expected nccl-tests -J output)".into())
     })?;
-    let from_args = v.get("args").and_then(|a| collective_in(&a.to_string()));
-    let hosts: Vec<String> = v
-        .get("devices")
+    // The command line: nccl-tests writes it as a list of arguments, collsim-bench as one
+    // string.
+    let args: Vec<String> = match v.get("args") {
+        Some(serde_json::Value::Array(a)) => {
+            a.iter().map(|x| x.as_str().map_or_else(|| x.to_string(), String::from)).collect()
+        }
+        Some(serde_json::Value::String(line)) => {
+            line.split_whitespace().map(String::from).collect()
+        }
+        Some(other) => other.to_string().split_whitespace().map(String::from).collect(),
+        None => Vec::new(),
+    };
+    let from_args = collective_in(&args.join(" "));
+    // The ranks: nccl-tests (JSON version 3) lists them in `config`, collsim-bench at the top.
+    let devices = v.get("devices").or_else(|| v.pointer("/config/devices"));
+    let hosts: Vec<String> = devices
         .and_then(|d| d.as_array())
         .map(|d| {
             d.iter()
@@ -431,13 +444,6 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         .unwrap_or_default();
     // config.ngpus, else `-g N` in the command line; the GPU of devices[0].device_info; the
     // NCCL release (an integer code or a dotted string).
-    let args: Vec<String> = v
-        .get("args")
-        .map(|a| a.as_str().map_or_else(|| a.to_string(), String::from))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect();
     let from_flag = args
         .iter()
         .position(|a| a == "-g" || a == "--ngpus")
@@ -455,8 +461,8 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         },
     };
     let gpus_per_process = ngpus.or(from_flag).filter(|&g| g > 0);
-    let gpu_name = v
-        .pointer("/devices/0/device_info")
+    let gpu_name = devices
+        .and_then(|d| d.pointer("/0/device_info"))
         .and_then(|d| d.as_str())
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty());
@@ -589,6 +595,30 @@ mod tests {
         assert_eq!(tests[0].collective, Some(Collective::AllGather));
         assert_eq!(tests[0].rows[1].oop_time_us, 11.0);
         assert_eq!(tests[0].rows[0].ip_time_us, 9.5);
+    }
+
+    #[test]
+    fn reads_nccl_tests_json_version_3() {
+        // nccl-tests 2.19 (src/util.cu at a0b82b2): args as a list, the ranks under config.
+        let text = r#"{"version": 3, "start_time": "2026-11-30 05:00:00",
+            "args": ["./build/reduce_scatter_perf", "-b", "8", "-g", "4"], "env": [],
+            "nccl_version": 22807,
+            "config": {"nthreads": 1, "ngpus": 4, "devices": [
+              {"rank": 0, "group": 0, "pid": 1, "hostname": "a", "device": 0,
+               "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"},
+              {"rank": 1, "group": 0, "pid": 2, "hostname": "b", "device": 0,
+               "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"}]},
+            "results": [
+              {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": "    -1",
+               "out_of_place": {"time": 10.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0.0},
+               "in_place": {"time": 9.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": null},
+               "actual_iterations": 20, "experiment_name": ""}]}"#;
+        let tests = parse_json(text).unwrap();
+        assert_eq!(tests.len(), 1);
+        assert_eq!(tests[0].collective, Some(Collective::ReduceScatter));
+        assert_eq!(tests[0].rank_hosts, ["a", "b"]);
+        assert_eq!(tests[0].setup.gpu_name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(tests[0].setup.gpus_per_process, Some(4));
     }
 
     #[test]

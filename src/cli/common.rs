@@ -136,6 +136,11 @@ pub(crate) fn mode(m: ModeArg) -> Mode {
     }
 }
 
+/// How `--format` spells an nccl layout ("nccl" or "nccl-json"), for its errors.
+pub(crate) fn nccl_name(format: SimFmt) -> &'static str {
+    if matches!(format, SimFmt::NcclJson) { "nccl-json" } else { "nccl" }
+}
+
 /// The flags that shape an nccl-tests-like sweep (`simulate --collective/--min-bytes/…`).
 pub(crate) struct SweepFlags {
     pub(crate) collective: Option<String>,
@@ -144,11 +149,15 @@ pub(crate) struct SweepFlags {
     pub(crate) factor: Option<u64>,
     pub(crate) dtype: Option<String>,
     pub(crate) op: Option<String>,
+    /// nccl-tests' -n, -w and -c: what the nccl layouts print of the run.
+    pub(crate) iters: Option<u32>,
+    pub(crate) warmup_iters: Option<u32>,
+    pub(crate) check: Option<u8>,
 }
 
 impl SweepFlags {
     /// The flags given, by name.
-    pub(crate) fn given(&self) -> [(&'static str, bool); 6] {
+    pub(crate) fn given(&self) -> [(&'static str, bool); 9] {
         [
             ("--collective", self.collective.is_some()),
             ("--min-bytes", self.min_bytes.is_some()),
@@ -156,7 +165,20 @@ impl SweepFlags {
             ("--factor", self.factor.is_some()),
             ("--dtype", self.dtype.is_some()),
             ("--op", self.op.is_some()),
+            ("--iters", self.iters.is_some()),
+            ("--warmup-iters", self.warmup_iters.is_some()),
+            ("--check", self.check.is_some()),
         ]
+    }
+
+    /// The run the nccl layouts print: nccl-tests' defaults where a flag is not given.
+    pub(crate) fn test_run(&self) -> collsim::report::nccl::TestRun {
+        let d = collsim::report::nccl::TestRun::default();
+        collsim::report::nccl::TestRun {
+            iters: self.iters.unwrap_or(d.iters),
+            warmup_iters: self.warmup_iters.unwrap_or(d.warmup_iters),
+            check: self.check.map_or(d.check, |c| c != 0),
+        }
     }
 }
 

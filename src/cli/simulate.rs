@@ -138,6 +138,9 @@ pub(crate) fn simulate(
         factor,
         dtype,
         op,
+        iters,
+        warmup_iters,
+        check,
         format,
         trace,
         plot,
@@ -164,7 +167,30 @@ pub(crate) fn simulate(
                 "--trace draws one DDP step; a --sweep runs many (simulate one point without --sweep to trace it)"
             );
         }
-        let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
+        if let Some(f) = [
+            ("--iters", iters.is_some()),
+            ("--warmup-iters", warmup_iters.is_some()),
+            ("--check", check.is_some()),
+        ]
+        .iter()
+        .find(|f| f.1)
+        {
+            bail_usage!(
+                "{}: the nccl layouts print it (--format nccl, nccl-json); a --sweep prints as table, json or csv",
+                f.0
+            );
+        }
+        let flags = SweepFlags {
+            collective,
+            min_bytes,
+            max_bytes,
+            factor,
+            dtype,
+            op,
+            iters,
+            warmup_iters,
+            check,
+        };
         return simulate_sweep(
             scenario.as_deref(),
             &common,
@@ -227,7 +253,17 @@ pub(crate) fn simulate(
             config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));
     }
     // The flags that shape a sweep, and those that draw a DDP step.
-    let flags = SweepFlags { collective, min_bytes, max_bytes, factor, dtype, op };
+    let flags = SweepFlags {
+        collective,
+        min_bytes,
+        max_bytes,
+        factor,
+        dtype,
+        op,
+        iters,
+        warmup_iters,
+        check,
+    };
     let sweep_flags = flags.given();
     let drawing = [
         ("--trace", trace.is_some()),
@@ -255,7 +291,7 @@ pub(crate) fn simulate(
         match format {
             SimFmt::Table => report::jobs::table(&s, &runs, &profile, m, &mut out)?,
             SimFmt::Json => report::jobs::json(&s, &runs, &profile, m, &mut out)?,
-            SimFmt::Nccl | SimFmt::Csv => {
+            SimFmt::Nccl | SimFmt::NcclJson | SimFmt::Csv => {
                 bail_usage!("--format: several jobs print as table or json")
             }
         }
@@ -289,7 +325,12 @@ pub(crate) fn simulate(
                 let mem = collsim::workload::memory::known_memory(&spec, r.world, s.gpus_per_node);
                 report::sweep::ddp_csv(&[(Vec::new(), r.clone(), mem)], &mut out)?
             }
-            SimFmt::Nccl => bail_usage!("--format nccl: a DDP step prints as table, json or csv"),
+            SimFmt::Nccl | SimFmt::NcclJson => {
+                bail_usage!(
+                    "--format {}: a DDP step prints as table, json or csv",
+                    nccl_name(format)
+                )
+            }
         }
         out.finish()?;
         if let Some(p) = trace {
@@ -311,8 +352,10 @@ pub(crate) fn simulate(
     if export_calls.is_some() {
         bail_usage!("--export-calls writes a training step; this scenario's workload is a sweep");
     }
-    if trace.is_some() || plot.is_some() {
-        bail_usage!("--trace and --plot draw a DDP step; this scenario's workload is a sweep");
+    if trace.is_some() {
+        bail_usage!(
+            "--trace draws a DDP step; this scenario's workload is a sweep (--plot draws it)"
+        );
     }
     let sweep = apply_sweep_flags(&mut s, &flags)?;
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
@@ -328,17 +371,37 @@ pub(crate) fn simulate(
         mode: m,
         communicator,
         rows: &rows,
+        run: flags.test_run(),
     };
     let fmt: &dyn SimFormat = match format {
         SimFmt::Table => &report::table::Table,
         SimFmt::Nccl => &report::nccl::Nccl,
+        SimFmt::NcclJson => &report::nccl::NcclJson,
         SimFmt::Json => &report::json::Json,
         SimFmt::Csv => &report::csv::Csv,
     };
     let mut out = open_output(common.output.as_deref())?;
     fmt.write_sim(&report, &mut out)?;
     out.finish()?;
+    if let Some(p) = plot {
+        let label = format!(
+            "{} on {} x {} ({} GPUs), {}",
+            sweep.collective.name(),
+            s.nodes,
+            s.node.name,
+            s.nodes * s.gpus_per_node,
+            if s.nccl.is_empty() { "NCCL's choice per size".to_string() } else { nccl_vars(&s) }
+        );
+        let title =
+            format!("{} busbw against size, as nccl-tests prints it", sweep.collective.name());
+        stage_svg("--plot", &p, |t| report::plot::collective_svg(&title, &[(label, &rows)], t))?;
+    }
     Ok(())
+}
+
+/// The scenario's NCCL variables, "NCCL_ALGO=Ring NCCL_PROTO=Simple".
+fn nccl_vars(s: &collsim::config::Scenario) -> String {
+    s.nccl.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
 /// `collsim explain`.

@@ -113,26 +113,35 @@ pub(crate) fn simulate_sweep(
             SimFmt::Table => report::ddp::sweep_table(&steps, &mut out)?,
             SimFmt::Json => report::sweep::ddp_json(&name, &steps, &mut out)?,
             SimFmt::Csv => report::sweep::ddp_csv(&steps, &mut out)?,
-            SimFmt::Nccl => bail_usage!("--format nccl: a DDP sweep prints as table, json or csv"),
+            SimFmt::Nccl | SimFmt::NcclJson => bail_usage!(
+                "--format {}: a DDP sweep prints as table, json or csv",
+                nccl_name(format)
+            ),
         }
     } else {
-        if plot.is_some() {
-            bail_usage!(
-                "--plot with --sweep draws DDP steps; a collective sweep's rows go to --format csv or json"
-            );
-        }
         match format {
             SimFmt::Table => report::sweep::rows_table(&sizes, &mut out)?,
             SimFmt::Json => report::sweep::rows_json(&name, &sizes, &mut out)?,
             SimFmt::Csv => report::sweep::rows_csv(&sizes, &mut out)?,
-            SimFmt::Nccl => {
-                bail_usage!("--format nccl: a sweep over keys prints as table, json or csv")
+            SimFmt::Nccl | SimFmt::NcclJson => {
+                bail_usage!(
+                    "--format {}: a sweep over keys prints as table, json or csv",
+                    nccl_name(format)
+                )
             }
         }
     }
     out.finish()?;
     if let Some(p) = plot {
-        stage_svg("--plot", p, |t| report::plot::sweep(&steps, t))?;
+        if sizes.is_empty() {
+            stage_svg("--plot", p, |t| report::plot::sweep(&steps, t))?;
+        } else {
+            let series: Vec<(String, &[collsim::workload::sweep::Row])> =
+                sizes.iter().map(|(p, rows)| (grid::label(p), rows.as_slice())).collect();
+            let title =
+                "busbw against size, one line per point of the --sweep, as nccl-tests prints it";
+            stage_svg("--plot", p, |t| report::plot::collective_svg(title, &series, t))?;
+        }
     }
     Ok(())
 }

@@ -66,6 +66,7 @@ pub fn table(
                     mode,
                     communicator: r.summary.clone(),
                     rows,
+                    run: super::nccl::TestRun::default(),
                 };
                 super::table::Table.write_sim(&rep, out)?;
             }

@@ -58,6 +58,9 @@ pub struct SimReport<'a> {
     pub communicator: CommSummary,
     /// One row per size.
     pub rows: &'a [Row],
+    /// What the nccl layouts print of the run (nccl-tests' -n, -w, -c).
+    #[serde(skip)]
+    pub run: nccl::TestRun,
 }
 
 /// A validation with its context.

@@ -372,3 +372,109 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
     }
     root.present().map_err(|e| err(&e))
 }
+
+/// Okabe and Ito's colour-blind-safe palette without its yellow (too pale for a line), then
+/// black: one colour per line of a collective's plot.
+const LINE_COLORS: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 0, 0),
+];
+
+/// The log10 axis range, whole decades, that holds `ys` (positive, finite).
+fn decades(ys: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = ys
+        .filter(|y| y.is_finite() && *y > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    if lo.is_finite() && hi > 0.0 {
+        let lo = 10f64.powf(lo.log10().floor());
+        (lo, 10f64.powf(hi.log10().ceil()).max(lo * 10.0))
+    } else {
+        (1e-3, 1e3)
+    }
+}
+
+/// `simulate --plot` for a collective: busbw (GB/s, as nccl-tests prints it) and time (µs),
+/// each on a log10 axis, against size (bytes per rank, log2 axis), one line per series — the
+/// scenario's sweep, or each point of a `--sweep` (`nccl.NCCL_ALGO=Ring,NVLS`: one line per
+/// algorithm) — in colour-blind-safe colours, the legend below the panels.
+pub fn collective_svg(
+    title: &str,
+    series: &[(String, &[crate::workload::sweep::Row])],
+    svg: &mut String,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let lines: Vec<(&str, Vec<&crate::workload::sweep::Row>)> = series
+        .iter()
+        .map(|(label, rows)| {
+            let kept = rows
+                .iter()
+                .filter(|r| r.size_bytes > 0 && r.time_us > 0.0 && r.busbw > 0.0)
+                .collect();
+            (label.as_str(), kept)
+        })
+        .collect();
+    let all = || lines.iter().flat_map(|l| l.1.iter());
+    let Some(first) = all().next() else { return Err("nothing to plot".into()) };
+    let (x0, x1) = all().fold((first.size_bytes as f64, first.size_bytes as f64), |(a, b), r| {
+        (a.min(r.size_bytes as f64), b.max(r.size_bytes as f64))
+    });
+    let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 / 2.0, x0 * 2.0) };
+    let legend_h = 30 + 18 * lines.len() as u32;
+    let root = SVGBackend::with_string(svg, (960, 900 + legend_h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (top, rest) = root.split_vertically(460);
+    let (middle, legend) = rest.split_vertically(440);
+    let size_label = |b: &f64| Bytes::new(b.round() as u64).to_string();
+    type Value = fn(&crate::workload::sweep::Row) -> f64;
+    let panels: [(_, &str, &str, Value); 2] = [
+        (&top, title, "busbw (GB/s, log axis)", |r| r.busbw),
+        (&middle, "time per call", "time (µs, log axis)", |r| r.time_us),
+    ];
+    for (area, caption, y_desc, value) in panels {
+        let (y0, y1) = decades(all().map(|r| value(r)));
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", if caption == title { 18 } else { 14 }))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale().base(2.0), (y0..y1).log_scale())
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc("size (bytes per rank, log2 axis)")
+            .y_desc(y_desc)
+            .x_labels(14)
+            .y_labels(12)
+            .x_label_formatter(&size_label)
+            .y_label_formatter(&|y| gbps_label(*y))
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (i, (_, rows)) in lines.iter().enumerate() {
+            let c = LINE_COLORS[i % LINE_COLORS.len()];
+            let pts: Vec<(f64, f64)> =
+                rows.iter().map(|r| (r.size_bytes as f64, value(r))).collect();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(|e| err(&e))?;
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(|e| err(&e))?;
+        }
+    }
+    let font = ("sans-serif", 13).into_font().color(&BLACK);
+    legend.draw(&Text::new("lines:", (24, 6), font.clone())).map_err(|e| err(&e))?;
+    for (i, (label, _)) in lines.iter().enumerate() {
+        let c = LINE_COLORS[i % LINE_COLORS.len()];
+        let y = 26 + 18 * i as i32;
+        legend
+            .draw(&Rectangle::new([(90, y + 1), (110, y + 11)], c.filled()))
+            .map_err(|e| err(&e))?;
+        legend.draw(&Text::new(label.to_string(), (118, y), font.clone())).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))
+}

@@ -494,3 +494,40 @@ fn json_fields_change_only_with_the_format_version() {
         version(&list)
     );
 }
+
+#[test]
+fn a_collective_plots_busbw_and_time_against_size_one_line_per_point() {
+    // Issue #49 item 4: `simulate --plot` for a collective: busbw and time against size on log
+    // axes, one line per point of a --sweep (here one per algorithm), each in its own colour,
+    // the legend inside the canvas.
+    let path = scratch().join("report-collective.svg");
+    let args = ["simulate", "scenarios/quickstart.toml", "-e", "64M"];
+    let sweep = ["--sweep", "nccl.NCCL_ALGO=Ring,NVLS", "--plot", path.to_str().unwrap()];
+    collsim_ok(&[&args[..], &sweep[..]].concat());
+    let els = elements(&std::fs::read_to_string(&path).unwrap());
+    let (w, h) = (els[0].num("width"), els[0].num("height"));
+    let t = texts(&els);
+    for label in ["busbw (GB/s, log axis)", "time (µs, log axis)", "8 B", "2 KiB", "32 MiB"] {
+        assert!(t.contains(&label), "{label} missing from {t:?}");
+    }
+    for label in ["nccl.NCCL_ALGO=Ring", "nccl.NCCL_ALGO=NVLS"] {
+        let e = els.iter().find(|e| e.tag == "text" && e.text == label).expect(label);
+        assert!(e.num("x") + 7.0 * label.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
+    }
+    // Two lines in each panel, two colours, each its own: 24 sizes a line.
+    let lines: Vec<&El> = els
+        .iter()
+        .filter(|e| e.tag == "polyline" && e.attr.get("stroke-width").is_some_and(|s| s == "2"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let colours: std::collections::BTreeSet<&String> =
+        lines.iter().filter_map(|e| e.attr.get("stroke")).collect();
+    assert_eq!(colours.len(), 2, "{colours:?}");
+    assert_eq!(els.iter().filter(|e| e.tag == "circle").count(), 4 * 24);
+    // One scenario without --sweep: one line, named by what it runs.
+    let one = scratch().join("report-collective-one.svg");
+    collsim_ok(&[&args[..], &["--plot", one.to_str().unwrap()]].concat());
+    let els = elements(&std::fs::read_to_string(&one).unwrap());
+    let t = texts(&els);
+    assert!(t.iter().any(|s| s.starts_with("all_reduce on 1 x dgx-h100 (8 GPUs)")), "{t:?}");
+}

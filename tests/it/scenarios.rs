@@ -392,3 +392,86 @@ fn sequence_parallelism_without_tensor_parallelism_is_off_as_megatron_turns_it_o
     let out = collsim_ok(&["simulate", "scenarios/llama70b-3d-dgx-h100-64node.toml"]);
     assert!(out.contains("sequence parallel"), "{out}");
 }
+
+#[test]
+fn nccl_tests_short_flags_mean_what_they_mean_there() {
+    // Issue #49: -b -e -f -g -d as nccl-tests spells them (and its long names) give the rows
+    // the long flags give.
+    let run = |flags: &[&str]| {
+        let mut args = vec!["simulate", "--topology", "dgx-h100", "--format", "csv"];
+        args.extend(flags);
+        collsim_ok(&args)
+    };
+    let long = run(&["--min-bytes", "8", "--max-bytes", "8GiB", "--factor", "2"]);
+    assert_eq!(long.lines().count(), 32);
+    assert_eq!(run(&["-b", "8", "-e", "8G", "-f", "2"]), long);
+    assert_eq!(run(&["--minbytes", "8", "--maxbytes", "8G", "--stepfactor", "2"]), long);
+    let long = run(&["--gpus-per-process", "8", "--dtype", "half", "--max-bytes", "1M"]);
+    assert_eq!(run(&["-g", "8", "-d", "half", "-e", "1M"]), long);
+    assert_eq!(run(&["--ngpus", "8", "--datatype", "half", "-e", "1M"]), long);
+    // -n, -w and -c are what the nccl layouts print of the run; the times do not move.
+    let nccl = |flags: &[&str]| {
+        let mut args = vec!["simulate", "--topology", "dgx-h100", "-e", "1K", "--format", "nccl"];
+        args.extend(flags);
+        collsim_ok(&args)
+    };
+    let plain = nccl(&[]);
+    assert!(plain.contains("warmup iters: 1 iters: 20 agg iters: 1 validation: 1"), "{plain}");
+    let set = nccl(&["-n", "50", "-w", "5", "-c", "0"]);
+    assert!(set.contains("warmup iters: 5 iters: 50 agg iters: 1 validation: 0"), "{set}");
+    // Without the check nccl-tests prints N/A for #wrong.
+    let row =
+        |t: &str| t.lines().find(|l| l.trim_start().starts_with("1024 ")).unwrap().to_string();
+    assert_eq!(row(&set), row(&plain).replace("       0", "    N/A"));
+    // nccl-tests' -o is the reduction; collsim's -o is --output, so -o sum is no reduction.
+    let out = super::scratch().join("short-o-sum");
+    collsim_ok(&["simulate", "--topology", "dgx-h100", "-e", "1K", "-o", out.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&out).unwrap().contains("all_reduce"));
+}
+
+#[test]
+fn nccl_json_is_what_nccl_tests_j_writes_and_reads_back_exactly() {
+    // Issue #49's must-hold: --format nccl-json writes nccl-tests' -J layout (version 3,
+    // src/util.cu at a0b82b2: the ranks under config.devices, args as a list), and
+    // validate --log reads it back with 0 % error.
+    let dir = super::scratch();
+    let path = dir.join("nccl-json-a100.json");
+    let args = ["simulate", "--topology", "dgx-a100", "--nodes", "2", "-e", "64M", "-n", "40"];
+    let text = collsim_ok(&[&args[..], &["--format", "nccl-json"]].concat());
+    std::fs::write(&path, &text).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["version"], 3);
+    assert_eq!(v["args"][0], "all_reduce_perf");
+    assert_eq!(v["config"]["iterations"], 40);
+    assert_eq!(v["config"]["devices"].as_array().unwrap().len(), 16);
+    assert_eq!(v["config"]["devices"][8]["hostname"], "node1");
+    assert_eq!(v["config"]["devices"][0]["device_info"], "NVIDIA A100-SXM4-80GB");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 24); // 8 B … 64 MiB
+    assert_eq!(results[0]["root"], "    -1");
+    assert_eq!(results[0]["out_of_place"]["nwrong"], 0.0);
+    // The same rows the csv gives, to the bit.
+    let csv = collsim_ok(&[&args[..], &["--format", "json"]].concat());
+    let rows = rows(&csv);
+    for (r, j) in rows.iter().zip(results) {
+        assert_eq!(r["time_us"], j["out_of_place"]["time"]);
+        assert_eq!(r["busbw_gbyte_per_s"], j["in_place"]["bus_bw"]);
+    }
+    let back = collsim_ok(&[
+        "validate",
+        "--log",
+        path.to_str().unwrap(),
+        "--topology",
+        "dgx-a100",
+        "--nodes",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let back: serde_json::Value = serde_json::from_str(&back).unwrap();
+    assert_eq!(back["rows"].as_array().unwrap().len(), 24);
+    assert_eq!(
+        (back["median_abs_error_pct"].as_f64(), back["p95_abs_error_pct"].as_f64()),
+        (Some(0.0), Some(0.0))
+    );
+}
