@@ -18,5 +18,7 @@
 /// step's `breakdown` has `amax_comm_ms` (fp8's amax all-reduces under a Megatron layout).
 /// 12: `skew` has `slowest_host_factor` (the slowest rank's launches, under
 /// `rank_skew_host_cv`). 13: a simulated step has `comm_groups` (its process groups, their
-/// ranks and nodes, and the tier each one's traffic crosses).
-pub const FORMAT_VERSION: u32 = 13;
+/// ranks and nodes, and the tier each one's traffic crosses). 14: a plan's document has
+/// `recommended` (the recommended candidate's number) and `band` (the relative error band),
+/// and each ranked solution its `band` (step, time and cost low and high).
+pub const FORMAT_VERSION: u32 = 14;

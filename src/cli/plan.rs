@@ -19,7 +19,8 @@ pub(crate) fn plan_report(
     out: &PlanOut,
     output: Option<&Path>,
 ) -> Result<()> {
-    let ranking = collsim::plan::rank(summary.minimise(), outcomes);
+    let band = collsim::plan::band(summary.collective);
+    let ranking = collsim::plan::rank(&summary.objective, band, outcomes);
     let mut w = open_output(output)?;
     match out.format {
         PlanFmt::Table => report::plan::table(summary, &ranking, &mut w)?,

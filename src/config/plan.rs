@@ -67,6 +67,7 @@ struct RawCandidates {
 #[serde(deny_unknown_fields)]
 struct RawObjective {
     minimise: Option<S<String>>,
+    within: Option<S<String>>,
     throughput: Option<S<f64>>,
     deadline: Option<S<String>>,
     budget: Option<S<String>>,
@@ -131,6 +132,26 @@ pub enum Minimise {
     Cost,
     /// Time to train.
     Time,
+    /// Time to train, among the candidates whose cost is within a margin of the cheapest
+    /// (`within`, else the candidates' own error band): the fastest of those the model cannot
+    /// tell apart in cost.
+    #[serde(rename = "cost-within")]
+    CostWithin,
+    /// The knee of the time/cost Pareto front: the point where buying more speed starts to
+    /// cost more than it saves ([`crate::plan::knee`]).
+    Knee,
+}
+
+impl Minimise {
+    /// As a plan file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Minimise::Cost => "cost",
+            Minimise::Time => "time",
+            Minimise::CostWithin => "cost-within",
+            Minimise::Knee => "knee",
+        }
+    }
 }
 
 /// Which price a plan pays.
@@ -148,6 +169,9 @@ pub enum Pricing {
 pub struct Objective {
     /// What to minimise.
     pub minimise: Minimise,
+    /// With `cost-within`: how far above the cheapest cost a candidate may be, as a fraction
+    /// (None: the candidates' own error band).
+    pub within: Option<f64>,
     /// Samples per second the job must reach.
     pub throughput: Option<f64>,
     /// Hours within which training must finish.
@@ -841,9 +865,23 @@ fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> 
         Some(m) => src.check("objective.minimise", m, |m| match m.as_str() {
             "cost" => Ok(Minimise::Cost),
             "time" => Ok(Minimise::Time),
-            _ => Err(format!("unknown objective {m:?} (cost, time)")),
+            "cost-within" => Ok(Minimise::CostWithin),
+            "knee" => Ok(Minimise::Knee),
+            _ => Err(format!("unknown objective {m:?} (cost, time, cost-within, knee)")),
         })?,
         None => Minimise::Cost,
+    };
+    let within = match o.and_then(|o| o.within.as_ref()) {
+        Some(w) => Some(src.check("objective.within", w, |w| {
+            if minimise != Minimise::CostWithin {
+                return Err(format!(
+                    "a margin for minimise = \"cost-within\"; this plan minimises {}",
+                    minimise.name()
+                ));
+            }
+            percent(w)
+        })?),
+        None => None,
     };
     let throughput = match o.and_then(|o| o.throughput.as_ref()) {
         Some(t) => Some(src.check("objective.throughput", t, |&x| {
@@ -881,6 +919,7 @@ fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> 
     };
     Ok(Objective {
         minimise,
+        within,
         throughput,
         deadline_h,
         budget_usd,
@@ -888,6 +927,19 @@ fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> 
         max_nodes,
         pricing,
     })
+}
+
+/// A margin "10 %" (or "10%"), as a fraction: above 0, at most 100 %.
+fn percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().strip_suffix('%').map(str::trim);
+    let x: f64 = number
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("{text:?} is not a percentage (write \"10 %\")"))?;
+    if x.is_finite() && x > 0.0 && x <= 100.0 {
+        Ok(x / 100.0)
+    } else {
+        Err(format!("{text:?}: a margin above 0 and at most 100 %"))
+    }
 }
 
 /// `[instance.NAME]` tables: each instance's own prices and compact limit, checked before the

@@ -31,18 +31,22 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         r.ranked.len(),
         r.rejected.len()
     )?;
-    let mut goal = format!(
-        "minimise {} to train {} at {} prices",
-        match o.minimise {
-            Minimise::Cost => "cost",
-            Minimise::Time => "time",
-        },
-        amount(&s.amount),
-        match o.pricing {
-            Pricing::OnDemand => "on-demand",
-            Pricing::Spot => "spot",
+    let prices = match o.pricing {
+        Pricing::OnDemand => "on-demand",
+        Pricing::Spot => "spot",
+    };
+    let amount = amount(&s.amount);
+    let mut goal = match o.minimise {
+        Minimise::Cost => format!("minimise cost to train {amount} at {prices} prices"),
+        Minimise::Time => format!("minimise time to train {amount} at {prices} prices"),
+        Minimise::CostWithin => format!(
+            "minimise time to train {amount} among the solutions within {:.1} % of the cheapest cost, at {prices} prices",
+            100.0 * o.within.unwrap_or(r.band)
+        ),
+        Minimise::Knee => {
+            format!("the knee of time and cost to train {amount} at {prices} prices")
         }
-    );
+    };
     if let Some(t) = o.throughput {
         goal += &format!("; at least {t} {rate}");
     }
@@ -116,6 +120,16 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
     }
     if !r.ranked.is_empty() {
         writeln!(out, "\n(P *: on the Pareto front of time and cost to train)")?;
+        writeln!(
+            out,
+            "(error band: each step, time and cost within a factor {:.3} either way: collsim's median error on {} it was not fitted on)",
+            1.0 + r.band,
+            if s.collective {
+                "nccl-tests curves of clusters (validate --manifest, leave-one-cluster-out)"
+            } else {
+                "published training runs (validate --runs, leave-one-source-out)"
+            }
+        )?;
     }
     if let Some(rec) = &r.recommendation {
         writeln!(out, "\nrecommendation: {rec}")?;
@@ -137,6 +151,8 @@ pub fn json(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         "ranked": r.ranked,
         "rejected": r.rejected,
         "recommendation": r.recommendation,
+        "recommended": r.recommended,
+        "band": r.band,
     });
     super::write_json(&v, out)
 }

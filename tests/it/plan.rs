@@ -297,6 +297,21 @@ fn bad_plan_files_are_one_line_errors_with_file_and_line() {
             "candidates.tp, candidates.pp, candidates.cp: degrees of a 3-D layout; the workload has no [workload.parallel]",
         ),
         (
+            "within-not-cost-within",
+            base.replace("minimise = \"cost\"", "minimise = \"cost\"\nwithin = \"5 %\""),
+            "objective.within: a margin for minimise = \"cost-within\"; this plan minimises cost",
+        ),
+        (
+            "within-not-a-percentage",
+            base.replace("minimise = \"cost\"", "minimise = \"cost-within\"\nwithin = \"five\""),
+            "objective.within: \"five\" is not a percentage",
+        ),
+        (
+            "unknown-objective",
+            base.replace("minimise = \"cost\"", "minimise = \"cheap\""),
+            "objective.minimise: unknown objective \"cheap\" (cost, time, cost-within, knee)",
+        ),
+        (
             "stranger",
             format!(
                 "{base}\n[instance.\"aws-p4d\"]\nhourly = \"1 USD/h\"\nsource = \"x\"\ndate = \"2025-06\"\n"
@@ -663,4 +678,120 @@ fn a_merge_does_not_write_over_the_plan_its_results_name() {
     let out = collsim(&["plan", "merge", path(&r), "-o", path(&p)]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(&p).unwrap(), plan);
+}
+
+/// A shipped plan's text with its objective set to `minimise` and its scenario path made
+/// absolute, written into `d`.
+fn shipped_with(d: &Path, plan: &str, minimise: &str) -> PathBuf {
+    let text = std::fs::read_to_string(plan).unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
+    let text = text
+        .replace("scenario = \"", &format!("scenario = \"{root}"))
+        .replace("minimise = \"cost\"", &format!("minimise = \"{minimise}\""));
+    assert!(text.contains(&format!("minimise = \"{minimise}\"")), "{plan}");
+    let name = Path::new(plan).file_name().unwrap().to_str().unwrap();
+    plan_file(d, name, &text)
+}
+
+#[test]
+fn cost_within_picks_the_fastest_within_the_band_of_the_cheapest() {
+    // Issue #49's must-hold: on the shipped plans, cost-within picks a solution at most X %
+    // above the cheapest, at least as fast as every solution within that margin; the JSON
+    // names it by its candidate number, and every solution carries its band.
+    let d = dir("cost-within");
+    for plan in ["scenarios/plan-gpt2xl.toml", "scenarios/plan-llama70b-3d.toml"] {
+        for within in [None, Some(5.0), Some(20.0)] {
+            let mut p = shipped_with(&d, plan, "cost-within");
+            if let Some(w) = within {
+                let text = std::fs::read_to_string(&p).unwrap().replace(
+                    "minimise = \"cost-within\"",
+                    &format!("minimise = \"cost-within\"\nwithin = \"{w} %\""),
+                );
+                p = plan_file(&d, "within.toml", &text);
+            }
+            let v: serde_json::Value =
+                serde_json::from_str(&collsim_ok(&["plan", path(&p), "--format", "json"])).unwrap();
+            let band = v["band"].as_f64().unwrap();
+            assert_eq!(band, collsim::plan::TRAINING_BAND);
+            let margin = within.map_or(band, |w| w / 100.0);
+            let ranked = v["ranked"].as_array().unwrap();
+            let f = |r: &serde_json::Value, k: &str| r["metrics"][k].as_f64().unwrap();
+            let cheapest = ranked.iter().map(|r| f(r, "train_usd")).fold(f64::INFINITY, f64::min);
+            let best = &ranked[0];
+            assert_eq!(v["recommended"], best["index"], "{plan}");
+            assert!(f(best, "train_usd") <= cheapest * (1.0 + margin), "{plan} {within:?}");
+            for r in ranked.iter().filter(|r| f(r, "train_usd") <= cheapest * (1.0 + margin)) {
+                assert!(f(best, "train_hours") <= f(r, "train_hours"), "{plan} {within:?}: {r}");
+            }
+            let b = &best["band"]["train_usd"];
+            assert!((b[1].as_f64().unwrap() / f(best, "train_usd") - (1.0 + band)).abs() < 1e-12);
+            let text = collsim_ok(&["plan", path(&p)]);
+            assert!(
+                text.contains("recommendation: ") && text.contains("the fastest of the"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cheapest_recommendation_names_what_the_band_cannot_tell_from_it() {
+    // Issue #49: minimising cost, the recommendation says which solutions are within the
+    // error band of its cost and the fastest of them; the knee is on the front.
+    let d = dir("band");
+    let p = shipped_with(&d, "scenarios/plan-gpt2xl.toml", "cost");
+    let text = collsim_ok(&["plan", path(&p)]);
+    assert!(
+        text.contains("(error band: each step, time and cost within a factor 1.084 either way"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["plan", path(&p), "--format", "json"])).unwrap();
+    let ranked = v["ranked"].as_array().unwrap();
+    let f = |r: &serde_json::Value, k: &str| r["metrics"][k].as_f64().unwrap();
+    let (c0, t0) = (f(&ranked[0], "train_usd"), f(&ranked[0], "train_hours"));
+    let within: Vec<&serde_json::Value> = ranked[1..]
+        .iter()
+        .filter(|r| f(r, "train_usd") <= c0 * (1.0 + collsim::plan::TRAINING_BAND))
+        .collect();
+    let faster = within.iter().any(|r| f(r, "train_hours") < t0);
+    let rec = v["recommendation"].as_str().unwrap();
+    assert_eq!(rec.contains("error band of that cost"), faster, "{rec}");
+    if faster {
+        assert!(rec.contains(&format!("{} more within", within.len())), "{rec}");
+    }
+    let p = shipped_with(&d, "scenarios/plan-gpt2xl.toml", "knee");
+    let v: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["plan", path(&p), "--format", "json"])).unwrap();
+    assert_eq!(v["ranked"][0]["pareto"], true);
+    assert!(v["recommendation"].as_str().unwrap().contains("the knee of the time/cost front"));
+}
+
+#[test]
+fn the_llama_7b_plan_recommends_what_the_readme_says_under_each_objective() {
+    // Issue #49's acceptance plan (scenarios/plan-llama7b-fsdp.toml): cost picks the cheapest
+    // and names the faster solutions within the band; cost-within picks the fastest of them;
+    // knee the knee of the front. The README quotes these.
+    let d = dir("llama7b");
+    let plan = "scenarios/plan-llama7b-fsdp.toml";
+    let rec = |minimise: &str| {
+        let text = std::fs::read_to_string(plan)
+            .unwrap()
+            .replace("minimise = \"cost\"", &format!("minimise = \"{minimise}\""));
+        let p = plan_file(&d, &format!("{minimise}.toml"), &text);
+        let out = collsim_ok(&["plan", path(&p)]);
+        out.lines().find(|l| l.starts_with("recommendation: ")).unwrap().to_string()
+    };
+    let cost = rec("cost");
+    assert!(cost.starts_with("recommendation: 4 x aws-p4d compact: meets every constraint at the lowest cost to train ($39,429, 18.7 d)"), "{cost}");
+    assert!(cost.contains("2 more within collsim's 8.4 % error band of that cost, which it cannot tell from it: the fastest, 16 x aws-p4d compact, trains in 4.7 d for $39,756"), "{cost}");
+    let within = rec("cost-within");
+    assert!(within.starts_with("recommendation: 16 x aws-p4d compact: the fastest of the 3 solutions within 8.4 % of the cheapest cost to train"), "{within}");
+    let knee = rec("knee");
+    assert!(
+        knee.starts_with(
+            "recommendation: 32 x aws-p5 compact: the knee of the time/cost front (26.4 h, $46,472)"
+        ),
+        "{knee}"
+    );
 }
