@@ -116,6 +116,20 @@ enum Command {
     Simulate(SimulateArgs),
     /// Take one call apart: NCCL's cost table, its choice, the simulated time and what bounds it.
     Explain(ExplainArgs),
+    /// The catalogue of topology presets: GPUs, NVLink, NICs, network and price per node-hour
+    /// with its source and date; cloud instance types (p5.48xlarge, a3-megagpu-8g) name their
+    /// preset wherever a topology is asked for.
+    Presets {
+        /// Only presets whose GPU model holds this text (any letter case): H100, A100, B200.
+        #[arg(long, value_name = "TEXT")]
+        gpu: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: ValFmt,
+        /// Write the output to PATH instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
     /// Hardware: show a topology as nvidia-smi and NCCL see it.
     Topo {
         #[command(subcommand)]
@@ -240,15 +254,16 @@ struct SimulateArgs {
     op: Option<String>,
     /// Timed iterations a size, as nccl-tests -n (default 20): the nccl layouts print it; a
     /// prediction's time is the same whatever the count.
-    #[arg(short = 'n', long, value_name = "N")]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     iters: Option<u32>,
     /// Warm-up iterations, as nccl-tests -w (default 1): the nccl layouts print it.
     #[arg(short = 'w', long, visible_alias = "warmup_iters", value_name = "N")]
     warmup_iters: Option<u32>,
-    /// Data check, as nccl-tests -c 0|1 (default 1): with 0 the nccl layouts print `#wrong` as
-    /// N/A, as nccl-tests does; a prediction has nothing wrong either way.
-    #[arg(short = 'c', long, value_name = "0|1", value_parser = clap::value_parser!(u8).range(0..=1))]
-    check: Option<u8>,
+    /// Data check, as nccl-tests -c (default 1; any other number is on): with 0 the nccl layouts
+    /// print `#wrong` as N/A and fit sizes in two buffers instead of three, as nccl-tests does; a
+    /// prediction has nothing wrong either way.
+    #[arg(short = 'c', long, value_name = "0|1")]
+    check: Option<u32>,
     /// Output format: `nccl` is nccl-tests' text, `nccl-json` its -J JSON.
     #[arg(long, value_enum, default_value = "table")]
     format: SimFmt,
@@ -513,6 +528,7 @@ fn io_paths(command: &Command) -> (Vec<PathBuf>, Vec<(&'static str, PathBuf)>) {
             outs.push(("-o", output.clone()));
         }
         Command::Completions { .. } => {}
+        Command::Presets { output, .. } => outs.push(("-o", output.clone())),
         Command::Profile(a) => {
             ins.push(a.trace.clone());
             outs.push(("-o", a.output.clone()));
@@ -542,6 +558,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Simulate(args) => simulate(args)?,
         Command::Topo { command } => topo(command)?,
+        Command::Presets { gpu, format, output } => presets(gpu.as_deref(), format, output)?,
         Command::Explain(args) => explain(args)?,
         Command::Calibrate(args) => calibrate(args)?,
         Command::Validate(args) => validate(args)?,

@@ -432,16 +432,37 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         None => Vec::new(),
     };
     let from_args = collective_in(&args.join(" "));
-    // The ranks: nccl-tests (JSON version 3) lists them in `config`, collsim-bench at the top.
+    // The ranks: collsim-bench lists every rank at the top; nccl-tests (JSON version 3) one
+    // entry a process in `config`, the first of its nthreads x ngpus ranks (util.cu
+    // `parseRankInfo` reads one line of each process's block), so each entry stands for that
+    // many ranks on its host.
+    let per_entry = match v.get("devices") {
+        Some(_) => 1,
+        None => {
+            let count = |key: &str| v.pointer(key).and_then(|x| x.as_u64()).unwrap_or(1).max(1);
+            (count("/config/nthreads") * count("/config/ngpus")).min(1 << 20) as usize
+        }
+    };
     let devices = v.get("devices").or_else(|| v.pointer("/config/devices"));
     let hosts: Vec<String> = devices
         .and_then(|d| d.as_array())
         .map(|d| {
             d.iter()
-                .filter_map(|x| x.get("hostname").and_then(|h| h.as_str()).map(String::from))
+                .filter_map(|x| x.get("hostname").and_then(|h| h.as_str()))
+                .flat_map(|h| std::iter::repeat_n(h.to_string(), per_entry))
                 .collect()
         })
         .unwrap_or_default();
+    // The NCCL variables of its environment (nccl-tests writes the whole environment).
+    let mut env: Vec<(String, String)> = Vec::new();
+    for e in v.get("env").and_then(|e| e.as_array()).into_iter().flatten() {
+        if let Some((k, val)) = e.as_str().and_then(|e| e.split_once('='))
+            && k.starts_with("NCCL_")
+            && !env.iter().any(|(key, _)| key == k)
+        {
+            env.push((k.to_string(), val.to_string()));
+        }
+    }
     // config.ngpus, else `-g N` in the command line; the GPU of devices[0].device_info; the
     // NCCL release (an integer code or a dotted string).
     let from_flag = args
@@ -476,7 +497,7 @@ pub fn parse_json(text: &str) -> Result<Vec<LogTest>, JsonLogError> {
         Some(serde_json::Value::String(s)) => nccl_version(&format!("NCCL version {s}")),
         _ => None,
     };
-    let setup = LogSetup { gpus_per_process, gpu_name, nccl_version, env: Vec::new() };
+    let setup = LogSetup { gpus_per_process, gpu_name, nccl_version, env };
     let mut tests: Vec<LogTest> = Vec::new();
     let mut last_key: Option<(Option<Collective>, String)> = None;
     for (i, r) in results.iter().enumerate() {
@@ -601,12 +622,13 @@ mod tests {
     fn reads_nccl_tests_json_version_3() {
         // nccl-tests 2.19 (src/util.cu at a0b82b2): args as a list, the ranks under config.
         let text = r#"{"version": 3, "start_time": "2026-11-30 05:00:00",
-            "args": ["./build/reduce_scatter_perf", "-b", "8", "-g", "4"], "env": [],
+            "args": ["./build/reduce_scatter_perf", "-b", "8", "-g", "4"],
             "nccl_version": 22807,
+            "env": ["HOME=/root", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_ALGO=Tree"],
             "config": {"nthreads": 1, "ngpus": 4, "devices": [
               {"rank": 0, "group": 0, "pid": 1, "hostname": "a", "device": 0,
                "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"},
-              {"rank": 1, "group": 0, "pid": 2, "hostname": "b", "device": 0,
+              {"rank": 4, "group": 0, "pid": 2, "hostname": "b", "device": 0,
                "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"}]},
             "results": [
               {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": "    -1",
@@ -616,7 +638,13 @@ mod tests {
         let tests = parse_json(text).unwrap();
         assert_eq!(tests.len(), 1);
         assert_eq!(tests[0].collective, Some(Collective::ReduceScatter));
-        assert_eq!(tests[0].rank_hosts, ["a", "b"]);
+        // One entry a process of -g 4: four ranks on each host.
+        assert_eq!(tests[0].rank_hosts, ["a", "a", "a", "a", "b", "b", "b", "b"]);
+        let env = &tests[0].setup.env;
+        assert_eq!(
+            env,
+            &[("NCCL_ALGO".into(), "Ring".into()), ("NCCL_PROTO".into(), "Simple".into())]
+        );
         assert_eq!(tests[0].setup.gpu_name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
         assert_eq!(tests[0].setup.gpus_per_process, Some(4));
     }

@@ -152,7 +152,7 @@ pub(crate) struct SweepFlags {
     /// nccl-tests' -n, -w and -c: what the nccl layouts print of the run.
     pub(crate) iters: Option<u32>,
     pub(crate) warmup_iters: Option<u32>,
-    pub(crate) check: Option<u8>,
+    pub(crate) check: Option<u32>,
 }
 
 impl SweepFlags {

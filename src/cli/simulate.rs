@@ -357,6 +357,14 @@ pub(crate) fn simulate(
             "--trace draws a DDP step; this scenario's workload is a sweep (--plot draws it)"
         );
     }
+    if !matches!(format, SimFmt::Nccl | SimFmt::NcclJson)
+        && let Some(f) = flags.given()[6..].iter().find(|f| f.1)
+    {
+        bail_usage!(
+            "{}: only the nccl layouts print it (--format nccl or nccl-json); the predicted times do not depend on it",
+            f.0
+        );
+    }
     let sweep = apply_sweep_flags(&mut s, &flags)?;
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let m = mode(common.mode);
@@ -512,5 +520,36 @@ pub(crate) fn topo(command: TopoCommand) -> Result<()> {
             out.finish()?;
         }
     }
+    Ok(())
+}
+
+/// `collsim presets`: every shipped topology preset (those whose GPU holds `gpu`), with the
+/// instance type each models.
+pub(crate) fn presets(gpu: Option<&str>, format: ValFmt, output: Option<PathBuf>) -> Result<()> {
+    use collsim::config::{INSTANCE_TYPES, preset_names};
+    let mut entries = Vec::new();
+    for name in preset_names() {
+        let (_, node) = config::resolve_topology(name, None)?;
+        let instance = INSTANCE_TYPES.iter().find(|(_, p)| *p == name).map(|(t, _)| *t);
+        entries.push(report::presets::Entry::of(name, instance, &node));
+    }
+    if let Some(g) = gpu {
+        let want = g.trim().to_ascii_lowercase();
+        let models: std::collections::BTreeSet<String> =
+            entries.iter().map(|e| e.gpu.clone()).collect();
+        entries.retain(|e| e.gpu.to_ascii_lowercase().contains(&want));
+        if entries.is_empty() || want.is_empty() {
+            bail_usage!(
+                "--gpu {g:?}: no preset's GPU holds it (GPUs: {})",
+                models.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let mut out = open_output(output.as_deref())?;
+    match format {
+        ValFmt::Table => report::presets::table(&entries, &mut out)?,
+        ValFmt::Json => report::presets::json(&entries, &mut out)?,
+    }
+    out.finish()?;
     Ok(())
 }

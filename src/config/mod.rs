@@ -27,8 +27,8 @@ pub use scenario::{
     Scenario, Workload, bucket_cap_bytes, parse_scenario,
 };
 pub use topology::{
-    TopologySource, gpu_library, parse_topology, parse_transports, preset_names, resolve_topology,
-    topology_text,
+    INSTANCE_TYPES, TopologySource, gpu_library, parse_topology, parse_transports, preset_for,
+    preset_names, resolve_topology, topology_text,
 };
 
 use std::path::Path;

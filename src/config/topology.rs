@@ -47,6 +47,77 @@ pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
 }
 
+/// Cloud instance types as their providers name them, and the preset that models each: a
+/// topology may be given by either (`--topology p5.48xlarge`, `instances = ["a3-megagpu-8g"]`),
+/// in any letter case.
+pub const INSTANCE_TYPES: &[(&str, &str)] = &[
+    ("p4d.24xlarge", "aws-p4d"),
+    ("p5.48xlarge", "aws-p5"),
+    ("a2-highgpu-8g", "gcp-a2-highgpu-8g"),
+    ("a2-ultragpu-8g", "gcp-a2-ultragpu-8g"),
+    ("a3-highgpu-8g", "gcp-a3-highgpu-8g"),
+    ("a3-megagpu-8g", "gcp-a3-megagpu-8g"),
+];
+
+/// Instance types users ask for that no preset models, with what is nearest and why.
+const NO_PRESET: &[(&str, &str)] = &[
+    (
+        "nd96isr_h100_v5",
+        "Azure ND H100 v5 has no preset; its node (8x H100 SXM on NVSwitch, 8x 400 Gb/s InfiniBand NDR) is dgx-h100's: use dgx-h100 with your price in a plan's [instance.\"dgx-h100\"]",
+    ),
+    (
+        "nd96amsr_a100_v4",
+        "Azure ND A100 v4 has no preset; its node (8x A100 80 GB SXM on NVSwitch, 8x 200 Gb/s InfiniBand HDR) is nearest gcp-a2-ultragpu-8g's GPUs and dgx-a100's network",
+    ),
+    (
+        "p5e.48xlarge",
+        "AWS p5e has no preset: aws-p5 has its network (32x 100 Gb/s EFA) with H100s, dgx-h200 its H200s with InfiniBand",
+    ),
+    (
+        "p5en.48xlarge",
+        "AWS p5en has no preset: aws-p5 has its H100 network generation, dgx-h200 its H200s",
+    ),
+];
+
+/// The preset `name` stands for: itself, or the preset an instance type is modelled by (any
+/// letter case).
+pub fn preset_for(name: &str) -> Option<&'static str> {
+    let lower = name.trim().to_ascii_lowercase();
+    PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .find(|n| *n == lower)
+        .or_else(|| INSTANCE_TYPES.iter().find(|(t, _)| *t == lower).map(|(_, p)| *p))
+}
+
+/// Why `name` is no preset: what it may have meant (the nearest preset or instance type by
+/// edit distance, or what stands nearest an instance type no preset models), and the list.
+fn unknown_preset(name: &str) -> String {
+    let lower = name.trim().to_ascii_lowercase();
+    if let Some((_, why)) = NO_PRESET.iter().find(|(t, _)| *t == lower) {
+        return format!("{why} (presets: {})", preset_names().join(", "));
+    }
+    let names = || PRESETS.iter().map(|(n, _)| *n).chain(INSTANCE_TYPES.iter().map(|(t, _)| *t));
+    // The nearest by edit distance, else the shortest name holding what was typed.
+    let nearest = names()
+        .map(|n| (strsim::levenshtein(&lower, n), n))
+        .filter(|&(d, n)| d <= (n.len() / 3).max(2))
+        .min()
+        .or_else(|| {
+            names()
+                .filter(|n| lower.len() >= 3 && n.contains(lower.as_str()))
+                .map(|n| (n.len(), n))
+                .min()
+        });
+    let hint = nearest.map_or(String::new(), |(_, n)| format!(" (did you mean {n}?)"));
+    let types: Vec<String> = INSTANCE_TYPES.iter().map(|(t, p)| format!("{t} = {p}")).collect();
+    format!(
+        "unknown topology preset{hint}; presets: {}; instance types: {}; or give a path to a topology .toml",
+        preset_names().join(", "),
+        types.join(", ")
+    )
+}
+
 /// Where a topology came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -78,7 +149,8 @@ pub fn resolve_topology(
     name_or_path: &str,
     base: Option<&Path>,
 ) -> Result<(TopologySource, NodeSpec), ConfigError> {
-    if let Some((name, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
+    let preset = preset_for(name_or_path).and_then(|p| PRESETS.iter().find(|(n, _)| *n == p));
+    if let Some((name, text)) = preset {
         let file = format!("topologies/{name}.toml");
         let spec = parse_topology(&file, text)?;
         return Ok((TopologySource::Preset(name.to_string()), spec));
@@ -100,10 +172,7 @@ pub fn resolve_topology(
     if !looks_like_path && !path.exists() {
         return Err(ConfigError::File {
             file: name_or_path.to_string(),
-            msg: format!(
-                "unknown topology preset (presets: {}; or give a path to a topology .toml)",
-                preset_names().join(", ")
-            ),
+            msg: unknown_preset(name_or_path),
         });
     }
     let text = load_text(&path)?;

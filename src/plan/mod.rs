@@ -846,7 +846,10 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
     let metrics = |r: &Ranked| r.outcome.metrics.clone();
     let hours_of = |r: &Ranked| metrics(r).map_or(f64::INFINITY, |x| x.train_hours);
     let usd_of = |r: &Ranked| metrics(r).and_then(|x| x.train_usd);
-    let pct = |x: f64| format!("{:.1} %", 100.0 * x);
+    let pct = |x: f64| {
+        let p = 100.0 * x;
+        if p >= 0.1 { format!("{p:.1} %") } else { format!("{p:.2e} %") }
+    };
     let margin = o.within.unwrap_or(band);
     let cheapest = ranked
         .iter()
@@ -876,13 +879,22 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
             let from = cheapest.filter(|r| r.rank != best.rank).map_or(String::new(), |r| {
                 format!(" ({}, {}, {})", label(&r.outcome), usd(low), hours(hours_of(r)))
             });
-            format!(
-                "the fastest of the {n} solutions within {} of the cheapest cost to train{from}: {}, {} ({:+.1} %)",
-                pct(margin),
-                hours(m.train_hours),
-                usd(c),
-                100.0 * (c / low - 1.0)
-            )
+            if n <= 1 {
+                format!(
+                    "the cheapest ({}, {}); no other solution is within {} of its cost",
+                    usd(c),
+                    hours(m.train_hours),
+                    pct(margin)
+                )
+            } else {
+                format!(
+                    "the fastest of the {n} solutions within {} of the cheapest cost to train{from}: {}, {} ({:+.1} %)",
+                    pct(margin),
+                    hours(m.train_hours),
+                    usd(c),
+                    100.0 * (c / low - 1.0)
+                )
+            }
         }
         (Minimise::Knee, Some(c)) => {
             let fastest = ranked
@@ -900,8 +912,14 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
                     ))
                 })
             };
+            let front = ranked.iter().filter(|r| r.pareto && usd_of(r).is_some()).count();
+            let what = if front <= 1 {
+                "the only point of the time/cost front"
+            } else {
+                "the knee of the time/cost front"
+            };
             format!(
-                "the knee of the time/cost front ({}, {}){}{}",
+                "{what} ({}, {}){}{}",
                 hours(m.train_hours),
                 usd(c),
                 side(cheapest, "cheapest").unwrap_or_default(),
@@ -921,7 +939,7 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
             .min_by(|a, b| hours_of(a).total_cmp(&hours_of(b)).then(a.rank.cmp(&b.rank))),
         Minimise::Knee => None,
     };
-    let trade = alt.map(|a| {
+    let trade = alt.filter(|a| Some(a.rank) != near_pick(o, band, ranked, m)).map(|a| {
         let cost = match (usd_of(a), m.train_usd) {
             (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x the cost", a / b),
             _ => "an unknown cost".into(),
@@ -941,55 +959,64 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
     });
     // What the band cannot tell apart: under cost, the solutions within it of the best's
     // cost, and the fastest of them; under time, those within it of its time, and the
-    // cheapest of them.
-    let others = ranked.iter().filter(|r| r.rank != best.rank);
-    let near = match (o.minimise, m.train_usd) {
-        (Minimise::Cost, Some(c)) => {
-            let within: Vec<&Ranked> =
-                others.filter(|r| usd_of(r).is_some_and(|x| x <= c * (1.0 + band))).collect();
-            within
-                .iter()
-                .min_by(|a, b| hours_of(a).total_cmp(&hours_of(b)).then(a.rank.cmp(&b.rank)))
-                .filter(|f| hours_of(f) < m.train_hours)
-                .map(|f| {
-                    format!(
-                        "; {} more within collsim's {} error band of that cost, which it cannot tell from it: the fastest, {}, trains in {} for {} (minimise = \"cost-within\" picks it)",
-                        within.len(),
-                        pct(band),
-                        label(&f.outcome),
-                        hours(hours_of(f)),
-                        usd_of(f).map_or("no price".into(), usd)
-                    )
-                })
-        }
-        (Minimise::Time, _) => {
-            let within: Vec<&Ranked> =
-                others.filter(|r| hours_of(r) <= m.train_hours * (1.0 + band)).collect();
-            within
-                .iter()
-                .filter(|r| usd_of(r).zip(m.train_usd).is_some_and(|(a, b)| a < b))
-                .min_by(|a, b| {
-                    usd_of(a).unwrap_or(0.0).total_cmp(&usd_of(b).unwrap_or(0.0)).then(a.rank.cmp(&b.rank))
-                })
-                .map(|f| {
-                    format!(
-                        "; {} more within collsim's {} error band of that time, which it cannot tell from it: the cheapest, {}, costs {} ({})",
-                        within.len(),
-                        pct(band),
-                        label(&f.outcome),
-                        usd_of(f).map_or("no price".into(), usd),
-                        hours(hours_of(f))
-                    )
-                })
-        }
-        _ => None,
-    };
+    // cheapest of them ([`near_pick`]).
+    let others = || ranked.iter().filter(|r| r.rank != best.rank);
+    let near = near_pick(o, band, ranked, m)
+        .and_then(|rank| ranked.iter().find(|r| r.rank == rank))
+        .map(|f| {
+            let price = usd_of(f).map_or("no price".into(), usd);
+            if o.minimise == Minimise::Time {
+                let n = others().filter(|r| hours_of(r) <= m.train_hours * (1.0 + band)).count();
+                format!(
+                    "; {n} more within collsim's {} error band of that time, which it cannot tell from it: the cheapest, {}, costs {price} ({})",
+                    pct(band),
+                    label(&f.outcome),
+                    hours(hours_of(f))
+                )
+            } else {
+                let c = m.train_usd.unwrap_or(f64::INFINITY);
+                let n = others().filter(|r| usd_of(r).is_some_and(|x| x <= c * (1.0 + band))).count();
+                format!(
+                    "; {n} more within collsim's {} error band of that cost, which it cannot tell from it: the fastest, {}, trains in {} for {price} (minimise = \"cost-within\" picks it)",
+                    pct(band),
+                    label(&f.outcome),
+                    hours(hours_of(f))
+                )
+            }
+        });
     Some(format!(
         "{}: {why}{}{}",
         label(&best.outcome),
         trade.unwrap_or_default(),
         near.unwrap_or_default()
     ))
+}
+
+/// The solution [`recommend`]'s band note names (the fastest within the band of the cost, or
+/// the cheapest within the band of the time, when it beats the recommended one), by rank.
+fn near_pick(o: &Objective, band: f64, ranked: &[Ranked], m: &Metrics) -> Option<usize> {
+    let best = ranked.first()?.rank;
+    let hours_of = |r: &Ranked| r.outcome.metrics.as_ref().map_or(f64::INFINITY, |x| x.train_hours);
+    let usd_of = |r: &Ranked| r.outcome.metrics.as_ref().and_then(|x| x.train_usd);
+    let others = ranked.iter().filter(|r| r.rank != best);
+    match (o.minimise, m.train_usd) {
+        (Minimise::Cost, Some(c)) => others
+            .filter(|r| usd_of(r).is_some_and(|x| x <= c * (1.0 + band)))
+            .min_by(|a, b| hours_of(a).total_cmp(&hours_of(b)).then(a.rank.cmp(&b.rank)))
+            .filter(|f| hours_of(f) < m.train_hours)
+            .map(|f| f.rank),
+        (Minimise::Time, Some(c)) => others
+            .filter(|r| hours_of(r) <= m.train_hours * (1.0 + band))
+            .filter(|r| usd_of(r).is_some_and(|x| x < c))
+            .min_by(|a, b| {
+                usd_of(a)
+                    .unwrap_or(0.0)
+                    .total_cmp(&usd_of(b).unwrap_or(0.0))
+                    .then(a.rank.cmp(&b.rank))
+            })
+            .map(|f| f.rank),
+        _ => None,
+    }
 }
 
 /// How far a simulated candidate is from meeting `o`: the largest ratio of what it needs over

@@ -12,6 +12,7 @@ pub mod nccl;
 pub mod output;
 pub mod plan;
 pub mod plot;
+pub mod presets;
 pub mod sweep;
 pub mod table;
 pub mod topo;

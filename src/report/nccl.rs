@@ -71,7 +71,7 @@ impl SimFormat for Nccl {
         // nccl-tests leaves each GPU a reserve and 1 GiB, and needs three buffers of the size
         // (send, receive, expected): a larger -e is cut to what fits, with a line saying so,
         // and the sizes past it are not run.
-        let cap = memory_cap(s.node.gpu.model.memory.get());
+        let cap = memory_cap(s.node.gpu.model.memory.get(), r.run.check);
         if sw.max_bytes.get() > cap {
             writeln!(out, "#\n# Reducing maxBytes to {cap} due to memory limitation")?;
         }
@@ -168,8 +168,10 @@ fn root(collective: crate::collective::Collective) -> i32 {
 }
 
 /// nccl-tests' `-J` JSON, version 3 (src/util.cu at a0b82b2: `jsonOutputInit`,
-/// `writeDeviceReport`, `writeBenchmarkLine*`, `writeResultFooter`), with the `args` of the
-/// nccl-tests command the sweep stands for and the scenario's NCCL variables as `env`. Its
+/// `writeDeviceReport`, `writeBenchmarkLine*`, `writeResultFooter`, `writeErrors`), with the
+/// `args` of the nccl-tests command the sweep stands for and the scenario's NCCL variables as
+/// `env`; as nccl-tests writes them, `config.devices` has one entry a process (its first rank)
+/// and booleans are the strings "true" and "false". Its
 /// times are written whole (nccl-tests prints six decimals), so a reader gets the prediction
 /// exactly. The start and end times nccl-tests writes are left out (a prediction ran at no
 /// time, and the same input must give the same bytes); `collsim` says what the file is.
@@ -209,6 +211,7 @@ impl SimFormat for NcclJson {
             results: Vec<Result>,
             out_of_bounds: Bounds,
             average_bus_bandwidth: Average,
+            errors: Vec<String>,
         }
         #[derive(serde::Serialize)]
         struct Origin {
@@ -227,16 +230,16 @@ impl SimFormat for NcclJson {
             aggregated_iterations: u32,
             validation: u8,
             graph: u32,
-            blocking_collectives: bool,
-            per_iter_timing: bool,
+            blocking_collectives: &'static str,
+            per_iter_timing: &'static str,
             per_iter_skip: u32,
-            parallel_init: bool,
+            parallel_init: &'static str,
             devices: Vec<Device>,
         }
         #[derive(serde::Serialize)]
         struct Bounds {
             count: u32,
-            okay: bool,
+            okay: &'static str,
         }
         #[derive(serde::Serialize)]
         struct Average {
@@ -246,7 +249,7 @@ impl SimFormat for NcclJson {
         let s = r.scenario;
         let sw = r.sweep;
         let run = r.run;
-        let cap = memory_cap(s.node.gpu.model.memory.get());
+        let cap = memory_cap(s.node.gpu.model.memory.get(), r.run.check);
         let rows: Vec<_> = r.rows.iter().filter(|row| row.size_bytes <= cap).collect();
         let timing = |row: &crate::workload::sweep::Row| Timing {
             time: row.time_us,
@@ -317,29 +320,35 @@ impl SimFormat for NcclJson {
                 aggregated_iterations: 1,
                 validation: u8::from(run.check),
                 graph: 0,
-                blocking_collectives: false,
-                per_iter_timing: false,
+                blocking_collectives: "false",
+                per_iter_timing: "false",
                 per_iter_skip: 0,
-                parallel_init: false,
-                devices: devices(r),
+                parallel_init: "false",
+                // One entry a process, its first rank, as nccl-tests parses its ranks' lines.
+                devices: devices(r)
+                    .into_iter()
+                    .filter(|d| d.rank % s.gpus_per_process.max(1) == 0)
+                    .collect(),
             },
             results,
-            out_of_bounds: Bounds { count: 0, okay: true },
+            out_of_bounds: Bounds { count: 0, okay: "true" },
             average_bus_bandwidth: Average { bandwidth: average_busbw(&rows), okay: "unchecked" },
+            errors: Vec::new(),
         };
         serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::other)?;
         writeln!(out)
     }
 }
 
-/// The largest size nccl-tests runs on a GPU of `memory` bytes with its data check on
-/// (src/common.cu): it reserves 1 GiB per 16 GiB (at most 4 GiB) and 1 GiB more, and holds
-/// three buffers of the size. From the library's nominal memory; CUDA's `totalGlobalMem` is a
-/// little less (an 80 GiB H100 reports about 79.6 GiB), so the cap can be that much higher.
-pub fn memory_cap(memory: u64) -> u64 {
+/// The largest size nccl-tests runs on a GPU of `memory` bytes (src/common.cu): it reserves
+/// 1 GiB per 16 GiB (at most 4 GiB) and 1 GiB more, and holds three buffers of the size with its
+/// data check on (`check`), two without. From the library's nominal memory; CUDA's
+/// `totalGlobalMem` is a little less (an 80 GiB H100 reports about 79.6 GiB), so the cap can be
+/// that much higher.
+pub fn memory_cap(memory: u64, check: bool) -> u64 {
     const GIB: u64 = 1 << 30;
     let reserve = (memory.div_ceil(16 * GIB) * GIB).min(4 * GIB);
-    memory.saturating_sub(reserve + GIB) / 3
+    memory.saturating_sub(reserve + GIB) / if check { 3 } else { 2 }
 }
 
 /// NCCL_VERSION_CODE of a release "2.30.7": major × 10000 + minor × 100 + patch.

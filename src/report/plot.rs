@@ -419,16 +419,34 @@ pub fn collective_svg(
         })
         .collect();
     let all = || lines.iter().flat_map(|l| l.1.iter());
-    let Some(first) = all().next() else { return Err("nothing to plot".into()) };
+    let Some(first) = all().next() else {
+        return Err(
+            "nothing to plot: no size has a time and a busbw above 0 (one rank moves nothing)"
+                .into(),
+        );
+    };
     let (x0, x1) = all().fold((first.size_bytes as f64, first.size_bytes as f64), |(a, b), r| {
         (a.min(r.size_bytes as f64), b.max(r.size_bytes as f64))
     });
     let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 / 2.0, x0 * 2.0) };
-    let legend_h = 30 + 18 * lines.len() as u32;
+    // The legend: each series' label, broken between words to fit the canvas, and marked
+    // where it has nothing to draw.
+    let legend: Vec<Vec<String>> = lines
+        .iter()
+        .map(|(label, rows)| {
+            let label = if rows.is_empty() {
+                format!("{label} (nothing to draw: no busbw above 0)")
+            } else {
+                label.to_string()
+            };
+            wrap(&label, LEGEND_CHARS)
+        })
+        .collect();
+    let legend_h = 30 + 18 * legend.iter().map(Vec::len).sum::<usize>() as u32;
     let root = SVGBackend::with_string(svg, (960, 900 + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, rest) = root.split_vertically(460);
-    let (middle, legend) = rest.split_vertically(440);
+    let (middle, legend_area) = rest.split_vertically(440);
     let size_label = |b: &f64| Bytes::new(b.round() as u64).to_string();
     type Value = fn(&crate::workload::sweep::Row) -> f64;
     let panels: [(_, &str, &str, Value); 2] = [
@@ -461,20 +479,79 @@ pub fn collective_svg(
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
                 .map_err(|e| err(&e))?;
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                .map_err(|e| err(&e))?;
+            match marker(i) {
+                Marker::Circle => {
+                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                }
+                Marker::Triangle => {
+                    chart.draw_series(pts.iter().map(|&p| TriangleMarker::new(p, 4, c.filled())))
+                }
+                Marker::Cross => {
+                    chart.draw_series(pts.iter().map(|&p| Cross::new(p, 4, c.stroke_width(2))))
+                }
+            }
+            .map_err(|e| err(&e))?;
         }
     }
     let font = ("sans-serif", 13).into_font().color(&BLACK);
-    legend.draw(&Text::new("lines:", (24, 6), font.clone())).map_err(|e| err(&e))?;
-    for (i, (label, _)) in lines.iter().enumerate() {
+    legend_area.draw(&Text::new("lines:", (24, 6), font.clone())).map_err(|e| err(&e))?;
+    let mut y = 26;
+    for (i, label) in legend.iter().enumerate() {
         let c = LINE_COLORS[i % LINE_COLORS.len()];
-        let y = 26 + 18 * i as i32;
-        legend
-            .draw(&Rectangle::new([(90, y + 1), (110, y + 11)], c.filled()))
+        legend_area
+            .draw(&PathElement::new(vec![(80, y + 6), (110, y + 6)], c.stroke_width(2)))
             .map_err(|e| err(&e))?;
-        legend.draw(&Text::new(label.to_string(), (118, y), font.clone())).map_err(|e| err(&e))?;
+        let at = (95, y + 6);
+        match marker(i) {
+            Marker::Circle => legend_area.draw(&Circle::new(at, 3, c.filled())),
+            Marker::Triangle => legend_area.draw(&TriangleMarker::new(at, 4, c.filled())),
+            Marker::Cross => legend_area.draw(&Cross::new(at, 4, c.stroke_width(2))),
+        }
+        .map_err(|e| err(&e))?;
+        for part in label {
+            legend_area
+                .draw(&Text::new(part.clone(), (118, y), font.clone()))
+                .map_err(|e| err(&e))?;
+            y += 18;
+        }
     }
     root.present().map_err(|e| err(&e))
+}
+
+/// Characters a legend line of a collective's plot holds at 13 px beside its swatch.
+const LEGEND_CHARS: usize = 110;
+
+/// `text` broken between words into lines of at most `width` characters (a word longer than
+/// that on a line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
+
+/// A line's point marker: the colours repeat after [`LINE_COLORS`], the shapes tell those
+/// lines apart.
+enum Marker {
+    Circle,
+    Triangle,
+    Cross,
+}
+
+/// The marker of line `i`.
+fn marker(i: usize) -> Marker {
+    match (i / LINE_COLORS.len()) % 3 {
+        0 => Marker::Circle,
+        1 => Marker::Triangle,
+        _ => Marker::Cross,
+    }
 }

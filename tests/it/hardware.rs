@@ -467,3 +467,50 @@ fn adaptive_routing_is_the_default_and_builds_one_link_per_group() {
         assert_eq!(p.nic_to_nic((NodeId(0), NicId(0)), (NodeId(7), NicId(0)), conn), route);
     }
 }
+
+#[test]
+fn the_preset_catalogue_lists_every_preset_and_instance_types_name_theirs() {
+    // Issue #49 item 2: `collsim presets` lists every preset with its GPU, NICs, network and
+    // price; `--gpu` keeps those whose GPU holds the text; cloud instance types name their
+    // preset wherever a topology is asked for; a near miss says what it may have meant.
+    let all = super::collsim_ok(&["presets", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&all).unwrap();
+    let presets = v["presets"].as_array().unwrap();
+    assert_eq!(presets.len(), collsim::config::preset_names().len());
+    let p5 = presets.iter().find(|p| p["preset"] == "aws-p5").unwrap();
+    assert_eq!(p5["instance_type"], "p5.48xlarge");
+    assert_eq!(p5["nics"], "32x 100 Gb/s efa");
+    assert_eq!(p5["on_demand_usd_per_hour"], 55.04);
+    assert_eq!(p5["price_date"], "2025-06");
+    let h100 = super::collsim_ok(&["presets", "--gpu", "h100"]);
+    let names: Vec<&str> = h100
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["aws-p5", "dgx-h100", "gcp-a3-highgpu-8g", "gcp-a3-megagpu-8g", "hgx-h100-roce"]
+    );
+    assert!(h100.contains("prices per node-hour, USD"), "{h100}");
+    super::cli_errors::misused_with(
+        &["presets", "--gpu", "Q9"],
+        &["--gpu \"Q9\": no preset's GPU holds it (GPUs: A100"],
+    );
+    for (alias, preset) in collsim::config::INSTANCE_TYPES {
+        let by = |t: &str| super::collsim_ok(&["simulate", "--topology", t, "-e", "1K"]);
+        assert_eq!(by(&alias.to_uppercase()), by(preset), "{alias}");
+    }
+    super::cli_errors::misused_with(
+        &["simulate", "--topology", "aws-p6"],
+        &[
+            "unknown topology preset (did you mean aws-p5?)",
+            "instance types: p4d.24xlarge = aws-p4d",
+        ],
+    );
+    super::cli_errors::misused_with(
+        &["simulate", "--topology", "ND96isr_H100_v5"],
+        &["Azure ND H100 v5 has no preset", "dgx-h100"],
+    );
+}

@@ -726,10 +726,10 @@ fn cost_within_picks_the_fastest_within_the_band_of_the_cheapest() {
             let b = &best["band"]["train_usd"];
             assert!((b[1].as_f64().unwrap() / f(best, "train_usd") - (1.0 + band)).abs() < 1e-12);
             let text = collsim_ok(&["plan", path(&p)]);
-            assert!(
-                text.contains("recommendation: ") && text.contains("the fastest of the"),
-                "{text}"
-            );
+            // The fastest of several, or the cheapest alone in its margin.
+            let said =
+                text.contains("the fastest of the") || text.contains("no other solution is within");
+            assert!(text.contains("recommendation: ") && said, "{text}");
         }
     }
 }

@@ -427,7 +427,7 @@ fn json_fields_change_only_with_the_format_version() {
         }
     }
     let small = "--max-bytes=1KiB";
-    let documents: [(&str, &[&str]); 12] = [
+    let documents: [(&str, &[&str]); 13] = [
         ("simulate", &["simulate", "scenarios/quickstart.toml", small]),
         ("simulate-ddp", &["simulate", "scenarios/resnet50-dgx-a100-1node.toml"]),
         ("simulate-3d", &["simulate", "scenarios/mixtral-ep-dgx-h100-8node.toml"]),
@@ -454,6 +454,7 @@ fn json_fields_change_only_with_the_format_version() {
         ),
         ("explain", &["explain", "--topology", "dgx-h100", "--bytes", "1MiB"]),
         ("topo-show", &["topo", "show", "dgx-h100"]),
+        ("presets", &["presets"]),
     ];
     let mut list = format!("format_version {}\n", collsim::report::FORMAT_VERSION);
     for (name, args) in documents {
@@ -514,16 +515,38 @@ fn a_collective_plots_busbw_and_time_against_size_one_line_per_point() {
         let e = els.iter().find(|e| e.tag == "text" && e.text == label).expect(label);
         assert!(e.num("x") + 7.0 * label.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
     }
-    // Two lines in each panel, two colours, each its own: 24 sizes a line.
+    // Two lines in each panel and their two legend swatches, two colours, each its own: 24
+    // sizes a line, each a point, and a point on each swatch.
     let lines: Vec<&El> = els
         .iter()
         .filter(|e| e.tag == "polyline" && e.attr.get("stroke-width").is_some_and(|s| s == "2"))
         .collect();
-    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines.len(), 4 + 2, "{lines:?}");
     let colours: std::collections::BTreeSet<&String> =
         lines.iter().filter_map(|e| e.attr.get("stroke")).collect();
     assert_eq!(colours.len(), 2, "{colours:?}");
-    assert_eq!(els.iter().filter(|e| e.tag == "circle").count(), 4 * 24);
+    assert_eq!(els.iter().filter(|e| e.tag == "circle").count(), 4 * 24 + 2);
+    // Past seven lines the colours repeat and the markers change; a long label is broken to
+    // fit; a point with nothing to draw says so.
+    let many = scratch().join("report-collective-many.svg");
+    let sweep = [
+        "--sweep",
+        "nccl.NCCL_MAX_NCHANNELS=1,2,3,4,5,6,7,8",
+        "--sweep",
+        "nccl.NCCL_BUFFSIZE=4194304,8388608",
+        "--sweep",
+        "cluster.gpus_per_node=1,8",
+        "--plot",
+        many.to_str().unwrap(),
+    ];
+    collsim_ok(&[&args[..], &sweep[..]].concat());
+    let els = elements(&std::fs::read_to_string(&many).unwrap());
+    let (w, h) = (els[0].num("width"), els[0].num("height"));
+    assert!(els.iter().any(|e| e.tag == "polygon"), "triangle markers past seven lines");
+    for e in els.iter().filter(|e| e.tag == "text" && e.text.starts_with("nccl.")) {
+        assert!(e.num("x") + 7.0 * e.text.len() as f64 <= w && e.num("y") + 14.0 <= h, "{e:?}");
+    }
+    assert!(texts(&els).iter().any(|t| t.contains("nothing to draw")), "{:?}", texts(&els));
     // One scenario without --sweep: one line, named by what it runs.
     let one = scratch().join("report-collective-one.svg");
     collsim_ok(&[&args[..], &["--plot", one.to_str().unwrap()]].concat());

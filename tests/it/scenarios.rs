@@ -444,14 +444,19 @@ fn nccl_json_is_what_nccl_tests_j_writes_and_reads_back_exactly() {
     assert_eq!(v["args"][0], "all_reduce_perf");
     assert_eq!(v["config"]["iterations"], 40);
     assert_eq!(v["config"]["devices"].as_array().unwrap().len(), 16);
+    assert_eq!(
+        (&v["config"]["per_iter_timing"], &v["out_of_bounds"]["okay"]),
+        (&"false".into(), &"true".into())
+    );
+    assert_eq!(v["errors"], serde_json::json!([]));
     assert_eq!(v["config"]["devices"][8]["hostname"], "node1");
     assert_eq!(v["config"]["devices"][0]["device_info"], "NVIDIA A100-SXM4-80GB");
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 24); // 8 B … 64 MiB
     assert_eq!(results[0]["root"], "    -1");
     assert_eq!(results[0]["out_of_place"]["nwrong"], 0.0);
-    // The same rows the csv gives, to the bit.
-    let csv = collsim_ok(&[&args[..], &["--format", "json"]].concat());
+    // The same rows the json gives, to the bit.
+    let csv = collsim_ok(&[&args[..7], &["--format", "json"]].concat());
     let rows = rows(&csv);
     for (r, j) in rows.iter().zip(results) {
         assert_eq!(r["time_us"], j["out_of_place"]["time"]);
@@ -473,5 +478,54 @@ fn nccl_json_is_what_nccl_tests_j_writes_and_reads_back_exactly() {
     assert_eq!(
         (back["median_abs_error_pct"].as_f64(), back["p95_abs_error_pct"].as_f64()),
         (Some(0.0), Some(0.0))
+    );
+}
+
+#[test]
+fn nccl_json_reads_back_one_device_a_process_and_the_nccl_environment() {
+    // As nccl-tests writes -J, config.devices has one entry a process (its first rank), and env
+    // the environment: a run of -g 8 on two nodes with NCCL_ALGO=Ring reads back as 16 ranks on
+    // two hosts with that setting, at 0 % error, with no flags.
+    let path = super::scratch().join("nccl-json-g8-ring.json");
+    let mut args = vec!["simulate", "--topology", "dgx-h100", "--nodes", "2", "-g", "8"];
+    args.extend(["-e", "16M", "--nccl", "NCCL_ALGO=Ring", "--format", "nccl-json"]);
+    std::fs::write(&path, collsim_ok(&args)).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let devices = v["config"]["devices"].as_array().unwrap();
+    assert_eq!(devices.iter().map(|d| d["rank"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 8]);
+    assert_eq!(v["env"], serde_json::json!(["NCCL_ALGO=Ring"]));
+    let back = collsim_ok(&["validate", "--log", path.to_str().unwrap(), "--format", "json"]);
+    let back: serde_json::Value = serde_json::from_str(&back).unwrap();
+    assert_eq!(back["median_abs_error_pct"].as_f64(), Some(0.0), "{}", back["scenario"]);
+    assert_eq!(back["scenario"]["nodes"], 2);
+}
+
+#[test]
+fn without_the_data_check_sizes_fit_in_two_buffers_and_run_flags_need_an_nccl_layout() {
+    // nccl-tests holds three buffers of the size with -c 1, two with -c 0 (common.cu): on an
+    // 80 GiB H100, 24.7 GiB against 37 GiB.
+    let run = |c: &str| {
+        collsim_ok(&[
+            "simulate",
+            "--topology",
+            "dgx-h100",
+            "-b",
+            "8G",
+            "-e",
+            "32G",
+            "-c",
+            c,
+            "--format",
+            "nccl",
+        ])
+    };
+    assert!(run("1").contains("# Reducing maxBytes to"));
+    let off = run("0");
+    assert!(!off.contains("Reducing") && off.contains(" 34359738368 "), "{off}");
+    // -n, -w and -c only change what the nccl layouts print.
+    super::cli_errors::misused_with(
+        &["simulate", "--topology", "dgx-h100", "-n", "5"],
+        &["--iters: only the nccl layouts print it"],
     );
 }
