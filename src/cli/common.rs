@@ -188,8 +188,12 @@ pub(crate) fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<Swee
         bail!("the scenario's workload is neither a sweep nor a DDP step");
     };
     if let Some(c) = &f.collective {
-        sw.collective = Collective::parse(c)
-            .ok_or_else(|| usage(format!("--collective {c}: unknown collective")))?;
+        sw.collective = Collective::parse(c).ok_or_else(|| {
+            usage(format!(
+                "--collective: {}",
+                config::unknown_name("collective", c, &Collective::NAMES)
+            ))
+        })?;
     }
     if let Some(b) = &f.min_bytes {
         sw.min_bytes = parse_size("--min-bytes", b)?;
@@ -201,11 +205,14 @@ pub(crate) fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<Swee
         sw.factor = x;
     }
     if let Some(d) = &f.dtype {
-        sw.dtype =
-            DataType::parse(d).ok_or_else(|| usage(format!("--dtype {d}: unknown data type")))?;
+        sw.dtype = DataType::parse(d).ok_or_else(|| {
+            usage(format!("--dtype: {}", config::unknown_name("data type", d, &DataType::NAMES)))
+        })?;
     }
     if let Some(o) = &f.op {
-        sw.op = ReduceOp::parse(o).ok_or_else(|| usage(format!("--op {o}: unknown reduction")))?;
+        sw.op = ReduceOp::parse(o).ok_or_else(|| {
+            usage(format!("--op: {}", config::unknown_name("reduction", o, &ReduceOp::NAMES)))
+        })?;
     }
     if let Err((field, msg)) = sw.check() {
         let flag = field.replace("workload.", "--").replace('_', "-");

@@ -340,7 +340,7 @@ pub(crate) fn simulate(
         }
         if let Some(p) = plot {
             stage_svg("--plot", &p, |t| {
-                t.push_str(&report::gantt::ddp_step_svg(&r));
+                t.push_str(&report::gantt::ddp_step_svg(&r, report::ddp::step_kind(&spec)));
                 Ok(())
             })?;
         }
@@ -420,10 +420,15 @@ pub(crate) fn explain(
         bail_usage!("explain needs --topology (a preset name or a topology TOML)");
     }
     let s = apply_common(None, &common)?;
-    let coll = Collective::parse(&collective)
-        .ok_or_else(|| anyhow!("--collective {collective}: unknown collective"))?;
-    let dt =
-        DataType::parse(&dtype).ok_or_else(|| anyhow!("--dtype {dtype}: unknown data type"))?;
+    let coll = Collective::parse(&collective).ok_or_else(|| {
+        usage(format!(
+            "--collective: {}",
+            config::unknown_name("collective", &collective, &Collective::NAMES)
+        ))
+    })?;
+    let dt = DataType::parse(&dtype).ok_or_else(|| {
+        usage(format!("--dtype: {}", config::unknown_name("data type", &dtype, &DataType::NAMES)))
+    })?;
     let size = parse_size("--bytes", &bytes)?.get();
     if size == 0 {
         bail_usage!("--bytes {bytes}: nothing to move (sizes start at 1 byte, as nccl-tests' do)");

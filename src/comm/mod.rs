@@ -62,6 +62,17 @@ pub enum Collective {
 }
 
 impl Collective {
+    /// nccl-tests' names of the collectives a sweep can time, as [`Collective::parse`] takes them.
+    pub const NAMES: [&'static str; 7] = [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+    ];
+
     /// Parses nccl-tests' names ("all_reduce", "all_reduce_perf", "allreduce").
     pub fn parse(s: &str) -> Option<Collective> {
         let s = s.trim().trim_end_matches("_perf").replace(['_', '-'], "").to_ascii_lowercase();

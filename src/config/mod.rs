@@ -242,6 +242,20 @@ impl Source<'_> {
     }
 }
 
+/// "unknown data type "flaot" (did you mean float?; valid: int8, ..., f8e5m2)": what `given`
+/// is not, the nearest of `valid` by edit distance where one is near (any letter case), and the
+/// valid names.
+pub fn unknown_name(what: &str, given: &str, valid: &[&str]) -> String {
+    let lower = given.trim().to_ascii_lowercase();
+    let nearest = valid
+        .iter()
+        .map(|v| (strsim::levenshtein(&lower, &v.to_ascii_lowercase()), *v))
+        .filter(|&(d, v)| d <= (v.len() / 3).max(2))
+        .min();
+    let hint = nearest.map_or(String::new(), |(_, v)| format!("did you mean {v}?; "));
+    format!("unknown {what} {given:?} ({hint}valid: {})", valid.join(", "))
+}
+
 /// Whether `text` is one line of plain text, as names and descriptions must be (they are
 /// printed): no control characters (a newline, a tab, an escape) and no bidirectional
 /// controls (U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorder what a

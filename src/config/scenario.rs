@@ -231,7 +231,7 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
                needs kind = \"ddp\"";
     let c = w.collective.as_ref().ok_or_else(|| missing(src, "collective", why))?;
     let collective = src.check("workload.collective", c, |c| {
-        Collective::parse(c).ok_or_else(|| format!("unknown collective {c:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)"))
+        Collective::parse(c).ok_or_else(|| super::unknown_name("collective", c, &Collective::NAMES))
     })?;
     let min = w.min_bytes.as_ref().ok_or_else(|| missing(src, "min_bytes", why))?;
     let max = w.max_bytes.as_ref().ok_or_else(|| missing(src, "max_bytes", why))?;
@@ -243,14 +243,13 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     };
     let dtype = match &w.dtype {
         Some(d) => src.check("workload.dtype", d, |d| {
-            DataType::parse(d).ok_or_else(|| format!("unknown data type {d:?}"))
+            DataType::parse(d).ok_or_else(|| super::unknown_name("data type", d, &DataType::NAMES))
         })?,
         None => DataType::Float,
     };
     let op = match &w.op {
         Some(o) => src.check("workload.op", o, |o| {
-            ReduceOp::parse(o)
-                .ok_or_else(|| format!("unknown reduction {o:?} (sum, prod, min, max, avg)"))
+            ReduceOp::parse(o).ok_or_else(|| super::unknown_name("reduction", o, &ReduceOp::NAMES))
         })?,
         None => ReduceOp::Sum,
     };

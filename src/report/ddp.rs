@@ -83,6 +83,20 @@ fn approx_bytes(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// What kind of training step `spec` is, as reports title it: "DDP", "FSDP", "DeepSpeed ZeRO",
+/// "3-D parallel (Megatron)", or "Replayed" for a step replayed from a trace.
+pub fn step_kind(spec: &DdpSpec) -> &'static str {
+    if spec.calls.is_some() {
+        return "Replayed";
+    }
+    match (&spec.sharding, &spec.parallel) {
+        (Some(sh), _) if sh.zero.is_some() => "DeepSpeed ZeRO",
+        (Some(_), _) => "FSDP",
+        (None, Some(_)) => "3-D parallel (Megatron)",
+        (None, None) => "DDP",
+    }
+}
+
 /// Writes the human-readable report.
 pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
     if let Some(calls) = &spec.calls {
@@ -92,12 +106,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
     writeln!(
         out,
         "{} step: {} ({:.1} M params, {} grads) on {} x {} ({} GPUs per node, {} ranks)",
-        match (&spec.sharding, &spec.parallel) {
-            (Some(sh), _) if sh.zero.is_some() => "DeepSpeed ZeRO",
-            (Some(_), _) => "FSDP",
-            (None, Some(_)) => "3-D parallel (Megatron)",
-            (None, None) => "DDP",
-        },
+        step_kind(spec),
         m.name,
         m.params() as f64 / 1e6,
         m.grad_dtype.name(),

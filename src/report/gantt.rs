@@ -241,8 +241,8 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
     axis_y + 34.0 - top
 }
 
-/// The plot of `r` as SVG text.
-pub fn ddp_step_svg(r: &StepResult) -> String {
+/// The plot of `r`, a step of `kind` ([`super::ddp::step_kind`]: "DDP", "FSDP", …), as SVG text.
+pub fn ddp_step_svg(r: &StepResult, kind: &str) -> String {
     let end = r.iteration_time_ms.max(1e-6);
     // With accumulation, the synchronising micro-step starts where the last no_sync one ends.
     let sync_start = r
@@ -299,7 +299,7 @@ pub fn ddp_step_svg(r: &StepResult) -> String {
 "##,
         WIDTH / 2.0,
         esc(&format!(
-            "DDP step {:.3} ms on {} ranks: compute {:.3} ms, communication {:.3} ms, exposed {:.3} ms",
+            "{kind} step {:.3} ms on {} ranks: compute {:.3} ms, communication {:.3} ms, exposed {:.3} ms",
             r.iteration_time_ms, r.world, r.compute_ms, r.comm_ms, r.exposed_comm_ms
         ))
     );

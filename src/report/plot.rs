@@ -316,7 +316,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
     let (lo, hi) = if numeric { (-0.25, n as f64 - 0.75) } else { (-0.5, n as f64 - 0.5) };
     let kind = if numeric { " (values in the order given)" } else { " (bars: categorical values)" };
     let mut chart = ChartBuilder::on(&top)
-        .caption(format!("DDP step time against {key}{kind}"), ("sans-serif", 18))
+        .caption(format!("training step time against {key}{kind}"), ("sans-serif", 18))
         .margin(24)
         .x_label_area_size(44)
         .y_label_area_size(64)

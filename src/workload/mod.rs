@@ -79,6 +79,12 @@ pub enum DataType {
 }
 
 impl DataType {
+    /// nccl-tests' names, as [`DataType::parse`] takes them (with a few aliases besides).
+    pub const NAMES: [&'static str; 12] = [
+        "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+        "bfloat16", "f8e4m3", "f8e5m2",
+    ];
+
     /// Parses nccl-tests' names (and a few aliases).
     pub fn parse(s: &str) -> Option<DataType> {
         Some(match s.to_ascii_lowercase().as_str() {
@@ -144,6 +150,9 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// nccl-tests' names, as [`ReduceOp::parse`] takes them.
+    pub const NAMES: [&'static str; 5] = ["sum", "prod", "min", "max", "avg"];
+
     /// Parses nccl-tests' names.
     pub fn parse(s: &str) -> Option<ReduceOp> {
         Some(match s.to_ascii_lowercase().as_str() {

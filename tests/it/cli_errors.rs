@@ -1463,3 +1463,32 @@ fn a_jobs_unused_nccl_variable_is_said_and_its_step_ratio_error_names_the_file()
         &["job-ratio.toml: job \"a\"'s step", "over 1000 times"],
     );
 }
+
+#[test]
+fn an_unknown_name_lists_the_valid_ones_and_the_nearest() {
+    // Issue #49 item 6: every "unknown X" names the valid values, and the nearest where one is
+    // near, on the command line (exit 2) and in a scenario file (exit 1, at its line).
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--dtype", "flaot"],
+        &["--dtype: unknown data type \"flaot\" (did you mean float?; valid: int8,", "f8e5m2)"],
+    );
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--collective", "all_redcue"],
+        &["did you mean all_reduce?", "valid: all_reduce, all_gather, reduce_scatter"],
+    );
+    misused_with(
+        &["explain", "--topology", "dgx-h100", "--collective", "bcast", "--bytes", "1M"],
+        &["unknown collective \"bcast\" (valid: all_reduce"],
+    );
+    misused_with(
+        &["simulate", "--topology", "dgx-h100", "--op", "avgg"],
+        &["unknown reduction \"avgg\" (did you mean avg?; valid: sum, prod, min, max, avg)"],
+    );
+    let text = repo_file("scenarios/quickstart.toml").replace("op = \"sum\"", "op = \"summ\"");
+    let p = tmp("unknown-op.toml", &text);
+    let line = text.lines().position(|l| l.starts_with("op = ")).unwrap() + 1;
+    fails_with(
+        &["simulate", p.to_str().unwrap()],
+        &[&format!(":{line}:"), "workload.op: unknown reduction \"summ\" (did you mean sum?"],
+    );
+}

@@ -554,3 +554,21 @@ fn a_collective_plots_busbw_and_time_against_size_one_line_per_point() {
     let t = texts(&els);
     assert!(t.iter().any(|s| s.starts_with("all_reduce on 1 x dgx-h100 (8 GPUs)")), "{t:?}");
 }
+
+#[test]
+fn a_step_plot_is_titled_with_its_kind() {
+    // Issue #49 item 7: an FSDP step is titled "FSDP step", not "DDP step"; a sweep's plot
+    // names no kind it may not be.
+    let path = scratch().join("report-fsdp-title.svg");
+    collsim_ok(&[
+        "simulate",
+        "scenarios/llama7b-fsdp-p5-16node.toml",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let els = elements(&std::fs::read_to_string(&path).unwrap());
+    assert!(texts(&els).iter().any(|t| t.starts_with("FSDP step ")), "{:?}", texts(&els));
+    assert!(!texts(&els).iter().any(|t| t.starts_with("DDP step")));
+    let (els, _, _) = sweep_plot("report-sweep-title", &["ddp.bucket_cap_mb=1,25"]);
+    assert!(texts(&els).iter().any(|t| t.starts_with("training step time against")));
+}
