@@ -20,5 +20,7 @@
 /// `rank_skew_host_cv`). 13: a simulated step has `comm_groups` (its process groups, their
 /// ranks and nodes, and the tier each one's traffic crosses). 14: a plan's document has
 /// `recommended` (the recommended candidate's number) and `band` (the relative error band),
-/// and each ranked solution its `band` (step, time and cost low and high).
-pub const FORMAT_VERSION: u32 = 14;
+/// and each ranked solution its `band` (step, time and cost low and high); `collsim presets`
+/// writes one. 15: a sweep's document has `failed` (the points that could not run, each with
+/// its `error`).
+pub const FORMAT_VERSION: u32 = 15;

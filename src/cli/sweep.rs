@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use collsim::config::{self};
 use collsim::grid::{self, PointRun};
@@ -90,11 +90,28 @@ pub(crate) fn simulate_sweep(
     drop(progress);
     let mut steps = Vec::new();
     let mut sizes = Vec::new();
+    // A point that cannot run (an invalid combination of values) is reported with why and the
+    // others still run; where none can, the first point's error is the run's.
+    let mut failed: Vec<report::sweep::FailedPoint> = Vec::new();
+    let mut first_error = None;
+    let runnable = results.iter().any(|r| r.is_ok());
     for (p, r) in points.into_iter().zip(results) {
         let label = grid::label(&p);
         // A parse error's line and column are in the file as edited for the point.
         let label = format!("--sweep point {label} (positions in the file with its values set)");
-        match r.with_context(|| label)? {
+        let r = match r {
+            Ok(r) => r,
+            // Its row names the point; positions are in the file with its values set.
+            Err(e) if runnable => {
+                failed.push((p, format!("{e:#}")));
+                continue;
+            }
+            Err(e) => {
+                first_error.get_or_insert(e.context(label));
+                continue;
+            }
+        };
+        match r {
             PointRun::Step(step, mem, misfit) => {
                 if let Some(w) = misfit {
                     say(format!("warning: at {}: {w}", grid::label(&p)));
@@ -104,14 +121,25 @@ pub(crate) fn simulate_sweep(
             PointRun::Rows(rows) => sizes.push((p, rows)),
         }
     }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
     if !steps.is_empty() && !sizes.is_empty() {
         bail!("{name}: the swept values make some points DDP steps and others collective sweeps");
     }
     let mut out = open_output(common.output.as_deref())?;
+    if matches!(format, SimFmt::Csv) {
+        for (p, why) in &failed {
+            say(format!("warning: --sweep point {} could not run: {why}", grid::label(p)));
+        }
+    }
     if sizes.is_empty() {
         match format {
-            SimFmt::Table => report::ddp::sweep_table(&steps, &mut out)?,
-            SimFmt::Json => report::sweep::ddp_json(&name, &steps, &mut out)?,
+            SimFmt::Table => {
+                report::ddp::sweep_table(&steps, &mut out)?;
+                report::sweep::failed_table(&failed, &mut out)?;
+            }
+            SimFmt::Json => report::sweep::ddp_json(&name, &steps, &failed, &mut out)?,
             SimFmt::Csv => report::sweep::ddp_csv(&steps, &mut out)?,
             SimFmt::Nccl | SimFmt::NcclJson => bail_usage!(
                 "--format {}: a DDP sweep prints as table, json or csv",
@@ -120,8 +148,11 @@ pub(crate) fn simulate_sweep(
         }
     } else {
         match format {
-            SimFmt::Table => report::sweep::rows_table(&sizes, &mut out)?,
-            SimFmt::Json => report::sweep::rows_json(&name, &sizes, &mut out)?,
+            SimFmt::Table => {
+                report::sweep::rows_table(&sizes, &mut out)?;
+                report::sweep::failed_table(&failed, &mut out)?;
+            }
+            SimFmt::Json => report::sweep::rows_json(&name, &sizes, &failed, &mut out)?,
             SimFmt::Csv => report::sweep::rows_csv(&sizes, &mut out)?,
             SimFmt::Nccl | SimFmt::NcclJson => {
                 bail_usage!(

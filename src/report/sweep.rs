@@ -25,23 +25,48 @@ fn keys(point: Option<&[(String, String)]>) -> Vec<String> {
     point.map_or(Vec::new(), |p| p.iter().map(|(k, _)| k.clone()).collect())
 }
 
+/// A point of a sweep that could not run, with why (an invalid combination of values).
+pub type FailedPoint = (Vec<(String, String)>, String);
+
 fn write_json(
     scenario: &str,
     swept: Vec<String>,
     points: Vec<Value>,
+    failed: &[FailedPoint],
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let failed: Vec<Value> =
+        failed.iter().map(|(p, why)| json!({"point": point_object(p), "error": why})).collect();
     let doc = json!({
         "scenario": scenario,
         "swept": swept,
         "points": points,
+        "failed": failed,
     });
     super::write_json(&doc, out)
 }
 
+/// The points of a sweep that could not run, each with why, after its table (nothing where
+/// every point ran).
+pub fn failed_table(failed: &[FailedPoint], out: &mut dyn Write) -> io::Result<()> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\npoints that could not run ({}):", failed.len())?;
+    for (p, why) in failed {
+        writeln!(out, "  {}: {why}", point_label(p))?;
+    }
+    Ok(())
+}
+
 /// A DDP sweep as JSON: the scenario file, the swept keys and per point its values and the
-/// step (timeline left to `--trace`).
-pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
+/// step (timeline left to `--trace`), and the points that could not run with why.
+pub fn ddp_json(
+    scenario: &str,
+    rows: &[SweepPoint],
+    failed: &[FailedPoint],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut points = Vec::new();
     for (point, r, mem) in rows {
         let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
@@ -65,7 +90,7 @@ pub fn ddp_json(scenario: &str, rows: &[SweepPoint], out: &mut dyn Write) -> io:
         }
         points.push(p);
     }
-    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
+    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, failed, out)
 }
 
 /// A DDP sweep as CSV: the swept keys, then the step's figures and its memory per GPU (bytes;
@@ -139,13 +164,18 @@ pub fn ddp_csv(rows: &[SweepPoint], out: &mut dyn Write) -> io::Result<()> {
 
 /// A collective sweep over keys as JSON: per point its values and the rows `--format json`
 /// prints for one run.
-pub fn rows_json(scenario: &str, rows: &[RowsPoint], out: &mut dyn Write) -> io::Result<()> {
+pub fn rows_json(
+    scenario: &str,
+    rows: &[RowsPoint],
+    failed: &[FailedPoint],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut points = Vec::new();
     for (point, r) in rows {
         let v = serde_json::to_value(r).map_err(io::Error::other)?;
         points.push(json!({"point": point_object(point), "rows": v}));
     }
-    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, out)
+    write_json(scenario, keys(rows.first().map(|r| r.0.as_slice())), points, failed, out)
 }
 
 /// A row's `--format csv` header and fields, in that layout's column order.

@@ -826,16 +826,22 @@ fn shell_completions_cover_the_commands_and_their_flags() {
 
 #[test]
 fn a_routing_the_fabric_cannot_take_names_its_file_line_and_field() {
-    // The quick start's DGX-H100 is one non-blocking switch: nothing to hash over.
+    // The quick start's DGX-H100 is one non-blocking switch: nothing to hash over (with
+    // adaptive beside it, that point runs and this one is listed with why).
     fails_with(
-        &[
-            "simulate",
-            "scenarios/quickstart.toml",
-            "--sweep",
-            "topology.network.routing=adaptive,ecmp",
-        ],
+        &["simulate", "scenarios/quickstart.toml", "--sweep", "topology.network.routing=ecmp"],
         &["topologies/dgx-h100.toml:", "network.routing: \"ecmp\" needs equal-cost paths"],
     );
+    let both = super::collsim_ok(&[
+        "simulate",
+        "scenarios/quickstart.toml",
+        "--max-bytes",
+        "1K",
+        "--sweep",
+        "topology.network.routing=adaptive,ecmp",
+    ]);
+    assert!(both.contains("points that could not run (1):"), "{both}");
+    assert!(both.contains("network.routing: \"ecmp\" needs equal-cost paths"), "{both}");
     fails_with(
         &[
             "simulate",

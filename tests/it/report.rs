@@ -572,3 +572,31 @@ fn a_step_plot_is_titled_with_its_kind() {
     let (els, _, _) = sweep_plot("report-sweep-title", &["ddp.bucket_cap_mb=1,25"]);
     assert!(texts(&els).iter().any(|t| t.starts_with("training step time against")));
 }
+
+#[test]
+fn a_cross_product_keeps_going_past_a_point_that_cannot_run() {
+    // Issue #49 item 5: ZeRO stage 3 with overlap_comm = false is refused; the other three
+    // points of the product still run, and the report says which point did not and why.
+    let base = ["simulate", "scenarios/llama7b-zero2-p5-16node.toml"];
+    let sweep = ["--sweep", "zero.stage=2,3", "--sweep", "zero.overlap_comm=true,false"];
+    let table = collsim_ok(&[&base[..], &sweep[..]].concat());
+    assert!(table.contains("points that could not run (1):"), "{table}");
+    assert!(
+        table.contains("  workload.zero.stage=3 workload.zero.overlap_comm=false: "),
+        "{table}"
+    );
+    let v: Value =
+        serde_json::from_str(&collsim_ok(&[&base[..], &sweep[..], &["--format", "json"]].concat()))
+            .unwrap();
+    assert_eq!(v["points"].as_array().unwrap().len(), 3);
+    let failed = v["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["point"]["workload.zero.stage"], "3");
+    assert!(failed[0]["error"].as_str().unwrap().contains("overlap_comm"));
+    // Where no point can run, the first point's error is the run's.
+    let none = ["--sweep", "zero.stage=3", "--sweep", "zero.overlap_comm=false"];
+    super::cli_errors::fails_with(
+        &[&base[..], &none[..]].concat(),
+        &["--sweep point", "overlap_comm"],
+    );
+}
