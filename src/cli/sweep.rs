@@ -24,9 +24,10 @@ pub(crate) fn simulate_sweep(
     plot: Option<&Path>,
 ) -> Result<()> {
     use rayon::prelude::*;
-    let path = scenario.ok_or_else(|| usage("--sweep needs a scenario file"))?;
-    let name = path.display().to_string();
-    let text = config::load_text(path)?;
+    let (name, text) = match scenario {
+        Some(path) => (path.display().to_string(), config::load_text(path)?),
+        None => flags_scenario(common, sweeps)?,
+    };
     let base = config::parse_scenario(&name, &text)?;
     if !base.jobs.is_empty() {
         bail_usage!("--sweep runs one job at a time; {name} has [[job]] tables");
@@ -175,4 +176,27 @@ pub(crate) fn simulate_sweep(
         }
     }
     Ok(())
+}
+
+/// The scenario a `--sweep` without a file runs: the collective sweep the flags alone make
+/// (all_reduce from 8 B to 8 GiB, as `simulate --topology X` runs), as text the sweep's points
+/// edit, named for its errors. It needs the topology from `--topology` or a swept
+/// `cluster.topology`.
+fn flags_scenario(common: &Common, sweeps: &[String]) -> Result<(String, String)> {
+    // The first value of a swept cluster.topology stands in the text; each point sets its own.
+    let swept_topology = sweeps.iter().find_map(|s| {
+        let (key, values) = s.split_once('=')?;
+        (key.trim() == "cluster.topology")
+            .then(|| values.split(',').next().unwrap_or("").trim().trim_matches('"').to_string())
+    });
+    let topology = match (&common.topology, swept_topology) {
+        (Some(t), _) => t.clone(),
+        (None, Some(t)) => t,
+        (None, None) => bail_usage!(
+            "--sweep without a scenario file needs --topology or --sweep cluster.topology=A,B"
+        ),
+    };
+    let mut text = format!("[cluster]\ntopology = {}\n", toml::Value::String(topology));
+    text += "[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"8 B\"\nmax_bytes = \"8 GiB\"\n";
+    Ok(("(the scenario the flags make)".to_string(), text))
 }

@@ -529,3 +529,41 @@ fn without_the_data_check_sizes_fit_in_two_buffers_and_run_flags_need_an_nccl_la
         &["--iters: only the nccl layouts print it"],
     );
 }
+
+#[test]
+fn a_sweep_runs_from_flags_alone() {
+    // Issue #49 item 5: --sweep without a scenario file sweeps the collective the flags make
+    // (all_reduce from 8 B, as `simulate --topology X` runs), over --topology or a swept
+    // cluster.topology.
+    let csv = collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "-e",
+        "1K",
+        "--sweep",
+        "cluster.nodes=1,2",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv.lines().count(), 1 + 2 * 8, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with("1,8,"), "{csv}");
+    let json = collsim_ok(&[
+        "simulate",
+        "--nodes",
+        "2",
+        "-e",
+        "1K",
+        "--sweep",
+        "cluster.topology=p5.48xlarge,gcp-a3-megagpu-8g",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["points"].as_array().unwrap().len(), 2);
+    assert_eq!(v["points"][1]["point"]["cluster.topology"], "gcp-a3-megagpu-8g");
+    super::cli_errors::misused_with(
+        &["simulate", "--sweep", "cluster.nodes=1,2"],
+        &["--sweep without a scenario file needs --topology or --sweep cluster.topology=A,B"],
+    );
+}
