@@ -162,8 +162,9 @@ pub(crate) fn clip(text: &str) -> String {
     }
 }
 
-/// A progress bar on stderr for runs that take a while: drawn only when stderr is a terminal
-/// and once the run has gone on for a second; stdout is never touched.
+/// A progress bar on stderr for runs that take a while, with the time they may still take
+/// (indicatif's estimate from the rate so far): drawn only when stderr is a terminal and once
+/// the run has gone on for a second; stdout is never touched.
 pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
     start: std::time::Instant,
@@ -177,7 +178,7 @@ impl Progress {
         let bar = indicatif::ProgressBar::hidden();
         bar.set_length(len);
         if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len}",
+            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len}, about {eta} left",
         ) {
             bar.set_style(style);
         }
