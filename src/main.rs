@@ -113,12 +113,15 @@ struct Common {
 #[derive(Subcommand)]
 enum Command {
     /// Simulate a scenario (a file, flags, or both; flags override the file).
+    #[command(after_help = cli::examples::SIMULATE)]
     Simulate(SimulateArgs),
     /// Take one call apart: NCCL's cost table, its choice, the simulated time and what bounds it.
+    #[command(after_help = cli::examples::EXPLAIN)]
     Explain(ExplainArgs),
     /// The catalogue of topology presets: GPUs, NVLink, NICs, network and price per node-hour
     /// with its source and date; cloud instance types (p5.48xlarge, a3-megagpu-8g) name their
     /// preset wherever a topology is asked for.
+    #[command(after_help = cli::examples::PRESETS)]
     Presets {
         /// Only presets whose GPU model holds this text (any letter case): H100, A100, B200.
         #[arg(long, value_name = "TEXT")]
@@ -131,6 +134,7 @@ enum Command {
         output: Option<PathBuf>,
     },
     /// Hardware: show a topology as nvidia-smi and NCCL see it.
+    #[command(after_help = cli::examples::TOPO)]
     Topo {
         #[command(subcommand)]
         command: TopoCommand,
@@ -138,18 +142,22 @@ enum Command {
     /// Fit a profile's physical parameters and size-band correction to real runs (`--from-log`)
     /// or to a sweep of this machine's GPUs (`--run`), and report its error on runs it did not
     /// fit.
+    #[command(after_help = cli::examples::CALIBRATE)]
     Calibrate(CalibrateArgs),
     /// Compare the model with a real nccl-tests log.
+    #[command(after_help = cli::examples::VALIDATE)]
     Validate(ValidateArgs),
     /// Size a cluster: every candidate instance × nodes × placement × knobs of a plan file,
     /// checked for memory, quota and budget, simulated, priced and ranked by time and cost to
     /// train (`collsim plan merge` joins the results of sharded runs).
+    #[command(after_help = cli::examples::PLAN)]
     Plan(PlanArgs),
     /// Turn a PyTorch profiler trace of one rank's training step into a model profile: every
     /// kernel tagged by class (GEMM, attention, memory-bound, optimizer, copy, host) and by how
     /// it grows with the shape, in program order with the step's collectives; a scenario names
     /// it (`[workload] profile = "FILE"`) to time that step on other GPUs, clusters, micro-batches
     /// and sequences.
+    #[command(after_help = cli::examples::PROFILE)]
     Profile(ProfileArgs),
     /// Print a shell completion script for collsim (bash, zsh, fish, elvish, powershell), e.g.
     /// `collsim completions bash > /etc/bash_completion.d/collsim`.

@@ -1498,3 +1498,37 @@ fn an_unknown_name_lists_the_valid_ones_and_the_nearest() {
         &[&format!(":{line}:"), "workload.op: unknown reduction \"summ\" (did you mean sum?"],
     );
 }
+
+#[test]
+fn every_subcommand_shows_examples_that_run() {
+    // Issue #49 item 6: each subcommand's --help ends with examples; those that write no file
+    // and need no GPU or long study run as shown, from the repository's root.
+    let subcommands: [&[&str]; 8] = [
+        &["simulate"],
+        &["explain"],
+        &["presets"],
+        &["topo"],
+        &["calibrate"],
+        &["validate"],
+        &["plan"],
+        &["profile"],
+    ];
+    let mut ran = 0;
+    for sub in subcommands {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let help = super::collsim_ok(&args);
+        let (_, examples) =
+            help.split_once("\nExamples:\n").unwrap_or_else(|| panic!("{sub:?}: {help}"));
+        for line in examples.lines().filter_map(|l| l.trim().strip_prefix("collsim ")) {
+            let skip = ["-o ", "--run", "--manifest", "trace.json", "--shard", "nccl_topo.xml"];
+            if skip.iter().any(|s| line.contains(s)) {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            super::collsim_ok(&words);
+            ran += 1;
+        }
+    }
+    assert!(ran >= 12, "{ran} examples ran");
+}
