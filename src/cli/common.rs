@@ -171,6 +171,11 @@ impl SweepFlags {
         ]
     }
 
+    /// The first of -n, -w and -c given (what only the nccl layouts print), by its long name.
+    pub(crate) fn run_flag(&self) -> Option<&'static str> {
+        self.given()[6..].iter().find(|f| f.1).map(|f| f.0)
+    }
+
     /// The run the nccl layouts print: nccl-tests' defaults where a flag is not given.
     pub(crate) fn test_run(&self) -> collsim::report::nccl::TestRun {
         let d = collsim::report::nccl::TestRun::default();

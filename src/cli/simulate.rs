@@ -150,6 +150,18 @@ pub(crate) fn simulate(
         comms,
     }: SimulateArgs,
 ) -> Result<()> {
+    // The flags that shape a sweep (and what the nccl layouts print of it).
+    let flags = SweepFlags {
+        collective,
+        min_bytes,
+        max_bytes,
+        factor,
+        dtype,
+        op,
+        iters,
+        warmup_iters,
+        check,
+    };
     if !sweep.is_empty() {
         if comms.is_some() {
             bail_usage!(
@@ -167,30 +179,11 @@ pub(crate) fn simulate(
                 "--trace draws one DDP step; a --sweep runs many (simulate one point without --sweep to trace it)"
             );
         }
-        if let Some(f) = [
-            ("--iters", iters.is_some()),
-            ("--warmup-iters", warmup_iters.is_some()),
-            ("--check", check.is_some()),
-        ]
-        .iter()
-        .find(|f| f.1)
-        {
+        if let Some(f) = flags.run_flag() {
             bail_usage!(
-                "{}: the nccl layouts print it (--format nccl, nccl-json); a --sweep prints as table, json or csv",
-                f.0
+                "{f}: the nccl layouts print it (--format nccl, nccl-json); a --sweep prints as table, json or csv"
             );
         }
-        let flags = SweepFlags {
-            collective,
-            min_bytes,
-            max_bytes,
-            factor,
-            dtype,
-            op,
-            iters,
-            warmup_iters,
-            check,
-        };
         return simulate_sweep(
             scenario.as_deref(),
             &common,
@@ -253,17 +246,6 @@ pub(crate) fn simulate(
             config::Workload::Ddp(Box::new(collsim::workload::ddp::DdpSpec::replay(name, f.calls)));
     }
     // The flags that shape a sweep, and those that draw a DDP step.
-    let flags = SweepFlags {
-        collective,
-        min_bytes,
-        max_bytes,
-        factor,
-        dtype,
-        op,
-        iters,
-        warmup_iters,
-        check,
-    };
     let sweep_flags = flags.given();
     let drawing = [
         ("--trace", trace.is_some()),
@@ -358,11 +340,10 @@ pub(crate) fn simulate(
         );
     }
     if !matches!(format, SimFmt::Nccl | SimFmt::NcclJson)
-        && let Some(f) = flags.given()[6..].iter().find(|f| f.1)
+        && let Some(f) = flags.run_flag()
     {
         bail_usage!(
-            "{}: only the nccl layouts print it (--format nccl or nccl-json); the predicted times do not depend on it",
-            f.0
+            "{f}: only the nccl layouts print it (--format nccl or nccl-json); the predicted times do not depend on it"
         );
     }
     let sweep = apply_sweep_flags(&mut s, &flags)?;

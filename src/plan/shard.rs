@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Outcome;
-use crate::config::plan::{Amount, Minimise, Objective, PlanSpec};
+use crate::config::plan::{Amount, Objective, PlanSpec};
 
 /// One of `n` disjoint slices of a plan's candidates: candidate i belongs to slice i mod n
 /// (dealt round-robin, so that slow and fast candidates spread evenly).
@@ -137,11 +137,6 @@ impl Summary {
                 })
                 .collect(),
         }
-    }
-
-    /// What to minimise.
-    pub fn minimise(&self) -> Minimise {
-        self.objective.minimise
     }
 }
 

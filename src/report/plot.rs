@@ -42,20 +42,9 @@ pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(
     let measured = |r: &ValidationRow| at(r, r.measured_time_us);
     let (x0, x1) = (rows[0].size_bytes as f64, rows[rows.len() - 1].size_bytes as f64);
     let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 / 2.0, x0 * 2.0) };
-    let ys: Vec<f64> = rows
-        .iter()
-        .flat_map(|r| {
-            [measured(r), at(r, r.predicted_time_us_low), at(r, r.predicted_time_us_high)]
-        })
-        .filter(|y| y.is_finite() && *y > 0.0)
-        .collect();
-    let ymin = ys.iter().copied().fold(f64::INFINITY, f64::min);
-    let ymax = ys.iter().copied().fold(0.0f64, f64::max);
-    let (ymin, ymax) = if ymin.is_finite() && ymax > 0.0 {
-        (10f64.powf(ymin.log10().floor()), 10f64.powf(ymax.log10().ceil()).max(ymin * 10.0))
-    } else {
-        (1e-3, 1e3)
-    };
+    let (ymin, ymax) = decades(rows.iter().flat_map(|r| {
+        [measured(r), at(r, r.predicted_time_us_low), at(r, r.predicted_time_us_high)]
+    }));
     let root = SVGBackend::with_string(svg, (960, 780)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, bottom) = root.split_vertically(540);
@@ -385,14 +374,14 @@ const LINE_COLORS: [RGBColor; 7] = [
     RGBColor(0, 0, 0),
 ];
 
-/// The log10 axis range, whole decades, that holds `ys` (positive, finite).
+/// The log10 axis range, whole decades below and above, that holds the positive, finite `ys`
+/// (at least ten times the smallest; 0.001 to 1000 where there are none).
 fn decades(ys: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = ys
         .filter(|y| y.is_finite() && *y > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
     if lo.is_finite() && hi > 0.0 {
-        let lo = 10f64.powf(lo.log10().floor());
-        (lo, 10f64.powf(hi.log10().ceil()).max(lo * 10.0))
+        (10f64.powf(lo.log10().floor()), 10f64.powf(hi.log10().ceil()).max(lo * 10.0))
     } else {
         (1e-3, 1e3)
     }
