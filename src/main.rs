@@ -212,6 +212,13 @@ struct PlanArgs {
     /// How collectives are simulated (as for simulate).
     #[arg(long, value_enum, default_value = "auto")]
     mode: ModeArg,
+    /// Train within this ("21 d", "72 h"), over [objective] deadline; with no node list,
+    /// the plan finds each instance's smallest node count that meets it.
+    #[arg(long, value_name = "TIME")]
+    deadline: Option<String>,
+    /// Most the training may cost ("50000 USD"), over [objective] budget.
+    #[arg(long, value_name = "USD")]
+    budget: Option<String>,
     #[command(flatten)]
     out: PlanOut,
     /// Write the report to PATH instead of stdout; with --shard, the results file (JSON lines).

@@ -197,6 +197,23 @@ impl Bytes {
     }
 }
 
+impl Bytes {
+    /// For people reading a figure rather than a size to type back: in the largest binary unit
+    /// it holds at least one of, with two decimals where that unit does not divide it
+    /// ("386.02 MiB", "250 MiB", "212 B").
+    pub fn approx(self) -> String {
+        for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+            if self.0 >= 1u64 << shift {
+                if self.0.is_multiple_of(1u64 << shift) {
+                    return format!("{} {unit}", self.0 >> shift);
+                }
+                return format!("{:.2} {unit}", self.0 as f64 / (1u64 << shift) as f64);
+            }
+        }
+        format!("{} B", self.0)
+    }
+}
+
 impl fmt::Display for Bytes {
     /// The largest binary unit that divides the value exactly ("8 GiB", "1536 B").
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -531,6 +548,15 @@ impl serde::Serialize for Bandwidth {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn approximate_sizes_take_the_largest_unit_they_fill() {
+        assert_eq!(Bytes::new(212).approx(), "212 B");
+        assert_eq!(Bytes::new(250 << 20).approx(), "250 MiB");
+        assert_eq!(Bytes::new(395280 << 10).approx(), "386.02 MiB");
+        assert_eq!(Bytes::new(8196000).approx(), "7.82 MiB");
+        assert_eq!(Bytes::new(3 << 30).approx(), "3 GiB");
+    }
 
     #[test]
     fn parses_sizes_with_decimal_and_binary_prefixes() {

@@ -63,7 +63,15 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
         return plan_report(&summary, outcomes, &out, output.as_deref());
     }
     let path = args.plan.ok_or_else(|| usage("plan needs a plan file"))?;
-    let plan = config::parse_plan(&path.display().to_string(), &config::load_text(&path)?)?;
+    let flag = |name: &str, v: &Option<String>, parse: fn(&str) -> Result<f64, String>| {
+        v.as_deref().map(|t| parse(t).map_err(|e| usage(format!("{name} {t:?}: {e}")))).transpose()
+    };
+    let over = config::plan::Overrides {
+        deadline_h: flag("--deadline", &args.deadline, config::plan::parse_hours)?,
+        budget_usd: flag("--budget", &args.budget, config::plan::parse_usd)?,
+    };
+    let mut plan =
+        config::parse_plan_with(&path.display().to_string(), &config::load_text(&path)?, &over)?;
     // The files the run reads, which its outputs must not replace.
     let mut inputs = vec![path.clone()];
     inputs.extend(args.profile.clone());
@@ -88,8 +96,21 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
     let (profile_name, profile_text) = profile_source(args.profile.as_deref())?;
     let profile = config::parse_profile(&profile_name, &profile_text)?;
     let m = mode(args.mode);
+    // Without a node list, the search fills it in: every shard runs the same search.
+    let found = match plan.search {
+        Some(_) => {
+            let progress = Progress::new(collsim::plan::groups(&plan) as u64, "node searches");
+            let s = collsim::plan::search(&plan, &profile, m, &|| progress.tick());
+            drop(progress);
+            plan.nodes = s.nodes;
+            s.found
+        }
+        None => Vec::new(),
+    };
     let cands = collsim::plan::candidates(&plan);
-    let summary = Summary::of(&plan, cands.len(), &format!("{profile_text}\0{m:?}"));
+    let run = format!("{profile_text}\0{m:?}\0{:?}", (over.deadline_h, over.budget_usd));
+    let mut summary = Summary::of(&plan, cands.len(), &run);
+    summary.search = found;
     let Some(sh) = &args.shard else {
         if args.shard_count.is_some() {
             bail_usage!("--shard-count goes with --shard auto");

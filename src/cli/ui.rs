@@ -167,12 +167,14 @@ pub(crate) fn clip(text: &str) -> String {
 /// the run has gone on for a second; stdout is never touched.
 pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
-    start: std::time::Instant,
-    terminal: bool,
-    shown: std::sync::atomic::AtomicBool,
+    /// Set when the bar is dropped: the timer that would draw it then leaves it hidden.
+    done: std::sync::Arc<std::sync::Mutex<bool>>,
 }
 
 impl Progress {
+    /// A bar of `len` steps, drawn on stderr (when it is a terminal) once the run has taken a
+    /// second, whether or not a step has finished by then, and redrawn twice a second so that
+    /// its clock and estimate move between steps.
     pub(crate) fn new(len: u64, what: &str) -> Progress {
         use std::io::IsTerminal;
         let bar = indicatif::ProgressBar::hidden();
@@ -183,23 +185,23 @@ impl Progress {
             bar.set_style(style);
         }
         bar.set_message(what.to_string());
-        Progress {
-            bar,
-            start: std::time::Instant::now(),
-            terminal: std::io::stderr().is_terminal(),
-            shown: std::sync::atomic::AtomicBool::new(false),
+        let done = std::sync::Arc::new(std::sync::Mutex::new(false));
+        if std::io::stderr().is_terminal() {
+            let (bar, done) = (bar.clone(), done.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let done = done.lock().unwrap_or_else(|e| e.into_inner());
+                if !*done {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                    bar.enable_steady_tick(std::time::Duration::from_millis(500));
+                }
+            });
         }
+        Progress { bar, done }
     }
 
     pub(crate) fn tick(&self) {
-        use std::sync::atomic::Ordering;
         self.bar.inc(1);
-        if self.terminal
-            && self.start.elapsed() > std::time::Duration::from_secs(1)
-            && !self.shown.swap(true, Ordering::Relaxed)
-        {
-            self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
     }
 }
 
@@ -227,6 +229,7 @@ impl Drop for TickOnDrop<'_> {
 
 impl Drop for Progress {
     fn drop(&mut self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
         self.bar.finish_and_clear();
     }
 }

@@ -17,7 +17,7 @@ mod topology;
 
 pub use flags::{FlagError, Flags, Ignored, check_nodes, check_ranks};
 pub use placement::{PlacementSpec, Policy, Tiers, nodes_per_rack, parse_placement_tiers};
-pub use plan::{PlanSpec, parse_plan};
+pub use plan::{PlanSpec, parse_plan, parse_plan_with};
 pub use profile::{
     CORRECTION_FACTOR_RANGE, DEFAULT_PROFILE, MAX_BANDWIDTH_FRACTION, MAX_CORRECTION_RESIDUAL,
     MAX_PROFILE_LATENCY, MIN_BANDWIDTH_FRACTION, parse_profile,

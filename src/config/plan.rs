@@ -22,6 +22,11 @@ type S<T> = Spanned<T>;
 /// takes seconds per collective already.
 pub const MAX_NODES: usize = 16_384;
 
+/// Most nodes a search for the smallest node count tries where the plan sets no quota
+/// (objective.max_nodes): 8,192 GPUs of eight-GPU nodes, about the largest jobs published
+/// (MLPerf's 11,616-GPU GPT-3 excepted).
+pub const SEARCH_MAX_NODES: usize = 1024;
+
 /// Most candidates one plan may have.
 pub const MAX_CANDIDATES: usize = 1_000_000;
 
@@ -50,7 +55,7 @@ struct RawTrain {
 #[serde(deny_unknown_fields)]
 struct RawCandidates {
     instances: S<Vec<String>>,
-    nodes: S<toml::Value>,
+    nodes: Option<S<toml::Value>>,
     placements: Option<S<Vec<String>>>,
     zones: Option<S<i64>>,
     compact_max_nodes: Option<S<i64>>,
@@ -213,8 +218,12 @@ pub struct PlanSpec {
     pub fingerprint: String,
     /// The candidate instances.
     pub instances: Vec<Instance>,
-    /// Node counts.
+    /// Node counts (a search: filled in by [`crate::plan::search`] before the candidates are
+    /// numbered).
     pub nodes: Vec<usize>,
+    /// Without a node list: the most nodes the search for the smallest count that meets the
+    /// deadline or throughput may try (the quota, else [`SEARCH_MAX_NODES`]).
+    pub search: Option<usize>,
     /// Placements.
     pub placements: Vec<PlacementKind>,
     /// Zones of the `zones` placement.
@@ -336,7 +345,7 @@ fn node_counts(src: &Source<'_>, v: &S<toml::Value>) -> Result<Vec<usize>, Confi
                 Ok(out)
             }
             other => Err(format!(
-                "expected a list of node counts or {{ from, to, step | factor }}, got {other}"
+                "expected a list of node counts, {{ from, to, step | factor }} or \"search\", got {other}"
             )),
         }
     })?;
@@ -412,6 +421,30 @@ pub fn fingerprint(parts: &[&str]) -> String {
 
 /// Parses and validates a plan; `file` names it in errors and anchors relative paths.
 pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
+    parse_plan_with(file, text, &Overrides::default())
+}
+
+/// What `collsim plan`'s flags set over the plan file's `[objective]`.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--deadline`, hours.
+    pub deadline_h: Option<f64>,
+    /// `--budget`, USD.
+    pub budget_usd: Option<f64>,
+}
+
+/// A duration as plan files and `--deadline` give it ("21 d", "72 h"), in hours.
+pub fn parse_hours(t: &str) -> Result<f64, String> {
+    hours(t)
+}
+
+/// A total cost as plan files and `--budget` give it ("50000 USD"), in USD.
+pub fn parse_usd(t: &str) -> Result<f64, String> {
+    usd(t, "USD")
+}
+
+/// [`parse_plan`], with `over` set over the file's objective.
+pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanSpec, ConfigError> {
     let src = Source { name: file, text };
     let raw: RawPlan = src.parse()?;
     let base = Path::new(file).parent();
@@ -469,7 +502,9 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     // The first instance's workload error, which is the plan's if every instance has one.
     let mut first_error: Option<ConfigError> = None;
 
-    let objective = objective(&src, &raw)?;
+    let mut objective = objective(&src, &raw)?;
+    objective.deadline_h = over.deadline_h.or(objective.deadline_h);
+    objective.budget_usd = over.budget_usd.or(objective.budget_usd);
     let mut overrides = instance_overrides(&src, &raw)?;
 
     let compact_max_nodes = match &c.compact_max_nodes {
@@ -542,8 +577,24 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         return Err(e);
     }
 
-    let nodes = node_counts(&src, &c.nodes)?;
-    no_repeats(&src, "candidates.nodes", c.nodes.span().start, &nodes)?;
+    // No list, or "search": the search fills the list in.
+    let search_cap = objective.max_nodes.unwrap_or(SEARCH_MAX_NODES).min(MAX_NODES);
+    let (nodes, search) = match &c.nodes {
+        None => (Vec::new(), Some(search_cap)),
+        Some(v) if v.get_ref().as_str() == Some("search") => (Vec::new(), Some(search_cap)),
+        Some(v) => {
+            let nodes = node_counts(&src, v)?;
+            no_repeats(&src, "candidates.nodes", v.span().start, &nodes)?;
+            (nodes, None)
+        }
+    };
+    if search.is_some() && objective.deadline_h.is_none() && objective.throughput.is_none() {
+        let at = c.nodes.as_ref().map_or(c.instances.span().start, |v| v.span().start);
+        return Err(src.error_at(
+            at,
+            "candidates.nodes: without a list the plan searches for the smallest node count that meets objective.deadline or objective.throughput, and [objective] gives neither (give one, pass --deadline, or list the node counts)",
+        ));
+    }
     let placements = match &c.placements {
         Some(p) => {
             let out = src.check("candidates.placements", p, |ps| {
@@ -639,7 +690,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
     )?;
     let total = [
         instances.len(),
-        nodes.len(),
+        nodes.len().max(1),
         placements.len(),
         bucket_cap_mb.len(),
         comm_hook.len(),
@@ -682,6 +733,7 @@ pub fn parse_plan(file: &str, text: &str) -> Result<PlanSpec, ConfigError> {
         },
         instances,
         nodes,
+        search,
         placements,
         zones,
         bucket_cap_mb,

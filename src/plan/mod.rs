@@ -109,6 +109,206 @@ pub fn evaluate_all(
         .collect()
 }
 
+/// What the search for the smallest node count found for one group of candidates (all that
+/// makes a candidate but its node count).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Found {
+    /// Instance name.
+    pub instance: String,
+    /// Placement.
+    pub placement: PlacementKind,
+    /// The knobs the plan set (empty: none).
+    pub knobs: String,
+    /// The smallest node count that meets the plan, if one up to `cap` does.
+    pub nodes: Option<usize>,
+    /// The largest count tried below it that does not meet the plan, and why; with none
+    /// found, the largest count tried and why.
+    pub short: Option<(usize, String)>,
+    /// The most nodes the search could try for this group (the plan's quota or
+    /// [`crate::config::plan::SEARCH_MAX_NODES`], a compact placement group's limit, the
+    /// hourly budget over the node price).
+    pub cap: usize,
+    /// Node counts simulated (counts refused before simulation, which cost next to nothing,
+    /// not counted).
+    pub tried: usize,
+}
+
+/// A search's result: per group what it found, and the node counts the plan then evaluates
+/// in full (each group's smallest and two doublings of it, for the trade the objective
+/// weighs; a group without a solution its largest count tried, to say how short it falls).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Search {
+    /// Per group, in candidate order.
+    pub found: Vec<Found>,
+    /// Node counts for the plan, ascending.
+    pub nodes: Vec<usize>,
+}
+
+/// How a node count classes for the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Simulated and too slow (deadline, throughput), or too little memory per GPU: more
+    /// nodes may meet the plan.
+    Short,
+    /// Meets the plan.
+    Meets,
+    /// Simulated and over the budget: more nodes will not help.
+    Over,
+    /// Not a valid count for this group (a layout or batch that does not divide, too few
+    /// nodes for the zones): the search steps past it.
+    Skip,
+}
+
+/// Why an [`Outcome`]'s candidate does not fit in memory starts with this.
+const MISFIT: &str = "does not fit";
+
+fn class(o: &Objective, out: &Outcome) -> Class {
+    match (&out.metrics, &out.rejected) {
+        (Some(_), None) => Class::Meets,
+        (Some(m), Some(_)) => {
+            let slow = o.throughput.is_some_and(|t| m.samples_per_s < t)
+                || o.deadline_h.is_some_and(|d| m.train_hours > d);
+            if slow { Class::Short } else { Class::Over }
+        }
+        (None, Some(why)) if why.starts_with(MISFIT) => Class::Short,
+        _ => Class::Skip,
+    }
+}
+
+/// How many groups of candidates (all that makes a candidate but its node count) `plan` has.
+pub fn groups(plan: &PlanSpec) -> usize {
+    let mut base = plan.clone();
+    base.nodes = vec![1];
+    candidates(&base).len()
+}
+
+/// Searches, for every group of candidates (instance, placement and knobs), for the smallest
+/// node count that meets the plan's constraints (`plan.search`: the most nodes to try):
+/// doubling from one node until a count meets them, then halving the interval between the
+/// last count that fell short and that one. It assumes what more nodes do to a group: its
+/// time to train falls (or stays) and its memory per GPU falls (or stays); counts that are
+/// not valid for the group (a layout that does not divide) are stepped past. `each` is called
+/// as each group finishes. Deterministic: the groups are searched independently.
+pub fn search(
+    plan: &PlanSpec,
+    params: &TimingParams,
+    mode: Mode,
+    each: &(dyn Fn() + Sync),
+) -> Search {
+    use rayon::prelude::*;
+    let cap = plan.search.unwrap_or(crate::config::plan::SEARCH_MAX_NODES);
+    let mut base = plan.clone();
+    base.nodes = vec![1];
+    let groups = candidates(&base);
+    let found: Vec<Found> = groups
+        .par_iter()
+        .map(|g| {
+            let f = search_group(plan, g, cap, params, mode);
+            each();
+            f
+        })
+        .collect();
+    let mut nodes: Vec<usize> = Vec::new();
+    for f in &found {
+        match f.nodes {
+            Some(n) => nodes.extend([n, 2 * n, 4 * n].into_iter().filter(|&k| k <= f.cap)),
+            None => nodes.extend(f.short.as_ref().map(|s| s.0)),
+        }
+    }
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.is_empty() {
+        nodes.push(1);
+    }
+    Search { found, nodes }
+}
+
+/// [`search`] for the group of `g` (its node count ignored).
+fn search_group(
+    plan: &PlanSpec,
+    g: &Candidate,
+    cap: usize,
+    params: &TimingParams,
+    mode: Mode,
+) -> Found {
+    let inst = &plan.instances[g.instance];
+    let o = &plan.objective;
+    // Counts above these are refused before any simulation, so the search stops below them.
+    let mut top = cap;
+    if let Some(m) = inst.compact_max_nodes {
+        match g.placement {
+            PlacementKind::Compact => top = top.min(m),
+            PlacementKind::Zones => top = top.min(m.saturating_mul(plan.zones)),
+            PlacementKind::Spread => {}
+        }
+    }
+    if let (Some(b), Some((p, _))) = (o.budget_usd_per_hour, &inst.price)
+        && *p > 0.0
+    {
+        top = top.min((b / p).floor() as usize);
+    }
+    let caches = Caches::default();
+    let mut tried = 0;
+    let mut short: Option<(usize, String)> = None;
+    // The first count from `n` below `end` that is not skipped, with its class.
+    let mut probe = |from: usize, end: usize, short: &mut Option<(usize, String)>| {
+        for n in from..end {
+            let c = Candidate { nodes: n, ..g.clone() };
+            let out = evaluate(plan, &c, params, mode, &caches);
+            tried += usize::from(out.metrics.is_some());
+            let k = class(o, &out);
+            if k == Class::Short && short.as_ref().is_none_or(|s| s.0 < n) {
+                *short = Some((n, out.rejected.clone().unwrap_or_default()));
+            }
+            if k != Class::Skip {
+                return Some((n, k));
+            }
+        }
+        None
+    };
+    // Doubling: `lo` the largest count known short (0: none), `best` the first that meets.
+    let (mut lo, mut n, mut best) = (0, 1, None);
+    while n <= top {
+        match probe(n, (2 * n).min(top + 1), &mut short) {
+            Some((m, Class::Meets)) => {
+                best = Some(m);
+                break;
+            }
+            Some((m, Class::Short)) => lo = m,
+            Some((_, Class::Over)) => break,
+            _ => {}
+        }
+        n *= 2;
+    }
+    // Halving (lo, end): every count at or above `end` that was looked at is no better.
+    if let Some(mut b) = best {
+        let mut end = b;
+        while lo + 1 < end {
+            let mid = lo + (end - lo) / 2;
+            match probe(mid, end, &mut short) {
+                Some((m, Class::Meets)) => {
+                    b = m;
+                    end = m;
+                }
+                Some((m, Class::Short)) => lo = m,
+                _ => end = mid,
+            }
+        }
+        best = Some(b);
+    }
+    // Only what falls short below the answer explains it.
+    let short = short.filter(|s| best.is_none_or(|b| s.0 < b));
+    Found {
+        instance: inst.name.clone(),
+        placement: g.placement,
+        knobs: knob_label(g, None),
+        nodes: best,
+        short,
+        cap: top,
+        tried,
+    }
+}
+
 /// Collective times per cluster (instance, nodes, placement, NCCL_ALGO): candidates that
 /// differ only in DDP knobs share their cluster's. A cached time is the one the simulation
 /// gives, so outcomes do not depend on what ran before.
@@ -145,6 +345,10 @@ pub struct Metrics {
     pub bound: String,
     /// Memory per GPU, GiB (0 for a sweep).
     pub memory_gib: f64,
+    /// Memory a GPU offers the job, GiB: its capacity less the workload's memory_headroom
+    /// (the allocator's share); a candidate whose memory_gib is above it is rejected.
+    #[serde(default)]
+    pub memory_usable_gib: f64,
     /// USD per hour for the whole cluster, if priced.
     pub usd_per_hour: Option<f64>,
     /// USD per million samples, if priced.
@@ -445,9 +649,9 @@ fn run(
                 None => ddp_memory(spec, out.gpus, scenario.gpus_per_node),
             };
             if let Some(why) = mem.misfit(capacity, spec.memory_headroom) {
-                return Err(format!("does not fit: {why}"));
+                return Err(format!("{MISFIT}: {why}"));
             }
-            let sequence = spec.sequence;
+            let (sequence, headroom) = (spec.sequence, spec.memory_headroom);
             let (r, _) = crate::sim::simulate_ddp_cached(&scenario, params, mode, cache)
                 .map_err(|e| e.to_string())?;
             let bound = if r.exposed_comm_ms < COMPUTE_BOUND * r.iteration_time_ms {
@@ -464,6 +668,7 @@ fn run(
                 exposed_comm_ms: r.exposed_comm_ms,
                 bound,
                 memory_gib: mem.total / GIB,
+                memory_usable_gib: capacity * (1.0 - headroom) / GIB,
                 usd_per_hour: None,
                 usd_per_m_samples: None,
                 train_hours: 0.0,
@@ -492,6 +697,7 @@ fn run(
                     (row.busbw * 10.0).round() / 10.0
                 ),
                 memory_gib: 0.0,
+                memory_usable_gib: 0.0,
                 usd_per_hour: None,
                 usd_per_m_samples: None,
                 train_hours: 0.0,

@@ -106,6 +106,10 @@ pub struct Summary {
     /// Per instance: its name, USD per node-hour at the plan's pricing (None: no price), and
     /// where the price comes from.
     pub prices: Vec<(String, Option<f64>, String)>,
+    /// Without a node list: what the search for the smallest node count found, per group
+    /// (empty: the plan lists its node counts).
+    #[serde(default)]
+    pub search: Vec<super::Found>,
 }
 
 impl Summary {
@@ -136,6 +140,7 @@ impl Summary {
                     None => (i.name.clone(), None, String::new()),
                 })
                 .collect(),
+            search: Vec::new(),
         }
     }
 }
@@ -194,6 +199,7 @@ fn check_metrics(m: &super::Metrics) -> Result<(), String> {
         ("compute_ms", Some(m.compute_ms)),
         ("exposed_comm_ms", Some(m.exposed_comm_ms)),
         ("memory_gib", Some(m.memory_gib)),
+        ("memory_usable_gib", Some(m.memory_usable_gib)),
         ("train_hours", Some(m.train_hours)),
         ("tokens_per_s", m.tokens_per_s),
         ("usd_per_hour", m.usd_per_hour),

@@ -24,25 +24,12 @@ const GAP: f64 = 8.0;
 /// Average glyph width of the 10 px labels, px (no font metrics without a font library).
 const GLYPH: f64 = 6.0;
 
-/// Colours, by what a bar is.
-const FORWARD: &str = "#9ecae1";
-const BACKWARD: [&str; 2] = ["#2171b5", "#6baed6"];
-const NO_SYNC: [&str; 2] = ["#bdbdbd", "#8c8c8c"];
-const COPY: &str = "#41ab5d";
-const HOOK: &str = "#c51b8a";
-const COLLECTIVE: [&str; 2] = ["#d62728", "#f08080"];
-const OTHER_COLL: &str = "#8c564b";
-const EXPOSED: &str = "#ff7f0e";
+/// Colours, by what a bar is ([`super::palette`]: one colour, one meaning, in every plot).
+use super::palette::of as colour;
 /// The legend's name for the exposed-communication bands.
-const WAITS: &str = "exposed communication (compute waits for NCCL)";
-const INPUT: &str = "#7f7f7f";
+const WAITS: &str = "exposed communication";
 /// The legend's name for the input-stall bands.
-const STALLS: &str = "input stall (waiting for the data loader)";
-/// The breakdown bar's colours, part by part ([`crate::workload::ddp::Breakdown::parts`]).
-const PARTS: [&str; crate::workload::ddp::BREAKDOWN_PARTS] = [
-    "#2171b5", "#9ecae1", "#fdae6b", "#bcbddc", "#31a354", "#8c564b", "#969696", COPY, "#e7ba52",
-    EXPOSED, "#d62728", INPUT,
-];
+const STALLS: &str = "input stall";
 
 /// Whether a wait band is an input stall (else exposed communication).
 fn is_stall(s: &Span) -> bool {
@@ -73,14 +60,25 @@ fn style(i: usize, s: &Span) -> (usize, &'static str, &'static str) {
     let nccl = 1 + usize::from(s.stream);
     match s.lane {
         "nccl" => match s.bucket {
-            Some(b) => (nccl, COLLECTIVE[b % 2], "bucket collective"),
-            None => (nccl, OTHER_COLL, "other collective"),
+            Some(b) if b % 2 == 1 => {
+                (nccl, colour("bucket collective, alternate"), "bucket collective")
+            }
+            Some(_) => (nccl, colour("bucket collective"), "bucket collective"),
+            None => (nccl, colour("other collective"), "other collective"),
         },
-        "hook" => (nccl, HOOK, "hook compute (compute waits)"),
-        _ if s.name.contains("(no_sync)") => (0, NO_SYNC[i % 2], "no_sync micro-step"),
-        _ if s.name.starts_with("fwd") => (0, FORWARD, "forward (per layer)"),
-        _ if s.name.starts_with("bwd") => (0, BACKWARD[i % 2], "backward (per layer)"),
-        _ => (0, COPY, "copy"),
+        "hook" => (nccl, colour("hook compute (compute waits)"), "hook compute (compute waits)"),
+        _ if s.name.contains("(no_sync)") => {
+            (0, colour("no_sync micro-step"), "no_sync micro-step")
+        }
+        _ if s.name.starts_with("fwd") => (0, colour("forward (per layer)"), "forward (per layer)"),
+        _ if s.name.starts_with("bwd") && i.is_multiple_of(2) => {
+            (0, colour("backward (per layer), alternate"), "backward (per layer)")
+        }
+        _ if s.name.starts_with("bwd") => {
+            (0, colour("backward (per layer)"), "backward (per layer)")
+        }
+        _ if s.name.starts_with("optimizer") => (0, colour("optimizer step"), "optimizer step"),
+        _ => (0, colour("DDP copies and hooks"), "DDP copies and hooks"),
     }
 }
 
@@ -101,7 +99,7 @@ fn tooltip(s: &Span) -> String {
         s.end_ms - s.start_ms
     );
     if s.lane == "nccl" {
-        let _ = write!(t, "; {} {}", Bytes::new(s.bytes), s.dtype);
+        let _ = write!(t, "; {} {}", Bytes::new(s.bytes).approx(), s.dtype);
         if !s.algo.is_empty() {
             let _ = write!(t, ", {}/{}", s.algo, s.proto);
         }
@@ -166,11 +164,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
         );
         let label = s.name.strip_prefix("bwd ").or(s.name.strip_prefix("fwd ")).unwrap_or(&s.name);
         if w >= label.chars().count() as f64 * GLYPH + 6.0 {
-            let fill = if color == BACKWARD[0] || color == COLLECTIVE[0] || color == HOOK {
-                "#ffffff"
-            } else {
-                "#000000"
-            };
+            let fill = super::palette::ink(color);
             let _ = writeln!(
                 svg,
                 r#"<text x="{:.2}" y="{:.1}" font-size="10" text-anchor="middle" fill="{fill}" pointer-events="none">{}</text>"#,
@@ -183,7 +177,7 @@ fn panel(svg: &mut String, r: &StepResult, title: &str, t0: f64, t1: f64, top: f
     // Exposed communication: a band over the lanes where compute waits for NCCL.
     for s in r.timeline.iter().filter(|s| s.lane == "wait" && s.end_ms >= t0 && s.start_ms <= t1) {
         let (x0, x1) = (x(s.start_ms), x(s.end_ms));
-        let c = if is_stall(s) { INPUT } else { EXPOSED };
+        let c = colour(if is_stall(s) { STALLS } else { WAITS });
         let _ = writeln!(
             svg,
             r#"<rect x="{x0:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{c}" fill-opacity="0.35" stroke="{c}" stroke-width="1"><title>{}</title></rect>"#,
@@ -266,17 +260,19 @@ pub fn ddp_step_svg(r: &StepResult, kind: &str) -> String {
     }
     // The legend: the kinds of bar present, in a fixed order, wrapped to the width.
     let legend = [
-        ("no_sync micro-step", NO_SYNC[0]),
-        ("forward (per layer)", FORWARD),
-        ("backward (per layer)", BACKWARD[0]),
-        ("copy", COPY),
-        ("bucket collective", COLLECTIVE[0]),
-        ("other collective", OTHER_COLL),
-        ("hook compute (compute waits)", HOOK),
-        (WAITS, EXPOSED),
-        (STALLS, INPUT),
-        ("bucket ready", "#000000"),
-    ];
+        "no_sync micro-step",
+        "forward (per layer)",
+        "backward (per layer)",
+        "DDP copies and hooks",
+        "optimizer step",
+        "bucket collective",
+        "other collective",
+        "hook compute (compute waits)",
+        WAITS,
+        STALLS,
+        "bucket ready",
+    ]
+    .map(|n| (n, colour(n)));
     let present = |name: &str| {
         let kind = |s: &Span, i: usize| match s.lane {
             "wait" if is_stall(s) => STALLS,
@@ -313,7 +309,7 @@ pub fn ddp_step_svg(r: &StepResult, kind: &str) -> String {
         .sum();
     let _ = writeln!(
         svg,
-        r##"<text x="{:.0}" y="42" font-size="11" text-anchor="middle" fill="#555555">exposed = compute waiting for NCCL (orange bands, {waits:.3} ms) + compute slowed while NCCL kernels run ({:.3} ms)</text>"##,
+        r##"<text x="{:.0}" y="42" font-size="11" text-anchor="middle" fill="#555555">exposed = compute waiting for NCCL (the exposed-communication bands, {waits:.3} ms) + compute slowed while NCCL kernels run ({:.3} ms)</text>"##,
         WIDTH / 2.0,
         (r.exposed_comm_ms - waits).max(0.0)
     );
@@ -334,10 +330,11 @@ fn breakdown_bar(svg: &mut String, r: &StepResult, top: f64) -> f64 {
     );
     let (bar_y, mut x) = (top + 20.0, LEFT);
     let mut labels = Vec::new();
-    for ((label, _, ms), color) in r.breakdown.parts().into_iter().zip(PARTS) {
+    for (label, _, ms) in r.breakdown.parts() {
         if ms <= 0.0 {
             continue;
         }
+        let color = colour(label);
         let w = ms / total * pw;
         let text = format!("{label}: {ms:.3} ms ({:.1} %)", 100.0 * ms / total);
         let _ = writeln!(

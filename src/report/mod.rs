@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod json;
 pub mod nccl;
 pub mod output;
+pub mod palette;
 pub mod plan;
 pub mod plot;
 pub mod presets;

@@ -73,10 +73,42 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
             )?,
         }
     }
+    if !s.search.is_empty() {
+        let what = match (o.deadline_h.is_some(), o.throughput.is_some()) {
+            (true, true) => "the deadline and throughput",
+            (true, false) => "the deadline",
+            _ => "the throughput",
+        };
+        writeln!(
+            out,
+            "  search: each instance and placement's smallest node count that meets {what} (doubling from 1, then halving; {} counts simulated), evaluated below with two doublings of it",
+            s.search.iter().map(|f| f.tried).sum::<usize>()
+        )?;
+        for f in &s.search {
+            let knobs = if f.knobs.is_empty() { String::new() } else { format!(" ({})", f.knobs) };
+            let why = f.short.as_ref().map_or(String::new(), |(n, why)| format!(" ({n}: {why})"));
+            match f.nodes {
+                Some(n) => writeln!(
+                    out,
+                    "    {} {}{knobs}: {n} node{}{why}",
+                    f.instance,
+                    f.placement.name(),
+                    if n == 1 { "" } else { "s" }
+                )?,
+                None => writeln!(
+                    out,
+                    "    {} {}{knobs}: none up to {} nodes{why}",
+                    f.instance,
+                    f.placement.name(),
+                    f.cap
+                )?,
+            }
+        }
+    }
     writeln!(out)?;
     writeln!(
         out,
-        "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9} {:>10} {:>5} {:<22} {:>7} {:>9} {:>8} {:>9} {:>10}",
+        "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9} {:>10} {:>5} {:<22} {:>11} {:>9} {:>8} {:>9} {:>10}",
         "rank",
         "P",
         "instance",
@@ -99,7 +131,7 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         let m = c.metrics.as_ref().expect("a ranked candidate has metrics");
         writeln!(
             out,
-            "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9.2} {:>10.1} {:>5.3} {:<22} {:>7.1} {:>9} {:>8} {:>9} {:>10}",
+            "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9.2} {:>10.1} {:>5.3} {:<22} {:>11} {:>9} {:>8} {:>9} {:>10}",
             k.rank,
             if k.pareto { "*" } else { "" },
             c.instance,
@@ -111,7 +143,10 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
             m.samples_per_s,
             m.scaling_efficiency,
             m.bound,
-            m.memory_gib,
+            match m.memory_usable_gib > 0.0 {
+                true => format!("{:.1}/{:.1}", m.memory_gib, m.memory_usable_gib),
+                false => "-".into(),
+            },
             opt(m.usd_per_hour, |x| format!("{x:.2}")),
             opt(m.usd_per_m_samples, |x| format!("{x:.2}")),
             hours(m.train_hours),
@@ -120,6 +155,12 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
     }
     if !r.ranked.is_empty() {
         writeln!(out, "\n(P *: on the Pareto front of time and cost to train)")?;
+        if !s.collective {
+            writeln!(
+                out,
+                "(mem GiB: per GPU / what the GPU offers the job, its memory less workload.memory_headroom's share for the allocator)"
+            )?;
+        }
         writeln!(
             out,
             "(error band: each step, time and cost within a factor {:.3} either way: collsim's median error on {} it was not fitted on)",
@@ -175,6 +216,7 @@ struct CsvRow<'a> {
     exposed_comm_ms: Option<f64>,
     bound: Option<&'a str>,
     memory_gib: Option<f64>,
+    memory_usable_gib: Option<f64>,
     usd_per_hour: Option<f64>,
     usd_per_m_samples: Option<f64>,
     train_hours: Option<f64>,
@@ -201,6 +243,7 @@ fn csv_row(rank: Option<usize>, pareto: bool, o: &Outcome) -> CsvRow<'_> {
         exposed_comm_ms: m.map(|m| m.exposed_comm_ms),
         bound: m.map(|m| m.bound.as_str()),
         memory_gib: m.map(|m| m.memory_gib),
+        memory_usable_gib: m.map(|m| m.memory_usable_gib),
         usd_per_hour: m.and_then(|m| m.usd_per_hour),
         usd_per_m_samples: m.and_then(|m| m.usd_per_m_samples),
         train_hours: m.map(|m| m.train_hours),
@@ -291,7 +334,8 @@ pub fn pareto_svg(svg: &mut String, s: &Summary, r: &Ranking) -> Result<(), Stri
         })
         .draw()
         .map_err(|e| err(&e))?;
-    let grey = RGBColor(150, 150, 150);
+    let grey = super::palette::BACKGROUND;
+    let (recommended, front_colour) = (super::palette::series(0), super::palette::series(1));
     chart
         .draw_series(pts.iter().filter(|p| !p.2).map(|p| Circle::new((p.0, p.1), 3, grey.filled())))
         .map_err(|e| err(&e))?
@@ -300,22 +344,27 @@ pub fn pareto_svg(svg: &mut String, s: &Summary, r: &Ranking) -> Result<(), Stri
     let mut front: Vec<&(f64, f64, bool, &Outcome)> = pts.iter().filter(|p| p.2).collect();
     front.sort_by(|a, b| a.0.total_cmp(&b.0));
     chart
-        .draw_series(LineSeries::new(front.iter().map(|p| (p.0, p.1)), RED.stroke_width(2)))
+        .draw_series(LineSeries::new(
+            front.iter().map(|p| (p.0, p.1)),
+            front_colour.stroke_width(2),
+        ))
         .map_err(|e| err(&e))?
         .label("Pareto front (time vs cost)")
-        .legend(|(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], RED.stroke_width(2)));
+        .legend(move |(a, b)| {
+            PathElement::new(vec![(a, b), (a + 20, b)], front_colour.stroke_width(2))
+        });
     chart
-        .draw_series(front.iter().map(|p| Circle::new((p.0, p.1), 5, RED.filled())))
+        .draw_series(front.iter().map(|p| Circle::new((p.0, p.1), 5, front_colour.filled())))
         .map_err(|e| err(&e))?;
     if let Some(best) = r.ranked.first().and_then(|k| {
         let m = k.outcome.metrics.as_ref()?;
         Some((m.train_hours, m.train_usd?))
     }) {
         chart
-            .draw_series(std::iter::once(Circle::new(best, 9, BLUE.stroke_width(2))))
+            .draw_series(std::iter::once(Circle::new(best, 9, recommended.stroke_width(2))))
             .map_err(|e| err(&e))?
             .label("recommended")
-            .legend(|(a, b)| Circle::new((a + 10, b), 6, BLUE.stroke_width(2)));
+            .legend(move |(a, b)| Circle::new((a + 10, b), 6, recommended.stroke_width(2)));
     }
     // Label the front's points, alternating above and below so neighbours do not collide.
     for (i, p) in front.iter().enumerate() {

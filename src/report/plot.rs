@@ -25,6 +25,7 @@ fn gbps_label(v: f64) -> String {
 /// the measured time (busbw scales as 1 / time), because logs print it with two decimals and
 /// small sizes would read 0.00, which a log axis cannot show.
 pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(), String> {
+    let (model_colour, measured_colour) = (super::palette::series(0), super::palette::series(1));
     use crate::calibrate::validate::ValidationRow;
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let rows: Vec<_> = v
@@ -72,22 +73,26 @@ pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(
     chart
         .draw_series(std::iter::once(Polygon::new(
             upper.chain(lower).collect::<Vec<_>>(),
-            BLUE.mix(0.15),
+            model_colour.mix(0.15),
         )))
         .map_err(|e| err(&e))?;
     chart
         .draw_series(LineSeries::new(
             rows.iter().map(|r| (sz(r), r.predicted_busbw)),
-            BLUE.stroke_width(2),
+            model_colour.stroke_width(2),
         ))
         .map_err(|e| err(&e))?
         .label("predicted (band: fitted residuals)")
-        .legend(|(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], BLUE.stroke_width(2)));
+        .legend(move |(a, b)| {
+            PathElement::new(vec![(a, b), (a + 20, b)], model_colour.stroke_width(2))
+        });
     chart
-        .draw_series(rows.iter().map(|r| Circle::new((sz(r), measured(r)), 4, RED.filled())))
+        .draw_series(
+            rows.iter().map(|r| Circle::new((sz(r), measured(r)), 4, measured_colour.filled())),
+        )
         .map_err(|e| err(&e))?
         .label("measured")
-        .legend(|(a, b)| Circle::new((a + 10, b), 4, RED.filled()));
+        .legend(move |(a, b)| Circle::new((a + 10, b), 4, measured_colour.filled()));
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -127,9 +132,13 @@ pub fn validation_svg(svg: &mut String, title: &str, v: &Validation) -> Result<(
         .filter(|r| r.error_pct.is_finite())
         .map(|r| (sz(r), r.error_pct.clamp(-emax, emax)))
         .collect();
-    errs.draw_series(LineSeries::new(pts.iter().copied(), RED.mix(0.6).stroke_width(1)))
+    errs.draw_series(LineSeries::new(
+        pts.iter().copied(),
+        measured_colour.mix(0.6).stroke_width(1),
+    ))
+    .map_err(|e| err(&e))?;
+    errs.draw_series(pts.iter().map(|&p| Circle::new(p, 3, measured_colour.filled())))
         .map_err(|e| err(&e))?;
-    errs.draw_series(pts.iter().map(|&p| Circle::new(p, 3, RED.filled()))).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
 }
 
@@ -182,22 +191,6 @@ fn breakdown_height(rows: &[crate::report::ddp::SweepPoint]) -> u32 {
     BREAKDOWN_H + if n > 0 { 12 + 16 * n } else { 0 }
 }
 
-/// Okabe and Ito's colour-blind-safe palette, then greys: one colour per breakdown part.
-const PART_COLORS: [RGBColor; crate::workload::ddp::BREAKDOWN_PARTS] = [
-    RGBColor(0, 114, 178),
-    RGBColor(86, 180, 233),
-    RGBColor(0, 158, 115),
-    RGBColor(153, 153, 153),
-    RGBColor(230, 159, 0),
-    RGBColor(136, 34, 85),
-    RGBColor(204, 121, 167),
-    RGBColor(240, 228, 66),
-    RGBColor(102, 102, 102),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 0, 0),
-    RGBColor(204, 204, 204),
-];
-
 /// A sweep's breakdown panel: one stacked bar per point (in the order run), each part of the
 /// step (`Breakdown::parts`, those any point has) in its colour, named in a legend below, and
 /// under it each point's process groups with the tier their traffic crosses.
@@ -241,7 +234,7 @@ fn sweep_breakdown<DB: DrawingBackend>(
         let mut base = 0.0;
         for &k in &shown {
             let ms = parts(i)[k].2.max(0.0);
-            let c = PART_COLORS[k % PART_COLORS.len()];
+            let c = super::palette::rgb(parts(0)[k].0);
             let (x0, x1) = (i as f64 - 0.35, i as f64 + 0.35);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
@@ -255,7 +248,7 @@ fn sweep_breakdown<DB: DrawingBackend>(
     let font = ("sans-serif", 12).into_font().color(&BLACK);
     for (j, &k) in shown.iter().enumerate() {
         let (x, y) = (24 + 234 * (j as i32 % 4), 8 + 18 * (j as i32 / 4));
-        let c = PART_COLORS[k % PART_COLORS.len()];
+        let c = super::palette::rgb(parts(0)[k].0);
         legend
             .draw(&Rectangle::new([(x, y + 1), (x + 16, y + 11)], c.filled()))
             .map_err(|e| err(&e))?;
@@ -320,10 +313,9 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
         .x_label_formatter(&|v| index_label(&xs, *v))
         .draw()
         .map_err(|e| err(&e))?;
-    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
     let width = 0.8 / series.len().max(1) as f64;
     for (i, (_, pts)) in series.iter().enumerate() {
-        let c = colors[i % colors.len()];
+        let c = super::palette::series(i);
         if numeric {
             let line = pts.iter().map(|&(x, y)| (x as f64, y));
             chart.draw_series(LineSeries::new(line, c.stroke_width(2))).map_err(|e| err(&e))?;
@@ -351,7 +343,7 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
         let font = ("sans-serif", 13).into_font().color(&BLACK);
         bottom.draw(&Text::new("series:", (24, 6), font.clone())).map_err(|e| err(&e))?;
         for (i, (label, _)) in series.iter().enumerate() {
-            let c = colors[i % colors.len()];
+            let c = super::palette::series(i);
             let y = 26 + 18 * i as i32;
             bottom
                 .draw(&Rectangle::new([(90, y + 1), (110, y + 11)], c.mix(0.8).filled()))
@@ -361,18 +353,6 @@ pub fn sweep(rows: &[crate::report::ddp::SweepPoint], svg: &mut String) -> Resul
     }
     root.present().map_err(|e| err(&e))
 }
-
-/// Okabe and Ito's colour-blind-safe palette without its yellow (too pale for a line), then
-/// black: one colour per line of a collective's plot.
-const LINE_COLORS: [RGBColor; 7] = [
-    RGBColor(0, 114, 178),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(86, 180, 233),
-    RGBColor(230, 159, 0),
-    RGBColor(0, 0, 0),
-];
 
 /// The log10 axis range, whole decades below and above, that holds the positive, finite `ys`
 /// (at least ten times the smallest; 0.001 to 1000 where there are none).
@@ -462,7 +442,7 @@ pub fn collective_svg(
             .draw()
             .map_err(|e| err(&e))?;
         for (i, (_, rows)) in lines.iter().enumerate() {
-            let c = LINE_COLORS[i % LINE_COLORS.len()];
+            let c = super::palette::series(i);
             let pts: Vec<(f64, f64)> =
                 rows.iter().map(|r| (r.size_bytes as f64, value(r))).collect();
             chart
@@ -486,7 +466,7 @@ pub fn collective_svg(
     legend_area.draw(&Text::new("lines:", (24, 6), font.clone())).map_err(|e| err(&e))?;
     let mut y = 26;
     for (i, label) in legend.iter().enumerate() {
-        let c = LINE_COLORS[i % LINE_COLORS.len()];
+        let c = super::palette::series(i);
         legend_area
             .draw(&PathElement::new(vec![(80, y + 6), (110, y + 6)], c.stroke_width(2)))
             .map_err(|e| err(&e))?;
@@ -528,7 +508,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// A line's point marker: the colours repeat after [`LINE_COLORS`], the shapes tell those
+/// A line's point marker: the colours repeat after [`super::palette::SERIES`], the shapes tell those
 /// lines apart.
 enum Marker {
     Circle,
@@ -538,7 +518,7 @@ enum Marker {
 
 /// The marker of line `i`.
 fn marker(i: usize) -> Marker {
-    match (i / LINE_COLORS.len()) % 3 {
+    match (i / super::palette::SERIES.len()) % 3 {
         0 => Marker::Circle,
         1 => Marker::Triangle,
         _ => Marker::Cross,

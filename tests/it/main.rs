@@ -17,6 +17,7 @@ mod model;
 mod modules;
 mod outputs;
 mod plan;
+mod plots;
 mod profile;
 mod readme;
 mod reference;

@@ -1,11 +1,12 @@
-//! The README is a contract: every `cargo run --release -- …` command in its fenced blocks runs
-//! here, and where the next fenced block shows what it prints, every line shown (but `...`) is a
-//! line of the output.
+//! The README and the guides in `docs/` are a contract: every `cargo run --release -- …`
+//! command in their fenced blocks runs here, and where the next fenced block shows what it
+//! prints, every line shown (but `...`) is a line of the output.
 
 use std::collections::BTreeSet;
 
-/// A command of the README, and the output block shown after it, if any.
+/// A command of the README or a guide, and the output block shown after it, if any.
 struct Example {
+    file: String,
     line: usize,
     args: Vec<String>,
     shown: Vec<String>,
@@ -65,8 +66,27 @@ fn commands(lines: &[String]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The README, then every guide in `docs/`, by name.
+fn documents() -> Vec<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut guides: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    guides.sort();
+    let mut out = vec!["README.md".to_string()];
+    out.extend(guides);
+    out
+}
+
 fn examples() -> Vec<Example> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    documents().iter().flat_map(|f| examples_of(f)).collect()
+}
+
+fn examples_of(file: &str) -> Vec<Example> {
+    let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let blocks = blocks(&text);
     let mut out = Vec::new();
     for (k, (at, lines)) in blocks.iter().enumerate() {
@@ -83,7 +103,7 @@ fn examples() -> Vec<Example> {
             .unwrap_or_default();
         for (j, args) in cmds.into_iter().enumerate() {
             let shown = if j == last { shown.clone() } else { Vec::new() };
-            out.push(Example { line: *at, args, shown });
+            out.push(Example { file: file.to_string(), line: *at, args, shown });
         }
     }
     out
@@ -94,6 +114,32 @@ fn examples() -> Vec<Example> {
 /// made and cached) and checks the README's figures.
 fn covered_elsewhere(args: &[String]) -> bool {
     args == ["validate", "--manifest", "calibration/data/manifest.csv"]
+}
+
+#[test]
+fn the_readme_fits_on_a_few_screens_and_links_to_every_guide() {
+    // Issue #49 item 8: about 300 lines, and every guide reachable from it.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let lines = text.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines");
+    for g in documents().iter().skip(1) {
+        assert!(text.contains(&format!("]({g})")), "README.md does not link to {g}");
+    }
+}
+
+#[test]
+fn the_readme_picture_is_what_its_command_draws() {
+    // The picture at the top is the output of the command under it, as of this build.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let shipped = std::fs::read_to_string(format!("{root}/docs/img/fsdp-step.svg")).unwrap();
+    let out = super::scratch().join("readme-fsdp-step.svg");
+    let out = out.to_str().unwrap();
+    super::collsim_ok(&["simulate", "scenarios/llama7b-fsdp-p5-16node.toml", "--plot", out]);
+    let drawn = std::fs::read_to_string(out).unwrap();
+    assert!(
+        drawn == shipped,
+        "docs/img/fsdp-step.svg is out of date: cargo run --release -- simulate scenarios/llama7b-fsdp-p5-16node.toml --plot docs/img/fsdp-step.svg"
+    );
 }
 
 #[test]
@@ -112,7 +158,8 @@ fn every_readme_command_runs_and_prints_what_the_readme_shows() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "README line {}: collsim {} failed: {}",
+            "{} line {}: collsim {} failed: {}",
+            e.file,
             e.line,
             e.args.join(" "),
             String::from_utf8_lossy(&out.stderr)
@@ -124,7 +171,8 @@ fn every_readme_command_runs_and_prints_what_the_readme_shows() {
             }
             assert!(
                 printed.contains(l),
-                "README line {}: `collsim {}` does not print the line shown:\n{l}\nit prints:\n{stdout}",
+                "{} line {}: `collsim {}` does not print the line shown:\n{l}\nit prints:\n{stdout}",
+                e.file,
                 e.line,
                 e.args.join(" ")
             );
@@ -150,4 +198,13 @@ fn the_readme_parser_finds_commands_and_drops_what_is_not_one() {
     assert_eq!(c.len(), 2);
     assert_eq!(c[0], ["validate", "--log", "a.log", "--nccl", "X=1"]);
     assert_eq!(c[1], ["validate", "--manifest", "m.csv"]);
+}
+
+#[test]
+fn the_simulate_guide_quotes_the_format_version_of_this_build() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/simulate.md"))
+        .unwrap()
+        .replace('\n', " ");
+    let want = format!("one number for the crate ({})", collsim::version::FORMAT_VERSION);
+    assert!(text.contains(&want), "docs/simulate.md does not say {want:?}");
 }

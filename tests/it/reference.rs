@@ -262,6 +262,7 @@ fn problems(doc: &str) -> Vec<String> {
             h3 = h;
         } else if line.starts_with("| `")
             && !h3.is_empty()
+            && h2 != COMMAND_LINE
             && !probed.contains(&(h2, h3))
             && !reported.contains(&(h2, h3))
         {
@@ -301,4 +302,85 @@ fn a_key_missing_from_the_reference_is_caught() {
     // And an architecture missing from the profile's prose.
     let no_arch = doc.replace("`hopper` or `blackwell`", "`hopper`");
     assert!(problems(&no_arch).iter().any(|l| l.contains("`blackwell` is accepted")));
+}
+
+/// The reference's section of command-line flags, which [`problems`] leaves to
+/// [`every_flag_of_every_subcommand_is_in_the_reference`].
+const COMMAND_LINE: &str = "Command line";
+
+/// The flags (`--name`, and `-x` where there is a short one) and positional arguments of one
+/// option line of clap's short help (`  -b, --min-bytes <MIN_BYTES>  First size…`).
+fn help_flags(help: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_list = false;
+    for line in help.lines() {
+        if !line.starts_with(' ') {
+            in_list = matches!(line, "Options:" | "Arguments:");
+            continue;
+        }
+        if !in_list {
+            continue;
+        }
+        let head = line.trim_start().split("  ").next().unwrap_or("");
+        for word in head.split([',', ' ']).filter(|w| !w.is_empty()) {
+            let name = word.trim_end_matches("...");
+            if name.starts_with('-')
+                || name.starts_with('[')
+                || (name.starts_with('<') && word == head)
+            {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.retain(|f| !matches!(f.as_str(), "-h" | "--help" | "-V" | "--version"));
+    out
+}
+
+#[test]
+fn every_flag_of_every_subcommand_is_in_the_reference() {
+    // Issue #49 item 8: the reference lists the CLI's flags, subcommand by subcommand, and no
+    // flag the CLI does not have.
+    let doc = read("docs/reference.md");
+    let subcommands: [&[&str]; 11] = [
+        &["simulate"],
+        &["explain"],
+        &["presets"],
+        &["topo", "show"],
+        &["topo", "import"],
+        &["calibrate"],
+        &["validate"],
+        &["plan"],
+        &["plan", "merge"],
+        &["profile"],
+        &["completions"],
+    ];
+    let mut problems = Vec::new();
+    for sub in subcommands {
+        let mut args = sub.to_vec();
+        args.push("-h");
+        let help = super::collsim_ok(&args);
+        let name = format!("`collsim {}`", sub.join(" "));
+        let Some(sec) = section(&doc, COMMAND_LINE, &name) else {
+            problems.push(format!("{name}: no section"));
+            continue;
+        };
+        let documented: Vec<String> = sec
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .flat_map(|l| {
+                let first = l.split(" | ").next().unwrap_or("");
+                first.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>()
+            })
+            .map(|f| f.trim_end_matches("...").to_string())
+            .collect();
+        let flags = help_flags(&help);
+        assert!(!flags.is_empty() || sub == ["completions"], "{name}: no flags in\n{help}");
+        for f in flags.iter().filter(|f| !documented.contains(f)) {
+            problems.push(format!("{name}: {f} is a flag but not in the reference"));
+        }
+        for f in documented.iter().filter(|f| !flags.contains(f)) {
+            problems.push(format!("{name}: {f} is in the reference but not a flag"));
+        }
+    }
+    assert!(problems.is_empty(), "docs/reference.md is out of date:\n{}", problems.join("\n"));
 }

@@ -82,7 +82,7 @@ fn ddp_plot_has_legend_lane_labels_layer_names_and_tooltips() {
         "forward (per layer)",
         "backward (per layer)",
         "bucket collective",
-        "exposed communication (compute waits for NCCL)",
+        "exposed communication",
         "bucket ready",
         "time (ms)",
     ] {
@@ -104,8 +104,14 @@ fn ddp_plot_has_legend_lane_labels_layer_names_and_tooltips() {
     let exposed: Vec<&&El> =
         bars.iter().filter(|e| e.title.starts_with("exposed communication: ")).collect();
     assert!(!exposed.is_empty());
-    assert!(exposed.iter().all(|e| e.attr["fill"] == "#ff7f0e"));
-    assert!(t.iter().any(|s| s.starts_with("exposed = compute waiting for NCCL (orange bands, ")));
+    assert!(
+        exposed
+            .iter()
+            .all(|e| e.attr["fill"] == collsim::report::palette::of("exposed communication"))
+    );
+    assert!(t.iter().any(|s| {
+        s.starts_with("exposed = compute waiting for NCCL (the exposed-communication bands, ")
+    }));
 }
 
 #[test]
@@ -301,7 +307,7 @@ fn categorical_sweeps_are_bars_with_a_legend_inside_the_canvas() {
             .filter(|e| e.tag == "rect" && e.attr.get("fill").is_some_and(|f| f == fill))
             .count()
     };
-    assert_eq!((bars("#0000FF"), bars("#FF0000")), (2 + 1, 2 + 1), "bars and legend swatches");
+    assert_eq!((bars("#0072B2"), bars("#D55E00")), (2 + 1, 2 + 1), "bars and legend swatches");
     // The legend's labels lie wholly inside the canvas (about 6 px a glyph at 13 px).
     for label in
         ["workload.ddp.gradient_as_bucket_view=true", "workload.ddp.gradient_as_bucket_view=false"]
@@ -395,9 +401,10 @@ fn validate_plot_has_log_axes_and_an_error_panel() {
         .map(|e| e.num("y"))
         .next()
         .unwrap();
+    // Measured: the second series colour (palette::SERIES).
     let red: Vec<&El> = els
         .iter()
-        .filter(|e| e.tag == "circle" && e.attr.get("fill").is_some_and(|f| f == "#FF0000"))
+        .filter(|e| e.tag == "circle" && e.attr.get("fill").is_some_and(|f| f == "#D55E00"))
         .collect();
     assert!(red.len() >= 2 * 31, "measured points and error points: {}", red.len());
     assert!(red.iter().filter(|c| c.num("cy") < 540.0).all(|c| c.num("cy") < floor + 60.0));
