@@ -75,11 +75,8 @@ enum ModeArg {
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// Topology preset or path to a topology TOML. Presets: aws-p4d, aws-p5, dgx-a100,
-    /// dgx-b200, dgx-h100, dgx-h200, gb200-nvl72, gcp-a2-highgpu-8g, gcp-a2-ultragpu-8g,
-    /// gcp-a3-highgpu-8g, gcp-a3-megagpu-8g, hgx-h100-roce, pcie-8gpu-2socket,
-    /// pcie-a100-4gpu-2socket, polaris-a100-4gpu.
-    #[arg(long)]
+    /// Topology preset, cloud instance type, or path to a topology TOML (`collsim presets`).
+    #[arg(long, value_parser = cli::ui::Names(cli::ui::topology_names))]
     topology: Option<String>,
     /// Number of nodes.
     #[arg(long)]
@@ -248,9 +245,8 @@ struct SimulateArgs {
     scenario: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
-    /// Collective, as nccl-tests names it: all_reduce (the default), all_gather,
-    /// reduce_scatter, broadcast, reduce, alltoall, sendrecv.
-    #[arg(long)]
+    /// Collective, as nccl-tests names it (default all_reduce).
+    #[arg(long, value_parser = cli::ui::Names(cli::ui::collective_names))]
     collective: Option<String>,
     /// First size, as nccl-tests -b (bare number = bytes; K/M/G binary; or "64 MiB").
     #[arg(short = 'b', long, visible_alias = "minbytes")]
@@ -262,10 +258,10 @@ struct SimulateArgs {
     #[arg(short = 'f', long, visible_alias = "stepfactor")]
     factor: Option<u64>,
     /// Data type, as nccl-tests -d.
-    #[arg(short = 'd', long, visible_alias = "datatype")]
+    #[arg(short = 'd', long, visible_alias = "datatype", value_parser = cli::ui::Names(cli::ui::dtype_names))]
     dtype: Option<String>,
     /// Reduction, as nccl-tests -o (spelled out here: collsim's -o is --output).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::ui::Names(cli::ui::op_names))]
     op: Option<String>,
     /// Timed iterations a size, as nccl-tests -n (default 20): the nccl layouts print it; a
     /// prediction's time is the same whatever the count.
@@ -318,15 +314,14 @@ struct SimulateArgs {
 struct ExplainArgs {
     #[command(flatten)]
     common: Common,
-    /// Collective, as nccl-tests names it: all_reduce, all_gather, reduce_scatter, broadcast,
-    /// reduce, alltoall, sendrecv.
-    #[arg(long, default_value = "all_reduce")]
+    /// Collective, as nccl-tests names it.
+    #[arg(long, default_value = "all_reduce", value_parser = cli::ui::Names(cli::ui::collective_names))]
     collective: String,
     /// Bytes, as nccl-tests' size column (bare number = bytes; K/M/G binary; or "64 MiB").
     #[arg(long)]
     bytes: String,
     /// Data type, as nccl-tests -d.
-    #[arg(long, default_value = "float")]
+    #[arg(long, default_value = "float", value_parser = cli::ui::Names(cli::ui::dtype_names))]
     dtype: String,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]

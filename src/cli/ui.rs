@@ -233,3 +233,51 @@ impl Drop for Progress {
         self.bar.finish_and_clear();
     }
 }
+
+/// A value parser that takes any text (collsim's own check then names the valid values, with a
+/// "did you mean", in one line) and tells `--help` and the shell completion scripts which
+/// names there are.
+#[derive(Clone)]
+pub(crate) struct Names(pub(crate) fn() -> Vec<&'static str>);
+
+impl clap::builder::TypedValueParser for Names {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new((self.0)().into_iter().map(clap::builder::PossibleValue::new)))
+    }
+}
+
+/// The topology presets and the instance types that name them (`--topology`; a path to a
+/// topology file is taken too).
+pub(crate) fn topology_names() -> Vec<&'static str> {
+    let mut out = collsim::config::preset_names();
+    out.extend(collsim::config::INSTANCE_TYPES.iter().map(|(t, _)| *t));
+    out
+}
+
+/// nccl-tests' collectives.
+pub(crate) fn collective_names() -> Vec<&'static str> {
+    collsim::comm::Collective::NAMES.to_vec()
+}
+
+/// nccl-tests' data types.
+pub(crate) fn dtype_names() -> Vec<&'static str> {
+    collsim::workload::DataType::NAMES.to_vec()
+}
+
+/// nccl-tests' reductions.
+pub(crate) fn op_names() -> Vec<&'static str> {
+    collsim::workload::ReduceOp::NAMES.to_vec()
+}

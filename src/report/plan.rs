@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use crate::config::plan::{Amount, Minimise, Pricing};
 use crate::plan::shard::Summary;
-use crate::plan::{Outcome, Ranking, hours, label, usd};
+use crate::plan::{Outcome, Ranked, Ranking, hours, label, usd};
 
 fn amount(a: &Amount) -> String {
     match a {
@@ -106,9 +106,15 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     writeln!(out)?;
+    // Columns as wide as their widest cell, at least as wide as they are usually.
+    let cell =
+        |least: usize, f: &dyn Fn(&Ranked) -> usize| r.ranked.iter().map(f).fold(least, usize::max);
+    let wi = cell(20, &|k| k.outcome.instance.chars().count());
+    let wk = cell(28, &|k| k.outcome.knobs.chars().count());
+    let wb = cell(22, &|k| k.outcome.metrics.as_ref().map_or(0, |m| m.bound.chars().count()));
     writeln!(
         out,
-        "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9} {:>10} {:>5} {:<22} {:>11} {:>9} {:>8} {:>9} {:>10}",
+        "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9} {:>10} {:>5} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10}",
         "rank",
         "P",
         "instance",
@@ -131,7 +137,7 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         let m = c.metrics.as_ref().expect("a ranked candidate has metrics");
         writeln!(
             out,
-            "{:>4} {:1} {:<20} {:>5} {:>5} {:<8} {:<28} {:>9.2} {:>10.1} {:>5.3} {:<22} {:>11} {:>9} {:>8} {:>9} {:>10}",
+            "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9.2} {:>10.1} {:>5.3} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10}",
             k.rank,
             if k.pareto { "*" } else { "" },
             c.instance,

@@ -13,6 +13,11 @@ fn size(b: u64) -> String {
     Bytes::new(b).to_string()
 }
 
+/// A column's width: `least` (the header's), or its widest cell where that is wider.
+fn width<'a>(least: usize, cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(|c| c.chars().count()).fold(least, usize::max)
+}
+
 impl SimFormat for Table {
     fn write_sim(&self, r: &SimReport<'_>, out: &mut dyn Write) -> io::Result<()> {
         let s = r.scenario;
@@ -64,9 +69,15 @@ impl SimFormat for Table {
         writeln!(out)?;
         // A fitted profile gives each time its error band.
         let banded = r.profile.correction.is_some();
+        // Columns as wide as their widest cell (a NVLS_TREE, a 1048572 KiB), at least the
+        // header's.
+        let sizes: Vec<String> = r.rows.iter().map(|x| size(x.size_bytes)).collect();
+        let ws = width(10, sizes.iter().map(String::as_str));
+        let wa = width(5, r.rows.iter().map(|x| x.algo));
+        let wp = width(7, r.rows.iter().map(|x| x.proto));
         writeln!(
             out,
-            "{:>10} {:>12} {:>11}{} {:>9} {:>9}  {:<5} {:<7} {:>3}  NCCL would pick",
+            "{:>ws$} {:>12} {:>11}{} {:>9} {:>9}  {:<wa$} {:<wp$} {:>3}  NCCL would pick",
             "size",
             "count",
             "time(us)",
@@ -78,7 +89,7 @@ impl SimFormat for Table {
             "ch"
         )?;
         let mut other = false;
-        for row in r.rows {
+        for (row, sz) in r.rows.iter().zip(&sizes) {
             let pick = if row.nccl_algo == row.algo {
                 String::new()
             } else {
@@ -92,8 +103,8 @@ impl SimFormat for Table {
             };
             writeln!(
                 out,
-                "{:>10} {:>12} {:>11.2}{} {:>9.2} {:>9.2}  {:<5} {:<7} {:>3}  {}",
-                size(row.size_bytes),
+                "{:>ws$} {:>12} {:>11.2}{} {:>9.2} {:>9.2}  {:<wa$} {:<wp$} {:>3}  {}",
+                sz,
                 row.count,
                 row.time_us,
                 band,
@@ -135,16 +146,20 @@ impl ValidationFormat for Table {
             r.profile.name
         )?;
         writeln!(out)?;
+        let sizes: Vec<String> = v.rows.iter().map(|x| size(x.size_bytes)).collect();
+        let ws = width(10, sizes.iter().map(String::as_str));
+        let wa = width(5, v.rows.iter().map(|x| x.algo));
+        let wp = width(7, v.rows.iter().map(|x| x.proto));
         writeln!(
             out,
-            "{:>10} {:>12} {:>12} {:>9} {:>9} {:>8}  {:<5} {:<7} {:>3}  NCCL would pick",
+            "{:>ws$} {:>12} {:>12} {:>9} {:>9} {:>8}  {:<wa$} {:<wp$} {:>3}  NCCL would pick",
             "size", "meas(us)", "pred(us)", "meas bus", "pred bus", "err%", "algo", "proto", "ch",
         )?;
-        for row in &v.rows {
+        for (row, sz) in v.rows.iter().zip(&sizes) {
             writeln!(
                 out,
-                "{:>10} {:>12.2} {:>12.2} {:>9.2} {:>9.2} {:>+8.1}  {:<5} {:<7} {:>3}  {}",
-                size(row.size_bytes),
+                "{:>ws$} {:>12.2} {:>12.2} {:>9.2} {:>9.2} {:>+8.1}  {:<wa$} {:<wp$} {:>3}  {}",
+                sz,
                 row.measured_time_us,
                 row.predicted_time_us,
                 row.measured_busbw,

@@ -817,7 +817,21 @@ fn shell_completions_cover_the_commands_and_their_flags() {
         for word in ["simulate", "validate", "topology", "sweep", "gpus-per-process"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
         }
+        // Issue #49 item 6: the names a value may take, not file names: presets and instance
+        // types for --topology, nccl-tests' collectives, data types and reductions.
+        for name in
+            ["aws-p5", "p5.48xlarge", "gcp-a3-megagpu-8g", "reduce_scatter", "bfloat16", "prod"]
+        {
+            assert!(script.contains(name), "{shell} completion lacks {name}");
+        }
     }
+    // Names in the completions, but any text taken as a topology path or checked by collsim
+    // itself: one line, with what it may have meant.
+    let out = collsim(&["simulate", "--topology", "dgx-h100", "--collective", "all_redcue"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("did you mean all_reduce"), "{err}");
     // clap's own usage error (several lines, as clap prints them), exit 2.
     let out = collsim(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));

@@ -607,3 +607,29 @@ fn a_cross_product_keeps_going_past_a_point_that_cannot_run() {
         &["--sweep point", "overlap_comm"],
     );
 }
+
+#[test]
+fn table_columns_are_as_wide_as_their_widest_cell() {
+    // Issue #49 item 6: NVLS_TREE is wider than the algo column's header; the proto column
+    // still starts where its header does on every row.
+    let out = super::collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "4",
+        "-b",
+        "64M",
+        "-e",
+        "1G",
+        "-f",
+        "4",
+    ]);
+    let header = out.lines().find(|l| l.contains("NCCL would pick")).unwrap();
+    let at = header.find("proto").unwrap();
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(" SIMPLE ")).collect();
+    assert!(rows.iter().any(|r| r.contains("NVLS_TREE")), "{out}");
+    for r in rows {
+        assert_eq!(r.get(at..at + 6), Some("SIMPLE"), "{header}\n{r}");
+    }
+}
