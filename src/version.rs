@@ -23,6 +23,7 @@
 /// and each ranked solution its `band` (step, time and cost low and high); `collsim presets`
 /// writes one. 15: a sweep's document has `failed` (the points that could not run, each with
 /// its `error`). 16: a plan's document has `plan.search` (without a node list: per instance,
-/// placement and knobs, the smallest node count that meets the deadline or throughput), and
+/// placement and knobs, the smallest node count that meets the deadline or throughput, or the
+/// most it could try and what set that), and
 /// each solution's metrics `memory_usable_gib` (the GPU's memory less the headroom).
 pub const FORMAT_VERSION: u32 = 16;

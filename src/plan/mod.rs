@@ -131,6 +131,9 @@ pub struct Found {
     /// Node counts simulated (counts refused before simulation, which cost next to nothing,
     /// not counted).
     pub tried: usize,
+    /// What sets `cap`, as "the most the quota allows".
+    #[serde(default)]
+    pub cap_why: String,
 }
 
 /// A search's result: per group what it found, and the node counts the plan then evaluates
@@ -235,21 +238,35 @@ fn search_group(
     let o = &plan.objective;
     // Counts above these are refused before any simulation, so the search stops below them.
     let mut top = cap;
+    let mut cap_why = if o.max_nodes.is_some() {
+        "the most the quota allows"
+    } else {
+        "the most the search tries"
+    };
+    let mut lower = |limit: usize, why: &'static str| {
+        if limit < top {
+            (top, cap_why) = (limit, why);
+        }
+    };
     if let Some(m) = inst.compact_max_nodes {
         match g.placement {
-            PlacementKind::Compact => top = top.min(m),
-            PlacementKind::Zones => top = top.min(m.saturating_mul(plan.zones)),
+            PlacementKind::Compact => lower(m, "the most one compact placement group holds"),
+            PlacementKind::Zones => {
+                lower(m.saturating_mul(plan.zones), "the most compact placement groups hold")
+            }
             PlacementKind::Spread => {}
         }
     }
     if let (Some(b), Some((p, _))) = (o.budget_usd_per_hour, &inst.price)
         && *p > 0.0
     {
-        top = top.min((b / p).floor() as usize);
+        lower((b / p).floor() as usize, "the most the hourly budget allows");
     }
     let caches = Caches::default();
     let mut tried = 0;
     let mut short: Option<(usize, String)> = None;
+    // The largest count stepped past and why: what explains a group no count serves.
+    let mut skipped: Option<(usize, String)> = None;
     // The first count from `n` below `end` that is not skipped, with its class.
     let mut probe = |from: usize, end: usize, short: &mut Option<(usize, String)>| {
         for n in from..end {
@@ -259,6 +276,9 @@ fn search_group(
             let k = class(o, &out);
             if k == Class::Short && short.as_ref().is_none_or(|s| s.0 < n) {
                 *short = Some((n, out.rejected.clone().unwrap_or_default()));
+            }
+            if k == Class::Skip && skipped.as_ref().is_none_or(|s| s.0 < n) {
+                skipped = Some((n, out.rejected.clone().unwrap_or_default()));
             }
             if k != Class::Skip {
                 return Some((n, k));
@@ -296,8 +316,10 @@ fn search_group(
         }
         best = Some(b);
     }
-    // Only what falls short below the answer explains it.
+    // Only what falls short below the answer explains it; with no answer, what fell short,
+    // else why the counts were stepped past.
     let short = short.filter(|s| best.is_none_or(|b| s.0 < b));
+    let short = if best.is_none() { short.or(skipped) } else { short };
     Found {
         instance: inst.name.clone(),
         placement: g.placement,
@@ -306,6 +328,7 @@ fn search_group(
         short,
         cap: top,
         tried,
+        cap_why: cap_why.to_string(),
     }
 }
 

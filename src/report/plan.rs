@@ -81,8 +81,11 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         };
         writeln!(
             out,
-            "  search: each instance and placement's smallest node count that meets {what} (doubling from 1, then halving; {} counts simulated), evaluated below with two doublings of it",
-            s.search.iter().map(|f| f.tried).sum::<usize>()
+            "  search: each instance and placement's smallest node count that meets {what} (doubling from 1, then halving; {}), evaluated below with two doublings of it",
+            match s.search.iter().map(|f| f.tried).sum::<usize>() {
+                1 => "1 count simulated".to_string(),
+                n => format!("{n} counts simulated"),
+            }
         )?;
         for f in &s.search {
             let knobs = if f.knobs.is_empty() { String::new() } else { format!(" ({})", f.knobs) };
@@ -97,10 +100,12 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
                 )?,
                 None => writeln!(
                     out,
-                    "    {} {}{knobs}: none up to {} nodes{why}",
+                    "    {} {}{knobs}: none up to {} node{}, {}{why}",
                     f.instance,
                     f.placement.name(),
-                    f.cap
+                    f.cap,
+                    if f.cap == 1 { "" } else { "s" },
+                    f.cap_why
                 )?,
             }
         }

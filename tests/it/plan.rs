@@ -876,6 +876,18 @@ fn the_deadline_search_finds_the_smallest_node_count_an_exhaustive_list_finds() 
         // What the search evaluates in full holds each group's smallest count.
         assert_eq!(smallest_solutions(&found), want, "{plan} at {deadline}");
     }
+    // Shards of a searched plan each run the search and merge into the single run's report.
+    let plan = "scenarios/plan-llama7b-fsdp.toml";
+    let parts: Vec<String> = ["1/2", "2/2"]
+        .iter()
+        .map(|k| {
+            let out = d.join(format!("shard-{}.jsonl", &k[..1]));
+            collsim_ok(&["plan", plan, "--shard", k, "-o", path(&out)]);
+            path(&out).to_string()
+        })
+        .collect();
+    let merged = collsim_ok(&["plan", "merge", &parts[0], &parts[1]]);
+    assert_eq!(merged, collsim_ok(&["plan", plan]));
     // A flag that is not a duration or an amount is a usage error.
     misused_with(&["plan", SMALL, "--deadline", "soon"], &["--deadline", "expected a duration"]);
     misused_with(&["plan", SMALL, "--budget", "$5"], &["--budget", "expected an amount"]);
