@@ -26,4 +26,6 @@
 /// placement and knobs, the smallest node count that meets the deadline or throughput, or the
 /// most it could try and what set that), and
 /// each solution's metrics `memory_usable_gib` (the GPU's memory less the headroom).
-pub const FORMAT_VERSION: u32 = 16;
+/// 17: with `[neighbours]`, each solution's metrics `beside` (its step alone, and each job
+/// already on the cluster with its speed beside the candidate over its speed alone).
+pub const FORMAT_VERSION: u32 = 17;

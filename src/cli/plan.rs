@@ -80,6 +80,7 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
         config::TopologySource::Preset(_) => None,
     }));
     inputs.extend(plan.scenario.clone());
+    inputs.extend(plan.neighbours.as_ref().map(|(p, _)| p.clone()));
     let outs = [
         ("-o", args.output.as_ref().filter(|_| args.shard.is_none())),
         ("--plot", args.out.plot.as_ref()),

@@ -40,6 +40,13 @@ struct RawPlan {
     candidates: RawCandidates,
     objective: Option<RawObjective>,
     instance: Option<BTreeMap<String, S<RawInstance>>>,
+    neighbours: Option<RawNeighbours>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbours {
+    scenario: S<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -252,6 +259,9 @@ pub struct PlanSpec {
     pub nccl: Vec<(String, String)>,
     /// The scenario file the workload comes from, if it does.
     pub scenario: Option<std::path::PathBuf>,
+    /// `[neighbours]`: a cluster and the jobs already on it, beside which every candidate runs
+    /// on the nodes they leave free (its file, and the scenario).
+    pub neighbours: Option<(std::path::PathBuf, Box<super::Scenario>)>,
 }
 
 /// A plan's `[instance.X]`: its on-demand (or amortised) and spot prices with where they come
@@ -710,6 +720,33 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
         ));
     }
     let scenario_text = scenario.as_ref().map_or("", |(_, t)| t.as_str());
+    let neighbours = match &raw.neighbours {
+        Some(n) => {
+            let at = n.scenario.span().start;
+            let path = match base {
+                Some(b) if Path::new(n.scenario.get_ref()).is_relative() => {
+                    b.join(n.scenario.get_ref())
+                }
+                _ => Path::new(n.scenario.get_ref()).to_path_buf(),
+            };
+            let name = path.display().to_string();
+            let text = super::read_capped(&path).map_err(|e| {
+                src.error_at(at, format!("neighbours.scenario: {name}: cannot read: {e}"))
+            })?;
+            let nb = super::parse_scenario(&name, &text)?;
+            if nb.jobs.is_empty() {
+                return Err(src.error_at(
+                    at,
+                    format!(
+                        "neighbours.scenario: {name} has no [[job]]: give the jobs already on the cluster"
+                    ),
+                ));
+            }
+            Some((path, Box::new(nb), text))
+        }
+        None => None,
+    };
+    let neighbours_text = neighbours.as_ref().map_or("", |(_, _, t)| t.as_str());
     Ok(PlanSpec {
         name: file.to_string(),
         fingerprint: {
@@ -725,6 +762,9 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
                 .map(|p| format!("{:?}", p.profile))
                 .unwrap_or_default();
             let mut parts = vec![text, scenario_text];
+            if !neighbours_text.is_empty() {
+                parts.push(neighbours_text);
+            }
             if !profile.is_empty() {
                 parts.push(profile.as_str());
             }
@@ -748,6 +788,7 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
         objective,
         nccl,
         scenario: scenario.as_ref().map(|(f, _)| std::path::PathBuf::from(f)),
+        neighbours: neighbours.map(|(p, nb, _)| (p, nb)),
     })
 }
 

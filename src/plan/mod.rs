@@ -372,6 +372,10 @@ pub struct Metrics {
     /// (the allocator's share); a candidate whose memory_gib is above it is rejected.
     #[serde(default)]
     pub memory_usable_gib: f64,
+    /// With `[neighbours]`: the step alone on the cluster, and how the jobs already there
+    /// fare beside it.
+    #[serde(default)]
+    pub beside: Option<Beside>,
     /// USD per hour for the whole cluster, if priced.
     pub usd_per_hour: Option<f64>,
     /// USD per million samples, if priced.
@@ -401,6 +405,79 @@ pub struct Outcome {
     pub metrics: Option<Metrics>,
     /// Why it is not a solution, if it is not.
     pub rejected: Option<String>,
+}
+
+/// A candidate beside the jobs already on its cluster (`[neighbours]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Beside {
+    /// Its step alone on the cluster, ms (`step_ms` is its step beside the jobs).
+    pub alone_step_ms: f64,
+    /// Each job already there, and its speed beside the candidate over its speed without it
+    /// (1: unchanged; a collective job: its slowest size).
+    pub neighbours: Vec<(String, f64)>,
+}
+
+/// The job a plan places beside the jobs already on a cluster, by its name in reports.
+pub const PLANNED_JOB: &str = "planned";
+
+/// The candidate's step beside `nb`'s jobs, on the nodes they leave free (the first free ones
+/// for a compact placement, spread evenly over them otherwise), and how they fare: every job
+/// simulated together on one shared network ([`crate::sim::simulate_jobs`]) and alone.
+fn beside_neighbours(
+    nb: &Scenario,
+    scenario: &Scenario,
+    c: &Candidate,
+    params: &TimingParams,
+    mode: Mode,
+) -> Result<(crate::workload::ddp::StepResult, Option<Beside>), String> {
+    use crate::workload::jobs::JobSpec;
+    if nb.node.name != scenario.node.name {
+        return Err(format!(
+            "the neighbours' cluster is {} nodes of {}, not of this instance",
+            nb.nodes, nb.node.name
+        ));
+    }
+    let used: std::collections::BTreeSet<NodeId> =
+        nb.jobs.iter().flat_map(|j| j.nodes.iter().copied()).collect();
+    let free: Vec<NodeId> = (0..nb.nodes).map(NodeId).filter(|n| !used.contains(n)).collect();
+    if c.nodes > free.len() {
+        return Err(format!(
+            "{} nodes free beside the neighbours' jobs ({} nodes in all)",
+            free.len(),
+            nb.nodes
+        ));
+    }
+    let (nodes, how): (Vec<NodeId>, &'static str) = match c.placement {
+        PlacementKind::Compact => (free[..c.nodes].to_vec(), "compact"),
+        PlacementKind::Spread => {
+            ((0..c.nodes).map(|i| free[i * free.len() / c.nodes]).collect(), "spread")
+        }
+        PlacementKind::Zones => return Err("beside [neighbours]: compact or spread".into()),
+    };
+    let mut joint = nb.clone();
+    joint.jobs.push(JobSpec {
+        name: PLANNED_JOB.into(),
+        nodes,
+        placement: how,
+        gpus_per_node: scenario.gpus_per_node,
+        workload: scenario.workload.clone(),
+        nccl: scenario.nccl.clone(),
+        nccl_at: Default::default(),
+    });
+    let mut runs = crate::sim::simulate_jobs(&joint, params, mode).map_err(|e| e.to_string())?;
+    let mine = runs.pop().ok_or("no planned job")?;
+    let crate::sim::JobOutcome::Ddp { step, alone } = mine.outcome else {
+        return Err("the planned job ran no training step".into());
+    };
+    let neighbours = runs
+        .iter()
+        .map(|r| {
+            // A job that sends nothing (idle) is not slowed.
+            let speeds = r.outcome.relative_speed();
+            (r.name.clone(), speeds.iter().copied().reduce(f64::min).unwrap_or(1.0))
+        })
+        .collect();
+    Ok((*step, Some(Beside { alone_step_ms: alone.iteration_time_ms, neighbours })))
 }
 
 /// The knobs a candidate sets, for its label.
@@ -675,8 +752,14 @@ fn run(
                 return Err(format!("{MISFIT}: {why}"));
             }
             let (sequence, headroom) = (spec.sequence, spec.memory_headroom);
-            let (r, _) = crate::sim::simulate_ddp_cached(&scenario, params, mode, cache)
-                .map_err(|e| e.to_string())?;
+            let (r, beside) = match &plan.neighbours {
+                None => {
+                    let (r, _) = crate::sim::simulate_ddp_cached(&scenario, params, mode, cache)
+                        .map_err(|e| e.to_string())?;
+                    (r, None)
+                }
+                Some((_, nb)) => beside_neighbours(nb, &scenario, c, params, mode)?,
+            };
             let bound = if r.exposed_comm_ms < COMPUTE_BOUND * r.iteration_time_ms {
                 "compute".to_string()
             } else {
@@ -692,12 +775,16 @@ fn run(
                 bound,
                 memory_gib: mem.total / GIB,
                 memory_usable_gib: capacity * (1.0 - headroom) / GIB,
+                beside,
                 usd_per_hour: None,
                 usd_per_m_samples: None,
                 train_hours: 0.0,
                 train_usd: None,
             };
             (m, r.iteration_time_ms * 1e-3)
+        }
+        Workload::Sweep(_) if plan.neighbours.is_some() => {
+            return Err("a collective's plan takes no [neighbours] (training workloads do)".into());
         }
         Workload::Sweep(sweep) => {
             // One call of the sweep's largest size is the unit of work.
@@ -721,6 +808,7 @@ fn run(
                 ),
                 memory_gib: 0.0,
                 memory_usable_gib: 0.0,
+                beside: None,
                 usd_per_hour: None,
                 usd_per_m_samples: None,
                 train_hours: 0.0,

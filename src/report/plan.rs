@@ -183,6 +183,32 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
             }
         )?;
     }
+    let beside: Vec<&Ranked> = r
+        .ranked
+        .iter()
+        .filter(|k| k.outcome.metrics.as_ref().is_some_and(|m| m.beside.is_some()))
+        .collect();
+    if !beside.is_empty() {
+        writeln!(
+            out,
+            "\nbeside the jobs already on the cluster (speed beside / speed alone: 1.00 unchanged; the step above is beside them):"
+        )?;
+        for k in beside {
+            let m = k.outcome.metrics.as_ref().expect("filtered");
+            let b = m.beside.as_ref().expect("filtered");
+            let theirs: Vec<String> =
+                b.neighbours.iter().map(|(n, x)| format!("{n} {x:.3}")).collect();
+            writeln!(
+                out,
+                "  {:>3} {}: itself {:.3} ({:.2} ms alone); {}",
+                k.rank,
+                label(&k.outcome),
+                b.alone_step_ms / m.step_ms,
+                b.alone_step_ms,
+                theirs.join(", ")
+            )?;
+        }
+    }
     if let Some(rec) = &r.recommendation {
         writeln!(out, "\nrecommendation: {rec}")?;
     }

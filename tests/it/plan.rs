@@ -908,3 +908,69 @@ fn regex_free_nodes(text: &str, line: &str) -> String {
     assert!(out.iter().any(|l| l == line), "no nodes line");
     out.join("\n")
 }
+
+#[test]
+fn a_plan_beside_a_resident_job_reports_both_sides_and_refuses_what_cannot_fit() {
+    // Issue #49 item 3: every candidate runs beside the cluster's [[job]]s on the nodes they
+    // leave free, all in one shared network; each solution says its step alone and the
+    // resident job's speed beside it. 24 nodes do not fit beside a 16-node job on 32.
+    let plan = "scenarios/plan-beside-a-job.toml";
+    let v: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["plan", plan, "--format", "json"])).unwrap();
+    let ranked = v["ranked"].as_array().unwrap();
+    assert_eq!(ranked.len(), 2, "{v}");
+    for r in ranked {
+        let m = &r["metrics"];
+        let b = &m["beside"];
+        let (step, alone) = (m["step_ms"].as_f64().unwrap(), b["alone_step_ms"].as_f64().unwrap());
+        // Beside a neighbour a step is never faster than alone (a hair for float sums).
+        assert!(step >= alone * (1.0 - 1e-9), "{r}");
+        let theirs = b["neighbours"].as_array().unwrap();
+        assert_eq!(theirs.len(), 1);
+        assert_eq!(theirs[0][0], "resident");
+        let speed = theirs[0][1].as_f64().unwrap();
+        assert!(speed > 0.0 && speed <= 1.0 + 1e-9, "{r}");
+    }
+    let rejected = v["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 1);
+    assert!(
+        rejected[0]["rejected"]
+            .as_str()
+            .unwrap()
+            .contains("16 nodes free beside the neighbours' jobs (32 nodes in all)")
+    );
+    let text = collsim_ok(&["plan", plan]);
+    assert!(text.contains("beside the jobs already on the cluster"), "{text}");
+    // An instance other than the cluster's node is rejected; a scenario without jobs is an
+    // error at its line.
+    let d = dir("beside");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
+    let body = std::fs::read_to_string(plan)
+        .unwrap()
+        .replace(
+            "scenario = \"cluster-with-a-job.toml\"",
+            &format!("scenario = \"{root}cluster-with-a-job.toml\""),
+        )
+        .replace("\"../topologies/", &format!("\"{root}../topologies/"));
+    let other = body.replace(
+        &format!("instances = [\"{root}../topologies/user/dgx-h100-spine-2to1.toml\"]"),
+        &format!("instances = [\"{root}../topologies/user/dgx-h100-spine-2to1.toml\", \"aws-p5\"]"),
+    );
+    let p = plan_file(&d, "other.toml", &other);
+    let v: serde_json::Value =
+        serde_json::from_str(&collsim_ok(&["plan", path(&p), "--format", "json"])).unwrap();
+    let why: Vec<&str> =
+        v["rejected"].as_array().unwrap().iter().map(|r| r["rejected"].as_str().unwrap()).collect();
+    assert!(why.iter().any(|w| w.contains("the neighbours' cluster is 32 nodes of")), "{why:?}");
+    let lonely = plan_file(
+        &d,
+        "lonely.toml",
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 4\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"1 MiB\"\nmax_bytes = \"1 MiB\"\n",
+    );
+    let none = body.replace(
+        &format!("scenario = \"{root}cluster-with-a-job.toml\""),
+        &format!("scenario = \"{}\"", path(&lonely)),
+    );
+    let p = plan_file(&d, "none.toml", &none);
+    fails_with(&["plan", path(&p)], &["neighbours.scenario:", "has no [[job]]"]);
+}

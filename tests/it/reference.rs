@@ -118,6 +118,7 @@ fn probes() -> Vec<Probe> {
     serde(Plan, pl, "`[candidates]`", "[candidates]");
     serde(Plan, pl, "`[objective]`", "[objective]");
     serde(Plan, pl, "`[instance.<name>]`", "[instance.x]");
+    serde(Plan, pl, "`[neighbours]`", "[neighbours]");
     serde(Plan, sc, "`[workload]`", "[workload]");
     // Keys checked after serde, by validation: the precisions of peak_tflops and the profile's
     // GPU architectures. These need a file that is valid up to the probe.
