@@ -735,11 +735,12 @@ fn cost_within_picks_the_fastest_within_the_band_of_the_cheapest() {
             }
             let b = &best["band"]["train_usd"];
             assert!((b[1].as_f64().unwrap() / f(best, "train_usd") - (1.0 + band)).abs() < 1e-12);
-            let text = collsim_ok(&["plan", path(&p)]);
-            // The fastest of several, or the cheapest alone in its margin.
+            // The fastest of several, or the cheapest alone in its margin (the table prints
+            // the same sentence after "recommendation: ").
+            let rec = v["recommendation"].as_str().unwrap();
             let said =
-                text.contains("the fastest of the") || text.contains("no other solution is within");
-            assert!(text.contains("recommendation: ") && said, "{text}");
+                rec.contains("the fastest of the") || rec.contains("no other solution is within");
+            assert!(said, "{rec}");
         }
     }
 }
@@ -750,11 +751,7 @@ fn a_cheapest_recommendation_names_what_the_band_cannot_tell_from_it() {
     // error band of its cost and the fastest of them; the knee is on the front.
     let d = dir("band");
     let p = shipped_with(&d, "scenarios/plan-gpt2xl.toml", "cost");
-    let text = collsim_ok(&["plan", path(&p)]);
-    assert!(
-        text.contains("(error band: each step, time and cost within a factor 1.084 either way"),
-        "{text}"
-    );
+    // (The table's error band line: the_llama_7b_plan_recommends_what_the_readme_says_under_each_objective.)
     let v: serde_json::Value =
         serde_json::from_str(&collsim_ok(&["plan", path(&p), "--format", "json"])).unwrap();
     let ranked = v["ranked"].as_array().unwrap();
@@ -795,6 +792,10 @@ fn the_llama_7b_plan_recommends_what_the_readme_says_under_each_objective() {
     let rec =
         |out: &str| out.lines().find(|l| l.starts_with("recommendation: ")).unwrap().to_string();
     let out = run("cost-within");
+    assert!(
+        out.contains("(error band: each step, time and cost within a factor 1.084 either way"),
+        "{out}"
+    );
     for line in [
         "    aws-p5 compact: 2 nodes (1: trains in 31.1 d, past the deadline 21.0 d)",
         "    aws-p4d compact: 4 nodes (3: trains in 25.1 d, past the deadline 21.0 d)",
@@ -840,7 +841,7 @@ fn the_deadline_search_finds_the_smallest_node_count_an_exhaustive_list_finds() 
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/");
     let cases = [
         ("scenarios/plan-llama7b-fsdp.toml", "3 d", 32),
-        ("scenarios/plan-llama70b-3d.toml", "40 d", 128),
+        ("scenarios/plan-llama70b-3d.toml", "70 d", 64),
     ];
     for (plan, deadline, most) in cases {
         let text = std::fs::read_to_string(plan)
