@@ -601,7 +601,14 @@ fn evaluate(
 fn constraint(plan: &PlanSpec, m: &Metrics) -> Option<String> {
     let o = &plan.objective;
     if let Some(t) = o.throughput.filter(|&t| m.samples_per_s < t) {
-        return Some(format!("{:.1} samples/s, below the target {t} samples/s", m.samples_per_s));
+        // A collective's unit of work is a call.
+        let collective = plan
+            .instances
+            .iter()
+            .filter_map(|i| i.workload.as_ref().ok())
+            .any(|w| matches!(w, Workload::Sweep(_)));
+        let unit = if collective { "calls/s" } else { "samples/s" };
+        return Some(format!("{:.1} {unit}, below the target {t} {unit}", m.samples_per_s));
     }
     if let Some(d) = o.deadline_h.filter(|&d| m.train_hours > d) {
         return Some(format!("trains in {}, past the deadline {}", hours(m.train_hours), hours(d)));

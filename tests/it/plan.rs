@@ -975,3 +975,18 @@ fn a_plan_beside_a_resident_job_reports_both_sides_and_refuses_what_cannot_fit()
     let p = plan_file(&d, "none.toml", &none);
     fails_with(&["plan", path(&p)], &["neighbours.scenario:", "has no [[job]]"]);
 }
+
+#[test]
+fn a_collective_plan_counts_its_throughput_in_calls() {
+    // A collective's unit of work is a call: its throughput target is refused in calls/s.
+    let d = dir("calls");
+    let p = plan_file(
+        &d,
+        "calls.toml",
+        "[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"1 GiB\"\nmax_bytes = \"1 GiB\"\n\
+         [train]\nsteps = 1000\n[candidates]\ninstances = [\"aws-p5\"]\nnodes = [1, 2]\n\
+         [objective]\nthroughput = 100000\n",
+    );
+    let err = fails_with(&["plan", path(&p)], &["calls/s, below the target 100000 calls/s"]);
+    assert!(!err.contains("samples/s"), "{err}");
+}
