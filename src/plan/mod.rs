@@ -999,17 +999,18 @@ fn band_of(o: &Outcome, b: f64) -> Band {
 }
 
 /// The sort key of a solution under `minimise`: priced before unpriced for cost, then the
-/// objective, the other measure, and the candidate number.
+/// objective, the other measure, and the candidate number (an outcome without metrics, which
+/// no solution is: after every solution).
 fn order(minimise: Minimise, a: &Outcome, b: &Outcome) -> std::cmp::Ordering {
-    let (ma, mb) = (a.metrics.as_ref().expect("solution"), b.metrics.as_ref().expect("solution"));
-    let cost = |m: &Metrics| m.train_usd.unwrap_or(f64::INFINITY);
-    let key = |m: &Metrics| match minimise {
-        Minimise::Cost | Minimise::CostWithin | Minimise::Knee => {
-            (m.train_usd.is_none(), cost(m), m.train_hours)
+    let key = |o: &Outcome| {
+        let (hours, usd) = point(o);
+        let cost = usd.unwrap_or(f64::INFINITY);
+        match minimise {
+            Minimise::Cost | Minimise::CostWithin | Minimise::Knee => (usd.is_none(), cost, hours),
+            Minimise::Time => (false, hours, cost),
         }
-        Minimise::Time => (false, m.train_hours, cost(m)),
     };
-    let (ka, kb) = (key(ma), key(mb));
+    let (ka, kb) = (key(a), key(b));
     ka.0.cmp(&kb.0)
         .then(ka.1.total_cmp(&kb.1))
         .then(ka.2.total_cmp(&kb.2))

@@ -24,7 +24,7 @@ const GAP: f64 = 8.0;
 /// Average glyph width of the 10 px labels, px (no font metrics without a font library).
 const GLYPH: f64 = 6.0;
 
-/// Colours, by what a bar is ([`super::palette`]: one colour, one meaning, in every plot).
+// Colours, by what a bar is (super::palette: one colour, one meaning, in every plot).
 use super::palette::of as colour;
 /// The legend's name for the exposed-communication bands.
 const WAITS: &str = "exposed communication";

@@ -137,9 +137,9 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         "time",
         "cost"
     )?;
-    for k in &r.ranked {
+    // Every ranked candidate has metrics (rank keeps only those).
+    for (k, m) in r.ranked.iter().filter_map(|k| Some((k, k.outcome.metrics.as_ref()?))) {
         let c = &k.outcome;
-        let m = c.metrics.as_ref().expect("a ranked candidate has metrics");
         writeln!(
             out,
             "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9.2} {:>10.1} {:>5.3} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10}",
@@ -183,19 +183,20 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
             }
         )?;
     }
-    let beside: Vec<&Ranked> = r
+    let beside: Vec<(&Ranked, &crate::plan::Metrics, &crate::plan::Beside)> = r
         .ranked
         .iter()
-        .filter(|k| k.outcome.metrics.as_ref().is_some_and(|m| m.beside.is_some()))
+        .filter_map(|k| {
+            let m = k.outcome.metrics.as_ref()?;
+            Some((k, m, m.beside.as_ref()?))
+        })
         .collect();
     if !beside.is_empty() {
         writeln!(
             out,
             "\nbeside the jobs already on the cluster (speed beside / speed alone: 1.00 unchanged; the step above is beside them):"
         )?;
-        for k in beside {
-            let m = k.outcome.metrics.as_ref().expect("filtered");
-            let b = m.beside.as_ref().expect("filtered");
+        for (k, m, b) in beside {
             let theirs: Vec<String> =
                 b.neighbours.iter().map(|(n, x)| format!("{n} {x:.3}")).collect();
             writeln!(
