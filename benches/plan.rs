@@ -26,7 +26,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 let out = collsim::plan::evaluate_all(&plan, &cands, &params, Mode::Auto, &|_| {});
-                collsim::plan::rank(&plan.objective, collsim::plan::TRAINING_BAND, out)
+                collsim::plan::rank(&plan.objective, out)
             })
         });
     }

@@ -28,4 +28,7 @@
 /// each solution's metrics `memory_usable_gib` (the GPU's memory less the headroom).
 /// 17: with `[neighbours]`, each solution's metrics `beside` (its step alone, and each job
 /// already on the cluster with its speed beside the candidate over its speed alone).
-pub const FORMAT_VERSION: u32 = 17;
+/// 18: each solution's metrics `band` (its relative error band) and `band_from` (the class of
+/// measured runs it comes from); the plan's `band` is the margin its decision used;
+/// `validate --runs` writes `by_class`, `validate --manifest` `by_generation`.
+pub const FORMAT_VERSION: u32 = 18;

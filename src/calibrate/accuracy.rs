@@ -312,6 +312,9 @@ pub struct LeaveOneOut {
     pub held_out: Stats,
     /// Held out, by size band.
     pub by_band: Vec<Group>,
+    /// Held out, by GPU generation (the classes of a collective plan's error bands,
+    /// [`crate::plan::band`]).
+    pub by_generation: Vec<Group>,
 }
 
 /// For each cluster, calibrates `base` (the profile named `base_name`, its text `base_text`) on
@@ -439,11 +442,13 @@ pub fn leave_one_cluster_out(
     let mut before = Vec::new();
     let mut after = Vec::new();
     let mut bands: Vec<Vec<f64>> = vec![Vec::new(); BANDS.len()];
-    for (_, b, vs) in &held {
+    let mut by_generation: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (h, b, vs) in &held {
         before.extend(b);
         for r in vs.iter().flat_map(|v| &v.rows) {
             after.push(r.error_pct);
             bands[band(r.size_bytes)].push(r.error_pct);
+            by_generation.entry(h.generation.clone()).or_default().push(r.error_pct);
         }
     }
     let none = || "no sizes".to_string();
@@ -451,6 +456,10 @@ pub fn leave_one_cluster_out(
         base: Stats::of(&before).ok_or_else(none)?,
         held_out: Stats::of(&after).ok_or_else(none)?,
         by_band: band_groups(&bands),
+        by_generation: by_generation
+            .into_iter()
+            .filter_map(|(name, e)| Stats::of(&e).map(|stats| Group { name, stats }))
+            .collect(),
         clusters: held.into_iter().map(|(h, _, _)| h).collect(),
     };
     Ok((loo, reused.into_inner()))

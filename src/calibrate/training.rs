@@ -289,6 +289,33 @@ pub struct TrainingAccuracy {
     /// Series whose captured loss is within 0.8–1.25 of the measured, of those with a measured
     /// loss.
     pub series_captured: (usize, usize),
+    /// Held out, by the classes a plan's error bands use ([`crate::plan::band`]): GPU
+    /// generation and kind of step, kind of step and precision.
+    pub by_class: Vec<ClassFigure>,
+}
+
+/// The held-out error of the runs of one class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassFigure {
+    /// Its name ("sm90 fsdp", "megatron bf16").
+    pub class: String,
+    /// Runs in it.
+    pub runs: usize,
+    /// Their median |held-out error| %.
+    pub median_abs_error_pct: f64,
+}
+
+/// The classes [`crate::plan::band`] puts `run`'s step in.
+fn classes_of(run: &Run) -> Vec<String> {
+    let sm = run.scenario.node.gpu.model.sm;
+    match run.scenario.ddp() {
+        Some(spec) => crate::plan::band::training_classes(
+            sm,
+            crate::plan::band::step_kind(spec),
+            spec.rate.precision(),
+        ),
+        None => Vec::new(),
+    }
 }
 
 /// |error| over some runs.
@@ -384,7 +411,18 @@ pub fn accuracy(runs: &[Run], replayed: &[Replayed]) -> TrainingAccuracy {
     let within = captured.iter().filter(|&&c| c >= CAPTURED_BAND.0 && c <= CAPTURED_BAND.1).count();
     let all: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
     let held: Vec<f64> = rows.iter().map(|r| r.held_out_error_pct).collect();
+    let classed: Vec<(Vec<String>, f64)> =
+        runs.iter().zip(&held).map(|(r, &e)| (classes_of(r), e)).collect();
+    let by_class = crate::plan::band::class_figures(&classed)
+        .into_iter()
+        .map(|(class, runs, median_abs_error_pct)| ClassFigure {
+            class,
+            runs,
+            median_abs_error_pct,
+        })
+        .collect();
     TrainingAccuracy {
+        by_class,
         pooled: Stats::of(&all),
         pooled_median_error_pct: median(&all),
         held_out: Stats::of(&held),

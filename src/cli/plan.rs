@@ -19,8 +19,7 @@ pub(crate) fn plan_report(
     out: &PlanOut,
     output: Option<&Path>,
 ) -> Result<()> {
-    let band = collsim::plan::band(summary.collective);
-    let ranking = collsim::plan::rank(&summary.objective, band, outcomes);
+    let ranking = collsim::plan::rank(&summary.objective, outcomes);
     let mut w = open_output(output)?;
     match out.format {
         PlanFmt::Table => report::plan::table(summary, &ranking, &mut w)?,

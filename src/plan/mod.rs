@@ -7,6 +7,7 @@
 //! back exactly the single-process result: the outcome of a candidate depends on nothing but
 //! the plan and the candidate.
 
+pub mod band;
 pub mod shard;
 
 use std::sync::Arc;
@@ -384,6 +385,13 @@ pub struct Metrics {
     pub train_hours: f64,
     /// USD to train, if priced.
     pub train_usd: Option<f64>,
+    /// The relative error band of the step, and so of the time and cost to train: the
+    /// model's held-out error on the measured runs most like this candidate ([`band`]).
+    #[serde(default)]
+    pub band: f64,
+    /// Where the band comes from ("sm90 fsdp: median of 2").
+    #[serde(default)]
+    pub band_from: String,
 }
 
 /// A candidate's outcome: one line of a results file.
@@ -759,6 +767,11 @@ fn run(
                 return Err(format!("{MISFIT}: {why}"));
             }
             let (sequence, headroom) = (spec.sequence, spec.memory_headroom);
+            let error = band::training(
+                inst.node.gpu.model.sm,
+                band::step_kind(spec),
+                spec.rate.precision(),
+            );
             let (r, beside) = match &plan.neighbours {
                 None => {
                     let (r, _) = crate::sim::simulate_ddp_cached(&scenario, params, mode, cache)
@@ -787,6 +800,8 @@ fn run(
                 usd_per_m_samples: None,
                 train_hours: 0.0,
                 train_usd: None,
+                band: error.fraction,
+                band_from: error.from,
             };
             (m, r.iteration_time_ms * 1e-3)
         }
@@ -800,6 +815,17 @@ fn run(
                 crate::sim::simulate(&scenario, params, mode).map_err(|e| e.to_string())?;
             let row = rows.last().ok_or("the sweep has no sizes")?;
             let step_s = row.time_us * 1e-6;
+            // The generation's held-out error, or the profile's size-band residual where that
+            // is wider.
+            let mut error = band::collective(inst.node.gpu.model.sm);
+            let residual =
+                (row.time_us_high / row.time_us - 1.0).max(1.0 - row.time_us_low / row.time_us);
+            if residual > error.fraction {
+                error = band::Band {
+                    fraction: residual,
+                    from: "the profile's size-band residual (p95 of its fit)".into(),
+                };
+            }
             let m = Metrics {
                 step_ms: step_s * 1e3,
                 samples_per_s: 1.0 / step_s,
@@ -820,6 +846,8 @@ fn run(
                 usd_per_m_samples: None,
                 train_hours: 0.0,
                 train_usd: None,
+                band: error.fraction,
+                band_from: error.from,
             };
             (m, step_s)
         }
@@ -935,8 +963,8 @@ pub struct Ranking {
     pub recommendation: Option<String>,
     /// The candidate recommended (its number, as `index` in `ranked`).
     pub recommended: Option<usize>,
-    /// The relative error band of every solution's step time, time and cost to train
-    /// ([`band`]).
+    /// The error band the decision used where the objective names no margin
+    /// ([`reference_band`]); each solution carries its own in its metrics.
     pub band: f64,
 }
 
@@ -967,30 +995,31 @@ pub struct Band {
     pub train_usd: Option<[f64; 2]>,
 }
 
-/// The relative error of a training candidate's step time (and so of its time and cost to
-/// train): the median |error| of collsim's step times on published runs it was not fitted on,
-/// `validate --runs calibration/data/training/public.csv`'s leave-one-source-out figure
-/// (8.4 % over 70 runs from DGX Cloud, MLPerf and torchtitan, 2026-11-30; the test
-/// `the_published_runs_replay_with_the_figures_the_readme_quotes` holds it to that output).
-/// Candidates whose figures differ by less than this the model cannot tell apart.
-pub const TRAINING_BAND: f64 = 0.084;
-
-/// The same for a collective plan's calls: the median |error| of `validate --manifest
-/// calibration/data/manifest.csv`'s leave-one-cluster-out figure (7.9 %, held to it by
-/// `the_pooled_and_held_out_figures_do_not_get_worse`).
-pub const COLLECTIVE_BAND: f64 = 0.079;
-
-/// The error band of a plan's candidates: [`COLLECTIVE_BAND`] for collective calls, else
-/// [`TRAINING_BAND`].
-pub fn band(collective: bool) -> f64 {
-    if collective { COLLECTIVE_BAND } else { TRAINING_BAND }
+/// The band a plan's decision uses where its objective names none (`within`): the band of
+/// the cheapest solution under the cost objectives (of the fastest where none is priced), of
+/// the fastest under time; 0 with no solution. Figures apart by less than it the model cannot
+/// tell apart.
+fn reference_band(minimise: Minimise, solutions: &[(Outcome, bool)]) -> f64 {
+    let by = |k: fn(&Outcome) -> f64| {
+        solutions
+            .iter()
+            .map(|s| &s.0)
+            .min_by(|a, b| k(a).total_cmp(&k(b)).then(a.index.cmp(&b.index)))
+    };
+    let hours = |o: &Outcome| point(o).0;
+    let pick = match minimise {
+        Minimise::Time => by(hours),
+        _ => by(cost).filter(|o| point(o).1.is_some()).or_else(|| by(hours)),
+    };
+    pick.and_then(|o| o.metrics.as_ref()).map_or(0.0, |m| m.band)
 }
 
-/// A solution's figures under the band `b` (a candidate without metrics, which no solution
-/// is: zeros).
-fn band_of(o: &Outcome, b: f64) -> Band {
-    let range = |x: f64| [x / (1.0 + b), x * (1.0 + b)];
+/// A solution's figures under its band (a candidate without metrics, which no solution is:
+/// zeros).
+fn band_of(o: &Outcome) -> Band {
     let m = o.metrics.as_ref();
+    let b = m.map_or(0.0, |m| m.band);
+    let range = |x: f64| [x / (1.0 + b), x * (1.0 + b)];
     Band {
         step_ms: range(m.map_or(0.0, |m| m.step_ms)),
         train_hours: range(m.map_or(0.0, |m| m.train_hours)),
@@ -1041,10 +1070,11 @@ fn pareto_front(points: &[(f64, Option<f64>)]) -> Vec<bool> {
     front
 }
 
-/// Ranks outcomes (any order; each candidate once) by the plan's objective `o`, the
-/// candidates' figures carrying the relative error band `band`: the recommended solution
-/// first ([`choose`]), then the others in the objective's order.
-pub fn rank(o: &Objective, band: f64, mut outcomes: Vec<Outcome>) -> Ranking {
+/// Ranks outcomes (any order; each candidate once) by the plan's objective `o`, each
+/// candidate's figures carrying its error band: the recommended solution first ([`choose`],
+/// with [`reference_band`] as the margin `within` leaves to the model), then the others in
+/// the objective's order.
+pub fn rank(o: &Objective, mut outcomes: Vec<Outcome>) -> Ranking {
     outcomes.sort_by_key(|o| o.index);
     let (mut ok, rejected): (Vec<Outcome>, Vec<Outcome>) =
         outcomes.into_iter().partition(|o| o.rejected.is_none() && o.metrics.is_some());
@@ -1053,6 +1083,7 @@ pub fn rank(o: &Objective, band: f64, mut outcomes: Vec<Outcome>) -> Ranking {
     let points: Vec<(f64, Option<f64>)> = ok.iter().map(point).collect();
     let pareto = pareto_front(&points);
     let mut solutions: Vec<(Outcome, bool)> = ok.into_iter().zip(pareto).collect();
+    let band = reference_band(minimise, &solutions);
     let margin = o.within.unwrap_or(band);
     if let Some(first) = choose(minimise, margin, &solutions) {
         // The chosen one first; under cost-within the rest of the margin's solutions by time,
@@ -1075,7 +1106,7 @@ pub fn rank(o: &Objective, band: f64, mut outcomes: Vec<Outcome>) -> Ranking {
         .into_iter()
         .enumerate()
         .map(|(i, (outcome, pareto))| {
-            let band = band_of(&outcome, band);
+            let band = band_of(&outcome);
             Ranked { rank: i + 1, pareto, band, outcome }
         })
         .collect();
@@ -1265,10 +1296,15 @@ fn recommend(o: &Objective, band: f64, ranked: &[Ranked]) -> Option<String> {
         Minimise::Knee => None,
     };
     let trade = alt.filter(|a| Some(a.rank) != near_pick(o, band, ranked, m)).map(|a| {
-        let cost = match (usd_of(a), m.train_usd) {
+        let mut cost = match (usd_of(a), m.train_usd) {
             (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x the cost", a / b),
             _ => "an unknown cost".into(),
         };
+        // Its figures less certain (or more) than the recommended one's: say so.
+        if let Some(x) = metrics(a).filter(|x| (x.band - m.band).abs() >= 5e-4) {
+            cost +=
+                &format!(" (its band {}, {}, against {})", pct(x.band), x.band_from, pct(m.band));
+        }
         match o.minimise {
             Minimise::Time => format!(
                 "; {} would take {:.2}x as long for {cost}",

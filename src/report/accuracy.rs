@@ -112,5 +112,6 @@ pub fn text(r: &AccuracyReport<'_>) -> String {
         pair(&loo.held_out)
     ));
     groups(&mut out, "held out, by size band", &loo.by_band);
+    groups(&mut out, "held out, by GPU generation", &loo.by_generation);
     out
 }

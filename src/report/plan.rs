@@ -119,7 +119,7 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
     let wb = cell(22, &|k| k.outcome.metrics.as_ref().map_or(0, |m| m.bound.chars().count()));
     writeln!(
         out,
-        "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9} {:>10} {:>5} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10}",
+        "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9} {:>10} {:>5} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10} {:>6}",
         "rank",
         "P",
         "instance",
@@ -135,14 +135,15 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         "$/h",
         "$/1M smp",
         "time",
-        "cost"
+        "cost",
+        "band"
     )?;
     // Every ranked candidate has metrics (rank keeps only those).
     for (k, m) in r.ranked.iter().filter_map(|k| Some((k, k.outcome.metrics.as_ref()?))) {
         let c = &k.outcome;
         writeln!(
             out,
-            "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9.2} {:>10.1} {:>5.3} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10}",
+            "{:>4} {:1} {:<wi$} {:>5} {:>5} {:<8} {:<wk$} {:>9.2} {:>10.1} {:>5.3} {:<wb$} {:>11} {:>9} {:>8} {:>9} {:>10} {:>6}",
             k.rank,
             if k.pareto { "*" } else { "" },
             c.instance,
@@ -162,6 +163,7 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
             opt(m.usd_per_m_samples, |x| format!("{x:.2}")),
             hours(m.train_hours),
             opt(m.train_usd, usd),
+            format!("{:.1}%", 100.0 * m.band),
         )?;
     }
     if !r.ranked.is_empty() {
@@ -172,15 +174,30 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
                 "(mem GiB: per GPU / what the GPU offers the job, its memory less workload.memory_headroom's share for the allocator)"
             )?;
         }
+        // Each band once, widest first, with where it comes from.
+        let mut bands: Vec<(f64, &str)> = r
+            .ranked
+            .iter()
+            .filter_map(|k| k.outcome.metrics.as_ref().map(|m| (m.band, m.band_from.as_str())))
+            .collect();
+        bands.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        bands.dedup();
+        let m =
+            if s.collective { crate::plan::band::COLLECTIVE } else { crate::plan::band::TRAINING };
         writeln!(
             out,
-            "(error band: each step, time and cost within a factor {:.3} either way: collsim's median error on {} it was not fitted on)",
-            1.0 + r.band,
-            if s.collective {
-                "nccl-tests curves of clusters (validate --manifest, leave-one-cluster-out)"
-            } else {
-                "published training runs (validate --runs, leave-one-source-out)"
-            }
+            "(band: how far the step, time and cost may be either way: collsim's held-out median error on the\n {} most like the candidate ({}):",
+            if s.collective { "nccl-tests clusters" } else { "published training runs" },
+            m.source
+        )?;
+        for (b, from) in bands {
+            writeln!(out, "  {:>5.1} %  {from}", 100.0 * b)?;
+        }
+        let whose = if o.minimise == Minimise::Time { "fastest" } else { "cheapest" };
+        writeln!(
+            out,
+            " the recommendation's margin is the {whose} solution's band, {:.1} %)",
+            100.0 * r.band
         )?;
     }
     let beside: Vec<(&Ranked, &crate::plan::Metrics, &crate::plan::Beside)> = r

@@ -83,6 +83,16 @@ pub fn text(r: &TrainingReport<'_>) -> String {
     if a.sources.len() < 2 {
         out.push_str("  (one source: nothing to hold out, its scale is 1)\n");
     }
+    out.push_str(
+        "\nheld out, by class (GPU generation and kind of step; kind and precision): the error bands\n`collsim plan` gives its candidates\n",
+    );
+    out.push_str(&format!("  {:<20} {:>5}   {:>8}\n", "class", "runs", "median"));
+    for c in &a.by_class {
+        out.push_str(&format!(
+            "  {:<20} {:>5}   {:>6.1} %\n",
+            c.class, c.runs, c.median_abs_error_pct
+        ));
+    }
     if a.series.is_empty() {
         return out;
     }

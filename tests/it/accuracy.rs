@@ -559,10 +559,20 @@ fn check_held_out(v: &serde_json::Value) {
     let (hm, hp) = figure(&loo["held_out"]);
     eprintln!("leave-one-cluster-out: median {hm:.1} %, p95 {hp:.1} %");
     assert!(hm <= 8.8 && hp <= 43.4, "held out: median {hm:.1} %, p95 {hp:.1} %");
-    // A collective plan's error band is this figure (collsim::plan::COLLECTIVE_BAND, to the
-    // tenth of a per cent): a model change that moves it moves the band.
-    let band = 100.0 * collsim::plan::COLLECTIVE_BAND;
-    assert!((hm - band).abs() < 0.05, "held out median {hm} against the band {band}");
+    // A collective plan's error bands are these figures (collsim::plan::band::COLLECTIVE, to
+    // the tenth of a per cent): a model change that moves them moves the bands.
+    let m = collsim::plan::band::COLLECTIVE;
+    assert!((hm - m.median_pct).abs() < 0.05, "held out median {hm} against {}", m.median_pct);
+    assert!((hp - m.p95_pct).abs() < 0.05, "held out p95 {hp} against {}", m.p95_pct);
+    let by: Vec<(String, u64, f64)> = loo["by_generation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (g["name"].as_str().unwrap().to_string(), g["sizes"].as_u64().unwrap(), figure(g).0)
+        })
+        .collect();
+    super::training::same_classes(&by, m.classes);
     // Each cluster is calibrated on the others of its generation, never on itself.
     let clusters = loo["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), 11);

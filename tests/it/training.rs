@@ -39,10 +39,22 @@ fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
     assert!(f(&pooled["p95_abs_error_pct"]) <= 14.5, "{pooled}");
     let held = &out["held_out"];
     assert!(f(&held["median_abs_error_pct"]) <= 9.0, "{held}");
-    // A plan's error band on training candidates is this figure (collsim::plan::TRAINING_BAND,
-    // to the tenth of a per cent): a model change that moves it moves the band.
-    let band = 100.0 * collsim::plan::TRAINING_BAND;
-    assert!((f(&held["median_abs_error_pct"]) - band).abs() < 0.05, "{held} against {band}");
+    // A plan's error bands on training candidates are these figures
+    // (collsim::plan::band::TRAINING, to the tenth of a per cent): a model change that moves
+    // them moves the bands.
+    let m = collsim::plan::band::TRAINING;
+    assert!((f(&held["median_abs_error_pct"]) - m.median_pct).abs() < 0.05, "{held}");
+    assert!((f(&held["p95_abs_error_pct"]) - m.p95_pct).abs() < 0.05, "{held}");
+    let by: Vec<(String, u64, f64)> = out["by_class"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let name = c["class"].as_str().unwrap().to_string();
+            (name, c["runs"].as_u64().unwrap(), f(&c["median_abs_error_pct"]))
+        })
+        .collect();
+    same_classes(&by, m.classes);
     assert!(f(&held["p95_abs_error_pct"]) <= 18.5, "{held}");
     let captured = out["series_captured"].as_array().unwrap();
     assert_eq!(captured[1], 13);
@@ -67,6 +79,19 @@ fn the_published_runs_replay_with_the_figures_the_readme_quotes() {
         let scaled = f(&r["predicted_step_s"]) * f(&s["held_out_scale"]);
         assert!((scaled / f(&r["held_out_step_s"]) - 1.0).abs() < 1e-12, "{r}");
         assert!(r["line"].as_u64().unwrap() >= 3, "{r}");
+    }
+}
+
+/// `validate`'s classes (name, runs, median |error| %) are `carried`'s, to the tenth of a per
+/// cent.
+pub fn same_classes(by: &[(String, u64, f64)], carried: &[(&str, usize, f64)]) {
+    assert_eq!(by.len(), carried.len(), "validate: {by:?}\ncollsim::plan::band: {carried:?}");
+    for (name, runs, pct) in carried {
+        let v = by.iter().find(|c| c.0 == *name);
+        assert!(
+            v.is_some_and(|v| v.1 == *runs as u64 && (v.2 - pct).abs() < 0.05),
+            "{name}: validate says {v:?}, collsim::plan::band carries {runs} runs, {pct} %"
+        );
     }
 }
 
