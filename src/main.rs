@@ -216,6 +216,10 @@ struct PlanArgs {
     /// Most the training may cost ("50000 USD"), over [objective] budget.
     #[arg(long, value_name = "USD")]
     budget: Option<String>,
+    /// Price in this cloud region ("eu-west-1"), over [objective] region: a preset's price
+    /// for another region is not used.
+    #[arg(long, value_name = "REGION")]
+    region: Option<String>,
     #[command(flatten)]
     out: PlanOut,
     /// Write the report to PATH instead of stdout; with --shard, the results file (JSON lines).

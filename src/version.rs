@@ -30,5 +30,6 @@
 /// already on the cluster with its speed beside the candidate over its speed alone).
 /// 18: each solution's metrics `band` (its relative error band) and `band_from` (the class of
 /// measured runs it comes from); the plan's `band` is the margin its decision used;
-/// `validate --runs` writes `by_class`, `validate --manifest` `by_generation`.
+/// `validate --runs` writes `by_class`, `validate --manifest` `by_generation`; a plan's
+/// `objective.region`, `collsim presets`' `price_region`.
 pub const FORMAT_VERSION: u32 = 18;

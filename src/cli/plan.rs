@@ -68,6 +68,12 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
     let over = config::plan::Overrides {
         deadline_h: flag("--deadline", &args.deadline, config::plan::parse_hours)?,
         budget_usd: flag("--budget", &args.budget, config::plan::parse_usd)?,
+        region: match args.region.as_deref() {
+            Some(t) => Some(
+                config::plan::parse_region(t).map_err(|e| usage(format!("--region {t:?}: {e}")))?,
+            ),
+            None => None,
+        },
     };
     let mut plan =
         config::parse_plan_with(&path.display().to_string(), &config::load_text(&path)?, &over)?;
@@ -108,7 +114,8 @@ pub(crate) fn plan(args: PlanArgs) -> Result<()> {
         None => Vec::new(),
     };
     let cands = collsim::plan::candidates(&plan);
-    let run = format!("{profile_text}\0{m:?}\0{:?}", (over.deadline_h, over.budget_usd));
+    let run =
+        format!("{profile_text}\0{m:?}\0{:?}", (over.deadline_h, over.budget_usd, &over.region));
     let mut summary = Summary::of(&plan, cands.len(), &run);
     summary.search = found;
     let Some(sh) = &args.shard else {

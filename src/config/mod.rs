@@ -353,6 +353,21 @@ pub fn set_keys(text: &str, keys: &[(String, String)]) -> Result<String, String>
 }
 
 /// Checks a date as price tables give it: YYYY-MM or YYYY-MM-DD.
+/// A cloud region as the cloud names it ("us-east-1", "us-central1", "westeurope"): lower-case
+/// letters, digits and dashes, at most 40 characters.
+pub(crate) fn check_region(r: &str) -> Result<String, String> {
+    let ok = !r.is_empty()
+        && r.len() <= 40
+        && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(r.to_string())
+    } else {
+        Err(format!(
+            "expected a region like \"us-east-1\" (lower-case letters, digits, dashes), got {r:?}"
+        ))
+    }
+}
+
 pub(crate) fn check_date(d: &str) -> Result<(), String> {
     let parts: Vec<&str> = d.split('-').collect();
     let ok = matches!(parts.len(), 2 | 3)

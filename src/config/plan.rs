@@ -86,6 +86,7 @@ struct RawObjective {
     budget_per_hour: Option<S<String>>,
     max_nodes: Option<S<i64>>,
     pricing: Option<S<String>>,
+    region: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,6 +94,8 @@ struct RawObjective {
 struct RawInstance {
     on_demand: Option<S<String>>,
     spot: Option<S<String>>,
+    committed: Option<S<String>>,
+    region: Option<S<String>>,
     hourly: Option<S<String>>,
     source: Option<String>,
     date: Option<S<String>>,
@@ -174,6 +177,20 @@ pub enum Pricing {
     OnDemand,
     /// Spot / preemptible where published (else on-demand).
     Spot,
+    /// A committed-use (reserved, savings-plan) price the plan's `[instance.X] committed`
+    /// gives (else on-demand: no preset carries one).
+    Committed,
+}
+
+impl Pricing {
+    /// Its name in plan files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pricing::OnDemand => "on_demand",
+            Pricing::Spot => "spot",
+            Pricing::Committed => "committed",
+        }
+    }
 }
 
 /// The objective and its constraints.
@@ -196,6 +213,9 @@ pub struct Objective {
     pub max_nodes: Option<usize>,
     /// Which price.
     pub pricing: Pricing,
+    /// The cloud region the prices must be for (None: whatever region each price is for).
+    #[serde(default)]
+    pub region: Option<String>,
 }
 
 /// An instance type (a topology) and what the plan knows of its price and placement limits.
@@ -209,6 +229,8 @@ pub struct Instance {
     pub node: NodeSpec,
     /// USD per node-hour at the plan's pricing, and where it comes from; None: no price.
     pub price: Option<(f64, String)>,
+    /// Why it has no price where it has a listed one (for another region).
+    pub unpriced: Option<String>,
     /// Most nodes one compact placement group holds, if limited.
     pub compact_max_nodes: Option<usize>,
     /// The workload on this node, or why it cannot run there.
@@ -270,6 +292,7 @@ pub struct PlanSpec {
 struct Override {
     base: Option<(f64, String)>,
     spot: Option<(f64, String)>,
+    committed: Option<(f64, String)>,
     compact: Option<usize>,
 }
 
@@ -441,6 +464,13 @@ pub struct Overrides {
     pub deadline_h: Option<f64>,
     /// `--budget`, USD.
     pub budget_usd: Option<f64>,
+    /// `--region`.
+    pub region: Option<String>,
+}
+
+/// A cloud region as plan files and `--region` give it ("us-east-1").
+pub fn parse_region(t: &str) -> Result<String, String> {
+    super::check_region(t)
 }
 
 /// A duration as plan files and `--deadline` give it ("21 d", "72 h"), in hours.
@@ -515,7 +545,8 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
     let mut objective = objective(&src, &raw)?;
     objective.deadline_h = over.deadline_h.or(objective.deadline_h);
     objective.budget_usd = over.budget_usd.or(objective.budget_usd);
-    let mut overrides = instance_overrides(&src, &raw)?;
+    objective.region = over.region.clone().or(objective.region);
+    let mut overrides = instance_overrides(&src, &raw, objective.region.as_deref())?;
 
     let compact_max_nodes = match &c.compact_max_nodes {
         Some(m) => Some(positive(&src, "candidates.compact_max_nodes", m, 1 << 20)?),
@@ -550,8 +581,16 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
             ));
         }
         let over = overrides.remove(name).unwrap_or_default();
-        // The plan's figures first, then the topology's; spot where asked for and published.
-        let listed = node.price.as_ref().map(|p| {
+        // The plan's figures first, then the topology's (where they are for the plan's region);
+        // spot or committed where asked for and given, else on-demand.
+        let elsewhere = match (&objective.region, node.price.as_ref()) {
+            (Some(want), Some(p)) if p.region.as_ref() != Some(want) => Some(format!(
+                "{name}'s listed price is for {}, not {want}",
+                p.region.as_deref().unwrap_or("no stated region")
+            )),
+            _ => None,
+        };
+        let listed = node.price.as_ref().filter(|_| elsewhere.is_none()).map(|p| {
             let from = format!("{} ({})", p.source, p.date);
             (
                 (p.on_demand_usd_per_hour, format!("on-demand: {from}")),
@@ -563,6 +602,14 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
         let price = match objective.pricing {
             Pricing::OnDemand => base,
             Pricing::Spot => spot.or_else(|| base.map(|(p, s)| (p, format!("no spot price; {s}")))),
+            Pricing::Committed => over
+                .committed
+                .clone()
+                .or_else(|| base.map(|(p, s)| (p, format!("no committed price; {s}")))),
+        };
+        let unpriced = match (&price, elsewhere) {
+            (None, Some(why)) => Some(format!("{why}: give [instance.\"{name}\"] its price there")),
+            _ => None,
         };
         let over_compact = over.compact;
         let workload = super::scenario::parse_workload(&wsrc, raw_workload, &node, false);
@@ -574,6 +621,7 @@ pub fn parse_plan_with(file: &str, text: &str, over: &Overrides) -> Result<PlanS
             topology,
             node,
             price,
+            unpriced,
             compact_max_nodes: over_compact.or(compact_max_nodes),
             workload: workload.map_err(|e| e.to_string()),
         });
@@ -1006,9 +1054,14 @@ fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> 
         Some(p) => src.check("objective.pricing", p, |p| match p.as_str() {
             "on_demand" => Ok(Pricing::OnDemand),
             "spot" => Ok(Pricing::Spot),
-            _ => Err(format!("unknown pricing {p:?} (on_demand, spot)")),
+            "committed" => Ok(Pricing::Committed),
+            _ => Err(format!("unknown pricing {p:?} (on_demand, spot, committed)")),
         })?,
         None => Pricing::OnDemand,
+    };
+    let region = match o.and_then(|o| o.region.as_ref()) {
+        Some(r) => Some(src.check("objective.region", r, |r| super::check_region(r))?),
+        None => None,
     };
     Ok(Objective {
         minimise,
@@ -1019,6 +1072,7 @@ fn objective(src: &Source<'_>, raw: &RawPlan) -> Result<Objective, ConfigError> 
         budget_usd_per_hour,
         max_nodes,
         pricing,
+        region,
     })
 }
 
@@ -1040,6 +1094,7 @@ fn percent(text: &str) -> Result<f64, String> {
 fn instance_overrides(
     src: &Source<'_>,
     raw: &RawPlan,
+    plan_region: Option<&str>,
 ) -> Result<BTreeMap<String, Override>, ConfigError> {
     let mut overrides: BTreeMap<String, Override> = BTreeMap::new();
     for (name, inst) in raw.instance.iter().flatten() {
@@ -1060,15 +1115,35 @@ fn instance_overrides(
         let on_demand = opt_price(&i.on_demand, "on_demand")?;
         let hourly = opt_price(&i.hourly, "hourly")?;
         let spot = opt_price(&i.spot, "spot")?;
+        let committed = opt_price(&i.committed, "committed")?;
+        // The prices' region: the plan's where it names one (a price for another is an error),
+        // else as given.
+        let region = match &i.region {
+            Some(r) => {
+                let r = src.check(&f("region"), r, |t| super::check_region(t))?;
+                if let Some(want) = plan_region.filter(|&w| w != r) {
+                    return Err(src.error_at(
+                        i.region.as_ref().map_or(0, |r| r.span().start),
+                        format!("{}: {r:?} is not the plan's region {want:?}", f("region")),
+                    ));
+                }
+                Some(r)
+            }
+            None => plan_region.map(str::to_string),
+        };
         let date = match &i.date {
             Some(d) => {
                 Some(src.check(&f("date"), d, |d| super::check_date(d).map(|()| d.clone()))?)
             }
             None => None,
         };
-        let priced = on_demand.is_some() || hourly.is_some() || spot.is_some();
+        let priced =
+            on_demand.is_some() || hourly.is_some() || spot.is_some() || committed.is_some();
         let source = match (priced, &i.source, date) {
-            (true, Some(s), Some(d)) => format!("{s} ({d})"),
+            (true, Some(s), Some(d)) => match &region {
+                Some(r) => format!("{s}, {r} ({d})"),
+                None => format!("{s} ({d})"),
+            },
             (true, None, _) => {
                 return Err(src.error_at(inst.span().start, format!("{}: a price needs its source (a price page, or how the amortised cost was worked out)", f("source"))));
             }
@@ -1081,7 +1156,7 @@ fn instance_overrides(
             (false, Some(_), _) | (false, None, Some(_)) => {
                 return Err(src.error_at(
                     inst.span().start,
-                    format!("instance.{name}: source and date go with a price (on_demand, spot or hourly)"),
+                    format!("instance.{name}: source and date go with a price (on_demand, spot, committed or hourly)"),
                 ));
             }
             (false, None, None) => String::new(),
@@ -1092,11 +1167,12 @@ fn instance_overrides(
             _ => None,
         };
         let spot = spot.map(|p| (p, format!("spot: {source}")));
+        let committed = committed.map(|p| (p, format!("committed: {source}")));
         let compact = match &i.compact_max_nodes {
             Some(m) => Some(positive(src, &f("compact_max_nodes"), m, MAX_NODES as i64)?),
             None => None,
         };
-        overrides.insert(name.clone(), Override { base, spot, compact });
+        overrides.insert(name.clone(), Override { base, spot, committed, compact });
     }
     Ok(overrides)
 }

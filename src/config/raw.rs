@@ -31,6 +31,7 @@ pub struct RawTopology {
 pub struct RawPrice {
     pub on_demand: S<String>,
     pub spot: Option<S<String>>,
+    pub region: Option<S<String>>,
     pub source: S<String>,
     pub date: S<String>,
 }

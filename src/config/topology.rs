@@ -876,6 +876,10 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
                 Some(s) => Some(usd("price.spot", s)?),
                 None => None,
             },
+            region: match &p.region {
+                Some(r) => Some(src.check("price.region", r, |r| super::check_region(r))?),
+                None => None,
+            },
             source: src
                 .check("price.source", &p.source, |t| super::plain_text(t).map(|()| t.clone()))?,
             date: src.check("price.date", &p.date, |d| super::check_date(d).map(|()| d.clone()))?,

@@ -347,6 +347,9 @@ pub struct Price {
     pub on_demand_usd_per_hour: f64,
     /// Spot / preemptible, USD per hour, if offered.
     pub spot_usd_per_hour: Option<f64>,
+    /// The cloud region the figures are for, where prices differ by region (None: not
+    /// stated, or a price that does not).
+    pub region: Option<String>,
     /// Where the figures come from.
     pub source: String,
     /// When they were published or read (YYYY-MM or YYYY-MM-DD).

@@ -104,7 +104,7 @@ pub struct Summary {
     /// Whether the workload is a collective (its unit of work is a call).
     pub collective: bool,
     /// Per instance: its name, USD per node-hour at the plan's pricing (None: no price), and
-    /// where the price comes from.
+    /// where the price comes from (without one: why, where it has a price for another region).
     pub prices: Vec<(String, Option<f64>, String)>,
     /// Without a node list: what the search for the smallest node count found, per group
     /// (empty: the plan lists its node counts).
@@ -137,7 +137,7 @@ impl Summary {
                 .iter()
                 .map(|i| match &i.price {
                     Some((p, src)) => (i.name.clone(), Some(*p), src.clone()),
-                    None => (i.name.clone(), None, String::new()),
+                    None => (i.name.clone(), None, i.unpriced.clone().unwrap_or_default()),
                 })
                 .collect(),
             search: Vec::new(),

@@ -31,10 +31,15 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
         r.ranked.len(),
         r.rejected.len()
     )?;
-    let prices = match o.pricing {
+    let mut prices = match o.pricing {
         Pricing::OnDemand => "on-demand",
         Pricing::Spot => "spot",
-    };
+        Pricing::Committed => "committed-use",
+    }
+    .to_string();
+    if let Some(r) = &o.region {
+        prices += &format!(" {r}");
+    }
     let amount = amount(&s.amount);
     let mut goal = match o.minimise {
         Minimise::Cost => format!("minimise cost to train {amount} at {prices} prices"),
@@ -66,6 +71,7 @@ pub fn table(s: &Summary, r: &Ranking, out: &mut dyn Write) -> io::Result<()> {
     for p in &s.prices {
         match &p.1 {
             Some(x) => writeln!(out, "  price {}: {x:.2} USD/h per node ({})", p.0, p.2)?,
+            None if !p.2.is_empty() => writeln!(out, "  price {}: no price ({})", p.0, p.2)?,
             None => writeln!(
                 out,
                 "  price {}: no price (give [instance.\"{}\"] hourly in the plan)",

@@ -30,6 +30,8 @@ pub struct Entry {
     pub on_demand_usd_per_hour: Option<f64>,
     /// USD per node-hour on spot, if published.
     pub spot_usd_per_hour: Option<f64>,
+    /// The cloud region the prices are for, where stated.
+    pub price_region: Option<String>,
     /// Where the price comes from.
     pub price_source: Option<String>,
     /// When it was read.
@@ -84,6 +86,7 @@ impl Entry {
             network: format!("{fabric}, {routing}{sharp}"),
             on_demand_usd_per_hour: n.price.as_ref().map(|p| p.on_demand_usd_per_hour),
             spot_usd_per_hour: n.price.as_ref().and_then(|p| p.spot_usd_per_hour),
+            price_region: n.price.as_ref().and_then(|p| p.region.clone()),
             price_source: n.price.as_ref().map(|p| p.source.clone()),
             price_date: n.price.as_ref().map(|p| p.date.clone()),
         }
@@ -103,9 +106,10 @@ pub fn table(entries: &[Entry], out: &mut dyn Write) -> io::Result<()> {
         "network",
         "$/h",
         "spot $/h",
+        "region",
         "price date",
     ];
-    let rows: Vec<[String; 10]> = entries
+    let rows: Vec<[String; 11]> = entries
         .iter()
         .map(|e| {
             [
@@ -118,6 +122,7 @@ pub fn table(entries: &[Entry], out: &mut dyn Write) -> io::Result<()> {
                 e.network.clone(),
                 usd(e.on_demand_usd_per_hour),
                 usd(e.spot_usd_per_hour),
+                e.price_region.clone().unwrap_or_else(|| "-".into()),
                 e.price_date.clone().unwrap_or_else(|| "-".into()),
             ]
         })

@@ -1001,3 +1001,56 @@ fn a_collective_plan_counts_its_throughput_in_calls() {
     let err = fails_with(&["plan", path(&p)], &["calls/s, below the target 100000 calls/s"]);
     assert!(!err.contains("samples/s"), "{err}");
 }
+
+#[test]
+fn a_region_keeps_prices_to_it_and_committed_prices_come_from_the_plan() {
+    // Issue #49 item 2: the presets' prices are for one region each (AWS us-east-1, GCP
+    // us-central1); a plan for another region does not use them, says why, and takes the
+    // plan's own; a committed-use price is the plan's (no preset carries one), else on-demand.
+    let d = dir("region");
+    let base = std::fs::read_to_string("scenarios/plan-llama7b-fsdp.toml")
+        .unwrap()
+        .replace("# nodes: not listed", "nodes = [8]\n#")
+        .replace("[objective]\nminimise = \"cost-within\"", "[objective]\nminimise = \"cost\"");
+    let p = plan_file(&d, "plan.toml", &base);
+    let out = collsim_ok(&["plan", path(&p), "--region", "us-east-1"]);
+    assert!(out.contains("at on-demand us-east-1 prices"), "{out}");
+    let line = "  price gcp-a3-megagpu-8g: no price (gcp-a3-megagpu-8g's listed price is for us-central1, not us-east-1: give [instance.\"gcp-a3-megagpu-8g\"] its price there)";
+    assert!(out.lines().any(|l| l == line), "{out}");
+    assert!(out.contains("  price aws-p5: 55.04 USD/h per node (on-demand: AWS"), "{out}");
+    // Committed, in the plan's region: the plan's figure where it gives one, else on-demand.
+    let committed = base.replace(
+        "[objective]\n",
+        "[objective]\npricing = \"committed\"\nregion = \"us-central1\"\n",
+    ) + "\n[instance.\"gcp-a3-megagpu-8g\"]\ncommitted = \"60 USD/h\"\nsource = \"a quote\"\ndate = \"2026-11\"\n";
+    let out = collsim_ok(&["plan", path(&plan_file(&d, "committed.toml", &committed))]);
+    for want in [
+        "  price gcp-a3-megagpu-8g: 60.00 USD/h per node (committed: a quote, us-central1 (2026-11))",
+        "  price aws-p5: no price (aws-p5's listed price is for us-east-1, not us-central1: give [instance.\"aws-p5\"] its price there)",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want}\n{out}");
+    }
+    let fallback =
+        base.replace("minimise = \"cost\"", "minimise = \"cost\"\npricing = \"committed\"");
+    let out = collsim_ok(&["plan", path(&plan_file(&d, "fallback.toml", &fallback))]);
+    assert!(
+        out.contains("  price aws-p5: 55.04 USD/h per node (no committed price; on-demand: AWS"),
+        "{out}"
+    );
+    // A price for another region than the plan's is an error at its line; a bad region a
+    // usage error.
+    let wrong = committed
+        .replace("source = \"a quote\"", "region = \"europe-west4\"\nsource = \"a quote\"");
+    let p = plan_file(&d, "wrong.toml", &wrong);
+    fails_with(
+        &["plan", path(&p)],
+        &[
+            "wrong.toml:",
+            "instance.gcp-a3-megagpu-8g.region: \"europe-west4\" is not the plan's region \"us-central1\"",
+        ],
+    );
+    misused_with(
+        &["plan", path(&p), "--region", "EU West"],
+        &["--region \"EU West\": expected a region"],
+    );
+}
