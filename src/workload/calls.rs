@@ -312,7 +312,7 @@ pub(crate) fn to_work(
                 };
                 // Waits count the main stream's launches.
                 launches += usize::from(!side);
-                Work::Post(Batch { ops, slowdown, row: None, early: false, side })
+                Work::Post(Box::new(Batch { ops, slowdown, row: None, early: false, side }))
             }
             Call::Wait { wait } => {
                 if *wait > launches {

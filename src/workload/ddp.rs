@@ -1812,7 +1812,7 @@ pub(crate) fn plan_ddp(
         // find_unused_parameters (not static): the all-reduce of local_used_map, one int32 per
         // parameter, at the end of backward.
         if spec.find_unused_parameters && !spec.static_graph {
-            work.push(Work::Post(Batch {
+            work.push(Work::Post(Box::new(Batch {
                 ops: vec![Op::Coll {
                     group: Group::World,
                     collective: Collective::AllReduce,
@@ -1824,7 +1824,7 @@ pub(crate) fn plan_ddp(
                 row: None,
                 early: false,
                 side: false,
-            }));
+            })));
         }
         work.push(Work::Drain);
         work.extend(stage.iter().flat_map(|s| s.after.iter().cloned()));
@@ -1845,7 +1845,7 @@ pub(crate) fn plan_ddp(
             if let Some(w) = gathered.map(|s| s.optimizer_shards as u64).filter(|&w| w > 1) {
                 let dtype = super::parallel::act_dtype(spec);
                 let numel: u64 = tensors.iter().map(|t| t.numel).sum();
-                work.push(Work::Post(Batch {
+                work.push(Work::Post(Box::new(Batch {
                     ops: vec![Op::Coll {
                         group: Group::World,
                         collective: Collective::AllGather,
@@ -1857,7 +1857,7 @@ pub(crate) fn plan_ddp(
                     row: None,
                     early: false,
                     side: false,
-                }));
+                })));
                 work.push(Work::Drain);
             }
         }
@@ -1942,7 +1942,7 @@ pub(crate) fn plan_ddp(
     // Buffers are broadcast at the start of a forward that follows a synchronised step: every
     // step without accumulation; with it, the first micro-step's (its time is moved here).
     if broadcast {
-        before.push(Work::Post(Batch {
+        before.push(Work::Post(Box::new(Batch {
             ops: vec![Op::Coll {
                 group: Group::World,
                 collective: Collective::Broadcast,
@@ -1954,7 +1954,7 @@ pub(crate) fn plan_ddp(
             row: None,
             early: true,
             side: false,
-        }));
+        })));
         before.push(Work::Drain);
     }
     // The synchronising micro-step's forward, layer by layer (the no_sync ones stay whole).
@@ -1966,25 +1966,28 @@ pub(crate) fn plan_ddp(
         });
     }
     if let Some(s) = stage {
-        before = s.before.clone();
         // The chunks that reduce before the last backward: their copies where the schedule
-        // launches them (the latest place first, so that the earlier places stay put).
-        for (at, layers) in s.early_copies.iter().rev() {
-            let mut copies = Vec::new();
+        // launches them, in one pass over the stage's items (`early_copies` is in order).
+        let mut out = Vec::with_capacity(s.before.len() + tensors.len());
+        let mut done = 0;
+        for (at, layers) in &s.early_copies {
+            let at = (*at).clamp(done, s.before.len());
+            out.extend_from_slice(&s.before[done..at]);
+            done = at;
             for &li in layers.iter().rev() {
                 let first: usize = m.layers[..li].iter().map(|l| l.tensors.len()).sum();
                 for k in (0..m.layers[li].tensors.len()).rev() {
                     let i = first + k;
-                    copies.push(Work::Run {
+                    out.push(Work::Run {
                         secs: Secs::new(copy_in(m.grad_bytes(tensors[i]))),
                         name: None,
                         grad: Some(i),
                     });
                 }
             }
-            let at = (*at).min(before.len());
-            before.splice(at..at, copies);
         }
+        out.extend_from_slice(&s.before[done..]);
+        before = out;
     }
     let send = stage.and_then(|s| s.last_send.clone());
     let steady_line = backward(&spec.hook, &steady, per_call, before, send);
@@ -2073,7 +2076,7 @@ fn plan_zero(
     let mut work = Vec::new();
     let mut posted = 0usize;
     let mut post = |work: &mut Vec<Work>, b: Batch| {
-        work.push(Work::Post(b));
+        work.push(Work::Post(Box::new(b)));
         posted += 1;
         posted
     };
@@ -2321,7 +2324,7 @@ fn plan_sharded(
     let mut work = Vec::new();
     let mut posted = 0usize;
     let mut post = |work: &mut Vec<Work>, b: Batch| {
-        work.push(Work::Post(b));
+        work.push(Work::Post(Box::new(b)));
         posted += 1;
         posted
     };
@@ -2422,7 +2425,7 @@ fn plan_sharded(
             if sync {
                 post(&mut work, batch(reduce, u, sharding.reduce_dtype, reduce_name, true));
                 if hybrid {
-                    work.push(Work::Post(replicas(u)));
+                    work.push(Work::Post(Box::new(replicas(u))));
                 }
             }
         }

@@ -1382,7 +1382,7 @@ pub(crate) fn plan_stages(
                 mine.sort_by_key(|b| b.tensors.iter().min().copied());
                 for b in mine {
                     let numel: u64 = b.tensors.iter().map(|&i| numels[i]).sum();
-                    before.push(Work::Post(Batch {
+                    before.push(Work::Post(Box::new(Batch {
                         ops: vec![Op::Coll {
                             group: super::ddp::bucket_group(b),
                             collective: Collective::AllGather,
@@ -1394,7 +1394,7 @@ pub(crate) fn plan_stages(
                         row: None,
                         early: true,
                         side: false,
-                    }));
+                    })));
                     posted += 1;
                     for &i in &b.tensors {
                         need[layer_of[i]] = need[layer_of[i]].max(posted);

@@ -103,8 +103,10 @@ pub(crate) enum Work {
         /// The tensor whose gradient it copies.
         grad: Option<usize>,
     },
-    /// Puts a batch on the NCCL stream (and goes on).
-    Post(Batch),
+    /// Puts a batch on the NCCL stream (and goes on). Boxed: a batch (its bucket's row
+    /// beside its calls) is three times the other items, and timelines are moved and cloned
+    /// item by item.
+    Post(Box<Batch>),
     /// Waits until the NCCL stream is idle.
     Drain,
     /// Waits until the first `n` batches the NCCL stream took have finished (FSDP: compute
@@ -593,7 +595,7 @@ impl Timeline {
                         if let Some(r) = &mut b.row {
                             r.ready_ms = now * 1e3;
                         }
-                        self.enqueue(b);
+                        self.enqueue(*b);
                     }
                     self.begin(now);
                     moved = true;
@@ -889,6 +891,14 @@ mod tests {
     use crate::workload::ddp::CollTime;
     use crate::workload::step::run_alone;
 
+    #[test]
+    fn a_work_item_stays_small() {
+        // A 3-D plan candidate's stages build and clone tens of thousands of items: with the
+        // batch inline (160 bytes an item; 88 boxed) moving them was 17 % of a
+        // 10,368-candidate plan's CPU (benches/data/plan-70b-10k.toml).
+        assert!(std::mem::size_of::<Work>() <= 88, "{} bytes", std::mem::size_of::<Work>());
+    }
+
     fn coll(secs: f64) -> impl Fn(Group, Collective, Bytes, DataType) -> CollTime + Sync {
         move |_, _, _, _| CollTime {
             time: Time::from_secs_f64_ceil(secs),
@@ -920,7 +930,8 @@ mod tests {
             early: false,
             side: false,
         };
-        let mut t = Timeline::new(vec![Work::Post(batch), run(1.0)], Vec::new(), Vec::new());
+        let mut t =
+            Timeline::new(vec![Work::Post(Box::new(batch)), run(1.0)], Vec::new(), Vec::new());
         run_alone(&mut t, Secs::new(0.0), &coll(0.5));
         assert!((t.end.unwrap().get() - 2.1).abs() < 1e-12, "{:?}", t.end);
         assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
@@ -936,7 +947,13 @@ mod tests {
                 *group = Group::Replicate;
             }
             let ops = vec![op];
-            Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
+            Work::Post(Box::new(Batch {
+                ops,
+                slowdown: Slowdown::Fixed(0.0),
+                row: None,
+                early: false,
+                side,
+            }))
         };
         // Main A (0-1), then the second stream's S after A (1-2) beside main B (1-2): the drain
         // ends at 2, where one stream would take 3.
@@ -958,17 +975,23 @@ mod tests {
         // On the same group the two streams need the same links: they take turns (A, B, S),
         // as do two hooks (each needs the whole GPU).
         let same = |side| {
-            Work::Post(Batch {
+            Work::Post(Box::new(Batch {
                 ops: vec![all_reduce()],
                 slowdown: Slowdown::Fixed(0.0),
                 row: None,
                 early: false,
                 side,
-            })
+            }))
         };
         let hook = |side| {
             let ops = vec![Op::Hold { secs: Secs::new(1.0), name: "hook".into() }];
-            Work::Post(Batch { ops, slowdown: Slowdown::Fixed(0.0), row: None, early: false, side })
+            Work::Post(Box::new(Batch {
+                ops,
+                slowdown: Slowdown::Fixed(0.0),
+                row: None,
+                early: false,
+                side,
+            }))
         };
         for (a, s, b) in
             [(same(false), same(true), same(false)), (hook(false), hook(true), hook(false))]
@@ -985,13 +1008,13 @@ mod tests {
         // all-reduce posted first runs beside them on its own stream (compute at 0.8 of full
         // speed while it runs): 0.5 s of it slows the first run to 1.1 s, the call waits 0.5 s
         // whatever the stream does, and the op's span covers the whole.
-        let post = Work::Post(Batch {
+        let post = Work::Post(Box::new(Batch {
             ops: vec![all_reduce()],
             slowdown: Slowdown::Fixed(0.2),
             row: None,
             early: false,
             side: false,
-        });
+        }));
         let call = Work::Call {
             group: Group::Tensor,
             collective: Collective::AllReduce,
