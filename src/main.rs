@@ -90,7 +90,7 @@ struct Common {
     #[arg(short = 'g', long, visible_alias = "ngpus", value_name = "N")]
     gpus_per_process: Option<usize>,
     /// An NCCL environment variable, KEY=VALUE (repeatable).
-    #[arg(long = "nccl", value_name = "KEY=VALUE")]
+    #[arg(long = "nccl", value_name = "KEY=VALUE", hide_possible_values = true, value_parser = cli::ui::Names(cli::ui::nccl_names))]
     nccl: Vec<String>,
     /// Which NCCL release's cost-model tables choose algorithms (2.18 … 2.30; default 2.30).
     #[arg(long, value_name = "VERSION")]
@@ -286,7 +286,7 @@ struct SimulateArgs {
     /// `workload.ddp.X`, as do `fsdp.X`, `zero.X` and `parallel.X` theirs, `topology.X` a key
     /// of its topology, `profile.X` one of the profile);
     /// several --sweep run their cross product, in parallel.
-    #[arg(long, value_name = "KEY=VALUES")]
+    #[arg(long, value_name = "KEY=VALUES", hide_possible_values = true, value_parser = cli::ui::Names(cli::ui::sweep_names))]
     sweep: Vec<String>,
     /// Training steps: how their collectives take their time. `shared`: posted into one
     /// network, where a step's calls (a pipeline's sends beside its data-parallel

@@ -267,6 +267,37 @@ pub(crate) fn topology_names() -> Vec<&'static str> {
     out
 }
 
+/// NCCL_ALGO's and NCCL_PROTO's values as NCCL's docs spell them (`--nccl`, which takes any
+/// NCCL_* variable: these are what completion offers).
+pub(crate) fn nccl_names() -> Vec<&'static str> {
+    vec![
+        "NCCL_ALGO=Ring",
+        "NCCL_ALGO=Tree",
+        "NCCL_ALGO=NVLS",
+        "NCCL_ALGO=NVLSTree",
+        "NCCL_ALGO=CollnetDirect",
+        "NCCL_ALGO=CollnetChain",
+        "NCCL_ALGO=PAT",
+        "NCCL_PROTO=LL",
+        "NCCL_PROTO=LL128",
+        "NCCL_PROTO=Simple",
+    ]
+}
+
+/// What completion offers `--sweep` (which takes any key): each model preset, each NCCL
+/// algorithm and protocol, and the topology presets.
+pub(crate) fn sweep_names() -> Vec<&'static str> {
+    static NAMES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let models =
+            collsim::workload::models::PRESETS.iter().map(|m| format!("workload.model={m}"));
+        let nccl = nccl_names().into_iter().map(|n| format!("nccl.{n}"));
+        let topologies =
+            collsim::config::preset_names().into_iter().map(|t| format!("cluster.topology={t}"));
+        models.chain(nccl).chain(topologies).map(|s| &*s.leak()).collect()
+    });
+    NAMES.clone()
+}
+
 /// nccl-tests' collectives.
 pub(crate) fn collective_names() -> Vec<&'static str> {
     collsim::comm::Collective::NAMES.to_vec()
@@ -280,4 +311,19 @@ pub(crate) fn dtype_names() -> Vec<&'static str> {
 /// nccl-tests' reductions.
 pub(crate) fn op_names() -> Vec<&'static str> {
     collsim::workload::ReduceOp::NAMES.to_vec()
+}
+
+#[cfg(test)]
+mod names_tests {
+    #[test]
+    fn the_nccl_settings_offered_are_ones_collsim_reads() {
+        for n in super::nccl_names() {
+            let (k, v) = n.split_once('=').unwrap();
+            let ok = match k {
+                "NCCL_ALGO" => collsim::comm::Algo::parse(v).is_some(),
+                _ => collsim::comm::Proto::parse(v).is_some(),
+            };
+            assert!(ok, "{n}");
+        }
+    }
 }

@@ -819,9 +819,20 @@ fn shell_completions_cover_the_commands_and_their_flags() {
         }
         // Issue #49 item 6: the names a value may take, not file names: presets and instance
         // types for --topology, nccl-tests' collectives, data types and reductions.
-        for name in
-            ["aws-p5", "p5.48xlarge", "gcp-a3-megagpu-8g", "reduce_scatter", "bfloat16", "prod"]
-        {
+        // --nccl and --sweep take any text but offer NCCL's algorithms and protocols, the
+        // model presets and the topologies.
+        for name in [
+            "aws-p5",
+            "p5.48xlarge",
+            "gcp-a3-megagpu-8g",
+            "reduce_scatter",
+            "bfloat16",
+            "prod",
+            "NCCL_ALGO=NVLSTree",
+            "NCCL_PROTO=LL128",
+            "workload.model=llama-2-70b",
+            "nccl.NCCL_ALGO=Ring",
+        ] {
             assert!(script.contains(name), "{shell} completion lacks {name}");
         }
     }
@@ -832,6 +843,20 @@ fn shell_completions_cover_the_commands_and_their_flags() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("did you mean all_reduce"), "{err}");
+    // Any NCCL variable still goes through --nccl, any key through --sweep: the names offered
+    // are not the only ones taken.
+    let out = crate::collsim_ok(&[
+        "simulate",
+        "--topology",
+        "dgx-h100",
+        "--nccl",
+        "NCCL_MIN_NCHANNELS=4",
+        "--max-bytes",
+        "1KiB",
+        "--sweep",
+        "nccl.NCCL_PROTO=LL,Simple",
+    ]);
+    assert!(out.contains("LL"), "{out}");
     // clap's own usage error (several lines, as clap prints them), exit 2.
     let out = collsim(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
