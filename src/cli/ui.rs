@@ -270,18 +270,7 @@ pub(crate) fn topology_names() -> Vec<&'static str> {
 /// NCCL_ALGO's and NCCL_PROTO's values as NCCL's docs spell them (`--nccl`, which takes any
 /// NCCL_* variable: these are what completion offers).
 pub(crate) fn nccl_names() -> Vec<&'static str> {
-    vec![
-        "NCCL_ALGO=Ring",
-        "NCCL_ALGO=Tree",
-        "NCCL_ALGO=NVLS",
-        "NCCL_ALGO=NVLSTree",
-        "NCCL_ALGO=CollnetDirect",
-        "NCCL_ALGO=CollnetChain",
-        "NCCL_ALGO=PAT",
-        "NCCL_PROTO=LL",
-        "NCCL_PROTO=LL128",
-        "NCCL_PROTO=Simple",
-    ]
+    collsim::comm::NCCL_SETTINGS.to_vec()
 }
 
 /// What completion offers `--sweep` (which takes any key): each model preset, each NCCL
@@ -311,19 +300,4 @@ pub(crate) fn dtype_names() -> Vec<&'static str> {
 /// nccl-tests' reductions.
 pub(crate) fn op_names() -> Vec<&'static str> {
     collsim::workload::ReduceOp::NAMES.to_vec()
-}
-
-#[cfg(test)]
-mod names_tests {
-    #[test]
-    fn the_nccl_settings_offered_are_ones_collsim_reads() {
-        for n in super::nccl_names() {
-            let (k, v) = n.split_once('=').unwrap();
-            let ok = match k {
-                "NCCL_ALGO" => collsim::comm::Algo::parse(v).is_some(),
-                _ => collsim::comm::Proto::parse(v).is_some(),
-            };
-            assert!(ok, "{n}");
-        }
-    }
 }

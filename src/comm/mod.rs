@@ -178,6 +178,21 @@ impl Algo {
     }
 }
 
+/// NCCL_ALGO's and NCCL_PROTO's values as NCCL's documentation spells them (what shell
+/// completion offers `--nccl`; [`Algo::parse`] and [`Proto::parse`] read each).
+pub const NCCL_SETTINGS: [&str; 10] = [
+    "NCCL_ALGO=Ring",
+    "NCCL_ALGO=Tree",
+    "NCCL_ALGO=NVLS",
+    "NCCL_ALGO=NVLSTree",
+    "NCCL_ALGO=CollnetDirect",
+    "NCCL_ALGO=CollnetChain",
+    "NCCL_ALGO=PAT",
+    "NCCL_PROTO=LL",
+    "NCCL_PROTO=LL128",
+    "NCCL_PROTO=Simple",
+];
+
 /// NCCL's protocols, in its index order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Proto {
@@ -783,6 +798,18 @@ pub struct Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nccl_settings_completion_offers_are_ones_collsim_reads() {
+        for n in NCCL_SETTINGS {
+            let (k, v) = n.split_once('=').unwrap();
+            let ok = match k {
+                "NCCL_ALGO" => Algo::parse(v).is_some(),
+                _ => k == "NCCL_PROTO" && Proto::parse(v).is_some(),
+            };
+            assert!(ok, "{n}");
+        }
+    }
     use crate::config::resolve_topology;
 
     fn comm(preset: &str, nodes: usize, g: usize) -> Communicator {

@@ -389,7 +389,7 @@ pub struct Metrics {
     /// model's held-out error on the measured runs most like this candidate ([`band`]).
     #[serde(default)]
     pub band: f64,
-    /// Where the band comes from ("sm90 fsdp: median of 2").
+    /// Where the band comes from ("sm90 fsdp: median of 2 runs").
     #[serde(default)]
     pub band_from: String,
 }
