@@ -532,9 +532,9 @@ impl HeldOutFits {
 }
 
 /// The key of a held-out calibration: a fingerprint of everything it is a function of (each
-/// curve fitted on, with its scenario and measured rows; the base profile's text; the mode;
-/// collsim's version), and of the model as it stands: each curve's predicted times under the
-/// base profile (`predicted`, in the order of `others`).
+/// curve fitted on, with its scenario but for the node's price, and measured rows; the base
+/// profile's text; the mode; collsim's version), and of the model as it stands: each curve's
+/// predicted times under the base profile (`predicted`, in the order of `others`).
 pub fn fit_key(
     others: &[&Curve],
     predicted: &[&Validation],
@@ -546,10 +546,10 @@ pub fn fit_key(
         .zip(predicted)
         .map(|(c, v)| {
             let times: Vec<f64> = v.rows.iter().map(|r| r.predicted_time_us).collect();
-            format!(
-                "{}|{:?}|{:?}|{:?}|{:?}",
-                c.id, c.input.coll, c.input.test, c.input.scenario, times
-            )
+            // The node's price changes no fit: left out, so that a price edit keeps the fits.
+            let mut scenario = c.input.scenario.clone();
+            scenario.node.price = None;
+            format!("{}|{:?}|{:?}|{:?}|{:?}", c.id, c.input.coll, c.input.test, scenario, times)
         })
         .collect();
     let mut parts: Vec<&str> = vec![env!("CARGO_PKG_VERSION"), base_text];
