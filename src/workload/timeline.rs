@@ -918,20 +918,20 @@ mod tests {
         Work::Run { secs: Secs::new(secs), name: Some("run".into()), grad: None }
     }
 
+    /// A batch of `ops` posted to the main NCCL stream, or with `side` the second one,
+    /// compute slowing by `slowdown` while it runs.
+    fn posted(ops: Vec<Op>, slowdown: f64, side: bool) -> Work {
+        let slowdown = Slowdown::Fixed(slowdown);
+        Work::Post(Box::new(Batch { ops, slowdown, row: None, early: false, side }))
+    }
+
     #[test]
     fn compute_slows_under_a_collective_and_stops_under_hook_compute() {
         // A 0.5 s collective (compute at 0.8 of full speed), then 1 s of hook compute (compute
         // waits), beside 1 s of compute: 0.4 s of work by 0.5, none until 1.5, 0.6 s more.
         let hold = Op::Hold { secs: Secs::new(1.0), name: "hook".into() };
-        let batch = Batch {
-            ops: vec![all_reduce(), hold],
-            slowdown: Slowdown::Fixed(0.2),
-            row: None,
-            early: false,
-            side: false,
-        };
-        let mut t =
-            Timeline::new(vec![Work::Post(Box::new(batch)), run(1.0)], Vec::new(), Vec::new());
+        let batch = posted(vec![all_reduce(), hold], 0.2, false);
+        let mut t = Timeline::new(vec![batch, run(1.0)], Vec::new(), Vec::new());
         run_alone(&mut t, Secs::new(0.0), &coll(0.5));
         assert!((t.end.unwrap().get() - 2.1).abs() < 1e-12, "{:?}", t.end);
         assert!((t.spans[2].end_ms - 2100.0).abs() < 1e-9);
@@ -946,14 +946,7 @@ mod tests {
             if let (true, Op::Coll { group, .. }) = (side, &mut op) {
                 *group = Group::Replicate;
             }
-            let ops = vec![op];
-            Work::Post(Box::new(Batch {
-                ops,
-                slowdown: Slowdown::Fixed(0.0),
-                row: None,
-                early: false,
-                side,
-            }))
+            posted(vec![op], 0.0, side)
         };
         // Main A (0-1), then the second stream's S after A (1-2) beside main B (1-2): the drain
         // ends at 2, where one stream would take 3.
@@ -974,25 +967,9 @@ mod tests {
         assert!((t.end.unwrap().get() - 3.0).abs() < 1e-12, "{:?}", t.end);
         // On the same group the two streams need the same links: they take turns (A, B, S),
         // as do two hooks (each needs the whole GPU).
-        let same = |side| {
-            Work::Post(Box::new(Batch {
-                ops: vec![all_reduce()],
-                slowdown: Slowdown::Fixed(0.0),
-                row: None,
-                early: false,
-                side,
-            }))
-        };
-        let hook = |side| {
-            let ops = vec![Op::Hold { secs: Secs::new(1.0), name: "hook".into() }];
-            Work::Post(Box::new(Batch {
-                ops,
-                slowdown: Slowdown::Fixed(0.0),
-                row: None,
-                early: false,
-                side,
-            }))
-        };
+        let same = |side| posted(vec![all_reduce()], 0.0, side);
+        let hook =
+            |side| posted(vec![Op::Hold { secs: Secs::new(1.0), name: "hook".into() }], 0.0, side);
         for (a, s, b) in
             [(same(false), same(true), same(false)), (hook(false), hook(true), hook(false))]
         {
@@ -1008,13 +985,7 @@ mod tests {
         // all-reduce posted first runs beside them on its own stream (compute at 0.8 of full
         // speed while it runs): 0.5 s of it slows the first run to 1.1 s, the call waits 0.5 s
         // whatever the stream does, and the op's span covers the whole.
-        let post = Work::Post(Box::new(Batch {
-            ops: vec![all_reduce()],
-            slowdown: Slowdown::Fixed(0.2),
-            row: None,
-            early: false,
-            side: false,
-        }));
+        let post = posted(vec![all_reduce()], 0.2, false);
         let call = Work::Call {
             group: Group::Tensor,
             collective: Collective::AllReduce,
