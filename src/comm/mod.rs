@@ -5,6 +5,7 @@
 //!
 //! This layer knows GPUs, NICs and paths, not flows or time.
 
+pub mod aws_tuner;
 pub mod env;
 pub mod search;
 pub mod tuning;
