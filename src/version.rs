@@ -32,4 +32,6 @@
 /// measured runs it comes from); the plan's `band` is the margin its decision used;
 /// `validate --runs` writes `by_class`, `validate --manifest` `by_generation`; a plan's
 /// `objective.region`, `collsim presets`' `price_region`.
-pub const FORMAT_VERSION: u32 = 18;
+/// 19: a simulation's `communicator.tuner` (NCCL_TUNER_CONFIG_FILE's rows) and
+/// `communicator.tuner_notes`, each row's `tuner_line` (the row that set its algorithm).
+pub const FORMAT_VERSION: u32 = 19;

@@ -5,6 +5,7 @@
 
 pub mod chain;
 pub mod explain;
+pub mod gloo;
 pub mod nvls;
 pub mod p2p;
 pub mod pat;

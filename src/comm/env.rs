@@ -82,6 +82,10 @@ pub struct NcclEnv {
     /// NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD: TCP streams per socket connection, if
     /// either is given (else the transport's default).
     pub socket_streams: Option<usize>,
+    /// NCCL_TUNER_CONFIG_FILE's rows ([`super::tuner`]), read when the environment is built;
+    /// with NCCL_TUNER_PLUGIN naming NCCL's example plugin, its binary's reading.
+    #[serde(skip)]
+    pub tuner: Option<std::sync::Arc<super::tuner::Tuner>>,
     /// Every NCCL_* variable given, as given (the resolved environment).
     pub given: BTreeMap<String, String>,
     /// The given variables the model does not use.
@@ -127,6 +131,7 @@ impl Default for NcclEnv {
             nthreads: None,
             ll128_nthreads: None,
             collnet_enable: false,
+            tuner: None,
             given: BTreeMap::new(),
             ignored: Vec::new(),
         }
@@ -350,6 +355,8 @@ impl NcclEnv {
                     env.buffsize = Bytes::new(b as u64);
                 }
                 "NCCL_NVLS_ENABLE" => env.nvls_enable = parse_int(k, v, 0, 2)? as u8,
+                // Read below, once both are known.
+                "NCCL_TUNER_CONFIG_FILE" | "NCCL_TUNER_PLUGIN" => {}
                 "NCCL_NCHANNELS_PER_NET_PEER" => {
                     env.nchannels_per_net_peer = Some(parse_int(k, v, 1, 64)? as usize);
                 }
@@ -429,6 +436,7 @@ impl NcclEnv {
             }
             env.socket_streams = Some(t * k);
         }
+        env.tuner = tuner(&given)?;
         // The CTA bounds clamp the channel count as the config's minCTAs/maxCTAs do.
         if let Some(m) = max_ctas {
             env.max_nchannels = env.max_nchannels.min(m);
@@ -448,6 +456,12 @@ impl NcclEnv {
         Ok(env)
     }
 
+    /// Whether an error is about a file's contents (NCCL_TUNER_CONFIG_FILE's), not the value
+    /// as typed: bad input rather than a misused flag.
+    pub fn is_file_error(e: &EnvError) -> bool {
+        e.key == "NCCL_TUNER_CONFIG_FILE"
+    }
+
     /// Splits `KEY=VALUE`; the key must start with `NCCL_`.
     pub fn split_pair(s: &str) -> Result<(String, String), String> {
         let (k, v) = s.split_once('=').ok_or_else(|| format!("--nccl {s}: expected KEY=VALUE"))?;
@@ -455,6 +469,46 @@ impl NcclEnv {
             return Err(format!("--nccl {s}: `{k}` is not an NCCL_* variable"));
         }
         Ok((k.to_string(), v.to_string()))
+    }
+}
+
+/// The tuner NCCL_TUNER_CONFIG_FILE and NCCL_TUNER_PLUGIN give: the file in the example
+/// plugin's format; with the example plugin named and no file, its default `nccl_tuner.conf`
+/// where there is one (an empty configuration otherwise: the plugin still sets one channel).
+fn tuner(
+    given: &BTreeMap<String, String>,
+) -> Result<Option<std::sync::Arc<super::tuner::Tuner>>, EnvError> {
+    use super::tuner::{Tuner, names_example_plugin};
+    let example = given.get("NCCL_TUNER_PLUGIN").is_some_and(|p| names_example_plugin(p));
+    match given.get("NCCL_TUNER_CONFIG_FILE") {
+        Some(f) if f.trim().is_empty() => Err(EnvError {
+            key: "NCCL_TUNER_CONFIG_FILE".into(),
+            value: f.clone(),
+            reason: "names no file".into(),
+        }),
+        Some(f) => Tuner::load(f, example).map(Some).map_err(|reason| EnvError {
+            key: "NCCL_TUNER_CONFIG_FILE".into(),
+            value: f.clone(),
+            reason,
+        }),
+        None if example => {
+            let f = "nccl_tuner.conf";
+            if std::path::Path::new(f).is_file() {
+                Tuner::load(f, true).map(Some).map_err(|reason| EnvError {
+                    key: "NCCL_TUNER_CONFIG_FILE".into(),
+                    value: f.into(),
+                    reason,
+                })
+            } else {
+                let none = Tuner {
+                    file: format!("{f} (not found)"),
+                    rows: Vec::new(),
+                    example_binary: true,
+                };
+                Ok(Some(std::sync::Arc::new(none)))
+            }
+        }
+        None => Ok(None),
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod aws_tuner;
 pub mod env;
 pub mod search;
+pub mod tuner;
 pub mod tuning;
 
 use crate::hw::{Arch, Cluster, GpuId, NicId, NodeId, PathType, Vertex};
@@ -32,6 +33,20 @@ pub struct CommSummary {
     pub nccl_tables: &'static str,
     /// NCCL_* variables given but not used by the model.
     pub ignored_nccl: Vec<String>,
+    /// NCCL_TUNER_CONFIG_FILE's rows, if one was given.
+    #[serde(serialize_with = "ser_tuner")]
+    pub tuner: Option<std::sync::Arc<tuner::Tuner>>,
+    /// What the tuner file's rows do not do here, a line each (rows skipped or passed over).
+    pub tuner_notes: Vec<String>,
+    /// The instance's own tuner plugin in use (a topology's `nccl_tuner`), if any.
+    pub preset_tuner: Option<String>,
+}
+
+fn ser_tuner<S: serde::Serializer>(
+    t: &Option<std::sync::Arc<tuner::Tuner>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&t.as_deref(), s)
 }
 
 /// The collectives nccl-tests runs.
@@ -324,6 +339,22 @@ pub struct Communicator {
     /// GPUs each process drives (nccl-tests `-g`; 1 under torchrun and mpirun).
     gpus_per_process: usize,
     nvls_layout: NvlsLayout,
+    /// The instance's own tuner plugin (a topology's `nccl_tuner`), where NCCL would load it.
+    preset_tuner: Option<aws_tuner::AwsPlatform>,
+}
+
+/// The tuner plugin a topology's `nccl_tuner` names: `aws-ofi-nccl/INSTANCE` (the region tuner
+/// aws-ofi-nccl's net plugin carries, on by default from its 1.16.0, [`aws_tuner`]).
+pub fn preset_tuner(name: &str) -> Result<aws_tuner::AwsPlatform, String> {
+    let (plugin, instance) = name.split_once('/').unwrap_or((name, ""));
+    if plugin != "aws-ofi-nccl" {
+        return Err(format!(
+            "unknown tuner plugin `{plugin}` (collsim models aws-ofi-nccl/INSTANCE)"
+        ));
+    }
+    aws_tuner::AwsPlatform::from_instance_type(instance).ok_or_else(|| {
+        format!("aws-ofi-nccl's region tuner has no regions collsim carries for `{instance}` (p5.48xlarge, p5e.48xlarge)")
+    })
 }
 
 /// How NCCL lays out NVLS and NVLSTree calls (`ncclNvlsTuning`, NVIDIA/nccl 2.30.7
@@ -538,6 +569,14 @@ impl Communicator {
             sharp: spec.network.sharp,
             gpus_per_process: 1,
             nvls_layout: NvlsLayout::new(cluster, env),
+            // NCCL loads the net plugin's tuner only where NCCL_TUNER_PLUGIN names no other
+            // (src/plugin/tuner.cc); a tuner file is the example plugin's.
+            preset_tuner: match spec.nccl_tuner.as_deref() {
+                Some(t) if env.tuner.is_none() && !env.given.contains_key("NCCL_TUNER_PLUGIN") => {
+                    preset_tuner(t).ok()
+                }
+                _ => None,
+            },
         })
     }
 
@@ -600,6 +639,12 @@ impl Communicator {
         &self.tuning
     }
 
+    /// The instance's own tuner plugin in use, if any (a topology's `nccl_tuner`, where no
+    /// NCCL_TUNER_PLUGIN or tuner file replaces it).
+    pub fn preset_tuner(&self) -> Option<aws_tuner::AwsPlatform> {
+        self.preset_tuner
+    }
+
     /// The environment the communicator was built under.
     pub fn env(&self) -> &NcclEnv {
         &self.env
@@ -622,7 +667,29 @@ impl Communicator {
             .into_iter()
             .filter(|a| tuning::algos_for(coll).contains(a))
             .collect();
-        let nccl = self.tuning.choose(coll, bytes, &allowed, &protos);
+        // A tuner plugin's configuration goes after the cost table (ncclGetAlgoInfo): its row's
+        // pair, where NCCL has not marked it ignored, costs nothing, so NCCL picks it.
+        let usable = |a: Algo, p: Proto| {
+            allowed.contains(&a)
+                && protos.contains(&p)
+                && self.tuning.time_us(coll, a, p, bytes).is_some()
+        };
+        let tuner = match (&self.env.tuner, self.preset_tuner) {
+            (Some(t), _) => t.apply(coll, bytes, self.nnodes, self.nranks(), usable),
+            (None, Some(platform)) => {
+                aws_tuner::choice_where(platform, coll, bytes, self.nranks(), self.nnodes, usable)
+                    .map(|c| tuner::TunerHit {
+                        line: None,
+                        choice: Some((c.algo, c.proto)),
+                        channels: c.nchannels,
+                    })
+            }
+            (None, None) => None,
+        };
+        let nccl = match tuner.and_then(|h| h.choice) {
+            Some((a, p)) => Some((a, p, 0.0)),
+            None => self.tuning.choose(coll, bytes, &allowed, &protos),
+        };
         let modelled: Vec<Algo> =
             allowed.iter().copied().filter(|&a| simulated(coll, a, self.nnodes)).collect();
         let (algo, proto) = match nccl {
@@ -632,11 +699,31 @@ impl Communicator {
                 .choose(coll, bytes, &modelled, &protos)
                 .map_or((Algo::Ring, Proto::Simple), |(a, p, _)| (a, p)),
         };
-        let nchannels = match algo {
-            Algo::Nvls | Algo::NvlsTree => self.nvls_channels(),
-            _ => self.channels_for(bytes, proto),
+        let nvls = matches!(algo, Algo::Nvls | Algo::NvlsTree);
+        let own = if nvls { self.nvls_channels() } else { self.channels_for(bytes, proto) };
+        // The tuner's channels replace NCCL's (info->nMaxChannels), within the communicator's
+        // and, for ring and tree work, 32 KiB of traffic a channel (scheduleCollTasksToPlan);
+        // where collsim runs another algorithm than the tuner's, its own count stands.
+        let nchannels = match tuner.and_then(|h| h.channels) {
+            Some(c)
+                if nccl.is_some_and(|(a, p, _)| (a, p) == (algo, proto))
+                    || tuner.is_some_and(|h| h.choice.is_none()) =>
+            {
+                if nvls {
+                    c.min(self.nvls_channels())
+                } else {
+                    c.min(self.channels.len().max(1)).min(traffic_channels(bytes))
+                }
+            }
+            _ => own,
         };
-        Selection { algo, proto, nchannels, nccl_choice: nccl.map(|(a, p, _)| (a, p)) }
+        Selection {
+            algo,
+            proto,
+            nchannels,
+            nccl_choice: nccl.map(|(a, p, _)| (a, p)),
+            tuner_line: tuner.and_then(|h| h.line),
+        }
     }
 
     /// Why NCCL would not run `algo`/`proto` for `coll` here (None: it is enabled).
@@ -735,9 +822,7 @@ impl Communicator {
         while nc > 1 && bytes < nc * nt * threshold {
             nc -= 1;
         }
-        let traffic = bytes.saturating_mul(2);
-        let by_traffic = traffic.div_ceil(32 * 1024).max(1);
-        nc.min(by_traffic) as usize
+        nc.min(traffic_channels(bytes) as u64) as usize
     }
 
     /// How data moves inside a node (P2P or SHM, GPUDirect RDMA or staging).
@@ -782,6 +867,12 @@ impl Communicator {
     }
 }
 
+/// The most channels a call of `bytes` is spread over: 32 KiB of traffic (twice the bytes)
+/// each at least (`MinTrafficPerChannel`, scheduleCollTasksToPlan in `src/enqueue.cc`).
+fn traffic_channels(bytes: u64) -> usize {
+    bytes.saturating_mul(2).div_ceil(32 * 1024).max(1).min(usize::MAX as u64) as usize
+}
+
 /// The per-call decision.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Selection {
@@ -794,6 +885,8 @@ pub struct Selection {
     /// What NCCL's cost model picks among everything enabled (it may be an algorithm collsim
     /// does not simulate yet).
     pub nccl_choice: Option<(Algo, Proto)>,
+    /// The line of NCCL_TUNER_CONFIG_FILE whose row set the algorithm and protocol, if one did.
+    pub tuner_line: Option<usize>,
 }
 
 #[cfg(test)]

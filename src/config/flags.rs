@@ -84,8 +84,14 @@ impl Flags {
         let mut flagged: Vec<(String, String)> = Vec::new();
         for kv in &self.nccl {
             let (k, v) = NcclEnv::split_pair(kv).map_err(usage)?;
-            NcclEnv::from_pairs([(k.as_str(), v.as_str())])
-                .map_err(|e| usage(format!("--nccl {e}")))?;
+            // A tuner file's bad row is bad input; a bad value as typed is a misused flag.
+            NcclEnv::from_pairs([(k.as_str(), v.as_str())]).map_err(|e| {
+                if NcclEnv::is_file_error(&e) {
+                    FlagError::Input(format!("--nccl {e}"))
+                } else {
+                    usage(format!("--nccl {e}"))
+                }
+            })?;
             flagged.retain(|(key, _)| *key != k);
             flagged.push((k, v));
         }

@@ -28,7 +28,7 @@ pub use scenario::{
 };
 pub use topology::{
     INSTANCE_TYPES, TopologySource, gpu_library, parse_topology, parse_transports, preset_for,
-    preset_names, resolve_topology, topology_text,
+    preset_names, resolve_topology, topology_text, transport_library,
 };
 
 use std::path::Path;

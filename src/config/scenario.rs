@@ -436,7 +436,18 @@ fn ddp_workload(
         }
         (_, c) => c.unwrap_or_default(),
     };
+    let backend = match &w.backend {
+        None => crate::workload::ddp::Backend::Nccl,
+        Some(b) => src.check("workload.backend", b, |b| match b.as_str() {
+            "nccl" => Ok(crate::workload::ddp::Backend::Nccl),
+            "gloo" if kind == "ddp" && parallel.is_none() => Ok(crate::workload::ddp::Backend::Gloo),
+            "gloo" => Err("collsim models Gloo under DistributedDataParallel (kind = \"ddp\" without [workload.parallel]); FSDP, ZeRO and 3-D layouts run on NCCL here".to_string()),
+            "mpi" | "ucc" => Err(format!("{b:?}: not modelled (nccl or gloo; docs/training.md says what the {b} backend would need)")),
+            _ => Err(format!("{b:?}: expected nccl or gloo")),
+        })?,
+    };
     let spec = Spec {
+        backend,
         model,
         micro_batch,
         grad_accumulation,
@@ -1924,6 +1935,13 @@ pub(crate) fn parse_nccl(
                     format!("nccl.{k}: give the value as a string or an integer"),
                 ));
             }
+        };
+        // A tuner file a scenario names is beside the scenario, as its other files are (on
+        // the command line, --nccl's is relative to the working directory, as NCCL's is).
+        let value = if k == "NCCL_TUNER_CONFIG_FILE" && Path::new(&value).is_relative() {
+            beside(src, &value).display().to_string()
+        } else {
+            value
         };
         // A bad value is reported here, where its line is known (the whole environment is
         // parsed again when the cluster is built).

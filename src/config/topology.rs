@@ -885,8 +885,15 @@ pub fn parse_topology(file: &str, text: &str) -> Result<NodeSpec, ConfigError> {
             date: src.check("price.date", &p.date, |d| super::check_date(d).map(|()| d.clone()))?,
         }),
     };
+    let nccl_tuner = match &raw.nccl_tuner {
+        None => None,
+        Some(t) => {
+            Some(src.check("nccl_tuner", t, |t| crate::comm::preset_tuner(t).map(|_| t.clone()))?)
+        }
+    };
     Ok(NodeSpec {
         price,
+        nccl_tuner,
         name: raw.name.into_inner(),
         description: raw.description.map(Spanned::into_inner).unwrap_or_default(),
         gpu,

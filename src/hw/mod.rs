@@ -338,6 +338,9 @@ pub struct NodeSpec {
     pub network: NetworkSpec,
     /// Hourly price of one node, where public.
     pub price: Option<Price>,
+    /// The NCCL tuner plugin the instance runs by default (`"aws-ofi-nccl/p5.48xlarge"`: the
+    /// region tuner inside aws-ofi-nccl's net plugin), checked when the topology is read.
+    pub nccl_tuner: Option<String>,
 }
 
 /// Hourly price of one node (or cloud instance), in US dollars.

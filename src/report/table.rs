@@ -66,6 +66,9 @@ impl SimFormat for Table {
                 }
             }
         )?;
+        if let Some(t) = &c.preset_tuner {
+            writeln!(out, "tuner: {t}")?;
+        }
         writeln!(out)?;
         // A fitted profile gives each time its error band.
         let banded = r.profile.correction.is_some();
@@ -75,9 +78,11 @@ impl SimFormat for Table {
         let ws = width(10, sizes.iter().map(String::as_str));
         let wa = width(5, r.rows.iter().map(|x| x.algo));
         let wp = width(7, r.rows.iter().map(|x| x.proto));
+        // A tuner file adds the line of the row that set each size.
+        let tuned = c.tuner.is_some();
         writeln!(
             out,
-            "{:>ws$} {:>12} {:>11}{} {:>9} {:>9}  {:<wa$} {:<wp$} {:>3}  NCCL would pick",
+            "{:>ws$} {:>12} {:>11}{} {:>9} {:>9}  {:<wa$} {:<wp$} {:>3}  {}NCCL would pick",
             "size",
             "count",
             "time(us)",
@@ -86,7 +91,8 @@ impl SimFormat for Table {
             "busbw",
             "algo",
             "proto",
-            "ch"
+            "ch",
+            if tuned { "tuner  " } else { "" }
         )?;
         let mut other = false;
         for (row, sz) in r.rows.iter().zip(&sizes) {
@@ -101,9 +107,14 @@ impl SimFormat for Table {
             } else {
                 String::new()
             };
+            let line = match (tuned, row.tuner_line) {
+                (false, _) => String::new(),
+                (true, Some(l)) => format!("{:>5}  ", l),
+                (true, None) => format!("{:>5}  ", "-"),
+            };
             writeln!(
                 out,
-                "{:>ws$} {:>12} {:>11.2}{} {:>9.2} {:>9.2}  {:<wa$} {:<wp$} {:>3}  {}",
+                "{:>ws$} {:>12} {:>11.2}{} {:>9.2} {:>9.2}  {:<wa$} {:<wp$} {:>3}  {}{}",
                 sz,
                 row.count,
                 row.time_us,
@@ -113,6 +124,7 @@ impl SimFormat for Table {
                 row.algo,
                 row.proto,
                 row.channels,
+                line,
                 pick
             )?;
         }
@@ -128,8 +140,65 @@ impl SimFormat for Table {
                 "* NCCL's cost model would choose an algorithm collsim does not time yet; it times the best one it models (Ring, one-node NVLS)"
             )?;
         }
+        if let Some(t) = &c.tuner {
+            writeln!(out)?;
+            for line in tuner_lines(t, &c.tuner_notes, r.rows) {
+                writeln!(out, "{line}")?;
+            }
+        }
         Ok(())
     }
+}
+
+/// Which sizes each row of the tuner file set, the sizes none did, and the file's notes.
+pub fn tuner_lines(
+    t: &crate::comm::tuner::Tuner,
+    notes: &[String],
+    rows: &[crate::workload::sweep::Row],
+) -> Vec<String> {
+    let reading = if t.example_binary {
+        "as NCCL's example tuner plugin's binary reads it"
+    } else {
+        "NCCL's example tuner plugin's format"
+    };
+    let mut out = vec![format!(
+        "tuner: {} ({reading}, {} row(s)); column tuner: the line whose row set the size's algorithm and protocol",
+        t.file,
+        t.rows.len()
+    )];
+    // Runs of consecutive sizes with the same line, as "8 B to 64 KiB".
+    let runs = |line: Option<usize>| -> Vec<String> {
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        let mut prev = false;
+        for row in rows {
+            let here = row.tuner_line == line;
+            match spans.last_mut() {
+                Some(last) if here && prev => last.1 = row.size_bytes,
+                _ if here => spans.push((row.size_bytes, row.size_bytes)),
+                _ => {}
+            }
+            prev = here;
+        }
+        spans
+            .iter()
+            .map(|&(a, b)| if a == b { size(a) } else { format!("{} to {}", size(a), size(b)) })
+            .collect()
+    };
+    for r in &t.rows {
+        let set = runs(Some(r.line));
+        out.push(format!(
+            "  line {:>3}  {}: {}",
+            r.line,
+            r.describe(),
+            if set.is_empty() { "no size".to_string() } else { set.join(", ") }
+        ));
+    }
+    let none = runs(None);
+    if !none.is_empty() {
+        out.push(format!("  no row: {} (NCCL's own choice)", none.join(", ")));
+    }
+    out.extend(notes.iter().map(|n| format!("  {n}")));
+    out
 }
 
 impl ValidationFormat for Table {

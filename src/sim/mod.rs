@@ -154,7 +154,38 @@ fn summary(comm: &Communicator, env: &NcclEnv) -> CommSummary {
         cuda_channels: comm.channels().len(),
         nccl_tables: env.version.tables(),
         ignored_nccl: env.ignored.clone(),
+        tuner: env.tuner.clone(),
+        tuner_notes: tuner_notes(comm, env),
+        preset_tuner: comm.preset_tuner().and(comm_spec_tuner(comm)),
     }
+}
+
+/// The topology's `nccl_tuner`, as it names the plugin.
+fn comm_spec_tuner(comm: &Communicator) -> Option<String> {
+    comm.preset_tuner().map(|p| match p {
+        crate::comm::aws_tuner::AwsPlatform::P5 => {
+            "aws-ofi-nccl's region tuner for p5.48xlarge (its net plugin's, on by default from 1.16.0; NCCL_TUNER_PLUGIN naming another replaces it)".to_string()
+        }
+    })
+}
+
+/// What the report says of the tuner file beyond the sizes its rows set: the file's own notes,
+/// and each row whose algorithm and protocol NCCL has off here (it is passed over).
+fn tuner_notes(comm: &Communicator, env: &NcclEnv) -> Vec<String> {
+    let Some(t) = &env.tuner else { return Vec::new() };
+    let mut notes = t.notes();
+    for r in t.read_rows() {
+        if let Some(why) = comm.disabled_reason(r.coll, r.algo, r.proto) {
+            notes.push(format!(
+                "{}:{}: {}/{} is off here ({why}): NCCL passes over the row",
+                t.file,
+                r.line,
+                r.algo.name(),
+                r.proto.name()
+            ));
+        }
+    }
+    notes
 }
 
 /// The scenario's `[[background]]` traffic on `machine`.

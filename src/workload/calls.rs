@@ -57,6 +57,11 @@ pub struct CallsFile {
     pub calls: Vec<Call>,
 }
 
+/// The bytes of a barrier: NCCL's all-reduce of one float (`ProcessGroupNCCL::barrier` in
+/// PyTorch's `torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp` sums a one-element float
+/// tensor on each rank's device, then waits for it on the host).
+pub const BARRIER_BYTES: u64 = 4;
+
 /// One entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
@@ -111,6 +116,18 @@ pub enum NcclOp {
         bytes: u64,
         /// Element type.
         dtype: String,
+        /// Its span's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Its process group, if not every rank.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<GroupShape>,
+    },
+    /// `torch.distributed.barrier()`: on NCCL an all-reduce of one float (ProcessGroupNCCL's
+    /// `barrier` sums a one-element tensor), timed as that.
+    Barrier {
+        /// Always true.
+        barrier: bool,
         /// Its span's name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
@@ -270,6 +287,26 @@ pub(crate) fn to_work(
                             secs: Secs::new(us(i, &format!("nccl[{k}].hook_us"), *hook_us)?),
                             name: name.clone().unwrap_or_else(|| "hook".into()),
                         },
+                        NcclOp::Barrier { name, group, .. } => {
+                            let group = match group {
+                                None => super::parallel::Group::World,
+                                Some(g) => {
+                                    let block = g.size.unwrap_or(1).checked_mul(g.stride.max(1));
+                                    match world.or(block) {
+                                        Some(w) => g.on(w),
+                                        None => Err(format!("group: {} ranks {} apart, more ranks than there can be", g.size.unwrap_or(1), g.stride)),
+                                    }
+                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?
+                                }
+                            };
+                            Op::Coll {
+                                group,
+                                collective: Collective::AllReduce,
+                                bytes: Bytes::new(BARRIER_BYTES),
+                                dtype: DataType::Float,
+                                name: name.clone().unwrap_or_else(|| "barrier".into()),
+                            }
+                        }
                         NcclOp::Collective { collective, bytes, dtype, name, group } => {
                             let c = Collective::parse(collective).ok_or_else(|| {
                                 format!("calls[{i}].nccl[{k}].collective: unknown collective {collective:?} (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv)")
@@ -346,7 +383,9 @@ pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet
     for (i, c) in calls.iter().enumerate() {
         let Call::Nccl { nccl, .. } = c else { continue };
         for (k, op) in nccl.iter().enumerate() {
-            if let NcclOp::Collective { group: Some(g), name, .. } = op {
+            if let NcclOp::Collective { group: Some(g), name, .. }
+            | NcclOp::Barrier { group: Some(g), name, .. } = op
+            {
                 let g =
                     g.on(world).map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?;
                 if g != Group::World {
@@ -363,8 +402,10 @@ pub fn groups(calls: &[Call], world: usize) -> Result<std::collections::BTreeSet
 pub fn runs_on_world(calls: &[Call], world: usize) -> bool {
     calls.iter().any(|c| match c {
         Call::Nccl { nccl, .. } => nccl.iter().any(|op| match op {
-            NcclOp::Collective { group: None, .. } => true,
-            NcclOp::Collective { group: Some(g), .. } => g.on(world) == Ok(Group::World),
+            NcclOp::Collective { group: None, .. } | NcclOp::Barrier { group: None, .. } => true,
+            NcclOp::Collective { group: Some(g), .. } | NcclOp::Barrier { group: Some(g), .. } => {
+                g.on(world) == Ok(Group::World)
+            }
             _ => false,
         }),
         _ => false,
@@ -424,7 +465,7 @@ pub(crate) fn diagnose(v: &serde_json::Value) -> Option<String> {
         ("drain", &[("drain", field::<bool>)]),
         ("idle_until_us", &[("idle_until_us", field::<f64>)]),
     ];
-    let ops: [(&str, &[(&str, Check)]); 2] = [
+    let ops: [(&str, &[(&str, Check)]); 3] = [
         (
             "collective",
             &[
@@ -436,6 +477,14 @@ pub(crate) fn diagnose(v: &serde_json::Value) -> Option<String> {
             ],
         ),
         ("hook_us", &[("hook_us", field::<f64>), ("name", field::<Option<String>>)]),
+        (
+            "barrier",
+            &[
+                ("barrier", field::<bool>),
+                ("name", field::<Option<String>>),
+                ("group", field::<Option<GroupShape>>),
+            ],
+        ),
     ];
     // An object of one of `kinds`, checked key by key.
     let check = |x: &Value, at: &str, kinds: &[(&str, &[(&str, Check)])]| -> Result<(), String> {
@@ -554,6 +603,7 @@ mod tests {
                         group,
                     },
                     NcclOp::Hook { hook_us: 1.0, name: Some("h".into()) },
+                    NcclOp::Barrier { barrier: true, name: Some("b".into()), group },
                 ],
                 slowdown: Some(0.1),
                 stream: Some(1),
@@ -565,6 +615,37 @@ mod tests {
         let f = CallsFile { collsim_calls: VERSION, ranks: Some(8), calls };
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(diagnose(&v), None);
+    }
+
+    #[test]
+    fn a_barrier_is_ncclss_all_reduce_of_one_float() {
+        let text = r#"{"collsim_calls": 1, "calls": [{"compute_us": 10},
+            {"nccl": [{"barrier": true}]}, {"drain": true}]}"#;
+        let f = parse("b.json", text).unwrap();
+        let work = to_work(&f.calls, Slowdown::Fixed(0.0), None).unwrap();
+        let posted: Vec<_> = work
+            .iter()
+            .filter_map(|w| match w {
+                Work::Post(b) => Some(b.ops.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(posted.len(), 1);
+        match &posted[0][0] {
+            Op::Coll { collective, bytes, dtype, name, group } => {
+                assert_eq!(
+                    (*collective, bytes.get(), *dtype, name.as_str(), *group),
+                    (
+                        Collective::AllReduce,
+                        BARRIER_BYTES,
+                        DataType::Float,
+                        "barrier",
+                        Group::World
+                    )
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -702,7 +702,7 @@ mod tests {
             .filter_map(|c| match c {
                 Call::Nccl { nccl, .. } => match &nccl[0] {
                     NcclOp::Collective { group, .. } => Some(*group),
-                    NcclOp::Hook { .. } => None,
+                    NcclOp::Hook { .. } | NcclOp::Barrier { .. } => None,
                 },
                 _ => None,
             })
@@ -864,7 +864,7 @@ mod tests {
         let bytes = |c: &Chakra| match &c.file.calls[0] {
             Call::Nccl { nccl, .. } => match &nccl[0] {
                 NcclOp::Collective { bytes, .. } => *bytes,
-                NcclOp::Hook { .. } => 0,
+                NcclOp::Hook { .. } | NcclOp::Barrier { .. } => 0,
             },
             _ => 0,
         };

@@ -531,9 +531,23 @@ impl InputRate {
     }
 }
 
+/// The process group's backend (`torch.distributed.init_process_group(backend=...)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// NCCL: the collectives on the GPUs, over NVLink and GPUDirect RDMA.
+    #[default]
+    Nccl,
+    /// Gloo: each collective copied to host memory, run over TCP, copied back
+    /// ([`crate::collective::gloo`]).
+    Gloo,
+}
+
 /// A DDP training step to simulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DdpSpec {
+    /// The process group's backend.
+    pub backend: Backend,
     /// The model, with its gradient dtype.
     pub model: Model,
     /// Samples per GPU per micro-step.
@@ -656,6 +670,7 @@ impl DdpSpec {
     /// A step replayed from a list of calls ([`super::calls`]), named `name`.
     pub fn replay(name: String, calls: Vec<super::calls::Call>) -> DdpSpec {
         DdpSpec {
+            backend: Default::default(),
             model: Model { name, layers: Vec::new(), grad_dtype: DataType::Float, buffer_bytes: 0 },
             micro_batch: 1,
             grad_accumulation: 1,
@@ -2711,6 +2726,7 @@ mod tests {
 
     fn spec(model: Model) -> DdpSpec {
         DdpSpec {
+            backend: Default::default(),
             model,
             micro_batch: 8,
             grad_accumulation: 1,

@@ -669,6 +669,7 @@ mod tests {
                 Call::Nccl { nccl, .. } => match &nccl[0] {
                     NcclOp::Collective { collective, bytes, .. } => format!("{collective} {bytes}"),
                     NcclOp::Hook { .. } => "hook".into(),
+                    NcclOp::Barrier { .. } => "barrier".into(),
                 },
                 Call::Wait { wait } => format!("wait {wait}"),
                 Call::Drain { .. } => "drain".into(),

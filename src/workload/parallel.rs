@@ -1752,6 +1752,7 @@ mod tests {
 
     fn spec(model: Model, k: u64) -> DdpSpec {
         DdpSpec {
+            backend: Default::default(),
             model,
             micro_batch: 2,
             grad_accumulation: k,

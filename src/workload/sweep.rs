@@ -117,6 +117,8 @@ pub struct Row {
     pub nccl_proto: &'static str,
     /// How it was simulated: "detailed" (every rank, channel and chunk) or "aggregated".
     pub simulated: &'static str,
+    /// The line of NCCL_TUNER_CONFIG_FILE whose row set the algorithm and protocol, if one did.
+    pub tuner_line: Option<usize>,
 }
 
 impl Row {
@@ -279,6 +281,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
             None => "-",
         },
         simulated: run.form.name(),
+        tuner_line: sel.tuner_line,
     }
 }
 

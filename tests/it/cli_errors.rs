@@ -1571,3 +1571,43 @@ fn every_subcommand_shows_examples_that_run() {
     }
     assert!(ran >= 12, "{ran} examples ran");
 }
+
+#[test]
+fn a_bad_tuner_row_is_one_line_naming_the_file_line_and_field() {
+    let bad = tmp(
+        "tuner-bad.csv",
+        "# rows\nallreduce,0,98304,tree,ll,-1\nallreduce,98305,12MB,ring,ll128,-1\n",
+    );
+    let at = format!("{}:3: max_bytes `12MB`: expected a whole number of bytes", bad.display());
+    let flag = format!("NCCL_TUNER_CONFIG_FILE={}", bad.display());
+    // A file's contents are input (exit 1), on the command line as in a scenario.
+    fails_with(&["simulate", "scenarios/quickstart.toml", "--nccl", &flag], &[&at]);
+    let upper = tmp("tuner-upper.csv", "allreduce,0,100,Tree,ll,-1\n");
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/quickstart.toml",
+            "--nccl",
+            &format!("NCCL_TUNER_CONFIG_FILE={}", upper.display()),
+        ],
+        &["tuner-upper.csv:1: algorithm `Tree`", "write `tree`"],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/quickstart.toml",
+            "--nccl",
+            "NCCL_TUNER_CONFIG_FILE=no/such/tuner.csv",
+        ],
+        &["NCCL_TUNER_CONFIG_FILE=no/such/tuner.csv: cannot read it"],
+    );
+    // In a scenario the file is beside it, and the error names the scenario's line too.
+    let s = tmp(
+        "tuned.toml",
+        "[cluster]\ntopology = \"dgx-h100\"\nnodes = 1\n\n[workload]\ncollective = \"all_reduce\"\nmin_bytes = \"8 B\"\nmax_bytes = \"1 MiB\"\n\n[nccl]\nNCCL_TUNER_CONFIG_FILE = \"tuner-bad.csv\"\n",
+    );
+    fails_with(
+        &["simulate", s.to_str().unwrap()],
+        &["tuned.toml:11:", "tuner-bad.csv:3: max_bytes `12MB`"],
+    );
+}

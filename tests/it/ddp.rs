@@ -69,6 +69,7 @@ proptest! {
     ) {
         let input = node_rate.map(InputRate::PerNode);
         let spec = DdpSpec {
+            backend: Default::default(),
             model: model(&layers),
             micro_batch: 4,
             grad_accumulation: accumulation,

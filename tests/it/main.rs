@@ -2,6 +2,7 @@
 //! against real nccl-tests logs.
 
 mod accuracy;
+mod backends;
 mod blackwell;
 mod calibrate;
 mod cli_errors;

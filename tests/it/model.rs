@@ -65,8 +65,13 @@ fn ring_allreduce_on_an_idle_uniform_ring_matches_the_closed_form() {
     let b = 18.0 * 20.6e9;
     for (bytes, step_us) in [(8u64 * 16 * 1024, 3.0), (8 * 4096, 1.0), (8 * 32 * 1024, 0.0)] {
         let step = Time::from_us_f64(step_us);
-        let sel =
-            Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
+        let sel = Selection {
+            algo: Algo::Ring,
+            proto: Proto::Simple,
+            nchannels: 1,
+            nccl_choice: None,
+            tuner_line: None,
+        };
         let run = run_call(
             Collective::AllReduce,
             &cluster,
@@ -96,6 +101,7 @@ fn agree(preset: &str, nodes: usize, g: usize, bytes: u64, proto: Proto, tol: f6
         proto,
         nchannels: comm.channels_for(bytes, proto),
         nccl_choice: None,
+        tuner_line: None,
     };
     let d = run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
     let a = run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Aggregated);
@@ -162,8 +168,13 @@ fn the_sending_cta_pays_its_sync_before_the_next_step() {
             Arch::Hopper,
             GpuParams { sync: [Time::from_us_f64(s_us); 3], ..GpuParams::NOMINAL },
         )];
-        let sel =
-            Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
+        let sel = Selection {
+            algo: Algo::Ring,
+            proto: Proto::Simple,
+            nchannels: 1,
+            nccl_choice: None,
+            tuner_line: None,
+        };
         let run =
             run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
         let t = bytes as f64 / n / b;
@@ -179,7 +190,13 @@ fn nvlink_efficiency_stretches_the_wire_time() {
     // A large LL128 AllReduce on one node is bound by NVLink: halving the protocol's NVLink
     // efficiency nearly doubles the time.
     let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
-    let sel = Selection { algo: Algo::Ring, proto: Proto::LL128, nchannels: 24, nccl_choice: None };
+    let sel = Selection {
+        algo: Algo::Ring,
+        proto: Proto::LL128,
+        nchannels: 24,
+        nccl_choice: None,
+        tuner_line: None,
+    };
     let time = |eff: f64| {
         let mut p = params(Time::ZERO);
         let mut g = GpuParams::NOMINAL;
@@ -207,6 +224,7 @@ fn ring_all_gather_and_reduce_scatter_match_their_closed_form() {
                 proto: Proto::Simple,
                 nchannels: 1,
                 nccl_choice: None,
+                tuner_line: None,
             };
             let p = params(Time::from_us_f64(step_us));
             let run = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
@@ -231,6 +249,7 @@ fn nvls_detailed_and_aggregated_agree() {
             proto: Proto::Simple,
             nchannels: comm.nvls_channels(),
             nccl_choice: None,
+            tuner_line: None,
         };
         let d =
             run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
@@ -250,8 +269,20 @@ fn nvls_moves_less_than_the_ring_on_eight_gpus() {
     let (cluster, comm) = setup("dgx-h100", 1, 8, &[]);
     let p = params(Time::ZERO);
     let bytes = 1u64 << 30;
-    let nv = Selection { algo: Algo::Nvls, proto: Proto::Simple, nchannels: 16, nccl_choice: None };
-    let rg = Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 24, nccl_choice: None };
+    let nv = Selection {
+        algo: Algo::Nvls,
+        proto: Proto::Simple,
+        nchannels: 16,
+        nccl_choice: None,
+        tuner_line: None,
+    };
+    let rg = Selection {
+        algo: Algo::Ring,
+        proto: Proto::Simple,
+        nchannels: 24,
+        nccl_choice: None,
+        tuner_line: None,
+    };
     let t_nvls =
         run_call(Collective::AllReduce, &cluster, &comm, bytes, 4, &nv, &p, Mode::Aggregated);
     let t_ring =
@@ -288,7 +319,13 @@ fn broadcast_and_reduce_chains() {
     let n = 8.0;
     let b = 18.0 * 20.6e9;
     let bytes = 64 * 1024u64;
-    let sel = Selection { algo: Algo::Ring, proto: Proto::Simple, nchannels: 1, nccl_choice: None };
+    let sel = Selection {
+        algo: Algo::Ring,
+        proto: Proto::Simple,
+        nchannels: 1,
+        nccl_choice: None,
+        tuner_line: None,
+    };
     for coll in [Collective::Broadcast, Collective::Reduce] {
         let p = params(Time::from_us_f64(2.0));
         let run = run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, Mode::Detailed);
@@ -622,7 +659,8 @@ fn a_gpus_proxy_handles_its_network_messages_one_at_a_time() {
     let p = parse_profile(DEFAULT_PROFILE.0, DEFAULT_PROFILE.1).unwrap();
     let (cluster, comm) = setup("polaris-a100-4gpu", 8, 4, &[]);
     let run = |nchannels: usize, proto: Proto, bytes: u64, mode: Mode| {
-        let sel = Selection { algo: Algo::Ring, proto, nchannels, nccl_choice: None };
+        let sel =
+            Selection { algo: Algo::Ring, proto, nchannels, nccl_choice: None, tuner_line: None };
         run_call(Collective::AllGather, &cluster, &comm, bytes, 4, &sel, &p, mode)
     };
     let one = run(1, Proto::LL, 64 << 10, Mode::Detailed).time.as_us();
@@ -641,7 +679,13 @@ fn a_gpus_proxy_handles_its_network_messages_one_at_a_time() {
             (Collective::AllGather, Proto::Simple, 16 << 20),
         ] {
             let nchannels = comm.channels().len();
-            let sel = Selection { algo: Algo::Ring, proto, nchannels, nccl_choice: None };
+            let sel = Selection {
+                algo: Algo::Ring,
+                proto,
+                nchannels,
+                nccl_choice: None,
+                tuner_line: None,
+            };
             let run = |mode| run_call(coll, &cluster, &comm, bytes, 4, &sel, &p, mode);
             let (d, a) = (run(Mode::Detailed), run(Mode::Aggregated));
             let rel = a.time.as_secs_f64() / d.time.as_secs_f64() - 1.0;
@@ -717,7 +761,8 @@ fn a_tree_step_crosses_the_network_as_one_message() {
     let comm = Communicator::new(&cluster, &NcclEnv::default()).unwrap();
     let nchannels = 2;
     let beyond_empty = |proto: Proto| {
-        let sel = Selection { algo: Algo::Tree, proto, nchannels, nccl_choice: None };
+        let sel =
+            Selection { algo: Algo::Tree, proto, nchannels, nccl_choice: None, tuner_line: None };
         let t = |bytes: u64| {
             let r = run_call(
                 Collective::AllReduce,

@@ -137,11 +137,26 @@ pub(crate) fn with_ddp<R>(
         f(&gpu, &count);
         budget.into_inner().map_or(Ok(()), |b| b.verdict()).map_err(Error::Step)?;
     }
+    // Gloo's collectives run on the host: copied over PCIe, summed and sent over TCP.
+    let gloo = (spec.backend == workload::ddp::Backend::Gloo)
+        .then(|| collective::gloo::GlooNet::of(cluster, comm.ppn()));
     let coll = |g: Group, c: collective::Collective, bytes: Bytes, dtype: workload::DataType| {
         let bytes = bytes.get();
         let Some((cluster, comm)) = on(g) else { return nothing() };
         if collective::in_place_no_op(comm.nranks(), c) {
             return nothing();
+        }
+        if let Some(net) = &gloo {
+            let algo = collective::gloo::GlooAlgo::Ring;
+            let t = collective::gloo::time(net, c, bytes, comm.nranks(), comm.nnodes(), algo);
+            let _ = (cluster, dtype);
+            return CollTime {
+                time: Time::from_secs_f64_ceil(t.total),
+                algo: algo.name(),
+                proto: "TCP",
+                channels: 0,
+                links: Vec::new(),
+            };
         }
         let g = match g {
             Group::StageTensor(_) => Group::Tensor,

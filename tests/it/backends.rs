@@ -1,0 +1,98 @@
+//! Process-group backends other than NCCL (issue #50): Gloo against NCCL on the same cluster.
+
+use collsim::collective::Collective;
+use collsim::collective::gloo::{self, GlooAlgo, GlooNet};
+use collsim::config::resolve_topology;
+use collsim::hw::Cluster;
+
+use super::collsim_ok;
+
+/// NCCL's time for one size on `topology`, µs, as `simulate` prints it.
+fn nccl_us(topology: &str, nodes: &str, bytes: &str) -> f64 {
+    let out = collsim_ok(&[
+        "simulate",
+        "--topology",
+        topology,
+        "--nodes",
+        nodes,
+        "--min-bytes",
+        bytes,
+        "--max-bytes",
+        bytes,
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["rows"][0]["time_us"].as_f64().unwrap()
+}
+
+#[test]
+fn a_gloo_all_reduce_of_100_mib_on_one_dgx_h100_is_at_least_ten_times_nccls() {
+    let (_, spec) = resolve_topology("dgx-h100", None).unwrap();
+    let cluster = Cluster::new(&spec, 1, 8);
+    let net = GlooNet::of(&cluster, 8);
+    let t = gloo::time(&net, Collective::AllReduce, 100 << 20, 8, 1, GlooAlgo::Ring);
+    let nccl = nccl_us("dgx-h100", "1", "100MiB");
+    let gloo_us = t.total * 1e6;
+    println!(
+        "100 MiB all-reduce on one DGX-H100: NCCL {nccl:.0} us, Gloo {gloo_us:.0} us ({:.0}x; copies {:.0} + {:.0} us, host {:.0} us)",
+        gloo_us / nccl,
+        t.d2h * 1e6,
+        t.h2d * 1e6,
+        t.host * 1e6
+    );
+    assert!(gloo_us >= 10.0 * nccl, "Gloo {gloo_us} us against NCCL {nccl} us");
+    // Each GPU copies over its own PCIe Gen5 link here, all at once: tens of GB/s, not NVLink's.
+    assert!(net.pcie > 20e9 && net.pcie < 64e9, "{net:?}");
+}
+
+#[test]
+fn gloos_tcp_figures_are_the_tcp_transports() {
+    let lib = collsim::config::transport_library().unwrap();
+    let tcp = lib.iter().find(|t| t.name == "tcp").unwrap();
+    assert_eq!(tcp.per_stream.unwrap().bytes_per_sec(), gloo::STREAM_RATE);
+    assert_eq!(tcp.message_overhead.as_secs_f64(), gloo::MESSAGE_OVERHEAD);
+}
+
+/// Each point's (iteration ms, comm ms, exposed ms) from a `--sweep` as JSON.
+fn points(args: &[&str]) -> Vec<(f64, f64, f64)> {
+    let mut all = vec!["simulate", "--format", "json"];
+    all.extend_from_slice(args);
+    let v: serde_json::Value = serde_json::from_str(&collsim_ok(&all)).unwrap();
+    v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let r = &p["result"];
+            let f = |k: &str| r[k].as_f64().unwrap();
+            (f("iteration_time_ms"), f("comm_ms"), f("exposed_comm_ms"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_ddp_step_on_gloo_exposes_more_and_the_gap_narrows_as_the_nic_gets_faster() {
+    // ResNet-50 on 4 DGX-A100s, NCCL then Gloo, each at a 10 and a 200 Gb/s NIC.
+    let p = points(&[
+        "scenarios/resnet50-dgx-a100-4node.toml",
+        "--sweep",
+        "workload.backend=nccl,gloo",
+        "--sweep",
+        "topology.nic.speed=10 Gb/s,200 Gb/s",
+    ]);
+    let [nccl_slow, nccl_fast, gloo_slow, gloo_fast] = [p[0], p[1], p[2], p[3]];
+    println!("nccl 10/200 Gb/s {nccl_slow:?} {nccl_fast:?}; gloo {gloo_slow:?} {gloo_fast:?}");
+    for (n, g) in [(nccl_slow, gloo_slow), (nccl_fast, gloo_fast)] {
+        assert!(g.2 > n.2 && g.1 > n.1, "Gloo exposes more: {g:?} against {n:?}");
+    }
+    // The step's gap: a slow NIC holds both back, but Gloo's one TCP stream and host copies
+    // much more; a fast NIC leaves Gloo's fixed costs, mostly hidden behind the backward.
+    let gap = |n: (f64, f64, f64), g: (f64, f64, f64)| g.0 / n.0;
+    assert!(
+        gap(nccl_fast, gloo_fast) < gap(nccl_slow, gloo_slow),
+        "step gap {} at 200 Gb/s against {} at 10",
+        gap(nccl_fast, gloo_fast),
+        gap(nccl_slow, gloo_slow)
+    );
+}
