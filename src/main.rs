@@ -306,9 +306,10 @@ struct SimulateArgs {
     /// with `kind = "trace"` to replay on another cluster.
     #[arg(long, value_name = "JSON")]
     export_calls: Option<PathBuf>,
-    /// Replay one rank's step from a PyTorch profiler (Kineto) JSON trace, a Chakra execution
-    /// trace (`NAME.RANK.et`, ASTRA-sim's input) or a list of calls: its compute kept, its
-    /// collectives timed on this cluster (--topology, --nodes).
+    /// Replay one rank's step from a PyTorch profiler (Kineto) JSON trace, an Nsight Systems
+    /// JSON export (`nsys export --type json`), a Chakra execution trace (`NAME.RANK.et`,
+    /// ASTRA-sim's input) or a list of calls: its compute kept, its collectives timed on this
+    /// cluster (--topology, --nodes).
     #[arg(long, value_name = "FILE")]
     workload_trace: Option<PathBuf>,
 }

@@ -3,8 +3,8 @@
 //! the NCCL stream. `simulate --export-calls` writes a simulated DDP or FSDP step so; a
 //! scenario with `kind = "trace"` and `calls = "FILE"` replays one, its compute kept and its
 //! collectives timed again on the scenario's cluster. A PyTorch profiler trace
-//! ([`super::kineto`]) or a Chakra execution trace ([`super::chakra`]) is read as one
-//! ([`read_step`]).
+//! ([`super::kineto`]), an Nsight Systems JSON export ([`super::nsys`]) or a Chakra execution
+//! trace ([`super::chakra`]) is read as one ([`read_step`]).
 //!
 //! The file is JSON:
 //!
@@ -537,12 +537,16 @@ pub fn parse(file: &str, text: &str) -> Result<CallsFile, String> {
 }
 
 /// A step from a file of any kind collsim replays (`file` names it in errors): a Chakra
-/// execution trace (protobuf, [`super::chakra`]), a PyTorch profiler trace (JSON with
-/// `traceEvents`, or a bare event list: [`super::kineto`]) or a list of calls, with notes on
-/// what the replay leaves out.
+/// execution trace (protobuf, [`super::chakra`]), an Nsight Systems JSON export
+/// ([`super::nsys`]; its SQLite export and raw report are refused), a PyTorch profiler trace
+/// (JSON with `traceEvents`, or a bare event list: [`super::kineto`]) or a list of calls,
+/// with notes on what the replay leaves out.
 pub fn read_step(file: &str, bytes: &[u8]) -> Result<Step, String> {
     if bytes.is_empty() {
         return Err(format!("{file}: empty (no trace and no list of calls)"));
+    }
+    if let Some(e) = super::nsys::refused(file, bytes) {
+        return Err(e);
     }
     if super::chakra::looks_like_chakra(bytes) {
         let ranks = super::chakra::ranks_beside(std::path::Path::new(file));
@@ -563,6 +567,10 @@ pub fn read_step(file: &str, bytes: &[u8]) -> Result<Step, String> {
             e.valid_up_to()
         )
     })?;
+    if super::nsys::looks_like_nsys(text) {
+        let n = super::nsys::import(file, text)?;
+        return Ok(Step { file: n.file, kind: "Nsight Systems trace", notes: n.notes });
+    }
     if text.trim_start().starts_with('[') || text.contains("\"traceEvents\"") {
         let file = super::kineto::import(file, text)?;
         return Ok(Step { file, kind: "Kineto trace", notes: Vec::new() });
@@ -575,7 +583,8 @@ pub fn read_step(file: &str, bytes: &[u8]) -> Result<Step, String> {
 pub struct Step {
     /// Its calls.
     pub file: CallsFile,
-    /// What the file was: "Chakra trace", "Kineto trace" or "list of calls".
+    /// What the file was: "Chakra trace", "Nsight Systems trace", "Kineto trace" or "list of
+    /// calls".
     pub kind: &'static str,
     /// What the replay leaves out, one line each.
     pub notes: Vec<String>,

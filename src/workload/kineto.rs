@@ -53,7 +53,7 @@ pub const WAIT_SLACK_US: f64 = 5.0;
 pub const HOST_LATE_US: f64 = 50.0;
 
 /// Host calls that block until the GPU catches up.
-const BLOCKING: [&str; 8] = [
+pub(super) const BLOCKING: [&str; 8] = [
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
     "cudaEventSynchronize",
@@ -66,15 +66,15 @@ const BLOCKING: [&str; 8] = [
 
 /// A compute kernel of the trace: its GPU start and duration (µs), its name, and when the
 /// host launched it (its GPU start where the trace does not say).
-struct Kernel {
-    ts: f64,
-    dur: f64,
-    name: String,
-    at: f64,
+pub(super) struct Kernel {
+    pub(super) ts: f64,
+    pub(super) dur: f64,
+    pub(super) name: String,
+    pub(super) at: f64,
     /// When the host launched it, if the trace says.
-    launch: Option<f64>,
-    /// Its index in `traceEvents`.
-    event: usize,
+    pub(super) launch: Option<f64>,
+    /// Its index in `traceEvents` (in an Nsight Systems export, in its GPU work).
+    pub(super) event: usize,
 }
 
 /// Element size and nccl-tests dtype name of PyTorch's dtype names.
@@ -110,13 +110,13 @@ fn collective(name: &str) -> Option<(&'static str, bool)> {
     })
 }
 
-fn is_nccl(name: &str) -> bool {
+pub(super) fn is_nccl(name: &str) -> bool {
     name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel")
 }
 
 /// A collective as a trace records it: nccl-tests' name, size and dtype, and its group's size
 /// and the global ranks between two of its ranks (None: not recorded, or not evenly spaced).
-type Recorded = (String, u64, String, Option<u64>, Option<u64>);
+pub(super) type Recorded = (String, u64, String, Option<u64>, Option<u64>);
 
 /// The global ranks between a group's ranks as PyTorch records them: `Global rank stride`
 /// (PyTorch 2.2 and later; -1 where they are not evenly spaced), or the spacing of `Process
@@ -139,7 +139,7 @@ fn stride_of(args: &Value) -> Option<u64> {
 }
 
 /// The comm args of an event, if it has them.
-fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
+pub(super) fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
     let name = args.get("Collective name")?.as_str()?;
     // The host waiting on a collective recorded already (PyTorch 2.11 records `work.wait()`
     // under this name with no elements: the DDP and torchvision traces of
@@ -185,16 +185,16 @@ fn comm_args(args: &Value) -> Option<Result<Recorded, String>> {
 
 /// A collective of the trace: when the host issued it, what it was, and when its GPU work
 /// ended, if it left any (one rank's in-place collectives leave none).
-struct Comm {
-    at: f64,
-    collective: String,
-    bytes: u64,
-    dtype: String,
-    name: String,
+pub(super) struct Comm {
+    pub(super) at: f64,
+    pub(super) collective: String,
+    pub(super) bytes: u64,
+    pub(super) dtype: String,
+    pub(super) name: String,
     /// Its GPU work's start and end, µs.
-    gpu: Option<(f64, f64)>,
+    pub(super) gpu: Option<(f64, f64)>,
     /// Its process group, if not the world.
-    group: Option<GroupShape>,
+    pub(super) group: Option<GroupShape>,
 }
 
 impl Comm {
@@ -215,7 +215,7 @@ impl Comm {
 }
 
 /// What a compute-stream position holds, in program order.
-enum Item {
+pub(super) enum Item {
     Comm(usize),
     /// The host made the compute stream wait for the NCCL stream (`cudaStreamWaitEvent`
     /// outside any collective).
@@ -284,7 +284,7 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
     for &(ts, _, id, i) in &inner {
         let args = events[i].get("args").unwrap_or(&Value::Null);
         let Some(c) = comm_args(args) else { continue };
-        let comm = grouped(file, world, i, c)?;
+        let comm = grouped(&format!("{file}: traceEvents[{i}]"), world, c)?;
         let name = events[i].get("name").and_then(Value::as_str).unwrap_or("collective");
         if let Some(id) = id {
             by_ext.insert(id, comms.len());
@@ -323,7 +323,7 @@ pub(crate) fn import_events(file: &str, text: &str) -> Result<Traced, String> {
                         "{file}: traceEvents[{i}] ({name}): an NCCL kernel without its collective's size (profile with PyTorch 2.1 or later, which records it)"
                     )
                 })?;
-                let comm = grouped(file, world, i, own)?;
+                let comm = grouped(&format!("{file}: traceEvents[{i}]"), world, own)?;
                 let at = launch.unwrap_or(ts);
                 comms.push(Comm { at, name: short.clone(), ..comm });
                 Some(comms.len() - 1)
@@ -404,29 +404,27 @@ fn world_size(file: &str, v: &Value, events: &[Value]) -> Result<Option<u64>, St
     }))
 }
 
-/// The collective event `i` records (`c`), on its group: the world's, or its shape, which
-/// grows with the world where it spans the trace's `world` (a data-parallel group), else keeps
-/// its size (a tensor-parallel one).
-fn grouped(
-    file: &str,
+/// The collective an event records (`c`; `at` names the event in errors), on its group: the
+/// world's, or its shape, which grows with the world where it spans the trace's `world` (a
+/// data-parallel group), else keeps its size (a tensor-parallel one).
+pub(super) fn grouped(
+    at: &str,
     world: Option<u64>,
-    i: usize,
     c: Result<Recorded, String>,
 ) -> Result<Comm, String> {
-    let (collective, bytes, dtype, size, stride) =
-        c.map_err(|e| format!("{file}: traceEvents[{i}]: {e}"))?;
+    let (collective, bytes, dtype, size, stride) = c.map_err(|e| format!("{at}: {e}"))?;
     let group = match (size, world) {
         (None, _) => None,
         (Some(g), Some(w)) if g > w => {
             return Err(format!(
-                "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks, more than the trace's {w}"
+                "{at}: {collective} on a group of {g} ranks, more than the trace's {w}"
             ));
         }
         (Some(g), Some(w)) if g == w => None,
         (Some(g), w) => {
             let stride = stride.ok_or_else(|| {
                 format!(
-                    "{file}: traceEvents[{i}]: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
+                    "{at}: {collective} on a group of {g} ranks that are not evenly spaced (or not recorded: profile with PyTorch 2.2 or later); collsim replays groups of ranks a stride apart"
                 )
             })?;
             let spans = g.checked_mul(stride).is_some_and(|n| Some(n) == w);
@@ -532,7 +530,7 @@ fn gpu_times(file: &str, i: usize, e: &Value) -> Result<(f64, f64), String> {
 /// collectives and host waits of `order` each before the first kernel the host launched after
 /// it, and the gaps between kernels as waits for a collective, the host launching late, or
 /// time that passes. Also each kernel's call index and event index.
-fn program(
+pub(super) fn program(
     kernels: &[Kernel],
     comms: &[Comm],
     order: Vec<(f64, f64, Item)>,

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod kineto;
 pub mod memory;
 pub mod models;
+pub mod nsys;
 pub mod parallel;
 pub mod profile;
 pub mod skew;

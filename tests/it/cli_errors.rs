@@ -1327,6 +1327,34 @@ fn a_trace_timestamp_no_clock_gives_is_refused_at_its_event() {
 }
 
 #[test]
+fn an_nsight_systems_export_collsim_cannot_read_is_one_line() {
+    let fails = |p: &std::path::Path, needles: &[&str]| {
+        let trace = p.to_str().unwrap();
+        fails_with(&["simulate", "--workload-trace", trace, "--topology", "dgx-h100"], needles);
+    };
+    // An SQLite export and a raw report: export JSON instead.
+    let mut sqlite = b"SQLite format 3\0".to_vec();
+    sqlite.extend([0x10, 0x00, 0x01, 0x01, 0x00, 0x40, 0x20, 0x20]);
+    let p = tmp("report.sqlite", "");
+    std::fs::write(&p, &sqlite).unwrap();
+    fails(&p, &["report.sqlite: an SQLite database", "nsys export --type json"]);
+    let p = tmp("report.nsys-rep", "");
+    std::fs::write(&p, b"\x00\x01\x02 not JSON").unwrap();
+    fails(&p, &["report.nsys-rep: an Nsight Systems report", "nsys export --type json"]);
+    // An export cut short in its last line, and a line that is not an object: their lines.
+    let text = repo_file("tests/data/nsys-synthetic.json");
+    let lines: Vec<&str> = text.lines().collect();
+    let last = lines.len();
+    let cut = format!("{}\n{}", lines[..last - 1].join("\n"), &lines[last - 1][..60]);
+    let p = tmp("cut.json", &cut);
+    fails(&p, &[&format!("cut.json:{last}:60: EOF while parsing"), "is the file cut short?"]);
+    let mut broken = lines.clone();
+    broken[4] = "[1, 2]";
+    let p = tmp("broken.json", &broken.join("\n"));
+    fails(&p, &["broken.json:5: not a JSON object"]);
+}
+
+#[test]
 fn nccl_settings_wrong_for_the_cluster_name_the_scenario_line() {
     // GOOD has 10 lines from its leading newline; [nccl] is line 12, its first key line 13.
     let bounds =

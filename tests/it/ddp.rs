@@ -1271,6 +1271,73 @@ fn a_kineto_trace_replays_on_another_cluster() {
 }
 
 #[test]
+fn an_nsight_systems_export_replays_on_another_cluster() {
+    // tests/data/nsys-synthetic.json (JSON Lines, as `nsys export --type json` writes them;
+    // written by hand after the export's schema, not captured): the step of
+    // tests/data/kineto-synthetic.json as nsys would record it on rank 0 of 8, the all-reduce
+    // sized by NCCL's own NVTX range, the all-gather by PyTorch's comm record in a range, and
+    // a kernel of another rank's GPU in the same session.
+    let f = "tests/data/nsys-synthetic.json";
+    let replay = |trace: &str, cluster: &[&str]| {
+        let args = ["simulate", "--workload-trace", trace, "--format", "json"];
+        json(&[&args[..], cluster].concat())
+    };
+    let (one, p5) = (["--topology", "dgx-h100"], ["--topology", "aws-p5", "--nodes", "16"]);
+    let n_one = replay(f, &one);
+    let n_p5 = replay(f, &p5);
+    // The compute is the trace's, the same on both clusters; the collectives (64 MiB and
+    // 16 MiB) take longer across 16 nodes.
+    assert!((num(&n_one, "compute_ms") - 4.21).abs() < 1e-9, "{}", num(&n_one, "compute_ms"));
+    assert_eq!(num(&n_one, "compute_ms"), num(&n_p5, "compute_ms"));
+    assert!(num(&n_p5, "comm_ms") > num(&n_one, "comm_ms"));
+    assert!(num(&n_p5, "iteration_time_ms") > num(&n_one, "iteration_time_ms"));
+    // The same step as the Kineto trace's, on either cluster.
+    let kineto = "tests/data/kineto-synthetic.json";
+    for (n, cluster) in [(&n_one, &one[..]), (&n_p5, &p5[..])] {
+        let k = replay(kineto, cluster);
+        for key in ["iteration_time_ms", "comm_ms", "exposed_comm_ms"] {
+            assert_eq!(num(n, key), num(&k, key), "{key} on {cluster:?}");
+        }
+    }
+    // The table says what was read; the warning, what was left out.
+    let out = super::collsim(&["simulate", "--workload-trace", f, "--topology", "dgx-h100"]);
+    let (table, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{err}");
+    assert!(table.contains("(Nsight Systems trace tests/data/nsys-synthetic.json)"), "{table}");
+    assert!(table.contains("collectives                  2, 80 MiB in all"), "{table}");
+    assert!(
+        err.contains("warning: --workload-trace tests/data/nsys-synthetic.json: GPU work of 2 devices or processes: device 0 of process 4242 (the lowest) replayed"),
+        "{err}"
+    );
+    // A scenario naming the export replays the same step.
+    let scenario = super::scratch().join(format!("nsys-{}.toml", std::process::id()));
+    naming_trace(&scenario, f);
+    let named = json(&["simulate", scenario.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(num(&named, "iteration_time_ms"), num(&n_one, "iteration_time_ms"));
+    std::fs::remove_file(&scenario).ok();
+    // Without NCCL's range, the all-reduce's kernel has no size: refused, naming its line.
+    let text = std::fs::read_to_string(f).unwrap();
+    let dir = super::scratch().join(format!("collsim-nsys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bare = dir.join("bare.json");
+    let kept: Vec<&str> =
+        text.lines().filter(|l| !l.contains("\"Text\":\"ncclAllReduce\"")).collect();
+    assert_eq!(kept.len() + 1, text.lines().count());
+    std::fs::write(&bare, kept.join("\n")).unwrap();
+    let line = kept.iter().position(|l| l.contains("\"shortName\":\"11\"")).unwrap() + 1;
+    super::cli_errors::fails_with(
+        &["simulate", "--workload-trace", bare.to_str().unwrap(), "--topology", "dgx-h100"],
+        &[
+            &format!(
+                "bare.json:{line}: ncclDevKernel_AllReduce_Sum_f32_RING_LL: an NCCL kernel whose collective's size is nowhere"
+            ),
+            "--trace=cuda,nvtx",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_chakra_trace_written_by_chakras_own_tools_replays() {
     // tests/data/chakra/: ASTRA-sim's data-parallel text workload converted by MLCommons'
     // chakra_converter (4 layers; 2 ms of compute per layer and pass; a 32 MiB all-reduce
