@@ -1145,6 +1145,7 @@ mod tests {
                             format!("{collective} {bytes} {dtype}")
                         }
                         NcclOp::Hook { .. } => "hook".into(),
+                        NcclOp::Barrier { .. } => "barrier".into(),
                     })
                     .collect::<Vec<_>>()
                     .join("+"),
