@@ -700,8 +700,9 @@ fn micros(src: &Source<'_>, field: &str, v: &Spanned<f64>, what: &str) -> Result
 }
 
 /// A step given as a list of calls (`kind = "trace"`, `calls = "FILE"`, relative to the
-/// scenario; [`crate::workload::calls`]), or a PyTorch profiler or Chakra trace read as one
-/// ([`crate::workload::calls::read_step`]): replayed with its compute as given.
+/// scenario; [`crate::workload::calls`]), or a PyTorch profiler, Nsight Systems or Chakra
+/// trace read as one ([`crate::workload::calls::read_step`]): replayed with its compute as
+/// given.
 fn trace_workload(
     src: &Source<'_>,
     w: &RawWorkload,
@@ -721,7 +722,7 @@ fn trace_workload(
         return Err(missing(
             src,
             "calls",
-            "kind = \"trace\" replays a list-of-calls file (or a Kineto or Chakra trace)",
+            "kind = \"trace\" replays a list-of-calls file (or a Kineto, Nsight Systems or Chakra trace)",
         ));
     };
     let file = beside(src, path.get_ref());
