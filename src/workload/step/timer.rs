@@ -149,7 +149,6 @@ pub(crate) fn with_ddp<R>(
         if let Some(net) = &gloo {
             let algo = collective::gloo::GlooAlgo::Ring;
             let t = collective::gloo::time(net, c, bytes, comm.nranks(), comm.nnodes(), algo);
-            let _ = (cluster, dtype);
             return CollTime {
                 time: Time::from_secs_f64_ceil(t.total),
                 algo: algo.name(),
