@@ -156,12 +156,12 @@ fn summary(comm: &Communicator, env: &NcclEnv) -> CommSummary {
         ignored_nccl: env.ignored.clone(),
         tuner: env.tuner.clone(),
         tuner_notes: tuner_notes(comm, env),
-        preset_tuner: comm.preset_tuner().and(comm_spec_tuner(comm)),
+        preset_tuner: preset_tuner_text(comm),
     }
 }
 
-/// The topology's `nccl_tuner`, as it names the plugin.
-fn comm_spec_tuner(comm: &Communicator) -> Option<String> {
+/// The instance's own tuner plugin in use, as the report names it.
+fn preset_tuner_text(comm: &Communicator) -> Option<String> {
     comm.preset_tuner().map(|p| match p {
         crate::comm::aws_tuner::AwsPlatform::P5 => {
             "aws-ofi-nccl's region tuner for p5.48xlarge (its net plugin's, on by default from 1.16.0; NCCL_TUNER_PLUGIN naming another replaces it)".to_string()

@@ -288,17 +288,8 @@ pub(crate) fn to_work(
                             name: name.clone().unwrap_or_else(|| "hook".into()),
                         },
                         NcclOp::Barrier { name, group, .. } => {
-                            let group = match group {
-                                None => super::parallel::Group::World,
-                                Some(g) => {
-                                    let block = g.size.unwrap_or(1).checked_mul(g.stride.max(1));
-                                    match world.or(block) {
-                                        Some(w) => g.on(w),
-                                        None => Err(format!("group: {} ranks {} apart, more ranks than there can be", g.size.unwrap_or(1), g.stride)),
-                                    }
-                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?
-                                }
-                            };
+                            let group = op_group(group, world)
+                                .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?;
                             Op::Coll {
                                 group,
                                 collective: Collective::AllReduce,
@@ -320,18 +311,8 @@ pub(crate) fn to_work(
                                     "calls[{i}].nccl[{k}].bytes: must be 1 B to {max}, more than any GPU holds (got {bytes})"
                                 ));
                             }
-                            let group = match group {
-                                None => super::parallel::Group::World,
-                                Some(g) => {
-                                    // Checked alone: on the ranks of its own block.
-                                    let block = g.size.unwrap_or(1).checked_mul(g.stride.max(1));
-                                    match world.or(block) {
-                                        Some(w) => g.on(w),
-                                        None => Err(format!("group: {} ranks {} apart, more ranks than there can be", g.size.unwrap_or(1), g.stride)),
-                                    }
-                                    .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?
-                                }
-                            };
+                            let group = op_group(group, world)
+                                .map_err(|e| format!("calls[{i}].nccl[{k}].{e}{}", named(name)))?;
                             Op::Coll {
                                 group,
                                 collective: c,
@@ -370,6 +351,21 @@ pub(crate) fn to_work(
         });
     }
     Ok(out)
+}
+
+/// An operation's process group on `world` ranks (the world without a shape); without a world,
+/// checked alone, on the ranks of its own block.
+fn op_group(group: &Option<GroupShape>, world: Option<usize>) -> Result<Group, String> {
+    let Some(g) = group else { return Ok(Group::World) };
+    let block = g.size.unwrap_or(1).checked_mul(g.stride.max(1));
+    match world.or(block) {
+        Some(w) => g.on(w),
+        None => Err(format!(
+            "group: {} ranks {} apart, more ranks than there can be",
+            g.size.unwrap_or(1),
+            g.stride
+        )),
+    }
 }
 
 /// A collective's name as an error gives it after the entry (a trace's name for it).
@@ -627,7 +623,7 @@ mod tests {
     }
 
     #[test]
-    fn a_barrier_is_ncclss_all_reduce_of_one_float() {
+    fn a_barrier_is_nccls_all_reduce_of_one_float() {
         let text = r#"{"collsim_calls": 1, "calls": [{"compute_us": 10},
             {"nccl": [{"barrier": true}]}, {"drain": true}]}"#;
         let f = parse("b.json", text).unwrap();
