@@ -34,4 +34,7 @@
 /// `objective.region`, `collsim presets`' `price_region`.
 /// 19: a simulation's `communicator.tuner` (NCCL_TUNER_CONFIG_FILE's rows) and
 /// `communicator.tuner_notes`, each row's `tuner_line` (the row that set its algorithm).
-pub const FORMAT_VERSION: u32 = 19;
+/// 20: a step's `breakdown` has `dp_replicate_ms`, `dp_scatter_gather_ms`, `dp_launcher_ms`
+/// and `dp_reduce_ms` (DataParallel's parts, 0 elsewhere), its `memory` has `gathered`, and a
+/// DataParallel step has `data_parallel` (its parts, and the same step under DDP).
+pub const FORMAT_VERSION: u32 = 20;

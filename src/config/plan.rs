@@ -940,6 +940,11 @@ fn check_workload_knobs(
                 "workload.calls: a replayed list of calls has a fixed batch and cannot be planned; simulate it on each cluster",
             ));
         }
+        Some(Workload::Ddp(spec)) if spec.data_parallel.is_some() => {
+            return Err(src.error(
+                "workload.kind: DataParallel (\"dp\") runs in one process on one node, which a plan over node counts does not search; plan the step as kind = \"ddp\", or simulate the DataParallel step",
+            ));
+        }
         Some(Workload::Ddp(spec))
             if spec.parallel.is_none() && (c.tp.is_some() || c.pp.is_some() || c.cp.is_some()) =>
         {

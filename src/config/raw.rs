@@ -281,6 +281,7 @@ pub struct RawWorkload {
     pub straggler_speed: Option<S<f64>>,
     pub rank_speeds: Option<S<Vec<f64>>>,
     pub ddp: Option<S<RawDdp>>,
+    pub dp: Option<S<RawDp>>,
     pub fsdp: Option<S<RawFsdp>>,
     pub zero: Option<S<RawZero>>,
     pub parallel: Option<S<RawParallel>>,
@@ -331,6 +332,7 @@ impl RawWorkload {
             straggler_speed,
             rank_speeds,
             ddp,
+            dp,
             fsdp,
             zero,
             parallel,
@@ -371,6 +373,7 @@ impl RawWorkload {
             at("straggler_speed", straggler_speed),
             at("rank_speeds", rank_speeds),
             at("ddp", ddp),
+            at("dp", dp),
             at("fsdp", fsdp),
             at("zero", zero),
             at("parallel", parallel),
@@ -492,6 +495,15 @@ pub struct RawZero {
 pub struct RawInput {
     pub gpu_samples_per_s: Option<S<f64>>,
     pub node_samples_per_s: Option<S<f64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDp {
+    pub sample_bytes: Option<S<RawQuantity>>,
+    pub output_bytes: Option<S<RawQuantity>>,
+    pub loss: Option<S<String>>,
+    pub gil_share: Option<S<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -311,7 +311,8 @@ fn ddp_workload(
         Some(b) => positive(src, "workload.micro_batch", b, MAX_MICRO_BATCH as i64)? as u64,
         None => return Err(missing(src, "micro_batch", "samples per GPU per step")),
     };
-    let most = if kind == "ddp" { MAX_GRAD_ACCUMULATION } else { MAX_SHARDED_ACCUMULATION };
+    let most =
+        if matches!(kind, "ddp" | "dp") { MAX_GRAD_ACCUMULATION } else { MAX_SHARDED_ACCUMULATION };
     let grad_accumulation = match &w.grad_accumulation {
         Some(k) => positive(src, "workload.grad_accumulation", k, most as i64)? as u64,
         None => 1,
@@ -436,6 +437,14 @@ fn ddp_workload(
         }
         (_, c) => c.unwrap_or_default(),
     };
+    if kind == "dp" {
+        refuse_under_dp(src, w)?;
+    } else if let Some(d) = &w.dp {
+        return Err(src.error_at(
+            d.span().start,
+            format!("workload.dp: only for kind = \"dp\" (this is kind = \"{kind}\")"),
+        ));
+    }
     let backend = match &w.backend {
         None => crate::workload::ddp::Backend::Nccl,
         Some(b) => src.check("workload.backend", b, |b| match b.as_str() {
@@ -446,7 +455,7 @@ fn ddp_workload(
             _ => Err(format!("{b:?}: expected nccl or gloo")),
         })?,
     };
-    let spec = Spec {
+    let mut spec = Spec {
         backend,
         model,
         micro_batch,
@@ -474,6 +483,7 @@ fn ddp_workload(
         profile: None,
         checkpointing,
         written: written.filter(|w| w.vocab_multiple > 1),
+        data_parallel: None,
         memory_headroom,
         launch: w
             .launch_us
@@ -495,6 +505,9 @@ fn ddp_workload(
             (None, _) => compute_default.map(|d| d.gemm_fixed()),
         },
     };
+    if kind == "dp" {
+        spec.data_parallel = Some(data_parallel(src, w, &spec)?);
+    }
     // An mfu the memory-bound work leaves no room for is refused here, where its line is known
     // (the step solves the GEMM rate again, with the same inputs).
     if let (ComputeRate::Mfu { precision, mfu }, Some(m), Some(bw)) =
@@ -514,6 +527,90 @@ fn ddp_workload(
         src.check("workload.mfu", m, |_| solved.map(|_| ()))?;
     }
     Ok(spec)
+}
+
+/// What `kind = "dp"` (torch.nn.DataParallel) refuses: DDP's options, another backend, a
+/// data loader's rate and the sharded and 3-D layouts (their tables are refused by kind
+/// elsewhere).
+fn refuse_under_dp(src: &Source<'_>, w: &RawWorkload) -> Result<(), ConfigError> {
+    let why = |table: &str| match table {
+        "ddp" => {
+            "DistributedDataParallel's options; DataParallel has none of them (its options are in [workload.dp])"
+        }
+        "backend" => {
+            "DataParallel runs in one process without a process group: its broadcasts and reduces are NCCL's, through torch.cuda.comm"
+        }
+        _ => {
+            "a data loader's rate is not modelled under DataParallel yet (give the step without [workload.input])"
+        }
+    };
+    for (key, at) in [
+        ("ddp", w.ddp.as_ref().map(|d| d.span().start)),
+        ("backend", w.backend.as_ref().map(|b| b.span().start)),
+        ("input", w.input.as_ref().map(|i| i.span().start)),
+    ] {
+        if let Some(at) = at {
+            return Err(
+                src.error_at(at, format!("workload.{key}: not for kind = \"dp\" ({})", why(key)))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `[workload.dp]`: the bytes of a sample's input and of its output, and where the loss is
+/// computed; the model's defaults where collsim knows them.
+fn data_parallel(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    spec: &crate::workload::ddp::DdpSpec,
+) -> Result<crate::workload::dp::DataParallel, ConfigError> {
+    use crate::workload::dp::DataParallel;
+    let sixteen = crate::workload::memory::sixteen_bit(spec);
+    let known = DataParallel::defaults(&spec.model, spec.sequence, sixteen);
+    let none = super::raw::RawDp::default();
+    let d = w.dp.as_ref().map_or(&none, Spanned::get_ref);
+    let bytes = |field: &str, v: &Option<Spanned<super::RawQuantity>>, default: Option<u64>| {
+        match v {
+            Some(v) => src.check(field, v, |q| {
+                let b = q.parse_with(Bytes::parse)?;
+                if b.get() == 0 || b.get() > 1 << 40 {
+                    return Err(format!("{b}: bytes of one sample, 1 B to 1 TiB"));
+                }
+                Ok(b.get())
+            }),
+            None => default.ok_or_else(|| {
+                missing(
+                    src,
+                    field.trim_start_matches("workload."),
+                    "collsim knows the input and output of the resnet50 and transformer presets only; give [workload.dp] sample_bytes and output_bytes (one sample's input scattered from GPU 0, its output gathered to it)",
+                )
+            }),
+        }
+    };
+    let sample_bytes =
+        bytes("workload.dp.sample_bytes", &d.sample_bytes, known.map(|k| k.sample_bytes))?;
+    let output_bytes =
+        bytes("workload.dp.output_bytes", &d.output_bytes, known.map(|k| k.output_bytes))?;
+    let loss_on_first = match &d.loss {
+        Some(l) => src.check("workload.dp.loss", l, |l| match l.as_str() {
+            "gpu0" => Ok(true),
+            "replica" => Ok(false),
+            _ => Err(format!("{l:?}: \"gpu0\" (computed from the gathered outputs) or \"replica\" (inside each replica's forward)")),
+        })?,
+        None => known.is_none_or(|k| k.loss_on_first),
+    };
+    let gil_share = match &d.gil_share {
+        Some(v) => src.check("workload.dp.gil_share", v, |&x| {
+            if x.is_finite() && (0.0..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("a share of the host's time per kernel, 0 to 1 (got {x})"))
+            }
+        })?,
+        None => crate::workload::dp::GIL_SHARE,
+    };
+    Ok(DataParallel { sample_bytes, output_bytes, loss_on_first, gil_share })
 }
 
 /// A rate as a fraction of the nominal one (of the peak, of the fastest rank): at least
@@ -1842,11 +1939,14 @@ pub(crate) fn parse_workload(
     node: &NodeSpec,
     idle: bool,
 ) -> Result<Workload, ConfigError> {
-    let kinds =
-        if idle { "sweep, ddp, fsdp, zero, trace, idle" } else { "sweep, ddp, fsdp, zero, trace" };
+    let kinds = if idle {
+        "sweep, ddp, dp, fsdp, zero, trace, idle"
+    } else {
+        "sweep, ddp, dp, fsdp, zero, trace"
+    };
     let kind = match &w.kind {
         Some(k) => src.check("workload.kind", k, |k| match k.as_str() {
-            "sweep" | "ddp" | "fsdp" | "zero" | "trace" => Ok(k.clone()),
+            "sweep" | "ddp" | "dp" | "fsdp" | "zero" | "trace" => Ok(k.clone()),
             "idle" if idle => Ok(k.clone()),
             _ => Err(format!("unknown workload kind {k:?} ({kinds})")),
         })?,
@@ -1901,7 +2001,9 @@ pub(crate) fn parse_workload(
         return Err(src.error_at(p.span().start, "workload.parallel: only for kind = \"ddp\""));
     }
     Ok(match kind.as_str() {
-        "ddp" | "fsdp" | "zero" => Workload::Ddp(Box::new(ddp_workload(src, w, node, &kind)?)),
+        "ddp" | "dp" | "fsdp" | "zero" => {
+            Workload::Ddp(Box::new(ddp_workload(src, w, node, &kind)?))
+        }
         "trace" => Workload::Ddp(Box::new(trace_workload(src, w, node)?)),
         "idle" => Workload::Idle,
         _ => Workload::Sweep(sweep_workload(src, w)?),

@@ -83,11 +83,14 @@ fn approx_bytes(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
-/// What kind of training step `spec` is, as reports title it: "DDP", "FSDP", "DeepSpeed ZeRO",
+/// What kind of training step `spec` is, as reports title it: "DDP", "DataParallel", "FSDP", "DeepSpeed ZeRO",
 /// "3-D parallel (Megatron)", or "Replayed" for a step replayed from a trace.
 pub fn step_kind(spec: &DdpSpec) -> &'static str {
     if spec.calls.is_some() {
         return "Replayed";
+    }
+    if spec.data_parallel.is_some() {
+        return "DataParallel";
     }
     match (&spec.sharding, &spec.parallel) {
         (Some(sh), _) if sh.zero.is_some() => "DeepSpeed ZeRO",
@@ -101,6 +104,9 @@ pub fn step_kind(spec: &DdpSpec) -> &'static str {
 pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) -> io::Result<()> {
     if let Some(calls) = &spec.calls {
         return replay_table(s, spec, calls.len(), r, out);
+    }
+    if let Some(dp) = &spec.data_parallel {
+        return super::dp::table(s, spec, dp, r, out);
     }
     let m = &spec.model;
     writeln!(
@@ -127,7 +133,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             z.allgather_bucket,
             z.overlap_comm,
             sh.param_dtype.name(),
-            checkpointed(spec)
+            checkpointed_text(spec)
         )?;
     } else if let Some(sh) = &spec.sharding {
         let k = spec.grad_accumulation;
@@ -150,7 +156,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             sh.backward_prefetch.name(),
             sh.param_dtype.name(),
             sh.reduce_dtype.name(),
-            checkpointed(spec)
+            checkpointed_text(spec)
         )?;
     } else if let (Some(l), Some(p)) = (&spec.parallel, &r.parallel) {
         writeln!(
@@ -220,7 +226,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             spec.bucket_cap
                 .map_or("default (25 MiB, 1 MiB first)".to_string(), |b| Bytes::new(b).to_string()),
             spec.gradient_as_bucket_view,
-            checkpointed(spec)
+            checkpointed_text(spec)
         )?;
     }
     writeln!(out)?;
@@ -330,7 +336,8 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             "fp8 amax all-reduces",
             "pipeline bubble and p2p",
         ];
-        if optional.contains(&label) && ms == 0.0 {
+        // DataParallel's parts are its own report's (src/report/dp.rs).
+        if (optional.contains(&label) || label.starts_with("DP ")) && ms == 0.0 {
             continue;
         }
         let share = if r.iteration_time_ms > 0.0 { 100.0 * ms / r.iteration_time_ms } else { 0.0 };
@@ -568,6 +575,10 @@ fn short_part(label: &str) -> &str {
         "fp8 amax all-reduces" => "fp8 amax",
         "pipeline bubble and p2p" => "pipeline",
         "DDP copies and hooks" => "copies",
+        "DP replication" => "DP replicate",
+        "DP scatter and gather" => "DP scatter",
+        "DP single launcher (GIL)" => "DP launcher",
+        "DP reduce to GPU 0" => "DP reduce",
         "optimizer step" => "optimizer",
         "exposed communication" => "exposed",
         "rank skew wait" => "skew wait",
@@ -600,7 +611,7 @@ pub(crate) fn from_first(r: &StepResult, first: &StepResult) -> FromFirst {
 }
 
 /// "; activation checkpointing full" where the step checkpoints (nothing otherwise).
-fn checkpointed(spec: &crate::workload::ddp::DdpSpec) -> String {
+pub(crate) fn checkpointed_text(spec: &crate::workload::ddp::DdpSpec) -> String {
     match spec.checkpointing {
         crate::workload::ddp::Checkpointing::None => String::new(),
         c => format!("; activation checkpointing {}", c.describe()),

@@ -4,6 +4,7 @@ pub mod accuracy;
 pub mod calibration;
 pub mod csv;
 pub mod ddp;
+pub mod dp;
 pub mod explain;
 pub mod gantt;
 pub mod jobs;

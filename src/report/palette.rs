@@ -14,7 +14,7 @@ use plotters::style::RGBColor;
 
 /// What a part of a training step is, and its colour (`#rrggbb`): the step plot's bars and
 /// legend, and the breakdown's parts ([`crate::workload::ddp::Breakdown::parts`], by name).
-pub const MEANINGS: [(&str, &str); 21] = [
+pub const MEANINGS: [(&str, &str); 25] = [
     ("no_sync micro-step", "#DDDDDD"),
     ("forward (per layer)", "#88CCEE"),
     ("backward (per layer)", "#332288"),
@@ -34,6 +34,11 @@ pub const MEANINGS: [(&str, &str); 21] = [
     ("fp8 amax all-reduces", "#EEDD88"),
     ("pipeline bubble and p2p", "#AAAAAA"),
     ("rank skew wait", "#EE3377"),
+    // DataParallel's own parts (Tol's "vibrant").
+    ("DP replication", "#0077BB"),
+    ("DP scatter and gather", "#33BBEE"),
+    ("DP single launcher (GIL)", "#CC3311"),
+    ("DP reduce to GPU 0", "#009988"),
     // The second shade of a lane whose neighbouring bars alternate (no legend entry).
     ("backward (per layer), alternate", "#6655AA"),
     ("bucket collective, alternate", "#E8A6B2"),

@@ -128,6 +128,14 @@ pub fn simulate_jobs_with(
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<JobRun>, Error> {
     use rayon::prelude::*;
+    if let Some(job) = scenario.jobs.iter().find(
+        |j| matches!(&j.workload, crate::config::Workload::Ddp(s) if s.data_parallel.is_some()),
+    ) {
+        return Err(Error::Step(format!(
+            "job {:?}: a DataParallel step (kind = \"dp\") runs alone on its node in a plain simulate; beside other jobs or on a shared network (--comms shared) it is not modelled yet",
+            job.name
+        )));
+    }
     let env = NcclEnv::from_pairs(scenario.nccl.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     let whole = machine(scenario, &env, scenario.node.gpu.count)?;
     let bg = background(scenario, &whole)?;

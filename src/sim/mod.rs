@@ -316,20 +316,58 @@ fn ddp_step(
             named.tp, scenario.gpus_per_node
         )));
     }
-    let (mut step, summary, groups) =
-        on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll| {
-            match &spec.parallel {
-                Some(layout) => {
-                    workload::parallel::simulate_parallel(spec, layout, world, gpu, coll)
-                }
-                None => workload::ddp::simulate_step_on(spec, world, gpu, coll),
+    if let Some(spec) = scenario.ddp()
+        && spec.data_parallel.is_some()
+        && scenario.nodes > 1
+    {
+        return Err(Error::Field(format!(
+            "cluster.nodes: {}: DataParallel (kind = \"dp\") is one process on one node; across nodes, kind = \"ddp\"",
+            scenario.nodes
+        )));
+    }
+    let (mut step, summary, groups) = on_cluster(
+        scenario,
+        params,
+        mode,
+        cache,
+        links,
+        |spec, world, gpu, coll, cluster| match (&spec.parallel, &spec.data_parallel) {
+            (Some(layout), _) => {
+                workload::parallel::simulate_parallel(spec, layout, world, gpu, coll)
             }
-        })?;
+            (None, Some(dp)) => data_parallel(spec, dp, world, gpu, coll, cluster),
+            (None, None) => workload::ddp::simulate_step_on(spec, world, gpu, coll),
+        },
+    )?;
     if !step_fits(&step) {
         return Err(Error::StepTooLong(step_overflow(&step)));
     }
     step.comm_groups = groups;
     Ok((step, summary))
+}
+
+/// A DataParallel step on one node's `world` GPUs, with the same step under DDP (default
+/// options) beside it.
+fn data_parallel(
+    spec: &workload::ddp::DdpSpec,
+    dp: &workload::dp::DataParallel,
+    world: usize,
+    gpu: &workload::ddp::GpuFacts,
+    coll: &workload::parallel::GroupTimer<'_>,
+    cluster: &hw::Cluster,
+) -> workload::ddp::StepResult {
+    let copies = workload::dp::PeerCopies::of(cluster, world);
+    let mut r = workload::dp::simulate_dp(spec, dp, world, gpu, coll, &copies);
+    let ddp = workload::ddp::DdpSpec { data_parallel: None, ..spec.clone() };
+    let d = workload::ddp::simulate_step_on(&ddp, world, gpu, coll);
+    if let Some(report) = &mut r.data_parallel {
+        report.ddp = Some(workload::dp::DdpSide {
+            iteration_time_ms: d.iteration_time_ms,
+            samples_per_s: d.samples_per_s,
+            breakdown: d.breakdown,
+        });
+    }
+    r
 }
 
 /// Hands `f` the scenario's training step, its ranks, GPU facts and a timer of collectives on
@@ -346,6 +384,7 @@ fn on_cluster<R>(
         usize,
         &workload::ddp::GpuFacts,
         &workload::parallel::GroupTimer<'_>,
+        &hw::Cluster,
     ) -> R,
 ) -> Result<(R, CommSummary, Vec<workload::ddp::CommGroup>), Error> {
     if !scenario.jobs.is_empty() {
@@ -376,7 +415,7 @@ fn on_cluster<R>(
         cache,
         (1.0, links),
         &groups,
-        |gpu, coll| f(spec, world, gpu, coll),
+        |gpu, coll| f(spec, world, gpu, coll, &cluster),
     )?;
     Ok((r, summary, described))
 }
@@ -396,6 +435,11 @@ pub fn export_calls(
             "--export-calls: 3-D layouts and [[job]] tables cannot be exported yet (their collectives run on several groups)".into(),
         ));
     }
+    if spec.data_parallel.is_some() {
+        return Err(Error::Step(
+            "--export-calls: a DataParallel step (kind = \"dp\") cannot be exported as a list of calls yet (its copies between GPUs are not calls)".into(),
+        ));
+    }
     if spec.input.is_some() {
         return Err(Error::Step(
             "--export-calls: the input pipeline is not in a list of calls yet (export the step without it)".into(),
@@ -405,7 +449,7 @@ pub fn export_calls(
     // The calls' compute at the slowest rank's pace (rank skew): replayed, the list gives the
     // step its scenario does.
     let (calls, summary, _) =
-        on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll| {
+        on_cluster(scenario, params, mode, &cache, false, |spec, world, gpu, coll, _| {
             let ranks = (gpu.ranks_per_node, world);
             let slowest = spec.skew.slowest(world);
             let (spec, gpu) = workload::skew::slowed(spec, gpu, slowest);

@@ -605,6 +605,9 @@ pub struct DdpSpec {
     /// The specification `model` was built from where its vocabulary is padded by the
     /// tensor-parallel degree (Megatron's), to build it again at another degree.
     pub written: Option<super::spec::ModelSpec>,
+    /// `torch.nn.DataParallel` (`kind = "dp"`) instead of DDP: one process driving the
+    /// node's GPUs ([`super::dp`]).
+    pub data_parallel: Option<super::dp::DataParallel>,
     /// The share of the GPU's memory the step's modelled peak may not take
     /// ([`super::memory::DEFAULT_HEADROOM`]).
     pub memory_headroom: f64,
@@ -696,6 +699,7 @@ impl DdpSpec {
             profile: None,
             checkpointing: Checkpointing::None,
             written: None,
+            data_parallel: None,
             memory_headroom: super::memory::DEFAULT_HEADROOM,
         }
     }
@@ -1052,6 +1056,9 @@ pub struct StepResult {
     /// The step's process groups and the tier each one's traffic crosses (a simulated step's;
     /// empty on one rank).
     pub comm_groups: Vec<CommGroup>,
+    /// A DataParallel step's parts, and the same step under DDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<Box<super::dp::DpReport>>,
 }
 
 /// A process group of a step (one of its kind: rank 0's, or the widest where they differ) and
@@ -1071,7 +1078,7 @@ pub struct CommGroup {
 }
 
 /// How many parts a [`Breakdown`] has.
-pub const BREAKDOWN_PARTS: usize = 12;
+pub const BREAKDOWN_PARTS: usize = 16;
 
 /// A step's time split by cause, ms; the parts add up to the iteration time. Under rank skew
 /// the compute parts (and the input stall) are a typical rank's and `skew_wait_ms` is what
@@ -1106,6 +1113,18 @@ pub struct Breakdown {
     /// A pipeline stage idle before its last backward: the bubble, waiting for the stages
     /// beside it, and its point-to-point sends.
     pub pipeline_ms: f64,
+    /// DataParallel: the parameters and buffers broadcast from GPU 0 before every forward
+    /// (flattened, then NCCL broadcasts), or the host building the replicas in Python where
+    /// that takes longer.
+    pub dp_replicate_ms: f64,
+    /// DataParallel: the batch scattered from GPU 0, the outputs gathered to it and their
+    /// gradients scattered back (device-to-device copies).
+    pub dp_scatter_gather_ms: f64,
+    /// DataParallel: the GPUs idle while one Python process launches every GPU's forward
+    /// kernels under one interpreter lock, beyond what a GPU waits for a host of its own.
+    pub dp_launcher_ms: f64,
+    /// DataParallel: the gradients flattened and reduced onto GPU 0 after the last backward.
+    pub dp_reduce_ms: f64,
 }
 
 impl Breakdown {
@@ -1124,6 +1143,10 @@ impl Breakdown {
             ("tensor/expert-parallel comm", "tp_comm_ms", self.tp_comm_ms),
             ("fp8 amax all-reduces", "amax_comm_ms", self.amax_comm_ms),
             ("pipeline bubble and p2p", "pipeline_ms", self.pipeline_ms),
+            ("DP replication", "dp_replicate_ms", self.dp_replicate_ms),
+            ("DP scatter and gather", "dp_scatter_gather_ms", self.dp_scatter_gather_ms),
+            ("DP single launcher (GIL)", "dp_launcher_ms", self.dp_launcher_ms),
+            ("DP reduce to GPU 0", "dp_reduce_ms", self.dp_reduce_ms),
             ("DDP copies and hooks", "ddp_copies_ms", self.ddp_copies_ms),
             ("optimizer step", "optimizer_ms", self.optimizer_ms),
             ("exposed communication", "exposed_comm_ms", self.exposed_comm_ms),
@@ -1169,16 +1192,46 @@ pub(crate) fn layer_times(spec: &DdpSpec, gpu: &GpuFacts) -> LayerTimes {
 /// As [`layer_times`]; `first_dgrad`: whether the first layer computes its input's gradient
 /// too (it does on a pipeline stage after the first, which sends it back).
 pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool) -> LayerTimes {
-    layer_times_with(spec, gpu, first_dgrad, true)
+    layer_times_with(spec, gpu, first_dgrad, true, Launcher::OWN)
+}
+
+/// Who launches a step's kernels ([`layer_times_with`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Launcher {
+    /// GPUs whose forward kernels the same host thread launches, one after another: 1 for a
+    /// process per GPU; every GPU of `torch.nn.DataParallel`, whose replicas' forwards run in
+    /// Python threads under one interpreter lock.
+    pub fwd_gpus: f64,
+    /// Whether the backward's launches start level with the GPU rather than where the
+    /// forward's left the host (DataParallel's backward is launched by autograd's thread per
+    /// GPU, after the outputs' gather).
+    pub fresh_backward: bool,
+}
+
+impl Launcher {
+    /// A process per GPU.
+    pub(crate) const OWN: Launcher = Launcher { fwd_gpus: 1.0, fresh_backward: false };
+}
+
+/// One micro-step's layer times on `gpu` with `launcher` issuing the kernels
+/// (as [`layer_times`] otherwise).
+pub(crate) fn layer_times_launched(
+    spec: &DdpSpec,
+    gpu: &GpuFacts,
+    launcher: Launcher,
+) -> LayerTimes {
+    layer_times_with(spec, gpu, false, true, launcher)
 }
 
 /// As [`layer_times_from`]; `recompute`: whether checkpointed blocks run their forward again
-/// before their backward (its GPU time and launches in the backward's).
+/// before their backward (its GPU time and launches in the backward's); `launcher`: who
+/// launches the kernels.
 fn layer_times_with(
     spec: &DdpSpec,
     gpu: &GpuFacts,
     first_dgrad: bool,
     recompute: bool,
+    launcher: Launcher,
 ) -> LayerTimes {
     let again = if recompute {
         spec.checkpointing.layers(&spec.model)
@@ -1242,9 +1295,13 @@ fn layer_times_with(
         }
         work.push((fwd, bwd));
     }
-    // The host's clock and the GPU's, through forward then backward.
+    // The host's clock and the GPU's, through forward then backward. `level`: the host starts
+    // this work no earlier than the GPU reaches it (a fresh launcher).
     let (mut host, mut done, mut wait) = (0.0, 0.0, 0.0);
-    let mut step = |(gpu_s, launch): (f64, f64)| {
+    let mut step = |(gpu_s, launch): (f64, f64), level: bool| {
+        if level {
+            host = f64::max(host, done);
+        }
         host += launch;
         let start = done;
         done = f64::max(done + gpu_s, host);
@@ -1253,12 +1310,13 @@ fn layer_times_with(
     };
     let mut host_fwd = Vec::with_capacity(work.len());
     for w in &work {
-        let (d, h) = step(w.0);
+        let (d, h) = step((w.0.0, w.0.1 * launcher.fwd_gpus), false);
         t.fwd.push(d);
         host_fwd.push(h);
     }
+    let mut level = launcher.fresh_backward;
     for (i, w) in work.iter().enumerate().rev() {
-        (t.bwd[i], t.host_bwd[i]) = step(w.1);
+        (t.bwd[i], t.host_bwd[i]) = step(w.1, std::mem::take(&mut level));
     }
     t.launch = wait.max(0.0);
     t.host_fwd = host_fwd;
@@ -1278,7 +1336,7 @@ pub fn rate_for_mfu(
     // The model's FLOPs, not the recomputed ones: a checkpointed step is slower at the same
     // utilisation of the model's FLOPs.
     let at = |flops: f64| {
-        let t = layer_times_with(spec, &GpuFacts { flops, ..*gpu }, false, false);
+        let t = layer_times_with(spec, &GpuFacts { flops, ..*gpu }, false, false, Launcher::OWN);
         t.fwd.iter().chain(&t.bwd).sum::<f64>() - t.measured
     };
     // The model's FLOPs per micro-step (forward, and backward's dgrad and wgrad).
@@ -1522,6 +1580,7 @@ impl StepPlan {
             tp_comm_ms: tp_comm * 1e3,
             amax_comm_ms: amax * 1e3,
             pipeline_ms: pipeline * 1e3,
+            ..Breakdown::default()
         };
         let mut timeline = step.spans.clone();
         if end > gpu_end {
@@ -1562,6 +1621,7 @@ impl StepPlan {
             alone_optimizer_ms: self.alone_optimizer * 1e3,
             parallel: None,
             comm_groups: Vec::new(),
+            data_parallel: None,
         }
     }
 }
@@ -2752,6 +2812,7 @@ mod tests {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            data_parallel: None,
             memory_headroom: crate::workload::memory::DEFAULT_HEADROOM,
         }
     }

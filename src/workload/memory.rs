@@ -194,6 +194,9 @@ pub struct DdpMemory {
     pub buckets: f64,
     /// FSDP's all-gathered units in flight and its reduce-scatter buffer.
     pub unsharded: f64,
+    /// DataParallel's outputs gathered onto GPU 0 (every GPU's, kept until backward), and
+    /// their gradients where the loss is computed there (GPU 0's memory, the most loaded).
+    pub gathered: f64,
     /// Autocast's 16-bit weight cache.
     pub autocast: f64,
     /// A model profile's memory at its step's start, as the allocator measured it (weights,
@@ -245,6 +248,7 @@ pub fn profiled_memory(m: super::profile::CarriedMemory) -> DdpMemory {
         optimizer: 0.0,
         buckets: 0.0,
         unsharded: 0.0,
+        gathered: 0.0,
         autocast: 0.0,
         measured: m.kept,
         activations: m.activations,
@@ -275,8 +279,23 @@ pub fn ddp_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> DdpMem
             zero_memory(spec, sh, world)
         }
         Some(sh) => fsdp_memory(spec, sh, sh.strategy.shard_ranks(world, ranks_per_node)),
+        None if spec.data_parallel.is_some() => dp_memory(spec, world),
         None => plain_ddp_memory(spec),
     }
+}
+
+/// GPU 0's memory under DataParallel on `world` GPUs: the model, its gradients and the
+/// optimizer's state as one GPU holds them (no DDP buckets: the gradients are reduced through
+/// 10 MiB flattened chunks), its replica's activations, and every GPU's outputs gathered to it
+/// (with their gradients where the loss is computed on GPU 0).
+fn dp_memory(spec: &DdpSpec, world: usize) -> DdpMemory {
+    let mut m = plain_ddp_memory(spec);
+    m.buckets = 0.0;
+    if let Some(dp) = spec.data_parallel.filter(|_| world > 1) {
+        let outputs = (dp.output_bytes * spec.micro_batch * world as u64) as f64;
+        m.gathered = if dp.loss_on_first { 2.0 * outputs } else { outputs };
+    }
+    m.totalled()
 }
 
 /// Memory per GPU of a DeepSpeed ZeRO stage 1 or 2 step on `world` ranks (the ZeRO paper's
@@ -307,6 +326,7 @@ fn zero_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         optimizer,
         buckets,
         unsharded: 0.0,
+        gathered: 0.0,
         autocast: 0.0,
         measured: 0.0,
         activations,
@@ -379,6 +399,7 @@ fn fsdp_memory(spec: &DdpSpec, sh: super::ddp::Sharding, world: usize) -> DdpMem
         optimizer,
         buckets: 0.0,
         unsharded: gathered + reducing,
+        gathered: 0.0,
         autocast: 0.0,
         measured: 0.0,
         activations,
@@ -453,6 +474,7 @@ pub(crate) fn plain_ddp_memory(spec: &DdpSpec) -> DdpMemory {
         optimizer,
         buckets,
         unsharded: 0.0,
+        gathered: 0.0,
         autocast,
         measured: 0.0,
         activations,
@@ -533,6 +555,7 @@ impl DdpMemory {
             + self.optimizer
             + self.buckets
             + self.unsharded
+            + self.gathered
             + self.autocast
             + self.measured
             + self.activations.max(self.step_transient)
@@ -561,6 +584,7 @@ impl DdpMemory {
             ("optimizer", self.optimizer),
             ("buckets", self.buckets),
             ("unsharded units", self.unsharded),
+            ("gathered outputs", self.gathered),
             ("autocast cache", self.autocast),
             ("measured", self.measured),
         ];
@@ -608,6 +632,7 @@ mod tests {
             optimizer,
             buckets: 0.0,
             unsharded: 0.0,
+            gathered: 0.0,
             autocast,
             measured: 0.0,
             activations: 0.0,

@@ -5,6 +5,7 @@ pub mod calls;
 pub mod chakra;
 pub mod compute;
 pub mod ddp;
+pub mod dp;
 pub mod jobs;
 pub mod kineto;
 pub mod memory;

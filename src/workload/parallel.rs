@@ -1778,6 +1778,7 @@ mod tests {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            data_parallel: None,
             memory_headroom: crate::workload::memory::DEFAULT_HEADROOM,
         }
     }

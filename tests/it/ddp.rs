@@ -95,6 +95,7 @@ proptest! {
             profile: None,
             checkpointing: Default::default(),
             written: None,
+            data_parallel: None,
             memory_headroom: collsim::workload::memory::DEFAULT_HEADROOM,
         };
         let gpu = GpuFacts { flops: 50e12, memory_bandwidth: 1e12, multiprocessors: Some(100), launch: collsim::units::Secs::new(4e-6), gemm_fixed: collsim::units::Secs::new(0.0), ranks_per_node: 8, sixteen_bit_flops: None };

@@ -7,6 +7,7 @@ mod blackwell;
 mod calibrate;
 mod cli_errors;
 mod compute;
+mod dataparallel;
 mod ddp;
 mod engine;
 mod golden;

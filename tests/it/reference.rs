@@ -66,6 +66,7 @@ fn probes() -> Vec<Probe> {
     serde(Scenario, sc, "`[workload]`", "[workload]");
     serde(Scenario, sc, "`[workload]`", "[[job]]\n[job.workload]");
     serde(Scenario, sc, "`[workload.ddp]`", "[workload.ddp]");
+    serde(Scenario, sc, "`[workload.dp]`", "[workload.dp]");
     serde(Scenario, sc, "`[workload.input]`", "[workload.input]");
     serde(Scenario, sc, "`[workload.fsdp]`", "[workload.fsdp]");
     serde(Scenario, sc, "`[workload.zero]`", "[workload.zero]");
