@@ -132,6 +132,7 @@ fn bench(c: &mut Criterion) {
         factor: 2,
         dtype: DataType::Float,
         op: ReduceOp::Sum,
+        backend: Default::default(),
     };
     g.bench_function("2048_nodes", |b| {
         b.iter(|| run(&cluster, &comm, &sweep, &params, Mode::Auto).expect("sweep"))

@@ -121,6 +121,7 @@ pub fn compare(
             factor: 2,
             dtype,
             op: ReduceOp::parse(&r.redop).unwrap_or(ReduceOp::Sum),
+            backend: Default::default(),
         };
         sweep::check_supported(spec.collective, comm)?;
         specs.push(spec);

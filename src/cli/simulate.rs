@@ -421,6 +421,7 @@ pub(crate) fn explain(
         factor: 2,
         dtype: dt,
         op: ReduceOp::Sum,
+        backend: Default::default(),
     };
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let (cluster, comm, _) = collsim::build(&s)?;

@@ -168,6 +168,10 @@ pub fn time(
         }
         (Collective::ReduceScatter, _) => ((n - 1) as f64 * send(share, true), n - 1),
         (Collective::AllGather, _) => ((n - 1) as f64 * send(share, false), n - 1),
+        // Each peer's share, one message each.
+        (Collective::AllToAll, _) => ((n - 1) as f64 * send(share, false), n - 1),
+        // One message of the whole buffer to the next rank.
+        (Collective::SendRecv | Collective::Send { .. }, _) => (send(s, false), 1),
         // A pipelined ring of the whole buffer: the buffer once at the stream's rate plus a
         // message per hop to fill it.
         _ => (s / rate + (n - 1) as f64 * net.overhead, n - 1),

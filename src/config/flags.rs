@@ -131,6 +131,7 @@ impl Flags {
                     factor: 2,
                     dtype: DataType::Float,
                     op: ReduceOp::Sum,
+                    backend: Default::default(),
                 };
                 Scenario {
                     topology,

@@ -253,7 +253,8 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
         })?,
         None => ReduceOp::Sum,
     };
-    let sweep = SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op };
+    let backend = backend(src, w, None)?;
+    let sweep = SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op, backend };
     if let Err((field, msg)) = sweep.check() {
         let at = if field.ends_with("factor") {
             w.factor.as_ref().map_or(0, |f| f.span().start)
@@ -445,16 +446,10 @@ fn ddp_workload(
             format!("workload.dp: only for kind = \"dp\" (this is kind = \"{kind}\")"),
         ));
     }
-    let backend = match &w.backend {
-        None => crate::workload::ddp::Backend::Nccl,
-        Some(b) => src.check("workload.backend", b, |b| match b.as_str() {
-            "nccl" => Ok(crate::workload::ddp::Backend::Nccl),
-            "gloo" if kind == "ddp" && parallel.is_none() => Ok(crate::workload::ddp::Backend::Gloo),
-            "gloo" => Err("collsim models Gloo under DistributedDataParallel (kind = \"ddp\" without [workload.parallel]); FSDP, ZeRO and 3-D layouts run on NCCL here".to_string()),
-            "mpi" | "ucc" => Err(format!("{b:?}: not modelled (nccl or gloo; docs/training.md says what the {b} backend would need)")),
-            _ => Err(format!("{b:?}: expected nccl or gloo")),
-        })?,
-    };
+    let refused = (kind != "ddp" || parallel.is_some()).then_some(
+        "collsim models Gloo under DistributedDataParallel (kind = \"ddp\" without [workload.parallel]) and in collective sweeps; FSDP, ZeRO and 3-D layouts run on NCCL here",
+    );
+    let backend = backend(src, w, refused)?;
     let mut spec = Spec {
         backend,
         model,
@@ -529,6 +524,25 @@ fn ddp_workload(
     Ok(spec)
 }
 
+/// `workload.backend`: NCCL by default, or Gloo unless `gloo_refused` says why not.
+fn backend(
+    src: &Source<'_>,
+    w: &RawWorkload,
+    gloo_refused: Option<&str>,
+) -> Result<crate::workload::ddp::Backend, ConfigError> {
+    use crate::workload::ddp::Backend;
+    let Some(b) = &w.backend else { return Ok(Backend::Nccl) };
+    src.check("workload.backend", b, |b| match (b.as_str(), gloo_refused) {
+        ("nccl", _) => Ok(Backend::Nccl),
+        ("gloo", None) => Ok(Backend::Gloo),
+        ("gloo", Some(why)) => Err(why.to_string()),
+        ("mpi" | "ucc", _) => Err(format!(
+            "{b:?}: not modelled (nccl or gloo; docs/training.md says what the {b} backend would need)"
+        )),
+        _ => Err(format!("{b:?}: expected nccl or gloo")),
+    })
+}
+
 /// What `kind = "dp"` (torch.nn.DataParallel) refuses: DDP's options, another backend, a
 /// data loader's rate and the sharded and 3-D layouts (their tables are refused by kind
 /// elsewhere).
@@ -540,6 +554,9 @@ fn refuse_under_dp(src: &Source<'_>, w: &RawWorkload) -> Result<(), ConfigError>
         "backend" => {
             "DataParallel runs in one process without a process group: its broadcasts and reduces are NCCL's, through torch.cuda.comm"
         }
+        "activation_checkpointing" => {
+            "a checkpointed block's forward runs again in Python on autograd's thread per GPU, under the interpreter lock the replicas share: not modelled yet"
+        }
         _ => {
             "a data loader's rate is not modelled under DataParallel yet (give the step without [workload.input])"
         }
@@ -548,6 +565,13 @@ fn refuse_under_dp(src: &Source<'_>, w: &RawWorkload) -> Result<(), ConfigError>
         ("ddp", w.ddp.as_ref().map(|d| d.span().start)),
         ("backend", w.backend.as_ref().map(|b| b.span().start)),
         ("input", w.input.as_ref().map(|i| i.span().start)),
+        (
+            "activation_checkpointing",
+            w.activation_checkpointing
+                .as_ref()
+                .filter(|a| a.get_ref() != "none")
+                .map(|a| a.span().start),
+        ),
     ] {
         if let Some(at) = at {
             return Err(
@@ -1967,7 +1991,7 @@ pub(crate) fn parse_workload(
     let misplaced = w.given().into_iter().find_map(|(key, at)| {
         let why = match kind.as_str() {
             _ if key == "kind" => return None,
-            "sweep" if SWEEP.contains(&key) => return None,
+            "sweep" if SWEEP.contains(&key) || key == "backend" => return None,
             "sweep" if matches!(key, "calls" | "profile") => "only for a replayed step (kind = \"trace\"), not a collective sweep".to_string(),
             "sweep" => "only for a training step (kind = \"ddp\", \"fsdp\" or \"zero\"), not a collective sweep".to_string(),
             "trace" if matches!(key, "calls" | "profile" | "compute_slowdown") => return None,

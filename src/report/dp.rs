@@ -19,7 +19,7 @@ pub fn table(
     let m = &spec.model;
     writeln!(
         out,
-        "DataParallel step: {} ({:.1} M params, {} grads) on 1 x {} ({} GPUs, one process)",
+        "DataParallel step: {} ({:.1} M params, {} grads) on 1 x {} ({} GPU(s), one process)",
         m.name,
         m.params() as f64 / 1e6,
         m.grad_dtype.name(),
@@ -29,7 +29,7 @@ pub fn table(
     let report = r.data_parallel.as_deref();
     writeln!(
         out,
-        "micro-batch {} per GPU x {} micro-step(s); each forward: the batch scattered from GPU 0 ({} a sample), parameters and buffers broadcast from it ({} NCCL broadcasts of up to 10 MiB), outputs gathered to it ({} a sample); loss {}; gradients reduced onto GPU 0 ({} NCCL reduces); the optimizer on GPU 0{}",
+        "micro-batch {} per GPU x {} micro-step(s); each forward: the batch scattered from GPU 0 ({} a sample), parameters and buffers broadcast from it ({} NCCL broadcasts of about 10 MiB), outputs gathered to it ({} a sample); loss {}; gradients reduced onto GPU 0 ({} NCCL reduces); the optimizer on GPU 0{}",
         spec.micro_batch,
         spec.grad_accumulation,
         approx(dp.sample_bytes),
@@ -90,7 +90,11 @@ pub fn table(
             ),
         )?;
     }
-    row(out, "communication", format!("{:.3} ms (none of it overlapped)", r.comm_ms))?;
+    row(
+        out,
+        "communication",
+        format!("{:.3} ms (none of it overlaps the GPUs' compute)", r.comm_ms),
+    )?;
     row(out, "samples/s", format!("{:.1}", r.samples_per_s))?;
     row(
         out,
@@ -102,12 +106,8 @@ pub fn table(
             out,
             "rank skew / straggler wait",
             format!(
-                "{:.3} ms (the slowest of {} GPUs' time x{:.4} under {}; every GPU at nominal speed: {:.3} ms)",
-                k.wait_ms,
-                r.world,
-                k.slowest_factor,
-                spec.skew.describe(),
-                k.typical_rank_ms
+                "{:.3} ms (the slowest of {} GPUs' time x{:.4}, one host launching for all; every GPU at nominal speed: {:.3} ms)",
+                k.wait_ms, r.world, k.slowest_factor, k.typical_rank_ms
             ),
         )?;
     }

@@ -34,39 +34,44 @@ impl SimFormat for Table {
             r.sweep.dtype.name(),
             r.sweep.op.name()
         )?;
-        writeln!(
-            out,
-            "ring graph {} x {} GB/s, {} CUDA channels; NCCL {} cost model; profile {:?}; {} simulation ({})",
-            c.ring_graph.n_channels,
-            c.ring_graph.bw_intra,
-            c.cuda_channels,
-            c.nccl_tables,
-            r.profile.name,
-            r.mode.name(),
-            {
-                let count = |form: &str| r.rows.iter().filter(|x| x.simulated == form).count();
-                let forms: Vec<(usize, &str)> = ["detailed", "symmetric", "aggregated"]
-                    .into_iter()
-                    .map(|f| (count(f), f))
-                    .filter(|&(n, _)| n > 0)
-                    .collect();
-                match forms.as_slice() {
-                    [] => "every size detailed".to_string(),
-                    [(_, f)] => format!("every size {f}"),
-                    _ => {
-                        forms
+        if r.sweep.backend.is_nccl() {
+            writeln!(
+                out,
+                "ring graph {} x {} GB/s, {} CUDA channels; NCCL {} cost model; profile {:?}; {} simulation ({})",
+                c.ring_graph.n_channels,
+                c.ring_graph.bw_intra,
+                c.cuda_channels,
+                c.nccl_tables,
+                r.profile.name,
+                r.mode.name(),
+                {
+                    let count = |form: &str| r.rows.iter().filter(|x| x.simulated == form).count();
+                    let forms: Vec<(usize, &str)> = ["detailed", "symmetric", "aggregated"]
+                        .into_iter()
+                        .map(|f| (count(f), f))
+                        .filter(|&(n, _)| n > 0)
+                        .collect();
+                    match forms.as_slice() {
+                        [] => "every size detailed".to_string(),
+                        [(_, f)] => format!("every size {f}"),
+                        _ => forms
                             .iter()
                             .enumerate()
                             .map(|(i, (n, f))| {
                                 if i == 0 { format!("{n} size(s) {f}") } else { format!("{n} {f}") }
                             })
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(", "),
                     }
                 }
-            }
-        )?;
-        if let Some(t) = &c.preset_tuner {
+            )?;
+        } else {
+            writeln!(
+                out,
+                "backend gloo: each size copied to host memory over the GPUs' PCIe paths and back, Gloo's ring over TCP (a stream a peer, loopback inside a node), not NCCL (docs/training.md, \"Gloo\")"
+            )?;
+        }
+        if let Some(t) = c.preset_tuner.as_ref().filter(|_| r.sweep.backend.is_nccl()) {
             writeln!(out, "tuner: {t}")?;
         }
         writeln!(out)?;

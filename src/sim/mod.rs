@@ -222,6 +222,14 @@ pub fn simulate_with(
         .ok_or_else(|| Error::Step("the scenario's workload is a DDP step, not a sweep".into()))?;
     let (cluster, comm, summary) = build(scenario)?;
     let load = background(scenario, &cluster)?;
+    if sweep.backend == workload::ddp::Backend::Gloo {
+        if !load.is_empty() {
+            return Err(Error::Step(
+                "workload.backend = \"gloo\" beside [[background]] traffic: Gloo's TCP streams sharing the links are not modelled yet".into(),
+            ));
+        }
+        return Ok((workload::sweep::gloo_rows(&cluster, &comm, sweep), summary));
+    }
     let rows = workload::sweep::run_beside(&cluster, &comm, sweep, params, mode, |_| &load, tick)?;
     Ok((rows, summary))
 }
@@ -317,28 +325,17 @@ fn ddp_step(
         )));
     }
     if let Some(spec) = scenario.ddp()
-        && spec.data_parallel.is_some()
-        && scenario.nodes > 1
+        && let Some(dp) = spec.data_parallel
     {
-        return Err(Error::Field(format!(
-            "cluster.nodes: {}: DataParallel (kind = \"dp\") is one process on one node; across nodes, kind = \"ddp\"",
-            scenario.nodes
-        )));
+        return data_parallel(scenario, spec, dp, params, mode, links);
     }
-    let (mut step, summary, groups) = on_cluster(
-        scenario,
-        params,
-        mode,
-        cache,
-        links,
-        |spec, world, gpu, coll, cluster| match (&spec.parallel, &spec.data_parallel) {
-            (Some(layout), _) => {
-                workload::parallel::simulate_parallel(spec, layout, world, gpu, coll)
-            }
-            (None, Some(dp)) => data_parallel(spec, dp, world, gpu, coll, cluster),
-            (None, None) => workload::ddp::simulate_step_on(spec, world, gpu, coll),
-        },
-    )?;
+    let (mut step, summary, groups) =
+        on_cluster(scenario, params, mode, cache, links, |spec, world, gpu, coll, _| match &spec
+            .parallel
+        {
+            Some(layout) => workload::parallel::simulate_parallel(spec, layout, world, gpu, coll),
+            None => workload::ddp::simulate_step_on(spec, world, gpu, coll),
+        })?;
     if !step_fits(&step) {
         return Err(Error::StepTooLong(step_overflow(&step)));
     }
@@ -346,28 +343,66 @@ fn ddp_step(
     Ok((step, summary))
 }
 
-/// A DataParallel step on one node's `world` GPUs, with the same step under DDP (default
-/// options) beside it.
+/// The most GPUs one host drives (DGX-2 and HGX-2 boards: 16); a DataParallel process runs
+/// on one host.
+pub const MAX_HOST_GPUS: usize = 16;
+
+/// A DataParallel step on one node's GPUs: its NCCL calls from one process driving them all
+/// (nccl-tests' `-g N`, as `torch.cuda.nccl` communicators are), with the same step under DDP
+/// (default options, a process per GPU) beside it.
 fn data_parallel(
+    scenario: &Scenario,
     spec: &workload::ddp::DdpSpec,
-    dp: &workload::dp::DataParallel,
-    world: usize,
-    gpu: &workload::ddp::GpuFacts,
-    coll: &workload::parallel::GroupTimer<'_>,
-    cluster: &hw::Cluster,
-) -> workload::ddp::StepResult {
-    let copies = workload::dp::PeerCopies::of(cluster, world);
-    let mut r = workload::dp::simulate_dp(spec, dp, world, gpu, coll, &copies);
+    dp: workload::dp::DataParallel,
+    params: &TimingParams,
+    mode: Mode,
+    links: bool,
+) -> Result<(workload::ddp::StepResult, CommSummary), Error> {
+    if scenario.nodes > 1 {
+        return Err(Error::Field(format!(
+            "cluster.nodes: {}: DataParallel (kind = \"dp\") is one process on one node; across nodes, kind = \"ddp\"",
+            scenario.nodes
+        )));
+    }
+    if scenario.gpus_per_node > MAX_HOST_GPUS {
+        return Err(Error::Field(format!(
+            "cluster.gpus_per_node: {}: DataParallel (kind = \"dp\") is one process on one host, and no host drives more than {MAX_HOST_GPUS} GPUs; use kind = \"ddp\"",
+            scenario.gpus_per_node
+        )));
+    }
+    let one_process = Scenario { gpus_per_process: scenario.gpus_per_node, ..scenario.clone() };
+    let fresh = CollCache::default();
+    let (mut step, summary, groups) = on_cluster(
+        &one_process,
+        params,
+        mode,
+        &fresh,
+        links,
+        |spec, world, gpu, coll, cluster| {
+            let copies = workload::dp::PeerCopies::of(cluster, world);
+            workload::dp::simulate_dp(spec, &dp, world, gpu, coll, &copies)
+        },
+    )?;
+    if !step_fits(&step) {
+        return Err(Error::StepTooLong(step_overflow(&step)));
+    }
+    // DDP's calls are each rank's own process's: timed apart.
     let ddp = workload::ddp::DdpSpec { data_parallel: None, ..spec.clone() };
-    let d = workload::ddp::simulate_step_on(&ddp, world, gpu, coll);
-    if let Some(report) = &mut r.data_parallel {
+    let per_gpu = Scenario { workload: config::Workload::Ddp(Box::new(ddp)), ..scenario.clone() };
+    let fresh = CollCache::default();
+    let (d, _, _) =
+        on_cluster(&per_gpu, params, mode, &fresh, false, |spec, world, gpu, coll, _| {
+            workload::ddp::simulate_step_on(spec, world, gpu, coll)
+        })?;
+    if let Some(report) = &mut step.data_parallel {
         report.ddp = Some(workload::dp::DdpSide {
             iteration_time_ms: d.iteration_time_ms,
             samples_per_s: d.samples_per_s,
             breakdown: d.breakdown,
         });
     }
-    r
+    step.comm_groups = groups;
+    Ok((step, summary))
 }
 
 /// Hands `f` the scenario's training step, its ranks, GPU facts and a timer of collectives on
@@ -511,6 +546,7 @@ pub fn misfit_warning(s: &Scenario, spec: &workload::ddp::DdpSpec, world: usize)
         match (&spec.sharding, &spec.parallel) {
             (Some(_), _) => "FSDP",
             (None, Some(_)) => "its 3-D layout",
+            (None, None) if spec.data_parallel.is_some() => "DataParallel (on GPU 0)",
             (None, None) => "plain DDP",
         },
         spec.optimizer.name()

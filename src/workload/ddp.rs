@@ -543,6 +543,13 @@ pub enum Backend {
     Gloo,
 }
 
+impl Backend {
+    /// Whether it is NCCL (the default, left out of JSON).
+    pub fn is_nccl(&self) -> bool {
+        *self == Backend::Nccl
+    }
+}
+
 /// A DDP training step to simulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DdpSpec {
@@ -1198,10 +1205,10 @@ pub(crate) fn layer_times_from(spec: &DdpSpec, gpu: &GpuFacts, first_dgrad: bool
 /// Who launches a step's kernels ([`layer_times_with`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Launcher {
-    /// GPUs whose forward kernels the same host thread launches, one after another: 1 for a
-    /// process per GPU; every GPU of `torch.nn.DataParallel`, whose replicas' forwards run in
-    /// Python threads under one interpreter lock.
-    pub fwd_gpus: f64,
+    /// How many times its own host time each forward kernel waits: 1 for a process per GPU;
+    /// under `torch.nn.DataParallel`, whose replicas' forwards run in Python threads taking one
+    /// interpreter lock in turn, up to the GPUs' count ([`super::dp::GIL_SHARE`]).
+    pub fwd_launch_factor: f64,
     /// Whether the backward's launches start level with the GPU rather than where the
     /// forward's left the host (DataParallel's backward is launched by autograd's thread per
     /// GPU, after the outputs' gather).
@@ -1210,7 +1217,7 @@ pub(crate) struct Launcher {
 
 impl Launcher {
     /// A process per GPU.
-    pub(crate) const OWN: Launcher = Launcher { fwd_gpus: 1.0, fresh_backward: false };
+    pub(crate) const OWN: Launcher = Launcher { fwd_launch_factor: 1.0, fresh_backward: false };
 }
 
 /// One micro-step's layer times on `gpu` with `launcher` issuing the kernels
@@ -1310,7 +1317,7 @@ fn layer_times_with(
     };
     let mut host_fwd = Vec::with_capacity(work.len());
     for w in &work {
-        let (d, h) = step((w.0.0, w.0.1 * launcher.fwd_gpus), false);
+        let (d, h) = step((w.0.0, w.0.1 * launcher.fwd_launch_factor), false);
         t.fwd.push(d);
         host_fwd.push(h);
     }

@@ -42,7 +42,7 @@ pub const COALESCE_BYTES: u64 = 10 << 20;
 /// copies the module's `__dict__` and its parameter, buffer and submodule dicts in Python,
 /// about a microsecond each in CPython for dicts of tens of entries; 3 µs assumed, not
 /// measured. collsim counts a model's modules as its parameter tensors (ResNet-50: 161
-/// tensors, 161 modules with a parameter; GPT-2: 148 and about 150).
+/// tensors, 151 modules).
 pub const REPLICA_MODULE_SECS: f64 = 3e-6;
 
 /// An input sample of the ResNet-50 preset: a 3 × 224 × 224 fp32 image, bytes.
@@ -100,11 +100,6 @@ impl DataParallel {
             gil_share: GIL_SHARE,
         })
     }
-
-    /// "gpu0" or "replica", as the scenario's `loss` key says it.
-    pub fn loss_name(&self) -> &'static str {
-        if self.loss_on_first { "gpu0" } else { "replica" }
-    }
 }
 
 /// A language model's tokens per sample and vocabulary: its embedding's rows and its blocks'
@@ -128,8 +123,9 @@ fn lm_shape(model: &super::models::Model, sequence: Option<u64>) -> Option<(u64,
 }
 
 /// How fast GPU 0 and each other GPU of the node copy to each other: the route's narrowest
-/// link, one copy at a time (PyTorch queues a gather's copies on GPU 0's stream, one after
-/// another; a scatter's all leave GPU 0 through its own links).
+/// link, one copy at a time. PyTorch issues a scatter's or gather's copies one after another,
+/// each on its source device's stream; they all leave or enter GPU 0 through its own links, so
+/// they take about their times summed whether or not they overlap.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerCopies {
     /// From GPU 0 to GPU i (i = 1, 2, …), bytes/s.
@@ -188,11 +184,11 @@ struct Micro {
 
 impl Micro {
     fn broadcast_gpu(&self) -> f64 {
-        self.broadcast.iter().map(|(f, c, ..)| f + c.secs().get()).sum()
+        self.broadcast.iter().fold(0.0, |t, (f, c, ..)| t + f + c.secs().get())
     }
 
     fn reduce_secs(&self) -> f64 {
-        self.reduce.iter().map(|(f, c, ..)| f + c.secs().get()).sum()
+        self.reduce.iter().fold(0.0, |t, (f, c, ..)| t + f + c.secs().get())
     }
 
     fn fwd(&self) -> f64 {
@@ -237,7 +233,8 @@ fn micro(
     let flatten = |bytes: u64| 2.0 * bytes as f64 / gpu.memory_bandwidth + gpu.launch.get();
     // Each GPU's forward kernel waits for every thread's turn at the lock, or for its own
     // thread's whole host time, whichever is longer.
-    let launcher = Launcher { fwd_gpus: (n as f64 * dp.gil_share).max(1.0), fresh_backward: n > 1 };
+    let launcher =
+        Launcher { fwd_launch_factor: (n as f64 * dp.gil_share).max(1.0), fresh_backward: n > 1 };
     let layers = layer_times_launched(spec, gpu, launcher);
     if n < 2 {
         // One device: DataParallel calls the module itself.
@@ -328,13 +325,16 @@ pub fn simulate_dp(
         ..Breakdown::default()
     };
     let comm_of = |m: &Micro| {
-        let calls: f64 = m.broadcast.iter().chain(&m.reduce).map(|(_, c, ..)| c.secs().get()).sum();
+        let calls =
+            m.broadcast.iter().chain(&m.reduce).fold(0.0, |t, (_, c, ..)| t + c.secs().get());
         calls + m.scatter + m.gather + m.scatter_back
     };
-    let flattening = |m: &Micro| m.broadcast.iter().chain(&m.reduce).map(|(f, ..)| f).sum::<f64>();
+    let flattening = |m: &Micro| m.broadcast.iter().chain(&m.reduce).fold(0.0, |t, (f, ..)| t + f);
     let compute = k * (nominal.fwd() + nominal.bwd() + flattening(&nominal)) + optimizer;
     let comm = k * comm_of(run);
-    let exposed = (end - compute - (end - typical)).max(0.0);
+    // Nothing overlaps the GPUs' compute: every call and copy is exposed. (The host's replica
+    // building beyond the broadcast is in the breakdown's replication, not here.)
+    let exposed = k * comm_of(&nominal);
     let single = k * (one.fwd.iter().sum::<f64>() + one.bwd.iter().sum::<f64>()) + optimizer;
     let skew = slow.as_ref().map(|_| SkewCost {
         slowest_factor: slowest.gpu,
@@ -445,7 +445,7 @@ fn timeline(m: &Micro, k: u64, optimizer: f64) -> Vec<Span> {
         }
         if m.replicate > t - start {
             let host = start + m.replicate - t;
-            push(&mut out, &mut t, "wait", "replicas built in Python", host);
+            push(&mut out, &mut t, "compute", "replicas built in Python (the host)", host);
         }
         push(&mut out, &mut t, "compute", "fwd (every replica, one launcher)", m.fwd());
         if m.gather > 0.0 {

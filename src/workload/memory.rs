@@ -194,8 +194,9 @@ pub struct DdpMemory {
     pub buckets: f64,
     /// FSDP's all-gathered units in flight and its reduce-scatter buffer.
     pub unsharded: f64,
-    /// DataParallel's outputs gathered onto GPU 0 (every GPU's, kept until backward), and
-    /// their gradients where the loss is computed there (GPU 0's memory, the most loaded).
+    /// DataParallel's whole batch, on GPU 0 before it is scattered, and the outputs gathered
+    /// onto it (every GPU's, kept until backward, with their gradients where the loss is
+    /// computed there): GPU 0's memory, the most loaded.
     pub gathered: f64,
     /// Autocast's 16-bit weight cache.
     pub autocast: f64,
@@ -286,14 +287,17 @@ pub fn ddp_memory(spec: &DdpSpec, world: usize, ranks_per_node: usize) -> DdpMem
 
 /// GPU 0's memory under DataParallel on `world` GPUs: the model, its gradients and the
 /// optimizer's state as one GPU holds them (no DDP buckets: the gradients are reduced through
-/// 10 MiB flattened chunks), its replica's activations, and every GPU's outputs gathered to it
-/// (with their gradients where the loss is computed on GPU 0).
+/// 10 MiB flattened chunks), its replica's activations, the whole batch (the user's loop puts
+/// it on GPU 0 before the forward scatters it) and every GPU's outputs gathered to it (with
+/// their gradients where the loss is computed on GPU 0).
 fn dp_memory(spec: &DdpSpec, world: usize) -> DdpMemory {
     let mut m = plain_ddp_memory(spec);
     m.buckets = 0.0;
     if let Some(dp) = spec.data_parallel.filter(|_| world > 1) {
-        let outputs = (dp.output_bytes * spec.micro_batch * world as u64) as f64;
-        m.gathered = if dp.loss_on_first { 2.0 * outputs } else { outputs };
+        let samples = spec.micro_batch as f64 * world as f64;
+        let outputs = dp.output_bytes as f64 * samples;
+        let outputs = if dp.loss_on_first { 2.0 * outputs } else { outputs };
+        m.gathered = dp.sample_bytes as f64 * samples + outputs;
     }
     m.totalled()
 }
@@ -584,7 +588,7 @@ impl DdpMemory {
             ("optimizer", self.optimizer),
             ("buckets", self.buckets),
             ("unsharded units", self.unsharded),
-            ("gathered outputs", self.gathered),
+            ("batch and gathered outputs", self.gathered),
             ("autocast cache", self.autocast),
             ("measured", self.measured),
         ];

@@ -8,6 +8,7 @@ use crate::collective::{self, Call, CallRun, Collective, Load, Mode, TimingParam
 use crate::comm::Communicator;
 use crate::hw::Cluster;
 use crate::units::Bytes;
+use crate::workload::ddp::Backend;
 use crate::workload::{DataType, ReduceOp};
 
 /// An nccl-tests-like sweep: sizes from `min_bytes` to `max_bytes`, each `factor` times the last.
@@ -27,6 +28,10 @@ pub struct SweepSpec {
     pub dtype: DataType,
     /// Reduction (`-o`).
     pub op: ReduceOp,
+    /// The process group's backend: NCCL (nccl-tests' own), or Gloo (each size as
+    /// `torch.distributed` on `backend="gloo"` runs it on CUDA tensors).
+    #[serde(skip_serializing_if = "Backend::is_nccl")]
+    pub backend: Backend,
 }
 
 fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
@@ -43,6 +48,7 @@ impl SweepSpec {
             factor: 2,
             dtype,
             op: ReduceOp::Sum,
+            backend: Backend::Nccl,
         }
     }
 
@@ -240,13 +246,7 @@ pub fn call<'a>(
 pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
     let (coll, comm) = (spec.collective, call.comm);
     let bytes = call.bytes.get();
-    // nccl-tests' count: per rank (AllGather, ReduceScatter) or per peer (AllToAll).
-    let count = match coll {
-        Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter => {
-            bytes / spec.dtype.size() / comm.nranks() as u64
-        }
-        _ => bytes / spec.dtype.size(),
-    };
+    let count = count_of(spec, bytes, comm.nranks());
     let p2p = collective::is_p2p(coll);
     let sel = &call.sel;
     let algo = if p2p { "P2P" } else { sel.algo.name() };
@@ -256,12 +256,7 @@ pub fn row(spec: &SweepSpec, call: &Call<'_>, run: &CallRun) -> Row {
         size_bytes: bytes,
         count,
         dtype: spec.dtype.name(),
-        // nccl-tests prints "none" for collectives that do not reduce.
-        redop: if p2p || matches!(coll, Collective::AllGather | Collective::Broadcast) {
-            "none"
-        } else {
-            spec.op.name()
-        },
+        redop: redop_of(spec),
         time_us,
         time_us_low,
         time_us_high,
@@ -307,6 +302,63 @@ pub fn run(
     mode: Mode,
 ) -> Result<Vec<Row>, SweepError> {
     run_beside(cluster, comm, spec, params, mode, |_| &[], &|| {})
+}
+
+/// nccl-tests' count of elements for `bytes`: per rank (AllGather, ReduceScatter) or per peer
+/// (AllToAll) on `n` ranks.
+fn count_of(spec: &SweepSpec, bytes: u64, n: usize) -> u64 {
+    match spec.collective {
+        Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter => {
+            bytes / spec.dtype.size() / n as u64
+        }
+        _ => bytes / spec.dtype.size(),
+    }
+}
+
+/// nccl-tests' reduction column: "none" for collectives that do not reduce.
+fn redop_of(spec: &SweepSpec) -> &'static str {
+    let c = spec.collective;
+    if collective::is_p2p(c) || matches!(c, Collective::AllGather | Collective::Broadcast) {
+        "none"
+    } else {
+        spec.op.name()
+    }
+}
+
+/// A sweep on Gloo ([`crate::collective::gloo`]): each size copied to host memory over the
+/// GPUs' PCIe paths, Gloo's ring over TCP, copied back; as nccl-tests would print it.
+pub fn gloo_rows(cluster: &Cluster, comm: &Communicator, spec: &SweepSpec) -> Vec<Row> {
+    use crate::collective::gloo::{self, GlooAlgo, GlooNet};
+    let net = GlooNet::of(cluster, comm.ppn());
+    let n = comm.nranks();
+    sizes(spec)
+        .into_iter()
+        .map(|bytes| {
+            let c = spec.collective;
+            let t = gloo::time(&net, c, bytes, n, comm.nnodes(), GlooAlgo::Ring);
+            let time_us = t.total * 1e6;
+            let algbw = if time_us > 0.0 { bytes as f64 / time_us / 1e3 } else { 0.0 };
+            Row {
+                size_bytes: bytes,
+                count: count_of(spec, bytes, n),
+                dtype: spec.dtype.name(),
+                redop: redop_of(spec),
+                time_us,
+                time_us_low: time_us,
+                time_us_high: time_us,
+                algbw,
+                busbw: algbw * c.busbw_factor(n),
+                algo: "GLOO",
+                proto: "TCP",
+                channels: 0,
+                // Gloo's own choice: no NCCL here.
+                nccl_algo: "GLOO",
+                nccl_proto: "TCP",
+                simulated: "gloo",
+                tuner_line: None,
+            }
+        })
+        .collect()
 }
 
 /// As [`run`], each size beside the traffic `load(i)` gives for the i-th size; `tick` is called

@@ -68,7 +68,8 @@ fn the_gathered_logits_sit_on_gpu_0_and_grow_with_the_gpus() {
         let r = step(&["scenarios/dataparallel-gpt2-dgx-a100.toml", "--gpus-per-node", gpus]);
         ms(&r["memory"], "gathered")
     };
-    let one = 8.0 * 1024.0 * 50257.0 * 2.0;
+    // With the whole batch (ids and labels, 16 bytes a token) on GPU 0 before the scatter.
+    let one = 8.0 * 1024.0 * 50257.0 * 2.0 + 8.0 * 1024.0 * 16.0;
     assert_eq!(at("8"), 8.0 * one);
     assert_eq!(at("2"), 2.0 * one);
     // DataParallel on one GPU calls the module itself: nothing gathered, nothing replicated.
@@ -114,6 +115,26 @@ fn dataparallel_is_refused_where_it_cannot_run() {
     // Nor is a process group's backend.
     let gloo = write("gloo.toml", &base.replace("micro_batch", "backend = \"gloo\"\nmicro_batch"));
     fails_with(&["simulate", &gloo], &["gloo.toml:8", "workload.backend", "one process"]);
+    // Nor recomputation, whose forward runs in Python again under the shared lock.
+    let ckpt = write(
+        "ckpt.toml",
+        &base
+            .replace("resnet50", "gpt2-xl")
+            .replace("micro_batch", "activation_checkpointing = \"full\"\nmicro_batch"),
+    );
+    fails_with(&["simulate", &ckpt], &["ckpt.toml:8", "workload.activation_checkpointing"]);
+    // One process runs on one host.
+    fails_with(
+        &[
+            "simulate",
+            "scenarios/dataparallel-gpt2-dgx-a100.toml",
+            "--topology",
+            "gb200-nvl72",
+            "--gpus-per-node",
+            "72",
+        ],
+        &["cluster.gpus_per_node", "one host"],
+    );
     // [workload.dp] belongs to kind = "dp".
     let wrong = write(
         "wrong.toml",
