@@ -133,6 +133,7 @@ fn bench(c: &mut Criterion) {
         dtype: DataType::Float,
         op: ReduceOp::Sum,
         backend: Default::default(),
+        barrier: false,
     };
     g.bench_function("2048_nodes", |b| {
         b.iter(|| run(&cluster, &comm, &sweep, &params, Mode::Auto).expect("sweep"))

@@ -122,6 +122,7 @@ pub fn compare(
             dtype,
             op: ReduceOp::parse(&r.redop).unwrap_or(ReduceOp::Sum),
             backend: Default::default(),
+            barrier: false,
         };
         sweep::check_supported(spec.collective, comm)?;
         specs.push(spec);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
 
-use collsim::collective::{Collective, Mode, TimingParams};
+use collsim::collective::{Mode, TimingParams};
 use collsim::config::{self, Scenario};
 use collsim::report;
 use collsim::units::Bytes;
@@ -192,13 +192,13 @@ pub(crate) fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<Swee
     let Some(sw) = s.sweep_mut() else {
         bail!("the scenario's workload is neither a sweep nor a DDP step");
     };
-    if let Some(c) = &f.collective {
-        sw.collective = Collective::parse(c).ok_or_else(|| {
-            usage(format!(
-                "--collective: {}",
-                config::unknown_name("collective", c, &Collective::NAMES)
-            ))
-        })?;
+    if let Some(c) = &f.collective
+        && !sw.set_collective(c)
+    {
+        return Err(usage(format!(
+            "--collective: {}",
+            config::unknown_name("collective", c, &SweepSpec::NAMES)
+        )));
     }
     if let Some(b) = &f.min_bytes {
         sw.min_bytes = parse_size("--min-bytes", b)?;
@@ -218,6 +218,10 @@ pub(crate) fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<Swee
         sw.op = ReduceOp::parse(o).ok_or_else(|| {
             usage(format!("--op: {}", config::unknown_name("reduction", o, &ReduceOp::NAMES)))
         })?;
+    }
+    // A barrier is one float whatever the size flags say (its table says so).
+    if sw.barrier {
+        sw.set_collective("barrier");
     }
     if let Err((field, msg)) = sw.check() {
         let flag = field.replace("workload.", "--").replace('_', "-");

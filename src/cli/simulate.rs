@@ -422,6 +422,7 @@ pub(crate) fn explain(
         dtype: dt,
         op: ReduceOp::Sum,
         backend: Default::default(),
+        barrier: false,
     };
     let profile = load_profile_for(common.profile.as_deref(), &s)?;
     let (cluster, comm, _) = collsim::build(&s)?;

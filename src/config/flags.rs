@@ -132,6 +132,7 @@ impl Flags {
                     dtype: DataType::Float,
                     op: ReduceOp::Sum,
                     backend: Default::default(),
+                    barrier: false,
                 };
                 Scenario {
                     topology,

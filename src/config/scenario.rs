@@ -230,9 +230,19 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
     let why = "a collective sweep needs collective, min_bytes and max_bytes; a training step \
                needs kind = \"ddp\"";
     let c = w.collective.as_ref().ok_or_else(|| missing(src, "collective", why))?;
-    let collective = src.check("workload.collective", c, |c| {
-        Collective::parse(c).ok_or_else(|| super::unknown_name("collective", c, &Collective::NAMES))
+    // A barrier is NCCL's all-reduce of one float (ProcessGroupNCCL::barrier): one size.
+    let mut one = SweepSpec::one(Collective::AllReduce, 1, DataType::Float);
+    src.check("workload.collective", c, |c| {
+        if one.set_collective(c) {
+            Ok(())
+        } else {
+            Err(super::unknown_name("collective", c, &SweepSpec::NAMES))
+        }
     })?;
+    if one.barrier {
+        return Ok(SweepSpec { backend: backend(src, w, None)?, ..one });
+    }
+    let collective = one.collective;
     let min = w.min_bytes.as_ref().ok_or_else(|| missing(src, "min_bytes", why))?;
     let max = w.max_bytes.as_ref().ok_or_else(|| missing(src, "max_bytes", why))?;
     let min_bytes = src.check("workload.min_bytes", min, |q| q.parse_with(Bytes::parse))?;
@@ -254,7 +264,8 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
         None => ReduceOp::Sum,
     };
     let backend = backend(src, w, None)?;
-    let sweep = SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op, backend };
+    let sweep =
+        SweepSpec { collective, min_bytes, max_bytes, factor, dtype, op, backend, barrier: false };
     if let Err((field, msg)) = sweep.check() {
         let at = if field.ends_with("factor") {
             w.factor.as_ref().map_or(0, |f| f.span().start)

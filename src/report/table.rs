@@ -25,7 +25,11 @@ impl SimFormat for Table {
         writeln!(
             out,
             "{} on {} x {} ({} of {} GPUs per node, {} ranks), {} {}",
-            r.sweep.collective.name(),
+            if r.sweep.barrier {
+                "barrier (an all_reduce of one float, as PyTorch's barrier on NCCL; sizes, dtype and op given are not used)"
+            } else {
+                r.sweep.collective.name()
+            },
             s.nodes,
             s.node.name,
             s.gpus_per_node,

@@ -476,6 +476,7 @@ impl Jobs<'_> {
                         dtype: d.model.grad_dtype,
                         op: workload::ReduceOp::Sum,
                         backend: Default::default(),
+                        barrier: false,
                     };
                     let call = workload::sweep::call(
                         &b.cluster, &b.comm, &spec, largest, params, mode, bg,

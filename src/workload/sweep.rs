@@ -32,6 +32,10 @@ pub struct SweepSpec {
     /// `torch.distributed` on `backend="gloo"` runs it on CUDA tensors).
     #[serde(skip_serializing_if = "Backend::is_nccl")]
     pub backend: Backend,
+    /// A barrier (`torch.distributed.barrier()`): NCCL's all-reduce of one float, whatever
+    /// sizes were given.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub barrier: bool,
 }
 
 fn ser_bytes<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
@@ -49,6 +53,39 @@ impl SweepSpec {
             dtype,
             op: ReduceOp::Sum,
             backend: Backend::Nccl,
+            barrier: false,
+        }
+    }
+
+    /// The names a sweep takes for its collective: nccl-tests' and "barrier".
+    pub const NAMES: [&'static str; 8] = [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+        "barrier",
+    ];
+
+    /// Sets the collective from one of [`SweepSpec::NAMES`] (or nccl-tests' other spellings);
+    /// a barrier is NCCL's all-reduce of one float, as PyTorch's `barrier()` runs it on NCCL,
+    /// whatever sizes, type and reduction were given. False for a name it does not know.
+    pub fn set_collective(&mut self, name: &str) -> bool {
+        self.barrier = name.trim().eq_ignore_ascii_case("barrier");
+        if self.barrier {
+            let one = Bytes::new(super::calls::BARRIER_BYTES);
+            (self.collective, self.min_bytes, self.max_bytes) = (Collective::AllReduce, one, one);
+            (self.dtype, self.op) = (DataType::Float, ReduceOp::Sum);
+            return true;
+        }
+        match Collective::parse(name) {
+            Some(c) => {
+                self.collective = c;
+                true
+            }
+            None => false,
         }
     }
 

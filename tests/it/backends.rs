@@ -140,3 +140,53 @@ fn a_collective_sweep_on_gloo_times_each_size_as_a_gloo_step_does() {
         &["gloo", "[[background]]"],
     );
 }
+
+#[test]
+fn a_barrier_is_one_float_all_reduced_whatever_the_sizes_say() {
+    let barrier = collsim_ok(&[
+        "simulate",
+        "scenarios/quickstart.toml",
+        "--collective",
+        "barrier",
+        "--format",
+        "json",
+    ]);
+    let one = collsim_ok(&[
+        "simulate",
+        "scenarios/quickstart.toml",
+        "--min-bytes",
+        "4",
+        "--max-bytes",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let rows = |text: &str| {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v["rows"].clone()
+    };
+    assert_eq!(rows(&barrier), rows(&one));
+    assert_eq!(rows(&barrier).as_array().unwrap().len(), 1);
+    let text = collsim_ok(&["simulate", "scenarios/quickstart.toml", "--collective", "barrier"]);
+    assert!(text.starts_with("barrier (an all_reduce of one float"), "{text}");
+    // A scenario's own barrier, with sizes given that it does not use.
+    let dir = super::scratch().join(format!("collsim-barrier-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("barrier.toml");
+    let quick = std::fs::read_to_string("scenarios/quickstart.toml").unwrap();
+    std::fs::write(&p, quick.replace("\"all_reduce\"", "\"barrier\"")).unwrap();
+    let own = collsim_ok(&["simulate", &p.to_string_lossy(), "--format", "json"]);
+    assert_eq!(rows(&own), rows(&one));
+    // And back: --collective all_reduce on it sweeps again, from the barrier's 4 B.
+    let swept = collsim_ok(&[
+        "simulate",
+        &p.to_string_lossy(),
+        "--collective",
+        "all_reduce",
+        "--max-bytes",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(rows(&swept).as_array().unwrap().len(), 5);
+}
