@@ -31,7 +31,7 @@ pub struct AxisError(pub String);
 /// (`--nccl`, `nccl.VAR`).
 pub type Fixed<'a> = (&'a str, String);
 
-/// The axes of `--sweep KEY=V1,V2,...` arguments, checked: dotted keys, `ddp.`, `fsdp.`,
+/// The axes of `--sweep KEY=V1,V2,...` arguments, checked: dotted keys, `ddp.`, `dp.`, `fsdp.`,
 /// `zero.`, `parallel.` and `model.` short for `workload.` ones, no key swept twice or set by a
 /// flag in `fixed`, no empty or repeated value.
 pub fn axes(sweeps: &[String], fixed: &[Fixed<'_>]) -> Result<Vec<Axis>, AxisError> {
@@ -44,8 +44,9 @@ pub fn axes(sweeps: &[String], fixed: &[Fixed<'_>]) -> Result<Vec<Axis>, AxisErr
             ));
         };
         // The workload's tables, short: `ddp.X` is `workload.ddp.X`.
-        let short =
-            ["ddp.", "fsdp.", "zero.", "parallel.", "model."].iter().any(|t| k.starts_with(t));
+        let short = ["ddp.", "dp.", "fsdp.", "zero.", "parallel.", "model."]
+            .iter()
+            .any(|t| k.starts_with(t));
         let key = if short { format!("workload.{k}") } else { k.to_string() };
         if key.split('.').any(|p| p.trim().is_empty())
             || matches!(key.as_str(), "topology" | "profile")

@@ -283,7 +283,7 @@ struct SimulateArgs {
     #[arg(long, value_enum, default_value = "table")]
     format: SimFmt,
     /// Run the scenario at every value of a key (KEY=V1,V2,...; `ddp.X` means
-    /// `workload.ddp.X`, as do `fsdp.X`, `zero.X` and `parallel.X` theirs, `topology.X` a key
+    /// `workload.ddp.X`, as do `dp.X`, `fsdp.X`, `zero.X` and `parallel.X` theirs, `topology.X` a key
     /// of its topology, `profile.X` one of the profile);
     /// several --sweep run their cross product, in parallel.
     #[arg(long, value_name = "KEY=VALUES", hide_possible_values = true, value_parser = cli::ui::Names(cli::ui::sweep_names))]

@@ -201,10 +201,13 @@ impl Flags {
                 s.gpus_per_node, s.gpus_per_process
             )));
         }
-        if s.gpus_per_process > 1 && matches!(s.workload, Workload::Ddp(_)) {
+        if s.gpus_per_process > 1
+            && let Workload::Ddp(spec) = &s.workload
+        {
             return Err(FlagError::Input(format!(
-                "--gpus-per-process {}: PyTorch DDP runs one process per GPU",
-                s.gpus_per_process
+                "--gpus-per-process {}: {}",
+                s.gpus_per_process,
+                super::scenario::one_process_why(spec)
             )));
         }
         let any_flag = !flagged.is_empty() || self.nccl_version.is_some();

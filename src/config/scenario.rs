@@ -554,6 +554,15 @@ fn backend(
     })
 }
 
+/// Why a training step takes no `gpus_per_process`.
+pub(crate) fn one_process_why(spec: &DdpSpec) -> &'static str {
+    if spec.data_parallel.is_some() {
+        "DataParallel is one process driving every GPU of its node already (collsim times its calls so); give no gpus_per_process"
+    } else {
+        "PyTorch DDP runs one process per GPU"
+    }
+}
+
 /// What `kind = "dp"` (torch.nn.DataParallel) refuses: DDP's options, another backend, a
 /// data loader's rate and the sharded and 3-D layouts (their tables are refused by kind
 /// elsewhere).
@@ -1937,13 +1946,13 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ConfigError> {
         Some(b) => super::jobs::parse_background(&src, b, &node, nodes)?,
         None => Vec::new(),
     };
-    if gpus_per_process > 1 && matches!(workload, Workload::Ddp(_)) {
+    if gpus_per_process > 1
+        && let Workload::Ddp(spec) = &workload
+    {
         let at = raw.cluster.gpus_per_process.as_ref().map_or(0, |g| g.span().start);
         return Err(src.error_at(
             at,
-            format!(
-                "cluster.gpus_per_process: {gpus_per_process}, but PyTorch DDP runs one process per GPU"
-            ),
+            format!("cluster.gpus_per_process: {gpus_per_process}, but {}", one_process_why(spec)),
         ));
     }
     if let Some(w) = &raw.workload {
