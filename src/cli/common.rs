@@ -197,7 +197,7 @@ pub(crate) fn apply_sweep_flags(s: &mut Scenario, f: &SweepFlags) -> Result<Swee
     {
         return Err(usage(format!(
             "--collective: {}",
-            config::unknown_name("collective", c, &SweepSpec::NAMES)
+            config::unknown_name("collective", c, &SweepSpec::names())
         )));
     }
     if let Some(b) = &f.min_bytes {

@@ -236,7 +236,7 @@ fn sweep_workload(src: &Source<'_>, w: &RawWorkload) -> Result<SweepSpec, Config
         if one.set_collective(c) {
             Ok(())
         } else {
-            Err(super::unknown_name("collective", c, &SweepSpec::NAMES))
+            Err(super::unknown_name("collective", c, &SweepSpec::names()))
         }
     })?;
     if one.barrier {

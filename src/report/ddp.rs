@@ -311,21 +311,7 @@ pub fn table(s: &Scenario, spec: &DdpSpec, r: &StepResult, out: &mut dyn Write) 
             ),
         )?;
     }
-    let mem = ddp_memory(spec, r.world, s.gpus_per_node);
-    row(
-        out,
-        "memory per GPU",
-        format!(
-            "{:.1} of {:.1} GiB ({:.1} usable with {} % headroom), optimizer {} ({}{})",
-            mem.total / GIB,
-            s.node.gpu.model.memory.get() as f64 / GIB,
-            s.node.gpu.model.memory.get() as f64 * (1.0 - spec.memory_headroom) / GIB,
-            crate::workload::memory::headroom_pct(spec.memory_headroom),
-            spec.optimizer.name(),
-            mem.parts(),
-            if mem.activations_known { "" } else { "; activations not given" }
-        ),
-    )?;
+    row(out, "memory per GPU", memory_text(s, spec, r.world))?;
     writeln!(out)?;
     writeln!(out, "  {:<28} {:>10} {:>7}", "where the step goes", "ms", "share")?;
     let b = &r.breakdown;
@@ -608,6 +594,23 @@ pub(crate) fn from_first(r: &StepResult, first: &StepResult) -> FromFirst {
         p.2 -= f.2;
     }
     FromFirst { iteration_ms: r.iteration_time_ms - first.iteration_time_ms, parts }
+}
+
+/// The step's memory line: its total against the GPU's (and what the headroom leaves), the
+/// optimizer, and the parts (GPU 0's under DataParallel).
+pub(crate) fn memory_text(s: &Scenario, spec: &DdpSpec, world: usize) -> String {
+    let mem = ddp_memory(spec, world, s.gpus_per_node);
+    let gpu = s.node.gpu.model.memory.get() as f64;
+    format!(
+        "{:.1} of {:.1} GiB ({:.1} usable with {} % headroom), optimizer {} ({}{})",
+        mem.total / GIB,
+        gpu / GIB,
+        gpu * (1.0 - spec.memory_headroom) / GIB,
+        crate::workload::memory::headroom_pct(spec.memory_headroom),
+        spec.optimizer.name(),
+        mem.parts(),
+        if mem.activations_known { "" } else { "; activations not given" }
+    )
 }
 
 /// "; activation checkpointing full" where the step checkpoints (nothing otherwise).

@@ -6,7 +6,6 @@ use std::io::{self, Write};
 use crate::config::Scenario;
 use crate::workload::ddp::{DdpSpec, StepResult};
 use crate::workload::dp::DataParallel;
-use crate::workload::memory::{GIB, ddp_memory};
 
 /// Writes the human-readable report of a DataParallel step.
 pub fn table(
@@ -111,21 +110,7 @@ pub fn table(
             ),
         )?;
     }
-    let mem = ddp_memory(spec, r.world, s.gpus_per_node);
-    row(
-        out,
-        "memory on GPU 0",
-        format!(
-            "{:.1} of {:.1} GiB ({:.1} usable with {} % headroom), optimizer {} ({}{})",
-            mem.total / GIB,
-            s.node.gpu.model.memory.get() as f64 / GIB,
-            s.node.gpu.model.memory.get() as f64 * (1.0 - spec.memory_headroom) / GIB,
-            crate::workload::memory::headroom_pct(spec.memory_headroom),
-            spec.optimizer.name(),
-            mem.parts(),
-            if mem.activations_known { "" } else { "; activations not given" }
-        ),
-    )?;
+    row(out, "memory on GPU 0", super::ddp::memory_text(s, spec, r.world))?;
     writeln!(out)?;
     let ddp = report.and_then(|d| d.ddp.as_ref());
     writeln!(

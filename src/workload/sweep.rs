@@ -57,19 +57,13 @@ impl SweepSpec {
         }
     }
 
-    /// The names a sweep takes for its collective: nccl-tests' and "barrier".
-    pub const NAMES: [&'static str; 8] = [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "sendrecv",
-        "barrier",
-    ];
+    /// The names a sweep takes for its collective: nccl-tests' ([`Collective::NAMES`]) and
+    /// "barrier".
+    pub fn names() -> Vec<&'static str> {
+        Collective::NAMES.into_iter().chain(["barrier"]).collect()
+    }
 
-    /// Sets the collective from one of [`SweepSpec::NAMES`] (or nccl-tests' other spellings);
+    /// Sets the collective from one of [`SweepSpec::names`] (or nccl-tests' other spellings);
     /// a barrier is NCCL's all-reduce of one float, as PyTorch's `barrier()` runs it on NCCL,
     /// whatever sizes, type and reduction were given. False for a name it does not know.
     pub fn set_collective(&mut self, name: &str) -> bool {
